@@ -1,0 +1,46 @@
+# Every target installs what it needs first, so each works on a fresh clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+AGENTS_DIR := .agents
+AGENTS_STAMP := $(AGENTS_DIR)/.installed
+# Versions of the genuine agent CLIs the integration tests run against.
+AGENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 \
+                  @google/gemini-cli@0.61.0 opencode-ai@1.18.33
+
+.PHONY: setup agents run test bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PY) -c 'import sys; assert (3,11) <= sys.version_info[:2] < (3,14), "Spindle needs Python 3.11-3.13"' \
+	  || { for p in python3.13 python3.12 python3.11; do command -v $$p >/dev/null && exec $(MAKE) PY=$$p setup; done; exit 1; }
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,dev,bench]'
+	touch $(STAMP)
+
+# The genuine agent CLIs, installed project-locally (ignored by git, cached between runs).
+agents: $(AGENTS_STAMP)
+
+$(AGENTS_STAMP): Makefile
+	mkdir -p $(AGENTS_DIR)
+	npm install --prefix $(AGENTS_DIR) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
+	touch $(AGENTS_STAMP)
+
+run: setup
+	$(BIN)/spindle run
+
+test: setup agents
+	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q
+
+bench: setup agents
+	$(BIN)/python -m bench
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) $(AGENTS_DIR)

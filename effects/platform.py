@@ -1,0 +1,82 @@
+"""The small chat-platform interface the stream renderer drives (Discord, console, fakes).
+
+A platform sends, edits and deletes messages in a channel (a thread), shows typing, and
+answers commands. Its ``limits`` tell the renderer how to pace and split. Errors are
+``PlatformError``: ``retry_after`` for rate limits (honoured), ``retryable`` for 5xx and
+disconnects (retried with backoff), neither for a permanent refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from runtime.effects import Button
+from runtime.frozen import Frozen
+
+__all__ = ["ChatPlatform", "PlatformError", "PlatformLimits", "SelectMenu"]
+
+
+class PlatformLimits(Frozen):
+    char_limit: int = 2000
+    split_margin: int = 100  # split before char_limit - split_margin
+    supports_edit: bool = True
+    min_edit_interval_s: float = 0.5
+    typing_refresh_s: float = 8.0
+
+
+class SelectMenu(Frozen):
+    custom_id: str
+    options: tuple[str, ...]
+    multiple: bool = False
+
+
+class PlatformError(Exception):
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable or retry_after is not None
+        self.retry_after = retry_after
+
+
+class ChatPlatform(Protocol):
+    limits: PlatformLimits
+
+    async def send(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] = (),
+        menu: SelectMenu | None = None,
+        nonce: str | None = None,
+    ) -> str:
+        """Post a message; returns its platform id. ``nonce`` lets the platform dedupe."""
+        ...
+
+    async def edit(
+        self,
+        channel_id: str,
+        message_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] | None = None,
+    ) -> None: ...
+
+    async def delete(self, channel_id: str, message_id: str) -> None: ...
+
+    async def typing(self, channel_id: str) -> None:
+        """Show the typing indicator once (platforms expire it after a few seconds)."""
+        ...
+
+    async def reply(
+        self,
+        channel_id: str,
+        action_id: str,
+        text: str,
+        *,
+        ephemeral: bool = False,
+        buttons: tuple[Button, ...] = (),
+    ) -> str:
+        """Answer the command that produced ``action_id`` (an interaction on Discord)."""
+        ...

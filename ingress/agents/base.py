@@ -1,0 +1,132 @@
+"""The agent adapter interface every CLI adapter implements, and what they share.
+
+An adapter drives one agent for one thread (or, for a shared server such as
+``opencode serve``, one session on it). Its ``serve`` runs for the life of the process or
+connection and emits every agent event, stamped with the run id of the turn it belongs to
+(the one named by the last ``prompt``) and the session id: the thread's listener posts
+them into the actor's queue. Process control goes through ``effects.process``.
+
+Parsers are pure: one line (or one JSON-RPC/SSE message) in, typed events out; a malformed
+or unknown input is counted in ``ParserStats`` and skipped, never raised.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from runtime.agent_events import AgentEvent
+from runtime.effects import PromptAgent, StartAgent
+from runtime.frozen import Frozen
+
+__all__ = [
+    "AgentAdapter",
+    "AgentOptions",
+    "EmitEvent",
+    "McpServer",
+    "ParserStats",
+    "StampedEvent",
+    "clean_tool_name",
+]
+
+
+class McpServer(Frozen):
+    """An MCP server (streamable HTTP) to hand to the agent through its own config."""
+
+    name: str
+    url: str
+    bearer_token: str | None = None
+
+
+class AgentOptions(Frozen):
+    """Configuration of one agent kind (from the config file's ``[agents.<name>]``)."""
+
+    binary: str | None = None  # path or name on PATH; None: the adapter's default
+    extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # added to the process environment
+    home: str | None = None  # a private HOME/config dir; None: the user's own
+    model: str | None = None
+    system_instruction: str | None = None
+    mcp_servers: tuple[McpServer, ...] = ()
+    per_turn: bool = False  # fall back to one process per turn
+    start_timeout_s: float = 60.0
+    stop_grace_s: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class StampedEvent:
+    run_id: str | None
+    session_id: str | None
+    event: AgentEvent
+
+
+EmitEvent = Callable[[StampedEvent], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ParserStats:
+    lines: int = 0
+    events: int = 0
+    skipped: int = 0  # well-formed but with no common meaning
+    malformed: int = 0  # not JSON, wrong shape, wrong types
+    skipped_types: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, what: str) -> None:
+        self.skipped += 1
+        self.skipped_types[what] = self.skipped_types.get(what, 0) + 1
+
+
+class AgentAdapter(ABC):
+    """One agent process/connection for one thread."""
+
+    name: str  # "claude", "codex", "gemini", "opencode", "echo", "command"
+
+    def __init__(self, options: AgentOptions) -> None:
+        self.options = options
+
+    @abstractmethod
+    async def serve(self, start: StartAgent, emit: EmitEvent, task_status: object) -> None:
+        """Launch (or connect) and run until the process/connection ends, emitting every
+        event. Call ``task_status.started()`` once ready for ``prompt``. Returns normally
+        when the agent exits; the listener decides whether to start it again."""
+
+    @abstractmethod
+    async def prompt(self, prompt: PromptAgent) -> None:
+        """Begin a turn; later events are stamped with ``prompt.run_id``."""
+
+    @abstractmethod
+    async def interrupt(self, run_id: str) -> None:
+        """End the current turn in-band, keeping the process alive where the CLI can."""
+
+    @abstractmethod
+    async def answer_permission(self, request_id: str, allow: bool) -> None: ...
+
+    @abstractmethod
+    async def answer_question(self, request_id: str, answer: str | None) -> None: ...
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop for good: in-band interrupt, SIGINT, SIGTERM, SIGKILL; no process left."""
+
+    def statistics(self) -> ParserStats:
+        return ParserStats()
+
+
+_SPLIT = re.compile(r"[_\-\s]+")
+
+
+def _title(words: str) -> str:
+    return " ".join(w[:1].upper() + w[1:] for w in _SPLIT.split(words) if w)
+
+
+def clean_tool_name(name: str) -> str:
+    """``mcp__process-manager__restart_process`` -> ``Process Manager · Restart Process``;
+    other names are kept as the CLI gave them (``Bash``, ``shell``)."""
+    if name.startswith("mcp__"):
+        server, _, tool = name[len("mcp__") :].partition("__")
+        if tool:
+            return f"{_title(server)} · {_title(tool)}"
+        return _title(server)
+    return name
