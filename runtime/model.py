@@ -7,7 +7,7 @@ is a flag that could be derived: ``runtime.guards`` derives ``is_busy`` and frie
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from runtime.frozen import Frozen
 
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """Where the thread's run is. Exactly one run can be outside IDLE at a time."""
 
     IDLE = "idle"  # no active run
@@ -35,7 +35,7 @@ class Phase(str, Enum):
     INTERRUPTING = "interrupting"  # an interrupt was sent; waiting for the turn to end
 
 
-class AgentStatus(str, Enum):
+class AgentStatus(StrEnum):
     """The agent process/connection as last reported by effect feedback."""
 
     STOPPED = "stopped"

@@ -127,7 +127,8 @@ class FakeModelServer:
                         if ev.delay:
                             time.sleep(ev.delay)
                         payload = ev.data if isinstance(ev.data, str) else json.dumps(ev.data)
-                        chunk = (f"event: {ev.event}\n" if ev.event else "") + f"data: {payload}\n\n"
+                        head = f"event: {ev.event}\n" if ev.event else ""
+                        chunk = f"{head}data: {payload}\n\n"
                         self.wfile.write(chunk.encode())
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
