@@ -60,3 +60,7 @@ def render_mermaid() -> str:
         for dst, events in grouped.items():
             lines.append(f"    {src.value} --> {dst.value}: {', '.join(events)}")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_mermaid(), end="")

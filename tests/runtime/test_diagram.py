@@ -1,0 +1,32 @@
+"""The phase diagram in docs/state-machine.md is the one generated from the phase table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from runtime.model import Phase
+from runtime.phase_table import PHASE_EVENTS, PHASE_TABLE, render_mermaid
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
+
+
+def test_committed_diagram_matches_the_table():
+    text = DOC.read_text()
+    match = re.search(
+        r"<!-- diagram:begin -->\n```mermaid\n(.*?)```\n<!-- diagram:end -->", text, re.S
+    )
+    assert match, "diagram markers missing from docs/state-machine.md"
+    assert match.group(1) == render_mermaid(), (
+        "docs/state-machine.md is stale: paste the output of "
+        "`.venv/bin/python -m runtime.phase_table` between the diagram markers"
+    )
+
+
+def test_table_covers_every_phase_and_only_known_events():
+    assert set(PHASE_TABLE) == set(Phase)
+    for moves in PHASE_TABLE.values():
+        assert set(moves) <= set(PHASE_EVENTS)
+    # every active phase can end
+    for phase in (Phase.DISPATCHING, Phase.RUNNING, Phase.INTERRUPTING):
+        assert PHASE_TABLE[phase]["turn_end"] is Phase.IDLE
