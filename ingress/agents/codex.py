@@ -1,0 +1,748 @@
+"""The Codex CLI adapter: ``codex app-server`` (JSON-RPC over stdio) for a thread's whole life,
+``codex exec --json`` per turn as the fall-back (``AgentOptions.per_turn``).
+
+Long-lived mode: one process per thread; ``initialize``/``initialized``, then ``thread/start``
+(or ``thread/resume`` with the stored session id), one ``turn/start`` per prompt,
+``turn/interrupt`` to end a turn in-band (the process stays), approvals answered
+``accept``/``decline``. Codex turns are serialised here: a ``turn/start`` sent while a turn
+runs would be *injected into* that turn, not queued.
+
+Every event is stamped with the run id of the turn it belongs to (codex turn id -> the run
+id of the ``prompt`` that started it) and with the codex thread id as session id. A process
+that exits while a turn is open ends that turn with ``TurnAborted`` (exit code, stderr tail).
+
+Launch spec (pure, ``launch_argv``/``launch_env``): ``--disable unbounded_connection_retries``
+so a dead model server fails the turn instead of retrying forever; MCP servers as
+``-c mcp_servers.<name>.url=...`` with the bearer token passed through an environment
+variable (``bearer_token_env_var``), never on the command line; the system instruction as
+``developerInstructions`` (app-server) or ``-c developer_instructions=...`` (exec); the model
+as a ``thread/start``/``turn/start`` parameter or ``-m``. A private ``options.home`` becomes
+``HOME`` and ``CODEX_HOME``, so nothing of the user's own config is read or changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from effects.process import ManagedProcess
+from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
+from ingress.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
+from runtime.agent_events import (
+    AgentError,
+    AgentEvent,
+    SessionStarted,
+    TurnAborted,
+    TurnCompleted,
+)
+from runtime.effects import PromptAgent, StartAgent
+from runtime.model import Attachment
+
+__all__ = [
+    "Adapter",
+    "CodexAdapter",
+    "CodexConversation",
+    "launch_argv",
+    "launch_env",
+    "list_conversations",
+    "prompt_text",
+]
+
+CLIENT_INFO = {"name": "spindle", "title": "Spindle", "version": "0.1.0"}
+DEFAULT_BINARY = "codex"
+_PROJECT_BINARY = (
+    Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "codex"
+)
+TURN_START_TIMEOUT_S = 30.0
+INTERRUPT_TIMEOUT_S = 5.0
+STDERR_TAIL_LINES = 10
+_BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
+
+
+# ---------------------------------------------------------------------------------------
+# launch spec (pure)
+
+
+def _toml_string(value: str) -> str:
+    # A JSON string is a valid TOML basic string (same escapes), and -c parses TOML.
+    return json.dumps(value)
+
+
+def _mcp_key(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "mcp"
+
+
+def mcp_token_env(name: str) -> str:
+    return "SPINDLE_MCP_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def config_overrides(options: AgentOptions) -> list[str]:
+    """The ``-c``/``--disable`` flags every codex process gets."""
+    args = [
+        "--disable",
+        "unbounded_connection_retries",
+        "-c",
+        "check_for_update_on_startup=false",
+    ]
+    for server in options.mcp_servers:
+        key = _mcp_key(server.name)
+        args += ["-c", f"mcp_servers.{key}.url={_toml_string(server.url)}"]
+        if server.bearer_token:
+            env_name = _toml_string(mcp_token_env(server.name))
+            args += ["-c", f"mcp_servers.{key}.bearer_token_env_var={env_name}"]
+    return args
+
+
+def resolve_binary(options: AgentOptions) -> str:
+    if options.binary:
+        return options.binary
+    found = shutil.which(DEFAULT_BINARY)
+    if found:
+        return found
+    if _PROJECT_BINARY.exists():
+        return str(_PROJECT_BINARY)
+    return DEFAULT_BINARY
+
+
+def launch_argv(
+    options: AgentOptions,
+    *,
+    per_turn: bool,
+    session_id: str | None = None,
+    model: str | None = None,
+    system_instruction: str | None = None,
+    sandbox: str = "workspace-write",
+) -> list[str]:
+    """The command line; a per-turn command reads its prompt from stdin (``-``)."""
+    binary = resolve_binary(options)
+    if not per_turn:
+        return [binary, "app-server", *config_overrides(options), *options.extra_args]
+    argv = [binary, "exec"]
+    if session_id:
+        argv.append("resume")
+    argv += ["--json", "--skip-git-repo-check", *config_overrides(options)]
+    argv += ["-c", f"sandbox_mode={_toml_string(sandbox)}"]
+    if model:
+        argv += ["-m", model]
+    if system_instruction:
+        argv += ["-c", f"developer_instructions={_toml_string(system_instruction)}"]
+    argv += list(options.extra_args)
+    if session_id:
+        argv.append(session_id)
+    argv.append("-")
+    return argv
+
+
+def codex_home(options: AgentOptions) -> Path:
+    if options.home:
+        return Path(options.home) / ".codex"
+    env = dict(options.env)
+    if "CODEX_HOME" in env:
+        return Path(env["CODEX_HOME"])
+    if os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"])
+    return Path.home() / ".codex"
+
+
+def ensure_codex_home(options: AgentOptions) -> None:
+    """Codex refuses to start when ``CODEX_HOME`` does not exist."""
+    codex_home(options).mkdir(parents=True, exist_ok=True)
+
+
+def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env.setdefault("RUST_LOG", "warn")
+    env.update(dict(options.env))
+    if options.home:
+        env["HOME"] = options.home
+        env["CODEX_HOME"] = str(codex_home(options))
+    elif "CODEX_HOME" in env:
+        env["CODEX_HOME"] = str(codex_home(options))
+    for server in options.mcp_servers:
+        if server.bearer_token:
+            env[mcp_token_env(server.name)] = server.bearer_token
+    return env
+
+
+def prompt_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
+    """The user's text plus what codex can read of the attachments (images go separately)."""
+    parts = [text]
+    for att in attachments:
+        if att.inline_text is not None:
+            parts.append(f'<attachment name="{att.name}">\n{att.inline_text}\n</attachment>')
+        elif att.path and not (att.content_type or "").startswith("image/"):
+            parts.append(f"[attached file: {att.path}]")
+        elif att.url and not att.path:
+            parts.append(f"[attachment {att.name}: {att.url}]")
+    return "\n\n".join(p for p in parts if p)
+
+
+def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [
+        {"type": "text", "text": prompt_text(text, attachments), "text_elements": []}
+    ]
+    for att in attachments:
+        if att.path and (att.content_type or "").startswith("image/"):
+            items.append({"type": "localImage", "path": att.path})
+    return items
+
+
+# ---------------------------------------------------------------------------------------
+# conversations
+
+
+@dataclass(frozen=True, slots=True)
+class CodexConversation:
+    session_id: str
+    title: str  # the first prompt, shortened
+    updated_at: float  # epoch seconds
+    workdir: str | None = None
+
+
+def _first_user_text(path: Path, max_lines: int = 400) -> tuple[str | None, str | None, str]:
+    """(session id, cwd, first user prompt) from a rollout file's first lines."""
+    session_id = cwd = None
+    title = ""
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh):
+            if n >= max_lines:
+                break
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            payload = rec.get("payload")
+            if not isinstance(payload, dict):
+                continue
+            if rec.get("type") == "session_meta":
+                session_id = payload.get("id") if isinstance(payload.get("id"), str) else None
+                cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+            elif (
+                rec.get("type") == "response_item"
+                and payload.get("type") == "message"
+                and payload.get("role") == "user"
+            ):
+                content = payload.get("content")
+                texts = (
+                    [
+                        c.get("text", "")
+                        for c in content
+                        if isinstance(c, dict) and isinstance(c.get("text"), str)
+                    ]
+                    if isinstance(content, list)
+                    else []
+                )
+                text = "".join(texts).strip()
+                if text and not text.startswith("<"):
+                    title = text
+                    break
+    return session_id, cwd, title
+
+
+def list_conversations(
+    options: AgentOptions, workdir: str | None = None, limit: int = 25
+) -> list[CodexConversation]:
+    """Past codex sessions from ``$CODEX_HOME/sessions/**/rollout-*.jsonl``, newest first;
+    only those of ``workdir`` when given. Best effort: unreadable files are left out."""
+    root = codex_home(options) / "sessions"
+    if not root.is_dir():
+        return []
+    files: list[tuple[float, Path]] = []
+    for path in root.rglob("rollout-*.jsonl"):
+        try:
+            files.append((path.stat().st_mtime, path))
+        except OSError:
+            continue
+    files.sort(key=lambda f: f[0], reverse=True)
+    want = os.path.realpath(workdir) if workdir else None
+    out: list[CodexConversation] = []
+    for mtime, path in files:
+        try:
+            session_id, cwd, title = _first_user_text(path)
+        except OSError:
+            continue
+        if session_id is None:
+            continue
+        if want is not None and (cwd is None or os.path.realpath(cwd) != want):
+            continue
+        short = title.splitlines()[0] if title else ""
+        out.append(CodexConversation(session_id, short[:100], mtime, cwd))
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the adapter
+
+
+class CodexAdapter(AgentAdapter):
+    """``codex app-server`` for one thread (``per_turn``: ``codex exec --json`` each turn).
+
+    ``approval_policy`` is codex's own (``untrusted`` asks before any command that is not
+    known safe, ``on-request`` lets the model ask, ``never`` never asks); ``sandbox`` is its
+    sandbox mode.
+    """
+
+    name = "codex"
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        *,
+        approval_policy: str = "on-request",
+        sandbox: str = "workspace-write",
+    ) -> None:
+        super().__init__(options)
+        self.approval_policy = approval_policy
+        self.sandbox = sandbox
+        self._emit: EmitEvent | None = None
+        self._proc: ManagedProcess | None = None
+        self._rpc: RpcPeer | None = None
+        self._parser = AppServerParser()
+        self._exec_stats = ParserStats()
+        self._thread_id: str | None = None
+        self._model: str | None = None
+        self._ready = trio.Event()
+        self._gone = trio.Event()  # the process (or, per turn, the adapter) ended
+        self._run_id: str | None = None
+        self._turn_runs: dict[str, str] = {}
+        self._ended_turns: set[str] = set()
+        self._active_turn: str | None = None
+        self._turn_pending = False  # a turn/start is in flight
+        self._turn_idle = trio.Event()
+        self._turn_idle.set()
+        self._turn_lock = trio.Lock()
+        self._stopping = False
+        # per-turn mode
+        self._start: StartAgent | None = None
+        self._turn_nursery: trio.Nursery | None = None
+        self._exec_proc: ManagedProcess | None = None
+        self._exec_interrupted = False
+
+    # -- shared --------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str | None:
+        return self._thread_id
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc or self._exec_proc
+        return proc.pid if proc is not None else None
+
+    def statistics(self) -> ParserStats:
+        return self._exec_stats if self.options.per_turn else self._parser.stats
+
+    def conversations(self, workdir: str | None = None, limit: int = 25) -> list[CodexConversation]:
+        return list_conversations(self.options, workdir, limit)
+
+    async def _send(self, run_id: str | None, event: AgentEvent) -> None:
+        if self._emit is not None:
+            await self._emit(StampedEvent(run_id, self._thread_id, event))
+
+    def _stderr_tail(self, proc: ManagedProcess | None) -> str:
+        if proc is None:
+            return ""
+        # Rust's "Stack backtrace: / 0: <unknown>" lines would push the real error out.
+        lines = [ln for ln in proc.stderr_tail if not _BACKTRACE_LINE.match(ln)]
+        return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+    async def serve(
+        self,
+        start: StartAgent,
+        emit: EmitEvent,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        self._emit = emit
+        self._start = start
+        self._thread_id = start.session_id
+        self._model = start.model or self.options.model
+        self._parser.model = self._model
+        if self.options.per_turn:
+            await self._serve_per_turn(task_status)
+        else:
+            await self._serve_app_server(start, task_status)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.options.per_turn:
+            if self._exec_proc is not None:
+                self._exec_interrupted = True
+                await self._exec_proc.stop(grace=self.options.stop_grace_s)
+            self._gone.set()
+            return
+        proc = self._proc
+        if proc is None:
+            self._gone.set()
+            return
+        with trio.CancelScope(shield=True):
+            if self._active_turn is not None and self._rpc is not None and not self._rpc.closed:
+                with trio.move_on_after(1.0):
+                    await self._interrupt_turn(self._active_turn)
+            # Codex exits 0 when its stdin closes: the gentle way out.
+            with trio.move_on_after(self.options.stop_grace_s / 2):
+                try:
+                    await proc.close_stdin()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+                await proc.wait()
+            await proc.stop(grace=self.options.stop_grace_s)
+            with trio.move_on_after(self.options.stop_grace_s + 3):
+                await self._gone.wait()
+
+    # -- long-lived: codex app-server ----------------------------------------------------
+    async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
+        argv = launch_argv(self.options, per_turn=False)
+        try:
+            ensure_codex_home(self.options)
+            proc = await ManagedProcess.spawn(
+                argv, env=launch_env(self.options), cwd=start.workdir, stdin=True
+            )
+        except OSError as exc:
+            self._gone.set()
+            await self._send(None, AgentError(message=f"cannot start codex: {exc}"))
+            task_status.started()
+            return
+        self._proc = proc
+        self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
+        self._parser.model = self._model
+        rpc = RpcPeer(proc.write_line)
+        self._rpc = rpc
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(proc.pump_stderr)
+                nursery.start_soon(self._read_app_server, proc, rpc)
+                try:
+                    with trio.fail_after(self.options.start_timeout_s):
+                        await self._handshake(rpc, start)
+                except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+                    tail = self._stderr_tail(proc)
+                    message = f"codex app-server did not start: {exc!r}"
+                    await self._send(
+                        None, AgentError(message=message + (f"\n{tail}" if tail else ""))
+                    )
+                    await proc.stop(grace=self.options.stop_grace_s)
+                else:
+                    self._ready.set()
+                task_status.started()
+                started = True
+        finally:
+            self._ready.set()  # wake prompt() callers; they see the process is gone
+            self._gone.set()
+            rpc.close("codex exited")
+            if not started:
+                task_status.started()
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
+
+    async def _handshake(self, rpc: RpcPeer, start: StartAgent) -> None:
+        await rpc.request(
+            "initialize", {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}}
+        )
+        await rpc.notify("initialized")
+        common: dict[str, Any] = {
+            "cwd": start.workdir,
+            "approvalPolicy": self.approval_policy,
+            "sandbox": self.sandbox,
+        }
+        if self._model:
+            common["model"] = self._model
+        instruction = start.system_instruction or self.options.system_instruction
+        if instruction:
+            common["developerInstructions"] = instruction
+        result: Any = None
+        if start.session_id:
+            try:
+                result = await rpc.request(
+                    "thread/resume", {"threadId": start.session_id, "excludeTurns": True, **common}
+                )
+            except RpcError as exc:
+                # The stored session is gone (another HOME, deleted): say so, start afresh.
+                await self._send(
+                    self._run_id,
+                    AgentError(
+                        message=f"could not resume codex session {start.session_id}: {exc.message}"
+                    ),
+                )
+        if result is None:
+            result = await rpc.request("thread/start", common)
+        thread = result.get("thread") if isinstance(result, dict) else None
+        thread_id = thread.get("id") if isinstance(thread, dict) else None
+        if not isinstance(thread_id, str):
+            raise RpcClosed(f"thread/start gave no thread id: {result!r}")
+        self._thread_id = thread_id
+        model = result.get("model")
+        if isinstance(model, str):
+            self._model = model
+            self._parser.model = model
+        await self._send(self._run_id, SessionStarted(session_id=thread_id, model=self._model))
+
+    async def _read_app_server(self, proc: ManagedProcess, rpc: RpcPeer) -> None:
+        async for line in proc.stdout_lines():
+            parsed = self._parser.feed_line(line)
+            await self._handle_parsed(parsed, rpc)
+        rpc.close("codex closed its output")
+        code = await proc.wait()
+        self._gone.set()
+        open_turn = self._active_turn is not None or self._turn_pending
+        if open_turn:
+            run_id = self._turn_runs.get(self._active_turn or "", self._run_id)
+            self._active_turn = None
+            self._turn_idle.set()
+            reason = "stopped" if self._stopping else "codex exited"
+            with trio.CancelScope(shield=True):
+                await self._send(
+                    run_id,
+                    TurnAborted(reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)),
+                )
+
+    async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
+        if parsed.response is not None:
+            rpc.resolve(parsed.response)
+        if parsed.turn_started and parsed.turn_started not in self._ended_turns:
+            if self._active_turn is None:
+                self._active_turn = parsed.turn_started
+                self._turn_idle = trio.Event()
+            if self._run_id is not None:
+                self._turn_runs.setdefault(parsed.turn_started, self._run_id)
+        for te in parsed.events:
+            run_id = self._turn_runs.get(te.turn_id, self._run_id) if te.turn_id else self._run_id
+            if isinstance(te.event, TurnCompleted) and te.event.session_id is None:
+                await self._send(
+                    run_id, te.event.model_copy(update={"session_id": self._thread_id})
+                )
+            else:
+                await self._send(run_id, te.event)
+        if parsed.turn_ended is not None:
+            self._ended_turns.add(parsed.turn_ended)
+            self._parser.forget_turn_requests(parsed.turn_ended)
+            if self._active_turn == parsed.turn_ended:
+                self._active_turn = None
+                self._turn_idle.set()
+        request = parsed.request
+        if request is not None and not request.handled:
+            try:
+                await rpc.respond_error(
+                    request.id, -32601, f"spindle does not handle {request.method}"
+                )
+            except RpcClosed:
+                pass
+
+    async def prompt(self, prompt: PromptAgent) -> None:
+        if self.options.per_turn:
+            await self._prompt_per_turn(prompt)
+            return
+        self._run_id = prompt.run_id
+        with trio.move_on_after(self.options.start_timeout_s):
+            await self._ready.wait()
+        rpc = self._rpc
+        if rpc is None or rpc.closed or self._thread_id is None or self._gone.is_set():
+            await self._send(
+                prompt.run_id,
+                TurnAborted(
+                    reason="codex is not running", stderr_tail=self._stderr_tail(self._proc)
+                ),
+            )
+            return
+        async with self._turn_lock:
+            # A turn/start during a running turn would be injected into it: wait it out.
+            with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                await self._turn_idle.wait()
+            if self._active_turn is not None:
+                await self._interrupt_turn(self._active_turn)
+                with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                    await self._turn_idle.wait()
+            self._run_id = prompt.run_id
+            params: dict[str, Any] = {
+                "threadId": self._thread_id,
+                "input": turn_input(prompt.text, prompt.attachments),
+            }
+            if prompt.model and prompt.model != self._model:
+                params["model"] = prompt.model
+                self._model = prompt.model
+                self._parser.model = prompt.model
+            self._turn_pending = True
+            try:
+                result = await rpc.request("turn/start", params, timeout=TURN_START_TIMEOUT_S)
+            except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+                self._turn_pending = False
+                if not isinstance(exc, RpcClosed):  # a closed process reports its own abort
+                    await self._send(
+                        prompt.run_id,
+                        TurnCompleted(
+                            session_id=self._thread_id,
+                            model=self._model,
+                            is_error=True,
+                            error=f"codex refused the turn: {exc}",
+                        ),
+                    )
+                return
+            self._turn_pending = False
+            turn = result.get("turn") if isinstance(result, dict) else None
+            turn_id = turn.get("id") if isinstance(turn, dict) else None
+            if isinstance(turn_id, str):
+                self._turn_runs[turn_id] = prompt.run_id
+                if turn_id not in self._ended_turns and self._active_turn is None:
+                    self._active_turn = turn_id
+                    self._turn_idle = trio.Event()
+
+    async def _interrupt_turn(self, turn_id: str) -> None:
+        rpc = self._rpc
+        if rpc is None or rpc.closed or self._thread_id is None:
+            return
+        try:
+            await rpc.request(
+                "turn/interrupt",
+                {"threadId": self._thread_id, "turnId": turn_id},
+                timeout=INTERRUPT_TIMEOUT_S,
+            )
+        except (RpcError, RpcClosed, trio.TooSlowError):
+            pass  # the turn may have just ended; the caller's grace timer covers the rest
+
+    async def interrupt(self, run_id: str) -> None:
+        if self.options.per_turn:
+            await self._interrupt_per_turn(run_id)
+            return
+        # The turn id may still be on its way (turn/start in flight): give it a moment.
+        with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+            while self._turn_pending and self._active_turn is None:
+                await trio.sleep(0.01)
+        turn = self._active_turn
+        if turn is None:
+            return
+        if self._turn_runs.get(turn, run_id) != run_id:
+            return  # a stale interrupt for a run that is already over
+        await self._interrupt_turn(turn)
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        pending = self._parser.take_request(request_id)
+        if pending is None or self._rpc is None or pending.kind != "permission":
+            return
+        try:
+            await self._rpc.respond(
+                pending.rpc_id, AppServerParser.permission_result(pending, allow)
+            )
+        except RpcClosed:
+            pass
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        pending = self._parser.take_request(request_id)
+        if pending is None or self._rpc is None:
+            return
+        if pending.kind == "permission":  # an elicitation answered as a question
+            result = AppServerParser.permission_result(pending, answer is not None)
+        else:
+            result = AppServerParser.question_result(pending, answer)
+        try:
+            await self._rpc.respond(pending.rpc_id, result)
+        except RpcClosed:
+            pass
+
+    # -- per turn: codex exec --json -----------------------------------------------------
+    async def _serve_per_turn(self, task_status: Any) -> None:
+        async with trio.open_nursery() as nursery:
+            self._turn_nursery = nursery
+            self._ready.set()
+            task_status.started()
+            await self._gone.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _prompt_per_turn(self, prompt: PromptAgent) -> None:
+        self._run_id = prompt.run_id
+        if self._turn_nursery is None or self._gone.is_set():
+            await self._send(prompt.run_id, TurnAborted(reason="codex is not running"))
+            return
+        self._turn_nursery.start_soon(self._exec_turn, prompt)
+
+    async def _exec_turn(self, prompt: PromptAgent) -> None:
+        assert self._start is not None
+        async with self._turn_lock:
+            parser = ExecParser()
+            if prompt.model:
+                self._model = prompt.model
+            parser.model = self._model
+            instruction = (
+                prompt.system_instruction
+                or self._start.system_instruction
+                or self.options.system_instruction
+            )
+            argv = launch_argv(
+                self.options,
+                per_turn=True,
+                session_id=self._thread_id or prompt.session_id,
+                model=self._model,
+                system_instruction=instruction,
+                sandbox=self.sandbox,
+            )
+            self._exec_interrupted = False
+            t0 = trio.current_time()
+            try:
+                ensure_codex_home(self.options)
+                proc = await ManagedProcess.spawn(
+                    argv, env=launch_env(self.options), cwd=prompt.workdir, stdin=True
+                )
+            except OSError as exc:
+                await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
+                return
+            self._exec_proc = proc
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(proc.pump_stderr)
+                    try:
+                        await proc.write_line(prompt_text(prompt.text, prompt.attachments))
+                        await proc.close_stdin()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        pass
+                    async for line in proc.stdout_lines():
+                        for event in parser.feed_line(line):
+                            if isinstance(event, SessionStarted):
+                                self._thread_id = event.session_id
+                            if isinstance(event, TurnCompleted):
+                                ms = int((trio.current_time() - t0) * 1000)
+                                event = event.model_copy(update={"duration_ms": ms})
+                            await self._send(prompt.run_id, event)
+                code = await proc.wait()
+                if not parser.ended:
+                    reason = "interrupted" if self._exec_interrupted else "codex exited"
+                    await self._send(
+                        prompt.run_id,
+                        TurnAborted(
+                            reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)
+                        ),
+                    )
+            finally:
+                self._exec_stats.lines += parser.stats.lines
+                self._exec_stats.events += parser.stats.events
+                self._exec_stats.malformed += parser.stats.malformed
+                for what, n in parser.stats.skipped_types.items():
+                    self._exec_stats.skipped += n
+                    self._exec_stats.skipped_types[what] = (
+                        self._exec_stats.skipped_types.get(what, 0) + n
+                    )
+                self._exec_proc = None
+                with trio.CancelScope(shield=True):
+                    await proc.stop(grace=self.options.stop_grace_s)
+
+    async def _interrupt_per_turn(self, run_id: str) -> None:
+        proc = self._exec_proc
+        if proc is None or self._run_id != run_id:
+            return
+        # codex exec has no in-band interrupt: SIGINT makes it record turn_aborted and exit 1.
+        self._exec_interrupted = True
+        proc.signal(signal.SIGINT)
+
+
+Adapter = CodexAdapter
