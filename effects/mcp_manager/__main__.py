@@ -1,0 +1,7 @@
+"""``python -m effects.mcp_manager``: the same as ``spindle mcp``."""
+
+import sys
+
+from .server import main
+
+sys.exit(main())

@@ -1,0 +1,161 @@
+"""The typed surface of the process manager: its configuration, what it persists, and what
+its tools return. Tool inputs are the tools' own typed parameters (see ``server.py``).
+
+Everything here is a pydantic model, so the MCP SDK derives JSON schemas for the tool
+outputs and the state file round-trips through ``model_dump_json``/``model_validate_json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from pathlib import Path
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "DEFAULT_PORT",
+    "OutputResult",
+    "ProcessInfo",
+    "ProcessList",
+    "ProcessManagerConfig",
+    "ProcessRecord",
+    "ProcessStatus",
+    "StateFile",
+    "StopResult",
+]
+
+DEFAULT_PORT = 8901
+LIVE = frozenset({"starting", "running", "stopping"})
+
+
+class ProcessStatus(enum.StrEnum):
+    """Where a managed process is in its life.
+
+    ``lost`` is the one status beyond the issue's five: a process recorded as running when
+    Spindle stopped that was no longer there (same pid and start time) when it came back."""
+
+    starting = "starting"
+    running = "running"
+    stopping = "stopping"
+    stopped = "stopped"  # ended on request, or exited with code 0
+    failed = "failed"  # exited by itself with a non-zero code (or by a signal)
+    lost = "lost"
+
+    @property
+    def live(self) -> bool:
+        return self.value in LIVE
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ProcessManagerConfig(BaseModel):
+    """How the manager runs; built by ``spindle run``/``spindle mcp`` from the config file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)  # 0: any free port (tests)
+    path: str = "/mcp"
+    # The operator token. None: read ``<data_dir>/mcp-token``, creating it on first use, so
+    # thread tokens (derived from it) stay valid across a restart of Spindle.
+    token: str | None = None
+    data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("spindle"))
+    allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: (Path.home(),))
+    ring_buffer_chars: int = Field(200_000, gt=0)  # per stream, per process
+    max_log_bytes: int = Field(8 * 1024 * 1024, gt=0)  # an output file is emptied past this
+    max_processes_per_thread: int = Field(8, gt=0)  # live ones (starting/running/stopping)
+    max_records_per_thread: int = Field(32, gt=0)  # finished ones are forgotten past this
+    stop_grace_s: float = Field(5.0, ge=0)  # SIGTERM -> SIGKILL
+    keep_on_shutdown: bool = False
+    poll_interval_s: float = Field(0.05, gt=0)  # how often output files are read
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_only(cls, host: str) -> str:
+        if not _is_loopback(host):
+            raise ValueError(f"the process manager listens on loopback only, not {host!r}")
+        return host
+
+
+class ProcessRecord(BaseModel):
+    """One managed process as persisted in the state file (mutable: the supervisor owns it)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str
+    name: str
+    command: str
+    args: list[str] = []
+    cwd: str
+    env: dict[str, str] = {}  # only what the caller added to Spindle's environment
+    status: ProcessStatus = ProcessStatus.starting
+    pid: int | None = None
+    create_time: float | None = None  # psutil create_time: pid + this identify the process
+    exit_code: int | None = None  # negative: killed by that signal
+    started_at: float | None = None  # wall-clock seconds
+    stopped_at: float | None = None
+    restarts: int = 0
+    error: str | None = None
+    stdout_path: str = ""
+    stderr_path: str = ""
+    stdout_offset: int = 0  # bytes of the file already read into the ring
+    stderr_offset: int = 0
+    last_seq: int = 0
+
+
+class StateFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = 1
+    processes: list[ProcessRecord] = []
+
+
+class ProcessInfo(BaseModel):
+    """What the tools report about one process."""
+
+    name: str
+    thread_id: str
+    status: ProcessStatus
+    command: str
+    args: list[str]
+    cwd: str
+    pid: int | None
+    exit_code: int | None
+    started_at: float | None
+    stopped_at: float | None
+    restarts: int
+    adopted: bool = Field(description="found again after a restart of Spindle")
+    error: str | None = None
+    already_running: bool = Field(
+        False, description="start_process found it running and left it alone"
+    )
+
+
+class StopResult(BaseModel):
+    process: ProcessInfo
+    tree_gone: bool = Field(description="psutil confirmed that no process of its tree is left")
+    escalated: bool = Field(description="SIGKILL was needed")
+
+
+class ProcessList(BaseModel):
+    processes: list[ProcessInfo]
+
+
+class OutputResult(BaseModel):
+    name: str
+    status: ProcessStatus
+    pid: int | None
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    last_seq: int = Field(description="pass as since_seq to read only newer output")
+    truncated: bool = Field(description="some of the requested output is not included")

@@ -1,0 +1,114 @@
+"""Bounded output buffers with sequence numbers, so a caller can read only what is new.
+
+A managed process writes into two files (stdout, stderr); the supervisor tails them into
+one ``OutputRing`` per stream. Both rings of a process draw their sequence numbers from one
+``SequenceCounter``, so a single ``since_seq`` reads what is new on either stream.
+
+Invariants: a ring never holds more than ``max_chars`` characters (the oldest chunks are
+evicted first, and a single oversized chunk keeps only its tail); sequence numbers only
+grow; a chunk's text is exactly what the process wrote (newlines included), so joining
+chunks reproduces the output.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+from dataclasses import dataclass
+
+__all__ = ["LineAssembler", "OutputChunk", "OutputRing", "SequenceCounter"]
+
+
+class SequenceCounter:
+    """The last sequence number handed out; shared by the stdout and stderr rings."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.value = start
+
+    def next(self) -> int:
+        self.value += 1
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class OutputChunk:
+    seq: int
+    text: str
+
+
+class OutputRing:
+    """The newest ``max_chars`` characters of one stream, as sequence-numbered chunks."""
+
+    def __init__(self, max_chars: int) -> None:
+        if max_chars <= 0:
+            raise ValueError("max_chars must be positive")
+        self.max_chars = max_chars
+        self._chunks: collections.deque[OutputChunk] = collections.deque()
+        self._chars = 0
+        self.evicted_chars = 0  # characters dropped to keep the bound
+        self.evicted_through_seq = 0  # every chunk with seq <= this is (at least partly) gone
+
+    def append(self, seq: int, text: str) -> None:
+        if not text:
+            return
+        if len(text) > self.max_chars:
+            self.evicted_chars += len(text) - self.max_chars
+            self.evicted_through_seq = max(self.evicted_through_seq, seq)
+            text = text[-self.max_chars :]
+        self._chunks.append(OutputChunk(seq, text))
+        self._chars += len(text)
+        while self._chars > self.max_chars:
+            old = self._chunks.popleft()
+            self._chars -= len(old.text)
+            self.evicted_chars += len(old.text)
+            self.evicted_through_seq = max(self.evicted_through_seq, old.seq)
+
+    @property
+    def chars(self) -> int:
+        return self._chars
+
+    @property
+    def last_seq(self) -> int:
+        return self._chunks[-1].seq if self._chunks else self.evicted_through_seq
+
+    def read(self, tail: int, since_seq: int | None = None) -> tuple[str, bool]:
+        """The last ``tail`` characters of the chunks newer than ``since_seq`` (all chunks
+        when None). The flag says text the caller asked for is not in the result: cut by
+        ``tail``, or evicted from the ring before it was read."""
+        chunks = [c for c in self._chunks if since_seq is None or c.seq > since_seq]
+        missed = (since_seq is None and self.evicted_chars > 0) or (
+            since_seq is not None and since_seq < self.evicted_through_seq
+        )
+        text = "".join(c.text for c in chunks)
+        if tail < len(text):
+            return (text[len(text) - tail :] if tail > 0 else ""), True
+        return text, missed
+
+
+class LineAssembler:
+    """Turns raw bytes read from a stream into text made of whole lines.
+
+    Bytes are decoded incrementally (a UTF-8 sequence split across two reads stays intact,
+    invalid bytes become U+FFFD). Complete lines are released at once; a trailing partial
+    line is held for one more read and released anyway when no more bytes arrived (a prompt
+    such as ``Password:`` must not wait for a newline that never comes)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    def feed(self, data: bytes) -> str:
+        """The complete lines (newlines kept) that ``data`` finishes; "" when none."""
+        if not data:
+            # Nothing new since the last read: whatever was held is as complete as it gets.
+            out, self._pending = self._pending, ""
+            return out
+        text = self._pending + self._decoder.decode(data)
+        cut = text.rfind("\n") + 1
+        self._pending = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        text = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        return text

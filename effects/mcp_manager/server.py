@@ -1,0 +1,280 @@
+"""The MCP face of the supervisor: five tools over streamable HTTP on loopback, hosted in the
+trio program by hypercorn's trio worker.
+
+``serve_process_manager(config, task_status)`` runs it inside ``spindle run`` (it hands a
+``ProcessManager`` to ``task_status.started``: the URL, the tokens, and the thread-level
+calls the runtime needs); ``main()`` runs it alone as ``spindle mcp``. The official SDK's
+``MCPServer`` serves the tools; its ASGI app sits behind ``BearerGuard`` (401 without a
+valid token). A tool turns a ``ProcessError`` into an MCP tool error (``isError``) with a
+message for the agent; the server never goes down because of one call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
+
+from .auth import BearerGuard, Caller, TokenAuthority, load_or_create_secret
+from .models import (
+    DEFAULT_PORT,
+    OutputResult,
+    ProcessInfo,
+    ProcessList,
+    ProcessManagerConfig,
+    StopResult,
+)
+from .supervisor import ProcessError, ProcessSupervisor
+
+__all__ = [
+    "SERVER_NAME",
+    "ProcessManager",
+    "build_mcp_server",
+    "main",
+    "serve_process_manager",
+]
+
+SERVER_NAME = "process-manager"
+log = logging.getLogger(__name__)
+
+
+class ProcessManager:
+    """What ``serve_process_manager`` hands to the runtime once it is listening."""
+
+    def __init__(
+        self,
+        url: str,
+        authority: TokenAuthority,
+        supervisor: ProcessSupervisor,
+        guard: BearerGuard,
+    ) -> None:
+        self.url = url
+        self.authority = authority
+        self.supervisor = supervisor
+        self.guard = guard
+
+    @property
+    def operator_token(self) -> str:
+        return self.authority.secret
+
+    def token_for_thread(self, thread_id: str) -> str:
+        return self.authority.thread_token(thread_id)
+
+    def mcp_server_for_thread(self, thread_id: str, workdir: str | None = None) -> Any:
+        """The ``McpServer`` to put in ``AgentOptions.mcp_servers`` for an agent of this
+        thread (a thread token: the agent can touch only its thread's processes)."""
+        from ingress.agents.base import McpServer  # ingress depends on effects, not back
+
+        if workdir is not None:
+            self.supervisor.bind_thread(thread_id, workdir)
+        return McpServer(
+            name=SERVER_NAME, url=self.url, bearer_token=self.token_for_thread(thread_id)
+        )
+
+    def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
+        return self.supervisor.processes_for_thread(thread_id)
+
+    async def stop_thread_processes(self, thread_id: str) -> list[StopResult]:
+        return await self.supervisor.stop_thread_processes(thread_id)
+
+
+def _caller(authority: TokenAuthority, ctx: Context) -> Caller:
+    # The guard already refused requests without a valid token; this reads who it was.
+    caller = authority.identify(ctx.headers or {})
+    if caller is None:
+        raise ToolError("not authorized")
+    return caller
+
+
+def _refusals(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except ProcessError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -> MCPServer:
+    server = MCPServer(
+        SERVER_NAME,
+        version="1",
+        instructions=(
+            "Start, stop, restart and watch long-running processes (dev servers, watchers) "
+            "that outlive a single tool call. Processes belong to this chat thread."
+        ),
+        log_level="WARNING",
+    )
+
+    @server.tool()
+    async def start_process(
+        name: Annotated[str, Field(description="a name for the process, unique in this thread")],
+        command: Annotated[str, Field(description="the executable, on PATH or a path")],
+        ctx: Context,
+        args: Annotated[list[str] | None, Field(description="its arguments")] = None,
+        cwd: Annotated[
+            str | None, Field(description="working directory; default: the thread's workdir")
+        ] = None,
+        env: Annotated[
+            dict[str, str] | None, Field(description="variables added to Spindle's environment")
+        ] = None,
+    ) -> ProcessInfo:
+        """Start a named long-running process. Idempotent: when a process of that name is
+        already running it is returned as it is (already_running=true), not restarted."""
+        try:
+            return await supervisor.start(
+                _caller(authority, ctx), name, command, args or [], cwd, env
+            )
+        except ProcessError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def stop_process(
+        name: str,
+        ctx: Context,
+        force: Annotated[
+            bool, Field(description="SIGKILL at once instead of SIGTERM first")
+        ] = False,
+    ) -> StopResult:
+        """Stop a process and its whole tree: SIGTERM to its group, wait, then SIGKILL."""
+        try:
+            return await supervisor.stop(_caller(authority, ctx), name, force)
+        except ProcessError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def restart_process(name: str, ctx: Context) -> ProcessInfo:
+        """Stop a process (if running) and start it again with the same command."""
+        try:
+            return await supervisor.restart(_caller(authority, ctx), name)
+        except ProcessError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def list_processes(ctx: Context) -> ProcessList:
+        """List this thread's processes with their status, pid and exit code."""
+        caller = _caller(authority, ctx)
+        return ProcessList(processes=supervisor.list(caller))
+
+    @server.tool()
+    async def get_output(
+        name: str,
+        ctx: Context,
+        tail: Annotated[
+            int, Field(ge=0, description="at most this many characters per stream")
+        ] = 2000,
+        since_seq: Annotated[
+            int | None, Field(description="only output newer than this last_seq")
+        ] = None,
+    ) -> OutputResult:
+        """Buffered stdout and stderr of a process. Pass the returned last_seq as since_seq
+        next time to read only what is new."""
+        caller = _caller(authority, ctx)
+        return _refusals(lambda: supervisor.get_output(caller, name, tail, since_seq))
+
+    return server
+
+
+def build_app(
+    supervisor: ProcessSupervisor, authority: TokenAuthority, config: ProcessManagerConfig
+) -> BearerGuard:
+    mcp = build_mcp_server(supervisor, authority)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+    app = mcp.streamable_http_app(
+        streamable_http_path=config.path, transport_security=security, host=config.host
+    )
+    return BearerGuard(app, authority)
+
+
+async def serve_process_manager(
+    config: ProcessManagerConfig,
+    task_status: trio.TaskStatus[ProcessManager] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled; on the way out stop every managed process (unless
+    ``keep_on_shutdown``) and save the list."""
+    secret = config.token or load_or_create_secret(config.data_dir)
+    authority = TokenAuthority(secret)
+    async with ProcessSupervisor.open(config) as supervisor:
+        guard = build_app(supervisor, authority, config)
+        hconfig = HypercornConfig()
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        hconfig.bind = [f"{host}:{config.port}"]
+        hconfig.accesslog = None
+        hconfig.errorlog = logging.getLogger("hypercorn.error")
+        hconfig.graceful_timeout = 1.0
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(hypercorn_serve, guard, hconfig)
+            url = binds[0].rstrip("/") + config.path
+            task_status.started(ProcessManager(url, authority, supervisor, guard))
+            await trio.sleep_forever()
+
+
+def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
+    p = argparse.ArgumentParser(prog="spindle mcp", description="Serve the MCP process manager.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument(
+        "--allowed-root", type=Path, action="append", default=None, help="repeatable; default ~"
+    )
+    p.add_argument("--ring-buffer-chars", type=int, default=None)
+    p.add_argument("--max-processes-per-thread", type=int, default=None)
+    p.add_argument("--stop-grace", type=float, default=None, help="seconds SIGTERM -> SIGKILL")
+    p.add_argument("--keep-on-shutdown", action="store_true")
+    ns = p.parse_args(argv)
+    fields: dict[str, Any] = {"host": ns.host, "port": ns.port}
+    # The token comes from the environment, never argv (argv is visible to every user).
+    if token := os.environ.get("SPINDLE_MCP_TOKEN"):
+        fields["token"] = token
+    optional = {
+        "data_dir": ns.data_dir,
+        "allowed_roots": tuple(ns.allowed_root) if ns.allowed_root else None,
+        "ring_buffer_chars": ns.ring_buffer_chars,
+        "max_processes_per_thread": ns.max_processes_per_thread,
+        "stop_grace_s": ns.stop_grace,
+    }
+    fields.update({k: v for k, v in optional.items() if v is not None})
+    fields["keep_on_shutdown"] = ns.keep_on_shutdown
+    return ProcessManagerConfig(**fields)
+
+
+async def _serve_until_signalled(config: ProcessManagerConfig) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            manager: ProcessManager = await nursery.start(serve_process_manager, config)
+            token_note = (
+                "the token given in SPINDLE_MCP_TOKEN"
+                if config.token
+                else f"the token in {config.data_dir / 'mcp-token'}"
+            )
+            print(f"process manager on {manager.url} (bearer: {token_note})", flush=True)
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spindle mcp``: serve the process manager alone until SIGINT/SIGTERM."""
+    try:
+        config = _parse_args(argv)
+    except ValueError as exc:
+        print(f"spindle mcp: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING)
+    trio.run(_serve_until_signalled, config)
+    return 0

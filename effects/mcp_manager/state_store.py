@@ -1,0 +1,65 @@
+"""The process list on disk, so it survives a restart of Spindle, and finding orphans again.
+
+One small JSON file (``<data_dir>/mcp-processes.json``) written atomically (temporary file,
+fsync, rename): a crash leaves either the old list or the new one, never half of each. A
+process recorded as live is the same process after a restart only when its pid is alive
+*and* its psutil ``create_time`` matches the recorded one: a recycled pid is not adopted
+(and never signalled).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+from .models import ProcessRecord, StateFile
+
+__all__ = ["StateStore", "same_process"]
+
+# psutil derives create_time from boot time + clock ticks; two readings of one process agree
+# to well within this, while a recycled pid would have to be reused inside it to fool us.
+CREATE_TIME_TOLERANCE_S = 0.5
+
+
+def same_process(pid: int | None, create_time: float | None) -> bool:
+    """True when ``pid`` is alive (not a zombie) and started at ``create_time``."""
+    if pid is None or create_time is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(proc.create_time() - create_time) <= CREATE_TIME_TOLERANCE_S
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+class StateStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "mcp-processes.json"
+        self.writes = 0
+
+    def load(self) -> list[ProcessRecord]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        try:
+            return StateFile.model_validate_json(text).processes
+        except ValueError:
+            # A damaged file must not stop Spindle; keep it aside for a human to look at.
+            os.replace(self.path, self.path.with_suffix(".damaged"))
+            return []
+
+    def save(self, records: list[ProcessRecord]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        data = StateFile(processes=records).model_dump_json(indent=1)
+        with open(tmp, "w") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.writes += 1

@@ -1,0 +1,711 @@
+"""The process supervisor: start, stop, restart, list and read the output of named, long-running
+processes that agents ask for, each owned by the chat thread that started it.
+
+Theory of operation:
+
+- A process is keyed by ``(thread id, name)``; a thread sees only its own (the operator sees
+  all). One ``trio.Lock`` per key serializes start/stop/restart of that key, so ten callers
+  starting the same name at once get one process.
+- Every process leads its own session (``start_new_session``), so its group can be signalled
+  at once and it survives Spindle being killed. Its stdout and stderr go to two files under
+  the data dir (``O_APPEND``), not pipes: a pipe would die with Spindle, a file keeps the
+  output of an orphan readable by the next Spindle. One watcher task per process tails the
+  files into bounded rings (``ring_buffer.py``), samples the process tree (so grandchildren
+  that left the group are still known at stop time), and records the exit.
+- Stop: SIGTERM to the group and every known descendant, wait ``stop_grace_s``, then SIGKILL
+  through ``effects.process.kill_tree``, which confirms with psutil that none is left.
+- The list is saved (``state_store.py``) on every status change and, for output offsets,
+  at most once a second. On start-up a live record whose pid and create time still match is
+  adopted; any other is marked ``lost``.
+
+Refusals (unknown name, bad cwd, command not found, limits) raise ``ProcessError`` whose text
+is meant for the agent; anything else escaping a tool is a bug.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import trio
+
+from effects.process import kill_tree, tree_pids
+
+from .auth import Caller
+from .models import (
+    OutputResult,
+    ProcessInfo,
+    ProcessManagerConfig,
+    ProcessRecord,
+    ProcessStatus,
+    StopResult,
+)
+from .ring_buffer import LineAssembler, OutputRing, SequenceCounter
+from .state_store import StateStore, same_process
+
+__all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
+_MAX_DESCENDANTS = 1024  # bound on remembered descendants per process
+
+
+class ProcessError(Exception):
+    """A request the supervisor refuses; the message is for the caller, verbatim."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorStatistics:
+    live: int
+    records: int
+    spawned: int
+    adopted: int
+    lost: int
+    escalations: int
+    state_writes: int
+
+
+class _FileTail:
+    """Reads what was appended to an output file since the last read."""
+
+    def __init__(self, path: str, offset: int) -> None:
+        self.path = path
+        self.offset = offset
+        self.assembler = LineAssembler()
+
+    def read_new(self, max_log_bytes: int) -> str:
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:  # emptied (by us, past max_log_bytes)
+                    self.offset = 0
+                f.seek(self.offset)
+                data = f.read(max(0, size - self.offset))
+        except FileNotFoundError:
+            return ""
+        self.offset += len(data)
+        text = self.assembler.feed(data)
+        if self.offset > max_log_bytes:
+            # The writer has O_APPEND: after the truncation it writes at the new end.
+            os.truncate(self.path, 0)
+            self.offset = 0
+        return text
+
+
+@dataclass(eq=False)
+class _Entry:
+    record: ProcessRecord
+    seq: SequenceCounter
+    stdout: OutputRing
+    stderr: OutputRing
+    out_tail: _FileTail
+    err_tail: _FileTail
+    proc: trio.Process | None = None
+    adopted: bool = False
+    stop_requested: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+    descendants: dict[int, float] = field(default_factory=dict)  # pid -> create_time
+    dirty: bool = False
+
+
+def _info(e: _Entry, *, already_running: bool = False) -> ProcessInfo:
+    r = e.record
+    return ProcessInfo(
+        name=r.name,
+        thread_id=r.thread_id,
+        status=r.status,
+        command=r.command,
+        args=list(r.args),
+        cwd=r.cwd,
+        pid=r.pid,
+        exit_code=r.exit_code,
+        started_at=r.started_at,
+        stopped_at=r.stopped_at,
+        restarts=r.restarts,
+        adopted=e.adopted,
+        error=r.error,
+        already_running=already_running,
+    )
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+class ProcessSupervisor:
+    """Use ``async with ProcessSupervisor.open(config) as supervisor``."""
+
+    def __init__(self, config: ProcessManagerConfig, nursery: trio.Nursery) -> None:
+        self.config = config
+        self._nursery = nursery
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._locks: dict[tuple[str, str], trio.Lock] = {}
+        self._thread_workdirs: dict[str, str] = {}
+        self._store = StateStore(config.data_dir)
+        self._roots = [os.path.realpath(p) for p in config.allowed_roots]
+        self._spawned = 0
+        self._adopted = 0
+        self._lost = 0
+        self._escalations = 0
+        self.closed = False
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: ProcessManagerConfig) -> AsyncIterator[ProcessSupervisor]:
+        async with trio.open_nursery() as nursery:
+            supervisor = cls(config, nursery)
+            supervisor._restore()
+            nursery.start_soon(supervisor._save_loop)
+            try:
+                yield supervisor
+            finally:
+                with trio.CancelScope(shield=True):
+                    await supervisor.shutdown()
+                nursery.cancel_scope.cancel()
+
+    # ---- the tools' operations -------------------------------------------------------
+
+    async def start(
+        self,
+        caller: Caller,
+        name: str,
+        command: str,
+        args: Sequence[str] = (),
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ProcessInfo:
+        """Start ``name``; when it is already starting or running, return it untouched."""
+        self._check_open()
+        if not _NAME.match(name):
+            raise ProcessError(
+                f"invalid process name {name!r}: use 1-64 letters, digits, '.', '_' or '-'"
+            )
+        key = (caller.thread_id, name)
+        async with self._lock(key):
+            existing = self._entries.get(key)
+            if existing is not None and existing.record.status.live:
+                return _info(existing, already_running=True)
+            return await self._start_locked(caller, name, command, list(args), cwd, env, 0)
+
+    async def stop(self, caller: Caller, name: str, force: bool = False) -> StopResult:
+        entry = self._find(caller, name)
+        key = (entry.record.thread_id, name)
+        async with self._lock(key):
+            return await self._stop_locked(entry, force)
+
+    async def restart(self, caller: Caller, name: str) -> ProcessInfo:
+        """Stop (if live) and start again with the same command, args, cwd and env."""
+        self._check_open()
+        entry = self._find(caller, name)
+        r = entry.record
+        key = (r.thread_id, name)
+        async with self._lock(key):
+            entry = self._entries.get(key, entry)
+            if entry.record.status.live:
+                result = await self._stop_locked(entry, False)
+                if not result.tree_gone:
+                    raise ProcessError(
+                        f"{name!r} could not be stopped completely; not starting it again"
+                    )
+            owner = Caller(thread_id=r.thread_id)
+            return await self._start_locked(
+                owner, name, r.command, list(r.args), r.cwd, dict(r.env), r.restarts + 1
+            )
+
+    def list(self, caller: Caller) -> list[ProcessInfo]:
+        entries = [
+            e
+            for (thread, _), e in self._entries.items()
+            if caller.sees_all or thread == caller.thread_id
+        ]
+        for e in entries:
+            self._pump(e)
+        return [
+            _info(e) for e in sorted(entries, key=lambda e: (e.record.thread_id, e.record.name))
+        ]
+
+    def get_output(
+        self, caller: Caller, name: str, tail: int = 2000, since_seq: int | None = None
+    ) -> OutputResult:
+        if tail < 0:
+            raise ProcessError("tail must be zero or more characters")
+        entry = self._find(caller, name)
+        self._pump(entry)
+        stdout, cut_out = entry.stdout.read(tail, since_seq)
+        stderr, cut_err = entry.stderr.read(tail, since_seq)
+        r = entry.record
+        return OutputResult(
+            name=r.name,
+            status=r.status,
+            pid=r.pid,
+            exit_code=r.exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            last_seq=entry.seq.value,
+            truncated=cut_out or cut_err,
+        )
+
+    # ---- for the runtime (/status, disposal) -----------------------------------------
+
+    def bind_thread(self, thread_id: str, workdir: str | None) -> None:
+        """The thread's workdir: the default (and base of a relative) ``cwd``."""
+        if workdir is None:
+            self._thread_workdirs.pop(thread_id, None)
+        else:
+            self._thread_workdirs[thread_id] = workdir
+
+    def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
+        return self.list(Caller(thread_id=thread_id))
+
+    async def stop_thread_processes(self, thread_id: str) -> list[StopResult]:
+        """Stop every live process of a thread (at once); for disposal of the thread."""
+        live = [
+            e.record.name
+            for (thread, _), e in self._entries.items()
+            if thread == thread_id and e.record.status.live
+        ]
+        results: list[StopResult] = []
+        caller = Caller(thread_id=thread_id)
+
+        async def stop_one(name: str) -> None:
+            results.append(await self.stop(caller, name))
+
+        async with trio.open_nursery() as nursery:
+            for name in live:
+                nursery.start_soon(stop_one, name)
+        return sorted(results, key=lambda r: r.process.name)
+
+    async def shutdown(self) -> None:
+        """Stop every live process (unless ``keep_on_shutdown``) and save the list."""
+        if self.closed:
+            return
+        self.closed = True
+        if not self.config.keep_on_shutdown:
+            async with trio.open_nursery() as nursery:
+                for e in list(self._entries.values()):
+                    if e.record.status.live:
+                        nursery.start_soon(self._stop_at_shutdown, e)
+        for e in self._entries.values():
+            self._pump(e)
+        self._save()
+
+    def statistics(self) -> SupervisorStatistics:
+        return SupervisorStatistics(
+            live=sum(1 for e in self._entries.values() if e.record.status.live),
+            records=len(self._entries),
+            spawned=self._spawned,
+            adopted=self._adopted,
+            lost=self._lost,
+            escalations=self._escalations,
+            state_writes=self._store.writes,
+        )
+
+    # ---- starting --------------------------------------------------------------------
+
+    async def _start_locked(
+        self,
+        caller: Caller,
+        name: str,
+        command: str,
+        args: list[str],
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        restarts: int,
+    ) -> ProcessInfo:
+        thread = caller.thread_id
+        live = sum(1 for (t, _), e in self._entries.items() if t == thread and e.record.status.live)
+        if live >= self.config.max_processes_per_thread:
+            raise ProcessError(
+                f"this thread already runs {live} processes (the limit is "
+                f"{self.config.max_processes_per_thread}); stop one first"
+            )
+        workdir = self._resolve_cwd(caller, cwd)
+        extra_env = self._check_env(env or {})
+        full_env = {**os.environ, **extra_env}
+        executable = self._resolve_command(command, workdir, full_env.get("PATH", os.defpath))
+        out_path, err_path = self._output_paths(thread, name)
+        record = ProcessRecord(
+            thread_id=thread,
+            name=name,
+            command=command,
+            args=args,
+            cwd=workdir,
+            env=extra_env,
+            restarts=restarts,
+            stdout_path=str(out_path),
+            stderr_path=str(err_path),
+        )
+        entry = self._new_entry(record)
+        self._entries[(thread, name)] = entry
+        self._forget_old_records(thread)
+        await self._spawn(entry, executable, full_env)
+        return _info(entry)
+
+    async def _spawn(self, entry: _Entry, executable: str, env: Mapping[str, str]) -> None:
+        r = entry.record
+        r.status = ProcessStatus.starting
+        r.started_at = time.time()
+        self._save()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        Path(r.stdout_path).parent.mkdir(parents=True, exist_ok=True)
+        out_fd = os.open(r.stdout_path, flags, 0o600)
+        err_fd = os.open(r.stderr_path, flags, 0o600)
+        try:
+            proc = await trio.lowlevel.open_process(
+                [executable, *r.args],
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=err_fd,
+                cwd=r.cwd,
+                env=dict(env),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            r.status = ProcessStatus.failed
+            r.stopped_at = time.time()
+            r.error = f"could not start {r.command!r}: {exc.strerror or exc}"
+            self._save()
+            raise ProcessError(r.error) from exc
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+        entry.proc = proc
+        r.pid = proc.pid
+        r.create_time = _create_time(proc.pid)
+        r.status = ProcessStatus.running
+        self._spawned += 1
+        self._save()
+        self._nursery.start_soon(self._watch, entry)
+
+    def _resolve_cwd(self, caller: Caller, cwd: str | None) -> str:
+        base = caller.workdir or self._thread_workdirs.get(caller.thread_id)
+        if not cwd:
+            if base is None:
+                raise ProcessError("cwd is required (this thread has no workdir to default to)")
+            cwd = base
+        path = Path(cwd).expanduser()
+        if not path.is_absolute():
+            if base is None:
+                raise ProcessError(f"cwd {cwd!r} is relative and this thread has no workdir")
+            path = Path(base) / path
+        real = os.path.realpath(path)
+        if not any(
+            real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots
+        ):
+            raise ProcessError(
+                f"cwd {real!r} is outside the allowed roots ({', '.join(self._roots) or 'none'})"
+            )
+        if not os.path.isdir(real):
+            raise ProcessError(f"cwd {real!r} does not exist or is not a directory")
+        return real
+
+    @staticmethod
+    def _check_env(env: Mapping[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise ProcessError(f"invalid environment variable name or value: {key!r}")
+        return dict(env)
+
+    @staticmethod
+    def _resolve_command(command: str, cwd: str, path_var: str) -> str:
+        if not command.strip():
+            raise ProcessError("command is empty")
+        if os.sep in command:
+            candidate = command if os.path.isabs(command) else os.path.join(cwd, command)
+            if not os.path.isfile(candidate):
+                raise ProcessError(f"command not found: {command!r}")
+            if not os.access(candidate, os.X_OK):
+                raise ProcessError(f"command is not executable: {command!r}")
+            return candidate
+        found = shutil.which(command, path=path_var)
+        if found is None:
+            raise ProcessError(f"command not found: {command!r} (not on PATH)")
+        return found
+
+    def _output_paths(self, thread_id: str, name: str) -> tuple[Path, Path]:
+        # Thread ids are arbitrary text: a digest keeps them out of the file system's way.
+        folder = hashlib.sha256(thread_id.encode()).hexdigest()[:16]
+        base = self.config.data_dir / "processes" / folder
+        return base / f"{name}.stdout.log", base / f"{name}.stderr.log"
+
+    def _new_entry(self, record: ProcessRecord) -> _Entry:
+        size = self.config.ring_buffer_chars
+        return _Entry(
+            record=record,
+            seq=SequenceCounter(record.last_seq),
+            stdout=OutputRing(size),
+            stderr=OutputRing(size),
+            out_tail=_FileTail(record.stdout_path, record.stdout_offset),
+            err_tail=_FileTail(record.stderr_path, record.stderr_offset),
+        )
+
+    def _forget_old_records(self, thread_id: str) -> None:
+        finished = sorted(
+            (
+                e
+                for (t, _), e in self._entries.items()
+                if t == thread_id and not e.record.status.live
+            ),
+            key=lambda e: e.record.stopped_at or 0.0,
+        )
+        excess = len(finished) - self.config.max_records_per_thread
+        for e in finished[: max(0, excess)]:
+            del self._entries[(thread_id, e.record.name)]
+            for path in (e.record.stdout_path, e.record.stderr_path):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+    # ---- watching --------------------------------------------------------------------
+
+    def _pump(self, entry: _Entry) -> None:
+        """Move newly written output from the files into the rings (no await: atomic)."""
+        limit = self.config.max_log_bytes
+        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
+            text = tail.read_new(limit)
+            if text:
+                ring.append(entry.seq.next(), text)
+                entry.dirty = True
+
+    def _flush(self, entry: _Entry) -> None:
+        self._pump(entry)
+        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
+            text = tail.assembler.flush()
+            if text:
+                ring.append(entry.seq.next(), text)
+
+    def _sample_tree(self, entry: _Entry) -> None:
+        if entry.record.pid is None:
+            return
+        for pid in tree_pids(entry.record.pid)[1:]:
+            if pid not in entry.descendants and len(entry.descendants) < _MAX_DESCENDANTS:
+                ct = _create_time(pid)
+                if ct is not None:
+                    entry.descendants[pid] = ct
+
+    async def _watch(self, entry: _Entry) -> None:
+        """Tail the output and notice the exit, for the process's whole life."""
+        r = entry.record
+        last_sample = 0.0
+        while True:
+            self._pump(entry)
+            now = trio.current_time()
+            if now - last_sample >= _TREE_SAMPLE_S:
+                last_sample = now
+                self._sample_tree(entry)
+                if entry.proc is None and not same_process(r.pid, r.create_time):
+                    break
+            if entry.proc is not None and entry.proc.poll() is not None:
+                break
+            await trio.sleep(self.config.poll_interval_s)
+        self._flush(entry)
+        r.exit_code = entry.proc.returncode if entry.proc is not None else None
+        r.stopped_at = time.time()
+        if entry.stop_requested or r.exit_code == 0:
+            r.status = ProcessStatus.stopped
+        elif entry.proc is None:
+            r.status = ProcessStatus.stopped
+            r.error = "exited; its exit code is unknown (adopted after a restart of Spindle)"
+        else:
+            r.status = ProcessStatus.failed
+        self._save()
+        entry.done.set()
+
+    async def _save_loop(self) -> None:
+        # Output offsets change constantly; writing them once a second is plenty (after a
+        # crash the newest second of output may be served again, never lost).
+        while True:
+            await trio.sleep(1.0)
+            if any(e.dirty for e in self._entries.values()):
+                self._save()
+
+    def _save(self) -> None:
+        records = []
+        for e in self._entries.values():
+            r = e.record
+            r.stdout_offset = e.out_tail.offset
+            r.stderr_offset = e.err_tail.offset
+            r.last_seq = e.seq.value
+            e.dirty = False
+            records.append(r)
+        self._store.save(records)
+
+    # ---- stopping --------------------------------------------------------------------
+
+    def _known_alive(self, entry: _Entry) -> list[int]:
+        """The process and the descendants ever seen, that are still the same processes."""
+        r = entry.record
+        pids = []
+        if same_process(r.pid, r.create_time) and r.pid is not None:
+            pids.extend(tree_pids(r.pid))
+        for pid, ct in entry.descendants.items():
+            if same_process(pid, ct):
+                pids.extend(tree_pids(pid))
+        return list(dict.fromkeys(pids))
+
+    async def _terminate(self, entry: _Entry, force: bool) -> tuple[bool, bool]:
+        """Signal the tree; returns (no process of it left, SIGKILL was needed)."""
+        r = entry.record
+        self._sample_tree(entry)
+        pids = self._known_alive(entry)
+        if not pids:
+            return True, False
+        leader_ok = r.pid in pids
+        pgid = r.pid if leader_ok else None
+        if not force:
+            _signal(pids, signal.SIGTERM, pgid)
+            with trio.move_on_after(self.config.stop_grace_s):
+                while _alive(pids):
+                    await trio.sleep(0.02)
+            left = _alive(pids)
+            if not left:
+                return True, False
+            pids = left
+        self._escalations += 1
+        root = pids[0]
+        gone = await kill_tree(
+            root, grace=0.0, first_signal=signal.SIGKILL, pgid=pgid, extra_pids=pids
+        )
+        return gone, True
+
+    async def _stop_locked(self, entry: _Entry, force: bool) -> StopResult:
+        r = entry.record
+        if not r.status.live:
+            # Exited already, but members of its group may linger: sweep them too.
+            gone, escalated = await self._terminate(entry, force)
+            return StopResult(process=_info(entry), tree_gone=gone, escalated=escalated)
+        entry.stop_requested = True
+        r.status = ProcessStatus.stopping
+        self._save()
+        gone, escalated = await self._terminate(entry, force)
+        with trio.move_on_after(2.0):
+            await entry.done.wait()
+        if not entry.done.is_set():  # the watcher should have seen the exit by now
+            r.status = ProcessStatus.stopped if gone else ProcessStatus.failed
+            r.stopped_at = time.time()
+        if not gone:
+            r.status = ProcessStatus.failed
+            r.error = f"processes still alive after SIGKILL: {self._known_alive(entry)}"
+        self._save()
+        return StopResult(process=_info(entry), tree_gone=gone, escalated=escalated)
+
+    async def _stop_at_shutdown(self, entry: _Entry) -> None:
+        async with self._lock((entry.record.thread_id, entry.record.name)):
+            await self._stop_locked(entry, False)
+
+    # ---- restoring after a restart ---------------------------------------------------
+
+    def _restore(self) -> None:
+        now = time.time()
+        for record in self._store.load():
+            entry = self._new_entry(record)
+            self._load_previous_output(entry)
+            key = (record.thread_id, record.name)
+            self._entries[key] = entry
+            if not record.status.live:
+                entry.done.set()
+                continue
+            if same_process(record.pid, record.create_time):
+                entry.adopted = True
+                record.status = ProcessStatus.running
+                self._adopted += 1
+                self._nursery.start_soon(self._watch, entry)
+            else:
+                record.status = ProcessStatus.lost
+                record.stopped_at = now
+                record.error = (
+                    "gone when Spindle restarted (no process with its pid and start time)"
+                )
+                self._lost += 1
+                entry.done.set()
+        if self._entries:
+            self._save()
+
+    def _load_previous_output(self, entry: _Entry) -> None:
+        """Put what was read before the restart back in the rings, under the old last_seq
+        (a caller holding that number does not see it again)."""
+        r = entry.record
+        budget = self.config.ring_buffer_chars * 4  # bytes: UTF-8 is at most 4 per char
+        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
+            try:
+                with open(tail.path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    end = min(tail.offset, size)
+                    start = max(0, end - budget)
+                    f.seek(start)
+                    data = f.read(end - start)
+            except FileNotFoundError:
+                tail.offset = 0
+                continue
+            tail.offset = end
+            if data:
+                ring.append(max(r.last_seq, 1), data.decode("utf-8", "replace"))
+        entry.seq.value = max(entry.seq.value, r.last_seq)
+
+    # ---- small pieces ----------------------------------------------------------------
+
+    def _lock(self, key: tuple[str, str]) -> trio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = trio.Lock()
+        return lock
+
+    def _find(self, caller: Caller, name: str) -> _Entry:
+        entry = self._entries.get((caller.thread_id, name))
+        if entry is None and caller.sees_all:
+            matches = [e for (_, n), e in self._entries.items() if n == name]
+            if len(matches) == 1:
+                entry = matches[0]
+            elif len(matches) > 1:
+                threads = ", ".join(sorted(e.record.thread_id for e in matches))
+                raise ProcessError(
+                    f"{name!r} exists in several threads ({threads}); "
+                    "name one with the X-Spindle-Thread header"
+                )
+        if entry is None:
+            mine = sorted(n for (t, n) in self._entries if caller.sees_all or t == caller.thread_id)
+            known = ", ".join(mine) if mine else "none"
+            raise ProcessError(f"no process named {name!r} (known: {known})")
+        return entry
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ProcessError("the process manager is shutting down")
+
+
+def _signal(pids: Sequence[int], sig: int, pgid: int | None) -> None:
+    if pgid is not None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(pids: Sequence[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
