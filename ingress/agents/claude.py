@@ -1,0 +1,570 @@
+"""The Claude Code adapter: one long-lived ``claude -p`` stream-json process per thread.
+
+Launch (``claude_launch_spec``, pure): ``claude -p --input-format stream-json
+--output-format stream-json --verbose --include-partial-messages --permission-prompt-tool
+stdio`` plus ``--resume <session>``, ``--model``, ``--append-system-prompt`` and
+``--mcp-config <private temp file>`` (bearer token in a header; the file is 0600 in a private
+temp dir, removed when the process ends: no user file is touched, no token in ``ps``).
+
+Protocol (CLI 2.1.197, ``docs/agents.md``): the host sends an ``initialize`` control request,
+then one ``{"type":"user",...}`` line per prompt; the CLI answers each with ``system/init``
+... ``result``. Interrupt is the in-band ``control_request`` ``interrupt``: the process stays
+alive and the turn ends with an aborted ``result``. Permission prompts arrive as
+``control_request`` ``can_use_tool`` and are answered with a ``control_response``
+(allow + original input, or deny); ``AskUserQuestion`` arrives the same way and its answer
+goes back as ``updatedInput.answers``. Any other control request is refused at once so the
+CLI never waits on us.
+
+Invariants: every event is stamped with the run id of the last ``prompt``; a turn that is
+open when the process ends gets exactly one ``TurnAborted`` (exit code, stderr tail);
+``stop`` leaves no process of the tree alive (psutil-confirmed by ``ManagedProcess.stop``).
+
+``per_turn=True`` falls back to one process per prompt (``--resume`` the last session),
+same wire format, the process closed after its ``result``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from effects.process import ManagedProcess
+from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.claude_parser import ASK_USER_QUESTION, ClaudeStreamParser, PendingControl
+from runtime.agent_events import AgentEvent, SessionStarted, TurnAborted
+from runtime.effects import PromptAgent, StartAgent
+from runtime.model import Attachment
+
+__all__ = [
+    "Adapter",
+    "AgentStartError",
+    "ClaudeAdapter",
+    "ConversationInfo",
+    "LaunchSpec",
+    "claude_launch_spec",
+    "list_conversations",
+    "mcp_config",
+    "prompt_line",
+]
+
+DEFAULT_BINARY = "claude"
+# Quiet, offline-friendly defaults; the user's options.env may override each one.
+DEFAULT_ENV = {
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+# Set when Spindle itself runs inside a Claude Code session; the child must not think so.
+NESTED_SESSION_ENV = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
+DENY_MESSAGE = "The user denied this tool use."
+DISMISS_MESSAGE = "The user dismissed the question without answering."
+RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
+
+
+class AgentStartError(RuntimeError):
+    """The CLI could not be started or died before it was ready (message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+
+
+def mcp_config(options: AgentOptions) -> dict[str, Any]:
+    """Claude Code's ``--mcp-config`` document for the options' MCP servers."""
+    servers: dict[str, Any] = {}
+    for server in options.mcp_servers:
+        entry: dict[str, Any] = {"type": "http", "url": server.url}
+        if server.bearer_token:
+            entry["headers"] = {"Authorization": f"Bearer {server.bearer_token}"}
+        servers[server.name] = entry
+    return {"mcpServers": servers}
+
+
+def claude_launch_spec(
+    options: AgentOptions,
+    *,
+    workdir: str,
+    session_id: str | None = None,
+    model: str | None = None,
+    system_instruction: str | None = None,
+    mcp_config_path: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> LaunchSpec:
+    """argv, environment and cwd of one Claude Code process (pure: no I/O)."""
+    argv = [
+        options.binary or DEFAULT_BINARY,
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+        "--permission-prompt-tool",
+        "stdio",
+    ]
+    if session_id:
+        argv += ["--resume", session_id]
+    chosen_model = model or options.model
+    if chosen_model:
+        argv += ["--model", chosen_model]
+    instruction = system_instruction or options.system_instruction
+    if instruction:
+        argv += ["--append-system-prompt", instruction]
+    if mcp_config_path:
+        # --mcp-config takes several values: the `=` form keeps it from eating what follows.
+        argv.append(f"--mcp-config={mcp_config_path}")
+    argv += list(options.extra_args)
+    env = dict(os.environ if base_env is None else base_env)
+    for name in NESTED_SESSION_ENV:
+        env.pop(name, None)
+    for name, value in DEFAULT_ENV.items():
+        env.setdefault(name, value)
+    if options.home:
+        env["HOME"] = options.home
+    env.update(dict(options.env))
+    return LaunchSpec(argv=tuple(argv), env=env, cwd=workdir)
+
+
+def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
+    """The prompt with its attachments named (saved files by path, small texts inline)."""
+    parts = [text]
+    for attachment in attachments:
+        if attachment.inline_text is not None:
+            parts.append(
+                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
+            )
+        elif attachment.path:
+            parts.append(f"[Attached file: {attachment.path}]")
+        elif attachment.url:
+            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
+    return "\n\n".join(p for p in parts if p)
+
+
+def prompt_line(text: str) -> str:
+    """One stdin line carrying a user prompt in stream-json input format."""
+    message = {"role": "user", "content": [{"type": "text", "text": text}]}
+    return json.dumps({"type": "user", "message": message}, ensure_ascii=False)
+
+
+def _control_request(request_id: str, request: dict[str, Any]) -> str:
+    return json.dumps({"type": "control_request", "request_id": request_id, "request": request})
+
+
+def _control_response(request_id: str, response: dict[str, Any] | None, error: str = "") -> str:
+    body: dict[str, Any] = {"request_id": request_id}
+    if error:
+        body.update(subtype="error", error=error)
+    else:
+        body.update(subtype="success", response=response or {})
+    return json.dumps({"type": "control_response", "response": body}, ensure_ascii=False)
+
+
+def _question_answers(pending: PendingControl, answer: str) -> dict[str, Any]:
+    """``AskUserQuestion`` is allowed with the answers added to its input, keyed by question."""
+    answers: dict[str, str] = {}
+    for q in pending.input.get("questions") or ():
+        if isinstance(q, dict) and isinstance(q.get("question"), str):
+            answers[q["question"]] = answer
+    return {**pending.input, "answers": answers}
+
+
+class ClaudeAdapter(AgentAdapter):
+    """Claude Code for one thread (see the module docstring)."""
+
+    name = "claude"
+
+    def __init__(self, options: AgentOptions) -> None:
+        super().__init__(options)
+        self.parser = ClaudeStreamParser()
+        self.session_id: str | None = None
+        self.run_id: str | None = None
+        self.turn_open = False
+        self.stopped_clean: bool | None = None  # set by stop(): psutil saw no process left
+        self.processes_started = 0
+        self.first_event_latency_s: float | None = None  # last prompt -> first event
+        self._proc: ManagedProcess | None = None
+        self._emit: EmitEvent | None = None
+        self._start: StartAgent | None = None
+        self._model: str | None = None
+        self._prompt_sent_at: float | None = None
+        self._request_ids = itertools.count(1)
+        self._acks: dict[str, trio.Event] = {}
+        self._turn_done = trio.Event()
+        self._stopping = False
+        self._mcp_dir: str | None = None
+        self._queued_runs: set[str] = set()  # per-turn prompts waiting for their process
+        self._prompts_in: trio.MemorySendChannel[PromptAgent] | None = None
+        self._prompts_out: trio.MemoryReceiveChannel[PromptAgent] | None = None
+
+    # lifecycle -----------------------------------------------------------------------------
+    async def serve(
+        self,
+        start: StartAgent,
+        emit: EmitEvent,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        self._emit = emit
+        self._start = start
+        self.session_id = start.session_id
+        self._model = start.model or self.options.model
+        try:
+            if self.options.per_turn:
+                await self._serve_per_turn(start, task_status)
+            else:
+                await self._serve_long_lived(start, task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                if self._proc is not None and self._proc.returncode is None:
+                    self.stopped_clean = await self._proc.stop(grace=self.options.stop_grace_s)
+            self._remove_mcp_config()
+
+    async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
+        proc = await self._spawn(start.workdir, self.session_id)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(proc.pump_stderr)
+            reader_done = trio.Event()
+            nursery.start_soon(self._read_stdout, proc, reader_done)
+            await self._initialize(proc)
+            task_status.started()
+            await self._wait_exit(proc, reader_done)
+            nursery.cancel_scope.cancel()
+
+    async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
+        self._prompts_in, self._prompts_out = trio.open_memory_channel[PromptAgent](16)
+        task_status.started()
+        async with self._prompts_out:
+            async for prompt in self._prompts_out:
+                if prompt.run_id not in self._queued_runs:  # interrupted before it started
+                    self.run_id = prompt.run_id
+                    await self._emit_event(TurnAborted(reason="interrupted"))
+                    continue
+                self._queued_runs.discard(prompt.run_id)
+                session = self.session_id or prompt.session_id
+                proc = await self._spawn(
+                    prompt.workdir or start.workdir,
+                    session,
+                    model=prompt.model,
+                    system_instruction=prompt.system_instruction,
+                )
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(proc.pump_stderr)
+                    reader_done = trio.Event()
+                    nursery.start_soon(self._read_stdout, proc, reader_done)
+                    await self._initialize(proc)
+                    await self._send_prompt(proc, prompt)
+                    nursery.start_soon(self._close_after_turn, proc)
+                    await self._wait_exit(proc, reader_done)
+                    nursery.cancel_scope.cancel()
+                self._proc = None
+                if self._stopping:
+                    return
+
+    async def _spawn(
+        self,
+        workdir: str,
+        session_id: str | None,
+        *,
+        model: str | None = None,
+        system_instruction: str | None = None,
+    ) -> ManagedProcess:
+        assert self._start is not None
+        binary = self.options.binary or DEFAULT_BINARY
+        if shutil.which(binary) is None:
+            raise AgentStartError(f"Claude Code not found: {binary!r} is not an executable")
+        if not os.path.isdir(workdir):
+            raise AgentStartError(f"working directory {workdir!r} does not exist")
+        spec = claude_launch_spec(
+            self.options,
+            workdir=workdir,
+            session_id=session_id,
+            model=model or self._start.model,
+            system_instruction=system_instruction or self._start.system_instruction,
+            mcp_config_path=self._write_mcp_config(),
+        )
+        proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd)
+        self._proc = proc
+        self.processes_started += 1
+        self.parser.process_started()
+        self._turn_done = trio.Event()
+        return proc
+
+    async def _initialize(self, proc: ManagedProcess) -> None:
+        """Send ``initialize`` and wait for its ack: the CLI is then ready for prompts."""
+        acked = await self._request(proc, {"subtype": "initialize"}, prefix="init")
+        with trio.move_on_after(self.options.start_timeout_s):
+            while not acked.is_set():
+                if proc.returncode is not None:
+                    break
+                with trio.move_on_after(0.05):
+                    await acked.wait()
+        if not acked.is_set():
+            await trio.sleep(0.1)  # let stderr drain into the tail
+            tail = "\n".join(proc.stderr_tail)
+            state = (
+                f"exited with code {proc.returncode}"
+                if proc.returncode is not None
+                else (f"did not answer within {self.options.start_timeout_s:.0f} s")
+            )
+            raise AgentStartError(f"Claude Code {state} before it was ready: {tail}".strip())
+
+    async def _wait_exit(self, proc: ManagedProcess, reader_done: trio.Event) -> None:
+        """Wait for the process, let stdout drain, close an open turn as aborted."""
+        code = await proc.wait()
+        # A grandchild may still hold stdout open: do not wait on it for ever.
+        with trio.move_on_after(RESULT_GRACE_S):
+            await reader_done.wait()
+        if self.turn_open:
+            self.turn_open = False
+            await trio.sleep(0.05)
+            reason = "interrupted" if self._stopping else "the agent process exited mid-turn"
+            await self._emit_event(
+                TurnAborted(
+                    reason=reason, exit_code=code, stderr_tail="\n".join(proc.stderr_tail)[-2000:]
+                )
+            )
+        self._turn_done.set()
+
+    async def _close_after_turn(self, proc: ManagedProcess) -> None:
+        """Per-turn mode: the turn is over once ``result`` came; closing stdin ends it."""
+        await self._turn_done.wait()
+        try:
+            await proc.close_stdin()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+    # the stdout reader ---------------------------------------------------------------------
+    async def _read_stdout(self, proc: ManagedProcess, done: trio.Event) -> None:
+        try:
+            async for line in proc.stdout_lines():
+                events = self.parser.feed(line)
+                for event in events:
+                    await self._emit_event(event)
+                for response in self.parser.control_responses:
+                    rid = response.get("request_id")
+                    if isinstance(rid, str) and rid in self._acks:
+                        self._acks.pop(rid).set()
+                self.parser.control_responses.clear()
+                while self.parser.unsupported_requests:
+                    rid = self.parser.unsupported_requests.pop()
+                    await self._write(
+                        proc, _control_response(rid, None, "not supported by Spindle")
+                    )
+                if self.parser.take_result_seen():
+                    self.turn_open = False
+                    self._turn_done.set()
+        finally:
+            done.set()
+
+    async def _emit_event(self, event: AgentEvent) -> None:
+        if isinstance(event, SessionStarted):
+            self.session_id = event.session_id
+        if self._prompt_sent_at is not None:
+            self.first_event_latency_s = time.monotonic() - self._prompt_sent_at
+            self._prompt_sent_at = None
+        assert self._emit is not None
+        await self._emit(StampedEvent(self.run_id, self.session_id, event))
+
+    # commands from the runtime -------------------------------------------------------------
+    async def prompt(self, prompt: PromptAgent) -> None:
+        if self.options.per_turn:
+            if self._prompts_in is None:
+                raise AgentStartError("Claude Code adapter is not serving")
+            # run_id/turn_open are set when its process starts: the previous process may
+            # still be exiting, and its exit must not be taken for this turn's.
+            self._queued_runs.add(prompt.run_id)
+            await self._prompts_in.send(prompt)
+            return
+        proc = self._live_process()
+        if prompt.model and prompt.model != self._model:
+            # Switch models in place; the next turn uses it (the ack is not awaited).
+            await self._request(proc, {"subtype": "set_model", "model": prompt.model})
+            self._model = prompt.model
+        await self._send_prompt(proc, prompt)
+
+    async def _send_prompt(self, proc: ManagedProcess, prompt: PromptAgent) -> None:
+        self.run_id = prompt.run_id
+        self.turn_open = True
+        self._turn_done = trio.Event()
+        self._prompt_sent_at = time.monotonic()
+        await self._write(proc, prompt_line(prompt_text(prompt.text, prompt.attachments)))
+
+    async def interrupt(self, run_id: str) -> None:
+        if run_id in self._queued_runs:
+            self._queued_runs.discard(run_id)  # per-turn: never start that process
+            return
+        if run_id != self.run_id or not self.turn_open:
+            return  # a stale interrupt: that turn is already over
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        await self._request(proc, {"subtype": "interrupt"}, prefix="interrupt")
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        pending = self.parser.pending.pop(request_id, None)
+        if pending is None or self._proc is None:
+            return  # already answered, or the process that asked is gone
+        if allow:
+            response = {"behavior": "allow", "updatedInput": pending.input}
+        else:
+            response = {"behavior": "deny", "message": DENY_MESSAGE}
+        await self._write(self._proc, _control_response(request_id, response))
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        pending = self.parser.pending.pop(request_id, None)
+        if pending is None or self._proc is None:
+            return
+        if answer is None or pending.tool_name != ASK_USER_QUESTION:
+            response: dict[str, Any] = {"behavior": "deny", "message": DISMISS_MESSAGE}
+        else:
+            response = {"behavior": "allow", "updatedInput": _question_answers(pending, answer)}
+        await self._write(self._proc, _control_response(request_id, response))
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._prompts_in is not None:
+            await self._prompts_in.aclose()
+        proc = self._proc
+        if proc is None:
+            self.stopped_clean = True
+            return
+        if proc.returncode is None:
+            if self.turn_open:
+                await self.interrupt(self.run_id or "")
+                with trio.move_on_after(min(2.0, self.options.stop_grace_s)):
+                    await self._turn_done.wait()
+            try:
+                await proc.close_stdin()  # the CLI's own clean exit
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+            with trio.move_on_after(self.options.stop_grace_s):
+                await proc.wait()
+        self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
+
+    def statistics(self) -> ParserStats:
+        return self.parser.stats
+
+    # plumbing ------------------------------------------------------------------------------
+    def _live_process(self) -> ManagedProcess:
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            raise AgentStartError("the Claude Code process is not running")
+        return proc
+
+    async def _request(
+        self, proc: ManagedProcess, request: dict[str, Any], *, prefix: str = "req"
+    ) -> trio.Event:
+        request_id = f"{prefix}_{next(self._request_ids)}"
+        acked = trio.Event()
+        self._acks[request_id] = acked
+        await self._write(proc, _control_request(request_id, request))
+        return acked
+
+    async def _write(self, proc: ManagedProcess, line: str) -> None:
+        try:
+            await proc.write_line(line)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            # The process is going away; its exit is reported by serve, not here.
+            raise AgentStartError("the Claude Code process is not accepting input") from exc
+
+    def _write_mcp_config(self) -> str | None:
+        if not self.options.mcp_servers:
+            return None
+        if self._mcp_dir is None:
+            self._mcp_dir = tempfile.mkdtemp(prefix="spindle-claude-mcp-")
+        path = os.path.join(self._mcp_dir, "mcp.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(mcp_config(self.options), f)
+        return path
+
+    def _remove_mcp_config(self) -> None:
+        if self._mcp_dir is not None:
+            shutil.rmtree(self._mcp_dir, ignore_errors=True)
+            self._mcp_dir = None
+
+
+Adapter = ClaudeAdapter
+
+
+# --- past conversations --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    session_id: str
+    title: str  # the first prompt, shortened
+    updated_at: float  # POSIX time of the last write
+    path: str
+
+
+def project_slug(workdir: str) -> str:
+    """Claude Code's folder name for a project: its absolute path, every other char '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", os.path.realpath(workdir))
+
+
+def _first_prompt(path: Path, max_lines: int = 200) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for _, line in zip(range(max_lines), f, strict=False):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict) or entry.get("type") != "user":
+                    continue
+                if entry.get("isMeta") or entry.get("isSidechain"):
+                    continue
+                message = entry.get("message")
+                content = message.get("content") if isinstance(message, dict) else None
+                if isinstance(content, str):
+                    texts = [content]
+                elif isinstance(content, list):
+                    texts = [
+                        c.get("text", "")
+                        for c in content
+                        if isinstance(c, dict) and c.get("type") == "text"
+                    ]
+                else:
+                    continue
+                for text in texts:
+                    text = text.strip() if isinstance(text, str) else ""
+                    if text and not text.startswith("<"):
+                        return text.splitlines()[0][:100]
+    except OSError:
+        return ""
+    return ""
+
+
+def list_conversations(workdir: str, home: str | None = None) -> list[ConversationInfo]:
+    """Past Claude Code sessions of ``workdir``, newest first (best effort, never raises)."""
+    base = Path(home or os.path.expanduser("~")) / ".claude" / "projects" / project_slug(workdir)
+    found: list[ConversationInfo] = []
+    try:
+        files = list(base.glob("*.jsonl"))
+    except OSError:
+        return []
+    for path in files:
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        title = _first_prompt(path)
+        found.append(ConversationInfo(path.stem, title or "(no prompt)", mtime, str(path)))
+    found.sort(key=lambda c: c.updated_at, reverse=True)
+    return found

@@ -1,0 +1,346 @@
+"""The Claude Code adapter driving the genuine ``claude`` CLI against the fake Anthropic API.
+
+Every test gets its own temp HOME and workdir and its own fake server on 127.0.0.1; the CLI
+is the pinned npm install in ``.agents`` (``make agents``). Teardown stops the adapter and
+asserts psutil saw no process of the tree left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+import trio
+
+from effects.process import tree_pids
+from ingress.agents.base import AgentOptions, McpServer, StampedEvent
+from ingress.agents.claude import ClaudeAdapter, list_conversations
+from runtime.agent_events import (
+    AgentError,
+    PermissionRequested,
+    QuestionAsked,
+    SessionStarted,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnAborted,
+    TurnCompleted,
+)
+from runtime.effects import PromptAgent, StartAgent
+from testkit.fake_model.anthropic import ASK_QUESTION, FakeAnthropic, user_text
+from testkit.fake_model.base import JSONResponse
+
+ROOT = Path(__file__).resolve().parents[3]
+CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
+INSTALLED = ROOT / ".agents" / ".installed"
+TURN_TIMEOUT = 45.0
+
+pytestmark = pytest.mark.timeout(150)
+
+
+def _require_cli() -> None:
+    assert INSTALLED.exists() and CLAUDE.exists(), (
+        f"the genuine Claude Code CLI is missing at {CLAUDE}: run `make agents` first"
+    )
+
+
+@pytest.fixture
+def fake() -> object:
+    server = FakeAnthropic(slow_chunks=40, slow_delay=0.25)
+    server.start()
+    yield server
+    server.stop()
+
+
+@dataclass
+class Session:
+    adapter: ClaudeAdapter
+    workdir: Path
+    home: Path
+    events: list[StampedEvent] = field(default_factory=list)
+    arrived: trio.Event = field(default_factory=trio.Event)
+
+    async def emit(self, stamped: StampedEvent) -> None:
+        self.events.append(stamped)
+        self.arrived.set()
+
+    async def wait_for(
+        self, match: Callable[[StampedEvent], bool], timeout: float = TURN_TIMEOUT
+    ) -> StampedEvent:
+        with trio.fail_after(timeout):
+            while True:
+                for stamped in self.events:
+                    if match(stamped):
+                        return stamped
+                self.arrived = trio.Event()
+                await self.arrived.wait()
+
+    def of_run(self, run_id: str) -> list[object]:
+        return [s.event for s in self.events if s.run_id == run_id]
+
+    def text_of(self, run_id: str) -> str:
+        return "".join(e.text for e in self.of_run(run_id) if isinstance(e, TextDelta))
+
+    async def turn(self, run_id: str, text: str) -> StampedEvent:
+        """Prompt and wait for the end of that turn (completed or aborted)."""
+        await self.adapter.prompt(_prompt(run_id, text, self.workdir))
+        return await self.wait_for(
+            lambda s: s.run_id == run_id and isinstance(s.event, TurnCompleted | TurnAborted)
+        )
+
+
+def _prompt(run_id: str, text: str, workdir: Path) -> PromptAgent:
+    return PromptAgent(run_id=run_id, text=text, agent="claude", workdir=str(workdir))
+
+
+def _options(fake: FakeAnthropic, home: Path, **overrides: object) -> AgentOptions:
+    env = (
+        ("ANTHROPIC_BASE_URL", fake.base_url),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
+        ("CLAUDE_CODE_MAX_RETRIES", "1"),
+    )
+    return AgentOptions(binary=str(CLAUDE), home=str(home), env=env, stop_grace_s=3.0, **overrides)
+
+
+@asynccontextmanager
+async def running_claude(
+    tmp_path: Path,
+    fake: FakeAnthropic,
+    *,
+    session_id: str | None = None,
+    name: str = "a",
+    **overrides: object,
+) -> AsyncIterator[Session]:
+    _require_cli()
+    home = tmp_path / "home"
+    workdir = tmp_path / "work"
+    home.mkdir(exist_ok=True)
+    workdir.mkdir(exist_ok=True)
+    adapter = ClaudeAdapter(_options(fake, home, **overrides))
+    session = Session(adapter, workdir, home)
+    start = StartAgent(agent="claude", workdir=str(workdir), session_id=session_id)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(adapter.serve, start, session.emit)
+        pids = tree_pids(adapter._proc.pid) if adapter._proc is not None else []
+        try:
+            yield session
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(30):
+                await adapter.stop()
+    assert adapter.stopped_clean is True
+    assert not [p for p in pids if psutil.pid_exists(p) and _not_zombie(p)]
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_text_answer_with_model_and_system_instruction(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with running_claude(
+        tmp_path, fake, model="claude-fake-1", system_instruction="SPINDLE-SYSTEM-MARK"
+    ) as s:
+        end = await s.turn("r1", "hello")
+        assert s.text_of("r1") == "Hello from fake model."
+        deltas = [e for e in s.of_run("r1") if isinstance(e, TextDelta)]
+        assert len(deltas) == 4  # streamed, not one whole block
+        done = end.event
+        assert isinstance(done, TurnCompleted) and not done.is_error
+        assert done.session_id and done.session_id == end.session_id
+        assert done.cost_usd is not None and done.cost_usd > 0
+        assert done.usage is not None and done.usage.output_tokens == 5
+        assert done.duration_ms is not None
+        started = [e for e in s.of_run("r1") if isinstance(e, SessionStarted)]
+        assert started and started[0].session_id == done.session_id
+    body = fake.messages_requests()[-1].body
+    assert body["model"] == "claude-fake-1"
+    assert "SPINDLE-SYSTEM-MARK" in str(body["system"])
+    assert s.adapter.statistics().malformed == 0
+
+
+async def test_thinking_is_streamed_apart_from_text(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.turn("r1", "THINKTEST")
+        thinking = "".join(e.text for e in s.of_run("r1") if isinstance(e, ThinkingDelta))
+        assert thinking == "Let me think."
+        assert s.text_of("r1") == "Thought done."
+
+
+async def test_tool_call_really_runs_in_the_workdir(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        end = await s.turn("r1", "PWDTEST where am I")
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        started = [e for e in s.of_run("r1") if isinstance(e, ToolStarted)]
+        finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+        assert [(t.name, t.display_name, t.input_summary) for t in started] == [
+            ("Bash", "Bash", "pwd")
+        ]
+        assert finished[0].tool_id == started[0].tool_id and not finished[0].is_error
+        assert finished[0].result.strip() == os.path.realpath(s.workdir)
+        assert s.text_of("r1") == f"Tool said: {finished[0].result}"
+
+
+async def test_second_turn_in_the_same_process(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        first = await s.turn("r1", "hello")
+        pid = s.adapter._proc.pid
+        second = await s.turn("r2", "TOOLTEST please")
+        assert isinstance(second.event, TurnCompleted) and not second.event.is_error
+        assert s.text_of("r2") == "Tool said: hi"
+        assert second.session_id == first.session_id
+        assert s.adapter.processes_started == 1 and s.adapter._proc.pid == pid
+        # Each run's events carry its own run id: nothing of r2 was stamped r1.
+        assert "Tool said" not in s.text_of("r1")
+        # The cost of turn 2 is its own, not the process's running total.
+        assert second.event.cost_usd == pytest.approx(0.00035)
+
+
+async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        first = await s.turn("r1", "hello there")
+    session_id = first.session_id
+    assert session_id
+    convs = list_conversations(str(s.workdir), str(s.home))
+    assert [c.session_id for c in convs] == [session_id]
+    assert convs[0].title == "hello there"
+    async with running_claude(tmp_path, fake, session_id=session_id) as s2:
+        end = await s2.turn("r2", "TOOLTEST again")
+        assert isinstance(end.event, TurnCompleted) and end.event.session_id == session_id
+    # The model saw the first turn again: the history was resumed, not started anew.
+    first_request = fake.messages_requests()[-2].body
+    history = [user_text(m) for m in first_request["messages"] if m.get("role") == "user"]
+    assert any("hello there" in h for h in history)
+    assert list_conversations(str(tmp_path / "nowhere"), str(s.home)) == []
+
+
+async def test_interrupt_mid_stream_then_a_normal_turn(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "SLOWTEST", s.workdir))
+        await s.wait_for(lambda e: e.run_id == "r1" and "chunk2" in s.text_of("r1"))
+        with trio.fail_after(10):
+            await s.adapter.interrupt("r1")
+            end = await s.wait_for(
+                lambda e: e.run_id == "r1" and isinstance(e.event, TurnCompleted | TurnAborted)
+            )
+        assert isinstance(end.event, TurnAborted) and end.event.reason == "interrupted"
+        assert "chunk39" not in s.text_of("r1")
+        pid = s.adapter._proc.pid
+        after = await s.turn("r2", "hello again")
+        assert isinstance(after.event, TurnCompleted) and not after.event.is_error
+        assert s.text_of("r2") == "Hello from fake model."
+        assert s.adapter._proc.pid == pid and s.adapter.processes_started == 1
+        # A late interrupt of the finished run is ignored, not sent.
+        await s.adapter.interrupt("r1")
+
+
+@pytest.mark.parametrize("allow", [True, False])
+async def test_permission_request_answered(
+    tmp_path: Path, fake: FakeAnthropic, allow: bool
+) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "TOUCHTEST", s.workdir))
+        asked = await s.wait_for(lambda e: isinstance(e.event, PermissionRequested))
+        assert asked.run_id == "r1"
+        assert asked.event.tool == "Bash" and "touch touched.txt" in asked.event.detail
+        assert not (s.workdir / "touched.txt").exists()
+        await s.adapter.answer_permission(asked.event.request_id, allow)
+        end = await s.wait_for(lambda e: isinstance(e.event, TurnCompleted | TurnAborted))
+        assert isinstance(end.event, TurnCompleted)
+        finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+        assert len(finished) == 1
+        assert finished[0].is_error is (not allow)
+        assert (s.workdir / "touched.txt").exists() is allow
+        # A second answer to the same request is a no-op (the CLI is not asked twice).
+        await s.adapter.answer_permission(asked.event.request_id, allow)
+
+
+async def test_ask_user_question_becomes_a_question(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "ASKTEST", s.workdir))
+        asked = await s.wait_for(lambda e: isinstance(e.event, QuestionAsked))
+        assert asked.event.question == ASK_QUESTION
+        assert asked.event.options == ("Red", "Blue") and not asked.event.multiple
+        await s.adapter.answer_question(asked.event.request_id, "Blue")
+        end = await s.wait_for(lambda e: isinstance(e.event, TurnCompleted | TurnAborted))
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+        assert finished and "Blue" in finished[0].result and not finished[0].is_error
+
+
+async def test_model_server_down_gives_a_clear_error(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.down()
+    async with running_claude(tmp_path, fake) as s:
+        with trio.fail_after(40):
+            end = await s.turn("r1", "hello")
+        assert isinstance(end.event, TurnCompleted) and end.event.is_error
+        assert "Unable to connect" in (end.event.error or "")
+        assert any(isinstance(e, AgentError) and e.retryable for e in s.of_run("r1"))
+
+
+async def test_crash_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeAnthropic) -> None:
+    _require_cli()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    adapter = ClaudeAdapter(_options(fake, tmp_path / "home"))
+    session = Session(adapter, tmp_path / "work", tmp_path / "home")
+    start = StartAgent(agent="claude", workdir=str(session.workdir))
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(adapter.serve, start, session.emit)
+            await adapter.prompt(_prompt("r1", "SLOWTEST", session.workdir))
+            await session.wait_for(lambda e: "chunk1" in session.text_of("r1"))
+            pids = tree_pids(adapter._proc.pid)
+            os.kill(adapter._proc.pid, signal.SIGKILL)
+            # serve returns by itself once the process is gone: the nursery closes.
+    ends = [e for e in session.of_run("r1") if isinstance(e, TurnCompleted | TurnAborted)]
+    assert len(ends) == 1 and isinstance(ends[0], TurnAborted)
+    assert ends[0].exit_code == -signal.SIGKILL
+    assert "exited" in ends[0].reason
+    await adapter.stop()
+    assert not [p for p in pids if psutil.pid_exists(p) and _not_zombie(p)]
+
+
+async def test_per_turn_mode_resumes_one_process_per_turn(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with running_claude(tmp_path, fake, per_turn=True) as s:
+        first = await s.turn("r1", "hello")
+        second = await s.turn("r2", "TOOLTEST")
+        assert isinstance(second.event, TurnCompleted) and not second.event.is_error
+        assert s.text_of("r1") == "Hello from fake model."
+        assert s.text_of("r2") == "Tool said: hi"
+        assert s.adapter.processes_started == 2
+        assert second.session_id == first.session_id
+
+
+async def test_mcp_server_injected_with_its_token(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.route("*", "/mcp", lambda req: JSONResponse({"error": "no MCP here"}, 404))
+    token = "spindle-secret-token-123"
+    server = McpServer(name="process-manager", url=f"{fake.base_url}/mcp", bearer_token=token)
+    async with running_claude(tmp_path, fake, mcp_servers=(server,)) as s:
+        await s.turn("r1", "hello")
+        config_dir = s.adapter._mcp_dir
+        assert config_dir is not None and os.path.exists(config_dir)
+        assert f"--mcp-config={config_dir}/mcp.json" in " ".join(
+            psutil.Process(s.adapter._proc.pid).cmdline()
+        )
+        assert token not in " ".join(psutil.Process(s.adapter._proc.pid).cmdline())
+    mcp_calls = [r for r in fake.requests if r.path.startswith("/mcp")]
+    assert mcp_calls, "the CLI never contacted the injected MCP server"
+    auth = {v for r in mcp_calls for k, v in r.headers.items() if k.lower() == "authorization"}
+    assert auth == {f"Bearer {token}"}
+    assert not os.path.exists(config_dir)  # the private config is gone with the process
+    for path in s.home.rglob("*"):  # and the CLI copied the token into no file of its own
+        if path.is_file() and path.stat().st_size < 5_000_000:
+            assert token not in path.read_text(errors="replace"), path
