@@ -1,0 +1,229 @@
+"""``DiscordPlatform``: the ``ChatPlatform`` the stream renderer drives, over discord.py.
+
+Called from trio (the reactor); every call crosses into discord.py's asyncio world through
+``trio_asyncio.aio_as_trio``, so it must run inside ``trio_asyncio.open_loop()`` (the
+Discord host opens it). What it keeps:
+
+- Messages are sent with link embeds suppressed and mentions disabled (an agent's output
+  must never ping anyone), with the caller's ``nonce`` (the idempotency key's hash).
+- Buttons and select menus are ``discord.ui`` components whose ``custom_id`` is the
+  effect's ``Button.action`` / ``SelectMenu.custom_id``; the clicks come back through
+  ``ingress.discord`` as actions, never through view callbacks, so they survive restarts.
+- ``reply`` answers the interaction that produced ``action_id`` through its followup
+  webhook (ingress deferred it at once and registered it here). A command that came as a
+  plain message (the `` queue`` suffix) is answered in its channel, as a reply to it.
+- Failures become ``PlatformError``: 429 carries ``retry_after``, 5xx and disconnects are
+  ``retryable``, 4xx are permanent. discord.py's own rate limiter already sleeps through
+  short 429s (up to ``max_ratelimit_timeout``) before one reaches us.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import discord
+import trio_asyncio
+
+from effects.platform import PlatformError, PlatformLimits, SelectMenu
+from runtime.effects import Button
+
+__all__ = ["DiscordPlatform", "discord_nonce"]
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_NO_MENTIONS = discord.AllowedMentions.none()
+_REMEMBERED_INTERACTIONS = 512  # followup tokens live 15 minutes; keep the recent ones
+
+
+def discord_nonce(key: str) -> str:
+    """Discord nonces are at most 25 characters: a stable digest of the output key."""
+    return hashlib.blake2b(key.encode(), digest_size=12).hexdigest()[:25]
+
+
+def _view(buttons: tuple[Button, ...] = (), menu: SelectMenu | None = None) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    for button in buttons:
+        style = discord.ButtonStyle.secondary
+        if button.action.endswith(":allow"):
+            style = discord.ButtonStyle.success
+        elif button.action.endswith(":deny") or button.action.startswith("remove_queued:"):
+            style = discord.ButtonStyle.danger
+        view.add_item(
+            discord.ui.Button(label=button.label[:80], custom_id=button.action[:100], style=style)
+        )
+    if menu is not None:
+        options = [
+            discord.SelectOption(label=option[:100], value=option[:100])
+            for option in menu.options[:25]
+        ]
+        view.add_item(
+            discord.ui.Select(
+                custom_id=menu.custom_id[:100],
+                options=options,
+                max_values=len(options) if menu.multiple else 1,
+            )
+        )
+    return view
+
+
+class DiscordPlatform:
+    """A ``ChatPlatform`` over a logged-in ``discord.Client``."""
+
+    def __init__(self, client: discord.Client, limits: PlatformLimits | None = None) -> None:
+        self.client = client
+        self.limits = limits or PlatformLimits()
+        self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
+        self.calls = 0  # platform calls made (each is one REST call unless discord retried)
+
+    # --- registry of deferred interactions (ingress fills it) --------------------------
+
+    def remember_interaction(self, action_id: str, interaction: discord.Interaction) -> None:
+        self._interactions[action_id] = interaction
+        while len(self._interactions) > _REMEMBERED_INTERACTIONS:
+            self._interactions.popitem(last=False)
+
+    # --- ChatPlatform -----------------------------------------------------------------
+
+    async def send(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] = (),
+        menu: SelectMenu | None = None,
+        nonce: str | None = None,
+    ) -> str:
+        async def send() -> str:
+            channel = self.client.get_partial_messageable(int(channel_id))
+            kwargs: dict[str, Any] = {}
+            if buttons or menu is not None:
+                kwargs["view"] = _view(buttons, menu)
+            message = await channel.send(
+                text,
+                nonce=discord_nonce(nonce) if nonce else None,
+                suppress_embeds=True,
+                allowed_mentions=_NO_MENTIONS,
+                **kwargs,
+            )
+            return str(message.id)
+
+        return await self._call(send)
+
+    async def edit(
+        self,
+        channel_id: str,
+        message_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] | None = None,
+    ) -> None:
+        async def edit() -> None:
+            channel = self.client.get_partial_messageable(int(channel_id))
+            kwargs: dict[str, Any] = {}
+            if buttons is not None:
+                kwargs["view"] = _view(buttons) if buttons else None
+            # The suppress-embeds flag set when sending survives edits.
+            await channel.get_partial_message(int(message_id)).edit(
+                content=text, allowed_mentions=_NO_MENTIONS, **kwargs
+            )
+
+        await self._call(edit)
+
+    async def delete(self, channel_id: str, message_id: str) -> None:
+        async def delete() -> None:
+            channel = self.client.get_partial_messageable(int(channel_id))
+            try:
+                await channel.get_partial_message(int(message_id)).delete()
+            except discord.NotFound:
+                pass  # already gone: deleting is idempotent
+
+        await self._call(delete)
+
+    async def typing(self, channel_id: str) -> None:
+        async def typing() -> None:
+            await self.client.http.send_typing(int(channel_id))
+
+        await self._call(typing)
+
+    async def reply(
+        self,
+        channel_id: str,
+        action_id: str,
+        text: str,
+        *,
+        ephemeral: bool = False,
+        buttons: tuple[Button, ...] = (),
+    ) -> str:
+        interaction = self._interactions.get(action_id)
+
+        async def followup() -> str:
+            assert interaction is not None
+            kwargs: dict[str, Any] = {}
+            if buttons:
+                kwargs["view"] = _view(buttons)
+            message = await interaction.followup.send(
+                text,
+                ephemeral=ephemeral,
+                wait=True,
+                suppress_embeds=True,
+                allowed_mentions=_NO_MENTIONS,
+                **kwargs,
+            )
+            return str(message.id)
+
+        async def in_channel() -> str:
+            channel = self.client.get_partial_messageable(int(channel_id))
+            kwargs: dict[str, Any] = {}
+            if buttons:
+                kwargs["view"] = _view(buttons)
+            if action_id.startswith("msg-"):
+                kwargs["reference"] = channel.get_partial_message(int(action_id[4:]))
+                kwargs["mention_author"] = False
+            message = await channel.send(
+                text,
+                suppress_embeds=True,
+                allowed_mentions=_NO_MENTIONS,
+                nonce=discord_nonce(f"reply/{action_id}"),
+                **kwargs,
+            )
+            return str(message.id)
+
+        if interaction is not None:
+            try:
+                return await self._call(followup)
+            except PlatformError as error:
+                if error.retryable:
+                    raise
+                # The interaction token expired (15 min): answer in the channel instead.
+                _log.info("followup for %s failed (%s); answering in channel", action_id, error)
+        return await self._call(in_channel)
+
+    # --- the asyncio crossing and error mapping ----------------------------------------
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        self.calls += 1
+        try:
+            return await trio_asyncio.aio_as_trio(fn)()
+        except discord.RateLimited as error:
+            raise PlatformError(str(error), retry_after=error.retry_after) from error
+        except discord.HTTPException as error:
+            if error.status == 429:
+                retry_after = _retry_after(error)
+                raise PlatformError(str(error), retry_after=retry_after) from error
+            raise PlatformError(str(error), retryable=error.status >= 500) from error
+        except (TimeoutError, discord.ConnectionClosed, aiohttp.ClientError, OSError) as error:
+            raise PlatformError(f"disconnected: {error!r}", retryable=True) from error
+
+
+def _retry_after(error: discord.HTTPException) -> float:
+    try:
+        return float(error.response.headers.get("Retry-After", 1.0))
+    except (TypeError, ValueError, AttributeError):
+        return 1.0

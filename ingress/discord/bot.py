@@ -1,0 +1,478 @@
+"""``SpindleBot``: the discord.py client. It turns gateway events (thread messages, edits,
+deletes, slash commands, button clicks, thread archive/delete) into runtime actions and
+hands them to trio through a memory channel; it makes no decisions of its own.
+
+Its handlers run on discord.py's asyncio loop (hosted by trio-asyncio, see ``host``).
+What it does itself, because only Discord can do it at that moment:
+
+- access control: only allow-listed users/roles drive agents; others get an ephemeral
+  refusal for commands and clicks, and their messages are ignored; bots are ignored;
+- deferring every interaction at once (Discord wants an answer within 3 s); the core's
+  ``ReplyToCommand`` answers later through the followup (``DiscordPlatform.reply``);
+- opening the thread for ``/<agent> start`` in a channel and for a message in a project
+  channel (the action needs the new thread's id);
+- attachments: small text files inlined, others saved under the conversation's workdir.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+import trio
+import trio_asyncio
+from discord import app_commands
+
+from effects.discord_platform import DiscordPlatform
+from ingress.discord import translate
+from ingress.discord.sessions import list_sessions
+from ingress.discord.settings import DiscordSettings
+from runtime.actions import (
+    AbortRequested,
+    Action,
+    ConversationEnded,
+    ConversationResumed,
+    ConversationStarted,
+    ModelChanged,
+    PermissionAnswered,
+    QuestionAnswered,
+    QueueCleared,
+    QueueCommand,
+    QueuedItemRemoved,
+    StatusRequested,
+    WorkdirSet,
+)
+from runtime.model import Attachment, ThreadState
+
+__all__ = ["IngressItem", "SpindleBot", "REFUSAL"]
+
+_log = logging.getLogger(__name__)
+
+REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
+_REMEMBERED_MESSAGES = 2048
+_TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/xml")
+_TEXT_SUFFIXES = (
+    ".txt",
+    ".md",
+    ".py",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".log",
+    ".diff",
+    ".patch",
+)
+
+
+@dataclass(frozen=True)
+class IngressItem:
+    """What crosses from discord.py into trio: actions to post, or a thread to dispose."""
+
+    actions: tuple[Action, ...] = ()
+    dispose_thread: str | None = None
+
+
+class SpindleBot(discord.Client):
+    def __init__(
+        self,
+        settings: DiscordSettings,
+        *,
+        events: trio.MemorySendChannel[IngressItem],
+        snapshot: Callable[[str], ThreadState | None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True
+        super().__init__(
+            intents=intents,
+            max_ratelimit_timeout=settings.max_ratelimit_timeout_s,
+            guild_ready_timeout=settings.guild_ready_timeout_s,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        self.settings = settings
+        self.tree = app_commands.CommandTree(self)
+        self.platform = DiscordPlatform(self)
+        self._events = events
+        self._snapshot = snapshot
+        self._clock = clock
+        # Threads we started a conversation in, before the runtime has applied it.
+        self._started_threads: set[str] = set()
+        # Messages we forwarded as prompts: id -> whether it carried the queue suffix.
+        self._forwarded: OrderedDict[int, bool] = OrderedDict()
+        self.refusals = 0
+        self._build_commands()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    async def _emit(self, item: IngressItem) -> None:
+        await trio_asyncio.trio_as_aio(self._events.send)(item)
+
+    async def setup_hook(self) -> None:
+        if self.settings.guild_ids:
+            for guild_id in self.settings.guild_ids:
+                guild = discord.Object(id=guild_id)
+                self.tree.copy_global_to(guild=guild)
+                await self.tree.sync(guild=guild)
+        else:
+            await self.tree.sync()
+
+    def has_conversation(self, thread_id: str) -> bool:
+        if thread_id in self._started_threads:
+            return True
+        state = self._snapshot(thread_id)
+        return state is not None and state.conversation is not None
+
+    def _workdir_of(self, thread_id: str) -> str | None:
+        state = self._snapshot(thread_id)
+        if state is not None and state.conversation is not None:
+            return state.conversation.workdir
+        return None
+
+    def _allowed(self, user: discord.abc.User) -> bool:
+        roles = tuple(role.id for role in getattr(user, "roles", ()))
+        return self.settings.is_allowed(user.id, roles)
+
+    async def _refuse(self, interaction: discord.Interaction) -> None:
+        self.refusals += 1
+        await interaction.response.send_message(REFUSAL, ephemeral=True)
+
+    # --- messages ---------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or message.type not in (
+            discord.MessageType.default,
+            discord.MessageType.reply,
+        ):
+            return
+        channel = message.channel
+        if isinstance(channel, discord.Thread):
+            await self._thread_message(message, str(channel.id))
+        elif (project := self.settings.project_channel(channel.id)) is not None:
+            await self._project_message(message, project.agent, project.workdir)
+
+    async def _thread_message(self, message: discord.Message, thread_id: str) -> None:
+        if not self.has_conversation(thread_id):
+            return
+        if not self._allowed(message.author):
+            self.refusals += 1
+            _log.info("ignoring a message from %s: not allow-listed", message.author.id)
+            return
+        action = translate.message_action(
+            thread_id=thread_id,
+            message_id=message.id,
+            author_id=message.author.id,
+            author_name=message.author.display_name,
+            text=message.content,
+            at=self._clock(),
+            attachments=await self._attachments(message, self._workdir_of(thread_id)),
+            suffix=self.settings.queue_suffix,
+        )
+        self._remember(message.id, queued=not action.interrupt)
+        await self._emit(IngressItem((action,)))
+
+    async def _project_message(self, message: discord.Message, agent: str, workdir: str) -> None:
+        if not self._allowed(message.author):
+            self.refusals += 1
+            return
+        name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
+        thread = await message.create_thread(name=name)
+        thread_id = str(thread.id)
+        self._started_threads.add(thread_id)
+        start = ConversationStarted(
+            thread_id=thread_id,
+            action_id=f"start-{message.id}",
+            at=self._clock(),
+            agent=agent,
+            requested_workdir=workdir,
+            resolved_workdir=translate.resolve_workdir(workdir),
+        )
+        prompt = translate.message_action(
+            thread_id=thread_id,
+            message_id=message.id,
+            author_id=message.author.id,
+            author_name=message.author.display_name,
+            text=message.content,
+            at=self._clock(),
+            attachments=await self._attachments(message, start.resolved_workdir),
+            suffix=self.settings.queue_suffix,
+        )
+        self._remember(message.id, queued=not prompt.interrupt)
+        await self._emit(IngressItem((start, prompt)))
+
+    async def _attachments(
+        self, message: discord.Message, workdir: str | None
+    ) -> tuple[Attachment, ...]:
+        """Small text files inlined; others saved under ``<workdir>/.spindle/attachments``
+        (or only linked when there is no workdir yet)."""
+        found = []
+        for attachment in message.attachments:
+            content_type = attachment.content_type or ""
+            is_text = content_type.startswith(_TEXT_TYPES) or attachment.filename.lower().endswith(
+                _TEXT_SUFFIXES
+            )
+            inline_text: str | None = None
+            path: str | None = None
+            if is_text and attachment.size <= self.settings.inline_text_limit:
+                inline_text = (await attachment.read()).decode("utf-8", errors="replace")
+            elif workdir is not None:
+                folder = os.path.join(workdir, ".spindle", "attachments")
+                os.makedirs(folder, exist_ok=True)
+                safe_name = os.path.basename(attachment.filename) or "file"
+                path = os.path.join(folder, f"{message.id}-{safe_name}")
+                await attachment.save(path)
+            found.append(
+                Attachment(
+                    name=attachment.filename,
+                    content_type=attachment.content_type,
+                    size=attachment.size,
+                    path=path,
+                    url=attachment.url,
+                    inline_text=inline_text,
+                )
+            )
+        return tuple(found)
+
+    def _remember(self, message_id: int, *, queued: bool) -> None:
+        self._forwarded[message_id] = queued
+        while len(self._forwarded) > _REMEMBERED_MESSAGES:
+            self._forwarded.popitem(last=False)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        was_queued = self._forwarded.get(payload.message_id)
+        content = payload.data.get("content")
+        if was_queued is None or content is None:
+            return  # not a prompt of ours, or an embed-only update
+        action = translate.edit_action(
+            thread_id=str(payload.channel_id),
+            message_id=payload.message_id,
+            text=content,
+            was_queued=was_queued,
+            at=self._clock(),
+            edit_stamp=str(payload.data.get("edited_timestamp") or ""),
+            suffix=self.settings.queue_suffix,
+        )
+        self._remember(payload.message_id, queued=translate.split_queue_suffix(content)[1])
+        await self._emit(IngressItem((action,)))
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        if self._forwarded.pop(payload.message_id, None) is None:
+            return
+        action = translate.delete_action(
+            thread_id=str(payload.channel_id), message_id=payload.message_id, at=self._clock()
+        )
+        await self._emit(IngressItem((action,)))
+
+    # --- threads ----------------------------------------------------------------------
+
+    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
+        if payload.data.get("thread_metadata", {}).get("archived"):
+            await self._dispose(str(payload.thread_id))
+
+    async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
+        await self._dispose(str(payload.thread_id))
+
+    async def _dispose(self, thread_id: str) -> None:
+        if self.has_conversation(thread_id):
+            self._started_threads.discard(thread_id)
+            await self._emit(IngressItem(dispose_thread=thread_id))
+
+    # --- buttons and menus ------------------------------------------------------------
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type is not discord.InteractionType.component:
+            return  # slash commands go through the command tree
+        data: dict[str, Any] = dict(interaction.data or {})
+        kind, args = translate.parse_custom_id(str(data.get("custom_id", "")))
+        if kind not in ("remove_queued", "permission", "question"):
+            return
+        if not self._allowed(interaction.user):
+            await self._refuse(interaction)
+            return
+        await interaction.response.defer()
+        action_id = translate.component_action_id(interaction.id)
+        self.platform.remember_interaction(action_id, interaction)
+        common: dict[str, Any] = {
+            "thread_id": str(interaction.channel_id),
+            "action_id": action_id,
+            "at": self._clock(),
+        }
+        action: Action
+        if kind == "remove_queued":
+            action = QueuedItemRemoved(**common, item_id=args[0])
+        elif kind == "permission":
+            action = PermissionAnswered(
+                **common,
+                request_id=args[0],
+                allow=args[1] == "allow",
+                author_id=str(interaction.user.id),
+            )
+        else:
+            values = [str(v) for v in data.get("values", [])]
+            action = QuestionAnswered(
+                **common,
+                request_id=args[0],
+                answer=", ".join(values),
+                author_id=str(interaction.user.id),
+            )
+        await self._emit(IngressItem((action,)))
+
+    # --- slash commands ---------------------------------------------------------------
+
+    async def _command(
+        self,
+        interaction: discord.Interaction,
+        build: Callable[[str, dict[str, Any]], Action],
+        *,
+        thread_id: str | None = None,
+    ) -> None:
+        """Refuse or defer, then post the action ``build(thread_id, common fields)``."""
+        if not self._allowed(interaction.user):
+            await self._refuse(interaction)
+            return
+        if not interaction.response.is_done():
+            await interaction.response.defer(thinking=True)
+        action_id = translate.interaction_action_id(interaction.id)
+        self.platform.remember_interaction(action_id, interaction)
+        target = thread_id or str(interaction.channel_id)
+        common = {"thread_id": target, "action_id": action_id, "at": self._clock()}
+        await self._emit(IngressItem((build(target, common),)))
+
+    async def _start(
+        self,
+        interaction: discord.Interaction,
+        agent: str,
+        workdir: str | None,
+        session_id: str | None = None,
+    ) -> None:
+        if not self._allowed(interaction.user):
+            await self._refuse(interaction)
+            return
+        await interaction.response.defer(thinking=True)
+        requested = workdir or self.settings.default_workdir
+        channel = interaction.channel
+        thread_id = str(interaction.channel_id)
+        if isinstance(channel, discord.TextChannel):
+            # Started in a channel: the conversation gets its own thread.
+            thread = await channel.create_thread(
+                name=f"{agent}: {requested}"[:90], type=discord.ChannelType.public_thread
+            )
+            thread_id = str(thread.id)
+        self._started_threads.add(thread_id)
+        resolved = translate.resolve_workdir(requested)
+
+        def build(target: str, common: dict[str, Any]) -> Action:
+            if session_id is not None:
+                return ConversationResumed(
+                    **common,
+                    agent=agent,
+                    session_id=session_id,
+                    requested_workdir=requested,
+                    resolved_workdir=resolved,
+                )
+            return ConversationStarted(
+                **common, agent=agent, requested_workdir=requested, resolved_workdir=resolved
+            )
+
+        await self._command(interaction, build, thread_id=thread_id)
+
+    def _build_commands(self) -> None:
+        tree = self.tree
+        for agent in self.settings.agents:
+            tree.add_command(self._agent_group(agent))
+
+        conversation = app_commands.Group(
+            name="conversation", description="This thread's conversation"
+        )
+
+        @conversation.command(name="end", description="End the conversation and stop its agent")
+        async def end(interaction: discord.Interaction) -> None:
+            await self._command(interaction, lambda t, c: ConversationEnded(**c))
+
+        workdir = app_commands.Group(name="workdir", description="The conversation's directory")
+
+        @workdir.command(name="set", description="Move the conversation to another directory")
+        @app_commands.describe(path="A directory inside the allowed roots")
+        async def set_workdir(interaction: discord.Interaction, path: str) -> None:
+            base = self._workdir_of(str(interaction.channel_id))
+            resolved = translate.resolve_workdir(path, base)
+            await self._command(
+                interaction,
+                lambda t, c: WorkdirSet(**c, requested_workdir=path, resolved_workdir=resolved),
+            )
+
+        @app_commands.command(name="status", description="Show the run, the queue and the agent")
+        async def status(interaction: discord.Interaction) -> None:
+            await self._command(interaction, lambda t, c: StatusRequested(**c))
+
+        @app_commands.command(name="model", description="Switch model (retries the active prompt)")
+        async def model(interaction: discord.Interaction, name: str) -> None:
+            await self._command(interaction, lambda t, c: ModelChanged(**c, model=name))
+
+        @app_commands.command(name="queue", description="Queue a prompt without interrupting")
+        async def queue(interaction: discord.Interaction, message: str) -> None:
+            user = interaction.user
+            await self._command(
+                interaction,
+                lambda t, c: QueueCommand(
+                    **c, author_id=str(user.id), author_name=user.display_name, text=message
+                ),
+            )
+
+        @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
+        @app_commands.describe(position="1-based position of the one prompt to drop")
+        async def clear_queue(
+            interaction: discord.Interaction, position: int | None = None
+        ) -> None:
+            await self._command(interaction, lambda t, c: QueueCleared(**c, position=position))
+
+        @app_commands.command(name="abort", description="Stop the active run")
+        async def abort(interaction: discord.Interaction) -> None:
+            user_id = str(interaction.user.id)
+            await self._command(interaction, lambda t, c: AbortRequested(**c, author_id=user_id))
+
+        for command in (conversation, workdir, status, model, queue, clear_queue, abort):
+            tree.add_command(command)
+
+    def _agent_group(self, agent: str) -> app_commands.Group:
+        group = app_commands.Group(name=agent, description=f"Conversations with {agent}")
+
+        @group.command(name="start", description=f"Start a {agent} conversation")
+        @app_commands.describe(workdir="Directory to work in (default: the configured one)")
+        async def start(interaction: discord.Interaction, workdir: str | None = None) -> None:
+            await self._start(interaction, agent, workdir)
+
+        @group.command(name="resume", description=f"Resume a {agent} session by id")
+        async def resume(
+            interaction: discord.Interaction, id: str, workdir: str | None = None
+        ) -> None:
+            await self._start(interaction, agent, workdir, session_id=id)
+
+        @group.command(name="conversations", description=f"List recent {agent} sessions")
+        async def conversations(interaction: discord.Interaction) -> None:
+            await self._list_sessions(interaction, agent)
+
+        return group
+
+    async def _list_sessions(self, interaction: discord.Interaction, agent: str) -> None:
+        """Read-only: answered here, from the CLI's own session store."""
+        if not self._allowed(interaction.user):
+            await self._refuse(interaction)
+            return
+        workdir = self._workdir_of(str(interaction.channel_id)) or os.path.expanduser(
+            self.settings.default_workdir
+        )
+        sessions = list_sessions(agent, workdir)
+        if not sessions:
+            text = f"No {agent} sessions found for `{workdir}`."
+        else:
+            lines = [f"`{s.id}`  {s.title}" for s in sessions[:15]]
+            text = f"Recent {agent} sessions in `{workdir}`:\n" + "\n".join(lines)
+            text += f"\nResume one with `/{agent} resume <id>`."
+        await interaction.response.send_message(text[:1900], ephemeral=True)

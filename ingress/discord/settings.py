@@ -1,0 +1,52 @@
+"""Configuration of the Discord bot: token, where Discord is, who may drive agents, and
+which channels are project channels.
+
+``rest_base_url`` and ``gateway_url`` default to Discord's own; point them at a rate-limit
+proxy (nirn-proxy) or, in tests, at ``testkit.fake_discord``. See docs/discord-setup.md.
+"""
+
+from __future__ import annotations
+
+from runtime.frozen import Frozen
+
+__all__ = ["DiscordSettings", "ProjectChannel", "AGENT_NAMES"]
+
+AGENT_NAMES = ("claude", "codex", "gemini", "opencode")
+
+DISCORD_REST_BASE = "https://discord.com/api/v10"
+DISCORD_GATEWAY = "wss://gateway.discord.gg/"
+
+
+class ProjectChannel(Frozen):
+    """A channel where every top-level message starts a thread with this agent/workdir."""
+
+    channel_id: int
+    agent: str = "claude"
+    workdir: str
+
+
+class DiscordSettings(Frozen):
+    token: str
+    rest_base_url: str = DISCORD_REST_BASE
+    gateway_url: str = DISCORD_GATEWAY
+    guild_ids: tuple[int, ...] = ()  # slash commands are registered in each of these
+    allowed_user_ids: tuple[int, ...] = ()
+    allowed_role_ids: tuple[int, ...] = ()
+    project_channels: tuple[ProjectChannel, ...] = ()
+    default_workdir: str = "~"
+    agents: tuple[str, ...] = AGENT_NAMES
+    inline_text_limit: int = 64 * 1024  # text attachments up to this size are inlined
+    # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError.
+    max_ratelimit_timeout_s: float = 10.0
+    queue_suffix: str = " queue"
+    # How long discord.py waits for more GUILD_CREATEs before it reports ready.
+    guild_ready_timeout_s: float = 2.0
+
+    def project_channel(self, channel_id: int) -> ProjectChannel | None:
+        return next((p for p in self.project_channels if p.channel_id == channel_id), None)
+
+    def is_allowed(self, user_id: int, role_ids: tuple[int, ...] | list[int]) -> bool:
+        """Allow-listed users, or members holding an allow-listed role. No list: nobody."""
+        if user_id in self.allowed_user_ids:
+            return True
+        return any(role in self.allowed_role_ids for role in role_ids)

@@ -1,0 +1,139 @@
+"""Pure translation of Discord happenings into runtime actions: no discord.py, no I/O
+except the workdir resolution (which ingress owes the core: the core judges the real
+path, it never touches the filesystem).
+
+Ingress makes no decisions: whether a prompt interrupts, is queued, or is refused is the
+core's call. The one convention decided here is syntactic: a message ending with the queue
+suffix (`` queue``) is a non-interrupting prompt.
+
+Action ids are derived from Discord ids, so a gateway event delivered twice (a resume
+replay) yields the same action id and the core drops the duplicate.
+"""
+
+from __future__ import annotations
+
+import os
+
+from runtime.actions import (
+    SourceMessageDeleted,
+    SourceMessageEdited,
+    UserMessage,
+)
+from runtime.model import Attachment
+
+__all__ = [
+    "component_action_id",
+    "edit_action",
+    "interaction_action_id",
+    "message_action",
+    "message_action_id",
+    "parse_custom_id",
+    "resolve_workdir",
+    "split_queue_suffix",
+]
+
+
+def message_action_id(message_id: int) -> str:
+    return f"msg-{message_id}"
+
+
+def interaction_action_id(interaction_id: int) -> str:
+    return f"int-{interaction_id}"
+
+
+def component_action_id(interaction_id: int) -> str:
+    return f"cmp-{interaction_id}"
+
+
+def split_queue_suffix(text: str, suffix: str = " queue") -> tuple[str, bool]:
+    """``("fix it", True)`` for ``"fix it. queue"``; the text unchanged otherwise."""
+    stripped = text.rstrip()
+    if stripped.lower().endswith(suffix.lower()) and len(stripped) > len(suffix):
+        return stripped[: -len(suffix)].rstrip(), True
+    return text, False
+
+
+def message_action(
+    *,
+    thread_id: str,
+    message_id: int,
+    author_id: int,
+    author_name: str,
+    text: str,
+    at: float,
+    attachments: tuple[Attachment, ...] = (),
+    suffix: str = " queue",
+) -> UserMessage:
+    prompt, queued = split_queue_suffix(text, suffix)
+    return UserMessage(
+        thread_id=thread_id,
+        action_id=message_action_id(message_id),
+        at=at,
+        author_id=str(author_id),
+        author_name=author_name,
+        text=prompt,
+        attachments=attachments,
+        source_message_id=str(message_id),
+        interrupt=not queued,
+    )
+
+
+def edit_action(
+    *,
+    thread_id: str,
+    message_id: int,
+    text: str,
+    was_queued: bool,
+    at: float,
+    edit_stamp: str,
+    suffix: str = " queue",
+) -> SourceMessageEdited | SourceMessageDeleted:
+    """An edit updates the waiting prompt; editing the queue suffix away withdraws it."""
+    prompt, queued = split_queue_suffix(text, suffix)
+    if was_queued and not queued:
+        return SourceMessageDeleted(
+            thread_id=thread_id,
+            action_id=f"edit-{message_id}-{edit_stamp}",
+            at=at,
+            source_message_id=str(message_id),
+        )
+    return SourceMessageEdited(
+        thread_id=thread_id,
+        action_id=f"edit-{message_id}-{edit_stamp}",
+        at=at,
+        source_message_id=str(message_id),
+        text=prompt,
+    )
+
+
+def delete_action(*, thread_id: str, message_id: int, at: float) -> SourceMessageDeleted:
+    return SourceMessageDeleted(
+        thread_id=thread_id,
+        action_id=f"del-{message_id}",
+        at=at,
+        source_message_id=str(message_id),
+    )
+
+
+def resolve_workdir(requested: str, base: str | None = None) -> str | None:
+    """The real path of an existing directory (``~`` expanded, relative to ``base``), or
+    None. Symlinks and ``..`` are resolved so the core judges where the path lands."""
+    path = os.path.expanduser(requested.strip() or "~")
+    if not os.path.isabs(path) and base:
+        path = os.path.join(os.path.expanduser(base), path)
+    real = os.path.realpath(path)
+    return real if os.path.isdir(real) else None
+
+
+def parse_custom_id(custom_id: str) -> tuple[str, tuple[str, ...]]:
+    """Split a component id ``"kind:arg:arg"`` into ``("kind", ("arg", "arg"))``.
+
+    Known kinds: ``remove_queued:<item id>``, ``permission:<request id>:allow|deny``,
+    ``question:<request id>`` (a select menu). Request ids may contain colons, so the
+    permission verdict is taken from the end.
+    """
+    kind, _, rest = custom_id.partition(":")
+    if kind == "permission":
+        request_id, _, verdict = rest.rpartition(":")
+        return kind, (request_id, verdict)
+    return kind, (rest,)

@@ -1,0 +1,7 @@
+"""A local fake Discord (REST + gateway on 127.0.0.1) that the real discord.py client
+connects to, with a test API to act as users, inject faults and read threads back."""
+
+from testkit.fake_discord.rest import Fault, RestCall
+from testkit.fake_discord.server import FakeDiscord
+
+__all__ = ["FakeDiscord", "Fault", "RestCall"]

@@ -1,0 +1,162 @@
+"""The fake Discord gateway: the websocket a discord.py client identifies or resumes on.
+
+It speaks the JSON (uncompressed text frame) dialect: HELLO on connect, HEARTBEAT_ACK for
+every heartbeat, READY (with ``session_id`` and ``resume_gateway_url``) then one
+GUILD_CREATE per guild after IDENTIFY, and on RESUME a replay of every dispatch the client
+missed followed by RESUMED. Every dispatch of a session is kept in order with its sequence
+number, so a disconnect loses nothing: a resumed connection's writer starts after the
+client's last seen sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from testkit.fake_discord.store import World
+
+__all__ = ["Gateway", "GatewaySession"]
+
+_log = logging.getLogger(__name__)
+
+OP_DISPATCH = 0
+OP_HEARTBEAT = 1
+OP_IDENTIFY = 2
+OP_RESUME = 6
+OP_RECONNECT = 7
+OP_INVALID_SESSION = 9
+OP_HELLO = 10
+OP_HEARTBEAT_ACK = 11
+
+
+@dataclass
+class GatewaySession:
+    id: str
+    intents: int
+    frames: list[str] = field(default_factory=list)  # dispatch frames; index = seq - 1
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    socket: web.WebSocketResponse | None = None
+
+
+class Gateway:
+    """Holds the sessions and the live sockets; ``dispatch`` is how the world speaks."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.url = ""  # ws://127.0.0.1:PORT/gateway, set once the server listens
+        self.sessions: dict[str, GatewaySession] = {}
+        self.current: GatewaySession | None = None
+        self.identifies = 0
+        self.resumes = 0
+        self.heartbeats = 0
+
+    # --- the world's side -------------------------------------------------------------
+
+    def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a dispatch to the bot's current session (kept for replay if offline)."""
+        session = self.current
+        if session is None:
+            return
+        self._append(session, event, data)
+
+    def _append(self, session: GatewaySession, event: str, data: dict[str, Any]) -> None:
+        seq = len(session.frames) + 1
+        session.frames.append(json.dumps({"op": OP_DISPATCH, "t": event, "s": seq, "d": data}))
+        session.changed.set()
+
+    async def disconnect(self, code: int = 4000) -> None:
+        """Drop the bot's socket as a network fault would (a resumable close code)."""
+        session = self.current
+        if session is not None and session.socket is not None:
+            socket, session.socket = session.socket, None
+            await socket.close(code=code)
+
+    # --- the websocket ----------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_str(json.dumps({"op": OP_HELLO, "d": {"heartbeat_interval": 41250}}))
+        writer: asyncio.Task[None] | None = None
+        try:
+            async for frame in socket:
+                if frame.type != WSMsgType.TEXT:
+                    break
+                message = json.loads(frame.data)
+                op, data = message.get("op"), message.get("d")
+                if op == OP_HEARTBEAT:
+                    self.heartbeats += 1
+                    await socket.send_str(json.dumps({"op": OP_HEARTBEAT_ACK}))
+                elif op == OP_IDENTIFY:
+                    session = self._identify(data or {})
+                    writer = self._attach(session, socket, after_seq=0)
+                elif op == OP_RESUME:
+                    session = self.sessions.get(str(data.get("session_id")))
+                    if session is None:
+                        await socket.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
+                        continue
+                    self.resumes += 1
+                    self.current = session
+                    # RESUMED goes after the replayed backlog, in sequence.
+                    writer = self._attach(session, socket, after_seq=int(data.get("seq") or 0))
+                    self._append(session, "RESUMED", {})
+                # op 3 (presence), op 8 (member chunks) and the rest: nothing to do
+        finally:
+            if writer is not None:
+                writer.cancel()
+            for session in self.sessions.values():
+                if session.socket is socket:
+                    session.socket = None
+        return socket
+
+    def _identify(self, data: dict[str, Any]) -> GatewaySession:
+        self.identifies += 1
+        session = GatewaySession(id=uuid.uuid4().hex, intents=int(data.get("intents") or 0))
+        self.sessions[session.id] = session
+        self.current = session
+        bot = self.world.bot
+        self._append(
+            session,
+            "READY",
+            {
+                "v": 10,
+                "user": bot.payload(),
+                "guilds": [{"id": str(g), "unavailable": True} for g in self.world.guilds],
+                "session_id": session.id,
+                "resume_gateway_url": self.url,
+                "application": {"id": str(self.world.application_id), "flags": 0},
+                "private_channels": [],
+                "relationships": [],
+            },
+        )
+        for guild in self.world.guilds.values():
+            self._append(session, "GUILD_CREATE", self.world.guild_payload(guild))
+        return session
+
+    def _attach(
+        self, session: GatewaySession, socket: web.WebSocketResponse, *, after_seq: int
+    ) -> asyncio.Task[None]:
+        session.socket = socket
+        return asyncio.ensure_future(self._write(session, socket, after_seq))
+
+    async def _write(
+        self, session: GatewaySession, socket: web.WebSocketResponse, cursor: int
+    ) -> None:
+        """Send the session's dispatches from ``cursor`` on, in order, while attached."""
+        try:
+            while session.socket is socket and not socket.closed:
+                while cursor < len(session.frames) and session.socket is socket:
+                    await socket.send_str(session.frames[cursor])
+                    cursor += 1
+                session.changed.clear()
+                if cursor < len(session.frames):
+                    continue
+                await session.changed.wait()
+        except (ConnectionError, RuntimeError) as exc:  # the socket went away mid-send
+            _log.debug("gateway writer stopped: %s", exc)
