@@ -1,0 +1,304 @@
+"""The pure text work of chat output: split a growing text into chat-sized messages.
+
+``MessageChunker`` takes a streamed text delta by delta and cuts it into messages of at most
+``budget`` characters. It keeps three promises:
+
+- **Line boundaries.** A message ends at the end of a line whenever the line fits; only a
+  line longer than a whole message is cut (at a space when there is one).
+- **Balanced fences.** A message never ends inside a fenced code block: when a cut falls
+  inside one, the message gets a closing ```` ``` ```` (the *repair suffix*) and the next
+  message reopens the fence with the same opening line, language included (the *repair
+  prefix*). Apart from these repairs and the wrapped links, the concatenation of the
+  messages is the input text.
+- **Linear cost.** Every input character is looked at a bounded number of times: completed
+  lines are committed once into the open message, closed messages are handed out and
+  forgotten, and only the open message (at most ``budget`` characters) is ever joined.
+
+Bare ``http(s)://`` links outside code are wrapped in ``<>`` so Discord shows no embed.
+
+A fence line is a whole line whose stripped text starts with three backticks; it opens a
+fence when none is open (the rest of the line is the language) and closes the open fence
+when it is nothing but backticks. Everything here is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "MessageChunker",
+    "fence_after",
+    "fit_message",
+    "is_blank",
+    "split_message",
+    "thinking_preview",
+    "wrap_bare_links",
+]
+
+FENCE = "```"
+REPAIR_RESERVE = len("\n" + FENCE)  # room kept free to close a fence at any cut
+MAX_REOPEN_LINE = 40  # a longer opening fence line is reopened as a plain ```
+
+_BARE_LINK = re.compile(r"(?<![<(\[\w/])https?://[^\s<>`]+")
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_TRAILING_PUNCTUATION = ".,;:!?'\"*_~"
+
+
+def is_blank(text: str) -> bool:
+    """Chat platforms refuse empty or whitespace-only messages."""
+    return not text.strip()
+
+
+def _wrap_link(match: re.Match[str]) -> str:
+    url = match.group(0)
+    # Sentence punctuation and an unbalanced closing parenthesis are not part of the link.
+    end = len(url)
+    while end > 0:
+        last = url[end - 1]
+        if last in _TRAILING_PUNCTUATION:
+            end -= 1
+        elif last == ")" and url.count("(", 0, end) < url.count(")", 0, end):
+            end -= 1
+        else:
+            break
+    if end <= len("https://"):
+        return url
+    return f"<{url[:end]}>{url[end:]}"
+
+
+def wrap_bare_links(line: str) -> str:
+    """Wrap bare links in ``<>`` (no embed), leaving inline code spans untouched."""
+    if "://" not in line:
+        return line
+    pieces: list[str] = []
+    last = 0
+    for span in _INLINE_CODE.finditer(line):
+        pieces.append(_BARE_LINK.sub(_wrap_link, line[last : span.start()]))
+        pieces.append(span.group(0))
+        last = span.end()
+    pieces.append(_BARE_LINK.sub(_wrap_link, line[last:]))
+    return "".join(pieces)
+
+
+def _fence_line(line: str) -> str | None:
+    """The stripped fence line if ``line`` (one whole line) is one, else None."""
+    stripped = line.strip()
+    return stripped if stripped.startswith(FENCE) else None
+
+
+def _next_fence(fence: str | None, line: str) -> str | None:
+    """The open fence (its opening line) after the whole line ``line``."""
+    marker = _fence_line(line)
+    if marker is None:
+        return fence
+    if fence is None:
+        return marker
+    return None if marker.strip("`") == "" else fence
+
+
+def fence_after(text: str, fence: str | None = None) -> str | None:
+    """The fence still open after ``text`` (read as whole lines), starting from ``fence``."""
+    for line in text.split("\n"):
+        fence = _next_fence(fence, line)
+    return fence
+
+
+class MessageChunker:
+    """Cuts a streamed text into messages of at most ``budget`` characters.
+
+    ``feed`` deltas, ``finish`` at the end; ``take_closed`` hands out the finished messages
+    (final texts, in order) and ``live_text`` shows the open one as it is now. The open
+    message's display closes a still-open fence (``close_live_fence``) so a half-streamed
+    code block renders as code.
+    """
+
+    def __init__(
+        self, budget: int, *, wrap_links: bool = True, close_live_fence: bool = True
+    ) -> None:
+        if budget < 100:
+            raise ValueError(f"message budget {budget} is too small to split code fences")
+        self.budget = budget
+        self.wrap_links = wrap_links
+        self.close_live_fence = close_live_fence
+        self._fence: str | None = None  # open fence after the committed text
+        self._prefix = ""  # the repair prefix of the open message
+        self._parts: list[str] = []  # committed text of the open message
+        self._body_len = 0
+        self._pending = ""  # the current line, not yet complete
+        self._pending_at_line_start = True
+        self._closed: list[str] = []
+        self.messages_closed = 0
+        self.finished = False
+
+    # -- input ---------------------------------------------------------------------------
+
+    def feed(self, text: str) -> None:
+        if self.finished:
+            raise RuntimeError("feed after finish")
+        if not text:
+            return
+        if "\n" in text:
+            # Only the pending line and this delta are scanned: the pending line holds no
+            # newline, so earlier text is never looked at again.
+            lines = (self._pending + text).split("\n")
+            self._pending = lines.pop()
+            for line in lines:
+                self._commit(line + "\n", whole_line=self._pending_at_line_start)
+                self._pending_at_line_start = True
+        else:
+            self._pending += text
+        self._fit_pending()
+
+    def finish(self) -> None:
+        """The text is complete: commit the last line and close the open message."""
+        if self.finished:
+            return
+        self.finished = True
+        if self._pending:
+            pending, self._pending = self._pending, ""
+            self._commit(pending, whole_line=self._pending_at_line_start)
+        if self._body_len:
+            self._close()
+
+    # -- output --------------------------------------------------------------------------
+
+    def take_closed(self) -> list[str]:
+        """Messages finished since the last call, final texts in order."""
+        closed, self._closed = self._closed, []
+        return closed
+
+    def live_text(self) -> str:
+        """The open message as it should be shown now ("" when there is none)."""
+        if self.finished:
+            return ""
+        pending = self._render(self._pending, in_fence=self._fence is not None)
+        if not self._body_len and not pending:
+            return ""
+        text = self._prefix + "".join(self._parts) + pending
+        if self.close_live_fence and self._fence is not None:
+            text += FENCE if text.endswith("\n") else "\n" + FENCE
+        return text
+
+    # -- the cutting -----------------------------------------------------------------------
+
+    def _render(self, piece: str, *, in_fence: bool) -> str:
+        return wrap_bare_links(piece) if self.wrap_links and not in_fence else piece
+
+    def _room(self, fence_after_piece: str | None) -> int:
+        reserve = REPAIR_RESERVE if fence_after_piece is not None else 0
+        return self.budget - len(self._prefix) - self._body_len - reserve
+
+    def _fresh_room(self) -> int:
+        return self.budget - len(self._reopen_prefix()) - REPAIR_RESERVE
+
+    def _reopen_prefix(self) -> str:
+        if self._fence is None:
+            return ""
+        return (self._fence if len(self._fence) <= MAX_REOPEN_LINE else FENCE) + "\n"
+
+    def _fit_pending(self) -> None:
+        """Keep the open message plus the pending line within the budget."""
+        while self._pending:
+            # An upper bound of the rendered length: wrapping adds two characters per link.
+            shown = len(self._pending) + 2 * self._pending.count("://")
+            if shown <= self.budget - len(self._prefix) - self._body_len - REPAIR_RESERVE:
+                return
+            if self._body_len:
+                self._close()
+                continue
+            # One line longer than a whole message: commit a piece of it.
+            cut = _cut_point(self._pending, max(self._fresh_room() // 2, 1), self._fresh_room())
+            piece, self._pending = self._pending[:cut], self._pending[cut:]
+            self._commit(piece, whole_line=False)
+            self._pending_at_line_start = False
+
+    def _commit(self, piece: str, *, whole_line: bool) -> None:
+        """Add committed text (a whole line, or a piece of a line) to the open message."""
+        is_fence_line = whole_line and _fence_line(piece) is not None
+        fence_after_piece = _next_fence(self._fence, piece) if is_fence_line else self._fence
+        # A fence line is markup, never a link.
+        rendered = piece if is_fence_line else self._render(piece, in_fence=self._fence is not None)
+        while rendered:
+            room = self._room(fence_after_piece)
+            if len(rendered) <= room:
+                self._append(rendered)
+                self._fence = fence_after_piece
+                return
+            if self._body_len and len(rendered) <= self._fresh_room():
+                self._close()
+                continue
+            if self._body_len and room < self._fresh_room() // 4:
+                self._close()  # too little room left to be worth a cut here
+                continue
+            # Longer than a whole message: cut it. Its pieces are plain text of the current
+            # fence (a fence line this long is not markup anyway).
+            fence_after_piece = self._fence
+            room = self._room(self._fence)
+            cut = _cut_point(rendered, max(room // 2, 1), room)
+            self._append(rendered[:cut])
+            rendered = rendered[cut:]
+            self._close()
+
+    def _append(self, text: str) -> None:
+        self._parts.append(text)
+        self._body_len += len(text)
+
+    def _close(self) -> None:
+        body = "".join(self._parts)
+        suffix = ""
+        if self._fence is not None:
+            suffix = FENCE if body.endswith("\n") else "\n" + FENCE
+        self._closed.append(self._prefix + body + suffix)
+        self.messages_closed += 1
+        self._prefix = self._reopen_prefix()
+        self._parts = []
+        self._body_len = 0
+
+
+def _cut_point(text: str, low: int, high: int) -> int:
+    """Where to cut an over-long line: after the last space in ``text[low:high]``, else at
+    ``high``; never inside a ``<link>`` wrapped here."""
+    high = max(1, min(high, len(text)))
+    space = text.rfind(" ", low, high)
+    if space >= 0:
+        return space + 1
+    opening = text.rfind("<", low, high)
+    if opening > 0 and text.find(">", opening, high) < 0:
+        return opening
+    return high
+
+
+def split_message(
+    text: str, budget: int, *, wrap_links: bool = True, close_live_fence: bool = True
+) -> list[str]:
+    """A whole text as chat messages (each non-blank, at most ``budget`` characters)."""
+    chunker = MessageChunker(budget, wrap_links=wrap_links, close_live_fence=close_live_fence)
+    chunker.feed(text)
+    chunker.finish()
+    return [message for message in chunker.take_closed() if not is_blank(message)]
+
+
+TRUNCATED = "\n-# … (truncated)"
+
+
+def fit_message(text: str, budget: int, *, wrap_links: bool = True) -> str:
+    """A text as one message of at most ``budget`` characters: the first part, with its
+    fences closed, and a truncation note when something was left out."""
+    messages = split_message(text, budget - len(TRUNCATED), wrap_links=wrap_links)
+    if not messages:
+        return ""
+    if len(messages) == 1:
+        return messages[0]
+    return messages[0] + TRUNCATED
+
+
+def thinking_preview(tail: str, *, truncated: bool, width: int = 200) -> str:
+    """Thinking as one line of Discord subtext: its last ``width`` characters."""
+    flat = " ".join(tail.split())
+    if len(flat) > width:
+        flat, truncated = flat[-width:], True
+    if not flat:
+        return ""
+    # Backticks and asterisks in a one-line preview would open markup that never closes.
+    flat = flat.replace("`", "'").replace("*", "")
+    return "-# 💭 " + ("…" if truncated else "") + flat

@@ -1,0 +1,731 @@
+"""The stream renderer: a thread's chat effects -> calls on a ``ChatPlatform``.
+
+One ``StreamRenderer`` per chat channel (thread). The reactor hands it the chat effects of
+``runtime.effects`` in commit order; it answers with the ``(key, message ids)`` of outputs it
+posted so the reactor can report ``OutputPosted``. What it keeps:
+
+- **Posted once.** It holds ``key -> message ids``; a key already posted (or seeded from
+  the log with ``known``) is never posted again. Appends are idempotent by ``seq``.
+- **Paced.** A message is edited at most once per ``limits.min_edit_interval_s``; deltas
+  arriving faster only change what the next edit shows. The edits that are not due yet
+  are made by the renderer's own background task (``run``/``async with``).
+- **In order, nothing lost.** Every platform call goes through one lock and one retry loop
+  (``_call``): a 429 waits its ``retry_after``, a 5xx or disconnect is retried with a
+  bounded backoff, a send carries a nonce derived from its key so a retried send whose
+  answer was lost is not doubled. A call that still fails raises ``RenderError``, which the
+  reactor turns into ``EffectFailed``.
+- **Linear.** Streamed text goes through a ``MessageChunker`` (``effects.chunking``): closed
+  messages are final and forgotten, only the open message (at most one message long) is
+  re-rendered per edit, and edits are paced, so a 10x longer answer costs about 10x.
+
+Presentation (Discord markdown, which the console shows as well): streamed text split at
+the char limit with fences repaired and bare links wrapped; thinking as a one-line subtext
+preview of its last characters; a tool call as one compact card (``🔧 name(args)``, a
+truncated result in a code block, an error marker); footer, notice and marker as given;
+permission prompts with Accept/Deny buttons; questions with a select menu.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from effects.chunking import (
+    FENCE,
+    MessageChunker,
+    fit_message,
+    is_blank,
+    split_message,
+    thinking_preview,
+)
+from effects.platform import ChatPlatform, PlatformError, SelectMenu
+from runtime.effects import (
+    AppendOutput,
+    Button,
+    DismissPrompt,
+    EditOutput,
+    PostOutput,
+    ReplyToCommand,
+    SealOutput,
+    ShowPermissionPrompt,
+    ShowQuestion,
+    Typing,
+)
+from runtime.frozen import Frozen
+
+__all__ = [
+    "CHAT_EFFECTS",
+    "Posted",
+    "RenderError",
+    "RendererStatistics",
+    "StreamRenderer",
+    "parse_component_action",
+    "permission_action",
+    "question_menu_id",
+    "render_tool_card",
+]
+
+CHAT_EFFECTS = (
+    PostOutput,
+    AppendOutput,
+    EditOutput,
+    SealOutput,
+    Typing,
+    ShowPermissionPrompt,
+    ShowQuestion,
+    DismissPrompt,
+    ReplyToCommand,
+)
+
+Posted = tuple[str, tuple[str, ...]]
+
+THINKING_PREVIEW_CHARS = 200
+TOOL_HEADER_CHARS = 180
+TOOL_RESULT_LINES = 8
+TOOL_RESULT_MARKS = {"→ ": False, "✗ ": True}  # the core's result marks: ok / error
+MAX_RATE_LIMIT_WAITS = 8
+MAX_SERVER_RETRIES = 5
+
+
+# --- component ids: what the Accept/Deny buttons and the question menu send back -------------
+
+
+def permission_action(request_id: str, allow: bool) -> str:
+    return f"permission:{'allow' if allow else 'deny'}:{request_id}"
+
+
+def question_menu_id(request_id: str) -> str:
+    return f"question:{request_id}"
+
+
+def parse_component_action(action: str) -> tuple[str, str, bool | None] | None:
+    """``("permission", request_id, allow)`` or ``("question", request_id, None)`` for the
+    ids made above; None for anything else (e.g. ingress-defined buttons)."""
+    kind, _, rest = action.partition(":")
+    if kind == "permission":
+        verdict, _, request_id = rest.partition(":")
+        if verdict in ("allow", "deny") and request_id:
+            return "permission", request_id, verdict == "allow"
+    if kind == "question" and rest:
+        return "question", rest, None
+    return None
+
+
+# --- presentation ---------------------------------------------------------------------------
+
+
+def _inline_code(text: str) -> str:
+    return f"`{text}`" if "`" not in text else text
+
+
+_BROKEN_FENCE = "`\u200b``"  # looks like a fence, ends no code block
+
+
+def _code_block(text: str) -> str:
+    # A fence inside the result would end the block early.
+    body = text.replace(FENCE, _BROKEN_FENCE)
+    return f"{FENCE}\n{body}\n{FENCE}"
+
+
+def render_tool_card(text: str) -> str:
+    """A tool output (``header`` then, once finished, ``"→ result"`` or ``"✗ error"``) as a
+    compact card: subtext header, result in a code block cut to a few lines."""
+    header, _, rest = text.partition("\n")
+    if len(header) > TOOL_HEADER_CHARS:
+        header = header[:TOOL_HEADER_CHARS] + "…"
+    card = "-# 🔧 " + _inline_code(header)
+    if not rest:
+        return card
+    is_error = False
+    for mark, error in TOOL_RESULT_MARKS.items():
+        if rest.startswith(mark):
+            rest, is_error = rest[len(mark) :], error
+            break
+    lines = rest.rstrip("\n").split("\n")
+    if len(lines) > TOOL_RESULT_LINES:
+        lines = lines[:TOOL_RESULT_LINES] + [f"… (+{len(lines) - TOOL_RESULT_LINES} lines)"]
+    result = "\n".join(lines)
+    if is_error:
+        card += "\n⚠️ **error**"
+    if result.strip():
+        card += "\n" + _code_block(result)
+    return card
+
+
+def _permission_text(effect: ShowPermissionPrompt) -> str:
+    text = f"🔐 **Permission needed:** {_inline_code(effect.tool)}"
+    if effect.detail.strip():
+        detail = effect.detail.strip()
+        text += "\n" + (_code_block(detail) if "\n" in detail else _inline_code(detail))
+    return text
+
+
+def _question_text(effect: ShowQuestion) -> str:
+    text = f"❓ **Question:** {effect.question}"
+    if not effect.options:
+        text += "\n-# Answer with a message in this thread."
+    elif effect.multiple:
+        text += "\n-# Choose one or more."
+    return text
+
+
+# --- state -----------------------------------------------------------------------------------
+
+
+class RenderError(Exception):
+    """A platform call failed for good; ``key`` is the output it was for."""
+
+    def __init__(self, message: str, *, key: str | None = None, effect: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.effect = effect
+
+
+class RendererStatistics(Frozen):
+    sends: int = 0
+    edits: int = 0
+    deletes: int = 0
+    typing_calls: int = 0
+    replies: int = 0
+    retries: int = 0  # platform calls repeated after a 429 or a retryable error
+    rate_limited: int = 0  # of which 429s
+    failures: int = 0  # calls given up on (typing failures included)
+    ignored_appends: int = 0  # duplicate or stale ``seq``, or an unknown key
+    duplicate_posts: int = 0  # a key already posted
+    blank_skipped: int = 0  # whitespace-only messages never sent
+    outputs: int = 0  # keys known
+    dirty_messages: int = 0  # messages waiting for their next paced edit
+
+
+@dataclass(eq=False)
+class _Message:
+    """One platform message of an output. ``final`` None: it shows the output's open part."""
+
+    seq: int
+    id: str | None = None
+    final: str | None = None
+    shown: str = ""
+    buttons: tuple[Button, ...] = ()
+    shown_buttons: tuple[Button, ...] = ()
+    clear_components: bool = False  # a dismissed prompt: drop its buttons and menu
+    last_touch: float = -math.inf
+
+
+@dataclass(eq=False)
+class _Output:
+    key: str
+    mode: str  # stream | preview | card | block | prompt | reply | seeded
+    messages: list[_Message] = field(default_factory=list)
+    last_seq: int = -1
+    sealed: bool = False
+    failed: bool = False
+    chunker: MessageChunker | None = None  # stream
+    live: _Message | None = None  # stream: the message showing the open part
+    text: str = ""  # card/block/prompt: the raw text; preview: the tail of the thinking
+    truncated: bool = False  # preview: the tail lost its beginning
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(m.id for m in self.messages if m.id is not None)
+
+
+class StreamRenderer:
+    """Applies chat effects to one channel of a platform; see the module docstring."""
+
+    def __init__(
+        self,
+        platform: ChatPlatform,
+        channel_id: str,
+        *,
+        clock: Callable[[], float] = trio.current_time,
+        typing_after_post_s: float = 1.0,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        wrap_links: bool | None = None,
+        close_live_fences: bool | None = None,
+    ) -> None:
+        self.platform = platform
+        self.channel_id = channel_id
+        self.limits = platform.limits
+        self._clock = clock
+        self._budget = self.limits.char_limit - self.limits.split_margin
+        # A terminal that only appends (the plain console) needs text that only grows:
+        # no temporary fence closers, no rewritten links.
+        append_only = bool(getattr(platform, "streams_append_only", False))
+        self._wrap_links = not append_only if wrap_links is None else wrap_links
+        self._close_live = not append_only if close_live_fences is None else close_live_fences
+        self._typing_after_post_s = typing_after_post_s
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._outputs: dict[str, _Output] = {}
+        self._dirty: dict[_Message, _Output] = {}
+        self._lock = trio.Lock()
+        self._wake = trio.Event()
+        self._seq = 0
+        self._posted_now: dict[str, None] = {}
+        self._typing_on = False
+        self._typing_due = math.inf
+        self._background_error: RenderError | None = None
+        self._nursery: trio.Nursery | None = None
+        self._stats: dict[str, int] = dict.fromkeys(RendererStatistics.model_fields, 0)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> StreamRenderer:
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        await nursery.start(self.run)
+        self._nursery = nursery
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        try:
+            if exc is None:
+                await self.aclose()
+        finally:
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+            self._nursery = None
+            await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The background task: makes paced edits and typing refreshes when they fall due."""
+        task_status.started()
+        while True:
+            self._wake = trio.Event()
+            deadline = self._next_deadline()
+            with trio.move_on_at(deadline):
+                await self._wake.wait()
+            async with self._lock:
+                try:
+                    await self._flush_due()
+                except RenderError as error:
+                    # Raised from the next apply, where the reactor can report it.
+                    self._background_error = error
+
+    async def flush(self) -> None:
+        """Make every outstanding edit, waiting for each message's pacing interval."""
+        while True:
+            async with self._lock:
+                await self._flush_due()
+                deadline = min((self._due(m) for m in self._dirty), default=None)
+            if deadline is None:
+                break
+            await trio.sleep_until(deadline)
+        self._raise_background_error()
+
+    async def aclose(self) -> None:
+        """Flush; the renderer keeps its keys (a later ``apply`` still works)."""
+        self._typing_on = False
+        await self.flush()
+
+    # -- the interface -----------------------------------------------------------------------
+
+    def known(self, key: str, message_ids: tuple[str, ...] | list[str]) -> None:
+        """Seed an output posted before a restart (from the log): never posted again."""
+        out = self._outputs.get(key)
+        if out is None:
+            out = self._outputs[key] = _Output(key, "seeded", sealed=True)
+        have = set(out.ids())
+        for message_id in message_ids:
+            if message_id not in have:
+                out.messages.append(_Message(self._next_seq(), id=message_id))
+
+    def message_ids(self, key: str) -> tuple[str, ...]:
+        out = self._outputs.get(key)
+        return out.ids() if out is not None else ()
+
+    def statistics(self) -> RendererStatistics:
+        return RendererStatistics(
+            **{
+                **self._stats,
+                "outputs": len(self._outputs),
+                "dirty_messages": len(self._dirty),
+            }
+        )
+
+    async def apply(self, effect: Any) -> list[Posted]:
+        """Apply one chat effect; returns ``(key, all message ids)`` of outputs that got a new
+        message. Raises ``RenderError`` when the platform refused for good, ``TypeError``
+        for an effect that is not a chat effect."""
+        if not isinstance(effect, CHAT_EFFECTS):
+            raise TypeError(f"not a chat effect: {type(effect).__name__}")
+        self._raise_background_error()
+        async with self._lock:
+            self._posted_now = {}
+            try:
+                await self._apply(effect)
+                await self._flush_due()
+            except RenderError as error:
+                error.effect = effect.type
+                raise
+            finally:
+                self._wake.set()
+            return [(key, self._outputs[key].ids()) for key in self._posted_now]
+
+    # -- effects ------------------------------------------------------------------------------
+
+    async def _apply(self, effect: Any) -> None:
+        if isinstance(effect, Typing):
+            await self._apply_typing(effect.on)
+        elif isinstance(effect, PostOutput):
+            if self._is_new(effect.key):
+                await self._post_output(effect)
+        elif isinstance(effect, AppendOutput):
+            out = self._outputs.get(effect.key)
+            if out is None or effect.seq <= out.last_seq or out.sealed or out.failed:
+                self._count("ignored_appends")
+                return
+            out.last_seq = effect.seq
+            await self._append(out, effect.text)
+        elif isinstance(effect, EditOutput):
+            await self._edit_output(effect)
+        elif isinstance(effect, SealOutput):
+            out = self._outputs.get(effect.key)
+            if out is not None and not out.sealed:
+                await self._seal(out)
+        elif isinstance(effect, ShowPermissionPrompt | ShowQuestion):
+            if self._is_new(effect.key):
+                await self._show_prompt(effect)
+        elif isinstance(effect, DismissPrompt):
+            await self._dismiss(effect)
+        elif isinstance(effect, ReplyToCommand):
+            if self._is_new(effect.key):
+                await self._reply(effect)
+
+    def _is_new(self, key: str) -> bool:
+        if key in self._outputs:
+            self._count("duplicate_posts")
+            return False
+        return True
+
+    async def _post_output(self, effect: PostOutput) -> None:
+        if effect.kind == "text":
+            out = self._outputs[effect.key] = _Output(effect.key, "stream")
+            out.chunker = MessageChunker(
+                self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+            )
+            await self._append(out, effect.text)
+        elif effect.kind == "thinking":
+            out = self._outputs[effect.key] = _Output(effect.key, "preview")
+            await self._append(out, effect.text)
+        elif effect.kind == "tool":
+            out = self._outputs[effect.key] = _Output(effect.key, "card", text=effect.text)
+            await self._show(out)
+        else:  # footer, notice, marker: as given
+            out = self._outputs[effect.key] = _Output(
+                effect.key, "block", text=effect.text, sealed=True
+            )
+            await self._show(out)
+
+    async def _append(self, out: _Output, text: str) -> None:
+        if out.mode == "stream":
+            assert out.chunker is not None
+            out.chunker.feed(text)
+            await self._pump_stream(out)
+        elif out.mode == "preview":
+            out.text += text
+            keep = 4 * THINKING_PREVIEW_CHARS  # whitespace is collapsed later: keep some spare
+            if len(out.text) > keep:
+                out.text, out.truncated = out.text[-keep:], True
+            if self.limits.supports_edit:
+                await self._show(out)
+        else:
+            out.text += text
+            await self._show(out)
+
+    async def _seal(self, out: _Output) -> None:
+        out.sealed = True
+        if out.mode == "stream":
+            assert out.chunker is not None
+            out.chunker.finish()
+            await self._pump_stream(out)
+            out.chunker = None  # its text is in the messages now
+        elif out.mode == "preview":
+            await self._show(out)
+
+    async def _edit_output(self, effect: EditOutput) -> None:
+        out = self._outputs.get(effect.key)
+        if out is None:
+            self._count("ignored_appends")
+            return
+        if out.mode in ("stream", "preview", "seeded"):
+            if out.mode == "stream" and out.chunker is not None:
+                out.chunker.finish()
+                out.chunker = None
+            out.live = None
+            out.mode = "block" if out.mode != "seeded" or len(out.messages) != 1 else "card"
+        out.text = effect.text
+        await self._show(out)
+
+    async def _show_prompt(self, effect: ShowPermissionPrompt | ShowQuestion) -> None:
+        out = self._outputs[effect.key] = _Output(effect.key, "prompt", sealed=True)
+        menu: SelectMenu | None = None
+        if isinstance(effect, ShowPermissionPrompt):
+            out.text = _permission_text(effect)
+            buttons = (
+                Button(label="Accept", action=permission_action(effect.request_id, True)),
+                Button(label="Deny", action=permission_action(effect.request_id, False)),
+            )
+        else:
+            out.text = _question_text(effect)
+            buttons = ()
+            if effect.options:
+                menu = SelectMenu(
+                    custom_id=question_menu_id(effect.request_id),
+                    options=effect.options,
+                    multiple=effect.multiple,
+                )
+        text = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        message = self._new_message(out, text)
+        message.buttons = buttons
+        await self._send(out, message, menu=menu)
+
+    async def _dismiss(self, effect: DismissPrompt) -> None:
+        out = self._outputs.get(effect.key)
+        if out is None or not out.messages:
+            self._count("ignored_appends")
+            return
+        base = out.text or "🔐 Request"
+        out.text = base + f"\n-# {effect.outcome}"
+        message = out.messages[0]
+        message.final = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        message.buttons = ()  # no more answers
+        message.clear_components = True
+        self._mark_dirty(out, message)
+
+    async def _reply(self, effect: ReplyToCommand) -> None:
+        out = self._outputs[effect.key] = _Output(effect.key, "reply", text=effect.text)
+        out.sealed = True
+        text = fit_message(effect.text, self._budget, wrap_links=self._wrap_links) or "…"
+        message = self._new_message(out, text)
+
+        async def reply() -> str:
+            return await self.platform.reply(
+                self.channel_id,
+                effect.action_id,
+                text,
+                ephemeral=effect.ephemeral,
+                buttons=effect.buttons,
+            )
+
+        message.id = await self._call(reply, key=out.key, out=out)
+        message.shown, message.buttons = text, effect.buttons
+        message.shown_buttons = effect.buttons
+        message.last_touch = self._clock()
+        self._count("replies")
+        self._posted(out)
+
+    async def _apply_typing(self, on: bool) -> None:
+        if not on:
+            self._typing_on = False
+            self._typing_due = math.inf
+            return
+        if not self._typing_on:
+            self._typing_on = True
+            await self._type()
+
+    # -- outputs -> messages -------------------------------------------------------------------
+
+    def _rendered_texts(self, out: _Output) -> list[str]:
+        """The whole wanted content of a non-streamed output, message by message."""
+        if out.mode == "preview":
+            text = thinking_preview(out.text, truncated=out.truncated, width=THINKING_PREVIEW_CHARS)
+            return [text] if text else []
+        if out.mode == "card":
+            text = fit_message(render_tool_card(out.text), self._budget, wrap_links=False)
+            return [text] if text else []
+        return split_message(out.text, self._budget, wrap_links=self._wrap_links)
+
+    async def _show(self, out: _Output) -> None:
+        """Bring a non-streamed output's messages to its wanted texts: edit (paced) the
+        ones that exist, send the missing ones, delete the surplus."""
+        texts = self._rendered_texts(out)
+        for index, text in enumerate(texts):
+            if index < len(out.messages):
+                message = out.messages[index]
+                message.final = text
+                self._mark_dirty(out, message)
+            else:
+                await self._send(out, self._new_message(out, text))
+        for message in out.messages[len(texts) :]:
+            if message.id is not None:
+                await self._delete(out, message)
+        del out.messages[len(texts) :]
+
+    async def _pump_stream(self, out: _Output) -> None:
+        """Hand the chunker's finished messages and its open one to the platform."""
+        assert out.chunker is not None
+        for text in out.chunker.take_closed():
+            if out.live is not None:
+                out.live.final = text
+                self._mark_dirty(out, out.live)
+                out.live = None
+            elif is_blank(text):
+                self._count("blank_skipped")
+            else:
+                await self._send(out, self._new_message(out, text))
+        if out.chunker.finished or not self.limits.supports_edit:
+            return  # a platform without edits gets each message once, when it is final
+        if out.live is not None:
+            self._mark_dirty(out, out.live)
+            return
+        live = out.chunker.live_text()
+        if not is_blank(live):
+            out.live = self._new_message(out, None)
+            await self._send(out, out.live, text=live)
+
+    def _new_message(self, out: _Output, final: str | None) -> _Message:
+        message = _Message(self._next_seq(), final=final)
+        out.messages.append(message)
+        return message
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _wanted(self, out: _Output, message: _Message) -> str:
+        if message.final is not None:
+            return message.final
+        return out.chunker.live_text() if out.chunker is not None else message.shown
+
+    def _mark_dirty(self, out: _Output, message: _Message) -> None:
+        self._dirty[message] = out
+
+    def _due(self, message: _Message) -> float:
+        return message.last_touch + self.limits.min_edit_interval_s
+
+    def _next_deadline(self) -> float:
+        due = min((self._due(m) for m in self._dirty), default=math.inf)
+        return min(due, self._typing_due if self._typing_on else math.inf)
+
+    async def _flush_due(self) -> None:
+        """Make the edits whose pacing interval has passed, and a due typing refresh."""
+        now = self._clock()
+        for message in sorted(self._dirty, key=lambda m: m.seq):
+            if self._due(message) <= now:
+                await self._edit(self._dirty.pop(message), message)
+        if self._typing_on and self._typing_due <= now:
+            await self._type()
+
+    # -- platform calls -----------------------------------------------------------------------
+
+    async def _send(
+        self,
+        out: _Output,
+        message: _Message,
+        *,
+        text: str | None = None,
+        menu: SelectMenu | None = None,
+    ) -> None:
+        text = self._wanted(out, message) if text is None else text
+        nonce = hashlib.blake2b(
+            f"{self.channel_id}/{out.key}#{message.seq}".encode(), digest_size=12
+        ).hexdigest()
+
+        async def send() -> str:
+            return await self.platform.send(
+                self.channel_id, text, buttons=message.buttons, menu=menu, nonce=nonce
+            )
+
+        message.id = await self._call(send, key=out.key, out=out)
+        message.shown, message.shown_buttons = text, message.buttons
+        message.last_touch = self._clock()
+        self._count("sends")
+        self._posted(out)
+
+    async def _edit(self, out: _Output, message: _Message) -> None:
+        text = self._wanted(out, message)
+        if message.id is None or out.failed:
+            return
+        components_changed = message.clear_components or message.buttons != message.shown_buttons
+        if text == message.shown and not components_changed:
+            return
+        if is_blank(text):
+            self._count("blank_skipped")
+            return
+        if not self.limits.supports_edit:
+            # No edits: the new text arrives as a new message.
+            await self._send(out, self._new_message(out, text))
+            return
+        buttons = message.buttons if components_changed else None
+
+        async def edit() -> None:
+            await self.platform.edit(self.channel_id, message.id or "", text, buttons=buttons)
+
+        await self._call(edit, key=out.key, out=out)
+        message.shown, message.shown_buttons = text, message.buttons
+        message.clear_components = False
+        message.last_touch = self._clock()
+        self._count("edits")
+
+    async def _delete(self, out: _Output, message: _Message) -> None:
+        self._dirty.pop(message, None)
+
+        async def delete() -> None:
+            await self.platform.delete(self.channel_id, message.id or "")
+
+        await self._call(delete, key=out.key, out=out)
+        self._count("deletes")
+
+    async def _type(self) -> None:
+        """Show typing once. A failure is counted, not raised: typing is cosmetic."""
+        now = self._clock()
+        self._typing_due = now + self.limits.typing_refresh_s
+        try:
+            await self.platform.typing(self.channel_id)
+            self._count("typing_calls")
+        except PlatformError:
+            self._count("failures")
+
+    def _posted(self, out: _Output) -> None:
+        self._posted_now[out.key] = None
+        if self._typing_on:
+            # Posting ends the typing indicator on Discord: show it again soon after.
+            self._typing_due = min(self._typing_due, self._clock() + self._typing_after_post_s)
+
+    async def _call(
+        self, call: Callable[[], Awaitable[Any]], *, key: str, out: _Output | None = None
+    ) -> Any:
+        """One platform call with the retry policy; RenderError when it fails for good."""
+        waits = retries = 0
+        while True:
+            try:
+                return await call()
+            except PlatformError as error:
+                if error.retry_after is not None and waits < MAX_RATE_LIMIT_WAITS:
+                    waits += 1
+                    self._count("rate_limited")
+                    self._count("retries")
+                    await trio.sleep(max(error.retry_after, 0.0))
+                    continue
+                if error.retryable and retries < MAX_SERVER_RETRIES:
+                    self._count("retries")
+                    await trio.sleep(min(self._backoff_s * 2**retries, self._max_backoff_s))
+                    retries += 1
+                    continue
+                self._count("failures")
+                if out is not None:
+                    out.failed = True  # stop feeding an output the platform refuses
+                raise RenderError(
+                    f"chat platform refused output {key!r}: {error}", key=key
+                ) from error
+
+    def _raise_background_error(self) -> None:
+        error, self._background_error = self._background_error, None
+        if error is not None:
+            raise error
+
+    def _count(self, name: str) -> None:
+        self._stats[name] += 1
