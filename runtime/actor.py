@@ -1,0 +1,312 @@
+"""One thread's actor: the trio task that owns the thread's one serialized action queue.
+
+Everything that happens to a thread (chat ingress, agent events from the listener, effect
+feedback from the reactor, timer ticks) is an ``Action`` sent to the actor's mailbox, and
+the actor handles them one at a time. Handling one is a *commit*:
+
+1. ``transition(state, action)`` (pure);
+2. append the action to the durable log (buffered; the log flushes once per tick);
+3. swap the new state into the central store;
+4. hand the effects to the thread's reactor, which applies them once the action is durable.
+
+So the log order is the commit order (serialized mutation), no side effect ever happens
+inside a transition or before the commit, and an exception in an effect cannot reach the
+state. Each ``Transition.note`` and ``LogNote`` effect is logged with thread id, run id and
+action kind.
+
+Besides the actor loop, a thread runs its reactor, a ticker (a ``Tick`` every
+``tick_interval_s`` while a run is active, for the core's timeouts) and, once the agent is
+started, its ``AgentListener``; all live in the thread's own nursery so disposal leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from runtime.actions import Action, Tick
+from runtime.effects import LogNote, StartAgent
+from runtime.listener import AdapterFactory, AgentListener, Backoff
+from runtime.log import EventLog
+from runtime.model import ThreadState
+from runtime.reactor import Reactor, Renderer
+from runtime.store import Store, ThreadStatistics
+
+__all__ = ["Receipt", "ThreadActor"]
+
+logger = logging.getLogger("spindle.actor")
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+class Receipt:
+    """Handed back by ``Runtime.post``: lets ingress wait until its action is committed
+    and durable (e.g. before acknowledging a prompt to the user)."""
+
+    __slots__ = ("action", "ticket", "note", "_committed", "_log")
+
+    def __init__(self, action: Action, log: EventLog) -> None:
+        self.action = action
+        self.ticket: int | None = None  # None: not committed (yet), or a skipped no-op tick
+        self.note: str | None = None
+        self._committed = trio.Event()
+        self._log = log
+
+    def _commit(self, ticket: int | None, note: str | None) -> None:
+        self.ticket, self.note = ticket, note
+        self._committed.set()
+
+    async def committed(self) -> None:
+        await self._committed.wait()
+
+    async def durable(self) -> None:
+        """Return once the action is in the durable log."""
+        await self._committed.wait()
+        if self.ticket is not None:
+            await self._log.wait_durable(self.ticket)
+
+
+class ThreadActor:
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        store: Store,
+        log: EventLog,
+        transition: Callable[[ThreadState, Action], Any],
+        renderer: Renderer,
+        adapter_factory: AdapterFactory,
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+        new_state: Callable[[str], ThreadState],
+        tick_interval_s: float = 1.0,
+        backoff: Backoff | None = None,
+        channel_id: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.channel_id = channel_id
+        self._store = store
+        self._log = log
+        self._transition = transition
+        self._clock = clock
+        self._ids = ids
+        self.tick_interval_s = tick_interval_s
+        store.get_or_new(thread_id, new_state)
+        self._send, self._recv = trio.open_memory_channel[tuple[Action, Receipt | None]](math.inf)
+        self.listener = AgentListener(
+            thread_id,
+            adapter_factory=adapter_factory,
+            post=self.post_nowait,
+            clock=clock,
+            ids=ids,
+            current_start=self._conversation_start,
+            backoff=backoff,
+        )
+        self.reactor = Reactor(
+            thread_id,
+            renderer=renderer,
+            listener=self.listener,
+            log=log,
+            post=self.post_nowait,
+            clock=clock,
+            ids=ids,
+        )
+        self.committed = 0
+        self.skipped_ticks = 0
+        self.dropped_posts = 0  # posted after the actor closed
+        self.last_activity = trio.current_time()
+        self._mailbox = 0
+        self._busy = False
+        self._busy_changed = trio.Event()
+        self._quiet = trio.Event()
+        self._quiet.set()
+        self._nursery: trio.Nursery | None = None
+        self.running = False
+        self.done = trio.Event()
+        self.closing = False
+
+    # --- ingress -------------------------------------------------------------------------
+
+    def post_nowait(self, action: Action, receipt: Receipt | None = None) -> bool:
+        """Queue an action for this thread; False (and counted) when the actor is gone."""
+        try:
+            self._send.send_nowait((action, receipt))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.dropped_posts += 1
+            logger.info("thread=%s dropped %s: actor closed", self.thread_id, action.kind)
+            return False
+        self._mailbox += 1
+        if self._quiet.is_set():
+            self._quiet = trio.Event()
+        return True
+
+    # --- the task ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self.running = True
+                nursery.start_soon(self.reactor.run, nursery)
+                nursery.start_soon(self._ticker)
+                task_status.started()
+                async for action, receipt in self._recv:
+                    self._mailbox -= 1
+                    self._commit(action, receipt)
+                    if self._mailbox == 0:
+                        self._quiet.set()
+                    await trio.lowlevel.checkpoint()  # one action per turn: be fair to others
+                nursery.cancel_scope.cancel()
+        finally:
+            self.running = False
+            self.done.set()
+
+    def _commit(self, action: Action, receipt: Receipt | None) -> None:
+        state = self._store.get(self.thread_id)
+        assert state is not None
+        try:
+            result = self._transition(state, action)
+        except Exception:  # the core promises never to raise; if it does, keep the actor
+            logger.exception("thread=%s action=%s: transition raised", self.thread_id, action.kind)
+            if receipt is not None:
+                receipt._commit(None, "transition raised")
+            return
+        new_state: ThreadState = result.state
+        effects = tuple(result.effects)
+        run_id = new_state.run.id if new_state.run else (state.run.id if state.run else None)
+        if result.note:
+            logger.info(
+                "thread=%s run=%s action=%s: %s", self.thread_id, run_id, action.kind, result.note
+            )
+        visible = []
+        for effect in effects:
+            if isinstance(effect, LogNote):
+                logger.log(
+                    _LEVELS.get(effect.level, logging.INFO),
+                    "thread=%s run=%s action=%s: %s",
+                    self.thread_id,
+                    run_id,
+                    action.kind,
+                    effect.message,
+                )
+            else:
+                visible.append(effect)
+        if isinstance(action, Tick) and not visible and new_state == state:
+            # A tick that changed nothing is not worth a log row: replay is the same without.
+            self.skipped_ticks += 1
+            if receipt is not None:
+                receipt._commit(None, result.note)
+            return
+        ticket = self._log.append(action, new_state)
+        self._store.swap(self.thread_id, new_state)
+        self.committed += 1
+        self.last_activity = trio.current_time()
+        if receipt is not None:
+            receipt._commit(ticket, result.note)
+        self.reactor.submit(ticket, tuple(visible))
+        busy = new_state.run is not None
+        if busy != self._busy:
+            self._busy = busy
+            changed, self._busy_changed = self._busy_changed, trio.Event()
+            changed.set()
+
+    async def _ticker(self) -> None:
+        """Post a Tick every ``tick_interval_s`` while a run is active; sleep otherwise."""
+        while True:
+            if not self._busy:
+                await self._busy_changed.wait()
+                continue
+            await trio.sleep(self.tick_interval_s)
+            if self._busy:
+                self.post_nowait(
+                    Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
+                )
+
+    def _conversation_start(self) -> StartAgent | None:
+        """How to (re)start the agent now: the conversation's latest session, or None."""
+        state = self._store.get(self.thread_id)
+        conv = state.conversation if state else None
+        if conv is None:
+            return None
+        return StartAgent(
+            agent=conv.agent,
+            workdir=conv.workdir,
+            session_id=conv.session_id,
+            model=conv.model,
+            system_instruction=conv.system_instruction,
+        )
+
+    # --- quiescence and disposal ----------------------------------------------------------
+
+    def is_quiet(self) -> bool:
+        return self._mailbox == 0 and self.reactor.pending == 0
+
+    async def wait_quiet(self) -> None:
+        """Wait until the mailbox is empty and every committed effect has been applied."""
+        while not self.is_quiet():
+            if self._mailbox:
+                await self._quiet.wait()
+            else:
+                await self.reactor.wait_idle()
+            await trio.lowlevel.checkpoint()
+
+    def is_idle(self) -> bool:
+        """Nothing going on: no run, no queued prompt, no pending question, nothing queued."""
+        state = self._store.get(self.thread_id)
+        return (
+            self.is_quiet()
+            and state is not None
+            and state.run is None
+            and not state.queue
+            and not state.blockers
+        )
+
+    async def close(self, reason: str, *, drain_timeout_s: float = 10.0) -> None:
+        """Stop the agent tree, let the core see it go (so it dismisses prompts and ends the
+        run), drain what that caused, then cancel every task of the thread."""
+        self.closing = True
+        with trio.move_on_after(drain_timeout_s):
+            await self.listener.stop(reason, report=True)
+            await self.wait_quiet()
+        with trio.move_on_after(drain_timeout_s / 2):
+            await self._dismiss_leftover_prompts(reason)
+        self._send.close()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        await self.done.wait()
+
+    async def _dismiss_leftover_prompts(self, reason: str) -> None:
+        """Prompts the core left open (it had no agent exit to react to): close them in the
+        chat so no button stays clickable for an actor that is gone."""
+        from runtime.effects import DismissPrompt
+
+        state = self._store.get(self.thread_id)
+        if state is None:
+            return
+        for blocker in state.blockers:
+            try:
+                await self.reactor.renderer.apply(
+                    DismissPrompt(key=blocker.key, request_id=blocker.request_id, outcome=reason)
+                )
+            except Exception as exc:
+                logger.warning(
+                    "thread=%s could not dismiss %s: %s", self.thread_id, blocker.key, exc
+                )
+
+    def statistics(self) -> ThreadStatistics:
+        base = self._store.statistics(self.thread_id, self._log.last_seq(self.thread_id))
+        assert base is not None
+        return base.model_copy(
+            update={
+                "mailbox_length": self._mailbox,
+                "pending_effects": self.reactor.pending,
+                "actor_running": self.running,
+                "listener_running": self.listener.running,
+                "listener_starts": self.listener.starts,
+            }
+        )

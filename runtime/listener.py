@@ -1,0 +1,294 @@
+"""The thread's one long-lived agent listener, and the session demux for shared servers.
+
+``AgentListener`` owns the thread's agent connection: it runs ``adapter.serve`` in a task,
+turns every ``StampedEvent`` into an ``AgentEventReceived`` action posted to the thread's
+queue, and posts ``AgentConnected`` on each (re)start and ``AgentExited`` when ``serve``
+returns. Invariants:
+
+- It outlives runs: interrupting or aborting a turn goes to the adapter in-band and never
+  stops the listener (listener continuity). Only ``stop`` (a ``StopAgent`` effect, or
+  disposal) ends it.
+- When the agent dies by itself and the thread still has a conversation, it starts the agent
+  again (resuming the conversation's latest session id) after a bounded exponential backoff:
+  0.5 s doubling to 30 s, and never more than ``max_starts`` starts per ``window_s``.
+- It never decides anything about runs: it reports, the pure core decides.
+
+``SessionDemux`` is the fan-out for an agent server shared by many threads (``opencode
+serve``): one connection's events are routed to each thread's emitter by session id.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from ingress.agents.base import AgentAdapter, EmitEvent, StampedEvent
+from runtime.actions import Action, AgentConnected, AgentEventReceived, AgentExited
+from runtime.effects import StartAgent
+
+__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "SessionDemux"]
+
+logger = logging.getLogger("spindle.listener")
+
+AdapterFactory = Callable[[str], AgentAdapter]
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent is not running and is not about to be (backing off, stopped, failed)."""
+
+
+@dataclass
+class Backoff:
+    """Bounded exponential backoff between agent restarts, with a starts-per-window cap."""
+
+    initial_s: float = 0.5
+    factor: float = 2.0
+    max_s: float = 30.0
+    max_starts: int = 5  # at most this many starts ...
+    window_s: float = 60.0  # ... in any window this long
+    healthy_after_s: float = 60.0  # an agent up this long resets the delay
+    _next: float = field(default=0.0, init=False)
+    _starts: collections.deque[float] = field(default_factory=collections.deque, init=False)
+
+    def record_start(self, now: float) -> None:
+        self._starts.append(now)
+        while len(self._starts) > self.max_starts:
+            self._starts.popleft()
+
+    def delay(self, now: float, uptime_s: float) -> float:
+        """Seconds to wait before the next start, given how long the last one lived."""
+        if uptime_s >= self.healthy_after_s or self._next == 0.0:
+            self._next = self.initial_s
+        else:
+            self._next = min(self._next * self.factor, self.max_s)
+        wait = self._next
+        if len(self._starts) >= self.max_starts:
+            # The window cap: the oldest of the last max_starts starts must leave the window.
+            wait = max(wait, self._starts[0] + self.window_s - now)
+        return wait
+
+
+class AgentListener:
+    """The long-lived task that runs one thread's agent adapter and reports its events."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        adapter_factory: AdapterFactory,
+        post: Callable[[Action], None],
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+        current_start: Callable[[], StartAgent | None],
+        backoff: Backoff | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.thread_id = thread_id
+        self._factory = adapter_factory
+        self._post = post
+        self._clock = clock
+        self._ids = ids
+        self._current_start = current_start
+        self.backoff = backoff or Backoff()
+        self.start_timeout_s = start_timeout_s
+        self.adapter: AgentAdapter | None = None  # set while the agent is ready for prompts
+        self.starts = 0  # serve() calls in this process (listener starts)
+        self.exits = 0
+        self.running = False  # the listener task is alive (starting, serving or backing off)
+        self.backing_off = False
+        self._stopping = False
+        self._report_stop = False
+        self._changed = trio.Event()
+        self._done = trio.Event()
+        self._done.set()
+        self._last_error = ""
+
+    # --- control (called by the reactor and the registry) --------------------------------
+
+    async def ensure(self, nursery: trio.Nursery, start: StartAgent) -> AgentAdapter:
+        """The ready adapter, starting the listener task in ``nursery`` if it is not
+        running. Raises ``AgentUnavailable`` when it is backing off or fails to start."""
+        with trio.move_on_after(self.start_timeout_s):
+            while True:
+                if self.adapter is not None:
+                    return self.adapter
+                if not self.running:
+                    self._stopping = self._report_stop = False
+                    self.running = True
+                    self._done = trio.Event()
+                    nursery.start_soon(self._run, start)
+                elif self.backing_off:
+                    raise AgentUnavailable(
+                        f"agent restarting after a crash ({self._last_error or 'exited'})"
+                    )
+                elif self._stopping:
+                    raise AgentUnavailable("agent is stopping")
+                changed = self._changed
+                await changed.wait()
+        raise AgentUnavailable(f"agent did not start within {self.start_timeout_s} s")
+
+    async def stop(self, reason: str, *, report: bool = False) -> None:
+        """Stop the agent for good (its whole process tree) and end the listener task.
+
+        A stop the core asked for (``StopAgent``) is not reported back: the core already
+        set the agent stopped, and an ``AgentExited`` arriving later would end whatever run
+        the core started meanwhile. Disposal stops with ``report=True`` so the core ends
+        the run and dismisses its prompts."""
+        if not self.running:
+            return
+        self._stopping = True
+        self._report_stop = report
+        self._notify()
+        adapter = self.adapter
+        if adapter is not None:
+            logger.info("thread=%s stopping agent: %s", self.thread_id, reason)
+            await adapter.stop()
+        await self._done.wait()
+
+    # --- the task ------------------------------------------------------------------------
+
+    async def _run(self, start: StartAgent) -> None:
+        try:
+            while not self._stopping:
+                started_at = trio.current_time()
+                await self._serve_once(start)
+                if self._stopping:
+                    break
+                next_start = self._current_start()
+                if next_start is None:
+                    break  # the conversation ended: nothing to keep alive
+                start = next_start
+                delay = self.backoff.delay(trio.current_time(), trio.current_time() - started_at)
+                logger.warning(
+                    "thread=%s agent exited (%s); restarting in %.1f s",
+                    self.thread_id,
+                    self._last_error or "no error",
+                    delay,
+                )
+                self.backing_off = True
+                self._notify()
+                with trio.move_on_after(delay):
+                    while not self._stopping:
+                        await self._changed.wait()
+                self.backing_off = False
+        finally:
+            self.running = False
+            self.backing_off = False
+            self.adapter = None
+            self._done.set()
+            self._notify()
+
+    async def _serve_once(self, start: StartAgent) -> None:
+        adapter = self._factory(start.agent)
+        self.starts += 1
+        self.backoff.record_start(trio.current_time())
+        self._last_error = ""
+        connected = False
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(adapter.serve, start, self._emit)
+                connected = True
+                self.adapter = adapter
+                self._post(self._action(AgentConnected, session_id=start.session_id))
+                self._notify()
+                if self._stopping:  # stop() came while we were starting
+                    await adapter.stop()
+        except Exception as exc:  # a failing adapter is reported, never fatal to the actor
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("thread=%s agent adapter failed: %s", self.thread_id, exc)
+        finally:
+            self.adapter = None
+        self.exits += 1
+        if not connected:
+            self._last_error = self._last_error or "agent exited before it was ready"
+        if self._stopping and not self._report_stop:
+            self._notify()
+            return
+        self._post(
+            self._action(
+                AgentExited,
+                exit_code=None,
+                crashed=not self._stopping,
+                stderr_tail=self._last_error,
+            )
+        )
+        self._notify()
+
+    async def _emit(self, stamped: StampedEvent) -> None:
+        self._post(
+            self._action(
+                AgentEventReceived,
+                run_id=stamped.run_id,
+                session_id=stamped.session_id,
+                event=stamped.event,
+            )
+        )
+        await trio.lowlevel.checkpoint()  # a chatty agent must not starve the actor
+
+    def _action(self, cls: type, **fields: object) -> Action:
+        return cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields)  # type: ignore[no-any-return]
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+
+class SessionDemux:
+    """Routes the events of one shared agent connection to threads by session id.
+
+    Events for a session nobody has claimed yet are held (up to ``hold`` per session) and
+    delivered when the session is routed: a server may announce a session before the thread
+    learns its id. Events without a session id cannot be routed and are counted.
+    """
+
+    def __init__(self, hold: int = 256) -> None:
+        self._routes: dict[str, EmitEvent] = {}
+        self._held: dict[str, collections.deque[StampedEvent]] = {}
+        self._hold = hold
+        self.routed = 0
+        self.held_dropped = 0
+        self.unroutable = 0
+
+    async def route(self, session_id: str, emit: EmitEvent) -> None:
+        """Deliver this session's events to ``emit`` from now on (held ones first)."""
+        self._routes[session_id] = emit
+        for event in self._held.pop(session_id, ()):
+            self.routed += 1
+            await emit(event)
+
+    def unroute(self, session_id: str) -> None:
+        self._routes.pop(session_id, None)
+
+    async def dispatch(self, event: StampedEvent) -> bool:
+        """Hand one event to its session's thread; False when it had to be held/dropped."""
+        sid = event.session_id
+        if sid is None:
+            self.unroutable += 1
+            return False
+        emit = self._routes.get(sid)
+        if emit is None:
+            held = self._held.setdefault(sid, collections.deque())
+            if len(held) >= self._hold:
+                held.popleft()
+                self.held_dropped += 1
+            held.append(event)
+            return False
+        self.routed += 1
+        await emit(event)
+        return True
+
+    def sessions(self) -> list[str]:
+        return list(self._routes)
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "sessions": len(self._routes),
+            "routed": self.routed,
+            "held": sum(len(q) for q in self._held.values()),
+            "held_dropped": self.held_dropped,
+            "unroutable": self.unroutable,
+        }

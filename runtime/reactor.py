@@ -1,0 +1,171 @@
+"""The reactor: applies one thread's committed effects, in commit order, and reports back.
+
+Invariants:
+
+- Effects of an action are applied only once that action is durable in the log
+  (``EventLog.wait_durable``), so a crash can lose an effect but never show one whose
+  cause the log forgot.
+- Effects are applied one at a time in the order the actor committed them.
+- The reactor changes no state. It reports only by posting actions into the thread's
+  queue: ``OutputPosted`` for each (key, message ids) the renderer reports,
+  ``EffectFailed`` for an effect that raised (the actor never sees the exception).
+  ``AgentConnected``/``AgentExited`` come from the listener it drives.
+
+Chat effects go to a renderer: any object with ``async apply(effect) -> list[tuple[str,
+tuple[str, ...]]]`` (``effects.render.StreamRenderer`` in production, a recorder in
+tests). Agent effects go to the thread's ``AgentListener`` and its adapter.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+from runtime.actions import Action, EffectFailed, OutputPosted
+from runtime.effects import (
+    AnswerPermission,
+    AnswerQuestion,
+    Effect,
+    InterruptAgent,
+    LogNote,
+    PromptAgent,
+    StartAgent,
+    StopAgent,
+)
+from runtime.listener import AgentListener
+from runtime.log import EventLog
+
+__all__ = ["Reactor", "Renderer"]
+
+logger = logging.getLogger("spindle.reactor")
+
+_AGENT_EFFECTS = (
+    StartAgent,
+    PromptAgent,
+    InterruptAgent,
+    StopAgent,
+    AnswerPermission,
+    AnswerQuestion,
+)
+
+
+class Renderer(Protocol):
+    async def apply(self, effect: Effect) -> Sequence[tuple[str, Sequence[str]]]: ...
+
+
+class Reactor:
+    """Applies one thread's effects in order; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        renderer: Renderer,
+        listener: AgentListener,
+        log: EventLog,
+        post: Callable[[Action], None],
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+    ) -> None:
+        self.thread_id = thread_id
+        self.renderer = renderer
+        self.listener = listener
+        self._log = log
+        self._post = post
+        self._clock = clock
+        self._ids = ids
+        self._send, self._recv = trio.open_memory_channel[tuple[int, tuple[Effect, ...]]](math.inf)
+        self._nursery: trio.Nursery | None = None
+        self.pending = 0  # effects handed over and not yet applied
+        self.applied = 0
+        self.failed = 0
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def submit(self, ticket: int, effects: tuple[Effect, ...]) -> None:
+        """Queue the effects of the action with durability ``ticket`` (actor only)."""
+        if not effects:
+            return
+        self.pending += len(effects)
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self._send.send_nowait((ticket, effects))
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        """Apply batches until cancelled. ``nursery`` hosts the listener task."""
+        self._nursery = nursery
+        async for ticket, effects in self._recv:
+            await self._log.wait_durable(ticket)
+            for effect in effects:
+                await self.apply(effect)
+                self.pending -= 1
+            if self.pending == 0:
+                self._idle.set()
+
+    async def apply(self, effect: Effect) -> None:
+        try:
+            if isinstance(effect, _AGENT_EFFECTS):
+                await self._apply_agent(effect)
+            elif isinstance(effect, LogNote):
+                logger.log(
+                    logging.getLevelName(effect.level.upper()),
+                    "thread=%s %s",
+                    self.thread_id,
+                    effect.message,
+                )
+            else:
+                for key, message_ids in await self.renderer.apply(effect):
+                    self._report(OutputPosted, key=key, message_ids=tuple(message_ids))
+            self.applied += 1
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # reported as an action; the actor never sees it raise
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("thread=%s effect %s failed: %s", self.thread_id, effect.type, reason)
+            self._report(
+                EffectFailed, effect=effect.type, key=getattr(effect, "key", None), reason=reason
+            )
+
+    async def _apply_agent(self, effect: Effect) -> None:
+        assert self._nursery is not None
+        listener = self.listener
+        if isinstance(effect, StartAgent):
+            await listener.ensure(self._nursery, effect)
+        elif isinstance(effect, PromptAgent):
+            start = StartAgent(
+                agent=effect.agent,
+                workdir=effect.workdir,
+                session_id=effect.session_id,
+                model=effect.model,
+                system_instruction=effect.system_instruction,
+            )
+            adapter = await listener.ensure(self._nursery, start)
+            await adapter.prompt(effect)
+        elif isinstance(effect, StopAgent):
+            await listener.stop(effect.reason)
+        else:
+            adapter = listener.adapter
+            if adapter is None:
+                # Nothing to interrupt or answer: the agent is gone, and its exit is
+                # already on its way to the core as AgentExited.
+                logger.info("thread=%s %s with no agent running", self.thread_id, effect.type)
+                return
+            if isinstance(effect, InterruptAgent):
+                await adapter.interrupt(effect.run_id)
+            elif isinstance(effect, AnswerPermission):
+                await adapter.answer_permission(effect.request_id, effect.allow)
+            elif isinstance(effect, AnswerQuestion):
+                await adapter.answer_question(effect.request_id, effect.answer)
+
+    def _report(self, cls: type, **fields: object) -> None:
+        self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))
+
+    def statistics(self) -> dict[str, int]:
+        return {"pending": self.pending, "applied": self.applied, "failed": self.failed}

@@ -1,0 +1,288 @@
+"""The registry of live thread actors: ``Runtime``, the one entry point for ingress.
+
+``Runtime.post(action)`` creates the thread's actor on first use and queues the action; the
+returned ``Receipt`` lets ingress wait until it is durable. The runtime owns the event log's
+flusher, the idle sweeper and every actor task, inside one nursery (``open_runtime``).
+
+Invariants:
+
+- At most one actor per thread at any time: while a thread's actor is being disposed, new
+  actions for it wait and then go to a fresh actor (its state comes from the store).
+- Start-up rebuilds the store from the log (snapshot + tail) before anything is posted,
+  then posts ``RuntimeRecovered`` to every thread that had a run, queued prompts or open
+  questions: the core reports the run as interrupted and the queue goes on.
+- Disposal (``dispose``, ``dispose_for_directory``, ``dispose_all``, the idle sweeper)
+  stops the agent process tree, lets the core close its prompts, and leaves no task,
+  timer or process of the thread behind.
+- Every dependency is injected: renderer and adapter factories, the log, the clock, the
+  id source, the policy, even the transition function (replay tests use the real one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from runtime.actions import Action, PolicySet, RuntimeRecovered
+from runtime.actor import Receipt, ThreadActor
+from runtime.listener import AdapterFactory, Backoff
+from runtime.log import EventLog
+from runtime.model import Policy, ThreadState
+from runtime.reactor import Renderer
+from runtime.store import Store, ThreadStatistics, rebuild_from_log
+
+__all__ = ["Runtime", "RuntimeClosed", "open_runtime", "sequential_ids"]
+
+logger = logging.getLogger("spindle.runtime")
+
+
+class RuntimeClosed(RuntimeError):
+    """The runtime is shutting down and takes no more actions."""
+
+
+def sequential_ids(prefix: str = "rt") -> Callable[[], str]:
+    """Ids for actions the runtime makes itself (feedback, ticks): unique per process and,
+    with the start time in them, across restarts."""
+    counter = itertools.count(1)
+    boot = f"{int(time.time() * 1000):x}"
+    return lambda: f"{prefix}-{boot}-{next(counter)}"
+
+
+class Runtime:
+    def __init__(
+        self,
+        *,
+        log: EventLog,
+        renderer_factory: Callable[[str], Renderer],
+        adapter_factory: AdapterFactory,
+        clock: Callable[[], float] = time.time,
+        ids: Callable[[], str] | None = None,
+        policy: Policy | None = None,
+        transition: Callable[[ThreadState, Action], Any] | None = None,
+        tick_interval_s: float = 1.0,
+        idle_timeout_s: float | None = None,
+        sweep_interval_s: float = 60.0,
+        backoff: Callable[[], Backoff] = Backoff,
+    ) -> None:
+        if transition is None:
+            from runtime.transitions import transition as core_transition
+
+            transition = core_transition
+        self.log = log
+        self.store = Store()
+        self.policy = policy
+        self._renderer_factory = renderer_factory
+        self._adapter_factory = adapter_factory
+        self._clock = clock
+        self._ids = ids or sequential_ids()
+        self._transition = transition
+        self.tick_interval_s = tick_interval_s
+        self.idle_timeout_s = idle_timeout_s
+        self.sweep_interval_s = sweep_interval_s
+        self._backoff = backoff
+        self._actors: dict[str, ThreadActor] = {}
+        self._disposing: dict[str, trio.Event] = {}
+        self._channels: dict[str, str] = {}
+        self._nursery: trio.Nursery | None = None
+        self.closed = False
+        self.recovered: list[str] = []  # threads sent RuntimeRecovered at start-up
+        self.startup_folded = 0
+        self.startup_s = 0.0
+        self.disposed = 0
+
+    # --- start-up ------------------------------------------------------------------------
+
+    async def _start(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        t0 = time.perf_counter()
+        self.store, self.startup_folded = rebuild_from_log(self.log, self._transition)
+        self.startup_s = time.perf_counter() - t0
+        logger.info(
+            "rebuilt %d thread(s) from %s: folded %d action(s) in %.3f s",
+            len(self.store.thread_ids()),
+            self.log.path,
+            self.startup_folded,
+            self.startup_s,
+        )
+        await nursery.start(self.log.run_flusher)
+        if self.idle_timeout_s is not None:
+            nursery.start_soon(self._sweep_idle)
+        for thread_id, state in self.store.snapshot().items():
+            if state.run is not None or state.queue or state.blockers:
+                self.recovered.append(thread_id)
+                self._post_nowait(
+                    RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
+                )
+
+    # --- ingress -------------------------------------------------------------------------
+
+    async def post(self, action: Action, *, channel_id: str | None = None) -> Receipt:
+        """Queue ``action`` on its thread's actor (created if needed). ``channel_id``
+        records which chat channel the thread belongs to (for channel-scoped disposal)."""
+        if self.closed:
+            raise RuntimeClosed("the runtime is shutting down")
+        while action.thread_id in self._disposing:
+            await self._disposing[action.thread_id].wait()
+        if channel_id is not None:
+            self._channels[action.thread_id] = channel_id
+        return self._post_nowait(action)
+
+    def _post_nowait(self, action: Action) -> Receipt:
+        actor = self.get_or_create(action.thread_id)
+        receipt = Receipt(action, self.log)
+        actor.post_nowait(action, receipt)
+        return receipt
+
+    def get(self, thread_id: str) -> ThreadActor | None:
+        return self._actors.get(thread_id)
+
+    def get_or_create(self, thread_id: str, *, channel_id: str | None = None) -> ThreadActor:
+        if self._nursery is None:
+            raise RuntimeError("use the runtime inside `async with open_runtime(...)`")
+        if channel_id is not None:
+            self._channels[thread_id] = channel_id
+        actor = self._actors.get(thread_id)
+        if actor is not None:
+            return actor
+        if thread_id in self._disposing:
+            raise RuntimeError(f"thread {thread_id} is being disposed; await post() instead")
+        actor = ThreadActor(
+            thread_id,
+            store=self.store,
+            log=self.log,
+            transition=self._transition,
+            renderer=self._renderer_factory(thread_id),
+            adapter_factory=self._adapter_factory,
+            clock=self._clock,
+            ids=self._ids,
+            new_state=lambda t: ThreadState.new(t, self.policy),
+            tick_interval_s=self.tick_interval_s,
+            backoff=self._backoff(),
+            channel_id=self._channels.get(thread_id),
+        )
+        self._actors[thread_id] = actor
+        self._nursery.start_soon(self._run_actor, actor)
+        state = self.store.get(thread_id)
+        if self.policy is not None and state is not None and state.policy != self.policy:
+            # The configured policy goes through the log like everything else.
+            actor.post_nowait(
+                PolicySet(
+                    thread_id=thread_id, action_id=self._ids(), at=self._clock(), policy=self.policy
+                )
+            )
+        return actor
+
+    async def _run_actor(self, actor: ThreadActor) -> None:
+        try:
+            await actor.run()
+        finally:
+            if self._actors.get(actor.thread_id) is actor:
+                del self._actors[actor.thread_id]
+
+    # --- views ---------------------------------------------------------------------------
+
+    def snapshot(self, thread_id: str) -> ThreadState | None:
+        return self.store.get(thread_id)
+
+    def snapshots(self) -> Mapping[str, ThreadState]:
+        return self.store.snapshot()
+
+    def statistics(self, thread_id: str) -> ThreadStatistics | None:
+        actor = self._actors.get(thread_id)
+        if actor is not None:
+            return actor.statistics()
+        return self.store.statistics(thread_id, self.log.last_seq(thread_id))
+
+    def actors(self) -> list[str]:
+        return list(self._actors)
+
+    async def wait_quiet(self, thread_id: str | None = None) -> None:
+        """Wait until the thread (or every thread) has no action or effect in flight. An
+        agent may still send events later: this is a moment of quiet, not an end."""
+        while True:
+            if thread_id is not None:
+                actors = [self._actors[thread_id]] if thread_id in self._actors else []
+            else:
+                actors = list(self._actors.values())
+            busy = [a for a in actors if not a.is_quiet()]
+            if not busy:
+                return
+            await busy[0].wait_quiet()
+
+    # --- disposal ------------------------------------------------------------------------
+
+    async def dispose(self, thread_id: str, reason: str = "thread disposed") -> bool:
+        """Stop the thread's actor, agent and timers; False if it had none."""
+        actor = self._actors.get(thread_id)
+        if actor is None:
+            return False
+        done = self._disposing.setdefault(thread_id, trio.Event())
+        try:
+            await actor.close(reason)
+        finally:
+            self._actors.pop(thread_id, None)
+            self._disposing.pop(thread_id, None)
+            done.set()
+            self.disposed += 1
+        logger.info("thread=%s disposed: %s", thread_id, reason)
+        return True
+
+    async def dispose_for_directory(self, directory: str, channel: str | None = None) -> list[str]:
+        """Dispose every thread whose conversation works in ``directory`` (or below it),
+        only those of ``channel`` when given. Returns the disposed thread ids."""
+        root = os.path.realpath(directory)
+        chosen = []
+        for thread_id, actor in list(self._actors.items()):
+            state = self.store.get(thread_id)
+            conv = state.conversation if state else None
+            if conv is None:
+                continue
+            workdir = os.path.realpath(conv.workdir)
+            if workdir != root and not workdir.startswith(root.rstrip("/") + "/"):
+                continue
+            if channel is not None and self._channels.get(thread_id) != channel:
+                continue
+            chosen.append(thread_id)
+        async with trio.open_nursery() as nursery:
+            for thread_id in chosen:
+                nursery.start_soon(self.dispose, thread_id, f"directory {directory} released")
+        return chosen
+
+    async def dispose_all(self, reason: str = "shutting down") -> None:
+        async with trio.open_nursery() as nursery:
+            for thread_id in list(self._actors):
+                nursery.start_soon(self.dispose, thread_id, reason)
+
+    async def _sweep_idle(self) -> None:
+        assert self.idle_timeout_s is not None
+        while True:
+            await trio.sleep(self.sweep_interval_s)
+            now = trio.current_time()
+            for thread_id, actor in list(self._actors.items()):
+                if actor.is_idle() and now - actor.last_activity >= self.idle_timeout_s:
+                    await self.dispose(thread_id, "idle")
+
+
+@asynccontextmanager
+async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
+    """Run a ``Runtime`` (arguments as for ``Runtime``) for the body of the block; on the
+    way out every thread is disposed and the log flushed."""
+    runtime = Runtime(**kwargs)
+    async with trio.open_nursery() as nursery:
+        await runtime._start(nursery)
+        try:
+            yield runtime
+        finally:
+            runtime.closed = True
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(30):
+                    await runtime.dispose_all()
+                runtime.log.flush()
+            nursery.cancel_scope.cancel()
