@@ -203,9 +203,12 @@ def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[s
 
 @dataclass(frozen=True, slots=True)
 class CodexConversation:
+    """One past codex session (same fields as the Claude adapter's ``ConversationInfo``)."""
+
     session_id: str
     title: str  # the first prompt, shortened
-    updated_at: float  # epoch seconds
+    updated_at: float  # POSIX time of the last write
+    path: str  # the rollout file
     workdir: str | None = None
 
 
@@ -252,19 +255,26 @@ def _first_user_text(path: Path, max_lines: int = 400) -> tuple[str | None, str 
 
 
 def list_conversations(
-    options: AgentOptions, workdir: str | None = None, limit: int = 25
+    workdir: str | None = None, home: str | None = None, limit: int = 25
 ) -> list[CodexConversation]:
-    """Past codex sessions from ``$CODEX_HOME/sessions/**/rollout-*.jsonl``, newest first;
-    only those of ``workdir`` when given. Best effort: unreadable files are left out."""
-    root = codex_home(options) / "sessions"
-    if not root.is_dir():
-        return []
+    """Past codex sessions from ``<codex home>/sessions/**/rollout-*.jsonl``, newest first;
+    only those of ``workdir`` when given. ``home`` is a private HOME (as
+    ``AgentOptions.home``); None means ``$CODEX_HOME`` or ``~/.codex``. Best effort: never
+    raises, unreadable files are left out."""
+    return sessions_in(codex_home(AgentOptions(home=home)), workdir, limit)
+
+
+def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[CodexConversation]:
+    root = codex_dir / "sessions"
     files: list[tuple[float, Path]] = []
-    for path in root.rglob("rollout-*.jsonl"):
-        try:
-            files.append((path.stat().st_mtime, path))
-        except OSError:
-            continue
+    try:
+        for path in root.rglob("rollout-*.jsonl"):
+            try:
+                files.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+    except OSError:
+        return []
     files.sort(key=lambda f: f[0], reverse=True)
     want = os.path.realpath(workdir) if workdir else None
     out: list[CodexConversation] = []
@@ -278,7 +288,7 @@ def list_conversations(
         if want is not None and (cwd is None or os.path.realpath(cwd) != want):
             continue
         short = title.splitlines()[0] if title else ""
-        out.append(CodexConversation(session_id, short[:100], mtime, cwd))
+        out.append(CodexConversation(session_id, short[:100], mtime, str(path), cwd))
         if len(out) >= limit:
             break
     return out
@@ -346,7 +356,7 @@ class CodexAdapter(AgentAdapter):
         return self._exec_stats if self.options.per_turn else self._parser.stats
 
     def conversations(self, workdir: str | None = None, limit: int = 25) -> list[CodexConversation]:
-        return list_conversations(self.options, workdir, limit)
+        return sessions_in(codex_home(self.options), workdir, limit)
 
     async def _send(self, run_id: str | None, event: AgentEvent) -> None:
         if self._emit is not None:
@@ -528,7 +538,6 @@ class CodexAdapter(AgentAdapter):
                 await self._send(run_id, te.event)
         if parsed.turn_ended is not None:
             self._ended_turns.add(parsed.turn_ended)
-            self._parser.forget_turn_requests(parsed.turn_ended)
             if self._active_turn == parsed.turn_ended:
                 self._active_turn = None
                 self._turn_idle.set()

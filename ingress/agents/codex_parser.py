@@ -339,6 +339,8 @@ class AppServerParser:
             self._streamed[item] = self._streamed.get(item, "") + delta
             if delta:
                 out.events.append(TurnEvent(turn_id, TextDelta(text=delta, block=item)))
+            else:
+                self.stats.skip(f"{method}:empty")
             return
         if method in ("item/reasoning/textDelta", "item/reasoning/summaryTextDelta"):
             delta, item = _str(params.get("delta")), _str(params.get("itemId"))
@@ -349,6 +351,8 @@ class AppServerParser:
                 self._streamed[item] = self._streamed.get(item, "") + delta
             if delta:
                 out.events.append(TurnEvent(turn_id, ThinkingDelta(text=delta)))
+            else:
+                self.stats.skip(f"{method}:empty")
             return
         if method == "item/started":
             self._item_started(_dict(params.get("item")), turn_id, out)
@@ -377,6 +381,11 @@ class AppServerParser:
             retry = params.get("willRetry") is True
             out.events.append(TurnEvent(turn_id, AgentError(message=message, retryable=retry)))
             return
+        if method == "serverRequest/resolved":
+            # Answered (by us) or withdrawn (turn over): either way nothing to answer now.
+            rid = params.get("requestId")
+            if isinstance(rid, (int, str)) and not isinstance(rid, bool):
+                self._pending.pop(self.request_id_for(rid), None)
         if method == "model/rerouted":
             model = _str(params.get("toModel")) or _str(params.get("model"))
             if model:
@@ -444,8 +453,8 @@ class AppServerParser:
             rest = text[len(streamed) :] if text.startswith(streamed) else ""
             if rest:
                 out.events.append(TurnEvent(turn_id, TextDelta(text=rest, block=item_id)))
-            elif not streamed and not text:
-                self.stats.skip("item/completed:agentMessage:empty")
+            else:  # everything was streamed already
+                self.stats.skip("item/completed:agentMessage")
             return
         if kind == "reasoning":
             streamed = self._streamed.pop(item_id, "")
@@ -519,6 +528,7 @@ class AppServerParser:
             self.stats.malformed += 1
             return
         out.turn_ended = turn_id
+        self.forget_turn_requests(turn_id)
         used = self._turn_usage.pop(turn_id, {})
         usage = Usage(
             input_tokens=used.get("inputTokens"),
@@ -623,12 +633,14 @@ class ExecParser:
         if item_type is None:
             self.stats.malformed += 1
             return []
-        if item_type == "agent_message" and kind == "item.completed":
+        if item_type in ("agent_message", "reasoning") and kind == "item.completed":
             text = _str(item.get("text")) or ""
-            return [TextDelta(text=text, block=item_id)] if text else []
-        if item_type == "reasoning" and kind == "item.completed":
-            text = _str(item.get("text")) or ""
-            return [ThinkingDelta(text=text)] if text else []
+            if not text:
+                self.stats.skip(f"{kind}:{item_type}:empty")
+                return []
+            if item_type == "reasoning":
+                return [ThinkingDelta(text=text)]
+            return [TextDelta(text=text, block=item_id)]
         if item_type == "error" and kind == "item.completed":
             # Non-fatal warnings (e.g. unknown model metadata): the turn goes on.
             message = _str(item.get("message")) or "codex warning"
