@@ -239,7 +239,7 @@ class Runtime:
         only those of ``channel`` when given. Returns the disposed thread ids."""
         root = os.path.realpath(directory)
         chosen = []
-        for thread_id, actor in list(self._actors.items()):
+        for thread_id in list(self._actors):
             state = self.store.get(thread_id)
             conv = state.conversation if state else None
             if conv is None:

@@ -128,6 +128,8 @@ class FakeAgentWorld:
     interrupts: list[str] = field(default_factory=list)
     answers: list[tuple[str, object]] = field(default_factory=list)
     serve_calls: int = 0
+    serve_times: list[float] = field(default_factory=list)  # trio time of each serve()
+    starts: list[StartAgent] = field(default_factory=list)
     serving: int = 0  # adapters whose serve() is running now
     stops: int = 0
     fail_start: int = 0  # the next N serve() calls fail before they are ready
@@ -171,6 +173,8 @@ class ScriptedAgent(AgentAdapter):
     ) -> None:
         world = self.world
         world.serve_calls += 1
+        world.serve_times.append(trio.current_time())
+        world.starts.append(start)
         await trio.sleep(0.05)  # a process takes a moment to start
         if world.fail_start > 0:
             world.fail_start -= 1

@@ -1,4 +1,4 @@
-"""Shared pieces of the live-runtime tests: a runtime on a real SQLite log in tmp_path,
+"""Shared pieces of the live-runtime tests (imported as ``runtime_harness``): a runtime on a real SQLite log in tmp_path,
 the scripted fake agent, the recording renderer, and a chat user that makes actions."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from runtime import actions as A
@@ -106,13 +105,3 @@ async def running(
             runtime.agents = agents  # type: ignore[attr-defined]
             runtime.chat = chat  # type: ignore[attr-defined]
             yield runtime
-
-
-@pytest.fixture
-def agents() -> FakeAgentWorld:
-    return FakeAgentWorld()
-
-
-@pytest.fixture
-def chat_world() -> RenderWorld:
-    return RenderWorld()
