@@ -22,6 +22,7 @@ ADAPTER_MODULES: dict[str, str] = {
     "gemini": "ingress.agents.gemini",
     "opencode": "ingress.agents.opencode",
     "command": "ingress.agents.command",
+    "echo": "ingress.agents.echo",
 }
 
 
