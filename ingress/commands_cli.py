@@ -1,0 +1,144 @@
+"""What each ``spindle`` subcommand does (the parser is in ``ingress.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+from ingress.cli import EXIT_DATABASE, EXIT_DOCTOR, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from ingress.config import ConfigError, Settings, default_config_path, load_settings
+
+__all__ = ["dispatch"]
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {"log_level": args.log_level} if args.log_level else {}
+    return load_settings(args.config, **overrides)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "init":
+            return cmd_init(args)
+        settings = _settings(args)
+        handler = {
+            "run": cmd_run,
+            "status": cmd_status,
+            "doctor": cmd_doctor,
+            "replay": cmd_replay,
+            "log": cmd_log,
+            "mcp": cmd_mcp,
+        }[args.command]
+        return handler(args, settings)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_USAGE
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path: Path = args.config or default_config_path()
+    if path.exists() and not args.force:
+        print(f"{path} already exists (use --force to overwrite it).", file=sys.stderr)
+        return EXIT_USAGE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    template = resources.files("ingress").joinpath("config_template.toml").read_text()
+    path.write_text(template)
+    print(f"Wrote {path}. Edit it, then `spindle doctor` to check and `spindle run` to start.")
+    return EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ingress.doctor import run_checks
+
+    rows = run_checks(settings)
+    table = Table(title="spindle doctor", show_lines=False)
+    for column in ("check", "", "found", "what to do"):
+        table.add_column(column)
+    marks = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+    for row in rows:
+        table.add_row(row.name, marks[row.status], row.found, row.fix)
+    Console(width=max(100, Console().width)).print(table)
+    return EXIT_DOCTOR if any(r.status == "fail" for r in rows) else EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from ingress.status import format_status, read_status
+
+    try:
+        rows = read_status(settings.database_path)
+    except FileNotFoundError:
+        print(f"No database yet at {settings.database_path}: run `spindle run` first.")
+        return EXIT_OK
+    except Exception as exc:  # corrupt, locked, not ours: say which file
+        print(f"Cannot read {settings.database_path}: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+    print(format_status(rows))
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from runtime import replay
+
+    try:
+        lines = replay.replay_file(args.file, transcript=args.transcript)
+    except (OSError, ValueError) as exc:
+        print(f"Cannot replay {args.file}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.check is not None:
+        expected = args.check.read_text().splitlines()
+        if expected != lines:
+            import difflib
+
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    [e + "\n" for e in expected],
+                    [line + "\n" for line in lines],
+                    str(args.check),
+                    f"replay of {args.file}",
+                )
+            )
+            return EXIT_FAILURE
+        print(f"{len(lines)} lines match {args.check}.")
+        return EXIT_OK
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
+def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    from runtime import replay
+
+    if args.log_command != "export":
+        print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.output:
+            with args.output.open("w") as out:
+                count = replay.export_thread(settings.database_path, args.thread, out)
+            print(f"Wrote {count} actions of {args.thread} to {args.output}.", file=sys.stderr)
+        else:
+            replay.export_thread(settings.database_path, args.thread, sys.stdout)
+    except FileNotFoundError:
+        print(f"No database at {settings.database_path}.", file=sys.stderr)
+        return EXIT_DATABASE
+    except KeyError as exc:
+        print(f"No thread {exc.args[0]!r} in {settings.database_path}.", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from effects.mcp_manager import cli_main
+
+    return cli_main(settings, port=args.port)
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from ingress.app import run_app
+
+    return run_app(settings, args)

@@ -1,0 +1,317 @@
+"""The console chat: a terminal stands in for Discord, named threads stand in for its threads.
+
+Each line typed is ingress, exactly as a Discord message or slash command would be: plain
+lines are prompts (a line ending in `` queue`` is queued without interrupting), and the
+commands of docs/commands.md work the same way (``/claude start .``, ``/queue``, ``/abort``,
+``/status`` ...). Console-only commands manage the named threads (``/thread new NAME``,
+``/thread switch NAME``, ``/threads``), answer prompts that Discord shows as buttons
+(``/allow``, ``/deny``, ``/answer``), and help scripts (``/wait`` blocks until the current
+thread is idle with an empty queue; ``/quit``).
+
+It decides nothing: every line becomes an action posted to the runtime, and what the user
+sees comes back through the console platform.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import trio
+
+from ingress.discord.translate import resolve_workdir, split_queue_suffix
+from runtime import actions as A
+from runtime.model import ThreadState
+
+__all__ = ["ConsoleChat", "HELP", "thread_id_for"]
+
+AGENTS = ("claude", "codex", "gemini", "opencode", "echo", "command")
+
+HELP = """\
+Plain lines are prompts for the current thread's agent; a line ending in " queue" waits
+its turn instead of interrupting. Commands:
+  /<agent> start [workdir]     start a conversation (agents: claude codex gemini opencode echo)
+  /<agent> resume <id>         resume one of the agent's sessions
+  /<agent> conversations       list the agent's past sessions here
+  /conversation end            end the conversation (the agent keeps its history)
+  /queue <message>             queue a prompt without interrupting
+  /abort                       stop the active run (queued prompts go on)
+  /clear-queue [position]      drop all queued prompts, or the one at a position
+  /status                      the thread's agent, run, queue and counters
+  /workdir set <path>          move the conversation to another directory
+  /model <name>                switch model (an active run is retried with it)
+  /allow [id] | /deny [id]     answer the pending permission prompt
+  /answer <id> <text>          answer the pending question
+  /thread new NAME | /thread switch NAME | /threads
+  /wait                        wait until this thread is idle with an empty queue
+  /help | /quit"""
+
+
+def thread_id_for(name: str) -> str:
+    return f"console:{name}"
+
+
+class ConsoleChat:
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        out: TextIO,
+        default_agent: str,
+        default_workdir: str,
+        author: str = "you",
+        clock: Callable[[], float] = time.time,
+        list_conversations: Callable[[str, str], list[str]] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.out = out
+        self.default_agent = default_agent
+        self.default_workdir = default_workdir
+        self.author = author
+        self._clock = clock
+        self._n = 0
+        self._boot = f"{int(clock() * 1000):x}"
+        self.current = "main"
+        self.names: list[str] = ["main"]
+        self._list_conversations = list_conversations or _list_conversations
+
+    # --- helpers --------------------------------------------------------------------------
+    @property
+    def thread_id(self) -> str:
+        return thread_id_for(self.current)
+
+    def _base(self) -> dict[str, Any]:
+        self._n += 1
+        return {
+            "thread_id": self.thread_id,
+            "action_id": f"con-{self._boot}-{self._n}",
+            "at": self._clock(),
+        }
+
+    def say(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def state(self) -> ThreadState | None:
+        return self.runtime.snapshot(self.thread_id)
+
+    def prompt_label(self) -> str:
+        state = self.state()
+        agent = state.conversation.agent if state and state.conversation else "no agent"
+        queue = len(state.queue) if state else 0
+        busy = " · running" if state and state.run else ""
+        return f"[{self.current} · {agent}{busy} · queue {queue}] > "
+
+    async def post(self, action: A.Action) -> None:
+        receipt = await self.runtime.post(action, channel_id="console")
+        # A prompt is acknowledged only once it is durable: then a crash cannot lose it.
+        await receipt.durable()
+
+    async def ensure_conversation(self) -> None:
+        """A fresh thread gets a conversation with the default agent, so `make run` is
+        ready to chat at once."""
+        state = self.state()
+        if state is None or state.conversation is None:
+            await self.start_conversation(self.default_agent, self.default_workdir)
+
+    async def start_conversation(
+        self, agent: str, workdir: str, session: str | None = None
+    ) -> None:
+        resolved = resolve_workdir(workdir, base=os.getcwd())
+        if session:
+            await self.post(
+                A.ConversationResumed(
+                    **self._base(),
+                    agent=agent,
+                    session_id=session,
+                    requested_workdir=workdir,
+                    resolved_workdir=resolved,
+                )
+            )
+        else:
+            await self.post(
+                A.ConversationStarted(
+                    **self._base(),
+                    agent=agent,
+                    requested_workdir=workdir,
+                    resolved_workdir=resolved,
+                )
+            )
+
+    # --- one line -------------------------------------------------------------------------
+    async def handle_line(self, line: str) -> bool:
+        """Handle one typed line; False when the user asked to quit."""
+        text = line.rstrip("\n")
+        if not text.strip():
+            return True
+        if not text.startswith("/"):
+            prompt, queued = split_queue_suffix(text)
+            base = self._base()
+            await self.post(
+                A.UserMessage(
+                    **base,
+                    author_id=self.author,
+                    author_name=self.author,
+                    text=prompt,
+                    source_message_id=base["action_id"],
+                    interrupt=not queued,
+                )
+            )
+            return True
+        try:
+            words = shlex.split(text[1:])
+        except ValueError:
+            words = text[1:].split()
+        if not words:
+            return True
+        head, args = words[0].lower(), words[1:]
+        rest = text[1:].strip()[len(words[0]) :].strip()
+        return await self._command(head, args, rest)
+
+    async def _command(self, head: str, args: list[str], rest: str) -> bool:
+        if head in ("quit", "exit"):
+            return False
+        if head == "help":
+            self.say(HELP)
+        elif head == "thread":
+            await self._thread_command(args)
+        elif head == "threads":
+            for name in self.names:
+                state = self.runtime.snapshot(thread_id_for(name))
+                phase = state.run.phase.value if state and state.run else "idle"
+                queue = len(state.queue) if state else 0
+                mark = "*" if name == self.current else " "
+                self.say(f"{mark} {name}: {phase}, queue {queue}")
+        elif head in AGENTS and args[:1] == ["start"]:
+            await self.start_conversation(head, " ".join(args[1:]) or self.default_workdir)
+        elif head in AGENTS and args[:1] == ["resume"] and len(args) >= 2:
+            state = self.state()
+            workdir = (
+                state.conversation.workdir if state and state.conversation else self.default_workdir
+            )
+            await self.start_conversation(head, workdir, session=args[1])
+        elif head in AGENTS and args[:1] == ["conversations"]:
+            state = self.state()
+            workdir = (
+                state.conversation.workdir if state and state.conversation else self.default_workdir
+            )
+            found = self._list_conversations(head, workdir)
+            self.say("\n".join(found) if found else f"No {head} conversations found for {workdir}.")
+        elif head == "conversation" and args[:1] == ["end"]:
+            await self.post(A.ConversationEnded(**self._base()))
+        elif head == "queue" and rest:
+            base = self._base()
+            await self.post(
+                A.QueueCommand(**base, author_id=self.author, author_name=self.author, text=rest)
+            )
+        elif head == "abort":
+            await self.post(A.AbortRequested(**self._base(), author_id=self.author))
+        elif head == "clear-queue":
+            position = int(args[0]) if args and args[0].isdigit() else None
+            await self.post(A.QueueCleared(**self._base(), position=position))
+        elif head == "status":
+            await self.post(A.StatusRequested(**self._base()))
+        elif head == "workdir" and args[:1] == ["set"] and len(args) >= 2:
+            path = " ".join(args[1:])
+            await self.post(
+                A.WorkdirSet(
+                    **self._base(),
+                    requested_workdir=path,
+                    resolved_workdir=resolve_workdir(path, base=os.getcwd()),
+                )
+            )
+        elif head == "model" and args:
+            await self.post(A.ModelChanged(**self._base(), model=args[0]))
+        elif head in ("allow", "deny"):
+            request = self._pending("permission", args[0] if args else None)
+            if request:
+                await self.post(
+                    A.PermissionAnswered(
+                        **self._base(),
+                        request_id=request,
+                        allow=head == "allow",
+                        author_id=self.author,
+                    )
+                )
+        elif head == "answer" and args:
+            request = self._pending("question", args[0] if len(args) > 1 else None)
+            answer = " ".join(args[1:]) if len(args) > 1 else args[0]
+            if request:
+                await self.post(
+                    A.QuestionAnswered(
+                        **self._base(), request_id=request, answer=answer, author_id=self.author
+                    )
+                )
+        elif head == "wait":
+            await self.wait_idle()
+        else:
+            self.say(f"Unknown command /{head} (try /help).")
+        return True
+
+    def _pending(self, kind: str, request_id: str | None) -> str | None:
+        state = self.state()
+        pending = [b.request_id for b in (state.blockers if state else ()) if b.kind == kind]
+        if request_id is not None:
+            return request_id  # the core says so if it is not pending
+        if not pending:
+            self.say(f"No {kind} is waiting for an answer.")
+            return None
+        return pending[0]
+
+    async def _thread_command(self, args: list[str]) -> None:
+        if len(args) >= 2 and args[0] in ("new", "switch"):
+            name = args[1]
+            if args[0] == "new" and name in self.names:
+                self.say(f"Thread {name} exists: /thread switch {name}")
+                return
+            if args[0] == "switch" and name not in self.names:
+                self.say(f"No thread {name} (threads: {', '.join(self.names)}).")
+                return
+            if name not in self.names:
+                self.names.append(name)
+            self.current = name
+            if args[0] == "new":
+                await self.ensure_conversation()
+            self.say(f"Now in thread {name}.")
+        else:
+            self.say("usage: /thread new NAME | /thread switch NAME")
+
+    async def wait_idle(self, timeout_s: float = 300.0) -> None:
+        with trio.move_on_after(timeout_s) as scope:
+            while True:
+                await self.runtime.wait_quiet(self.thread_id)
+                state = self.state()
+                if state is None or (state.run is None and not state.queue):
+                    break
+                await trio.sleep(0.05)
+        if scope.cancelled_caught:
+            self.say(f"(still busy after {timeout_s:g}s)")
+
+
+def _list_conversations(agent: str, workdir: str) -> list[str]:
+    """Ask the agent's adapter module for its past sessions; best effort."""
+    try:
+        module = importlib.import_module(f"ingress.agents.{agent}")
+        lister = getattr(module, "list_conversations", None)
+        if lister is None:
+            return []
+        found = lister(workdir)
+    except Exception as exc:  # a listing problem must never break the chat
+        print(f"(could not list {agent} conversations: {exc})", file=sys.stderr)
+        return []
+    lines = []
+    for item in found:
+        if isinstance(item, str):
+            lines.append(item)
+        else:
+            data = item if isinstance(item, dict) else getattr(item, "__dict__", {})
+            sid = data.get("session_id") or data.get("id") or "?"
+            title = data.get("title") or data.get("first_prompt") or ""
+            when = data.get("updated") or data.get("time") or data.get("modified") or ""
+            lines.append(f"{sid}  {when}  {str(title)[:70]}")
+    return lines
