@@ -16,11 +16,13 @@ What it does itself, because only Discord can do it at that moment:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +81,9 @@ class IngressItem:
     dispose_thread: str | None = None
 
 
+Emit = Callable[[IngressItem], Awaitable[None]]
+
+
 class SpindleBot(discord.Client):
     def __init__(
         self,
@@ -107,12 +112,44 @@ class SpindleBot(discord.Client):
         # Messages we forwarded as prompts: id -> whether it carried the queue suffix.
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
+        self._tail: asyncio.Future[None] | None = None  # the last handler in line (_ordered)
         self._build_commands()
 
     # --- plumbing ---------------------------------------------------------------------
 
     async def _emit(self, item: IngressItem) -> None:
         await trio_asyncio.trio_as_aio(self._events.send)(item)
+
+    async def _emit_in_order(self, item: IngressItem) -> None:
+        async with self._ordered() as emit:
+            await emit(item)
+
+    @asynccontextmanager
+    async def _ordered(self) -> AsyncIterator[Emit]:
+        """Keep gateway order across handlers: discord.py runs each event handler as its
+        own task, and one that awaits (a deferral, a download, a new thread) must not let a
+        later event overtake it. Entered before the handler's first await, this takes a
+        place in line; ``emit`` waits for the handlers ahead to have emitted (or given up).
+        """
+        loop = asyncio.get_running_loop()
+        ahead, mine = self._tail, loop.create_future()
+        self._tail = mine
+        emitted = False
+
+        async def emit(item: IngressItem) -> None:
+            nonlocal emitted
+            if ahead is not None:
+                await ahead
+            await self._emit(item)
+            emitted = True
+
+        try:
+            yield emit
+        finally:
+            if emitted or ahead is None or ahead.done():
+                mine.set_result(None)
+            else:
+                ahead.add_done_callback(lambda _: mine.done() or mine.set_result(None))
 
     async def setup_hook(self) -> None:
         if self.settings.guild_ids:
@@ -152,12 +189,13 @@ class SpindleBot(discord.Client):
         ):
             return
         channel = message.channel
-        if isinstance(channel, discord.Thread):
-            await self._thread_message(message, str(channel.id))
-        elif (project := self.settings.project_channel(channel.id)) is not None:
-            await self._project_message(message, project.agent, project.workdir)
+        async with self._ordered() as emit:
+            if isinstance(channel, discord.Thread):
+                await self._thread_message(message, str(channel.id), emit)
+            elif (project := self.settings.project_channel(channel.id)) is not None:
+                await self._project_message(message, project.agent, project.workdir, emit)
 
-    async def _thread_message(self, message: discord.Message, thread_id: str) -> None:
+    async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id):
             return
         if not self._allowed(message.author):
@@ -175,9 +213,11 @@ class SpindleBot(discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not action.interrupt)
-        await self._emit(IngressItem((action,)))
+        await emit(IngressItem((action,)))
 
-    async def _project_message(self, message: discord.Message, agent: str, workdir: str) -> None:
+    async def _project_message(
+        self, message: discord.Message, agent: str, workdir: str, emit: Emit
+    ) -> None:
         if not self._allowed(message.author):
             self.refusals += 1
             return
@@ -204,7 +244,7 @@ class SpindleBot(discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not prompt.interrupt)
-        await self._emit(IngressItem((start, prompt)))
+        await emit(IngressItem((start, prompt)))
 
     async def _attachments(
         self, message: discord.Message, workdir: str | None
@@ -259,7 +299,7 @@ class SpindleBot(discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(payload.message_id, queued=translate.split_queue_suffix(content)[1])
-        await self._emit(IngressItem((action,)))
+        await self._emit_in_order(IngressItem((action,)))
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         if self._forwarded.pop(payload.message_id, None) is None:
@@ -267,7 +307,7 @@ class SpindleBot(discord.Client):
         action = translate.delete_action(
             thread_id=str(payload.channel_id), message_id=payload.message_id, at=self._clock()
         )
-        await self._emit(IngressItem((action,)))
+        await self._emit_in_order(IngressItem((action,)))
 
     # --- threads ----------------------------------------------------------------------
 
@@ -281,7 +321,7 @@ class SpindleBot(discord.Client):
     async def _dispose(self, thread_id: str) -> None:
         if self.has_conversation(thread_id):
             self._started_threads.discard(thread_id)
-            await self._emit(IngressItem(dispose_thread=thread_id))
+            await self._emit_in_order(IngressItem(dispose_thread=thread_id))
 
     # --- buttons and menus ------------------------------------------------------------
 
@@ -295,7 +335,17 @@ class SpindleBot(discord.Client):
         if not self._allowed(interaction.user):
             await self._refuse(interaction)
             return
-        await interaction.response.defer()
+        async with self._ordered() as emit:
+            await interaction.response.defer()
+            await emit(IngressItem((self._component_action(interaction, kind, args, data),)))
+
+    def _component_action(
+        self,
+        interaction: discord.Interaction,
+        kind: str,
+        args: tuple[str, ...],
+        data: dict[str, Any],
+    ) -> Action:
         action_id = translate.component_action_id(interaction.id)
         self.platform.remember_interaction(action_id, interaction)
         common: dict[str, Any] = {
@@ -321,28 +371,34 @@ class SpindleBot(discord.Client):
                 answer=", ".join(values),
                 author_id=str(interaction.user.id),
             )
-        await self._emit(IngressItem((action,)))
+        return action
 
     # --- slash commands ---------------------------------------------------------------
 
     async def _command(
-        self,
-        interaction: discord.Interaction,
-        build: Callable[[str, dict[str, Any]], Action],
-        *,
-        thread_id: str | None = None,
+        self, interaction: discord.Interaction, build: Callable[[str, dict[str, Any]], Action]
     ) -> None:
-        """Refuse or defer, then post the action ``build(thread_id, common fields)``."""
+        """Refuse, or defer and post the action ``build(thread_id, common fields)``."""
         if not self._allowed(interaction.user):
             await self._refuse(interaction)
             return
-        if not interaction.response.is_done():
+        async with self._ordered() as emit:
             await interaction.response.defer(thinking=True)
+            await self._post_command(interaction, build, emit)
+
+    async def _post_command(
+        self,
+        interaction: discord.Interaction,
+        build: Callable[[str, dict[str, Any]], Action],
+        emit: Emit,
+        *,
+        thread_id: str | None = None,
+    ) -> None:
         action_id = translate.interaction_action_id(interaction.id)
         self.platform.remember_interaction(action_id, interaction)
         target = thread_id or str(interaction.channel_id)
         common = {"thread_id": target, "action_id": action_id, "at": self._clock()}
-        await self._emit(IngressItem((build(target, common),)))
+        await emit(IngressItem((build(target, common),)))
 
     async def _start(
         self,
@@ -354,7 +410,18 @@ class SpindleBot(discord.Client):
         if not self._allowed(interaction.user):
             await self._refuse(interaction)
             return
-        await interaction.response.defer(thinking=True)
+        async with self._ordered() as emit:
+            await interaction.response.defer(thinking=True)
+            await self._start_deferred(interaction, agent, workdir, session_id, emit)
+
+    async def _start_deferred(
+        self,
+        interaction: discord.Interaction,
+        agent: str,
+        workdir: str | None,
+        session_id: str | None,
+        emit: Emit,
+    ) -> None:
         requested = workdir or self.settings.default_workdir
         channel = interaction.channel
         thread_id = str(interaction.channel_id)
@@ -380,7 +447,7 @@ class SpindleBot(discord.Client):
                 **common, agent=agent, requested_workdir=requested, resolved_workdir=resolved
             )
 
-        await self._command(interaction, build, thread_id=thread_id)
+        await self._post_command(interaction, build, emit, thread_id=thread_id)
 
     def _build_commands(self) -> None:
         tree = self.tree

@@ -1,0 +1,244 @@
+"""Gateway events and slash commands -> runtime actions, through the real discord.py
+client against the fake Discord, into a sink that folds them with the real transition."""
+
+from __future__ import annotations
+
+import os
+
+from discord_harness import SinkRuntime, World, running_bot, wait_for
+
+from ingress.discord.bot import REFUSAL
+from runtime.actions import (
+    AbortRequested,
+    ConversationEnded,
+    ConversationResumed,
+    ConversationStarted,
+    ModelChanged,
+    PermissionAnswered,
+    QuestionAnswered,
+    QueueCleared,
+    QueueCommand,
+    QueuedItemRemoved,
+    SourceMessageDeleted,
+    SourceMessageEdited,
+    StatusRequested,
+    UserMessage,
+    WorkdirSet,
+)
+
+
+async def _start_thread(world: World, runtime: SinkRuntime, user: int | None = None) -> int:
+    """``/claude start <workdir>`` in the channel; returns the new thread's id."""
+    world.fake.run_command(
+        world.channel, user or world.alice, "claude start", workdir=world.workdir
+    )
+    started = await wait_for(lambda: runtime.of_kind("conversation_started"))
+    return int(started[-1].thread_id)
+
+
+async def test_start_opens_a_thread_and_starts_the_conversation_there(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        assert world.fake.threads(world.channel) == [thread]
+        (start,) = runtime.of_kind("conversation_started")
+        assert isinstance(start, ConversationStarted)
+        assert start.agent == "claude"
+        assert start.resolved_workdir == os.path.realpath(world.workdir)
+        # The interaction was deferred at once (type 5), before any action was applied.
+        interaction = world.fake.interaction(int(start.action_id.removeprefix("int-")))
+        assert [kind for kind, _ in interaction.callbacks] == [5]
+
+
+async def test_thread_messages_interrupt_queue_edit_and_delete(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        plain = world.fake.send_message(thread, world.alice, "fix the bug")
+        queued = world.fake.send_message(thread, world.alice, "then add tests. queue")
+        other = world.fake.send_message(thread, world.alice, "and docs queue")
+        await wait_for(lambda: runtime.of_kind("user_message"), lambda m: len(m) == 3)
+        first, second, third = runtime.of_kind("user_message")
+        assert isinstance(first, UserMessage) and first.interrupt and first.text == "fix the bug"
+        assert first.source_message_id == str(plain)
+        assert isinstance(second, UserMessage) and not second.interrupt
+        assert second.text == "then add tests."
+        assert isinstance(third, UserMessage) and not third.interrupt
+
+        world.fake.edit_message(queued, "then add more tests. queue")
+        world.fake.edit_message(other, "and docs")  # the suffix edited away: withdrawn
+        world.fake.delete_message(plain)
+        await wait_for(lambda: runtime.actions, lambda a: len(a) >= 7)
+        edited, withdrawn, deleted = runtime.actions[4:7]
+        assert isinstance(edited, SourceMessageEdited)
+        assert edited.text == "then add more tests." and edited.source_message_id == str(queued)
+        assert isinstance(withdrawn, SourceMessageDeleted)
+        assert withdrawn.source_message_id == str(other)
+        assert isinstance(deleted, SourceMessageDeleted)
+        assert deleted.source_message_id == str(plain)
+
+
+async def test_messages_outside_conversations_and_from_bots_are_ignored(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        stray = world.fake.create_thread(world.channel, "chit-chat", world.alice)
+        world.fake.send_message(stray, world.alice, "no agent here")
+        world.fake.send_message(world.channel, world.alice, "top-level chatter")
+        thread = await _start_thread(world, runtime)
+        world.fake.send_message(thread, world.other_bot, "beep")
+        world.fake.send_message(thread, world.alice, "real prompt")
+        messages = await wait_for(lambda: runtime.of_kind("user_message"))
+        assert [m.text for m in messages] == ["real prompt"]  # type: ignore[attr-defined]
+
+
+async def test_a_project_channel_message_starts_a_thread_with_the_channel_defaults(
+    world: World,
+) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        world.fake.send_message(world.project_channel, world.alice, "build the parser")
+        start, prompt = await wait_for(lambda: runtime.actions, lambda a: len(a) >= 2)
+        (thread,) = world.fake.threads(world.project_channel)
+        assert isinstance(start, ConversationStarted) and start.agent == "codex"
+        assert start.thread_id == str(thread)
+        assert start.resolved_workdir == os.path.realpath(world.workdir)
+        assert isinstance(prompt, UserMessage) and prompt.thread_id == str(thread)
+        assert prompt.text == "build the parser"
+
+
+async def test_every_slash_command_becomes_its_action(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        sub = os.path.join(world.workdir, "sub")
+        os.mkdir(sub)
+        fake = world.fake
+        fake.run_command(thread, world.alice, "queue", message="later please")
+        fake.run_command(thread, world.alice, "status")
+        fake.run_command(thread, world.alice, "model", name="opus")
+        fake.run_command(thread, world.alice, "clear-queue", position=1)
+        fake.run_command(thread, world.alice, "clear-queue")
+        fake.run_command(thread, world.alice, "abort")
+        fake.run_command(thread, world.alice, "workdir set", path="sub")
+        fake.run_command(thread, world.alice, "workdir set", path="/does/not/exist")
+        fake.run_command(thread, world.alice, "conversation end")
+        fake.run_command(thread, world.alice, "gemini resume", id="sess-42")
+        actions = await wait_for(lambda: runtime.actions, lambda a: len(a) >= 11)
+        kinds = [type(a) for a in actions[1:]]
+        assert kinds == [
+            QueueCommand,
+            StatusRequested,
+            ModelChanged,
+            QueueCleared,
+            QueueCleared,
+            AbortRequested,
+            WorkdirSet,
+            WorkdirSet,
+            ConversationEnded,
+            ConversationResumed,
+        ]
+        queue, _, model, one, every, _, moved, missing, _, resumed = actions[1:]
+        assert isinstance(queue, QueueCommand) and queue.text == "later please"
+        assert isinstance(model, ModelChanged) and model.model == "opus"
+        assert isinstance(one, QueueCleared) and one.position == 1
+        assert isinstance(every, QueueCleared) and every.position is None
+        assert isinstance(moved, WorkdirSet) and moved.resolved_workdir == os.path.realpath(sub)
+        assert isinstance(missing, WorkdirSet) and missing.resolved_workdir is None
+        assert isinstance(resumed, ConversationResumed)
+        assert resumed.agent == "gemini" and resumed.session_id == "sess-42"
+        assert {a.thread_id for a in actions} == {str(thread)}
+
+
+async def test_buttons_and_menus_become_answers(world: World) -> None:
+    from effects.platform import SelectMenu
+    from runtime.effects import Button
+
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        thread = await _start_thread(world, runtime)
+        prompt_id = int(
+            await bot.platform.send(
+                str(thread),
+                "May I run `rm -rf build`?",
+                buttons=(
+                    Button(label="Accept", action="permission:req:7:allow"),
+                    Button(label="Deny", action="permission:req:7:deny"),
+                ),
+            )
+        )
+        menu_id = int(
+            await bot.platform.send(
+                str(thread),
+                "Which database?",
+                menu=SelectMenu(custom_id="question:q1", options=("sqlite", "postgres")),
+            )
+        )
+        queued_id = int(
+            await bot.platform.send(
+                str(thread),
+                "Queued (position 2).",
+                buttons=(Button(label="Remove from queue", action="remove_queued:msg-9"),),
+            )
+        )
+        world.fake.click_button(prompt_id, "permission:req:7:deny", world.alice)
+        world.fake.choose_option(menu_id, "question:q1", ["postgres"], world.bob)
+        world.fake.click_button(queued_id, "remove_queued:msg-9", world.alice)
+        actions = await wait_for(lambda: runtime.actions, lambda a: len(a) >= 4)
+        permission, answer, removed = actions[1:4]
+        assert isinstance(permission, PermissionAnswered)
+        assert permission.request_id == "req:7" and permission.allow is False
+        assert isinstance(answer, QuestionAnswered) and answer.answer == "postgres"
+        assert answer.author_id == str(world.bob)  # allowed through the role
+        assert isinstance(removed, QueuedItemRemoved) and removed.item_id == "msg-9"
+
+
+async def test_a_user_not_on_the_allow_list_is_refused(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        refused = world.fake.run_command(world.channel, world.mallory, "claude start")
+        replies = await wait_for(lambda: world.fake.interaction_replies(refused))
+        assert [r.content for r in replies] == [REFUSAL]
+        assert replies[0].ephemeral  # only mallory sees it
+        thread = await _start_thread(world, runtime)
+        world.fake.send_message(thread, world.mallory, "let me in")
+        world.fake.run_command(thread, world.mallory, "abort")
+        world.fake.send_message(thread, world.alice, "ok")
+        await wait_for(lambda: runtime.of_kind("user_message"))
+        assert [a.kind for a in runtime.actions] == ["conversation_started", "user_message"]
+        assert bot.refusals == 3
+        assert REFUSAL not in world.fake.transcript(thread)
+
+
+async def test_archiving_or_deleting_a_thread_disposes_its_actor(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        first = await _start_thread(world, runtime)
+        second = await _start_thread(world, runtime)
+        world.fake.archive_thread(first)
+        world.fake.delete_thread(second)
+        disposed = await wait_for(lambda: runtime.disposed, lambda d: len(d) == 2)
+        assert disposed == [str(first), str(second)]
+
+
+async def test_attachments_are_inlined_or_saved_to_the_workdir(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        image = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+        world.fake.send_message(
+            thread,
+            world.alice,
+            "look at these",
+            attachments=(
+                ("notes.md", b"# Notes\nuse trio", "text/markdown"),
+                ("shot.png", image, "image/png"),
+            ),
+        )
+        (message,) = await wait_for(lambda: runtime.of_kind("user_message"))
+        assert isinstance(message, UserMessage)
+        notes, shot = message.attachments
+        assert notes.inline_text == "# Notes\nuse trio" and notes.path is None
+        assert shot.inline_text is None and shot.path is not None
+        assert shot.path.startswith(os.path.realpath(world.workdir))
+        with open(shot.path, "rb") as saved:
+            assert saved.read() == image

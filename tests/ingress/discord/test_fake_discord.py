@@ -1,0 +1,70 @@
+"""The fake Discord itself, driven by the real discord.py client: login, command sync,
+messages, interactions, 429 handling by discord.py's rate limiter, gateway resume."""
+
+from __future__ import annotations
+
+import trio
+from discord_harness import SinkRuntime, World, running_bot, wait_for
+
+
+async def test_client_logs_in_registers_commands_and_sees_the_guild(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        guild = bot.get_guild(world.guild)
+        assert guild is not None and guild.get_channel(world.channel) is not None
+        names = {c["name"] for c in world.fake.commands(world.guild)}
+        assert {"claude", "codex", "gemini", "opencode", "conversation", "workdir"} <= names
+        assert {"status", "model", "queue", "clear-queue", "abort"} <= names
+        claude = next(c for c in world.fake.commands(world.guild) if c["name"] == "claude")
+        assert {o["name"] for o in claude["options"]} == {"start", "resume", "conversations"}
+        assert world.fake.gateway_counts()["identifies"] == 1
+    paths = [c.path for c in world.fake.rest_calls()]
+    assert paths[:2] == ["/users/@me", "/oauth2/applications/@me"]
+
+
+async def test_bot_messages_show_in_the_transcript_with_buttons(world: World) -> None:
+    async with running_bot(world, SinkRuntime()) as bot:
+        from runtime.effects import Button
+
+        await bot.platform.send(
+            str(world.channel),
+            "pick one",
+            buttons=(Button(label="Accept", action="permission:r1:allow"),),
+        )
+        world.fake.send_message(world.channel, world.alice, "hi bot")
+        text = world.fake.transcript(world.channel)
+        assert text == "spindle: pick one  [Accept]\nalice: hi bot"
+
+
+async def test_429_is_slept_through_by_discord_py_and_the_message_arrives_once(
+    world: World,
+) -> None:
+    async with running_bot(world, SinkRuntime()) as bot:
+        world.fake.inject_fault(429, method="POST", path_contains="/messages", retry_after=0.3)
+        started = trio.current_time()
+        await bot.platform.send(str(world.channel), "after a rate limit")
+        assert trio.current_time() - started >= 0.3
+        assert [m.content for m in world.fake.messages(world.channel)] == ["after a rate limit"]
+        statuses = [c.status for c in world.fake.rest_calls() if c.path.endswith("/messages")]
+        assert statuses == [429, 200]
+
+
+async def test_gateway_disconnect_resumes_and_replays_missed_events(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        seen: list[str] = []
+        original = bot.on_message
+
+        async def spy(message):  # type: ignore[no-untyped-def]
+            seen.append(message.content)
+            await original(message)
+
+        bot.on_message = spy  # type: ignore[method-assign]
+        world.fake.disconnect_gateway()
+        # Sent while the bot is offline: held by the session and replayed on RESUME.
+        for n in range(3):
+            world.fake.send_message(world.channel, world.alice, f"missed {n}")
+        await wait_for(lambda: seen, lambda s: len(s) >= 3)
+        assert seen == ["missed 0", "missed 1", "missed 2"]
+        counts = world.fake.gateway_counts()
+        assert counts["resumes"] == 1 and counts["identifies"] == 1
