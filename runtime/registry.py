@@ -162,7 +162,9 @@ class Runtime:
             adapter_factory=self._adapter_factory,
             clock=self._clock,
             ids=self._ids,
-            new_state=lambda t: ThreadState.new(t, self.policy),
+            # Every thread starts from the default state; the configured policy goes in by
+            # a logged PolicySet, so a replay from the log alone sees the same policy.
+            new_state=ThreadState.new,
             tick_interval_s=self.tick_interval_s,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
