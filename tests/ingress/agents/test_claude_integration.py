@@ -195,7 +195,14 @@ async def test_second_turn_in_the_same_process(tmp_path: Path, fake: FakeAnthrop
     async with running_claude(tmp_path, fake) as s:
         first = await s.turn("r1", "hello")
         pid = s.adapter._proc.pid
-        second = await s.turn("r2", "TOOLTEST please")
+        # A model change between turns is applied in place (control request set_model).
+        switched = _prompt("r2", "TOOLTEST please", s.workdir).model_copy(
+            update={"model": "claude-switched-9"}
+        )
+        await s.adapter.prompt(switched)
+        second = await s.wait_for(
+            lambda e: e.run_id == "r2" and isinstance(e.event, TurnCompleted | TurnAborted)
+        )
         assert isinstance(second.event, TurnCompleted) and not second.event.is_error
         assert s.text_of("r2") == "Tool said: hi"
         assert second.session_id == first.session_id
@@ -204,6 +211,8 @@ async def test_second_turn_in_the_same_process(tmp_path: Path, fake: FakeAnthrop
         assert "Tool said" not in s.text_of("r1")
         # The cost of turn 2 is its own, not the process's running total.
         assert second.event.cost_usd == pytest.approx(0.00035)
+    models = [r.body["model"] for r in fake.messages_requests()]
+    assert models == ["claude-opus-4-8", "claude-switched-9", "claude-switched-9"]
 
 
 async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeAnthropic) -> None:
