@@ -1,0 +1,148 @@
+"""The durable SQLite event log: seq order, batched flushes and durability tickets,
+snapshots that shorten start-up, recovery of interrupted runs, and clear errors (naming
+the file, touching nothing) for corrupt, foreign and locked databases."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+from runtime_harness import Chat, running, until
+
+from runtime.actions import StatusRequested, UserMessage
+from runtime.log import EventLog, LogError
+from runtime.model import ThreadState
+from runtime.store import rebuild_from_log
+from runtime.transitions import transition
+
+
+def _status(thread_id: str, n: int) -> StatusRequested:
+    return StatusRequested(thread_id=thread_id, action_id=f"s{n}", at=float(n))
+
+
+def test_append_assigns_gapless_seqs_and_flush_makes_them_readable(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "log.sqlite3") as log:
+        tickets = [log.append(_status("a" if n % 2 else "b", n)) for n in range(1, 7)]
+        assert tickets == [1, 2, 3, 4, 5, 6]
+        assert not log.is_durable(1)
+        assert list(log.read("a")) == []  # nothing on disk before the flush
+        assert log.flush() == 6 and log.is_durable(6)
+        assert [e.seq for e in log.read("a")] == [1, 2, 3]
+        assert [e.action.action_id for e in log.read("b")] == ["s2", "s4", "s6"]
+    with EventLog(tmp_path / "log.sqlite3") as log:  # reopened: seqs continue
+        log.append(_status("a", 7))
+        log.flush()
+        assert [e.seq for e in log.read("a")] == [1, 2, 3, 4]
+
+
+async def test_wait_durable_returns_after_the_flusher_commits(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "log.sqlite3") as log:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(log.run_flusher)
+            tickets = [log.append(_status("t", n)) for n in range(1, 101)]
+            await log.wait_durable(tickets[-1])
+            assert log.is_durable(100)
+            assert log.flushes == 1  # one transaction for the whole batch
+            nursery.cancel_scope.cancel()
+        raw = sqlite3.connect(tmp_path / "log.sqlite3")
+        assert raw.execute("SELECT COUNT(*) FROM actions").fetchone()[0] == 100
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_snapshots_let_start_up_fold_only_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "log.sqlite3"
+    state = ThreadState.new("t")
+    states = {}
+    with EventLog(path, snapshot_every=100) as log:
+        for n in range(1, 251):
+            state = transition(state, _status("t", n)).state
+            states[n] = state
+            log.append(_status("t", n), state)
+        log.flush()
+    with EventLog(path, snapshot_every=100) as log:
+        seq, snap = log.latest_snapshot("t")
+        assert seq == 200 and snap == states[200]
+        store, folded = rebuild_from_log(log, transition)
+        assert folded == 50  # 201..250, not 250
+        assert store.get("t") == state  # the same state as folding everything
+
+
+def test_a_corrupt_file_is_refused_by_name_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    garbage = b"this is not a database at all\x00" * 200
+    path.write_bytes(garbage)
+    with pytest.raises(LogError, match=str(path)):
+        EventLog(path).open()
+    assert path.read_bytes() == garbage
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes(x TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(LogError, match="not a Spindle event log"):
+        EventLog(path).open()
+    assert path.read_bytes() == before
+
+
+def test_a_log_in_use_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with EventLog(path):
+        with pytest.raises(LogError, match=f"{path}.*in use"):
+            EventLog(path).open()
+    # a foreign writer holding SQLite's lock
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(LogError, match=f"{path}.*locked"):
+            EventLog(path).open()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with EventLog(path) as log:  # free again: opens fine
+        assert log.thread_ids() == []
+
+
+async def test_restart_reports_the_active_run_interrupted_and_the_queue_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # First life: a long tool step is running, two prompts wait behind it.
+    async with running(tmp_path) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("TOOL step")
+        await until(lambda: rt.chat.texts("t1", "tool") != [])
+        await chat.queue("second")
+        await chat.queue("third")
+        rt.log.flush()
+        # The crash image: what is durable now (a copy, as if the process died here).
+        crash = sqlite3.connect(tmp_path / "crash.sqlite3")
+        rt.log.conn.backup(crash)
+        crash.close()
+        posted_before = set(rt.chat.keys("t1"))
+    # Second life, on the crash image.
+    async with running(tmp_path, log_name="crash.sqlite3") as rt:
+        assert rt.recovered == ["t1"]
+        await until(lambda: rt.snapshot("t1").counters.completed == 2)
+        state = rt.snapshot("t1")
+        assert state.queue == () and state.run is None
+        assert [t for _, t in rt.agents.delivered] == ["second", "third"]
+        notices = rt.chat.texts("t1", "notice")
+        assert any("restarted while this run was active" in n for n in notices)
+        assert not set(rt.chat.keys("t1")) & posted_before  # nothing posted twice
+        assert rt.agents.starts[0].session_id == "sess-1"  # the session is resumed
+
+
+async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) -> None:
+    from runtime.registry import RuntimeClosed
+
+    async with running(tmp_path) as rt:
+        pass
+    with pytest.raises(RuntimeClosed):
+        await rt.post(UserMessage(thread_id="t", action_id="x", at=0.0, author_id="u", text="hi"))
