@@ -36,8 +36,9 @@ class DiscordSettings(Frozen):
     default_workdir: str = "~"
     agents: tuple[str, ...] = AGENT_NAMES
     inline_text_limit: int = 64 * 1024  # text attachments up to this size are inlined
-    # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError.
-    max_ratelimit_timeout_s: float = 10.0
+    # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError
+    # (discord.py raises anything below 30 s to 30 s).
+    max_ratelimit_timeout_s: float = 30.0
     queue_suffix: str = " queue"
     # How long discord.py waits for more GUILD_CREATEs before it reports ready.
     guild_ready_timeout_s: float = 2.0

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from discord_harness import World, fake_world
+
+from testkit.fake_discord.harness import World, fake_world
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 
-from discord_harness import SinkRuntime, World, running_bot, wait_for
-
 from ingress.discord.bot import REFUSAL
 from runtime.actions import (
     AbortRequested,
@@ -25,6 +23,7 @@ from runtime.actions import (
     UserMessage,
     WorkdirSet,
 )
+from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 
 
 async def _start_thread(world: World, runtime: SinkRuntime, user: int | None = None) -> int:

@@ -4,7 +4,8 @@ messages, interactions, 429 handling by discord.py's rate limiter, gateway resum
 from __future__ import annotations
 
 import trio
-from discord_harness import SinkRuntime, World, running_bot, wait_for
+
+from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 
 
 async def test_client_logs_in_registers_commands_and_sees_the_guild(world: World) -> None:

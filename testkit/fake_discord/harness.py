@@ -1,4 +1,4 @@
-"""Shared pieces of the Discord tests (imported by ``conftest`` and the tests): a started
+"""Shared pieces of the Discord tests (tests/ingress/discord, tests/effects): a started
 fake Discord with a guild, channels and users;
 a runtime sink that folds actions through the real pure transition; polling."""
 
@@ -50,7 +50,6 @@ class World:
             ),
             "default_workdir": self.workdir,
             "guild_ready_timeout_s": 0.05,
-            "max_ratelimit_timeout_s": 2.0,
         }
         values.update(overrides)
         return DiscordSettings.model_validate(values)

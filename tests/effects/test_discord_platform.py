@@ -1,0 +1,129 @@
+"""DiscordPlatform through the real discord.py client against the fake Discord: sends,
+edits, deletes, typing, replies to deferred interactions, components, nonces, and how
+HTTP failures become PlatformError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from effects.discord_platform import discord_nonce
+from effects.platform import PlatformError, SelectMenu
+from runtime.effects import Button
+from testkit.fake_discord.harness import SinkRuntime, World, fake_world, running_bot, wait_for
+
+SUPPRESS_EMBEDS = 4
+EPHEMERAL = 64
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with fake_world(tmp_path) as built:
+        yield built
+
+
+async def test_send_edit_delete_and_typing(world: World) -> None:
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        platform = bot.platform
+        first = await platform.send(channel, "see https://example.org/x")
+        second = await platform.send(channel, "second")
+        await platform.edit(channel, first, "see <https://example.org/x> (edited)")
+        await platform.delete(channel, second)
+        await platform.delete(channel, second)  # deleting twice is not an error
+        await platform.typing(channel)
+        (message,) = world.fake.messages(world.channel)
+        assert message.id == int(first)
+        assert message.content == "see <https://example.org/x> (edited)"
+        assert message.flags & SUPPRESS_EMBEDS  # link previews stay off after the edit
+        assert len(world.fake.typing_times(world.channel)) == 1
+
+
+async def test_a_repeated_nonce_posts_once(world: World) -> None:
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        first = await bot.platform.send(channel, "only once", nonce="t/r1/0")
+        again = await bot.platform.send(channel, "only once", nonce="t/r1/0")
+        other = await bot.platform.send(channel, "another", nonce="t/r1/1")
+        assert first == again != other
+        assert [m.content for m in world.fake.messages(world.channel)] == ["only once", "another"]
+        assert world.fake.message(int(first)).nonce == discord_nonce("t/r1/0")
+        assert len(discord_nonce("x" * 500)) <= 25
+
+
+async def test_buttons_and_menus_are_components_with_the_effect_ids(world: World) -> None:
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        asked = await bot.platform.send(
+            channel,
+            "Run tests?",
+            buttons=(
+                Button(label="Accept", action="permission:p1:allow"),
+                Button(label="Deny", action="permission:p1:deny"),
+            ),
+        )
+        menu = await bot.platform.send(
+            channel,
+            "Which?",
+            menu=SelectMenu(custom_id="question:q1", options=("a", "b", "c"), multiple=True),
+        )
+        buttons = world.fake.message(int(asked)).components[0]["components"]
+        assert [(b["label"], b["custom_id"]) for b in buttons] == [
+            ("Accept", "permission:p1:allow"),
+            ("Deny", "permission:p1:deny"),
+        ]
+        (select,) = world.fake.message(int(menu)).components[0]["components"]
+        assert select["custom_id"] == "question:q1" and select["max_values"] == 3
+        assert [o["value"] for o in select["options"]] == ["a", "b", "c"]
+        # An edit with buttons=() removes them (a dismissed prompt).
+        await bot.platform.edit(channel, asked, "Run tests? (denied)", buttons=())
+        assert world.fake.message(int(asked)).components == []
+
+
+async def test_reply_answers_the_deferred_interaction_or_the_channel(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        world.fake.run_command(world.channel, world.alice, "claude start", workdir=world.workdir)
+        (start,) = await wait_for(lambda: runtime.of_kind("conversation_started"))
+        interaction_id = int(start.action_id.removeprefix("int-"))
+        await bot.platform.reply(start.thread_id, start.action_id, "Started claude.")
+        await bot.platform.reply(
+            start.thread_id,
+            start.action_id,
+            "Queued (position 1).",
+            ephemeral=True,
+            buttons=(Button(label="Remove from queue", action="remove_queued:x"),),
+        )
+        first, second = world.fake.interaction_replies(interaction_id)
+        assert first.content == "Started claude." and not first.ephemeral
+        assert second.ephemeral and second.components
+        # A command that came as a message (" queue" suffix) is answered in the channel.
+        thread = int(start.thread_id)
+        source = world.fake.send_message(thread, world.alice, "later. queue")
+        await bot.platform.reply(start.thread_id, f"msg-{source}", "Queued (position 1).")
+        assert world.fake.transcript(thread).endswith("spindle: Queued (position 1).")
+
+
+async def test_http_failures_become_platform_errors(world: World) -> None:
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        # Longer than max_ratelimit_timeout: discord.py gives up and we get retry_after.
+        world.fake.inject_fault(429, path_contains="/messages", retry_after=60.0)
+        with pytest.raises(PlatformError) as limited:
+            await bot.platform.send(channel, "x")
+        assert limited.value.retry_after == pytest.approx(60.0)
+        assert limited.value.retryable
+
+        world.fake.inject_fault(503, path_contains="/messages")
+        with pytest.raises(PlatformError) as unavailable:
+            await bot.platform.send(channel, "x")
+        assert unavailable.value.retryable and unavailable.value.retry_after is None
+
+        with pytest.raises(PlatformError) as missing:
+            await bot.platform.edit(channel, "12345", "no such message")
+        assert not missing.value.retryable
+
+        await bot.platform.send(channel, "fine again")
+        assert [m.content for m in world.fake.messages(world.channel)] == ["fine again"]
