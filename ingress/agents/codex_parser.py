@@ -25,7 +25,8 @@ Mapping (app-server, 0.169.0; ``long-lived/REPORT.md`` section 1):
 * ``turn/completed``: ``completed`` -> ``TurnCompleted`` (usage from the thread's token totals
   during the turn), ``failed`` -> ``TurnCompleted(is_error)``, ``interrupted`` ->
   ``TurnAborted("interrupted")``.
-* ``error`` -> ``AgentError`` (``retryable`` = the CLI's ``willRetry``).
+* ``error`` -> ``AgentError`` (``retryable`` = the CLI's ``willRetry``); an MCP server whose
+  start-up failed (``mcpServer/startupStatus/updated``) -> ``AgentError``.
 * ``thread/started`` is skipped: the adapter reports the session from the ``thread/start``
   or ``thread/resume`` response, which also names the model.
 """
@@ -380,6 +381,13 @@ class AppServerParser:
                 message = f"{message} ({details})"
             retry = params.get("willRetry") is True
             out.events.append(TurnEvent(turn_id, AgentError(message=message, retryable=retry)))
+            return
+        if method == "mcpServer/startupStatus/updated" and params.get("status") == "failed":
+            # The agent runs without that server's tools: the thread should know why.
+            name = _str(params.get("name")) or "?"
+            why = _str(params.get("error")) or "no reason given"
+            message = f"MCP server {name} failed to start: {why}"
+            out.events.append(TurnEvent(None, AgentError(message=message)))
             return
         if method == "serverRequest/resolved":
             # Answered (by us) or withdrawn (turn over): either way nothing to answer now.

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from effects.process import tree_pids
-from ingress.agents.base import AgentOptions, StampedEvent
+from ingress.agents.base import AgentOptions, McpServer, StampedEvent
 from ingress.agents.codex import CodexAdapter, list_conversations
 from runtime.agent_events import (
     AgentError,
@@ -35,6 +35,7 @@ from runtime.agent_events import (
     TurnCompleted,
 )
 from runtime.effects import PromptAgent, StartAgent
+from testkit.fake_model.base import FakeModelServer, JSONResponse, RecordedRequest
 from testkit.fake_model.openai_responses import HELLO, OpenAIResponsesFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -381,3 +382,64 @@ async def test_per_turn_mode_resumes_and_interrupts(
     developer = [i for i in fake.requests[0].body["input"] if i.get("role") == "developer"]
     assert any("Be kind." in str(i.get("content")) for i in developer)
     assert "hello" in str(fake.requests[-1].body["input"])  # the resumed history
+
+
+# -- MCP injection ----------------------------------------------------------------------------
+
+
+def _mcp_reply(req: RecordedRequest) -> JSONResponse:
+    """Just enough of an MCP streamable-HTTP server for codex's start-up handshake."""
+    body = req.body if isinstance(req.body, dict) else {}
+    method, rpc_id = body.get("method"), body.get("id")
+    if rpc_id is None:
+        return JSONResponse(None, 202)  # a notification
+    if method == "initialize":
+        result = {
+            "protocolVersion": body.get("params", {}).get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "probe", "version": "1"},
+        }
+    elif method == "tools/list":
+        tool = {"name": "restart_process", "inputSchema": {"type": "object", "properties": {}}}
+        result = {"tools": [tool]}
+    else:
+        return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32601}})
+    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+
+
+async def test_mcp_servers_are_injected_with_their_token(
+    fake: OpenAIResponsesFake, tmp_path: Path
+) -> None:
+    mcp = FakeModelServer()
+    mcp.route("*", "/mcp", _mcp_reply)
+    mcp.start()
+    dead = FakeModelServer()
+    dead.start()
+    dead_url = dead.base_url + "/mcp"
+    dead.down()
+    work = tmp_path / "work"
+    work.mkdir()
+    servers = (
+        McpServer(name="process-manager", url=mcp.base_url + "/mcp", bearer_token="s3cret"),
+        McpServer(name="gone", url=dead_url),
+    )
+    opts = codex_options(fake.base_url, tmp_path / "home").model_copy(
+        update={"mcp_servers": servers}
+    )
+    try:
+        async with running(opts, work) as s:
+            assert s.adapter.pid is not None
+            cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in tree_pids(s.adapter.pid)]
+            assert all("s3cret" not in c for c in cmdlines)  # the token is not on any argv
+            end = await s.turn("r1", "hello")
+            assert isinstance(end.event, TurnCompleted)
+            failed = await s.wait_for(
+                lambda e: isinstance(e.event, AgentError) and "gone" in e.event.message
+            )
+            assert "failed to start" in failed.event.message
+    finally:
+        mcp.stop()
+    methods = [r.body.get("method") for r in mcp.requests if isinstance(r.body, dict)]
+    assert "initialize" in methods and "tools/list" in methods
+    auth = [{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in mcp.requests]
+    assert auth and all(a == "Bearer s3cret" for a in auth), auth
