@@ -51,9 +51,9 @@ def _view(buttons: tuple[Button, ...] = (), menu: SelectMenu | None = None) -> d
     view = discord.ui.View(timeout=None)
     for button in buttons:
         style = discord.ButtonStyle.secondary
-        if button.action.endswith(":allow"):
+        if button.action.startswith("permission:allow:"):
             style = discord.ButtonStyle.success
-        elif button.action.endswith(":deny") or button.action.startswith("remove_queued:"):
+        elif button.action.startswith(("permission:deny:", "remove_queued:")):
             style = discord.ButtonStyle.danger
         view.add_item(
             discord.ui.Button(label=button.label[:80], custom_id=button.action[:100], style=style)

@@ -79,6 +79,7 @@ class IngressItem:
 
     actions: tuple[Action, ...] = ()
     dispose_thread: str | None = None
+    channel_id: str | None = None  # the thread's parent channel, when known
 
 
 Emit = Callable[[IngressItem], Awaitable[None]]
@@ -213,7 +214,8 @@ class SpindleBot(discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not action.interrupt)
-        await emit(IngressItem((action,)))
+        parent = getattr(message.channel, "parent_id", None)
+        await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
 
     async def _project_message(
         self, message: discord.Message, agent: str, workdir: str, emit: Emit
@@ -244,7 +246,7 @@ class SpindleBot(discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not prompt.interrupt)
-        await emit(IngressItem((start, prompt)))
+        await emit(IngressItem((start, prompt), channel_id=str(message.channel.id)))
 
     async def _attachments(
         self, message: discord.Message, workdir: str | None

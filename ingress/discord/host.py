@@ -7,8 +7,9 @@ received), and yields the bot. Gateway events cross into trio through a memory c
 that one pump task drains in order into ``runtime.post`` (or ``runtime.dispose``).
 On exit ``client.close()`` is awaited shielded, then the tasks are cancelled.
 
-It must run inside ``trio_asyncio.open_loop()`` (``run_bot`` opens one), and so must the
-reactor that drives ``bot.platform``: both cross into the same asyncio loop.
+It must run inside ``trio_asyncio.open_loop()``, and so must the reactor that drives
+``bot.platform``: both cross into the same asyncio loop. ``run_discord_runtime`` puts it
+all together: the loop, the renderers (``DiscordRenderers``), the runtime and the bot.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import discord
 import discord.gateway
@@ -26,12 +27,23 @@ import trio
 import trio_asyncio
 import yarl
 
+from effects.platform import ChatPlatform, PlatformLimits
+from effects.render import StreamRenderer
 from ingress.discord.bot import IngressItem, SpindleBot
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import Action
-from runtime.model import ThreadState
+from runtime.listener import AdapterFactory
+from runtime.log import EventLog
+from runtime.model import Policy, ThreadState
+from runtime.registry import open_runtime
 
-__all__ = ["RuntimePort", "hosted_bot", "point_discord_at", "run_bot"]
+__all__ = [
+    "DiscordRenderers",
+    "RuntimePort",
+    "hosted_bot",
+    "point_discord_at",
+    "run_discord_runtime",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -39,11 +51,11 @@ _log = logging.getLogger(__name__)
 class RuntimePort(Protocol):
     """What the bot needs from the live runtime (``runtime.registry.Runtime``)."""
 
-    async def post(self, action: Action) -> None: ...
+    async def post(self, action: Action, *, channel_id: str | None = None) -> object: ...
 
     def snapshot(self, thread_id: str) -> ThreadState | None: ...
 
-    async def dispose(self, thread_id: str) -> None: ...
+    async def dispose(self, thread_id: str) -> object: ...
 
 
 def point_discord_at(settings: DiscordSettings) -> None:
@@ -56,7 +68,7 @@ async def _pump(receive: trio.MemoryReceiveChannel[IngressItem], runtime: Runtim
     async with receive:
         async for item in receive:
             for action in item.actions:
-                await runtime.post(action)
+                await runtime.post(action, channel_id=item.channel_id)
             if item.dispose_thread is not None:
                 await runtime.dispose(item.dispose_thread)
 
@@ -100,9 +112,95 @@ async def hosted_bot(
             nursery.cancel_scope.cancel()
 
 
-async def run_bot(settings: DiscordSettings, runtime: RuntimePort) -> None:
-    """Run the bot until cancelled (the ``spindle run`` entry point's Discord half)."""
-    async with trio_asyncio.open_loop():
-        async with hosted_bot(settings, runtime) as bot:
-            _log.info("Discord bot %s is ready", bot.user)
-            await trio.sleep_forever()
+class _PendingPlatform:
+    """The bot's platform before the bot exists: renderers made while the runtime starts
+    (recovered threads) wait here until ``attach``."""
+
+    def __init__(self, limits: PlatformLimits) -> None:
+        self.limits = limits
+        self._platform: ChatPlatform | None = None
+        self._attached = trio.Event()
+
+    def attach(self, platform: ChatPlatform) -> None:
+        self._platform = platform
+        self._attached.set()
+
+    async def _ready(self) -> ChatPlatform:
+        await self._attached.wait()
+        assert self._platform is not None
+        return self._platform
+
+    async def send(self, channel_id: str, text: str, **kwargs: Any) -> str:
+        return await (await self._ready()).send(channel_id, text, **kwargs)
+
+    async def edit(self, channel_id: str, message_id: str, text: str, **kwargs: Any) -> None:
+        await (await self._ready()).edit(channel_id, message_id, text, **kwargs)
+
+    async def delete(self, channel_id: str, message_id: str) -> None:
+        await (await self._ready()).delete(channel_id, message_id)
+
+    async def typing(self, channel_id: str) -> None:
+        await (await self._ready()).typing(channel_id)
+
+    async def reply(self, channel_id: str, action_id: str, text: str, **kwargs: Any) -> str:
+        return await (await self._ready()).reply(channel_id, action_id, text, **kwargs)
+
+
+class DiscordRenderers:
+    """The runtime's ``renderer_factory`` for Discord: one ``StreamRenderer`` per thread
+    (a Discord thread is a channel) over the bot's platform, each with its background task
+    (paced edits, typing refresh) in this object's nursery. Use as an async context
+    manager around the runtime; ``attach(bot.platform)`` once the bot is ready."""
+
+    def __init__(self, limits: PlatformLimits | None = None) -> None:
+        self.platform = _PendingPlatform(limits or PlatformLimits())
+        self.renderers: dict[str, StreamRenderer] = {}
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: Any = None
+
+    async def __aenter__(self) -> DiscordRenderers:
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        return bool(await self._nursery_manager.__aexit__(*exc))
+
+    def attach(self, platform: ChatPlatform) -> None:
+        self.platform.attach(platform)
+
+    def renderer(self, thread_id: str) -> StreamRenderer:
+        assert self._nursery is not None, "use DiscordRenderers as an async context manager"
+        renderer = StreamRenderer(self.platform, thread_id)
+        self.renderers[thread_id] = renderer
+        self._nursery.start_soon(renderer.run)
+        return renderer
+
+
+async def run_discord_runtime(
+    settings: DiscordSettings,
+    *,
+    log: EventLog,
+    adapter_factory: AdapterFactory,
+    policy: Policy,
+    limits: PlatformLimits | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+    **runtime_kwargs: Any,
+) -> None:
+    """The whole Discord bot: runtime, renderers and client, until cancelled. Starts
+    (``task_status``) with ``(runtime, bot)`` once the bot is ready."""
+    async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
+        async with open_runtime(
+            log=log,
+            renderer_factory=renderers.renderer,
+            adapter_factory=adapter_factory,
+            policy=policy,
+            **runtime_kwargs,
+        ) as runtime:
+            async with hosted_bot(settings, runtime) as bot:
+                renderers.attach(bot.platform)
+                _log.info("Discord bot %s is ready", bot.user)
+                task_status.started((runtime, bot))
+                await trio.sleep_forever()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from effects.render import parse_component_action
 from runtime.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
@@ -126,14 +127,21 @@ def resolve_workdir(requested: str, base: str | None = None) -> str | None:
 
 
 def parse_custom_id(custom_id: str) -> tuple[str, tuple[str, ...]]:
-    """Split a component id ``"kind:arg:arg"`` into ``("kind", ("arg", "arg"))``.
+    """Split a component id into ``(kind, args)``.
 
-    Known kinds: ``remove_queued:<item id>``, ``permission:<request id>:allow|deny``,
-    ``question:<request id>`` (a select menu). Request ids may contain colons, so the
-    permission verdict is taken from the end.
+    ``remove_queued:<item id>`` is ours (the core's "Remove from queue" button); the
+    permission buttons and question menus are the renderer's
+    (``effects.render.permission_action`` / ``question_menu_id``), parsed by its own
+    ``parse_component_action``: ``("permission", (request_id, "allow"|"deny"))``,
+    ``("question", (request_id,))``. Anything else is ``("", ())``.
     """
     kind, _, rest = custom_id.partition(":")
+    if kind == "remove_queued" and rest:
+        return kind, (rest,)
+    parsed = parse_component_action(custom_id)
+    if parsed is None:
+        return "", ()
+    kind, request_id, allow = parsed
     if kind == "permission":
-        request_id, _, verdict = rest.rpartition(":")
-        return kind, (request_id, verdict)
-    return kind, (rest,)
+        return kind, (request_id, "allow" if allow else "deny")
+    return kind, (request_id,)

@@ -12,8 +12,9 @@ from typing import TypeVar
 import trio
 import trio_asyncio
 
-from ingress.discord import DiscordSettings, SpindleBot, hosted_bot
-from ingress.discord.settings import ProjectChannel
+from ingress.discord.bot import SpindleBot
+from ingress.discord.host import hosted_bot
+from ingress.discord.settings import DiscordSettings, ProjectChannel
 from runtime.actions import Action
 from runtime.model import Policy, ThreadState
 from runtime.transitions import transition
@@ -85,7 +86,7 @@ class SinkRuntime:
     disposed: list[str] = field(default_factory=list)
     policy: Policy = Policy(allowed_roots=("/",))
 
-    async def post(self, action: Action) -> None:
+    async def post(self, action: Action, *, channel_id: str | None = None) -> None:
         self.actions.append(action)
         state = self.states.get(action.thread_id) or ThreadState.new(action.thread_id, self.policy)
         self.states[action.thread_id] = transition(state, action).state

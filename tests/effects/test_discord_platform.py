@@ -60,8 +60,8 @@ async def test_buttons_and_menus_are_components_with_the_effect_ids(world: World
             channel,
             "Run tests?",
             buttons=(
-                Button(label="Accept", action="permission:p1:allow"),
-                Button(label="Deny", action="permission:p1:deny"),
+                Button(label="Accept", action="permission:allow:p1"),
+                Button(label="Deny", action="permission:deny:p1"),
             ),
         )
         menu = await bot.platform.send(
@@ -71,8 +71,8 @@ async def test_buttons_and_menus_are_components_with_the_effect_ids(world: World
         )
         buttons = world.fake.message(int(asked)).components[0]["components"]
         assert [(b["label"], b["custom_id"]) for b in buttons] == [
-            ("Accept", "permission:p1:allow"),
-            ("Deny", "permission:p1:deny"),
+            ("Accept", "permission:allow:p1"),
+            ("Deny", "permission:deny:p1"),
         ]
         (select,) = world.fake.message(int(menu)).components[0]["components"]
         assert select["custom_id"] == "question:q1" and select["max_values"] == 3

@@ -160,8 +160,8 @@ async def test_buttons_and_menus_become_answers(world: World) -> None:
                 str(thread),
                 "May I run `rm -rf build`?",
                 buttons=(
-                    Button(label="Accept", action="permission:req:7:allow"),
-                    Button(label="Deny", action="permission:req:7:deny"),
+                    Button(label="Accept", action="permission:allow:req:7"),
+                    Button(label="Deny", action="permission:deny:req:7"),
                 ),
             )
         )
@@ -179,7 +179,7 @@ async def test_buttons_and_menus_become_answers(world: World) -> None:
                 buttons=(Button(label="Remove from queue", action="remove_queued:msg-9"),),
             )
         )
-        world.fake.click_button(prompt_id, "permission:req:7:deny", world.alice)
+        world.fake.click_button(prompt_id, "permission:deny:req:7", world.alice)
         world.fake.choose_option(menu_id, "question:q1", ["postgres"], world.bob)
         world.fake.click_button(queued_id, "remove_queued:msg-9", world.alice)
         actions = await wait_for(lambda: runtime.actions, lambda a: len(a) >= 4)

@@ -30,7 +30,7 @@ async def test_bot_messages_show_in_the_transcript_with_buttons(world: World) ->
         await bot.platform.send(
             str(world.channel),
             "pick one",
-            buttons=(Button(label="Accept", action="permission:r1:allow"),),
+            buttons=(Button(label="Accept", action="permission:allow:r1"),),
         )
         world.fake.send_message(world.channel, world.alice, "hi bot")
         text = world.fake.transcript(world.channel)
