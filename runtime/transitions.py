@@ -68,11 +68,11 @@ class _Step:
 
     # state helpers -----------------------------------------------------------------------
     def set(self, **update: object) -> None:
-        self.state = self.state.model_copy(update=update)
+        self.state = self.state.replace(**update)
 
     def set_run(self, **update: object) -> None:
         assert self.state.run is not None
-        self.set(run=self.state.run.model_copy(update=update))
+        self.set(run=self.state.run.replace(**update))
 
     def count(self, name: str, n: int = 1) -> None:
         self._counts[name] = self._counts.get(name, 0) + n
@@ -87,17 +87,20 @@ class _Step:
 
     def finish(self) -> Transition:
         state = self.state
+        update: dict[str, object] = {}
         if self._counts:
-            counters = state.counters.model_copy(
-                update={k: getattr(state.counters, k) + v for k, v in self._counts.items()}
+            counters = state.counters
+            update["counters"] = counters.replace(
+                **{k: getattr(counters, k) + v for k, v in self._counts.items()}
             )
-            state = state.model_copy(update={"counters": counters})
         new_keys = tuple(e.key for e in self.effects if isinstance(e, F.KEYED_POSTS))
-        update: dict[str, object] = {"last_note": self.note}
         if new_keys:
             update["emitted_keys"] = (state.emitted_keys + new_keys)[-RECENT_KEYS:]
-        state = state.model_copy(update=update)
-        return Transition(state=state, effects=tuple(self.effects), note=self.note)
+        if state.last_note != self.note:
+            update["last_note"] = self.note
+        if update:
+            state = state.replace(**update)
+        return Transition.model_construct(state=state, effects=tuple(self.effects), note=self.note)
 
     # output helpers ----------------------------------------------------------------------
     @property
@@ -144,7 +147,7 @@ def _move(step: _Step, event: str) -> bool:
     target = next_phase(current, event)
     if target is None:
         return False
-    if step.state.run is not None and target is not Phase.IDLE:
+    if step.state.run is not None and target is not Phase.IDLE and target is not current:
         step.set_run(phase=target)
     return True
 
@@ -345,7 +348,7 @@ def _on_source_edited(step: _Step, a: A.SourceMessageEdited) -> None:
     queue = step.state.queue
     for i, q in enumerate(queue):
         if q.source_message_id == a.source_message_id:
-            step.set(queue=queue[:i] + (q.model_copy(update={"text": a.text}),) + queue[i + 1 :])
+            step.set(queue=queue[:i] + (q.replace(text=a.text),) + queue[i + 1 :])
             return
     step.record("edit of a message that is not queued")
 
@@ -422,9 +425,7 @@ def _on_workdir_set(step: _Step, a: A.WorkdirSet) -> None:
         step.record(problem, "rejected")
         return
     # Agent sessions are tied to their directory: a new workdir starts a new session.
-    step.set(
-        conversation=conv.model_copy(update={"workdir": a.resolved_workdir, "session_id": None})
-    )
+    step.set(conversation=conv.replace(workdir=a.resolved_workdir, session_id=None))
     _restart_agent(step, "workdir changed")
     step.reply(f"Workdir set to {a.resolved_workdir} (a new {conv.agent} session starts there).")
 
@@ -435,7 +436,7 @@ def _on_model_changed(step: _Step, a: A.ModelChanged) -> None:
         step.reply("No conversation: start one first, then choose its model.", ephemeral=True)
         step.record("model without a conversation", "rejected")
         return
-    step.set(conversation=conv.model_copy(update={"model": a.model}))
+    step.set(conversation=conv.replace(model=a.model))
     run = step.state.run
     if run is None:
         _restart_agent(step, "model changed")
@@ -552,7 +553,7 @@ def _stream(step: _Step, kind: str, text: str, block: str | None) -> None:
     if part is not None and part.kind == kind and part.block == block:
         seq = part.seq + 1
         step.emit(F.AppendOutput(key=part.key, seq=seq, text=text))
-        step.set_run(open_part=part.model_copy(update={"seq": seq}))
+        step.set_run(open_part=part.replace(seq=seq))
         return
     step.seal_open_part()
     key = step.post(kind, text)  # type: ignore[arg-type]
@@ -584,14 +585,17 @@ def _on_agent_event(step: _Step, a: A.AgentEventReceived) -> None:
     ):
         step.record(f"stale {ev.type} of session {a.session_id} (current: {known})", "stale_drops")
         return
-    _move(step, "agent_event")
-    step.set_run(last_event_at=a.at)
+    target = next_phase(run.phase, "agent_event")
+    if target is not None and target is not run.phase:
+        step.set_run(last_event_at=a.at, phase=target)
+    else:
+        step.set_run(last_event_at=a.at)
     interrupting = step.state.run.phase is Phase.INTERRUPTING
 
     if isinstance(ev, E.SessionStarted):
         if conv is not None:
             update = {"session_id": ev.session_id}
-            step.set(conversation=conv.model_copy(update=update))
+            step.set(conversation=conv.replace(**update))
     elif isinstance(ev, E.TurnCompleted | E.TurnAborted):
         _on_turn_end(step, ev)
     elif isinstance(ev, E.PermissionRequested | E.QuestionAsked):
@@ -684,7 +688,7 @@ def _on_turn_end(step: _Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
-            step.set(conversation=conv.model_copy(update={"session_id": ev.session_id}))
+            step.set(conversation=conv.replace(session_id=ev.session_id))
         if run.end_reason is None:
             if ev.is_error:
                 step.post(
@@ -729,7 +733,7 @@ def _on_agent_connected(step: _Step, a: A.AgentConnected) -> None:
     step.set(agent_status=AgentStatus.READY)
     conv = step.state.conversation
     if conv is not None and a.session_id and conv.session_id is None:
-        step.set(conversation=conv.model_copy(update={"session_id": a.session_id}))
+        step.set(conversation=conv.replace(session_id=a.session_id))
 
 
 def _on_agent_exited(step: _Step, a: A.AgentExited) -> None:
