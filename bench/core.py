@@ -65,8 +65,14 @@ async def _actor_rate(threads: int, per_thread: int, log_path: str) -> float:
         await rt.wait_quiet()
         batches = [
             [
-                AgentEventReceived(thread_id=s.thread_id, action_id=f"x{i}", at=s.now,
-                                   run_id="r1", session_id=None, event=E.TextDelta(text="tok "))
+                AgentEventReceived(
+                    thread_id=s.thread_id,
+                    action_id=f"x{i}",
+                    at=s.now,
+                    run_id="r1",
+                    session_id=None,
+                    event=E.TextDelta(text="tok "),
+                )
                 for i in range(per_thread)
             ]
             for s in scripts
@@ -110,7 +116,8 @@ def run(quick: bool) -> dict:
             label = f"{threads}_threads_{'sqlite' if durable else 'memory'}"
             with timed() as t:
                 rate, samples = median_of(
-                    lambda: actor_rate(threads, per_thread, durable), 1 if quick else 3
+                    lambda n=threads, k=per_thread, d=durable: actor_rate(n, k, d),
+                    1 if quick else 3,
                 )
             result["actor"][label] = {
                 "threads": threads,
