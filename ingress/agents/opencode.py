@@ -1,0 +1,574 @@
+"""The opencode adapter: one session on a shared ``opencode serve`` per thread.
+
+Long-lived mode (default): the thread takes a reference on the directory's server
+(``opencode_server``: one ``opencode serve`` per project directory, password-protected,
+loopback only), creates a session (``POST /session``) or reuses the resume id (sessions live
+in opencode's database, so a new server continues an old session as is), subscribes to that
+session's events on the shared ``/event`` bus, and turns them into agent events with
+``OpencodeEventParser``. A prompt is ``POST /session/{id}/prompt_async`` (204 at once);
+the turn ends at ``session.idle``. Interrupt is ``POST /session/{id}/abort`` (in-band: the
+server and session stay usable); permission answers go to ``POST /permission/{id}/reply``
+(``once``/``reject``), question answers to ``/question/{id}/reply`` or ``/reject``.
+
+Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <session>]``
+per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
+CLI auto-rejects permission requests in this mode.
+
+MCP servers and nothing else go into a private config file (0600, in a private temp dir,
+removed with the server) named by ``OPENCODE_CONFIG``, which opencode merges over the user's
+own config: no user file is touched, no token is on a command line.
+
+Guards against hangs: opencode retries a failing model call by itself (5 times, 2 s doubling,
+about a minute of silence when the model server is down); after ``max_model_retries``
+``session.status retry`` events the adapter aborts the turn and it ends with a clear error.
+An abort that produces no ``session.idle`` within ``interrupt_grace_s`` ends the turn with
+``TurnAborted`` from here. A server that dies ends the open turn with ``TurnAborted``
+(exit code, stderr tail).
+
+Invariants: every event is stamped with the run id of the last ``prompt`` and the session id;
+at most one turn-ending event per turn; ``stop`` returns once this thread's reference is gone
+(and, for the last thread of the directory, once psutil confirms no process is left).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from effects.process import ManagedProcess
+from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser
+from ingress.agents.opencode_server import (
+    OpencodeServer,
+    ServerSpec,
+    ServerStartError,
+    acquire_server,
+    release_server,
+)
+from runtime.agent_events import AgentError, AgentEvent, SessionStarted, TurnAborted
+from runtime.effects import PromptAgent, StartAgent
+from runtime.model import Attachment
+
+__all__ = [
+    "Adapter",
+    "ConversationInfo",
+    "OpencodeAdapter",
+    "list_conversations",
+    "opencode_env",
+    "private_config",
+    "prompt_body",
+    "run_argv",
+    "serve_spec",
+]
+
+DEFAULT_BINARY = "opencode"
+# Quiet defaults for a bot; options.env may override each one.
+DEFAULT_ENV = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+# Tool permissions that ``permission="ask"`` routes to the thread (session ruleset).
+ASK_PERMISSIONS = ("bash", "edit", "webfetch", "external_directory")
+
+
+# --- launch specs (pure) ----------------------------------------------------------------------
+
+
+def opencode_env(options: AgentOptions, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: the caller's, a private HOME/XDG tree when ``options.home``
+    is set, the quiet defaults, then ``options.env``."""
+    env = dict(os.environ if base is None else base)
+    if options.home:
+        home = options.home
+        env.update(
+            HOME=home,
+            XDG_CONFIG_HOME=os.path.join(home, ".config"),
+            XDG_DATA_HOME=os.path.join(home, ".local", "share"),
+            XDG_CACHE_HOME=os.path.join(home, ".cache"),
+            XDG_STATE_HOME=os.path.join(home, ".local", "state"),
+        )
+    env.update(DEFAULT_ENV)
+    env.update(dict(options.env))
+    # A password inherited from our own environment must not leak into the child.
+    env.pop("OPENCODE_SERVER_PASSWORD", None)
+    return env
+
+
+def private_config(options: AgentOptions) -> dict[str, Any]:
+    """What goes into the private ``OPENCODE_CONFIG`` file: the MCP servers (remote, with
+    their bearer token as a header). Empty when there is nothing to inject."""
+    if not options.mcp_servers:
+        return {}
+    mcp: dict[str, Any] = {}
+    for server in options.mcp_servers:
+        entry: dict[str, Any] = {"type": "remote", "url": server.url, "enabled": True}
+        if server.bearer_token:
+            entry["headers"] = {"Authorization": f"Bearer {server.bearer_token}"}
+        mcp[server.name] = entry
+    return {"$schema": "https://opencode.ai/config.json", "mcp": mcp}
+
+
+def serve_spec(
+    options: AgentOptions, workdir: str, base_env: Mapping[str, str] | None = None
+) -> ServerSpec:
+    """``opencode serve`` on a free loopback port, in ``workdir``."""
+    binary = options.binary or DEFAULT_BINARY
+    argv = (binary, "serve", "--hostname", "127.0.0.1", "--port", "0", *options.extra_args)
+    env = opencode_env(options, base_env)
+    config = private_config(options)
+    return ServerSpec(
+        argv=argv,
+        env=tuple(sorted(env.items())),
+        cwd=workdir,
+        config=json.dumps(config, sort_keys=True) if config else "",
+    )
+
+
+def run_argv(
+    options: AgentOptions, text: str, session_id: str | None, model: str | None
+) -> list[str]:
+    """``opencode run --format json`` for one turn (per-turn fall-back)."""
+    argv = [options.binary or DEFAULT_BINARY, "run", "--format", "json"]
+    if session_id:
+        argv += ["-s", session_id]
+    if model:
+        argv += ["-m", model]
+    argv += list(options.extra_args)
+    argv += ["--", text]
+    return argv
+
+
+def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
+    """The prompt with its attachments named (saved files by path, small texts inline)."""
+    parts = [text]
+    for attachment in attachments:
+        if attachment.inline_text is not None:
+            parts.append(
+                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
+            )
+        elif attachment.path:
+            parts.append(f"[Attached file: {attachment.path}]")
+        elif attachment.url:
+            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _model_ref(model: str | None) -> dict[str, str] | None:
+    if not model or "/" not in model:
+        return None
+    provider, _, model_id = model.partition("/")
+    return {"providerID": provider, "modelID": model_id}
+
+
+def prompt_body(prompt: PromptAgent, default_model: str | None = None) -> dict[str, Any]:
+    """The ``prompt_async`` body: text parts, and the model/system instruction if any."""
+    body: dict[str, Any] = {
+        "parts": [{"type": "text", "text": prompt_text(prompt.text, prompt.attachments)}]
+    }
+    model = _model_ref(prompt.model or default_model)
+    if model is not None:
+        body["model"] = model
+    if prompt.system_instruction:
+        body["system"] = prompt.system_instruction
+    return body
+
+
+# --- the adapter ------------------------------------------------------------------------------
+
+
+class OpencodeAdapter(AgentAdapter):
+    """One thread's opencode session (see the module docstring).
+
+    ``permission="ask"`` creates sessions whose ruleset asks the thread before bash, edit,
+    webfetch and outside-directory access; ``None`` leaves it to the user's opencode config.
+    """
+
+    name = "opencode"
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        *,
+        permission: str | None = None,
+        max_model_retries: int = 2,
+        interrupt_grace_s: float = 5.0,
+    ) -> None:
+        super().__init__(options)
+        self.permission = permission
+        self.max_model_retries = max_model_retries
+        self.interrupt_grace_s = interrupt_grace_s
+        self._stats = ParserStats()
+        self._server: OpencodeServer | None = None
+        self._session_id: str | None = None
+        self._workdir: str | None = None
+        self._run_id: str | None = None
+        self._emit: EmitEvent | None = None
+        self._parser: OpencodeEventParser | None = None
+        self._nursery: trio.Nursery | None = None
+        self._serve_scope: trio.CancelScope | None = None
+        self._serve_done = trio.Event()
+        self._serving = False
+        self._aborting_run: str | None = None
+        self._turn_proc: ManagedProcess | None = None
+        self._turn_done: trio.Event | None = None
+
+    # serve ------------------------------------------------------------------------------
+    async def serve(self, start: StartAgent, emit: EmitEvent, task_status: Any) -> None:
+        self._emit = emit
+        self._workdir = start.workdir
+        self._serve_done = trio.Event()
+        self._serving = True
+        try:
+            with trio.CancelScope() as scope:
+                self._serve_scope = scope
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    if self.options.per_turn:
+                        await self._serve_per_turn(start, task_status)
+                    else:
+                        await self._serve_long_lived(start, task_status)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._serving = False
+            self._nursery = None
+            self._serve_done.set()
+
+    async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
+        spec = serve_spec(self.options, start.workdir)
+        try:
+            server = await acquire_server(
+                spec, start_timeout=self.options.start_timeout_s, grace=self.options.stop_grace_s
+            )
+        except ServerStartError as exc:
+            raise RuntimeError(str(exc)) from exc
+        self._server = server
+        session_id: str | None = None
+        try:
+            session_id = await self._open_session(server, start.session_id)
+            self._session_id = session_id
+            events = server.subscribe(session_id)
+            self._parser = OpencodeEventParser(session_id, self._stats)
+            task_status.started()
+            await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
+            async with events:
+                async for event in events:
+                    await self._handle(event)
+            # The channel closed: the server process is gone.
+            if self._parser.turn_open:
+                reason = f"opencode server exited ({server.exit_code})"
+                self._parser.turn_state = "idle"
+                await self._emit_event(
+                    TurnAborted(
+                        reason=reason,
+                        exit_code=server.exit_code,
+                        stderr_tail=server.stderr_tail(),
+                    )
+                )
+        finally:
+            with trio.CancelScope(shield=True):
+                if session_id is not None:
+                    server.unsubscribe(session_id)
+                self._server = None
+                await release_server(server)
+
+    async def _open_session(self, server: OpencodeServer, resume: str | None) -> str:
+        if resume:
+            response = await server.request("GET", f"/session/{resume}")
+            if response.status_code == 200:
+                return resume
+        body: dict[str, Any] = {}
+        if self.permission == "ask":
+            body["permission"] = [
+                {"permission": p, "pattern": "*", "action": "ask"} for p in ASK_PERMISSIONS
+            ]
+        response = await server.request("POST", "/session", json_body=body)
+        response.raise_for_status()
+        session = response.json()
+        if not isinstance(session, dict) or not isinstance(session.get("id"), str):
+            raise RuntimeError(f"opencode: unexpected session reply {str(session)[:200]}")
+        return str(session["id"])
+
+    async def _handle(self, event: dict[str, Any]) -> None:
+        assert self._parser is not None
+        for agent_event in self._parser.feed(event):
+            await self._emit_event(agent_event)
+        parser = self._parser
+        if (
+            parser.turn_open
+            and parser.retries > self.max_model_retries
+            and self._aborting_run != self._run_id
+        ):
+            # opencode would keep retrying for about a minute in silence: give up now.
+            self._aborting_run = self._run_id
+            await self._emit_event(
+                AgentError(
+                    message=f"the model server failed {parser.retries} times; turn stopped",
+                    retryable=False,
+                )
+            )
+            parser._turn.error = "model server unreachable"
+            await self._abort(self._run_id)
+
+    async def _emit_event(self, event: AgentEvent) -> None:
+        if self._emit is not None:
+            await self._emit(StampedEvent(self._run_id, self._session_id, event))
+
+    # per-turn fall-back ---------------------------------------------------------------------
+    async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
+        self._session_id = start.session_id
+        task_status.started()
+        if start.session_id:
+            await self._emit_event(SessionStarted(session_id=start.session_id, model=start.model))
+        await trio.sleep_forever()
+
+    async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
+        parser = OpencodeRunParser(self._stats)
+        text = prompt_text(prompt.text, prompt.attachments)
+        if prompt.system_instruction and not (prompt.session_id or self._session_id):
+            text = f"{prompt.system_instruction}\n\n{text}"  # no system flag in `run`
+        argv = run_argv(
+            self.options,
+            text,
+            prompt.session_id or self._session_id,
+            prompt.model or self.options.model,
+        )
+        try:
+            proc = await ManagedProcess.spawn(
+                argv, env=opencode_env(self.options), cwd=prompt.workdir, stdin=False
+            )
+        except OSError as exc:
+            await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))
+            done.set()
+            return
+        self._turn_proc = proc
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(proc.pump_stderr)
+                async for line in proc.stdout_lines():
+                    for event in parser.feed_line(line):
+                        if isinstance(event, SessionStarted):
+                            self._session_id = event.session_id
+                        await self._emit_event(event)
+                code = await proc.wait()
+                with trio.move_on_after(1.0):
+                    await trio.sleep(0)  # let stderr drain a little
+                nursery.cancel_scope.cancel()
+            if not parser.completed:
+                reason = "interrupted" if self._aborting_run == prompt.run_id else parser.error
+                await self._emit_event(
+                    TurnAborted(
+                        reason=reason or f"opencode exited ({code}) without finishing the turn",
+                        exit_code=code,
+                        stderr_tail="\n".join(list(proc.stderr_tail)[-10:]),
+                    )
+                )
+        finally:
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
+            self._turn_proc = None
+            done.set()
+
+    # commands ---------------------------------------------------------------------------
+    async def prompt(self, prompt: PromptAgent) -> None:
+        if not self._serving or self._nursery is None:
+            raise RuntimeError("opencode adapter: prompt before serve() is ready")
+        self._run_id = prompt.run_id
+        self._aborting_run = None
+        if self.options.per_turn:
+            if self._turn_done is not None and not self._turn_done.is_set():
+                await self.interrupt(self._run_id)
+            self._turn_done = trio.Event()
+            self._nursery.start_soon(self._run_turn, prompt, self._turn_done)
+            return
+        server, parser = self._server, self._parser
+        if server is None or parser is None or self._session_id is None:
+            raise RuntimeError("opencode adapter: no live session")
+        parser.begin_turn()
+        body = prompt_body(prompt, self.options.model)
+        try:
+            response = await server.request(
+                "POST", f"/session/{self._session_id}/prompt_async", json_body=body
+            )
+            failure = None if response.status_code in (200, 204) else response.text[:500]
+        except Exception as exc:  # noqa: BLE001 - any transport failure ends the turn
+            failure = repr(exc)
+        if failure is not None:
+            await self._emit_event(AgentError(message=f"opencode refused the prompt: {failure}"))
+            for event in parser.end_turn_aborted(f"prompt failed: {failure}"):
+                await self._emit_event(event)
+
+    async def interrupt(self, run_id: str) -> None:
+        if run_id != self._run_id:
+            return
+        if self.options.per_turn:
+            proc = self._turn_proc
+            if proc is not None and proc.returncode is None:
+                self._aborting_run = run_id
+                await proc.stop(grace=self.options.stop_grace_s)
+            return
+        if self._parser is None or not self._parser.turn_open:
+            return
+        self._aborting_run = run_id
+        await self._abort(run_id)
+
+    async def _abort(self, run_id: str | None) -> None:
+        server = self._server
+        if server is None or self._session_id is None:
+            return
+        try:
+            await server.request("POST", f"/session/{self._session_id}/abort", timeout=10.0)
+        except Exception as exc:  # noqa: BLE001 - the watchdog below still ends the turn
+            await self._emit_event(AgentError(message=f"opencode abort failed: {exc!r}"))
+        if self._nursery is not None:
+            self._nursery.start_soon(self._abort_watchdog, run_id)
+
+    async def _abort_watchdog(self, run_id: str | None) -> None:
+        await trio.sleep(self.interrupt_grace_s)
+        parser = self._parser
+        if parser is not None and self._run_id == run_id and parser.turn_open:
+            for event in parser.end_turn_aborted("interrupted (opencode did not confirm)"):
+                await self._emit_event(event)
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        server = self._require_server()
+        reply = "once" if allow else "reject"
+        response = await server.request(
+            "POST", f"/permission/{request_id}/reply", json_body={"reply": reply}
+        )
+        response.raise_for_status()
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        server = self._require_server()
+        if answer is None:
+            response = await server.request("POST", f"/question/{request_id}/reject")
+        else:
+            response = await server.request(
+                "POST", f"/question/{request_id}/reply", json_body={"answers": [[answer]]}
+            )
+        response.raise_for_status()
+
+    def _require_server(self) -> OpencodeServer:
+        if self._server is None:
+            raise RuntimeError("opencode adapter: no live server")
+        return self._server
+
+    async def stop(self) -> None:
+        if not self._serving:
+            return
+        if self._run_id is not None:
+            with trio.move_on_after(self.options.stop_grace_s):
+                await self.interrupt(self._run_id)
+        if self._serve_scope is not None:
+            self._serve_scope.cancel()
+        with trio.move_on_after(self.options.stop_grace_s * 3 + 5):
+            await self._serve_done.wait()
+
+    def statistics(self) -> ParserStats:
+        return self._stats
+
+    @property
+    def server(self) -> OpencodeServer | None:
+        """The shared server this thread uses (None when not serving)."""
+        return self._server
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    async def list_conversations_live(self, limit: int = 20) -> list[ConversationInfo]:
+        """Sessions of this thread's directory from the running server (newest first)."""
+        if self._server is None or self._workdir is None:
+            return []
+        try:
+            response = await self._server.request(
+                "GET", "/session", params={"directory": self._workdir, "limit": str(limit)}
+            )
+            sessions = response.json() if response.status_code == 200 else []
+        except Exception:  # noqa: BLE001 - best effort
+            return []
+        return _conversations(sessions if isinstance(sessions, list) else [])
+
+
+Adapter = OpencodeAdapter
+
+
+# --- past conversations -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    session_id: str
+    title: str
+    updated_at: float  # POSIX time of the last update
+    path: str  # the session's directory
+
+
+def _conversations(rows: list[Any]) -> list[ConversationInfo]:
+    found = []
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            continue
+        times = row.get("time") if isinstance(row.get("time"), dict) else {}
+        updated = times.get("updated") or times.get("created") or 0
+        title = row.get("title") if isinstance(row.get("title"), str) else ""
+        found.append(
+            ConversationInfo(
+                session_id=row["id"],
+                title=title or "(untitled)",
+                updated_at=float(updated) / 1000.0 if isinstance(updated, int | float) else 0.0,
+                path=str(row.get("directory") or ""),
+            )
+        )
+    found.sort(key=lambda c: c.updated_at, reverse=True)
+    return found
+
+
+def _data_dir(home: str | None) -> str:
+    if home:
+        return os.path.join(home, ".local", "share", "opencode")
+    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return os.path.join(xdg, "opencode")
+
+
+def list_conversations(
+    workdir: str, home: str | None = None, limit: int = 50
+) -> list[ConversationInfo]:
+    """Past opencode sessions of ``workdir``, newest first, read from opencode's SQLite
+    database (read-only, no server needed). Best effort: ``[]`` when there is none or the
+    schema is not the one we know (opencode 1.18)."""
+    path = os.path.join(_data_dir(home), "opencode.db")
+    if not os.path.exists(path):
+        return []
+    directory = os.path.realpath(workdir)
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+    except sqlite3.Error:
+        return []
+    try:
+        db.row_factory = sqlite3.Row
+        rows = db.execute(
+            "SELECT id, title, directory, time_created, time_updated FROM session "
+            "WHERE directory IN (?, ?) AND parent_id IS NULL "
+            "ORDER BY time_updated DESC LIMIT ?",
+            (directory, workdir, limit),
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    return _conversations(
+        [
+            {
+                "id": r["id"],
+                "title": r["title"],
+                "directory": r["directory"],
+                "time": {"created": r["time_created"], "updated": r["time_updated"]},
+            }
+            for r in rows
+        ]
+    )

@@ -1,0 +1,390 @@
+"""The opencode adapter driving the genuine ``opencode`` CLI (``opencode serve``, and
+``opencode run --format json`` per turn) against the fake Chat Completions API on 127.0.0.1.
+
+Each test has its own temp HOME (XDG dirs inside it, where the fake provider's config is
+written) and workdir; all of opencode's network features are switched off by environment.
+Several behaviours share one server where threads would too (turns in a row, two threads of
+one directory). Teardown stops the adapters and asserts psutil finds no process left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import trio
+
+from effects.process import tree_pids
+from ingress.agents.base import AgentOptions, StampedEvent
+from ingress.agents.opencode import OpencodeAdapter, list_conversations
+from ingress.agents.opencode_server import live_servers
+from runtime.agent_events import (
+    AgentError,
+    PermissionRequested,
+    SessionStarted,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnAborted,
+    TurnCompleted,
+)
+from runtime.effects import PromptAgent, StartAgent
+from testkit.fake_model.openai_chat import HELLO, OpenAIChatFake, last_user_text
+
+ROOT = Path(__file__).resolve().parents[3]
+OPENCODE = ROOT / ".agents" / "node_modules" / ".bin" / "opencode"
+INSTALLED = ROOT / ".agents" / ".installed"
+TURN_TIMEOUT = 45.0
+OFFLINE_ENV = (
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_CLAUDE_CODE", "1"),
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _require_cli() -> None:
+    deadline = time.monotonic() + 600
+    while not INSTALLED.exists() and time.monotonic() < deadline:
+        time.sleep(2)  # `make agents` may still be installing
+    assert INSTALLED.exists() and OPENCODE.exists(), (
+        f"the genuine opencode CLI is missing at {OPENCODE}: run `make agents` first"
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[OpenAIChatFake]:
+    server = OpenAIChatFake(slow_delay=0.2, slow_chunks=40)
+    server.start()
+    yield server
+    server.stop()
+
+
+def opencode_options(fake: OpenAIChatFake, home: Path, *, per_turn: bool = False) -> AgentOptions:
+    """A private HOME whose opencode config names the fake as its only provider."""
+    _require_cli()
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake local",
+                "options": {"baseURL": fake.base_url, "apiKey": "sk-fake"},
+                "models": {
+                    "fake-model": {
+                        "name": "Fake Model",
+                        "tool_call": True,
+                        "limit": {"context": 128000, "output": 4096},
+                    }
+                },
+            }
+        },
+        "permission": {"bash": "allow", "edit": "allow"},
+    }
+    config_dir = home / ".config" / "opencode"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "opencode.json").write_text(json.dumps(config))
+    return AgentOptions(
+        binary=str(OPENCODE),
+        home=str(home),
+        env=OFFLINE_ENV,
+        per_turn=per_turn,
+        start_timeout_s=60.0,
+        stop_grace_s=2.0,
+    )
+
+
+@dataclass
+class Thread:
+    """One thread's view: the adapter and every event it emitted, in order."""
+
+    adapter: OpencodeAdapter
+    workdir: str
+    events: list[StampedEvent] = field(default_factory=list)
+    runs: int = 0
+
+    async def emit(self, event: StampedEvent) -> None:
+        self.events.append(event)
+
+    async def wait_for(
+        self, match: Callable[[StampedEvent], bool], *, after: int = 0, timeout: float = TURN_TIMEOUT
+    ) -> StampedEvent:
+        with trio.fail_after(timeout):
+            while True:
+                for event in self.events[after:]:
+                    if match(event):
+                        return event
+                await trio.sleep(0.02)
+
+    async def turn(self, text: str, *, timeout: float = TURN_TIMEOUT) -> list[StampedEvent]:
+        """Prompt and wait for the turn's end; the events of that run."""
+        run_id = await self.prompt(text)
+        await self.wait_for(lambda e: e.run_id == run_id and _ends_turn(e), timeout=timeout)
+        return [e for e in self.events if e.run_id == run_id]
+
+    async def prompt(self, text: str) -> str:
+        self.runs += 1
+        run_id = f"r{self.runs}"
+        await self.adapter.prompt(
+            PromptAgent(run_id=run_id, text=text, agent="opencode", workdir=self.workdir)
+        )
+        return run_id
+
+
+def _ends_turn(event: StampedEvent) -> bool:
+    return isinstance(event.event, TurnCompleted | TurnAborted)
+
+
+def _text(events: list[StampedEvent]) -> str:
+    return "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+
+
+def _of(events: list[StampedEvent], kind: type) -> list:
+    return [e.event for e in events if isinstance(e.event, kind)]
+
+
+@asynccontextmanager
+async def running(
+    options: AgentOptions, workdir: Path, session_id: str | None = None, **kwargs: object
+) -> AsyncIterator[Thread]:
+    adapter = OpencodeAdapter(options, **kwargs)  # type: ignore[arg-type]
+    thread = Thread(adapter, str(workdir))
+    start = StartAgent(agent="opencode", workdir=str(workdir), session_id=session_id)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(adapter.serve, start, thread.emit)
+        try:
+            yield thread
+        finally:
+            with trio.CancelScope(shield=True):
+                await adapter.stop()
+            nursery.cancel_scope.cancel()
+
+
+def _assert_gone(pids: list[int]) -> None:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    assert not alive, f"processes left behind: {alive}"
+
+
+async def test_long_lived_turns_tools_interrupt_and_shared_server(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    async with running(options, work) as thread:
+        server = thread.adapter.server
+        assert server is not None and server.process is not None
+        pid = server.process.pid
+        started = _of(thread.events, SessionStarted)
+        assert started and started[0].session_id.startswith("ses_")
+        session_id = started[0].session_id
+
+        # The server is password-protected: without the password it answers 401.
+        async with httpx.AsyncClient() as anonymous:
+            assert (await anonymous.get(f"{server.base_url}/session")).status_code == 401
+
+        # 1. a text answer, streamed as deltas, with the CLI's own completion.
+        first = await thread.turn("hello")
+        assert _text(first) == HELLO
+        done = _of(first, TurnCompleted)[-1]
+        assert done.session_id == session_id and not done.is_error
+        assert done.model == "fake/fake-model"
+        assert done.usage is not None and done.usage.input_tokens == 10
+        assert all(e.session_id == session_id for e in first)
+
+        # 2. a tool call that really runs in the workdir, in the same process.
+        tool_turn = await thread.turn("TOOLTEST run echo hi")
+        started_tools = _of(tool_turn, ToolStarted)
+        finished_tools = _of(tool_turn, ToolFinished)
+        assert [t.name for t in started_tools] == ["bash"]
+        assert started_tools[0].input_summary == "echo hi"
+        assert finished_tools[0].result == "hi\n" and not finished_tools[0].is_error
+        assert _text(tool_turn) == "Tool said: hi"
+        assert server.process.pid == pid  # second turn: same process
+
+        # 3. an interrupt in the middle of a slow stream, then a normal turn.
+        slow_run = await thread.prompt("SLOWTEST")
+        await thread.wait_for(lambda e: e.run_id == slow_run and isinstance(e.event, TextDelta))
+        t0 = time.monotonic()
+        await thread.adapter.interrupt(slow_run)
+        end = await thread.wait_for(lambda e: e.run_id == slow_run and _ends_turn(e), timeout=10)
+        assert isinstance(end.event, TurnAborted) and end.event.reason == "interrupted"
+        assert time.monotonic() - t0 < 5.0
+        slow_text = _text([e for e in thread.events if e.run_id == slow_run])
+        assert slow_text.startswith("chunk0 ") and "chunk39" not in slow_text
+        after = await thread.turn("hello after abort")
+        assert _text(after) == HELLO and _of(after, TurnCompleted)
+        assert server.process.pid == pid
+
+        # 4. a second thread in the same directory shares the server, on its own session.
+        other_options = opencode_options(fake, tmp_path / "home")
+        async with running(other_options, work) as other:
+            assert other.adapter.server is server and server.refs == 2
+            assert other.adapter.session_id != session_id
+            mine = len(thread.events)
+            theirs = await other.turn("hello from the other thread")
+            assert _text(theirs) == HELLO
+            assert all(e.session_id == other.adapter.session_id for e in theirs)
+            assert not thread.events[mine:]  # the first thread heard nothing of it
+        assert server.refs == 1 and server.alive
+
+        pids = tree_pids(pid)
+    _assert_gone(pids)
+    assert not live_servers()
+    stats = thread.adapter.statistics()
+    assert stats.malformed == 0 and stats.skipped > 0 and stats.events > 0
+
+
+async def test_permission_answered_yes_then_no(fake: OpenAIChatFake, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    async with running(options, work, permission="ask") as thread:
+        run_yes = await thread.prompt("TOUCHTEST")
+        asked = await thread.wait_for(
+            lambda e: e.run_id == run_yes and isinstance(e.event, PermissionRequested)
+        )
+        assert asked.event.tool == "bash" and "touch touched.txt" in asked.event.detail
+        assert not (work / "touched.txt").exists()
+        await thread.adapter.answer_permission(asked.event.request_id, True)
+        await thread.wait_for(lambda e: e.run_id == run_yes and _ends_turn(e))
+        yes_events = [e for e in thread.events if e.run_id == run_yes]
+        assert (work / "touched.txt").exists()
+        assert _of(yes_events, ToolFinished)[0].is_error is False
+        assert isinstance(yes_events[-1].event, TurnCompleted)
+
+        (work / "touched.txt").unlink()
+        run_no = await thread.prompt("TOUCHTEST again")
+        asked = await thread.wait_for(
+            lambda e: e.run_id == run_no and isinstance(e.event, PermissionRequested)
+        )
+        await thread.adapter.answer_permission(asked.event.request_id, False)
+        await thread.wait_for(lambda e: e.run_id == run_no and _ends_turn(e))
+        no_events = [e for e in thread.events if e.run_id == run_no]
+        rejected = _of(no_events, ToolFinished)
+        assert rejected and rejected[0].is_error and "rejected" in rejected[0].result
+        assert not (work / "touched.txt").exists()
+        assert isinstance(no_events[-1].event, TurnCompleted)
+
+
+async def test_resume_after_the_process_is_gone(fake: OpenAIChatFake, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    async with running(options, work) as thread:
+        await thread.turn("remember the word PELICAN")
+        session_id = thread.adapter.session_id
+        assert thread.adapter.server is not None and thread.adapter.server.process is not None
+        pids = tree_pids(thread.adapter.server.process.pid)
+    _assert_gone(pids)
+    assert session_id is not None
+
+    # The conversation list reads opencode's database without a server.
+    listed = list_conversations(str(work), home=str(tmp_path / "home"))
+    assert [c.session_id for c in listed] == [session_id]
+
+    async with running(options, work, session_id=session_id) as again:
+        assert again.adapter.session_id == session_id
+        events = await again.turn("what was the word?")
+        assert _text(events) == HELLO
+        assert _of(events, TurnCompleted)[-1].session_id == session_id
+        history = json.dumps(fake.agent_requests()[-1].body)
+        assert "PELICAN" in history and last_user_text(fake.agent_requests()[-1].body) == (
+            "what was the word?"
+        )
+
+
+async def test_model_server_down_gives_a_clear_error(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    async with running(options, work, max_model_retries=0) as thread:
+        await thread.turn("hello")  # warm: provider loaded, session titled
+        fake.down()
+        t0 = time.monotonic()
+        events = await thread.turn("hello while the model is down", timeout=30)
+        elapsed = time.monotonic() - t0
+        errors = _of(events, AgentError)
+        assert errors, "no error was reported"
+        assert any(e.retryable for e in errors) and any(not e.retryable for e in errors)
+        end = events[-1].event
+        assert isinstance(end, TurnAborted | TurnCompleted)
+        assert elapsed < 20.0, f"took {elapsed:.1f} s"
+        assert thread.adapter.server is not None and thread.adapter.server.alive
+
+
+async def test_server_killed_mid_turn_aborts_the_turn(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    adapter = OpencodeAdapter(options)
+    thread = Thread(adapter, str(work))
+    start = StartAgent(agent="opencode", workdir=str(work))
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(adapter.serve, start, thread.emit)
+            server = adapter.server
+            assert server is not None and server.process is not None
+            pids = tree_pids(server.process.pid)
+            run_id = await thread.prompt("CRASHTEST stream slowly")
+            await thread.wait_for(lambda e: e.run_id == run_id and isinstance(e.event, TextDelta))
+            os.killpg(server.process.pid, signal.SIGKILL)
+            end = await thread.wait_for(lambda e: e.run_id == run_id and _ends_turn(e), timeout=15)
+            # serve() returns on its own once the process is gone (the listener restarts it).
+    assert isinstance(end.event, TurnAborted)
+    assert end.event.exit_code == -signal.SIGKILL
+    assert "exited" in end.event.reason
+    _assert_gone(pids)
+    assert not live_servers()
+
+
+async def test_per_turn_fallback_text_then_resumed_tool_call(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home", per_turn=True)
+    async with running(options, work) as thread:
+        first = await thread.turn("hello")
+        assert _text(first) == HELLO
+        session_id = _of(first, SessionStarted)[0].session_id
+        assert _of(first, TurnCompleted)[-1].session_id == session_id
+
+        second = await thread.turn("TOOLTEST")
+        assert _of(second, ToolFinished)[0].result == "hi\n"
+        assert _text(second) == "Tool said: hi"
+        assert _of(second, TurnCompleted)[-1].session_id == session_id  # resumed with -s
+
+        slow = await thread.prompt("SLOWTEST")
+        await trio.sleep(1.0)
+        await thread.adapter.interrupt(slow)
+        end = await thread.wait_for(lambda e: e.run_id == slow and _ends_turn(e), timeout=15)
+        assert isinstance(end.event, TurnAborted) and end.event.reason == "interrupted"
+        assert end.event.exit_code is not None and end.event.exit_code != 0
