@@ -240,10 +240,13 @@ class ClaudeAdapter(AgentAdapter):
             nursery.start_soon(proc.pump_stderr)
             reader_done = trio.Event()
             nursery.start_soon(self._read_stdout, proc, reader_done)
-            await self._initialize(proc)
-            task_status.started()
-            await self._wait_exit(proc, reader_done)
+            not_ready = await self._initialize(proc)
+            if not_ready is None:
+                task_status.started()
+                await self._wait_exit(proc, reader_done)
             nursery.cancel_scope.cancel()
+        if not_ready is not None:
+            raise AgentStartError(not_ready)
 
     async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
         self._prompts_in, self._prompts_out = trio.open_memory_channel[PromptAgent](16)
@@ -266,11 +269,17 @@ class ClaudeAdapter(AgentAdapter):
                     nursery.start_soon(proc.pump_stderr)
                     reader_done = trio.Event()
                     nursery.start_soon(self._read_stdout, proc, reader_done)
-                    await self._initialize(proc)
-                    await self._send_prompt(proc, prompt)
-                    nursery.start_soon(self._close_after_turn, proc)
-                    await self._wait_exit(proc, reader_done)
+                    not_ready = await self._initialize(proc)
+                    if not_ready is None:
+                        await self._send_prompt(proc, prompt)
+                        nursery.start_soon(self._close_after_turn, proc)
+                        await self._wait_exit(proc, reader_done)
                     nursery.cancel_scope.cancel()
+                if not_ready is not None:
+                    self.run_id = prompt.run_id
+                    await self._emit_event(TurnAborted(reason=not_ready, exit_code=proc.returncode))
+                    with trio.CancelScope(shield=True):
+                        await proc.stop(grace=self.options.stop_grace_s)
                 self._proc = None
                 if self._stopping:
                     return
@@ -304,24 +313,31 @@ class ClaudeAdapter(AgentAdapter):
         self._turn_done = trio.Event()
         return proc
 
-    async def _initialize(self, proc: ManagedProcess) -> None:
-        """Send ``initialize`` and wait for its ack: the CLI is then ready for prompts."""
-        acked = await self._request(proc, {"subtype": "initialize"}, prefix="init")
+    async def _initialize(self, proc: ManagedProcess) -> str | None:
+        """Send ``initialize`` and wait for its ack: the CLI is then ready for prompts.
+        Returns why it is not ready (None when it is)."""
+        try:
+            acked = await self._request(proc, {"subtype": "initialize"}, prefix="init")
+        except AgentStartError:
+            acked = trio.Event()  # stdin already closed: the process is dying
         with trio.move_on_after(self.options.start_timeout_s):
             while not acked.is_set():
                 if proc.returncode is not None:
                     break
                 with trio.move_on_after(0.05):
                     await acked.wait()
-        if not acked.is_set():
-            await trio.sleep(0.1)  # let stderr drain into the tail
-            tail = "\n".join(proc.stderr_tail)
-            state = (
-                f"exited with code {proc.returncode}"
-                if proc.returncode is not None
-                else (f"did not answer within {self.options.start_timeout_s:.0f} s")
-            )
-            raise AgentStartError(f"Claude Code {state} before it was ready: {tail}".strip())
+        if acked.is_set():
+            return None
+        with trio.move_on_after(1.0):
+            await proc.wait()  # a dying CLI: let its exit code and stderr arrive
+        await trio.sleep(0.1)
+        tail = "\n".join(proc.stderr_tail)
+        state = (
+            f"exited with code {proc.returncode}"
+            if proc.returncode is not None
+            else f"did not answer within {self.options.start_timeout_s:.0f} s"
+        )
+        return f"Claude Code {state} before it was ready: {tail}".strip()
 
     async def _wait_exit(self, proc: ManagedProcess, reader_done: trio.Event) -> None:
         """Wait for the process, let stdout drain, close an open turn as aborted."""

@@ -20,7 +20,7 @@ import trio
 
 from effects.process import tree_pids
 from ingress.agents.base import AgentOptions, McpServer, StampedEvent
-from ingress.agents.claude import ClaudeAdapter, list_conversations
+from ingress.agents.claude import AgentStartError, ClaudeAdapter, list_conversations
 from runtime.agent_events import (
     AgentError,
     PermissionRequested,
@@ -353,3 +353,18 @@ async def test_mcp_server_injected_with_its_token(tmp_path: Path, fake: FakeAnth
     for path in s.home.rglob("*"):  # and the CLI copied the token into no file of its own
         if path.is_file() and path.stat().st_size < 5_000_000:
             assert token not in path.read_text(errors="replace"), path
+
+
+async def test_a_cli_that_cannot_start_is_a_clear_error(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    _require_cli()
+    (tmp_path / "home").mkdir()
+    start = StartAgent(agent="claude", workdir=str(tmp_path))
+    bad_flag = ClaudeAdapter(_options(fake, tmp_path / "home", extra_args=("--no-such-flag",)))
+    with trio.fail_after(30), pytest.raises(AgentStartError, match="no-such-flag"):
+        await bad_flag.serve(start, Session(bad_flag, tmp_path, tmp_path).emit)
+    assert bad_flag._proc is not None and bad_flag._proc.returncode is not None
+    missing = ClaudeAdapter(AgentOptions(binary=str(tmp_path / "no-claude")))
+    with pytest.raises(AgentStartError, match="not found"):
+        await missing.serve(start, Session(missing, tmp_path, tmp_path).emit)
