@@ -22,6 +22,7 @@ options, the prompt request id); they do no I/O and read no clock.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,11 @@ class _Malformed(Exception):
     """A line of the right syntax but the wrong shape (internal: counted, never raised out)."""
 
 
+# What a hostile line can raise while being translated (pydantic's ValidationError is a
+# ValueError): counted as malformed at the parser's boundary, never raised out.
+_BAD_INPUT = (_Malformed, ValueError, TypeError, OverflowError, RecursionError)
+
+
 def _loads(line: str) -> Any:
     """JSON of a line, or ``_Malformed``."""
     text = line.strip()
@@ -88,7 +94,14 @@ def _opt_str(value: Any) -> str | None:
 def _opt_int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # json.loads accepts Infinity and NaN
     return int(value)
+
+
+def _label(value: Any) -> str:
+    """A skip-count key from wire data: bounded, so hostile input cannot grow the stats."""
+    return value[:40] if isinstance(value, str) else type(value).__name__
 
 
 def _short(text: str, limit: int = MAX_SUMMARY) -> str:
@@ -130,7 +143,7 @@ class StreamJsonParser:
         self.stats.lines += 1
         try:
             events = self._parse(_loads(line))
-        except _Malformed:
+        except _BAD_INPUT:
             self.stats.malformed += 1
             return []
         self.stats.events += len(events)
@@ -146,9 +159,9 @@ class StreamJsonParser:
         if kind == "message":
             role = msg.get("role")
             content = _str(msg.get("content"), "content")
-            if role == "assistant":
-                return [TextDelta(text=content)] if content else []
-            self.stats.skip(f"message:{role}")
+            if role == "assistant" and content:
+                return [TextDelta(text=content)]
+            self.stats.skip(f"message:{_label(role)}")
             return []
         if kind == "tool_use":
             tool_id = _str(msg.get("tool_id"), "tool_id")
@@ -176,7 +189,7 @@ class StreamJsonParser:
         if kind == "result":
             self.finished = True
             return [self._result(msg)]
-        self.stats.skip(kind)
+        self.stats.skip(_label(kind))
         return []
 
     def _result(self, msg: dict[str, Any]) -> TurnCompleted:
@@ -304,7 +317,7 @@ class AcpParser:
         self.stats.lines += 1
         try:
             read = self._parse(_loads(line))
-        except _Malformed:
+        except _BAD_INPUT:
             self.stats.malformed += 1
             return AcpRead()
         self.stats.events += len(read.events)
@@ -329,7 +342,7 @@ class AcpParser:
             return self._agent_request(rpc_id, method, params)
         if method == "session/update":
             return AcpRead(events=self._update(params), commands_listed=_is_commands(params))
-        self.stats.skip(f"notification:{method}")
+        self.stats.skip(f"notification:{_label(method)}")
         return AcpRead()
 
     def _response(self, rpc_id: int | str, msg: dict[str, Any]) -> AcpRead:
@@ -376,7 +389,7 @@ class AcpParser:
         request = RpcRequest(id=rpc_id, method=method, params=params)
         if method != "session/request_permission":
             # fs/* and terminal/* only come when the client advertises them; we do not.
-            self.stats.skip(f"request:{method}")
+            self.stats.skip(f"request:{_label(method)}")
             return AcpRead(request=request)
         tool_call = _obj(params.get("toolCall"), "toolCall")
         tool_id = _str(tool_call.get("toolCallId"), "toolCallId")
@@ -408,7 +421,7 @@ class AcpParser:
             return []
         if not self.in_turn:
             # The history ``session/load`` replays, or a late update of an ended turn.
-            self.stats.skip(f"outside_turn:{kind}")
+            self.stats.skip(f"outside_turn:{_label(kind)}")
             return []
         if kind == "agent_message_chunk":
             text = _chunk_text(update)
@@ -424,12 +437,15 @@ class AcpParser:
                 return []
             # The CLI renders a thought as "**subject**\ndescription"; no subject leaves "****".
             text = text.removeprefix("****\n")
-            return [ThinkingDelta(text=text)] if text else []
+            if not text:
+                self.stats.skip("empty_chunk")
+                return []
+            return [ThinkingDelta(text=text)]
         if kind == "tool_call":
             return self._tool_call(update)
         if kind == "tool_call_update":
             return self._tool_update(update)
-        self.stats.skip(kind)
+        self.stats.skip(_label(kind))
         return []
 
     def _tool_started(self, tool_id: str, update: dict[str, Any]) -> ToolStarted:
@@ -468,7 +484,7 @@ class AcpParser:
         if status in ("completed", "failed"):
             events.append(self._tool_finished(tool_id, update, status))
         elif not events:
-            self.stats.skip(f"tool_call_update:{status}")
+            self.stats.skip(f"tool_call_update:{_label(status)}")
         return events
 
     def _tool_finished(self, tool_id: str, update: dict[str, Any], status: str) -> ToolFinished:
