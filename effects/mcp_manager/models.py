@@ -107,9 +107,12 @@ class ProcessRecord(BaseModel):
     error: str | None = None
     stdout_path: str = ""
     stderr_path: str = ""
-    stdout_offset: int = 0  # bytes of the file already read into the ring
+    stdout_offset: int = 0  # bytes of the file already in the ring
     stderr_offset: int = 0
+    stdout_marks: list[tuple[int, int]] = []  # (seq, end offset) of the newest chunks
+    stderr_marks: list[tuple[int, int]] = []
     last_seq: int = 0
+    seq_ceiling: int = 0  # numbers up to this may have been handed out
 
 
 class StateFile(BaseModel):

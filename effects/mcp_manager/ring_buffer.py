@@ -12,7 +12,6 @@ chunks reproduces the output.
 
 from __future__ import annotations
 
-import codecs
 import collections
 from dataclasses import dataclass
 
@@ -88,27 +87,30 @@ class OutputRing:
 class LineAssembler:
     """Turns raw bytes read from a stream into text made of whole lines.
 
-    Bytes are decoded incrementally (a UTF-8 sequence split across two reads stays intact,
-    invalid bytes become U+FFFD). Complete lines are released at once; a trailing partial
-    line is held for one more read and released anyway when no more bytes arrived (a prompt
-    such as ``Password:`` must not wait for a newline that never comes)."""
+    Complete lines are released at once; a trailing partial line is held for one more read
+    and released anyway when no more bytes arrived (a prompt such as ``Password:`` must not
+    wait for a newline that never comes). Text is cut only after a newline byte, which in
+    UTF-8 never sits inside a character, so a character split across two reads stays whole;
+    invalid bytes become U+FFFD. ``pending_bytes`` says how many bytes read are not released
+    yet (the supervisor's file offsets must not count them as delivered)."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
+        self._pending = b""
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._pending)
 
     def feed(self, data: bytes) -> str:
         """The complete lines (newlines kept) that ``data`` finishes; "" when none."""
         if not data:
             # Nothing new since the last read: whatever was held is as complete as it gets.
-            out, self._pending = self._pending, ""
-            return out
-        text = self._pending + self._decoder.decode(data)
-        cut = text.rfind("\n") + 1
-        self._pending = text[cut:]
-        return text[:cut]
+            return self.flush()
+        data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:]
+        return data[:cut].decode("utf-8", "replace")
 
     def flush(self) -> str:
-        text = self._pending + self._decoder.decode(b"", final=True)
-        self._pending = ""
+        text, self._pending = self._pending.decode("utf-8", "replace"), b""
         return text

@@ -24,6 +24,7 @@ is meant for the agent; anything else escaping a tool is a bug.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import re
@@ -58,6 +59,8 @@ __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
 _MAX_DESCENDANTS = 1024  # bound on remembered descendants per process
+_MAX_MARKS = 128  # chunk marks kept (and persisted) per stream
+_SEQ_BLOCK = 10_000  # sequence numbers reserved per save
 
 
 class ProcessError(Exception):
@@ -75,47 +78,104 @@ class SupervisorStatistics:
     state_writes: int
 
 
-class _FileTail:
-    """Reads what was appended to an output file since the last read."""
+class _StreamTail:
+    """One output stream of a process: its file, what of it was read, its ring, and marks.
 
-    def __init__(self, path: str, offset: int) -> None:
+    A mark ``(seq, offset)`` says the chunk numbered ``seq`` ends at byte ``offset`` of the
+    file. The newest marks are persisted, so after a restart the text read before it gets its
+    old numbers back: a caller's ``since_seq`` still means the same thing."""
+
+    def __init__(
+        self, path: str, offset: int, ring: OutputRing, marks: Sequence[tuple[int, int]]
+    ) -> None:
         self.path = path
-        self.offset = offset
+        self.offset = offset  # bytes read from the file
         self.assembler = LineAssembler()
+        self.ring = ring
+        self.marks: collections.deque[tuple[int, int]] = collections.deque(marks, _MAX_MARKS)
 
-    def read_new(self, max_log_bytes: int) -> str:
+    @property
+    def delivered(self) -> int:
+        """Bytes of the file that are in the ring (a partial line held back is not)."""
+        return max(0, self.offset - self.assembler.pending_bytes)
+
+    def _append(self, seq: SequenceCounter, text: str) -> bool:
+        if not text:
+            return False
+        number = seq.next()
+        self.ring.append(number, text)
+        self.marks.append((number, self.delivered))
+        return True
+
+    def read_new(self, seq: SequenceCounter, max_log_bytes: int) -> bool:
+        """Read what was appended to the file; True when the ring got something."""
         try:
             with open(self.path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < self.offset:  # emptied (by us, past max_log_bytes)
                     self.offset = 0
+                    self.marks.clear()
                 f.seek(self.offset)
                 data = f.read(max(0, size - self.offset))
         except FileNotFoundError:
-            return ""
+            return False
         self.offset += len(data)
-        text = self.assembler.feed(data)
+        appended = self._append(seq, self.assembler.feed(data))
         if self.offset > max_log_bytes:
             # The writer has O_APPEND: after the truncation it writes at the new end.
             os.truncate(self.path, 0)
             self.offset = 0
-        return text
+            self.marks.clear()
+        return appended
+
+    def flush(self, seq: SequenceCounter) -> bool:
+        return self._append(seq, self.assembler.flush())
+
+    def restore(self, max_bytes: int, fallback_seq: int) -> None:
+        """Put the text read before a restart back in the ring, under its old numbers."""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:
+                    self.offset = 0
+                    self.marks.clear()
+                    return
+                start = max(0, self.offset - max_bytes)
+                f.seek(start)
+                data = f.read(self.offset - start)
+        except FileNotFoundError:
+            self.offset = 0
+            self.marks.clear()
+            return
+        done = start
+        for number, end in self.marks:
+            if done < end <= self.offset:
+                # Text older than the oldest kept mark shares its number: served again
+                # rather than skipped.
+                self.ring.append(
+                    number, data[done - start : end - start].decode("utf-8", "replace")
+                )
+                done = end
+        if done < self.offset:
+            self.ring.append(fallback_seq, data[done - start :].decode("utf-8", "replace"))
 
 
 @dataclass(eq=False)
 class _Entry:
     record: ProcessRecord
     seq: SequenceCounter
-    stdout: OutputRing
-    stderr: OutputRing
-    out_tail: _FileTail
-    err_tail: _FileTail
+    out: _StreamTail
+    err: _StreamTail
     proc: trio.Process | None = None
     adopted: bool = False
     stop_requested: bool = False
     done: trio.Event = field(default_factory=trio.Event)
     descendants: dict[int, float] = field(default_factory=dict)  # pid -> create_time
     dirty: bool = False
+
+    @property
+    def streams(self) -> tuple[_StreamTail, _StreamTail]:
+        return (self.out, self.err)
 
 
 def _info(e: _Entry, *, already_running: bool = False) -> ProcessInfo:
@@ -161,6 +221,7 @@ class ProcessSupervisor:
         self._lost = 0
         self._escalations = 0
         self.closed = False
+        self._restoring = False
 
     @classmethod
     @asynccontextmanager
@@ -244,8 +305,8 @@ class ProcessSupervisor:
             raise ProcessError("tail must be zero or more characters")
         entry = self._find(caller, name)
         self._pump(entry)
-        stdout, cut_out = entry.stdout.read(tail, since_seq)
-        stderr, cut_err = entry.stderr.read(tail, since_seq)
+        stdout, cut_out = entry.out.ring.read(tail, since_seq)
+        stderr, cut_err = entry.err.ring.read(tail, since_seq)
         r = entry.record
         return OutputResult(
             name=r.name,
@@ -348,6 +409,10 @@ class ProcessSupervisor:
             stdout_path=str(out_path),
             stderr_path=str(err_path),
         )
+        previous = self._entries.get((thread, name))
+        if previous is not None:
+            # Numbering goes on across incarnations: an old since_seq must not hide new output.
+            record.last_seq = record.seq_ceiling = previous.seq.value
         entry = self._new_entry(record)
         self._entries[(thread, name)] = entry
         self._forget_old_records(thread)
@@ -443,13 +508,12 @@ class ProcessSupervisor:
 
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         size = self.config.ring_buffer_chars
+        r = record
         return _Entry(
-            record=record,
-            seq=SequenceCounter(record.last_seq),
-            stdout=OutputRing(size),
-            stderr=OutputRing(size),
-            out_tail=_FileTail(record.stdout_path, record.stdout_offset),
-            err_tail=_FileTail(record.stderr_path, record.stderr_offset),
+            record=r,
+            seq=SequenceCounter(max(r.last_seq, r.seq_ceiling)),
+            out=_StreamTail(r.stdout_path, r.stdout_offset, OutputRing(size), r.stdout_marks),
+            err=_StreamTail(r.stderr_path, r.stderr_offset, OutputRing(size), r.stderr_marks),
         )
 
     def _forget_old_records(self, thread_id: str) -> None:
@@ -474,19 +538,20 @@ class ProcessSupervisor:
 
     def _pump(self, entry: _Entry) -> None:
         """Move newly written output from the files into the rings (no await: atomic)."""
-        limit = self.config.max_log_bytes
-        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
-            text = tail.read_new(limit)
-            if text:
-                ring.append(entry.seq.next(), text)
+        r = entry.record
+        if entry.seq.value + 2 > r.seq_ceiling:
+            # Numbers are reserved in blocks, and the block saved before one of it is
+            # handed out: after a crash numbering resumes above anything a caller has seen.
+            r.seq_ceiling = entry.seq.value + _SEQ_BLOCK
+            self._save()
+        for stream in entry.streams:
+            if stream.read_new(entry.seq, self.config.max_log_bytes):
                 entry.dirty = True
 
     def _flush(self, entry: _Entry) -> None:
         self._pump(entry)
-        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
-            text = tail.assembler.flush()
-            if text:
-                ring.append(entry.seq.next(), text)
+        for stream in entry.streams:
+            stream.flush(entry.seq)
 
     def _sample_tree(self, entry: _Entry) -> None:
         if entry.record.pid is None:
@@ -534,11 +599,13 @@ class ProcessSupervisor:
                 self._save()
 
     def _save(self) -> None:
+        if self._restoring:
+            return  # a half-loaded list must never replace the file
         records = []
         for e in self._entries.values():
             r = e.record
-            r.stdout_offset = e.out_tail.offset
-            r.stderr_offset = e.err_tail.offset
+            r.stdout_offset, r.stdout_marks = e.out.delivered, list(e.out.marks)
+            r.stderr_offset, r.stderr_marks = e.err.delivered, list(e.err.marks)
             r.last_seq = e.seq.value
             e.dirty = False
             records.append(r)
@@ -611,12 +678,14 @@ class ProcessSupervisor:
 
     def _restore(self) -> None:
         now = time.time()
+        self._restoring = True
         for record in self._store.load():
             entry = self._new_entry(record)
-            self._load_previous_output(entry)
             key = (record.thread_id, record.name)
             self._entries[key] = entry
+            self._load_previous_output(entry)
             if not record.status.live:
+                self._flush(entry)
                 entry.done.set()
                 continue
             if same_process(record.pid, record.create_time):
@@ -632,29 +701,17 @@ class ProcessSupervisor:
                 )
                 self._lost += 1
                 entry.done.set()
+        self._restoring = False
         if self._entries:
             self._save()
 
     def _load_previous_output(self, entry: _Entry) -> None:
-        """Put what was read before the restart back in the rings, under the old last_seq
-        (a caller holding that number does not see it again)."""
-        r = entry.record
+        """The output read before the restart back in the rings, then anything written
+        since (an orphan kept writing to its files while no Spindle was running)."""
         budget = self.config.ring_buffer_chars * 4  # bytes: UTF-8 is at most 4 per char
-        for tail, ring in ((entry.out_tail, entry.stdout), (entry.err_tail, entry.stderr)):
-            try:
-                with open(tail.path, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    end = min(tail.offset, size)
-                    start = max(0, end - budget)
-                    f.seek(start)
-                    data = f.read(end - start)
-            except FileNotFoundError:
-                tail.offset = 0
-                continue
-            tail.offset = end
-            if data:
-                ring.append(max(r.last_seq, 1), data.decode("utf-8", "replace"))
-        entry.seq.value = max(entry.seq.value, r.last_seq)
+        for stream in entry.streams:
+            stream.restore(budget, max(entry.record.last_seq, 1))
+        self._pump(entry)
 
     # ---- small pieces ----------------------------------------------------------------
 

@@ -93,7 +93,7 @@ async def test_restart_gives_a_new_process_with_the_same_command(
 ) -> None:
     async with open_client(manager.url, TOKEN, THREAD) as client:
         first = await call(client, "start_process", **scripts.start_args("ticker", TICKER))
-        await wait_for_output(client, "ticker", "tick 1")
+        old_seq = (await wait_for_output(client, "ticker", "tick 1"))["last_seq"]
         restarted = await call(client, "restart_process", name="ticker")
         assert restarted["status"] == "running"
         assert restarted["pid"] != first["pid"]
@@ -102,6 +102,10 @@ async def test_restart_gives_a_new_process_with_the_same_command(
         assert not alive(first["pid"])
         out = await wait_for_output(client, "ticker", "tick 1")
         assert out["stdout"].startswith("ready\n")  # a fresh output file
+        # Numbering continues: a since_seq from the first incarnation sees the new output.
+        assert out["last_seq"] > old_seq
+        fresh = await call(client, "get_output", name="ticker", since_seq=old_seq)
+        assert fresh["stdout"].startswith("ready\n")
         # A stopped process restarts too.
         await call(client, "stop_process", name="ticker")
         again = await call(client, "restart_process", name="ticker")
