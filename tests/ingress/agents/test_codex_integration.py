@@ -407,6 +407,13 @@ def _mcp_reply(req: RecordedRequest) -> JSONResponse:
     return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:  # a short-lived helper that is already gone (or a zombie)
+        return ""
+
+
 async def test_mcp_servers_are_injected_with_their_token(
     fake: OpenAIResponsesFake, tmp_path: Path
 ) -> None:
@@ -429,8 +436,8 @@ async def test_mcp_servers_are_injected_with_their_token(
     try:
         async with running(opts, work) as s:
             assert s.adapter.pid is not None
-            cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in tree_pids(s.adapter.pid)]
-            assert all("s3cret" not in c for c in cmdlines)  # the token is not on any argv
+            cmdlines = [_cmdline(p) for p in tree_pids(s.adapter.pid)]
+            assert cmdlines[0] and all("s3cret" not in c for c in cmdlines)  # not on any argv
             end = await s.turn("r1", "hello")
             assert isinstance(end.event, TurnCompleted)
             failed = await s.wait_for(
