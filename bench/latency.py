@@ -1,0 +1,129 @@
+"""Latency under load: many active threads streaming agent deltas while users send commands.
+
+Every thread runs a streaming fake agent (in-process) that emits a text delta every 50 ms
+(20/s) carrying its emission time. The recording renderer stamps when each effect is
+applied, so ingress->effect latency is measured per delta. Meanwhile each thread gets a
+``/queue`` every few seconds (latency to its reply being applied) and, at the end, one
+``/abort`` (latency from the command's arrival to the agent's interrupt being applied).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+
+import trio
+
+from bench.common import bench_runtime, percentile
+from runtime import agent_events as E
+from runtime.effects import AppendOutput, PostOutput, ReplyToCommand
+from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from testkit.thread_script import ThreadScript
+
+__all__ = ["StreamingAgent", "run"]
+
+DELTA_INTERVAL_S = 0.05
+
+
+class StreamingAgent(ScriptedAgent):
+    """Streams a stamped delta every 50 ms until interrupted."""
+
+    async def _turns(self) -> None:
+        async for prompt in self._recv:
+            with trio.CancelScope() as scope:
+                self._turn = (prompt.run_id, scope)
+                while True:
+                    await self._say(prompt.run_id, E.TextDelta(text=f"@{trio.current_time():.6f} "))
+                    await trio.sleep(DELTA_INTERVAL_S)
+            self._turn = None
+            await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
+
+
+class StreamingWorld(FakeAgentWorld):
+    def factory(self, name: str) -> ScriptedAgent:
+        adapter = StreamingAgent(
+            self.adapters[0].options if self.adapters else _options(), world=self
+        )
+        self.adapters.append(adapter)
+        return adapter
+
+
+def _options():
+    from ingress.agents.base import AgentOptions
+
+    return AgentOptions()
+
+
+async def _load(threads: int, seconds: float, db: str) -> dict:
+    world = StreamingWorld()
+    async with bench_runtime(db, world=world, tick_interval_s=1.0) as (rt, _, renderers):
+        scripts = [ThreadScript(f"t{i}") for i in range(threads)]
+        for s in scripts:
+            await rt.post(s.start("fake", "/tmp", "/tmp"))
+            await rt.post(s.user("stream"))
+        await rt.wait_quiet()
+        await trio.sleep(0.2)
+        start_index = len(renderers.effects)
+        queued_at: dict[str, float] = {}
+        rng = random.Random(1)
+
+        async def users() -> None:
+            end = trio.current_time() + seconds
+            while trio.current_time() < end:
+                s = rng.choice(scripts)
+                action = s.queue("later")
+                queued_at[f"{s.thread_id}/reply/{action.action_id}"] = trio.current_time()
+                await rt.post(action)
+                await trio.sleep(seconds / max(1, threads))
+
+        await users()
+        # The abort's reply is applied right after its InterruptAgent (same transition,
+        # effects in order), so its application time bounds abort -> interrupt applied.
+        aborted_at: dict[str, float] = {}
+        for s in scripts:
+            action = s.abort()
+            aborted_at[f"{s.thread_id}/reply/{action.action_id}"] = trio.current_time()
+            await rt.post(action)
+        await rt.wait_quiet()
+        await trio.sleep(0.5)
+        delta_lat, reply_lat, abort_lat = [], [], []
+        for _thread, applied, effect in renderers.effects[start_index:]:
+            if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
+                emitted = float(effect.text.strip().lstrip("@").split()[0])
+                delta_lat.append(applied - emitted)
+            elif isinstance(effect, ReplyToCommand) and effect.key in queued_at:
+                reply_lat.append(applied - queued_at[effect.key])
+            elif isinstance(effect, ReplyToCommand) and effect.key in aborted_at:
+                abort_lat.append(applied - aborted_at[effect.key])
+        interrupts = len(world.interrupts)
+
+    def summary(values: list[float]) -> dict:
+        ms = [v * 1000 for v in values]
+        return {
+            "n": len(ms),
+            "p50_ms": round(percentile(ms, 50), 2),
+            "p99_ms": round(percentile(ms, 99), 2),
+            "max_ms": round(max(ms), 2) if ms else None,
+        }
+
+    return {
+        "threads": threads,
+        "seconds": seconds,
+        "delta_rate_per_thread": 1 / DELTA_INTERVAL_S,
+        "ingress_to_effect": summary(delta_lat),
+        "queue_reply": summary(reply_lat),
+        "abort_to_interrupt": summary(abort_lat),
+        "interrupts_applied": interrupts,
+    }
+
+
+def run(quick: bool) -> dict:
+    shapes = [(20, 1.0)] if quick else [(100, 5.0), (1000, 5.0)]
+    result = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for threads, seconds in shapes:
+            result[f"{threads}_threads"] = trio.run(
+                _load, threads, seconds, os.path.join(tmp, f"lat-{threads}.db")
+            )
+    return result
