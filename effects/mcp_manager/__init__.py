@@ -15,7 +15,14 @@ from .models import (
     ProcessStatus,
     StopResult,
 )
-from .server import SERVER_NAME, ProcessManager, main, serve_process_manager
+from .server import (
+    SERVER_NAME,
+    ProcessManager,
+    cli_main,
+    config_from_settings,
+    main,
+    serve_process_manager,
+)
 from .supervisor import ProcessError, ProcessSupervisor
 
 __all__ = [
@@ -32,6 +39,8 @@ __all__ = [
     "ProcessSupervisor",
     "StopResult",
     "TokenAuthority",
+    "cli_main",
+    "config_from_settings",
     "main",
     "serve_process_manager",
 ]

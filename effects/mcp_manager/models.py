@@ -71,6 +71,7 @@ class ProcessManagerConfig(BaseModel):
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("spindle"))
     allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: (Path.home(),))
     ring_buffer_chars: int = Field(200_000, gt=0)  # per stream, per process
+    ring_buffer_lines: int | None = Field(5000, gt=0)  # per stream, per process
     max_log_bytes: int = Field(8 * 1024 * 1024, gt=0)  # an output file is emptied past this
     max_processes_per_thread: int = Field(8, gt=0)  # live ones (starting/running/stopping)
     max_records_per_thread: int = Field(32, gt=0)  # finished ones are forgotten past this

@@ -4,8 +4,9 @@ A managed process writes into two files (stdout, stderr); the supervisor tails t
 one ``OutputRing`` per stream. Both rings of a process draw their sequence numbers from one
 ``SequenceCounter``, so a single ``since_seq`` reads what is new on either stream.
 
-Invariants: a ring never holds more than ``max_chars`` characters (the oldest chunks are
-evicted first, and a single oversized chunk keeps only its tail); sequence numbers only
+Invariants: a ring never holds more than ``max_chars`` characters, nor (but for its newest
+chunk) more than ``max_lines`` lines: the oldest chunks are evicted first, and a single
+oversized chunk keeps only its tail of characters; sequence numbers only
 grow; a chunk's text is exactly what the process wrote (newlines included), so joining
 chunks reproduces the output.
 """
@@ -38,12 +39,14 @@ class OutputChunk:
 class OutputRing:
     """The newest ``max_chars`` characters of one stream, as sequence-numbered chunks."""
 
-    def __init__(self, max_chars: int) -> None:
-        if max_chars <= 0:
-            raise ValueError("max_chars must be positive")
+    def __init__(self, max_chars: int, max_lines: int | None = None) -> None:
+        if max_chars <= 0 or (max_lines is not None and max_lines <= 0):
+            raise ValueError("max_chars and max_lines must be positive")
         self.max_chars = max_chars
+        self.max_lines = max_lines
         self._chunks: collections.deque[OutputChunk] = collections.deque()
         self._chars = 0
+        self._lines = 0  # newlines held
         self.evicted_chars = 0  # characters dropped to keep the bound
         self.evicted_through_seq = 0  # every chunk with seq <= this is (at least partly) gone
 
@@ -56,11 +59,17 @@ class OutputRing:
             text = text[-self.max_chars :]
         self._chunks.append(OutputChunk(seq, text))
         self._chars += len(text)
-        while self._chars > self.max_chars:
+        self._lines += text.count("\n")
+        while self._chars > self.max_chars or self._too_many_lines():
             old = self._chunks.popleft()
             self._chars -= len(old.text)
+            self._lines -= old.text.count("\n")
             self.evicted_chars += len(old.text)
             self.evicted_through_seq = max(self.evicted_through_seq, old.seq)
+
+    def _too_many_lines(self) -> bool:
+        # The newest chunk always stays, even when it alone has more lines than allowed.
+        return self.max_lines is not None and self._lines > self.max_lines and len(self._chunks) > 1
 
     @property
     def chars(self) -> int:

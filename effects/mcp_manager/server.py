@@ -43,6 +43,8 @@ __all__ = [
     "SERVER_NAME",
     "ProcessManager",
     "build_mcp_server",
+    "cli_main",
+    "config_from_settings",
     "main",
     "serve_process_manager",
 ]
@@ -233,6 +235,7 @@ def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
         "--allowed-root", type=Path, action="append", default=None, help="repeatable; default ~"
     )
     p.add_argument("--ring-buffer-chars", type=int, default=None)
+    p.add_argument("--ring-buffer-lines", type=int, default=None)
     p.add_argument("--max-processes-per-thread", type=int, default=None)
     p.add_argument("--stop-grace", type=float, default=None, help="seconds SIGTERM -> SIGKILL")
     p.add_argument("--keep-on-shutdown", action="store_true")
@@ -245,6 +248,7 @@ def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
         "data_dir": ns.data_dir,
         "allowed_roots": tuple(ns.allowed_root) if ns.allowed_root else None,
         "ring_buffer_chars": ns.ring_buffer_chars,
+        "ring_buffer_lines": ns.ring_buffer_lines,
         "max_processes_per_thread": ns.max_processes_per_thread,
         "stop_grace_s": ns.stop_grace,
     }
@@ -258,7 +262,7 @@ async def _serve_until_signalled(config: ProcessManagerConfig) -> None:
         async with trio.open_nursery() as nursery:
             manager: ProcessManager = await nursery.start(serve_process_manager, config)
             token_note = (
-                "the token given in SPINDLE_MCP_TOKEN"
+                "the configured token"
                 if config.token
                 else f"the token in {config.data_dir / 'mcp-token'}"
             )
@@ -266,6 +270,37 @@ async def _serve_until_signalled(config: ProcessManagerConfig) -> None:
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break
+
+
+def config_from_settings(settings: Any, port: int | None = None) -> ProcessManagerConfig:
+    """The manager's configuration from Spindle's ``Settings`` (``ingress/config.py``: its
+    ``[mcp]`` section, ``data_dir`` and ``runtime.allowed_roots``); read by attribute so
+    that effects does not import ingress."""
+    mcp = settings.mcp
+    token = mcp.token.get_secret_value() if mcp.token is not None else None
+    roots = tuple(
+        Path(os.path.realpath(os.path.expanduser(root))) for root in settings.runtime.allowed_roots
+    )
+    return ProcessManagerConfig(
+        port=mcp.port if port is None else port,
+        token=token or None,
+        data_dir=settings.data_path,
+        allowed_roots=roots,
+        keep_on_shutdown=mcp.keep_on_shutdown,
+        max_processes_per_thread=mcp.max_processes_per_thread,
+        ring_buffer_lines=mcp.ring_buffer_lines,
+    )
+
+
+def cli_main(settings: Any, port: int | None = None) -> int:
+    """``spindle mcp`` as ``ingress/commands_cli.py`` calls it: serve until SIGINT/SIGTERM."""
+    try:
+        config = config_from_settings(settings, port)
+    except ValueError as exc:
+        print(f"spindle mcp: {exc}", file=sys.stderr)
+        return 2
+    trio.run(_serve_until_signalled, config)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -507,13 +507,17 @@ class ProcessSupervisor:
         return base / f"{name}.stdout.log", base / f"{name}.stderr.log"
 
     def _new_entry(self, record: ProcessRecord) -> _Entry:
-        size = self.config.ring_buffer_chars
+        chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
         r = record
         return _Entry(
             record=r,
             seq=SequenceCounter(max(r.last_seq, r.seq_ceiling)),
-            out=_StreamTail(r.stdout_path, r.stdout_offset, OutputRing(size), r.stdout_marks),
-            err=_StreamTail(r.stderr_path, r.stderr_offset, OutputRing(size), r.stderr_marks),
+            out=_StreamTail(
+                r.stdout_path, r.stdout_offset, OutputRing(chars, lines), r.stdout_marks
+            ),
+            err=_StreamTail(
+                r.stderr_path, r.stderr_offset, OutputRing(chars, lines), r.stderr_marks
+            ),
         )
 
     def _forget_old_records(self, thread_id: str) -> None:

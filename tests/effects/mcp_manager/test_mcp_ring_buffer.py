@@ -39,6 +39,15 @@ def test_eviction_keeps_the_bound_and_reports_missed_output() -> None:
     assert ring.read(100) == ("x" * 10, True)
 
 
+def test_line_bound_evicts_old_chunks_but_keeps_the_newest() -> None:
+    ring = OutputRing(10_000, max_lines=3)
+    for i in range(1, 6):
+        ring.append(i, f"{i}\n")
+    assert ring.read(100) == ("3\n4\n5\n", True)
+    ring.append(6, "a\nb\nc\nd\n")  # alone over the bound: kept whole
+    assert ring.read(100) == ("a\nb\nc\nd\n", True)
+
+
 def test_assembler_releases_whole_lines_and_then_a_waiting_partial_line() -> None:
     asm = LineAssembler()
     assert asm.feed(b"one\ntw") == "one\n"
