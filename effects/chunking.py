@@ -124,6 +124,7 @@ class MessageChunker:
         self._prefix = ""  # the repair prefix of the open message
         self._parts: list[str] = []  # committed text of the open message
         self._body_len = 0
+        self._body_blank = True  # whitespace only: closing it here would drop it
         self._pending = ""  # the current line, not yet complete
         self._pending_at_line_start = True
         self._closed: list[str] = []
@@ -203,10 +204,10 @@ class MessageChunker:
             shown = len(self._pending) + 2 * self._pending.count("://")
             if shown <= self.budget - len(self._prefix) - self._body_len - REPAIR_RESERVE:
                 return
-            if self._body_len:
+            if self._closable():
                 self._close()
                 continue
-            # One line longer than a whole message: commit a piece of it.
+            # One line longer than a whole message (or after blank lines): commit a piece.
             cut = _cut_point(self._pending, max(self._fresh_room() // 2, 1), self._fresh_room())
             piece, self._pending = self._pending[:cut], self._pending[cut:]
             self._commit(piece, whole_line=False)
@@ -224,10 +225,10 @@ class MessageChunker:
                 self._append(rendered)
                 self._fence = fence_after_piece
                 return
-            if self._body_len and len(rendered) <= self._fresh_room():
+            if self._closable() and len(rendered) <= self._fresh_room():
                 self._close()
                 continue
-            if self._body_len and room < self._fresh_room() // 4:
+            if self._closable() and room < self._fresh_room() // 4:
                 self._close()  # too little room left to be worth a cut here
                 continue
             # Longer than a whole message: cut it. Its pieces are plain text of the current
@@ -239,9 +240,19 @@ class MessageChunker:
             rendered = rendered[cut:]
             self._close()
 
+    def _closable(self) -> bool:
+        """A message may end here: it has text, and more than whitespace (a chat platform
+        refuses a blank message, so blank lines wait for the text after them), unless so
+        much whitespace piled up that nothing else fits."""
+        if not self._body_len:
+            return False
+        blank = self._body_blank and not self._prefix
+        return not blank or self._room(self._fence) < 1
+
     def _append(self, text: str) -> None:
         self._parts.append(text)
         self._body_len += len(text)
+        self._body_blank = self._body_blank and not text.strip()
 
     def _close(self) -> None:
         body = "".join(self._parts)
@@ -253,6 +264,7 @@ class MessageChunker:
         self._prefix = self._reopen_prefix()
         self._parts = []
         self._body_len = 0
+        self._body_blank = True
 
 
 def _cut_point(text: str, low: int, high: int) -> int:

@@ -568,7 +568,13 @@ class StreamRenderer:
         """Hand the chunker's finished messages and its open one to the platform."""
         assert out.chunker is not None
         for text in out.chunker.take_closed():
-            if out.live is not None:
+            if out.live is not None and is_blank(text):
+                # It showed the start of a line that moved on to the next message.
+                live, out.live = out.live, None
+                out.messages.remove(live)
+                await self._delete(out, live)
+                self._count("blank_skipped")
+            elif out.live is not None:
                 out.live.final = text
                 self._mark_dirty(out, out.live)
                 out.live = None

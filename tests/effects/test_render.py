@@ -1,0 +1,396 @@
+"""effects.render: the stream renderer over the recording platform, in trio's mock time.
+
+The ``autojump_clock`` fixture (pytest-trio) makes every sleep instant while the platform
+still records the trio time of each call, so pacing and Retry-After are asserted exactly.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from render_samples import balanced, long_answer, original_text
+
+from effects.platform import PlatformError, PlatformLimits
+from effects.render import (
+    RenderError,
+    StreamRenderer,
+    parse_component_action,
+    render_tool_card,
+)
+from runtime.effects import (
+    AppendOutput,
+    DismissPrompt,
+    EditOutput,
+    PostOutput,
+    ReplyToCommand,
+    SealOutput,
+    ShowPermissionPrompt,
+    ShowQuestion,
+    Typing,
+)
+from testkit.recording_platform import RecordingPlatform
+
+CHANNEL = "thread-1"
+
+
+@pytest.fixture
+def platform() -> RecordingPlatform:
+    return RecordingPlatform()
+
+
+@pytest.fixture
+async def renderer(platform: RecordingPlatform) -> AsyncIterator[StreamRenderer]:
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        yield renderer
+
+
+async def stream(
+    renderer: StreamRenderer, key: str, text: str, *, step: int, every: float = 0.0
+) -> None:
+    """Stream ``text`` as one output in deltas of ``step`` characters, sealed at the end."""
+    await renderer.apply(PostOutput(key=key, kind="text", text=text[:step]))
+    for seq, start in enumerate(range(step, len(text), step), start=1):
+        if every:
+            await trio.sleep(every)
+        await renderer.apply(AppendOutput(key=key, seq=seq, text=text[start : start + step]))
+    await renderer.apply(SealOutput(key=key))
+
+
+# -- pacing ----------------------------------------------------------------------------------
+
+
+async def test_a_burst_of_20_deltas_a_second_makes_at_most_2_edits_a_second(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    words = [f"word{i} " for i in range(100)]  # 5 s at 20 deltas/s
+    await stream(renderer, "t/r1/0", "".join(words), step=len(words[0]), every=0.05)
+    await renderer.flush()
+
+    edits = platform.calls_of("edit")
+    per_second = collections.Counter(int(call.at) for call in edits)
+    assert per_second and max(per_second.values()) <= 2
+    gaps = [b.at - a.at for a, b in zip(edits, edits[1:], strict=False)]
+    assert min(gaps) >= 0.5 - 1e-9
+    assert len(edits) >= 8  # it did stream: about one edit per 500 ms
+    assert platform.texts(CHANNEL) == ["".join(words)]
+
+
+async def test_a_6000_char_answer_arrives_as_well_formed_messages(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    answer = long_answer(6000)
+    await stream(renderer, "t/r1/0", answer, step=40, every=0.01)
+    await renderer.flush()
+    texts = platform.texts(CHANNEL)
+    assert 4 <= len(texts) <= 5
+    assert all(len(t) <= 2000 and balanced(t) for t in texts)
+    assert original_text(texts, answer) == answer
+    assert "<https://example.com/docs/step3>" in texts[0]
+    stats = renderer.statistics()
+    assert stats.sends == len(texts) and stats.dirty_messages == 0
+    print(f"6000-char answer streamed in 40-char deltas: {len(platform.calls)} platform calls")
+
+
+async def test_a_whole_answer_in_one_piece_is_sent_without_edits(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    answer = long_answer(6000)
+    await renderer.apply(PostOutput(key="t/r1/0", kind="text", text=answer))
+    await renderer.apply(SealOutput(key="t/r1/0"))
+    await renderer.flush()
+    assert platform.count("edit") == 0
+    assert platform.count("send") == len(platform.texts(CHANNEL)) == 4
+    assert original_text(platform.texts(CHANNEL), answer) == answer
+
+
+# -- faults --------------------------------------------------------------------------------
+
+
+async def test_429_retry_after_is_honoured_and_nothing_is_lost(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.rate_limit(nth=2, kind="send", retry_after=3.0)
+    platform.rate_limit(nth=2, kind="edit", retry_after=1.5, times=2)
+    answer = long_answer(5000)
+    await stream(renderer, "t/r1/0", answer, step=50, every=0.02)
+    await renderer.flush()
+
+    failed = [c for c in platform.calls if c.error is not None]
+    assert [c.kind for c in failed] == ["send", "edit", "edit"]
+    # The call after each 429 waited for Retry-After.
+    for call in failed:
+        following = platform.calls[platform.calls.index(call) + 1]
+        assert following.kind == call.kind
+        wait = 3.0 if call.kind == "send" else 1.5
+        assert following.at - call.at >= wait - 1e-9
+    assert renderer.statistics().rate_limited == 3
+    assert original_text(platform.texts(CHANNEL), answer) == answer
+
+
+async def test_5xx_is_retried_with_backoff(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.server_error(kind="send", times=3)
+    await renderer.apply(PostOutput(key="t/r1/0", kind="notice", text="⚠ hello"))
+    times = [c.at for c in platform.calls if c.kind == "send"]
+    assert len(times) == 4
+    assert [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)] == [0.5, 1.0, 2.0]
+    assert platform.texts(CHANNEL) == ["⚠ hello"]
+    assert renderer.statistics().retries == 3
+
+
+async def test_a_send_whose_answer_was_lost_is_not_doubled(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.server_error(kind="send", after_effect=True)
+    posted = await renderer.apply(PostOutput(key="t/r1/0", kind="marker", text="» ann: hi"))
+    assert platform.count("send", ok_only=False) == 2
+    assert platform.texts(CHANNEL) == ["» ann: hi"]
+    assert posted == [("t/r1/0", (platform.messages(CHANNEL)[0].id,))]
+
+
+async def test_a_permanent_failure_raises_a_clear_error(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.inject(lambda: PlatformError("403 Missing Permissions"), kind="send")
+    with pytest.raises(RenderError) as caught:
+        await renderer.apply(PostOutput(key="t/r1/0", kind="footer", text="3s"))
+    assert caught.value.key == "t/r1/0" and caught.value.effect == "post_output"
+    assert "403 Missing Permissions" in str(caught.value)
+    # Retries are bounded too: a platform that keeps failing ends in the same error.
+    platform.server_error(kind="send", times=100)
+    with pytest.raises(RenderError):
+        await renderer.apply(PostOutput(key="t/r1/1", kind="footer", text="4s"))
+    assert platform.texts(CHANNEL) == []
+
+
+# -- idempotency ------------------------------------------------------------------------------
+
+
+async def test_a_key_is_never_posted_twice(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    post = PostOutput(key="t/r1/0", kind="text", text="hello")
+    first = await renderer.apply(post)
+    assert await renderer.apply(post) == []
+    reply = ReplyToCommand(key="t/reply/a1", action_id="a1", text="Queued (position 1)")
+    assert await renderer.apply(reply) == [("t/reply/a1", ("m2",))]
+    assert await renderer.apply(reply) == []
+    # After a restart the reactor seeds the keys from the log.
+    fresh = StreamRenderer(platform, CHANNEL)
+    fresh.known("t/r1/0", first[0][1])
+    assert await fresh.apply(post) == []
+    assert fresh.message_ids("t/r1/0") == first[0][1]
+    assert platform.count("send") == 1 and platform.count("reply") == 1
+    assert renderer.statistics().duplicate_posts == 2
+
+
+async def test_appends_are_idempotent_by_seq(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    await renderer.apply(PostOutput(key="k", kind="text", text="a"))
+    for seq, text in [(1, "b"), (2, "c"), (2, "c"), (1, "b"), (3, "d")]:
+        await renderer.apply(AppendOutput(key="k", seq=seq, text=text))
+    await renderer.apply(SealOutput(key="k"))
+    await renderer.apply(AppendOutput(key="k", seq=4, text="late"))
+    await renderer.apply(AppendOutput(key="unknown", seq=1, text="x"))
+    await renderer.flush()
+    assert platform.texts(CHANNEL) == ["abcd"]
+    assert renderer.statistics().ignored_appends == 4
+
+
+# -- typing ---------------------------------------------------------------------------------
+
+
+async def test_typing_is_refreshed_while_on_and_after_posts_and_stops(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    await renderer.apply(Typing(on=True))
+    await renderer.apply(Typing(on=True))  # already on: no extra call
+    await trio.sleep(20)
+    assert [c.at for c in platform.calls_of("typing")] == [0.0, 8.0, 16.0]
+    await renderer.apply(PostOutput(key="t/r1/0", kind="tool", text="Read(a.py)"))
+    await trio.sleep(2)
+    assert platform.calls_of("typing")[-1].at == 21.0  # re-shown 1 s after the post
+    await renderer.apply(Typing(on=False))
+    count = platform.count("typing")
+    await trio.sleep(60)
+    assert platform.count("typing") == count
+    assert renderer.statistics().typing_calls == count
+
+
+async def test_a_typing_failure_is_counted_not_raised(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.inject(lambda: PlatformError("500", retryable=True), kind="typing")
+    await renderer.apply(Typing(on=True))
+    await trio.sleep(9)
+    assert renderer.statistics().failures == 1
+    assert platform.count("typing") == 1  # the refresh at 8 s worked
+
+
+# -- cards, thinking, prompts -------------------------------------------------------------------
+
+
+async def test_each_tool_call_is_its_own_compact_card(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    await renderer.apply(Typing(on=True))
+    for n in range(15):
+        key = f"t/r1/{n}"
+        header = f"Bash(ls dir{n})"
+        await renderer.apply(PostOutput(key=key, kind="tool", text=header))
+        await trio.sleep(0.2)
+        mark = "✗ " if n == 7 else "→ "
+        result = "\n".join(f"file{i}.py" for i in range(20 if n == 3 else 2))
+        await renderer.apply(EditOutput(key=key, text=f"{header}\n{mark}{result}"))
+        await trio.sleep(1.0)
+    await renderer.apply(PostOutput(key="t/r1/15", kind="footer", text="17s · $0.0400 · m"))
+    await renderer.apply(Typing(on=False))
+    await renderer.flush()
+
+    texts = platform.texts(CHANNEL)
+    assert len(texts) == 16
+    assert texts[0] == "-# 🔧 `Bash(ls dir0)`\n```\nfile0.py\nfile1.py\n```"
+    assert "⚠️ **error**" in texts[7] and "⚠️" not in texts[6]
+    assert "… (+12 lines)" in texts[3] and texts[3].count("\n") == 11
+    assert texts[-1] == "17s · $0.0400 · m"
+    calls = collections.Counter(c.kind for c in platform.calls)
+    assert calls["send"] == 16 and calls["edit"] == 15
+    print(f"run with 15 tool calls: {len(platform.calls)} platform calls {dict(calls)}")
+
+
+def test_tool_card_rendering() -> None:
+    assert render_tool_card("Read(a.py)") == "-# 🔧 `Read(a.py)`"
+    card = render_tool_card("Bash(x)\n✗ exit 1: ```boom```")
+    assert card.startswith("-# 🔧 `Bash(x)`\n⚠️ **error**\n```\n")
+    assert balanced(card)
+
+
+async def test_thinking_is_a_short_subtext_preview(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    thought = " ".join(f"idea{i}" for i in range(300))
+    await stream(renderer, "t/r1/0", "", step=1)  # an empty text output posts nothing
+    await renderer.apply(PostOutput(key="t/r1/1", kind="thinking", text=thought[:10]))
+    for seq, start in enumerate(range(10, len(thought), 10), start=1):
+        await renderer.apply(AppendOutput(key="t/r1/1", seq=seq, text=thought[start : start + 10]))
+    await renderer.apply(SealOutput(key="t/r1/1"))
+    await renderer.flush()
+    (preview,) = platform.texts(CHANNEL)
+    assert preview.startswith("-# 💭 …") and preview.endswith("idea299")
+    assert len(preview) <= 210 and "\n" not in preview
+
+
+async def test_permission_prompt_buttons_and_dismissal(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    prompt = ShowPermissionPrompt(key="t/r1/2", request_id="req9", tool="Bash", detail="rm -rf b")
+    [(key, (message_id,))] = await renderer.apply(prompt)
+    message = platform.message(CHANNEL, message_id)
+    assert [b.label for b in message.buttons] == ["Accept", "Deny"]
+    assert [parse_component_action(b.action) for b in message.buttons] == [
+        ("permission", "req9", True),
+        ("permission", "req9", False),
+    ]
+    await renderer.apply(DismissPrompt(key=key, request_id="req9", outcome="Answered: allow"))
+    await renderer.flush()
+    assert message.buttons == ()
+    assert message.text.endswith("\n-# Answered: allow") and "`Bash`" in message.text
+
+
+async def test_question_select_menu(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    question = ShowQuestion(
+        key="t/r1/3", request_id="q1", question="Which db?", options=("sqlite", "postgres")
+    )
+    [(_, (message_id,))] = await renderer.apply(question)
+    menu = platform.message(CHANNEL, message_id).menu
+    assert menu is not None and menu.options == ("sqlite", "postgres")
+    assert parse_component_action(menu.custom_id) == ("question", "q1", None)
+    assert platform.transcript(CHANNEL) == "❓ **Question:** Which db?\n{sqlite | postgres}"
+    assert parse_component_action("remove_queued:7") is None
+
+
+async def test_an_edit_that_shrinks_an_output_deletes_the_surplus_messages(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    await renderer.apply(PostOutput(key="k", kind="notice", text=long_answer(4000)))
+    assert len(platform.texts(CHANNEL)) == 3
+    await renderer.apply(EditOutput(key="k", text="(withdrawn)"))
+    await renderer.flush()
+    assert platform.texts(CHANNEL) == ["(withdrawn)"]
+    assert renderer.statistics().deletes == 2
+
+
+async def test_without_edits_only_final_messages_are_sent(autojump_clock: object) -> None:
+    platform = RecordingPlatform(PlatformLimits(supports_edit=False, min_edit_interval_s=0))
+    answer = long_answer(4500)
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        await stream(renderer, "k", answer, step=25)
+        await renderer.apply(PostOutput(key="th", kind="thinking", text="hmm, let me see"))
+        await renderer.apply(SealOutput(key="th"))
+    assert platform.count("edit") == 0
+    texts = platform.texts(CHANNEL)
+    assert original_text(texts[:-1], answer) == answer
+    assert texts[-1] == "-# 💭 hmm, let me see"
+
+
+async def test_output_is_delivered_in_order_across_outputs(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    platform.rate_limit(kind="send", nth=2, retry_after=2.0)
+    await renderer.apply(PostOutput(key="t/r1/0", kind="marker", text="» ann: go"))
+    await stream(renderer, "t/r1/1", "first part", step=3, every=0.1)
+    await renderer.apply(PostOutput(key="t/r1/2", kind="tool", text="Grep(x)"))
+    await stream(renderer, "t/r1/3", "second part", step=3, every=0.1)
+    await renderer.apply(PostOutput(key="t/r1/4", kind="footer", text="2s"))
+    await renderer.flush()
+    assert platform.texts(CHANNEL) == [
+        "» ann: go",
+        "first part",
+        "-# 🔧 `Grep(x)`",
+        "second part",
+        "2s",
+    ]
+
+
+# -- the property: whatever the deltas, the messages say exactly the text -----------------------
+
+_piece = st.one_of(
+    st.text(alphabet="abc \n", min_size=1, max_size=30),
+    st.sampled_from(["```py\n", "```\n", "https://x.io/a ", "`code` ", "\n\n"]),
+    st.integers(100, 700).map(lambda n: "z" * n),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pieces=st.lists(_piece, min_size=1, max_size=60), pauses=st.lists(st.booleans()))
+def test_final_messages_concatenate_to_the_streamed_text(
+    pieces: list[str], pauses: list[bool]
+) -> None:
+    platform = RecordingPlatform(PlatformLimits(char_limit=400, split_margin=50))
+    text = "".join(pieces)
+
+    async def main() -> None:
+        async with StreamRenderer(platform, CHANNEL) as renderer:
+            await renderer.apply(PostOutput(key="k", kind="text", text=pieces[0]))
+            for seq, piece in enumerate(pieces[1:], start=1):
+                if seq < len(pauses) and pauses[seq]:
+                    await trio.sleep(0.3)
+                await renderer.apply(AppendOutput(key="k", seq=seq, text=piece))
+            await renderer.apply(SealOutput(key="k"))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    texts = platform.texts(CHANNEL)
+    assert all(len(t) <= 350 and balanced(t) for t in texts)
+    rebuilt = original_text(texts, text)
+    # Only trailing whitespace may be missing: a blank last message is never sent.
+    assert text.startswith(rebuilt) and not text[len(rebuilt) :].strip()
