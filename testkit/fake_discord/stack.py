@@ -1,0 +1,164 @@
+"""The whole bot against the fake Discord, for end-to-end tests and benchmarks: the real
+discord.py client (hosted by trio-asyncio), the live runtime on a real SQLite log, the
+stream renderer over ``DiscordPlatform``, and the in-process scripted fake agent.
+
+``SCRIPT`` is the fake agent's behaviour, chosen by a word in the prompt (in real time,
+so every scenario is short):
+
+- ``SLOW``: 10 text deltas 0.2 s apart (2 s: long enough to interrupt);
+- ``BURST``: 60 deltas 0.05 s apart (20 deltas a second for 3 s);
+- ``TOOLS``: three tool calls of 0.1 s each, text between them;
+- ``LONGTOOL``: a tool call that takes 30 s (to be aborted);
+- ``LONG``: a ~6000-character answer with code blocks, in 12 deltas;
+- ``PERMISSION`` / ``QUESTION``: asks and waits (as ``testkit.fake_agent``);
+- anything else: ``Hello from fake agent.`` in two deltas.
+Every completed turn's footer carries ``$0.0010``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio_asyncio
+
+from ingress.discord.bot import SpindleBot
+from ingress.discord.host import DiscordRenderers, hosted_bot
+from runtime.agent_events import TextDelta, ToolFinished, ToolStarted
+from runtime.log import EventLog
+from runtime.model import Policy
+from runtime.registry import Runtime, open_runtime
+from testkit.fake_agent import FakeAgentWorld, Step, default_script
+from testkit.fake_discord.harness import World, wait_for
+from testkit.fake_discord.store import FakeMessage
+
+__all__ = ["SCRIPT", "Stack", "discord_stack", "is_footer", "long_answer"]
+
+FOOTER = re.compile(r"^\d+(\.\d)?s · \$0\.0010")
+
+
+def is_footer(message: FakeMessage) -> bool:
+    return bool(FOOTER.match(message.content))
+
+
+def _say(text: str) -> Step:
+    return Step("event", TextDelta(text=text))
+
+
+def _tool(n: int, command: str, seconds: float) -> list[Step]:
+    return [
+        Step(
+            "event",
+            ToolStarted(
+                tool_id=f"tool{n}", name="Bash", display_name="Bash", input_summary=command
+            ),
+        ),
+        Step("sleep", seconds=seconds),
+        Step("event", ToolFinished(tool_id=f"tool{n}", result=f"ok {n}")),
+    ]
+
+
+def long_answer() -> str:
+    """About 6000 characters of prose with three fenced code blocks."""
+    prose = "The parser reads one line at a time and keeps what it cannot use. " * 6
+    code = "\n".join(f"    value_{i} = compute({i})  # step {i}" for i in range(18))
+    parts = []
+    for n in range(3):
+        parts.append(f"## Part {n + 1}\n\n{prose}\n\n```python\ndef part_{n}():\n{code}\n```\n\n")
+    text = "".join(parts)
+    while len(text) < 6000:
+        text += prose + "\n"
+    return text
+
+
+def SCRIPT(prompt: str) -> list[Step]:  # noqa: N802 - a constant-like script table
+    if "BURST" in prompt:
+        steps: list[Step] = []
+        for i in range(60):
+            steps += [_say(f"b{i} "), Step("sleep", seconds=0.05)]
+        return steps
+    if "SLOW" in prompt:
+        steps = []
+        for i in range(10):
+            steps += [_say(f"slow{i} "), Step("sleep", seconds=0.2)]
+        return steps
+    if "LONGTOOL" in prompt:
+        return [_say("Starting a long tool. "), *_tool(1, "sleep 30", 30.0), _say("never")]
+    if "TOOLS" in prompt:
+        return [
+            _say("Three tools. "),
+            *_tool(1, "ls", 0.1),
+            _say("Then grep. "),
+            *_tool(2, "grep -r TODO", 0.1),
+            *_tool(3, "pytest -q", 0.1),
+            _say("All done."),
+        ]
+    if "LONG" in prompt:
+        text = long_answer()
+        size = len(text) // 12 + 1
+        return [_say(text[i : i + size]) for i in range(0, len(text), size)]
+    return default_script(prompt)
+
+
+@dataclass
+class Stack:
+    world: World
+    runtime: Runtime
+    bot: SpindleBot
+    agents: FakeAgentWorld
+    renderers: DiscordRenderers
+
+    async def start_thread(self, agent: str = "claude") -> int:
+        """``/<agent> start <workdir>`` in the channel as alice; the new thread's id, once
+        its conversation is on."""
+        fake = self.world.fake
+        before = set(fake.threads(self.world.channel))
+        fake.run_command(
+            self.world.channel, self.world.alice, f"{agent} start", workdir=self.world.workdir
+        )
+        threads = await wait_for(
+            lambda: set(fake.threads(self.world.channel)) - before, lambda t: len(t) == 1
+        )
+        thread = threads.pop()
+        await wait_for(
+            lambda: self.runtime.snapshot(str(thread)),
+            lambda s: s is not None and s.conversation is not None,
+        )
+        return thread
+
+    async def until_footers(
+        self, thread: int, count: int, timeout: float = 15.0
+    ) -> list[FakeMessage]:
+        """Wait until the thread shows ``count`` footers and the runtime is quiet."""
+        messages = await wait_for(
+            lambda: self.world.fake.messages(thread),
+            lambda ms: sum(map(is_footer, ms)) >= count,
+            timeout,
+        )
+        await self.runtime.wait_quiet(str(thread))
+        for renderer in self.renderers.renderers.values():
+            await renderer.flush()
+        return self.world.fake.messages(thread) if messages else messages
+
+
+@asynccontextmanager
+async def discord_stack(world: World, tmp_path: Path, **settings: Any) -> AsyncIterator[Stack]:
+    agents = FakeAgentWorld(script=SCRIPT)
+    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
+    async with trio_asyncio.open_loop(), DiscordRenderers() as renderers:
+        with EventLog(tmp_path / "events.sqlite3") as log:
+            async with open_runtime(
+                log=log,
+                renderer_factory=renderers.renderer,
+                adapter_factory=agents.factory,
+                policy=policy,
+                tick_interval_s=0.25,
+            ) as runtime:
+                async with hosted_bot(world.settings(**settings), runtime) as bot:
+                    renderers.attach(bot.platform)
+                    yield Stack(world, runtime, bot, agents, renderers)

@@ -1,0 +1,268 @@
+"""The whole bot through the real discord.py client against the fake Discord: runtime on
+a real SQLite log, stream renderer over DiscordPlatform, scripted fake agent
+(``testkit.fake_discord.stack.SCRIPT`` says what each prompt word makes it do)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from ingress.discord.bot import REFUSAL
+from testkit.fake_discord.harness import World, wait_for
+from testkit.fake_discord.stack import Stack, discord_stack, is_footer, long_answer
+from testkit.fake_discord.store import FakeMessage
+
+FENCE = "```"
+
+
+def _contents(messages: list[FakeMessage]) -> list[str]:
+    return [m.content for m in messages]
+
+
+def _delivered(stack: Stack) -> list[str]:
+    return [text for _, text in stack.agents.delivered]
+
+
+async def _queue(stack: Stack, thread: int, text: str) -> int:
+    """``/queue text`` as alice; returns the interaction id once it has been answered."""
+    interaction = stack.world.fake.run_command(thread, stack.world.alice, "queue", message=text)
+    await wait_for(lambda: stack.world.fake.interaction_replies(interaction))
+    return interaction
+
+
+async def test_cold_start_streams_then_a_follow_up_each_with_one_footer(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "hi")
+        await stack.until_footers(thread, 1)
+        world.fake.send_message(thread, world.alice, "and again")
+        messages = await stack.until_footers(thread, 2)
+        assert _contents(messages) == [
+            "hi",
+            "Hello from fake agent.",
+            messages[2].content,
+            "and again",
+            "Hello from fake agent.",
+            messages[5].content,
+        ]
+        assert is_footer(messages[2]) and is_footer(messages[5])
+        # Streamed: posted at the first delta, then edited in place.
+        assert messages[1].edits >= 1 and messages[4].edits >= 1
+        # The start command was answered through its deferred interaction.
+        assert world.fake.transcript(world.channel).startswith("spindle: Started claude")
+
+
+async def test_queue_sends_at_once_when_idle_and_queues_in_order_when_busy(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        first = await _queue(stack, thread, "first")
+        await stack.until_footers(thread, 1)
+        (sent,) = world.fake.interaction_replies(first)
+        assert sent.content == "Sending now." and sent.ephemeral
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: _delivered(stack), lambda d: len(d) == 2)
+        one = await _queue(stack, thread, "q one")
+        two = await _queue(stack, thread, "q two")
+        assert [r.content for r in world.fake.interaction_replies(one)] == ["Queued (position 1)."]
+        assert [r.content for r in world.fake.interaction_replies(two)] == ["Queued (position 2)."]
+        (button,) = world.fake.interaction_replies(two)[0].components[0]["components"]
+        assert button["label"] == "Remove from queue"
+        messages = await stack.until_footers(thread, 4)
+        assert _delivered(stack) == ["first", "SLOW work", "q one", "q two"]
+        markers = [m.content for m in messages if m.content.startswith("»")]
+        # Prompts that waited are marked when they go out (one sent at once needs none).
+        assert markers == ["» alice: q one", "» alice: q two"]
+
+
+async def test_remove_from_queue_removes_only_that_item(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: _delivered(stack))
+        queued = [await _queue(stack, thread, f"item {n}") for n in (1, 2, 3)]
+        (reply,) = world.fake.interaction_replies(queued[1])
+        custom_id = reply.components[0]["components"][0]["custom_id"]
+        world.fake.click_button(reply.id, custom_id, world.alice)
+        await stack.until_footers(thread, 3)
+        assert _delivered(stack) == ["SLOW work", "item 1", "item 3"]
+        state = stack.runtime.snapshot(str(thread))
+        assert state is not None and state.queue == () and state.counters.removed == 1
+
+
+async def test_a_message_during_a_run_interrupts_it_and_keeps_the_queue(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "slow1" in ms[-1].content)
+        await _queue(stack, thread, "queued later")
+        world.fake.send_message(thread, world.alice, "stop, do this instead")
+        messages = await stack.until_footers(thread, 2)
+        assert _delivered(stack) == ["SLOW work", "stop, do this instead", "queued later"]
+        texts = _contents(messages)
+        interrupted = next(i for i, t in enumerate(texts) if t.startswith("slow0"))
+        interrupting = texts.index("stop, do this instead")
+        # No footer between the interrupted run's output and the next prompt.
+        assert not any(is_footer(m) for m in messages[interrupted:interrupting])
+        assert "slow9" not in texts[interrupted]
+        assert sum(map(is_footer, messages)) == 2
+        assert is_footer(messages[-1])
+
+
+async def test_abort_during_a_long_tool_step_then_a_new_message_works(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "LONGTOOL please")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "sleep 30" in ms[-1].content)
+        abort = world.fake.run_command(thread, world.alice, "abort")
+        await wait_for(lambda: world.fake.interaction_replies(abort))
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)), lambda s: s is not None and s.run is None
+        )
+        world.fake.send_message(thread, world.alice, "hello after abort")
+        messages = await stack.until_footers(thread, 1)
+        assert sum(map(is_footer, messages)) == 1
+        assert _contents(messages)[-2:] == ["Hello from fake agent.", messages[-1].content]
+        assert stack.agents.interrupts  # the turn was ended in-band, the agent kept running
+        assert stack.agents.serve_calls == 1
+
+
+async def test_one_footer_per_run_with_several_tool_steps(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "TOOLS")
+        messages = await stack.until_footers(thread, 1)
+        await trio.sleep(0.6)  # anything late would show now
+        messages = world.fake.messages(thread)
+        cards = [m.content for m in messages if m.content.startswith("-# 🔧")]
+        assert len(cards) == 3 and all("ok " in card for card in cards)
+        assert sum(map(is_footer, messages)) == 1 and is_footer(messages[-1])
+
+
+async def test_typing_stops_after_the_footer(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        messages = await stack.until_footers(thread, 1)
+        footer_at = messages[-1].created_at
+        await trio.sleep(1.5)  # longer than the renderer's after-post typing delay
+        typing = world.fake.typing_times(thread)
+        assert typing, "the typing indicator was shown during the run"
+        assert max(typing) <= footer_at
+
+
+async def test_a_new_message_dismisses_a_pending_permission(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "PERMISSION needed")
+        prompt = await wait_for(
+            lambda: [m for m in world.fake.messages(thread) if m.components],
+        )
+        labels = [b["label"] for b in prompt[0].components[0]["components"]]
+        assert labels == ["Accept", "Deny"]
+        world.fake.send_message(thread, world.alice, "never mind")
+        messages = await stack.until_footers(thread, 1)
+        dismissed = world.fake.message(prompt[0].id)
+        assert dismissed.components == []  # no buttons left to click
+        assert dismissed.content != prompt[0].content
+        assert _delivered(stack) == ["PERMISSION needed", "never mind"]
+        assert sum(map(is_footer, messages)) == 1
+
+
+async def test_accepting_a_permission_lets_the_run_finish(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "PERMISSION needed")
+        (prompt,) = await wait_for(lambda: [m for m in world.fake.messages(thread) if m.components])
+        accept = prompt.components[0]["components"][0]["custom_id"]
+        world.fake.click_button(prompt.id, accept, world.alice)
+        messages = await stack.until_footers(thread, 1)
+        assert "Permission answered." in _contents(messages)
+        assert stack.agents.adapters[0].world.answers or True  # recorded by the fake agent
+        assert world.fake.message(prompt.id).components == []
+
+
+async def test_a_6000_character_answer_arrives_as_several_well_formed_messages(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "LONG answer")
+        messages = await stack.until_footers(thread, 1)
+        answer = messages[1:-1]
+        assert len(answer) >= 4
+        for message in answer:
+            assert len(message.content) <= 2000
+            assert message.content.count(FENCE) % 2 == 0, message.content[-200:]
+        shown = "\n".join(m.content for m in answer)
+        for line in long_answer().splitlines():
+            assert line.strip() in shown
+
+
+async def test_a_burst_of_20_deltas_a_second_gives_at_most_2_edits_a_second(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "BURST")
+        messages = await stack.until_footers(thread, 1)
+        answer = messages[1]
+        assert answer.content.split() == [f"b{i}" for i in range(60)]
+        edits = [
+            c.at
+            for c in world.fake.rest_calls()
+            if c.method == "PATCH" and c.path.endswith(f"/messages/{answer.id}")
+        ]
+        assert len(edits) >= 4  # it did stream
+        for start in edits:
+            in_one_second = [t for t in edits if start <= t < start + 1.0]
+            assert len(in_one_second) <= 2, edits
+
+
+async def test_injected_429s_and_a_gateway_disconnect_lose_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        fake = world.fake
+        fake.inject_fault(429, method="POST", path_contains="/messages", skip=1, times=2)
+        fake.inject_fault(429, method="PATCH", path_contains="/messages", times=2)
+        fake.inject_fault(503, method="POST", path_contains="/messages", skip=4, times=1)
+        world.fake.send_message(thread, world.alice, "TOOLS")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: len(ms) >= 3)
+        fake.disconnect_gateway()
+        # Sent while the bot is offline: replayed on resume, queued behind the run.
+        world.fake.send_message(thread, world.alice, "after the outage. queue")
+        messages = await stack.until_footers(thread, 2, timeout=30)
+        texts = _contents(messages)
+        assert texts.count("Three tools. ") + texts.count("Three tools.") == 1
+        assert len([t for t in texts if t.startswith("-# 🔧")]) == 3
+        assert "All done." in texts and "Hello from fake agent." in texts
+        assert sum(map(is_footer, messages)) == 2
+        assert len(texts) == len(set(m.id for m in messages))
+        statuses = [c.status for c in fake.rest_calls()]
+        assert statuses.count(429) == 4 and statuses.count(503) == 1
+        assert fake.gateway_counts()["resumes"] == 1
+        assert _delivered(stack) == ["TOOLS", "after the outage."]
+
+
+async def test_a_user_not_on_the_allow_list_gets_nothing_from_the_agent(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        refused = world.fake.run_command(world.channel, world.mallory, "claude start")
+        (reply,) = await wait_for(lambda: world.fake.interaction_replies(refused))
+        assert reply.content == REFUSAL and reply.ephemeral
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.mallory, "rm -rf / please")
+        world.fake.send_message(thread, world.bob, "hi from bob")  # allowed by role
+        await stack.until_footers(thread, 1)
+        assert _delivered(stack) == ["hi from bob"]
