@@ -186,8 +186,21 @@ async def test_accepting_a_permission_lets_the_run_finish(world: World, tmp_path
         world.fake.click_button(prompt.id, accept, world.alice)
         messages = await stack.until_footers(thread, 1)
         assert "Permission answered." in _contents(messages)
-        assert stack.agents.adapters[0].world.answers or True  # recorded by the fake agent
+        assert stack.agents.answers == [("perm1", True)]
         assert world.fake.message(prompt.id).components == []
+
+
+async def test_choosing_a_question_option_answers_the_agent(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "QUESTION for you")
+        (asked,) = await wait_for(lambda: [m for m in world.fake.messages(thread) if m.components])
+        (menu,) = asked.components[0]["components"]
+        assert [o["label"] for o in menu["options"]] == ["a", "b"]
+        world.fake.choose_option(asked.id, menu["custom_id"], ["b"], world.alice)
+        messages = await stack.until_footers(thread, 1)
+        assert "Question answered." in _contents(messages)
+        assert stack.agents.answers == [("q1", "b")]
 
 
 async def test_a_6000_character_answer_arrives_as_several_well_formed_messages(
