@@ -1,0 +1,75 @@
+"""``python -m bench [--quick] [--only SECTION ...]``: run the benchmarks, write the report.
+
+Writes ``bench/results.json`` (every number) and ``docs/performance.md`` (tables, the exact
+command, Python/OS/CPU, plots under ``docs/perf/``). ``--quick`` runs tiny sizes and writes
+into ``bench/out/`` instead, so the smoke test never overwrites the real report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ["core", "render_cost", "durability", "memory", "latency", "parsers", "agents"]
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--out", type=Path, help="directory for results.json (default: bench/)")
+    args = parser.parse_args(argv)
+    out_dir = args.out or (ROOT / "bench" / "out" if args.quick else ROOT / "bench")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict = {"machine": machine(), "quick": args.quick,
+                     "command": "make bench" if not args.quick else "python -m bench --quick"}
+    previous = out_dir / "results.json"
+    if args.only and previous.exists():
+        results = {**json.loads(previous.read_text()), **results}
+    for name in args.only or SECTIONS:
+        started = time.perf_counter()
+        print(f"== {name}", flush=True)
+        try:
+            module = importlib.import_module(f"bench.{name}")
+            results[name] = module.run(args.quick)
+        except Exception as exc:  # one broken section must not hide the others' numbers
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"   failed: {exc}", file=sys.stderr, flush=True)
+        results.setdefault("section_seconds", {})[name] = round(time.perf_counter() - started, 1)
+        print(f"   {results['section_seconds'][name]} s", flush=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    from bench.report import write_report
+
+    doc_dir = out_dir if args.quick else ROOT / "docs"
+    write_report(results, doc_dir / "performance.md", doc_dir / "perf")
+    errors = [n for n in SECTIONS if isinstance(results.get(n), dict) and "error" in results[n]]
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Turn ``results.json`` into ``docs/performance.md`` and its plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_report"]
+
+
+def _get(results: dict, *path: str) -> Any:
+    node: Any = results
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _targets(r: dict) -> list[list[Any]]:
+    rows = []
+
+    def check(name: str, target: str, value: Any, ok: bool | None) -> None:
+        verdict = "—" if ok is None else ("met" if ok else "short")
+        rows.append([name, target, value, verdict])
+
+    one = _get(r, "core", "actor", "1_threads_sqlite", "actions_per_s")
+    check("actions/s through one actor, durable log", "≥ 20,000", one, None if one is None else one >= 20_000)
+    p99 = _get(r, "latency", "1000_threads", "ingress_to_effect", "p99_ms")
+    check("p99 ingress→effect, 1,000 threads × 20 deltas/s", "≤ 20 ms", p99, None if p99 is None else p99 <= 20)
+    idle = _get(r, "memory", "idle", "per_thread_kb")
+    check("RSS per idle thread actor", "≤ 30 KB", idle, None if idle is None else idle <= 30)
+    parsers = _get(r, "parsers")
+    if isinstance(parsers, dict) and "error" not in parsers:
+        worst = min((v.get("lines_per_s", 0) for v in parsers.values() if isinstance(v, dict)), default=None)
+        check("agent lines/s per parser (slowest)", "≥ 100,000", worst, None if worst is None else worst >= 100_000)
+    ratio = _get(r, "render_cost", "linearity", "cpu_ratio")
+    size = _get(r, "render_cost", "linearity", "size_ratio")
+    check(f"rendering CPU, {size}× larger answer", f"≤ {size}×", ratio, None if ratio is None else ratio <= (size or 10))
+    calls = _get(r, "render_cost", "long_answer", "calls_ratio_spindle_vs_seed")
+    check("chat API calls vs the seed's coordinator", "≤ 1.0×", calls, None if calls is None else calls <= 1.0)
+    rebuild = _get(r, "durability", "rebuild_1000000", "with_snapshots_s")
+    check("rebuild a 1M-action log with snapshots", "< 3 s", rebuild, None if rebuild is None else rebuild < 3)
+    return rows
+
+
+def _plots(r: dict, plot_dir: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    lin = _get(r, "render_cost", "linearity")
+    if isinstance(lin, dict):
+        points = sorted((v["bytes"], v["cpu_s"]) for v in lin.values() if isinstance(v, dict))
+        if len(points) >= 2:
+            fig, ax = plt.subplots(figsize=(5, 3.2))
+            xs = [p[0] / 1e6 for p in points]
+            ax.plot(xs, [p[1] for p in points], "o-", label="measured")
+            ax.plot([0, xs[-1]], [0, points[-1][1]], "--", color="grey", label="linear")
+            ax.set_xlabel("answer size (MB)")
+            ax.set_ylabel("renderer CPU (s)")
+            ax.set_title("Rendering cost vs answer size")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(plot_dir / "render-linearity.png", dpi=110)
+            plt.close(fig)
+            made.append("perf/render-linearity.png")
+    actor = _get(r, "core", "actor")
+    if isinstance(actor, dict):
+        labels = list(actor)
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.barh(labels, [actor[k]["actions_per_s"] for k in labels])
+        ax.set_xlabel("actions/s")
+        ax.set_title("Throughput through live actors")
+        fig.tight_layout()
+        fig.savefig(plot_dir / "actor-throughput.png", dpi=110)
+        plt.close(fig)
+        made.append("perf/actor-throughput.png")
+    return made
+
+
+def write_report(results: dict, path: Path, plot_dir: Path) -> None:
+    r = results
+    m = r.get("machine", {})
+    parts = [
+        "# Performance",
+        "",
+        "Measured by `make bench` (`.venv/bin/python -m bench`); every number is in "
+        "`bench/results.json`. Medians of several runs where a section repeats; ratios are "
+        "measured in the same run. Machines are shared and noisy: compare ratios, not absolutes.",
+        "",
+        f"Machine: Python {m.get('python')}, {m.get('os')}, {m.get('cpu')}, {m.get('cores')} cores, "
+        f"{m.get('date')}. Command: `{r.get('command')}`.",
+        "",
+        "## Targets",
+        "",
+        _table(["what", "target", "measured", "verdict"], _targets(r)),
+        "",
+    ]
+    core = r.get("core", {})
+    if "transition" in core:
+        parts += ["## Core", "", f"`transition`: **{_fmt(core['transition']['calls_per_s'])} calls/s** "
+                  f"on a realistic mix of {_fmt(core['transition']['actions'])} actions.", ""]
+        rows = [[k.replace("_", " "), v["threads"], v["actions"], v["actions_per_s"]]
+                for k, v in core.get("actor", {}).items()]
+        parts += [_table(["actors and log", "threads", "actions", "actions/s"], rows), ""]
+    lat = r.get("latency", {})
+    if lat and "error" not in lat:
+        rows = []
+        for k, v in lat.items():
+            for what in ("ingress_to_effect", "queue_reply", "abort_to_interrupt"):
+                s = v.get(what, {})
+                rows.append([k.replace("_", " "), what.replace("_", " "), s.get("n"), s.get("p50_ms"),
+                             s.get("p99_ms"), s.get("max_ms")])
+        parts += ["## Latency under load", "",
+                  "Each thread's agent streams 20 deltas/s; users send `/queue` meanwhile, then `/abort`.", "",
+                  _table(["load", "path", "samples", "p50 ms", "p99 ms", "max ms"], rows), ""]
+    mem = r.get("memory", {})
+    if mem and "error" not in mem:
+        rows = [[k, v["threads"], v["rss_before_mb"], v["rss_after_mb"], v["per_thread_kb"]] for k, v in mem.items()]
+        parts += ["## Memory", "", _table(["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows), ""]
+    parsers = r.get("parsers", {})
+    if parsers and "error" not in parsers:
+        rows = [[k, v.get("lines"), v.get("lines_per_s"), v.get("events")] for k, v in parsers.items() if isinstance(v, dict)]
+        parts += ["## Parsers", "", _table(["adapter", "lines", "lines/s", "events"], rows), ""]
+    rc = r.get("render_cost", {})
+    if "long_answer" in rc:
+        la = rc["long_answer"]
+        rows = [[name, la[name]["sends"], la[name]["edits"], la[name]["calls"], la[name]["cpu_s"]]
+                for name in ("spindle", "seed_coordinator", "post_per_part")]
+        parts += ["## Rendering and chat-API cost", "",
+                  f"The same answer ({_fmt(la['deltas'])} deltas, {_fmt(la['chars'])} characters, code blocks, "
+                  f"{la['tool_calls']} tool calls, 50 deltas/s) through each strategy:", "",
+                  _table(["strategy", "sends", "edits", "API calls", "CPU s"], rows), ""]
+        lin = rc.get("linearity", {})
+        rows = [[k, v["deltas"], v["calls"], v["cpu_s"]] for k, v in lin.items() if isinstance(v, dict)]
+        parts += [_table(["answer", "deltas", "API calls", "CPU s"], rows), "",
+                  f"CPU ratio {lin.get('cpu_ratio')} for a {lin.get('size_ratio')}× larger answer.", ""]
+    dur = r.get("durability", {})
+    if dur and "error" not in dur:
+        parts += ["## Durability and replay", "", f"Replay: **{_fmt(dur.get('replay_actions_per_s'))} actions/s**.", ""]
+        rows = [[v["actions"], v["file_mb"], v["with_snapshots_s"], v["folded_with_snapshots"],
+                 v["without_snapshots_s"], v["folded_without_snapshots"]]
+                for k, v in dur.items() if k.startswith("rebuild_")]
+        parts += [_table(["log actions", "file MB", "rebuild with snapshots (s)", "folded",
+                          "without snapshots (s)", "folded"], rows), ""]
+    agents = r.get("agents", {})
+    if agents and "error" not in agents:
+        rows = []
+        for name, v in agents.items():
+            if isinstance(v, dict):
+                rows.append([name, v.get("long_lived_first_event_ms"), v.get("per_turn_first_event_ms"),
+                             v.get("ratio"), v.get("interrupt_to_end_ms"), v.get("spindle_overhead_ms")])
+        parts += ["## Agents: long-lived vs one process per turn", "",
+                  "Genuine CLIs against the loopback fake model server.", "",
+                  _table(["CLI", "warm turn: prompt→first event (ms)", "spawn per turn: →first event (ms)",
+                          "ratio", "interrupt→turn end (ms)", "Spindle overhead (ms)"], rows), ""]
+    errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
+    if errors:
+        parts += ["## Sections that failed", ""] + [f"- `{k}`: {v}" for k, v in errors.items()] + [""]
+    for image in _plots(r, plot_dir):
+        parts += [f"![{image}]({image})", ""]
+    parts += ["Section run times (s): " + json.dumps(r.get("section_seconds", {})), ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts))
