@@ -1,0 +1,69 @@
+"""Counts the REST calls the bot makes per run, against the fake Discord:
+
+    .venv/bin/python -m testkit.fake_discord.measure
+
+For each scenario (a plain answer, the ~6000-character answer, a tool-heavy run, a burst
+of 20 deltas a second) it runs one prompt through the whole stack (discord.py, runtime,
+renderer, fake agent) and prints the calls made between the user's message and the
+run's end, by method and route. Nothing here asserts: the tests do.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import trio
+
+from testkit.fake_discord.harness import fake_world
+from testkit.fake_discord.stack import discord_stack
+
+__all__ = ["main", "measure"]
+
+SCENARIOS = {
+    "plain answer": "hello",
+    "long answer (~6000 chars, code blocks)": "LONG answer",
+    "tool-heavy (3 tools, text between)": "TOOLS",
+    "burst (60 deltas at 20/s)": "BURST",
+}
+
+
+def _route(path: str) -> str:
+    return re.sub(r"\d{6,}", "{id}", path)
+
+
+async def measure(prompt: str) -> tuple[Counter[str], int, float]:
+    """(calls by "METHOD route", messages shown, seconds) for one run of ``prompt``."""
+    with tempfile.TemporaryDirectory() as tmp, fake_world(tmp) as world:
+        async with discord_stack(world, Path(tmp)) as stack:
+            thread = await stack.start_thread()
+            await trio.sleep(0.3)  # let the start command's reply settle
+            before = len(world.fake.rest_calls())
+            started = time.monotonic()
+            world.fake.send_message(thread, world.alice, prompt)
+            messages = await stack.until_footers(thread, 1, timeout=30)
+            await trio.sleep(0.6)  # a late paced edit would count too
+            elapsed = time.monotonic() - started
+            calls = world.fake.rest_calls()[before:]
+            counts = Counter(f"{c.method} {_route(c.path)}" for c in calls)
+            return counts, len(messages) - 1, elapsed
+
+
+async def _main() -> None:
+    for name, prompt in SCENARIOS.items():
+        counts, shown, elapsed = await measure(prompt)
+        total = sum(counts.values())
+        print(f"{name}: {total} REST calls, {shown} bot messages, {elapsed:.1f} s")
+        for route, n in sorted(counts.items()):
+            print(f"    {n:4d}  {route}")
+
+
+def main() -> None:
+    trio.run(_main)
+
+
+if __name__ == "__main__":
+    main()
