@@ -15,7 +15,8 @@ Mapping (CLI 2.1.197, see ``docs/agents.md``): ``system/init`` -> ``SessionStart
 ``tool_use`` -> ``ToolStarted``; ``user`` ``tool_result`` -> ``ToolFinished``;
 ``control_request can_use_tool`` -> ``PermissionRequested`` (``QuestionAsked`` for the
 ``AskUserQuestion`` tool); ``system/api_retry`` -> retryable ``AgentError``; ``result`` ->
-``TurnCompleted`` (``TurnAborted`` when the CLI says the turn was aborted). Everything else
+``TurnCompleted`` (``TurnAborted`` when the CLI says the turn was aborted);
+``control_cancel_request`` withdraws a pending request. Everything else
 is counted as skipped; a line that is not a JSON object of the expected shape is counted as
 malformed.
 """
@@ -208,6 +209,7 @@ class ClaudeStreamParser:
             "result": self._result,
             "control_request": self._control_request,
             "control_response": self._control_response,
+            "control_cancel_request": self._control_cancel,
         }.get(kind)
         if handler is None:
             self.stats.skip(kind)
@@ -333,6 +335,8 @@ class ClaudeStreamParser:
     def _result(self, obj: dict[str, Any]) -> list[AgentEvent]:
         self._result_seen = True
         self._streamed_messages.clear()  # message ids never repeat across turns
+        self.pending.clear()  # the CLI waits on nothing once its turn is over
+        self._started_tools.clear()
         subtype = obj.get("subtype")
         terminal = obj.get("terminal_reason")
         is_error = obj.get("is_error") is True
@@ -424,6 +428,12 @@ class ClaudeStreamParser:
                 detail=detail,
             )
         ]
+
+    def _control_cancel(self, obj: dict[str, Any]) -> list[AgentEvent]:
+        # The CLI withdrew a request (an interrupt while it waited): nothing to answer now.
+        self.pending.pop(_str(obj.get("request_id"), "request_id"), None)
+        self.stats.skip("control_cancel_request")
+        return []
 
     def _control_response(self, obj: dict[str, Any]) -> list[AgentEvent]:
         response = _dict(obj.get("response"), "response")

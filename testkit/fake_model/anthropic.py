@@ -9,6 +9,7 @@ message (``role: "system"`` messages, which the CLI appends after the user's, ar
 - ``TOOLTEST`` -> a ``Bash`` call running ``echo hi``;
 - ``TOUCHTEST`` -> a ``Bash`` call running ``touch touched.txt`` (needs permission);
 - ``PWDTEST`` -> a ``Bash`` call running ``pwd`` (where do tools run?);
+- ``SLEEPTEST`` -> a ``Bash`` call running ``sleep 30`` (a tool to interrupt);
 - ``ASKTEST`` -> an ``AskUserQuestion`` call (Red or Blue?);
 - ``THINKTEST`` -> a thinking block, then text;
 - ``SLOWTEST`` -> ``slow_chunks`` text chunks, ``slow_delay`` seconds apart;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +64,13 @@ def user_text(message: dict[str, Any] | None) -> str:
     return "\n".join(t for t in texts if isinstance(t, str))
 
 
+def _prompt_of(text: str) -> str:
+    """The user's own words: without ``<system-reminder>`` blocks and interrupt markers."""
+    text = re.sub(r"<system-reminder>.*?</system-reminder>", "", text, flags=re.S)
+    lines = [ln for ln in text.splitlines() if not ln.startswith("[Request interrupted")]
+    return "\n".join(lines).strip()
+
+
 def _tool_result(message: dict[str, Any] | None) -> str | None:
     if message is None or not isinstance(message.get("content"), list):
         return None
@@ -102,11 +111,13 @@ class FakeAnthropic(FakeModelServer):
         body = request.body if isinstance(request.body, dict) else {}
         model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL
         message = last_user_message(body)
+        text = _prompt_of(user_text(message))
         result = _tool_result(message)
-        if result is not None:
+        # After an interrupt the CLI sends the rejected tool_result and the next prompt in
+        # one message: the prompt is what to answer then.
+        if result is not None and not text:
             return self._stream(model, [("text", [f"Tool said: {result}"])], "end_turn")
-        scenario = scenario_of(user_text(message))
-        text = user_text(message)
+        scenario = scenario_of(text)
         if scenario == "TOOLTEST":
             return self._tool(model, "Bash", {"command": "echo hi", "description": "Print hi"})
         if scenario == "TOUCHTEST":
@@ -114,6 +125,9 @@ class FakeAnthropic(FakeModelServer):
             return self._tool(model, "Bash", touch)
         if "PWDTEST" in text:
             return self._tool(model, "Bash", {"command": "pwd", "description": "Print cwd"})
+        if "SLEEPTEST" in text:
+            sleep = {"command": "sleep 30", "description": "Wait", "timeout": 60000}
+            return self._tool(model, "Bash", sleep)
         if "ASKTEST" in text:
             return self._tool(model, "AskUserQuestion", _ask_input())
         if "THINKTEST" in text:

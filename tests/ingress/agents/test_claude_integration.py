@@ -253,6 +253,51 @@ async def test_interrupt_mid_stream_then_a_normal_turn(tmp_path: Path, fake: Fak
         await s.adapter.interrupt("r1")
 
 
+async def test_interrupt_while_a_permission_is_pending(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "TOUCHTEST", s.workdir))
+        asked = await s.wait_for(lambda e: isinstance(e.event, PermissionRequested))
+        await s.adapter.interrupt("r1")
+        end = await s.wait_for(
+            lambda e: e.run_id == "r1" and isinstance(e.event, TurnCompleted | TurnAborted)
+        )
+        assert isinstance(end.event, TurnAborted) and end.event.reason == "interrupted"
+        assert s.adapter.parser.pending == {}  # the CLI withdrew its request
+        # The core refuses a blocked request when it interrupts: a late answer is harmless.
+        await s.adapter.answer_permission(asked.event.request_id, False)
+        after = await s.turn("r2", "hello")
+        assert (
+            isinstance(after.event, TurnCompleted) and s.text_of("r2") == "Hello from fake model."
+        )
+        assert not (s.workdir / "touched.txt").exists()
+
+
+async def test_interrupt_mid_tool_kills_the_tool(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "SLEEPTEST", s.workdir))
+        await s.wait_for(lambda e: isinstance(e.event, ToolStarted))
+        with trio.fail_after(15):
+            while not [
+                p
+                for p in psutil.Process(s.adapter._proc.pid).children(recursive=True)
+                if "sleep 30" in " ".join(p.cmdline())
+            ]:
+                await trio.sleep(0.05)
+        await s.adapter.interrupt("r1")
+        end = await s.wait_for(
+            lambda e: e.run_id == "r1" and isinstance(e.event, TurnCompleted | TurnAborted)
+        )
+        assert isinstance(end.event, TurnAborted)
+        finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+        assert len(finished) == 1  # the tool card is closed, not left spinning
+        with trio.fail_after(5):
+            while psutil.Process(s.adapter._proc.pid).children(recursive=True):
+                await trio.sleep(0.05)
+        after = await s.turn("r2", "hello")
+        assert s.text_of("r2") == "Hello from fake model."
+        assert isinstance(after.event, TurnCompleted)
+
+
 @pytest.mark.parametrize("allow", [True, False])
 async def test_permission_request_answered(
     tmp_path: Path, fake: FakeAnthropic, allow: bool

@@ -141,7 +141,13 @@ def test_sigterm_leaves_the_turn_open() -> None:
 
 
 def test_permission_request_over_stdio() -> None:
-    parser, events = parse("claude-permission-stdio.jsonl")
+    parser = ClaudeStreamParser()
+    events: list[object] = []
+    pending_seen = {}
+    for line in (FIXTURES / "claude-permission-stdio.jsonl").read_text().splitlines():
+        events.extend(parser.feed(line))
+        pending_seen.update(parser.pending)
+    assert parser.pending == {}  # the turn's result: nothing is waited on any more
     asked = [e for e in events if isinstance(e, PermissionRequested)]
     assert asked == [
         PermissionRequested(
@@ -150,10 +156,19 @@ def test_permission_request_over_stdio() -> None:
             detail="touch touched.txt (Run command)",
         )
     ]
-    pending = parser.pending["d12d186e-f259-47af-a07c-96c12a5533ab"]
+    pending = pending_seen["d12d186e-f259-47af-a07c-96c12a5533ab"]
     assert pending.tool_name == "Bash"
     assert pending.input == {"command": "touch touched.txt", "description": "Run command"}
     assert kinds(events)[-1] == "turn_completed"
+
+
+def test_a_withdrawn_request_is_no_longer_pending() -> None:
+    parser = ClaudeStreamParser()
+    request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "ls"}}
+    parser.feed(_line({"type": "control_request", "request_id": "p1", "request": request}))
+    assert "p1" in parser.pending
+    assert parser.feed(_line({"type": "control_cancel_request", "request_id": "p1"})) == []
+    assert parser.pending == {} and parser.stats.skipped_types["control_cancel_request"] == 1
 
 
 def _line(obj: object) -> str:
