@@ -86,6 +86,7 @@ class AgentListener:
         current_start: Callable[[], StartAgent | None],
         backoff: Backoff | None = None,
         start_timeout_s: float = 60.0,
+        wait_for_restart_s: float = 5.0,
     ) -> None:
         self.thread_id = thread_id
         self._factory = adapter_factory
@@ -106,30 +107,43 @@ class AgentListener:
         self._done = trio.Event()
         self._done.set()
         self._last_error = ""
+        self._waiters = 0  # ensure() calls waiting for the agent
+        self._restart_at = 0.0
+        self.wait_for_restart_s = wait_for_restart_s
 
     # --- control (called by the reactor and the registry) --------------------------------
 
     async def ensure(self, nursery: trio.Nursery, start: StartAgent) -> AgentAdapter:
         """The ready adapter, starting the listener task in ``nursery`` if it is not
-        running. Raises ``AgentUnavailable`` when it is backing off or fails to start."""
-        with trio.move_on_after(self.start_timeout_s):
-            while True:
-                if self.adapter is not None:
-                    return self.adapter
-                if not self.running:
-                    self._stopping = self._report_stop = False
-                    self.running = True
-                    self._done = trio.Event()
-                    nursery.start_soon(self._run, start)
-                elif self.backing_off:
-                    raise AgentUnavailable(
-                        f"agent restarting after a crash ({self._last_error or 'exited'})"
-                    )
-                elif self._stopping:
-                    raise AgentUnavailable("agent is stopping")
-                changed = self._changed
-                await changed.wait()
-        raise AgentUnavailable(f"agent did not start within {self.start_timeout_s} s")
+        running. While a restart is due within ``wait_for_restart_s`` it waits for it;
+        otherwise (a long backoff, a stop, a start that keeps failing) it raises
+        ``AgentUnavailable`` naming the last error."""
+        self._waiters += 1
+        try:
+            with trio.move_on_after(self.start_timeout_s):
+                while True:
+                    if self.adapter is not None:
+                        return self.adapter
+                    if not self.running:
+                        self._stopping = self._report_stop = False
+                        self.running = True
+                        self._done = trio.Event()
+                        nursery.start_soon(self._run, start)
+                    elif self._stopping:
+                        raise AgentUnavailable("the agent is stopping")
+                    elif (
+                        self.backing_off
+                        and self._restart_at - trio.current_time() > self.wait_for_restart_s
+                    ):
+                        raise AgentUnavailable(
+                            f"the agent is not running ({self._last_error or 'it exited'}); "
+                            f"next start in {self._restart_at - trio.current_time():.0f} s"
+                        )
+                    changed = self._changed
+                    await changed.wait()
+        finally:
+            self._waiters -= 1
+        raise AgentUnavailable(f"the agent did not start within {self.start_timeout_s:g} s")
 
     async def stop(self, reason: str, *, report: bool = False) -> None:
         """Stop the agent for good (its whole process tree) and end the listener task.
@@ -155,21 +169,27 @@ class AgentListener:
         try:
             while not self._stopping:
                 started_at = trio.current_time()
-                await self._serve_once(start)
+                connected = await self._serve_once(start)
                 if self._stopping:
                     break
                 next_start = self._current_start()
                 if next_start is None:
                     break  # the conversation ended: nothing to keep alive
+                if not connected and not self._waiters:
+                    # A start that failed with nobody waiting for it: the next StartAgent or
+                    # PromptAgent tries again, rather than a retry loop nobody asked for.
+                    break
                 start = next_start
                 delay = self.backoff.delay(trio.current_time(), trio.current_time() - started_at)
                 logger.warning(
-                    "thread=%s agent exited (%s); restarting in %.1f s",
+                    "thread=%s agent %s (%s); starting again in %.1f s",
                     self.thread_id,
+                    "exited" if connected else "failed to start",
                     self._last_error or "no error",
                     delay,
                 )
                 self.backing_off = True
+                self._restart_at = trio.current_time() + delay
                 self._notify()
                 with trio.move_on_after(delay):
                     while not self._stopping:
@@ -182,7 +202,10 @@ class AgentListener:
             self._done.set()
             self._notify()
 
-    async def _serve_once(self, start: StartAgent) -> None:
+    async def _serve_once(self, start: StartAgent) -> bool:
+        """One agent process/connection, start to end; True if it got ready. Only an agent
+        that got ready is reported: AgentConnected on ready, AgentExited when it ends. A
+        failed start is reported by whoever asked for it (``ensure`` raises)."""
         adapter = self._factory(start.agent)
         self.starts += 1
         self.backoff.record_start(trio.current_time())
@@ -198,25 +221,24 @@ class AgentListener:
                 if self._stopping:  # stop() came while we were starting
                     await adapter.stop()
         except Exception as exc:  # a failing adapter is reported, never fatal to the actor
-            self._last_error = f"{type(exc).__name__}: {exc}"
-            logger.warning("thread=%s agent adapter failed: %s", self.thread_id, exc)
+            self._last_error = _describe(exc)
+            logger.warning("thread=%s agent adapter failed: %s", self.thread_id, self._last_error)
         finally:
             self.adapter = None
         self.exits += 1
         if not connected:
-            self._last_error = self._last_error or "agent exited before it was ready"
-        if self._stopping and not self._report_stop:
-            self._notify()
-            return
-        self._post(
-            self._action(
-                AgentExited,
-                exit_code=None,
-                crashed=not self._stopping,
-                stderr_tail=self._last_error,
+            self._last_error = self._last_error or "the agent exited before it was ready"
+        elif not self._stopping or self._report_stop:
+            self._post(
+                self._action(
+                    AgentExited,
+                    exit_code=None,
+                    crashed=not self._stopping,
+                    stderr_tail=self._last_error,
+                )
             )
-        )
         self._notify()
+        return connected
 
     async def _emit(self, stamped: StampedEvent) -> None:
         self._post(
@@ -235,6 +257,13 @@ class AgentListener:
     def _notify(self) -> None:
         changed, self._changed = self._changed, trio.Event()
         changed.set()
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside the exception groups nurseries wrap errors in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 class SessionDemux:

@@ -167,6 +167,7 @@ class ScriptedAgent(AgentAdapter):
         self._send, self._recv = trio.open_memory_channel[PromptAgent](64)
         self._turn: tuple[str, trio.CancelScope] | None = None
         self._answers: dict[str, trio.Event] = {}
+        self._interrupted: set[str] = set()
 
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -196,6 +197,8 @@ class ScriptedAgent(AgentAdapter):
     async def _turns(self) -> None:
         async for prompt in self._recv:
             with trio.CancelScope() as scope:
+                if prompt.run_id in self._interrupted:
+                    scope.cancel()  # interrupted before its turn began
                 self._turn = (prompt.run_id, scope)
                 await self._say(prompt.run_id, SessionStarted(session_id=self.session_id or ""))
                 for step in self.world.script(prompt.text):
@@ -234,6 +237,7 @@ class ScriptedAgent(AgentAdapter):
 
     async def interrupt(self, run_id: str) -> None:
         self.world.interrupts.append(run_id)
+        self._interrupted.add(run_id)
         if self._turn is not None and self._turn[0] == run_id:
             self._turn[1].cancel()
 
