@@ -249,6 +249,8 @@ class GeminiAdapter(AgentAdapter):
             await self.interrupt(self.run_id or "")
             with trio.move_on_after(self.interrupt_grace_s):
                 await self._turn_done.wait()
+        if prompt.model and prompt.model != self.model:
+            await self._set_model(proc, prompt.model)
         self.run_id = prompt.run_id
         self._interrupted = False
         rpc_id = next(self._ids)
@@ -280,6 +282,13 @@ class GeminiAdapter(AgentAdapter):
             return
         self._interrupted = True
         await self._write(proc, _rpc("session/cancel", {"sessionId": self.session_id}))
+        # ACP: after a cancel the client answers every pending permission "cancelled"; the
+        # CLI would otherwise keep waiting for the answer and never end the turn.
+        pending = list(self.parser.permissions.values())
+        self.parser.permissions.clear()
+        for request in pending:
+            cancelled = {"outcome": {"outcome": "cancelled"}}
+            await self._write(proc, _rpc_result(request.rpc_id, cancelled))
         if self._nursery is not None:
             self._nursery.start_soon(self._escalate_interrupt, self._turn_done)
 
@@ -459,6 +468,16 @@ class GeminiAdapter(AgentAdapter):
         if proc is not None and proc.returncode is None and turn_done is self._turn_done:
             logger.warning("gemini: session/cancel not acknowledged; interrupting the process")
             proc.signal(2)
+
+    async def _set_model(self, proc: ManagedProcess, model: str) -> None:
+        """Switch the model between turns in place (``session/set_model``)."""
+        params = {"sessionId": self.session_id, "modelId": model}
+        response = await self._request(proc, "session/set_model", params, raise_error=False)
+        if response.error is None:
+            self.model = model
+            self._announce = True  # the next turn's SessionStarted carries the new model
+        else:
+            self._notice = f"Could not switch to model {model}: {_error_detail(response.error)}"
 
     # --- per-turn fall-back: gemini -p -o stream-json --------------------------------------
     async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:

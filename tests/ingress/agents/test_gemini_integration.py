@@ -23,7 +23,7 @@ import trio
 
 from effects.process import tree_pids
 from ingress.agents.base import AgentOptions, McpServer, StampedEvent
-from ingress.agents.gemini import GeminiAdapter, list_conversations
+from ingress.agents.gemini import DEFAULT_MAX_ATTEMPTS, GeminiAdapter, list_conversations
 from ingress.agents.gemini_home import private_gemini_home
 from runtime.agent_events import (
     AgentError,
@@ -108,8 +108,8 @@ class Session:
         )
 
 
-def _prompt(run_id: str, text: str, workdir: Path) -> PromptAgent:
-    return PromptAgent(run_id=run_id, text=text, agent="gemini", workdir=str(workdir))
+def _prompt(run_id: str, text: str, workdir: Path, model: str | None = None) -> PromptAgent:
+    return PromptAgent(run_id=run_id, text=text, agent="gemini", workdir=str(workdir), model=model)
 
 
 def _make_home(tmp_path: Path) -> Path:
@@ -224,8 +224,27 @@ async def test_long_lived_turns_in_one_process(tmp_path: Path, fake: FakeGeminiS
         assert "canceled by the user" in s.text_of("r6")
         assert isinstance(end.event, TurnCompleted)
 
+        # A permission still pending when the user interrupts: the turn ends in-band.
+        s.auto_answer = None
+        await s.adapter.prompt(_prompt("r7", "TOUCHTEST", s.workdir))
+        await s.wait_for(lambda e: e.run_id == "r7" and isinstance(e.event, PermissionRequested))
+        with trio.fail_after(4):  # well before the SIGINT escalation (5 s)
+            await s.adapter.interrupt("r7")
+            end = await s.wait_for(lambda e: e.run_id == "r7" and e.event.type == "turn_aborted")
+        assert end.event.reason == "interrupted" and not (s.workdir / "touched.txt").exists()
+        assert s.adapter._proc.pid == pid and s.adapter._proc.returncode is None
+
+        # A model change between turns is applied in place.
+        await s.adapter.prompt(_prompt("r8", "hello", s.workdir, model="gemini-2.5-flash"))
+        await s.wait_for(lambda e: e.run_id == "r8" and e.event.type == "turn_completed")
+        first = s.of_run("r8")[0]
+        assert isinstance(first, SessionStarted) and first.model == "gemini-2.5-flash"
+        assert "/models/gemini-2.5-flash:streamGenerateContent" in fake.stream_requests()[-1].path
+        assert s.adapter._proc.pid == pid
+
         stats = s.adapter.statistics()
-        assert stats.malformed == 0 and stats.events >= len(s.events) - 1
+        from_parser = [e for e in s.events if not isinstance(e.event, SessionStarted)]
+        assert stats.malformed == 0 and stats.events == len(from_parser)
     # The user's own settings were read, never written; ours went to the private home.
     user_settings = json.loads((s.home / ".gemini" / "settings.json").read_text())
     assert user_settings == USER_SETTINGS
@@ -268,7 +287,8 @@ async def test_model_server_down_ends_the_turn_with_an_error(
     tmp_path: Path, fake: FakeGeminiServer
 ) -> None:
     fake.down()
-    async with running_gemini(tmp_path, fake) as s:
+    # The adapter's own default retry setting: a dead server must fail fast with it.
+    async with running_gemini(tmp_path, fake, max_attempts=DEFAULT_MAX_ATTEMPTS) as s:
         started = trio.current_time()
         end = await s.turn("r1", "hello", timeout=30)
         assert isinstance(end.event, TurnCompleted) and end.event.is_error
