@@ -7,9 +7,11 @@ proxy (nirn-proxy) or, in tests, at ``testkit.fake_discord``. See docs/discord-s
 
 from __future__ import annotations
 
+from typing import Any
+
 from runtime.frozen import Frozen
 
-__all__ = ["DiscordSettings", "ProjectChannel", "AGENT_NAMES"]
+__all__ = ["AGENT_NAMES", "DiscordSettings", "ProjectChannel", "settings_from_config"]
 
 AGENT_NAMES = ("claude", "codex", "gemini", "opencode")
 
@@ -51,3 +53,27 @@ class DiscordSettings(Frozen):
         if user_id in self.allowed_user_ids:
             return True
         return any(role in self.allowed_role_ids for role in role_ids)
+
+
+def settings_from_config(config: Any) -> DiscordSettings:
+    """Build the bot's settings from the ``spindle`` configuration (``ingress.config.
+    Settings``: its ``[discord]`` section, the token, and the first allowed root as the
+    default workdir). Raises ``ValueError`` without a token."""
+    token = config.token()
+    if not token:
+        raise ValueError("no Discord token: set SPINDLE_DISCORD_TOKEN or [discord] token")
+    section = config.discord
+    roots = list(config.runtime.allowed_roots) or ["~"]
+    return DiscordSettings(
+        token=token,
+        rest_base_url=section.rest_base_url,
+        gateway_url=section.gateway_url,
+        guild_ids=tuple(section.guild_ids),
+        allowed_user_ids=tuple(section.allowed_user_ids),
+        allowed_role_ids=tuple(section.allowed_role_ids),
+        project_channels=tuple(
+            ProjectChannel(channel_id=int(channel_id), agent=p.agent, workdir=p.workdir)
+            for channel_id, p in section.project_channels.items()
+        ),
+        default_workdir=roots[0],
+    )
