@@ -1,0 +1,132 @@
+"""The whole chain with the genuine Claude Code CLI: chat actions -> the live runtime
+(actor, pure transitions, reactor, listener) -> ``ClaudeAdapter`` -> the CLI -> the fake
+Anthropic API on 127.0.0.1 -> agent events -> chat outputs in a recording renderer."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from ingress.agents.base import AgentAdapter, AgentOptions
+from ingress.agents.claude import ClaudeAdapter
+from runtime import actions as A
+from runtime.effects import ShowPermissionPrompt
+from runtime.log import EventLog
+from runtime.model import Policy
+from runtime.registry import Runtime, open_runtime
+from testkit.fake_chat import RenderWorld
+from testkit.fake_model.anthropic import FakeAnthropic
+
+CLAUDE = Path(__file__).resolve().parents[3] / ".agents" / "node_modules" / ".bin" / "claude"
+THREAD = "thread-1"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class ChatUser:
+    _ids = itertools.count(1)
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _base(self) -> dict[str, Any]:
+        return {"thread_id": THREAD, "action_id": f"c{next(self._ids)}", "at": trio.current_time()}
+
+    async def send(self, action: A.Action) -> None:
+        receipt = await self.runtime.post(action)
+        await receipt.durable()
+
+    async def start(self, workdir: Path) -> None:
+        await self.send(
+            A.ConversationStarted(
+                **self._base(),
+                agent="claude",
+                requested_workdir=str(workdir),
+                resolved_workdir=str(workdir),
+            )
+        )
+
+    async def say(self, text: str) -> None:
+        await self.send(A.UserMessage(**self._base(), author_id="u1", text=text))
+
+    async def allow(self, request_id: str) -> None:
+        await self.send(A.PermissionAnswered(**self._base(), request_id=request_id, allow=True))
+
+
+async def until(predicate: Any, timeout: float = 45.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.05)
+
+
+async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> None:
+    assert CLAUDE.exists(), "run `make agents` first"
+    (tmp_path / "home").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    fake = FakeAnthropic(slow_chunks=40, slow_delay=0.25)
+    fake.start()
+    options = AgentOptions(
+        binary=str(CLAUDE),
+        home=str(tmp_path / "home"),
+        env=(("ANTHROPIC_BASE_URL", fake.base_url), ("ANTHROPIC_API_KEY", "sk-ant-fake")),
+    )
+    made: list[AgentAdapter] = []
+
+    def factory(name: str) -> AgentAdapter:
+        assert name == "claude"
+        made.append(ClaudeAdapter(options))
+        return made[-1]
+
+    chat_world = RenderWorld()
+    try:
+        with EventLog(tmp_path / "events.sqlite3") as log:
+            async with open_runtime(
+                log=log,
+                renderer_factory=chat_world.renderer,
+                adapter_factory=factory,
+                policy=Policy(allowed_roots=(str(tmp_path),)),
+                clock=trio.current_time,
+            ) as runtime:
+                chat = ChatUser(runtime)
+                await chat.start(work)
+                await chat.say("hello")
+                await until(lambda: chat_world.texts(THREAD, "footer"))
+                assert "Hello from fake model." in chat_world.texts(THREAD, "text")
+
+                # A new message mid-stream interrupts the run and becomes the next prompt.
+                await chat.say("SLOWTEST")
+                await until(lambda: any("chunk2" in t for t in chat_world.texts(THREAD, "text")))
+                await chat.say("THINKTEST")
+                await until(lambda: len(chat_world.texts(THREAD, "footer")) == 2)
+                texts = chat_world.texts(THREAD, "text")
+                assert "Thought done." in texts
+                assert not any("chunk39" in t for t in texts)
+                assert "Let me think." in chat_world.texts(THREAD, "thinking")
+
+                # A permission prompt rendered in the thread, answered from a "click".
+                await chat.say("TOUCHTEST")
+                await until(
+                    lambda: any(
+                        isinstance(e, ShowPermissionPrompt) for e in chat_world.of_thread(THREAD)
+                    )
+                )
+                prompt = next(
+                    e for e in chat_world.of_thread(THREAD) if isinstance(e, ShowPermissionPrompt)
+                )
+                await chat.allow(prompt.request_id)
+                await until(lambda: len(chat_world.texts(THREAD, "footer")) == 3)
+                assert (work / "touched.txt").exists()
+                tools = chat_world.texts(THREAD, "tool")
+                assert any("touch touched.txt" in t for t in tools)
+
+                assert len(made) == 1  # one long-lived process served every turn
+                assert made[0].processes_started == 1  # type: ignore[attr-defined]
+                assert not chat_world.duplicate_keys
+        assert made[0].stopped_clean is True  # type: ignore[attr-defined]
+    finally:
+        fake.stop()
