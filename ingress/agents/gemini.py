@@ -551,12 +551,13 @@ class GeminiAdapter(AgentAdapter):
 
     # --- plumbing --------------------------------------------------------------------------
     async def _turn_preamble(self) -> None:
-        if self._notice:
-            notice, self._notice = self._notice, None
-            await self._emit_event(AgentError(message=notice, retryable=False))
+        # SessionStarted first: the core drops other events of a session it does not know.
         if self._announce and self.session_id:
             self._announce = False
             await self._emit_event(SessionStarted(session_id=self.session_id, model=self.model))
+        if self._notice:
+            notice, self._notice = self._notice, None
+            await self._emit_event(AgentError(message=notice, retryable=False))
 
     async def _emit_event(self, event: AgentEvent) -> None:
         if isinstance(event, TurnCompleted) and event.duration_ms is None and self.run_id:

@@ -283,6 +283,20 @@ async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeGemini
     assert conversations[0].title == "remember the word PLUM"
 
 
+async def test_resume_of_an_unknown_session_starts_a_new_one(
+    tmp_path: Path, fake: FakeGeminiServer
+) -> None:
+    missing = "00000000-0000-4000-8000-000000000000"
+    async with running_gemini(tmp_path, fake, session_id=missing) as s:
+        end = await s.turn("r1", "hello")
+        first, notice = s.of_run("r1")[:2]
+        assert isinstance(first, SessionStarted) and first.session_id != missing
+        assert isinstance(notice, AgentError) and not notice.retryable
+        assert missing in notice.message and "new session" in notice.message
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        assert not s.adapter.resumed
+
+
 async def test_model_server_down_ends_the_turn_with_an_error(
     tmp_path: Path, fake: FakeGeminiServer
 ) -> None:
