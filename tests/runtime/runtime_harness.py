@@ -1,5 +1,6 @@
-"""Shared pieces of the live-runtime tests (imported as ``runtime_harness``): a runtime on a real SQLite log in tmp_path,
-the scripted fake agent, the recording renderer, and a chat user that makes actions."""
+"""Shared pieces of the live-runtime tests (imported as ``runtime_harness``): a runtime on
+a real SQLite log in tmp_path, the scripted fake agent, the recording renderer, and a chat
+user that makes actions."""
 
 from __future__ import annotations
 
@@ -95,11 +96,11 @@ async def running(
     chat = chat or RenderWorld()
     kwargs.setdefault("policy", Policy(allowed_roots=(str(tmp_path), "/tmp")))
     kwargs.setdefault("clock", trio.current_time)
+    kwargs.setdefault("adapter_factory", agents.factory)
     with EventLog(tmp_path / log_name) as log:
         async with open_runtime(
             log=log,
             renderer_factory=chat.renderer,
-            adapter_factory=agents.factory,
             **kwargs,
         ) as runtime:
             runtime.agents = agents  # type: ignore[attr-defined]

@@ -1,0 +1,200 @@
+"""The registry: lazy actors, disposal that leaves nothing behind (tasks, timers, agent
+processes, open prompts), directory/channel-scoped disposal, the idle sweeper, ticks only
+while busy, statistics, and the session demux for shared agent servers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+import trio
+from runtime_harness import Chat, running, until
+
+from ingress.agents.base import AgentOptions, StampedEvent
+from ingress.agents.claude import ClaudeAdapter
+from runtime import agent_events as E
+from runtime.listener import SessionDemux
+from runtime.model import Phase
+from testkit.fake_agent import fake_claude_binary
+
+
+def all_tasks() -> list[trio.lowlevel.Task]:
+    found = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        found.append(task)
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return found
+
+
+async def test_actors_are_created_lazily_and_reused(tmp_path: Path, autojump_clock) -> None:
+    async with running(tmp_path) as rt:
+        assert rt.actors() == [] and rt.get("t1") is None
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        actor = rt.get("t1")
+        assert actor is not None and rt.get_or_create("t1") is actor
+        await chat.say("hello")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        stats = rt.statistics("t1")
+        assert stats.actor_running and stats.listener_running and stats.mailbox_length == 0
+        assert stats.log_seq == rt.log.last_seq("t1") > 0
+        assert stats.counters.completed == 1 and stats.phase is Phase.IDLE
+
+
+async def test_dispose_leaves_no_task_timer_or_prompt_behind(
+    tmp_path: Path, autojump_clock
+) -> None:
+    async with running(tmp_path) as rt:
+        baseline = len(all_tasks())
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("PERMISSION please")
+        await until(lambda: bool(rt.snapshot("t1").blockers))
+        prompt_key = rt.snapshot("t1").blockers[0].key
+        assert len(all_tasks()) > baseline + 3  # actor, reactor, ticker, listener, agent
+        assert rt.agents.serving == 1
+        assert await rt.dispose("t1")
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(all_tasks()) == baseline
+        assert rt.get("t1") is None and rt.agents.serving == 0
+        assert rt.chat.outputs[prompt_key].dismissed  # the button is closed
+        state = rt.snapshot("t1")
+        assert state.run is None and not state.blockers  # the core saw the agent go
+        # Mock time passes: no timer of the thread fires any more.
+        committed = rt.log.last_seq("t1")
+        await trio.sleep(3600)
+        assert rt.log.last_seq("t1") == committed
+        # The thread lives on in the store: a new message makes a fresh actor.
+        await chat.say("hello again")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        assert rt.get("t1") is not None
+    assert not await rt.dispose("nope")
+
+
+async def test_dispose_for_directory_is_scoped_by_directory_and_channel(
+    tmp_path: Path, autojump_clock
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "sub").mkdir(parents=True)
+    b.mkdir()
+    async with running(tmp_path) as rt:
+        chats = {
+            "t-a1": Chat(rt, "t-a1", str(a)),
+            "t-a2": Chat(rt, "t-a2", str(a / "sub")),
+            "t-a3": Chat(rt, "t-a3", str(a)),
+            "t-b": Chat(rt, "t-b", str(b)),
+        }
+        for thread_id, chat in chats.items():
+            rt.get_or_create(thread_id, channel_id="c2" if thread_id == "t-a3" else "c1")
+            await chat.start()
+        await until(lambda: rt.agents.serving == 4)
+        assert sorted(await rt.dispose_for_directory(str(a), channel="c1")) == ["t-a1", "t-a2"]
+        assert sorted(rt.actors()) == ["t-a3", "t-b"]
+        assert await rt.dispose_for_directory(str(a)) == ["t-a3"]
+        await rt.dispose_all()
+        assert rt.actors() == [] and rt.agents.serving == 0
+
+
+async def test_the_idle_sweeper_disposes_idle_threads_only(tmp_path: Path, autojump_clock) -> None:
+    async with running(tmp_path, idle_timeout_s=300, sweep_interval_s=60) as rt:
+        idle, busy = Chat(rt, "idle", str(tmp_path)), Chat(rt, "busy", str(tmp_path))
+        await idle.start()
+        await busy.start()
+        await busy.say("PERMISSION keeps me busy")
+        await until(lambda: bool(rt.snapshot("busy").blockers))
+        await trio.sleep(400)
+        assert rt.get("idle") is None and rt.get("busy") is not None
+        assert rt.agents.serving == 1
+
+
+async def test_ticks_come_only_while_a_run_is_active(tmp_path: Path, autojump_clock) -> None:
+    async with running(tmp_path) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        actor = rt.get("t1")
+        await trio.sleep(100)
+        assert actor.skipped_ticks == 0  # idle: no timer at all
+        await chat.say("SILENT agent")  # says nothing: only the core's idle timeout ends it
+        await until(lambda: rt.snapshot("t1").run is None, timeout=2000)
+        policy = rt.snapshot("t1").policy
+        assert any("No output from the agent" in t for t in rt.chat.texts("t1", "notice"))
+        # About one tick a second until the timeout; the no-op ones are not logged.
+        assert policy.turn_idle_timeout_s - 5 <= actor.skipped_ticks <= policy.turn_idle_timeout_s
+        ticks_logged = [e for e in rt.log.read("t1") if e.action.kind == "tick"]
+        assert 1 <= len(ticks_logged) <= 3
+        skipped = actor.skipped_ticks
+        await trio.sleep(100)
+        assert actor.skipped_ticks == skipped
+
+
+async def test_session_demux_routes_one_connection_to_many_threads(autojump_clock) -> None:
+    demux = SessionDemux(hold=2)
+    got: dict[str, list[str]] = {"A": [], "B": []}
+
+    def sink(name: str):
+        async def emit(ev: StampedEvent) -> None:
+            got[name].append(ev.event.text)  # type: ignore[union-attr]
+
+        return emit
+
+    def ev(session: str | None, text: str) -> StampedEvent:
+        return StampedEvent("r1", session, E.TextDelta(text=text))
+
+    await demux.route("sA", sink("A"))
+    assert await demux.dispatch(ev("sA", "a1"))
+    assert not await demux.dispatch(ev("sB", "b1"))  # B not routed yet: held
+    assert not await demux.dispatch(ev("sB", "b2"))
+    assert not await demux.dispatch(ev("sB", "b3"))  # hold=2: b1 dropped
+    assert not await demux.dispatch(ev(None, "x"))  # no session: unroutable
+    await demux.route("sB", sink("B"))
+    await demux.dispatch(ev("sA", "a2"))
+    await demux.dispatch(ev("sB", "b4"))
+    demux.unroute("sA")
+    assert not await demux.dispatch(ev("sA", "a3"))
+    assert got == {"A": ["a1", "a2"], "B": ["b2", "b3", "b4"]}
+    stats = demux.statistics()
+    assert stats["held_dropped"] == 1 and stats["unroutable"] == 1 and stats["sessions"] == 1
+
+
+@pytest.mark.timeout(60)
+async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
+    tmp_path: Path,
+) -> None:
+    binary = fake_claude_binary(str(tmp_path), delay_s=0.05)
+    me = psutil.Process(os.getpid())
+
+    def claude(name: str) -> ClaudeAdapter:
+        return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
+
+    async with running(tmp_path, adapter_factory=claude) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start("claude")
+        await chat.say("hello")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1, timeout=30, step=0.02)
+        assert "Hello from fake agent." in "".join(rt.chat.texts("t1", "text"))
+        session = rt.snapshot("t1").conversation.session_id
+        assert session
+        children = me.children(recursive=True)
+        assert len(children) >= 1
+        # Abort a slow stream in-band: the process stays, the next prompt runs normally.
+        await chat.say("SLOW please")
+        await until(lambda: "chunk2" in "".join(rt.chat.texts("t1", "text")), 30, 0.02)
+        await chat.abort()
+        await until(lambda: rt.snapshot("t1").run is None, timeout=30, step=0.02)
+        await chat.say("and now?")
+        await until(lambda: rt.snapshot("t1").counters.completed == 2, timeout=30, step=0.02)
+        assert rt.statistics("t1").listener_starts == 1
+        assert {p.pid for p in me.children(recursive=True)} == {p.pid for p in children}
+        await rt.dispose("t1")
+        assert [
+            p
+            for p in me.children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        ] == []
