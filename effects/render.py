@@ -257,6 +257,7 @@ class StreamRenderer:
         # A terminal that only appends (the plain console) needs text that only grows:
         # no temporary fence closers, no rewritten links.
         append_only = bool(getattr(platform, "streams_append_only", False))
+        self._append_only = append_only
         self._wrap_links = not append_only if wrap_links is None else wrap_links
         self._close_live = not append_only if close_live_fences is None else close_live_fences
         self._typing_after_post_s = typing_after_post_s
@@ -439,8 +440,8 @@ class StreamRenderer:
             keep = 4 * THINKING_PREVIEW_CHARS  # whitespace is collapsed later: keep some spare
             if len(out.text) > keep:
                 out.text, out.truncated = out.text[-keep:], True
-            if self.limits.supports_edit:
-                await self._show(out)
+            if self.limits.supports_edit and not self._append_only:
+                await self._show(out)  # an append-only display gets the preview at the seal
         else:
             out.text += text
             await self._show(out)
@@ -636,6 +637,11 @@ class StreamRenderer:
         menu: SelectMenu | None = None,
     ) -> None:
         text = self._wanted(out, message) if text is None else text
+        if self._append_only:
+            # An append-only display shows a late edit below newer messages: make the
+            # edits still waiting first, so the transcript reads in order.
+            for waiting in sorted(self._dirty, key=lambda m: m.seq):
+                await self._edit(self._dirty.pop(waiting), waiting)
         nonce = hashlib.blake2b(
             f"{self.channel_id}/{out.key}#{message.seq}".encode(), digest_size=12
         ).hexdigest()

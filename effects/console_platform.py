@@ -1,0 +1,314 @@
+"""``ConsolePlatform``: the chat platform of a terminal (``spindle run`` without a token).
+
+Two faces, chosen by whether the output is a terminal:
+
+- **rich** (a TTY): messages render as markdown (code blocks highlighted, ``-# `` subtext
+  dimmed, buttons and menus as a line of choices) in a ``rich.live.Live`` area holding the
+  last few messages, so an edit re-renders in place; older messages scroll up for good and
+  a later edit of one is printed again, marked ``✎``.
+- **plain** (a pipe, a file, a test's StringIO): text is only ever appended, so the output
+  reads like a transcript and is deterministic. A new message starts on a new line; an
+  edit that extends the last message prints just the new characters (streamed text reads
+  as it streams); any other edit prints the whole new text on a line starting with ``✎ ``;
+  a deletion prints ``✗ removed: <first line>``; controls print as ``[Accept] [Deny]`` or
+  ``{a | b}`` on their own line; typing prints nothing. Its ``streams_append_only`` tells
+  the stream renderer to keep streamed text append-only (no temporary fence closers, no
+  rewritten links).
+
+Both keep every message in ``messages`` (id -> text) for the console ingress and tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+import trio
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.text import Text
+
+from effects.platform import PlatformError, PlatformLimits, SelectMenu
+from runtime.effects import Button
+
+__all__ = ["CONSOLE_LIMITS", "ConsoleMessage", "ConsolePlatform"]
+
+CONSOLE_LIMITS = PlatformLimits(
+    char_limit=100_000,
+    split_margin=0,
+    supports_edit=True,
+    min_edit_interval_s=0.1,
+    typing_refresh_s=8.0,
+)
+LIVE_MESSAGES = 4  # messages kept in the rich live area, where edits re-render in place
+
+
+@dataclass
+class ConsoleMessage:
+    id: str
+    channel_id: str
+    text: str
+    buttons: tuple[Button, ...] = ()
+    menu: SelectMenu | None = None
+    prefix: str = ""  # "↳ " for a command reply
+    deleted: bool = False
+
+
+def _controls(buttons: tuple[Button, ...], menu: SelectMenu | None) -> str:
+    parts = [f"[{button.label}]" for button in buttons]
+    if menu is not None:
+        parts.append("{" + " | ".join(menu.options) + "}")
+    return " ".join(parts)
+
+
+class ConsolePlatform:
+    """A ``ChatPlatform`` writing to ``out`` (stdout by default); see the module docstring."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        rich: bool | None = None,
+        limits: PlatformLimits = CONSOLE_LIMITS,
+        label_channels: bool = False,
+        console: Console | None = None,
+    ) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.rich = self.out.isatty() if rich is None else rich
+        self.limits = limits
+        self.streams_append_only = not self.rich
+        self.label_channels = label_channels
+        self.messages: dict[str, ConsoleMessage] = {}
+        self.typing_calls = 0
+        self._ids = itertools.count(1)
+        # plain: the message the cursor stands right after (its text may still grow)
+        self._cursor: str | None = None
+        self._at_line_start = True
+        # rich
+        self._console = console or (Console(file=self.out) if self.rich else None)
+        self._live: Live | None = None
+        self._live_ids: list[str] = []
+        self._typing = False
+
+    # -- ChatPlatform ------------------------------------------------------------------------
+
+    async def send(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] = (),
+        menu: SelectMenu | None = None,
+        nonce: str | None = None,
+    ) -> str:
+        await trio.lowlevel.checkpoint()
+        return self._add(ConsoleMessage(self._new_id(), channel_id, text, buttons, menu))
+
+    async def reply(
+        self,
+        channel_id: str,
+        action_id: str,
+        text: str,
+        *,
+        ephemeral: bool = False,
+        buttons: tuple[Button, ...] = (),
+    ) -> str:
+        await trio.lowlevel.checkpoint()
+        prefix = "↳ " + ("(only you) " if ephemeral else "")
+        return self._add(ConsoleMessage(self._new_id(), channel_id, text, buttons, prefix=prefix))
+
+    async def edit(
+        self,
+        channel_id: str,
+        message_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] | None = None,
+    ) -> None:
+        await trio.lowlevel.checkpoint()
+        message = self._get(message_id)
+        old_text, old_controls = message.text, _controls(message.buttons, message.menu)
+        message.text = text
+        if buttons is not None:
+            message.buttons = buttons
+            if not buttons:
+                message.menu = None  # an edit that clears the buttons clears every control
+        if self.rich:
+            self._rich_edit(message)
+        else:
+            self._plain_edit(message, old_text, old_controls)
+
+    async def delete(self, channel_id: str, message_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+        message = self._get(message_id)
+        message.deleted = True
+        if self.rich:
+            self._rich_delete(message)
+        else:
+            first = message.text.strip().split("\n", 1)[0][:60]
+            self._plain_block(f"✗ removed: {first}")
+
+    async def typing(self, channel_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+        self.typing_calls += 1
+        if self.rich:
+            self._typing = True
+            self._rich_refresh()
+
+    def close(self) -> None:
+        """End the live area (rich) or the last line (plain)."""
+        if self.rich:
+            if self._live is not None:
+                self._typing = False
+                self._rich_refresh()
+                self._live.stop()
+                self._live = None
+                self._live_ids = []
+        elif not self._at_line_start:
+            self._write("\n")
+        self._cursor = None
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return f"c{next(self._ids)}"
+
+    def _get(self, message_id: str) -> ConsoleMessage:
+        message = self.messages.get(message_id)
+        if message is None or message.deleted:
+            raise PlatformError(f"unknown message {message_id}")
+        return message
+
+    def _add(self, message: ConsoleMessage) -> str:
+        if not message.text.strip():
+            raise PlatformError("cannot send an empty message")
+        self.messages[message.id] = message
+        if self.rich:
+            self._rich_add(message)
+        else:
+            self._plain_add(message)
+        return message.id
+
+    def _label(self, message: ConsoleMessage) -> str:
+        return f"[{message.channel_id}] " if self.label_channels else ""
+
+    # -- plain: append-only text ----------------------------------------------------------
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _new_line(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def _plain_block(self, text: str) -> None:
+        """Print on lines of its own; nothing continues it."""
+        self._new_line()
+        self._write(text + "\n")
+        self._cursor = None
+
+    def _plain_add(self, message: ConsoleMessage) -> None:
+        self._new_line()
+        self._write(self._label(message) + message.prefix + message.text)
+        self._plain_controls(message)
+
+    def _plain_controls(self, message: ConsoleMessage) -> None:
+        controls = _controls(message.buttons, message.menu)
+        if controls:
+            self._plain_block(controls)
+        else:
+            self._cursor = message.id
+
+    def _plain_edit(self, message: ConsoleMessage, old_text: str, old_controls: str) -> None:
+        controls = _controls(message.buttons, message.menu)
+        if (
+            self._cursor == message.id
+            and message.text.startswith(old_text)
+            and controls == old_controls
+        ):
+            self._write(message.text[len(old_text) :])
+            return
+        if message.text == old_text and controls == old_controls:
+            return
+        self._new_line()
+        self._write("✎ " + self._label(message) + message.prefix + message.text)
+        self._plain_controls(message)
+
+    # -- rich: a live area of the last messages ----------------------------------------------
+
+    def _renderable(self, message: ConsoleMessage) -> RenderableType:
+        parts: list[RenderableType] = []
+        block: list[str] = []
+
+        def flush_markdown() -> None:
+            if block:
+                parts.append(Markdown("\n".join(block)))
+                block.clear()
+
+        text = self._label(message) + message.prefix + message.text
+        for line in text.split("\n"):
+            if line.startswith("-# "):
+                flush_markdown()
+                parts.append(Text(line[3:], style="dim"))
+            else:
+                block.append(line)
+        flush_markdown()
+        controls = _controls(message.buttons, message.menu)
+        if controls:
+            parts.append(Text(controls, style="bold cyan"))
+        return Group(*parts)
+
+    def _rich_refresh(self) -> None:
+        assert self._console is not None
+        items: list[RenderableType] = [
+            self._renderable(self.messages[mid])
+            for mid in self._live_ids
+            if not self.messages[mid].deleted
+        ]
+        if self._typing:
+            items.append(Text("⋯ working", style="dim italic"))
+        if self._live is None:
+            self._live = Live(
+                Group(*items), console=self._console, auto_refresh=False, transient=False
+            )
+            self._live.start()
+        else:
+            self._live.update(Group(*items))
+        self._live.refresh()
+
+    def _rich_add(self, message: ConsoleMessage) -> None:
+        self._typing = False  # a post ends the typing indicator, as on Discord
+        self._live_ids.append(message.id)
+        while len(self._live_ids) > LIVE_MESSAGES:
+            settled = self.messages[self._live_ids.pop(0)]
+            if not settled.deleted and self._live is not None:
+                self._live.console.print(self._renderable(settled))
+        self._rich_refresh()
+
+    def _rich_edit(self, message: ConsoleMessage) -> None:
+        if message.id in self._live_ids:
+            self._rich_refresh()
+        else:
+            assert self._console is not None
+            self._live_print(Group(Text("✎", style="yellow"), self._renderable(message)))
+
+    def _rich_delete(self, message: ConsoleMessage) -> None:
+        if message.id in self._live_ids:
+            self._live_ids.remove(message.id)
+            self._rich_refresh()
+        else:
+            first = message.text.strip().split("\n", 1)[0][:60]
+            self._live_print(Text(f"✗ removed: {first}", style="dim"))
+
+    def _live_print(self, renderable: RenderableType) -> None:
+        assert self._console is not None
+        if self._live is not None:
+            self._live.console.print(renderable)
+        else:
+            self._console.print(renderable)

@@ -1,0 +1,163 @@
+"""effects.console_platform: plain (pipe) output is an append-only, deterministic transcript;
+rich (TTY) output re-renders edits in a live area."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import trio
+from rich.console import Console
+
+from effects.console_platform import LIVE_MESSAGES, ConsolePlatform
+from effects.render import StreamRenderer
+from runtime.effects import (
+    AppendOutput,
+    DismissPrompt,
+    EditOutput,
+    PostOutput,
+    ReplyToCommand,
+    SealOutput,
+    ShowPermissionPrompt,
+    Typing,
+)
+
+ANSWER = "Here are the files, see https://x.io\n```python\nprint(1)\nprint(2)\n```\nDone."
+
+
+async def play_a_run(platform: ConsolePlatform) -> StreamRenderer:
+    """One run as the core would emit it: marker, thinking, a tool card, streamed text,
+    a permission prompt answered, a footer."""
+    async with StreamRenderer(platform, "console:main") as renderer:
+        await renderer.apply(Typing(on=True))
+        await renderer.apply(PostOutput(key="r1/0", kind="marker", text="» you: list files"))
+        await renderer.apply(PostOutput(key="r1/1", kind="thinking", text="Let me look"))
+        await renderer.apply(AppendOutput(key="r1/1", seq=1, text=" at the dir"))
+        await renderer.apply(SealOutput(key="r1/1"))
+        await renderer.apply(PostOutput(key="r1/2", kind="tool", text="Bash(ls)"))
+        await trio.sleep(0.3)
+        await renderer.apply(EditOutput(key="r1/2", text="Bash(ls)\n→ a.py\nb.py"))
+        await renderer.apply(PostOutput(key="r1/3", kind="text", text=ANSWER[:5]))
+        for seq, start in enumerate(range(5, len(ANSWER), 5), start=1):
+            await trio.sleep(0.04)
+            await renderer.apply(AppendOutput(key="r1/3", seq=seq, text=ANSWER[start : start + 5]))
+        await renderer.apply(SealOutput(key="r1/3"))
+        prompt = ShowPermissionPrompt(key="r1/4", request_id="p1", tool="Write", detail="a.txt")
+        await renderer.apply(prompt)
+        await renderer.apply(DismissPrompt(key="r1/4", request_id="p1", outcome="Answered: allow"))
+        await renderer.apply(PostOutput(key="r1/5", kind="footer", text="3s · $0.0100 · sonnet"))
+        await renderer.apply(Typing(on=False))
+    platform.close()
+    return renderer
+
+
+PLAIN_TRANSCRIPT = """\
+» you: list files
+-# 💭 Let me look at the dir
+-# 🔧 `Bash(ls)`
+```
+a.py
+b.py
+```
+Here are the files, see https://x.io
+```python
+print(1)
+print(2)
+```
+Done.
+🔐 **Permission needed:** `Write`
+`a.txt`
+[Accept] [Deny]
+✎ 🔐 **Permission needed:** `Write`
+`a.txt`
+-# Answered: allow
+3s · $0.0100 · sonnet
+"""
+
+
+async def test_plain_output_is_an_append_only_transcript(autojump_clock: object) -> None:
+    out = io.StringIO()
+    platform = ConsolePlatform(out)  # a StringIO is no TTY: plain
+    assert not platform.rich and platform.streams_append_only
+    renderer = await play_a_run(platform)
+    assert out.getvalue() == PLAIN_TRANSCRIPT
+    # Streamed text was printed as it grew (edits), never repeated.
+    assert renderer.statistics().edits >= 5
+    assert out.getvalue().count("print(1)") == 1
+    assert platform.typing_calls >= 1
+
+
+async def test_plain_output_through_a_pipe(autojump_clock: object) -> None:
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w", encoding="utf-8") as pipe:
+        platform = ConsolePlatform(pipe)
+        assert not platform.rich
+        await play_a_run(platform)
+    with os.fdopen(read_end, encoding="utf-8") as reader:
+        assert reader.read() == PLAIN_TRANSCRIPT
+
+
+async def test_plain_edits_deletes_replies_and_channel_labels() -> None:
+    out = io.StringIO()
+    platform = ConsolePlatform(out, label_channels=True)
+    first = await platform.send("console:a", "first line")
+    await platform.edit("console:a", first, "first line, grown")
+    second = await platform.send("console:b", "second")
+    await platform.edit("console:a", first, "first line, grown")  # unchanged: nothing
+    await platform.edit("console:a", first, "rewritten")
+    await platform.reply("console:b", "act1", "Queued (position 2)", ephemeral=True)
+    await platform.delete("console:b", second)
+    platform.close()
+    assert out.getvalue() == (
+        "[console:a] first line, grown\n"
+        "[console:b] second\n"
+        "✎ [console:a] rewritten\n"
+        "[console:b] ↳ (only you) Queued (position 2)\n"
+        "✗ removed: second\n"
+    )
+    assert platform.messages[second].deleted
+
+
+async def test_rich_output_renders_markdown_and_re_renders_edits_in_place(
+    autojump_clock: object,
+) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    platform = ConsolePlatform(out, rich=True, console=console)
+    assert not platform.streams_append_only
+    renderer = await play_a_run(platform)
+    screen = out.getvalue()
+    # Markdown was rendered: no fences or bold markers, code and subtext shown as text.
+    assert "```" not in screen and "**" not in screen
+    for shown in ("print(1)", "🔧 `Bash(ls)`", "Answered: allow", "3s · $0.0100 · sonnet"):
+        assert shown in screen
+    # A live run re-renders: edits of messages still in the live area print no ✎.
+    assert "✎" not in screen
+    assert renderer.statistics().edits >= 5
+
+
+async def test_rich_edit_of_a_message_that_scrolled_away_is_printed_again() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=60, color_system=None)
+    platform = ConsolePlatform(out, rich=True, console=console)
+    old = await platform.send("c", "old message")
+    for n in range(LIVE_MESSAGES):
+        await platform.send("c", f"message {n}")
+    await platform.edit("c", old, "old message, corrected")
+    await platform.send("c", "ok", buttons=())
+    platform.close()
+    screen = out.getvalue()
+    assert "✎" in screen and "old message, corrected" in screen
+
+
+async def test_rich_reply_and_typing() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=60, color_system=None)
+    platform = ConsolePlatform(out, rich=True, console=console)
+    await platform.typing("c")
+    assert "working" in out.getvalue()
+    renderer = StreamRenderer(platform, "c")
+    posted = await renderer.apply(ReplyToCommand(key="c/reply/a", action_id="a", text="Done"))
+    platform.close()
+    assert posted == [("c/reply/a", ("c1",))]
+    assert "↳ Done" in out.getvalue()
