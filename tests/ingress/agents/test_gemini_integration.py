@@ -9,6 +9,7 @@ its turns; teardown stops the adapter and asserts psutil saw no process of the t
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -264,6 +265,14 @@ async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeGemini
     assert settings["mcpServers"]["pm"]["headers"]["Authorization"] == "Bearer t0ken"
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"  # the user's
     assert oct(private.stat().st_mode & 0o777) == "0o600"
+
+    # Make the collision certain: stamp the chat file with the current UTC minute, as if
+    # the session had just been created. Without the guard the load would wipe it.
+    pattern = f".gemini/tmp/*/chats/session-*-{session_id[:8]}.jsonl"
+    chats = list(private_gemini_home(s.adapter.options).glob(pattern))
+    assert len(chats) == 1
+    minute = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M")
+    chats[0].rename(chats[0].with_name(f"session-{minute}-{session_id[:8]}.jsonl"))
 
     before = len(fake.stream_requests())
     async with running_gemini(tmp_path, fake, session_id=session_id) as s2:
