@@ -41,6 +41,8 @@ __all__ = ["Receipt", "ThreadActor"]
 
 logger = logging.getLogger("spindle.actor")
 
+BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
@@ -158,9 +160,17 @@ class ThreadActor:
                 async for action, receipt in self._recv:
                     self._mailbox -= 1
                     self._commit(action, receipt)
+                    # Commit what is already waiting (up to a batch) before yielding: the
+                    # log then flushes the batch in one transaction.
+                    for _ in range(BATCH - 1):
+                        try:
+                            action, receipt = self._recv.receive_nowait()
+                        except trio.WouldBlock:
+                            break
+                        self._mailbox -= 1
+                        self._commit(action, receipt)
                     if self._mailbox == 0:
                         self._quiet.set()
-                    await trio.lowlevel.checkpoint()  # one action per turn: be fair to others
                 nursery.cancel_scope.cancel()
         finally:
             self.running = False
