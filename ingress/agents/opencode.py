@@ -345,6 +345,9 @@ class OpencodeAdapter(AgentAdapter):
             return
         self._turn_proc = proc
         try:
+            if self._aborting_run == prompt.run_id:
+                # Interrupted while the process was being spawned.
+                await proc.stop(grace=self.options.stop_grace_s)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(proc.pump_stderr)
                 async for line in proc.stdout_lines():
@@ -375,14 +378,19 @@ class OpencodeAdapter(AgentAdapter):
     async def prompt(self, prompt: PromptAgent) -> None:
         if not self._serving or self._nursery is None:
             raise RuntimeError("opencode adapter: prompt before serve() is ready")
-        self._run_id = prompt.run_id
-        self._aborting_run = None
         if self.options.per_turn:
             if self._turn_done is not None and not self._turn_done.is_set():
-                await self.interrupt(self._run_id)
+                # One turn at a time: the previous one ends before this one starts.
+                if self._run_id is not None:
+                    await self.interrupt(self._run_id)
+                await self._turn_done.wait()
+            self._run_id = prompt.run_id
+            self._aborting_run = None
             self._turn_done = trio.Event()
             self._nursery.start_soon(self._run_turn, prompt, self._turn_done)
             return
+        self._run_id = prompt.run_id
+        self._aborting_run = None
         server, parser = self._server, self._parser
         if server is None or parser is None or self._session_id is None:
             raise RuntimeError("opencode adapter: no live session")
@@ -404,9 +412,11 @@ class OpencodeAdapter(AgentAdapter):
         if run_id != self._run_id:
             return
         if self.options.per_turn:
+            if self._turn_done is None or self._turn_done.is_set():
+                return
+            self._aborting_run = run_id  # seen by _run_turn if it is still spawning
             proc = self._turn_proc
             if proc is not None and proc.returncode is None:
-                self._aborting_run = run_id
                 await proc.stop(grace=self.options.stop_grace_s)
             return
         if self._parser is None or not self._parser.turn_open:

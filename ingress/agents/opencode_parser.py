@@ -602,7 +602,7 @@ class OpencodeRunParser:
         elif kind == "error":
             self.error = error_message(obj.get("error"))
             events.append(AgentError(message=self.error, retryable=False))
-        elif not events:
+        if not events:
             self.stats.skip(kind)
         return events
 
