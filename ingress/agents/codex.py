@@ -52,6 +52,7 @@ __all__ = [
     "Adapter",
     "CodexAdapter",
     "CodexConversation",
+    "CodexStartError",
     "launch_argv",
     "launch_env",
     "list_conversations",
@@ -298,6 +299,10 @@ def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[C
 # the adapter
 
 
+class CodexStartError(RuntimeError):
+    """codex could not be started, or its app-server did not get a thread ready."""
+
+
 class CodexAdapter(AgentAdapter):
     """``codex app-server`` for one thread (``per_turn``: ``codex exec --json`` each turn).
 
@@ -414,6 +419,8 @@ class CodexAdapter(AgentAdapter):
 
     # -- long-lived: codex app-server ----------------------------------------------------
     async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
+        """Ready (``task_status.started()``) once the thread is started or resumed; a start
+        that fails raises ``CodexStartError`` instead (the listener reports it)."""
         argv = launch_argv(self.options, per_turn=False)
         try:
             ensure_codex_home(self.options)
@@ -422,15 +429,13 @@ class CodexAdapter(AgentAdapter):
             )
         except OSError as exc:
             self._gone.set()
-            await self._send(None, AgentError(message=f"cannot start codex: {exc}"))
-            task_status.started()
-            return
+            raise CodexStartError(f"cannot start codex ({argv[0]}): {exc}") from exc
         self._proc = proc
         self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
         self._parser.model = self._model
         rpc = RpcPeer(proc.write_line)
         self._rpc = rpc
-        started = False
+        failure: Exception | None = None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(proc.pump_stderr)
@@ -439,22 +444,20 @@ class CodexAdapter(AgentAdapter):
                     with trio.fail_after(self.options.start_timeout_s):
                         await self._handshake(rpc, start)
                 except (RpcError, RpcClosed, trio.TooSlowError) as exc:
-                    tail = self._stderr_tail(proc)
-                    message = f"codex app-server did not start: {exc!r}"
-                    await self._send(
-                        None, AgentError(message=message + (f"\n{tail}" if tail else ""))
-                    )
+                    # Stop it; the readers then end and the nursery closes without a group.
+                    failure = exc
                     await proc.stop(grace=self.options.stop_grace_s)
                 else:
                     self._ready.set()
-                task_status.started()
-                started = True
+                    task_status.started()
+            if failure is not None:
+                tail = self._stderr_tail(proc)
+                message = f"codex app-server did not start: {failure!r}"
+                raise CodexStartError(message + (f"\n{tail}" if tail else "")) from failure
         finally:
             self._ready.set()  # wake prompt() callers; they see the process is gone
             self._gone.set()
             rpc.close("codex exited")
-            if not started:
-                task_status.started()
             with trio.CancelScope(shield=True):
                 await proc.stop(grace=self.options.stop_grace_s)
 

@@ -23,7 +23,7 @@ import trio
 
 from effects.process import tree_pids
 from ingress.agents.base import AgentOptions, McpServer, StampedEvent
-from ingress.agents.codex import CodexAdapter, list_conversations
+from ingress.agents.codex import CodexAdapter, CodexStartError, list_conversations
 from runtime.agent_events import (
     AgentError,
     PermissionRequested,
@@ -450,3 +450,42 @@ async def test_mcp_servers_are_injected_with_their_token(
     assert "initialize" in methods and "tools/list" in methods
     auth = [{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in mcp.requests]
     assert auth and all(a == "Bearer s3cret" for a in auth), auth
+
+
+# -- start-up failures ----------------------------------------------------------------------
+
+
+async def _start_error(adapter: CodexAdapter, workdir: Path) -> CodexStartError:
+    """The error ``serve`` raised instead of getting ready (the listener sees it this way)."""
+    caught: list[BaseException] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            start = StartAgent(agent="codex", workdir=str(workdir))
+            await nursery.start(adapter.serve, start, _ignore)
+            nursery.cancel_scope.cancel()
+    except* CodexStartError as group:
+        caught.extend(group.exceptions)
+    assert len(caught) == 1, "serve() got ready although it should have failed"
+    assert isinstance(caught[0], CodexStartError)
+    return caught[0]
+
+
+async def test_a_failed_start_raises_with_the_reason(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    missing = AgentOptions(binary=str(tmp_path / "no-such-codex"), home=str(tmp_path / "h1"))
+    error = await _start_error(CodexAdapter(missing), work)
+    assert "cannot start codex" in str(error) and "no-such-codex" in str(error)
+    # a config codex rejects: the app-server exits before the handshake
+    bad = codex_options("http://127.0.0.1:9/v1", tmp_path / "h2").model_copy(
+        update={"extra_args": ("-c", "model_provider=nowhere")}
+    )
+    adapter = CodexAdapter(bad)
+    error = await _start_error(adapter, work)
+    assert "did not start" in str(error)
+    assert "nowhere" in str(error)  # codex's own complaint, from its stderr
+    assert adapter.pid is not None and _alive(tree_pids(adapter.pid)) == []
+
+
+async def _ignore(stamped: StampedEvent) -> None:
+    pass
