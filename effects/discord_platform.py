@@ -10,7 +10,9 @@ Discord host opens it). What it keeps:
   effect's ``Button.action`` / ``SelectMenu.custom_id``; the clicks come back through
   ``ingress.discord`` as actions, never through view callbacks, so they survive restarts.
 - ``reply`` answers the interaction that produced ``action_id`` through its followup
-  webhook (ingress deferred it at once and registered it here). A command that came as a
+  webhook (ingress deferred it at once, publicly, and registered it here). The first
+  followup replaces the deferral's "thinking..." message; an ephemeral first answer
+  deletes that message first, since Discord would keep it public. A command that came as a
   plain message (the `` queue`` suffix) is answered in its channel, as a reply to it.
 - Failures become ``PlatformError``: 429 carries ``retry_after``, 5xx and disconnects are
   ``retryable``, 4xx are permanent. discord.py's own rate limiter already sleeps through
@@ -19,6 +21,7 @@ Discord host opens it). What it keeps:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections import OrderedDict
@@ -80,6 +83,7 @@ class DiscordPlatform:
         self.client = client
         self.limits = limits or PlatformLimits()
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
+        self._answered: OrderedDict[str, None] = OrderedDict()  # replied to at least once
         self.calls = 0  # platform calls made (each is one REST call unless discord retried)
 
     # --- registry of deferred interactions (ingress fills it) --------------------------
@@ -165,6 +169,15 @@ class DiscordPlatform:
 
         async def followup() -> str:
             assert interaction is not None
+            if (
+                ephemeral
+                and action_id not in self._answered
+                and interaction.type is discord.InteractionType.application_command
+            ):
+                # The first followup would fill the public "thinking..." message that the
+                # deferral showed, ignoring the ephemeral flag: remove that message first.
+                with contextlib.suppress(discord.NotFound):  # gone already: a retried reply
+                    await interaction.delete_original_response()
             kwargs: dict[str, Any] = {}
             if buttons:
                 kwargs["view"] = _view(buttons)
@@ -176,6 +189,9 @@ class DiscordPlatform:
                 allowed_mentions=_NO_MENTIONS,
                 **kwargs,
             )
+            self._answered[action_id] = None
+            while len(self._answered) > _REMEMBERED_INTERACTIONS:
+                self._answered.popitem(last=False)
             return str(message.id)
 
         async def in_channel() -> str:

@@ -454,15 +454,17 @@ class RestApi:
         if (
             deferred
             and original is not None
-            and not original.content
+            and not original.deleted
             and not interaction.followup_ids
         ):
-            # The first followup after a deferral fills the "thinking..." message.
+            # As on Discord, the first followup after a deferral replaces the "thinking..."
+            # message, which stays as ephemeral (or not) as the deferral made it: the
+            # followup's own ephemeral flag is ignored.
             message = original
             message.content = body.get("content") or ""
             message.components = body.get("components") or []
-            message.flags = int(body.get("flags") or 0)
-            message.ephemeral = interaction.ephemeral or ephemeral
+            message.flags = int(body.get("flags") or 0) & ~EPHEMERAL
+            message.ephemeral = interaction.ephemeral
         else:
             message = self._bot_message(interaction, body, ephemeral=ephemeral)
         interaction.followup_ids.append(message.id)

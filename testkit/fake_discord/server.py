@@ -388,7 +388,8 @@ class FakeDiscord:
             if interaction.original_message_id and interaction.original_message_id not in ids:
                 ids.insert(0, interaction.original_message_id)
             found = [self.world.messages[i] for i in ids]
-            return copy.deepcopy([m for m in found if m.content or m.components])
+            shown = [m for m in found if (m.content or m.components) and not m.deleted]
+            return copy.deepcopy(shown)
 
         return self._call(read)
 

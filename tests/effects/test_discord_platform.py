@@ -99,6 +99,13 @@ async def test_reply_answers_the_deferred_interaction_or_the_channel(world: Worl
         first, second = world.fake.interaction_replies(interaction_id)
         assert first.content == "Started claude." and not first.ephemeral
         assert second.ephemeral and second.components
+        # A first answer that is ephemeral must not land in the public "thinking" message.
+        status = world.fake.run_command(int(start.thread_id), world.alice, "status")
+        (asked,) = await wait_for(lambda: runtime.of_kind("status"))
+        await bot.platform.reply(asked.thread_id, asked.action_id, "Idle.", ephemeral=True)
+        (only,) = world.fake.interaction_replies(status)
+        assert only.content == "Idle." and only.ephemeral
+        assert "Idle." not in world.fake.transcript(int(start.thread_id))
         # A command that came as a message (" queue" suffix) is answered in the channel.
         thread = int(start.thread_id)
         source = world.fake.send_message(thread, world.alice, "later. queue")
