@@ -11,13 +11,16 @@ picked from the *last text part* of the last user content. A last content that i
 
 Scenarios (``base.scenario_of``): ``TOOLTEST`` calls ``run_shell_command`` with ``echo hi``;
 ``TOUCHTEST`` calls it with ``touch touched.txt`` (not read-only, so the CLI asks permission);
-``SLOWTEST`` (and ``CRASHTEST``) stream 40 chunks ``slow_delay`` seconds apart; anything else
+``SLOWTEST`` (and ``CRASHTEST``) stream 40 chunks ``slow_delay`` seconds apart; ``MCPTEST
+<tool>`` calls the offered MCP tool (``mcp_<server>_<tool>``; the first one when not named)
+with no arguments; anything else
 answers ``Hello from fake model.`` after a short thought.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +33,7 @@ from testkit.fake_model.base import (
     scenario_of,
 )
 
-__all__ = ["FakeGeminiServer", "TEXT_ANSWER", "THOUGHT"]
+__all__ = ["FakeGeminiServer", "TEXT_ANSWER", "THOUGHT", "last_user_turn", "tool_names"]
 
 TEXT_ANSWER = "Hello from fake model."
 THOUGHT = "Considering the greeting."
@@ -77,6 +80,18 @@ def last_user_turn(body: Any) -> tuple[str, dict[str, Any] | None]:
                 return part["text"], None
         return "", None
     return "", None
+
+
+def tool_names(body: Any) -> list[str]:
+    """Names of the function declarations a request offers the model, in order."""
+    names: list[str] = []
+    tools = body.get("tools") if isinstance(body, dict) else None
+    for tool in tools if isinstance(tools, list) else []:
+        declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        for decl in declarations if isinstance(declarations, list) else []:
+            if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                names.append(decl["name"])
+    return names
 
 
 class FakeGeminiServer(FakeModelServer):
@@ -135,6 +150,14 @@ class FakeGeminiServer(FakeModelServer):
                 "name": "run_shell_command",
                 "args": {"command": command, "description": "Run command"},
             }
+            yield SSEEvent(_chunk([{"functionCall": call}], finish="STOP"))
+            return
+        mcp_tools = [n for n in tool_names(body) if n.startswith("mcp_")]
+        if scenario == "MCPTEST" and mcp_tools:
+            # "MCPTEST list_processes" picks the tool ending in that name; else the first.
+            match = re.search(r"MCPTEST\s+(\w+)", text)
+            named = [n for n in mcp_tools if match and n.endswith("_" + match.group(1))]
+            call = {"name": (named or mcp_tools)[0], "args": {}}
             yield SSEEvent(_chunk([{"functionCall": call}], finish="STOP"))
             return
         if scenario in ("SLOWTEST", "CRASHTEST"):

@@ -352,3 +352,32 @@ async def test_per_turn_fallback(tmp_path: Path, fake: FakeGeminiServer) -> None
         end = await s.wait_for(lambda e: e.run_id == "r3" and e.event.type == "turn_aborted")
         assert end.event.reason.startswith("interrupted")
         assert not any(isinstance(e, AgentError) for e in s.events)
+
+
+async def test_mcp_server_injected_through_private_settings(
+    tmp_path: Path, fake: FakeGeminiServer
+) -> None:
+    """The real MCP process manager, handed over in the private settings file: the CLI
+    connects with the bearer token and the model's call of its tool runs."""
+    from effects.mcp_manager import serve_process_manager
+    from effects.mcp_manager.models import ProcessManagerConfig
+
+    config = ProcessManagerConfig(
+        port=0,
+        token="operator-secret-for-the-test",
+        data_dir=tmp_path / "mcp",
+        allowed_roots=(tmp_path,),
+    )
+    async with trio.open_nursery() as nursery:
+        manager = await nursery.start(serve_process_manager, config)
+        server = manager.mcp_server_for_thread("thread-1", str(tmp_path / "work"))
+        async with running_gemini(tmp_path, fake, mcp_servers=(server,)) as s:
+            end = await s.turn("r1", "MCPTEST list_processes")
+            started = [e for e in s.of_run("r1") if isinstance(e, ToolStarted)]
+            finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+            assert [t.display_name for t in started] == ["Process Manager · List Processes"]
+            assert finished and not finished[0].is_error
+            assert not any(isinstance(e, PermissionRequested) for e in s.of_run("r1"))
+            assert isinstance(end.event, TurnCompleted)
+            assert "processes" in s.text_of("r1")  # the tool's answer reached the model
+        nursery.cancel_scope.cancel()
