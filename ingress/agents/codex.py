@@ -341,6 +341,8 @@ class CodexAdapter(AgentAdapter):
         self._turn_idle.set()
         self._turn_lock = trio.Lock()
         self._stopping = False
+        self._announced = False
+        self._before_runs: list[AgentEvent] = []
         # per-turn mode
         self._start: StartAgent | None = None
         self._turn_nursery: trio.Nursery | None = None
@@ -364,8 +366,24 @@ class CodexAdapter(AgentAdapter):
         return sessions_in(codex_home(self.options), workdir, limit)
 
     async def _send(self, run_id: str | None, event: AgentEvent) -> None:
+        if run_id is None and isinstance(event, AgentError) and len(self._before_runs) < 20:
+            # No run yet: the core would drop it as stale. It is told with the first prompt.
+            self._before_runs.append(event)
+            return
         if self._emit is not None:
             await self._emit(StampedEvent(run_id, self._thread_id, event))
+
+    async def _announce(self, run_id: str) -> None:
+        """Tell the first run what was learnt before any run existed: the session id (so
+        the core stores it even if that turn never completes) and start-up warnings."""
+        if self._announced:
+            return
+        self._announced = True
+        if self._thread_id is not None:
+            await self._send(run_id, SessionStarted(session_id=self._thread_id, model=self._model))
+        early, self._before_runs = self._before_runs, []
+        for event in early:
+            await self._send(run_id, event)
 
     def _stderr_tail(self, proc: ManagedProcess | None) -> str:
         if proc is None:
@@ -578,6 +596,7 @@ class CodexAdapter(AgentAdapter):
                 with trio.move_on_after(INTERRUPT_TIMEOUT_S):
                     await self._turn_idle.wait()
             self._run_id = prompt.run_id
+            await self._announce(prompt.run_id)
             params: dict[str, Any] = {
                 "threadId": self._thread_id,
                 "input": turn_input(prompt.text, prompt.attachments),
@@ -674,6 +693,7 @@ class CodexAdapter(AgentAdapter):
 
     async def _prompt_per_turn(self, prompt: PromptAgent) -> None:
         self._run_id = prompt.run_id
+        self._announced = True  # codex exec announces its thread in every turn
         if self._turn_nursery is None or self._gone.is_set():
             await self._send(prompt.run_id, TurnAborted(reason="codex is not running"))
             return

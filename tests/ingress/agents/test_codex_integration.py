@@ -197,6 +197,8 @@ async def test_text_answers_and_a_second_turn_in_the_same_process(
         assert all(e.run_id in (None, "r1", "r2") for e in s.events)
         assert len(s.of("r1", TurnCompleted)) == 1 and len(s.of("r2", TurnCompleted)) == 1
         assert s.adapter.statistics().malformed == 0
+        # the first run is told the session id, so the core stores it whatever the turn does
+        assert any(e.run_id == "r1" and isinstance(e.event, SessionStarted) for e in s.events)
     # the system instruction went in natively, as a developer message
     body = fake.requests[-1].body
     developer = [i for i in body["input"] if i.get("role") == "developer"]
