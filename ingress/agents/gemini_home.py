@@ -221,8 +221,9 @@ def _read_chat(path: Path) -> dict[str, Any] | None:
             state.update(record["$set"])
         elif "type" in record and "id" in record:
             messages = state.get("messages")
-            kept = [m for m in messages if isinstance(m, dict) and m.get("id") != record["id"]]
-            state["messages"] = kept + [record] if isinstance(messages, list) else [record]
+            old = messages if isinstance(messages, list) else []
+            kept = [m for m in old if isinstance(m, dict) and m.get("id") != record["id"]]
+            state["messages"] = kept + [record]
         else:
             state.update(record)
     if not isinstance(state.get("messages"), list):

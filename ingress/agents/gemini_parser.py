@@ -193,7 +193,8 @@ class StreamJsonParser:
         return []
 
     def _result(self, msg: dict[str, Any]) -> TurnCompleted:
-        stats = msg.get("stats") if isinstance(msg.get("stats"), dict) else {}
+        raw_stats = msg.get("stats")
+        stats: dict[str, Any] = raw_stats if isinstance(raw_stats, dict) else {}
         models = stats.get("models")
         model = self.model
         if isinstance(models, dict) and models:
@@ -450,7 +451,8 @@ class AcpParser:
 
     def _tool_started(self, tool_id: str, update: dict[str, Any]) -> ToolStarted:
         name = tool_name_of(tool_id)
-        title = update.get("title") if isinstance(update.get("title"), str) else ""
+        raw_title = update.get("title")
+        title = raw_title if isinstance(raw_title, str) else ""
         self._started.add(tool_id)
         if self._last_was_text:
             self._block += 1  # text after a tool is a new message

@@ -414,3 +414,19 @@ def test_list_conversations_reads_chat_files(tmp_path: Path) -> None:
     chat("session-2026-11-21T12-00-cccccccc.jsonl", "cccccccc-3", "2026-11-21T12:00:00Z", [])
     found = list_conversations(str(workdir), home=str(tmp_path))
     assert [(c.session_id, c.title) for c in found] == [("bbbbbbbb-2", "b"), ("aaaaaaaa-1", "a")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_json_values | st.text(max_size=40), max_size=8))
+def test_fuzz_listing_never_raises(tmp_path_factory: Any, records: list[Any]) -> None:
+    home = tmp_path_factory.mktemp("home")
+    workdir = home / "work"
+    workdir.mkdir()
+    chats = private_gemini_home(AgentOptions(home=str(home))) / ".gemini" / "tmp" / "w" / "chats"
+    chats.mkdir(parents=True)
+    (chats.parent / ".project_root").write_text(str(workdir))
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
+    meta = json.dumps({"sessionId": "s-1", "lastUpdated": "2026-11-21T10:00:00Z"})
+    (chats / "session-2026-11-21T10-00-s-1.jsonl").write_text("\n".join([meta, *lines]))
+    found = list_conversations(str(workdir), home=str(home))
+    assert all(c.session_id for c in found) and len(found) <= 1
