@@ -124,7 +124,7 @@ class MessageChunker:
         self._prefix = ""  # the repair prefix of the open message
         self._parts: list[str] = []  # committed text of the open message
         self._body_len = 0
-        self._body_blank = True  # whitespace only: closing it here would drop it
+        self._body_blank = True  # whitespace or a fence opening only: not a message yet
         self._pending = ""  # the current line, not yet complete
         self._pending_at_line_start = True
         self._closed: list[str] = []
@@ -178,7 +178,8 @@ class MessageChunker:
         text = self._prefix + "".join(self._parts) + pending
         if self.close_live_fence and self._fence is not None:
             text += FENCE if text.endswith("\n") else "\n" + FENCE
-        return text
+        # Over budget only while a pathological line has no safe cut yet: show less.
+        return text[: self.budget]
 
     # -- the cutting -----------------------------------------------------------------------
 
@@ -200,15 +201,22 @@ class MessageChunker:
     def _fit_pending(self) -> None:
         """Keep the open message plus the pending line within the budget."""
         while self._pending:
-            # An upper bound of the rendered length: wrapping adds two characters per link.
-            shown = len(self._pending) + 2 * self._pending.count("://")
-            if shown <= self.budget - len(self._prefix) - self._body_len - REPAIR_RESERVE:
+            room = self.budget - len(self._prefix) - self._body_len - REPAIR_RESERVE
+            # Cheap first: wrapping adds at most two characters per link.
+            estimate = len(self._pending) + 2 * self._pending.count("://")
+            if estimate <= room:
                 return
             if self._closable():
                 self._close()
                 continue
-            # One line longer than a whole message (or after blank lines): commit a piece.
-            cut = _cut_point(self._pending, max(self._fresh_room() // 2, 1), self._fresh_room())
+            fresh = self._fresh_room()
+            if len(self._render(self._pending, in_fence=self._fence is not None)) <= room:
+                return
+            # One line longer than a whole message (or after blank lines): commit a piece,
+            # keeping a safe start for the rest (see _cut_point).
+            cut = _cut_point(self._pending, max(fresh // 2, 1), fresh, open_end=True)
+            if cut >= len(self._pending):
+                return  # nothing safe to cut yet: wait for more of the line
             piece, self._pending = self._pending[:cut], self._pending[cut:]
             self._commit(piece, whole_line=False)
             self._pending_at_line_start = False
@@ -222,7 +230,9 @@ class MessageChunker:
         while rendered:
             room = self._room(fence_after_piece)
             if len(rendered) <= room:
-                self._append(rendered)
+                # A line opening a fence is markup: a message of nothing else must not end.
+                opens = is_fence_line and self._fence is None
+                self._append(rendered, content=not opens)
                 self._fence = fence_after_piece
                 return
             if self._closable() and len(rendered) <= self._fresh_room():
@@ -241,18 +251,19 @@ class MessageChunker:
             self._close()
 
     def _closable(self) -> bool:
-        """A message may end here: it has text, and more than whitespace (a chat platform
-        refuses a blank message, so blank lines wait for the text after them), unless so
-        much whitespace piled up that nothing else fits."""
+        """A message may end here: it has content, not only whitespace (a chat platform
+        refuses a blank message, so blank lines wait for the text after them) or a fence
+        opening (an empty code block says nothing), unless so much of that piled up that
+        nothing else fits."""
         if not self._body_len:
             return False
-        blank = self._body_blank and not self._prefix
-        return not blank or self._room(self._fence) < 1
+        return not self._body_blank or self._room(self._fence) < 1
 
-    def _append(self, text: str) -> None:
+    def _append(self, text: str, *, content: bool = True) -> None:
         self._parts.append(text)
         self._body_len += len(text)
-        self._body_blank = self._body_blank and not text.strip()
+        if content and text.strip():
+            self._body_blank = False
 
     def _close(self) -> None:
         body = "".join(self._parts)
@@ -267,17 +278,33 @@ class MessageChunker:
         self._body_blank = True
 
 
-def _cut_point(text: str, low: int, high: int) -> int:
+def _safe_start(rest: str, *, open_end: bool) -> bool:
+    """Whether ``rest`` may start a message: a piece of a line that starts a message reads
+    as a line there, so it must not start like a fence. When more of the line may follow
+    (``open_end``), even one backtick or only spaces could become one."""
+    head = rest.lstrip(" ")
+    if open_end:
+        return bool(head) and not head.startswith("`")
+    return not head.startswith(FENCE)
+
+
+def _cut_point(text: str, low: int, high: int, *, open_end: bool = False) -> int:
     """Where to cut an over-long line: after the last space in ``text[low:high]``, else at
-    ``high``; never inside a ``<link>`` wrapped here."""
+    ``high``; never inside a ``<link>`` wrapped here; never where the rest would start
+    like a fence (then earlier, or ``len(text)`` when no cut is safe)."""
     high = max(1, min(high, len(text)))
+    cut = high
     space = text.rfind(" ", low, high)
-    if space >= 0:
-        return space + 1
     opening = text.rfind("<", low, high)
-    if opening > 0 and text.find(">", opening, high) < 0:
-        return opening
-    return high
+    if space >= 0:
+        cut = space + 1
+    elif opening > 0 and text.find(">", opening, high) < 0:
+        cut = opening
+    while cut > 1 and not _safe_start(text[cut:], open_end=open_end):
+        cut -= 1
+    if not _safe_start(text[cut:], open_end=open_end):
+        return len(text) if open_end else high
+    return cut
 
 
 def split_message(

@@ -88,6 +88,14 @@ def test_bare_links_are_wrapped_and_others_left_alone() -> None:
     assert split_message(code, 1900) == [code]
 
 
+def test_a_fence_line_longer_than_a_message_is_plain_text() -> None:
+    # Pathological: no message can hold the line, so it is cut into plain pieces.
+    line = "```py " + "y" * 500
+    messages = split_message(line + "\nafter", 200)
+    assert "".join(messages) == line + "\nafter"
+    assert all(len(m) <= 200 for m in messages)
+
+
 def test_fit_message_truncates_to_one_balanced_message() -> None:
     text = "```\n" + "line\n" * 1000 + "```"
     fitted = fit_message(text, 400)
@@ -114,6 +122,7 @@ _token = st.one_of(
     _word,
     st.sampled_from(["https://ex.com/a", "http://b.io/x?y=1", "https://q.org/p."]),
     _word.map(lambda w: f"`{w}`"),
+    st.sampled_from(["`", "``", "a```", "`b`"]),  # backticks that are no fence
     st.integers(150, 450).map(lambda n: "y" * n),
 )
 _line = st.one_of(
