@@ -147,6 +147,7 @@ class BearerGuard:
         self.app = app
         self.authority = authority
         self.refused = 0  # requests answered 401/403
+        self.accepted = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -159,6 +160,7 @@ class BearerGuard:
         if self.authority.identify(headers) is None:
             await self._refuse(send, 401, "a valid bearer token is required")
             return
+        self.accepted += 1
         await self.app(scope, receive, send)
 
     async def _refuse(self, send: Any, status: int, message: str) -> None:

@@ -6,6 +6,7 @@ by a scripted fake Anthropic API on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from conftest import alive, make_config
 from effects.mcp_manager import ProcessManager, serve_process_manager
 from ingress.agents.base import AgentOptions, StampedEvent
 from ingress.agents.claude import ClaudeAdapter
+from ingress.agents.codex import CodexAdapter
 from runtime.agent_events import (
     PermissionRequested,
     TextDelta,
@@ -27,8 +29,9 @@ from runtime.agent_events import (
     TurnCompleted,
 )
 from runtime.effects import PromptAgent, StartAgent
-from testkit.fake_model.anthropic import FakeAnthropic, user_text
-from testkit.fake_model.base import RecordedRequest, SSEResponse
+from testkit.fake_model.anthropic import FakeAnthropic
+from testkit.fake_model.base import RecordedRequest, SSEEvent, SSEResponse
+from testkit.fake_model.openai_responses import OpenAIResponsesFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
 CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
@@ -41,8 +44,29 @@ THREAD = "discord:4242"
 pytestmark = pytest.mark.timeout(150)
 
 
+def next_call(prefix: str, done: list[str], results: list[str], workdir: Path) -> Any:
+    """The scripted model's next process-manager call as ``(tool, arguments)``, or None when
+    it is time for the final text: start, get_output until the marker shows, stop."""
+    if not done:
+        script = f"print({MARKER!r}, flush=True); import time; time.sleep(120)"
+        arguments = {
+            "name": "web",
+            "command": sys.executable,
+            "args": ["-u", "-c", script],
+            "cwd": str(workdir),
+        }
+        return prefix + "start_process", arguments
+    last = done[-1]
+    waiting = last == "start_process" or (last == "get_output" and MARKER not in results[-1])
+    if waiting and done.count("get_output") < 20:  # the process may not have printed yet
+        return prefix + "get_output", {"name": "web"}
+    if "stop_process" not in done:
+        return prefix + "stop_process", {"name": "web"}
+    return None
+
+
 class ScriptedMcpModel(FakeAnthropic):
-    """Answers ``MCPTEST`` with three process-manager calls in turn, then a text."""
+    """Answers ``MCPTEST`` with the scripted process-manager calls, then a text."""
 
     def __init__(self, workdir: Path) -> None:
         super().__init__()
@@ -53,8 +77,7 @@ class ScriptedMcpModel(FakeAnthropic):
     def _messages(self, request: RecordedRequest) -> SSEResponse:
         body = request.body if isinstance(request.body, dict) else {}
         messages = body.get("messages") or []
-        first_user = next((m for m in messages if m.get("role") == "user"), None)
-        if "MCPTEST" not in user_text(first_user) and "MCPTEST" not in json.dumps(messages):
+        if "MCPTEST" not in json.dumps(messages):
             return super()._messages(request)
         self.offered.append([t.get("name", "") for t in body.get("tools") or []])
         calls = [b for b in _blocks(messages, "assistant") if b.get("type") == "tool_use"]
@@ -64,24 +87,10 @@ class ScriptedMcpModel(FakeAnthropic):
         self.results = results
         model = body.get("model") or "claude-opus-4-8"
         done = [c["name"].removeprefix(PREFIX) for c in calls]
-        if not done:
-            script = f"print({MARKER!r}, flush=True); import time; time.sleep(120)"
-            return self._tool(
-                model,
-                PREFIX + "start_process",
-                {
-                    "name": "web",
-                    "command": sys.executable,
-                    "args": ["-u", "-c", script],
-                    "cwd": str(self.workdir),
-                },
-            )
-        if done[-1] == "start_process" or (done[-1] == "get_output" and MARKER not in results[-1]):
-            if done.count("get_output") < 20:  # the process may not have printed yet
-                return self._tool(model, PREFIX + "get_output", {"name": "web"})
-        if "stop_process" not in done:
-            return self._tool(model, PREFIX + "stop_process", {"name": "web"})
-        return self._stream(model, [("text", ["MCP ", "done."])], "end_turn")
+        step = next_call(PREFIX, done, results, self.workdir)
+        if step is None:
+            return self._stream(model, [("text", ["MCP ", "done."])], "end_turn")
+        return self._tool(model, *step)
 
 
 def _blocks(messages: list[Any], role: str) -> Iterator[dict[str, Any]]:
@@ -170,3 +179,153 @@ async def test_claude_code_drives_the_process_manager(
     assert procs[0].pid is not None and not alive(procs[0].pid)
     assert json.loads(fake.results[0])["thread_id"] == THREAD
     assert manager.guard.refused == 0
+
+
+# -- Codex (app-server) ---------------------------------------------------------------------
+
+CODEX = ROOT / ".agents" / "node_modules" / ".bin" / "codex"
+
+
+class CodexScript:
+    """The same script over the Responses API (the fake's ``script`` hook). Codex offers an
+    MCP server's tools as a ``namespace`` tool (``mcp__process_manager``) holding plain
+    functions; the model calls one with ``name`` plus ``namespace``."""
+
+    def __init__(self, fake: OpenAIResponsesFake, workdir: Path) -> None:
+        self.fake = fake
+        self.workdir = workdir
+        self.offered: list[list[str]] = []  # "namespace/name" of every offered MCP tool
+        self.results: list[str] = []
+
+    def __call__(self, request: RecordedRequest) -> list[SSEEvent] | None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if "MCPTEST" not in last_user_text(body):
+            return None
+        spaces = [
+            t
+            for t in body.get("tools") or []
+            if t.get("type") == "namespace" and "process_manager" in str(t.get("name"))
+        ]
+        self.offered.append(
+            [f"{ns['name']}/{tool.get('name')}" for ns in spaces for tool in ns.get("tools", [])]
+        )
+        if not spaces:
+            return None  # no manager tools offered: the fake's plain text (the test fails)
+        namespace = spaces[0]["name"]
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        done = [i["name"] for i in items if i.get("type") == "function_call"]
+        self.results = [
+            i["output"] if isinstance(i.get("output"), str) else json.dumps(i.get("output"))
+            for i in items
+            if i.get("type") == "function_call_output"
+        ]
+        model = body.get("model", "fake")
+        step = next_call("", done, self.results, self.workdir)
+        if step is None:
+            return list(self.fake.text_reply(model, ["MCP ", "done."]))
+        events = list(self.fake.tool_call_reply(model, *step))
+        for event in events:
+            _put_in_namespace(event.data, namespace)
+        return events
+
+
+def _put_in_namespace(data: Any, namespace: str) -> None:
+    """Add ``namespace`` to every function_call item inside one SSE event's data."""
+    if isinstance(data, dict):
+        if data.get("type") == "function_call":
+            data["namespace"] = namespace
+        for value in data.values():
+            _put_in_namespace(value, namespace)
+    elif isinstance(data, list):
+        for value in data:
+            _put_in_namespace(value, namespace)
+
+
+def _codex_options(base_url: str, home: Path, manager: ProcessManager, workdir: Path) -> Any:
+    provider = (
+        f'{{name="Fake",base_url="{base_url}",wire_api="responses",env_key="FAKE_API_KEY",'
+        "request_max_retries=0,stream_max_retries=0}"
+    )
+    extra = (
+        # A model codex has no catalogue entry for: MCP tools are then offered directly
+        # (for its own models they hide behind its tool_search tool).
+        "-c", "model=fake-model",
+        "-c", "model_provider=fake",
+        "-c", f"model_providers.fake={provider}",
+        "-c", "features.plugins=false",
+        "-c", "features.remote_plugin=false",
+        "-c", "features.apps=false",
+        "-c", "analytics.enabled=false",
+        "-c", 'otel.exporter="none"',
+    )  # fmt: skip
+    return AgentOptions(
+        binary=str(CODEX),
+        extra_args=extra,
+        env=(("FAKE_API_KEY", "sk-fake"),),
+        home=str(home),
+        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(workdir)),),
+        start_timeout_s=30.0,
+        stop_grace_s=2.0,
+    )
+
+
+async def test_codex_drives_the_process_manager(nursery: trio.Nursery, tmp_path: Path) -> None:
+    assert INSTALLED.exists() and CODEX.exists(), "run `make agents` first"
+    manager: ProcessManager = await nursery.start(serve_process_manager, make_config(tmp_path))
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    workdir.mkdir()
+    fake = OpenAIResponsesFake()
+    script = CodexScript(fake, workdir)
+    fake.script = script
+    fake.start()
+    adapter = CodexAdapter(_codex_options(fake.base_url, home, manager, workdir))
+    try:
+        events = await _one_turn(adapter, "codex", workdir)
+    finally:
+        fake.stop()
+
+    assert script.offered, "the model never saw the MCPTEST prompt"
+    offered = script.offered[0]
+    assert {f"mcp__process_manager/{t}" for t in TOOLS} <= set(offered), offered
+    ended = [e.event for e in events if isinstance(e.event, TurnCompleted | TurnAborted)]
+    assert isinstance(ended[0], TurnCompleted), ended
+    assert MARKER in script.results[-2]
+    assert re.search(r'tree_gone\\?"\s*:\s*true', script.results[-1]), script.results[-1]
+    assert "MCP done." in "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+    procs = manager.processes_for_thread(THREAD)
+    assert [(p.name, p.status) for p in procs] == [("web", "stopped")]
+    assert procs[0].pid is not None and not alive(procs[0].pid)
+    assert manager.guard.refused == 0
+
+
+async def _one_turn(adapter: Any, agent: str, workdir: Path) -> list[StampedEvent]:
+    """Run one MCPTEST turn, allowing every permission asked; stop the agent after it."""
+    events: list[StampedEvent] = []
+    async with trio.open_nursery() as inner:
+        start = StartAgent(agent=agent, workdir=str(workdir))
+        await inner.start(adapter.serve, start, _collect(events))
+        try:
+            await adapter.prompt(
+                PromptAgent(run_id="r1", text="MCPTEST", agent=agent, workdir=str(workdir))
+            )
+            answered: set[str] = set()
+            with trio.fail_after(90):
+                while not any(isinstance(e.event, TurnCompleted | TurnAborted) for e in events):
+                    for e in list(events):
+                        ev = e.event
+                        if isinstance(ev, PermissionRequested) and ev.request_id not in answered:
+                            answered.add(ev.request_id)
+                            await adapter.answer_permission(ev.request_id, True)
+                    await trio.sleep(0.02)
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(30):
+                await adapter.stop()
+    return events
+
+
+def _collect(events: list[StampedEvent]) -> Any:
+    async def emit(stamped: StampedEvent) -> None:
+        events.append(stamped)
+
+    return emit
