@@ -747,6 +747,8 @@ class CodexAdapter(AgentAdapter):
                                 event = event.model_copy(update={"duration_ms": ms})
                             await self._send(prompt.run_id, event)
                 code = await proc.wait()
+                if not parser.ended and parser.held_error:
+                    await self._send(prompt.run_id, AgentError(message=parser.held_error))
                 if not parser.ended:
                     reason = "interrupted" if self._exec_interrupted else "codex exited"
                     await self._send(

@@ -175,6 +175,7 @@ class AppServerParser:
         self._file_changes: dict[str, str] = {}  # item id -> paths, for approval details
         self._last_total: dict[str, int] = {}  # thread token totals, last seen
         self._turn_usage: dict[str, dict[str, int]] = {}  # turn id -> tokens used in it
+        self._held_errors: dict[str, str] = {}  # turn id -> its final error, not yet told
 
     # entry point -----------------------------------------------------------------------
     def feed_line(self, line: str) -> ParsedLine:
@@ -380,6 +381,12 @@ class AppServerParser:
             if details:
                 message = f"{message} ({details})"
             retry = params.get("willRetry") is True
+            if not retry and turn_id is not None:
+                # A final error is followed by turn/completed "failed" with the same text:
+                # held, so the thread shows it once (as the failed turn's error).
+                self._held_errors[turn_id] = message
+                self.stats.skip("error:held")
+                return
             out.events.append(TurnEvent(turn_id, AgentError(message=message, retryable=retry)))
             return
         if method == "mcpServer/startupStatus/updated" and params.get("status") == "failed":
@@ -547,6 +554,9 @@ class AppServerParser:
         )
         thread_id = _str(params.get("threadId"))
         duration = _int(turn.get("durationMs"))
+        held = self._held_errors.pop(turn_id, None)
+        if held is not None and status != "failed":
+            out.events.append(TurnEvent(turn_id, AgentError(message=held)))
         if status == "interrupted":
             event: AgentEvent = TurnAborted(reason="interrupted")
         elif status == "failed":
@@ -557,7 +567,7 @@ class AppServerParser:
                 usage=usage,
                 model=self.model,
                 is_error=True,
-                error=_str(err.get("message")) or "the turn failed",
+                error=_str(err.get("message")) or held or "the turn failed",
             )
         else:
             event = TurnCompleted(
@@ -577,6 +587,7 @@ class ExecParser:
         self.session_id: str | None = None
         self.model: str | None = None
         self.ended = False  # turn.completed / turn.failed seen
+        self.held_error: str | None = None  # a final error waiting for its turn.failed
 
     def feed_line(self, line: str) -> list[AgentEvent]:
         self.stats.lines += 1
@@ -612,6 +623,7 @@ class ExecParser:
             return self._item(kind, _dict(msg.get("item")))
         if kind == "turn.completed":
             self.ended = True
+            held, self.held_error = self.held_error, None
             raw = _dict(msg.get("usage"))
             usage = Usage(
                 input_tokens=_int(raw.get("input_tokens")),
@@ -619,10 +631,12 @@ class ExecParser:
                 cache_read_tokens=_int(raw.get("cached_input_tokens")),
                 cache_write_tokens=_int(raw.get("cache_write_input_tokens")),
             )
-            return [TurnCompleted(session_id=self.session_id, usage=usage, model=self.model)]
+            done = TurnCompleted(session_id=self.session_id, usage=usage, model=self.model)
+            return [AgentError(message=held), done] if held else [done]
         if kind == "turn.failed":
             self.ended = True
-            message = _str(_dict(msg.get("error")).get("message")) or "the turn failed"
+            held, self.held_error = self.held_error, None
+            message = _str(_dict(msg.get("error")).get("message")) or held or "the turn failed"
             return [
                 TurnCompleted(
                     session_id=self.session_id, model=self.model, is_error=True, error=message
@@ -631,8 +645,12 @@ class ExecParser:
         if kind == "error":
             message = _str(msg.get("message")) or "codex reported an error"
             # "Reconnecting... 2/5" is codex retrying by itself; a final failure says otherwise.
-            retry = message.startswith("Reconnecting")
-            return [AgentError(message=message, retryable=retry)]
+            if message.startswith("Reconnecting"):
+                return [AgentError(message=message, retryable=True)]
+            # A final error is followed by turn.failed with the same text: told once, there.
+            self.held_error = message
+            self.stats.skip("error:held")
+            return []
         self.stats.skip(kind)
         return []
 

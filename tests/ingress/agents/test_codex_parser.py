@@ -121,12 +121,42 @@ def test_exec_errors_from_the_report() -> None:
     assert events[0] == AgentError(
         message="Reconnecting... 1/5 (stream disconnected)", retryable=True
     )
-    assert events[1] == AgentError(message="Connection failed: error sending request")
-    failed = events[2]
+    # the final error is told once: as the failed turn's error
+    failed = events[1]
     assert isinstance(failed, TurnCompleted) and failed.is_error
     assert failed.error == "Connection failed: error sending request"
-    assert isinstance(events[3], AgentError) and events[3].retryable
-    assert parser.ended
+    assert events[2] == AgentError(message="Model metadata not found", retryable=True)
+    assert len(events) == 3 and parser.ended and parser.held_error is None
+    # a final error without turn.failed is not lost
+    other = ExecParser()
+    other.feed_line('{"type":"error","message":"boom"}')
+    told, done = other.feed_line('{"type":"turn.completed","usage":{}}')
+    assert told == AgentError(message="boom") and isinstance(done, TurnCompleted)
+    assert other.feed_line('{"type":"turn.started"}') == []
+
+
+def test_app_server_final_error_is_told_once() -> None:
+    parser = AppServerParser()
+    err = {
+        "method": "error",
+        "params": {"error": {"message": "Connection failed"}, "willRetry": False, "turnId": "u"},
+    }
+    assert parser.feed_line(json.dumps(err)).events == []
+    failed = {
+        "method": "turn/completed",
+        "params": {"threadId": "t", "turn": {"id": "u", "status": "failed", "error": None}},
+    }
+    (end,) = parser.feed_line(json.dumps(failed)).events
+    assert isinstance(end.event, TurnCompleted) and end.event.is_error
+    assert end.event.error == "Connection failed"
+    parser.feed_line(json.dumps(err))
+    interrupted = {
+        "method": "turn/completed",
+        "params": {"threadId": "t", "turn": {"id": "u", "status": "interrupted"}},
+    }
+    told, aborted = parser.feed_line(json.dumps(interrupted)).events
+    assert told.event == AgentError(message="Connection failed")
+    assert aborted.event == TurnAborted(reason="interrupted")
 
 
 # -- codex app-server -------------------------------------------------------------------
