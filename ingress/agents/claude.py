@@ -15,7 +15,8 @@ alive and the turn ends with an aborted ``result``. Permission prompts arrive as
 goes back as ``updatedInput.answers``. Any other control request is refused at once so the
 CLI never waits on us.
 
-Invariants: every event is stamped with the run id of the last ``prompt``; a turn that is
+Invariants: one prompt is in the CLI at a time (it would merge prompts written while busy
+into one turn), so every event is stamped with the run the CLI is working on; a turn that is
 open when the process ends gets exactly one ``TurnAborted`` (exit code, stderr tail);
 ``stop`` leaves no process of the tree alive (psutil-confirmed by ``ManagedProcess.stop``).
 
@@ -25,6 +26,7 @@ same wire format, the process closed after its ``result``.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -193,8 +195,12 @@ class ClaudeAdapter(AgentAdapter):
         super().__init__(options)
         self.parser = ClaudeStreamParser()
         self.session_id: str | None = None
-        self.run_id: str | None = None
-        self.turn_open = False
+        self.run_id: str | None = None  # the run of the last event emitted
+        # The run whose prompt the CLI is working on. Only one prompt is written at a time:
+        # the CLI merges prompts written while it is busy into one turn (one `result` for
+        # several runs), so later ones are held here until the current turn's `result`.
+        self.current_run: str | None = None
+        self.held: collections.deque[PromptAgent] = collections.deque()
         self.stopped_clean: bool | None = None  # set by stop(): psutil saw no process left
         self.processes_started = 0
         self.first_event_latency_s: float | None = None  # last prompt -> first event
@@ -254,8 +260,7 @@ class ClaudeAdapter(AgentAdapter):
         async with self._prompts_out:
             async for prompt in self._prompts_out:
                 if prompt.run_id not in self._queued_runs:  # interrupted before it started
-                    self.run_id = prompt.run_id
-                    await self._emit_event(TurnAborted(reason="interrupted"))
+                    await self._emit_event(TurnAborted(reason="interrupted"), prompt.run_id)
                     continue
                 self._queued_runs.discard(prompt.run_id)
                 session = self.session_id or prompt.session_id
@@ -276,8 +281,8 @@ class ClaudeAdapter(AgentAdapter):
                         await self._wait_exit(proc, reader_done)
                     nursery.cancel_scope.cancel()
                 if not_ready is not None:
-                    self.run_id = prompt.run_id
-                    await self._emit_event(TurnAborted(reason=not_ready, exit_code=proc.returncode))
+                    aborted = TurnAborted(reason=not_ready, exit_code=proc.returncode)
+                    await self._emit_event(aborted, prompt.run_id)
                     with trio.CancelScope(shield=True):
                         await proc.stop(grace=self.options.stop_grace_s)
                 self._proc = None
@@ -345,14 +350,16 @@ class ClaudeAdapter(AgentAdapter):
         # A grandchild may still hold stdout open: do not wait on it for ever.
         with trio.move_on_after(RESULT_GRACE_S):
             await reader_done.wait()
-        if self.turn_open:
-            self.turn_open = False
-            await trio.sleep(0.05)
-            reason = "interrupted" if self._stopping else "the agent process exited mid-turn"
+        await trio.sleep(0.05)  # the last stderr lines
+        reason = "interrupted" if self._stopping else "the agent process exited mid-turn"
+        tail = "\n".join(proc.stderr_tail)[-2000:]
+        open_runs = [self.current_run] if self.current_run else []
+        open_runs += [p.run_id for p in self.held]
+        self.current_run = None
+        self.held.clear()
+        for run_id in open_runs:  # each open turn ends exactly once, in order
             await self._emit_event(
-                TurnAborted(
-                    reason=reason, exit_code=code, stderr_tail="\n".join(proc.stderr_tail)[-2000:]
-                )
+                TurnAborted(reason=reason, exit_code=code, stderr_tail=tail), run_id
             )
         self._turn_done.set()
 
@@ -382,17 +389,26 @@ class ClaudeAdapter(AgentAdapter):
                         proc, _control_response(rid, None, "not supported by Spindle")
                     )
                 if self.parser.take_result_seen():
-                    self.turn_open = False
-                    self._turn_done.set()
+                    self.current_run = None
+                    await self._write_next(proc)
         finally:
             done.set()
 
-    async def _emit_event(self, event: AgentEvent) -> None:
+    @property
+    def turn_open(self) -> bool:
+        return self.current_run is not None or bool(self.held)
+
+    async def _emit_event(self, event: AgentEvent, run_id: str | None = None) -> None:
+        """Emit, stamped with ``run_id`` or else the run of the turn the CLI is on."""
         if isinstance(event, SessionStarted):
             self.session_id = event.session_id
         if self._prompt_sent_at is not None:
             self.first_event_latency_s = time.monotonic() - self._prompt_sent_at
             self._prompt_sent_at = None
+        if run_id is None:
+            run_id = self.current_run
+        if run_id is not None:
+            self.run_id = run_id  # a stray line after the turn still belongs to it
         assert self._emit is not None
         await self._emit(StampedEvent(self.run_id, self.session_id, event))
 
@@ -401,21 +417,30 @@ class ClaudeAdapter(AgentAdapter):
         if self.options.per_turn:
             if self._prompts_in is None:
                 raise AgentStartError("Claude Code adapter is not serving")
-            # run_id/turn_open are set when its process starts: the previous process may
-            # still be exiting, and its exit must not be taken for this turn's.
+            # Its process starts when the previous one is gone: that one's exit must not be
+            # taken for this turn's.
             self._queued_runs.add(prompt.run_id)
             await self._prompts_in.send(prompt)
             return
         proc = self._live_process()
+        self.held.append(prompt)
+        if self.current_run is None:
+            await self._write_next(proc)
+
+    async def _write_next(self, proc: ManagedProcess) -> None:
+        """Give the CLI the next held prompt (the CLI is idle); set ``_turn_done`` if none."""
+        if not self.held:
+            self._turn_done.set()
+            return
+        prompt = self.held.popleft()
         if prompt.model and prompt.model != self._model:
-            # Switch models in place; the next turn uses it (the ack is not awaited).
+            # Switch models in place between turns (the ack is not awaited).
             await self._request(proc, {"subtype": "set_model", "model": prompt.model})
             self._model = prompt.model
         await self._send_prompt(proc, prompt)
 
     async def _send_prompt(self, proc: ManagedProcess, prompt: PromptAgent) -> None:
-        self.run_id = prompt.run_id
-        self.turn_open = True
+        self.current_run = prompt.run_id
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         await self._write(proc, prompt_line(prompt_text(prompt.text, prompt.attachments)))
@@ -424,7 +449,12 @@ class ClaudeAdapter(AgentAdapter):
         if run_id in self._queued_runs:
             self._queued_runs.discard(run_id)  # per-turn: never start that process
             return
-        if run_id != self.run_id or not self.turn_open:
+        for held in self.held:
+            if held.run_id == run_id:  # the CLI never saw it: just drop it
+                self.held.remove(held)
+                await self._emit_event(TurnAborted(reason="interrupted"), run_id)
+                return
+        if run_id != self.current_run:
             return  # a stale interrupt: that turn is already over
         proc = self._proc
         if proc is None or proc.returncode is not None:
@@ -460,8 +490,10 @@ class ClaudeAdapter(AgentAdapter):
             self.stopped_clean = True
             return
         if proc.returncode is None:
-            if self.turn_open:
-                await self.interrupt(self.run_id or "")
+            for held in list(self.held):
+                await self.interrupt(held.run_id)
+            if self.current_run is not None:
+                await self.interrupt(self.current_run)
                 with trio.move_on_after(min(2.0, self.options.stop_grace_s)):
                     await self._turn_done.wait()
             try:

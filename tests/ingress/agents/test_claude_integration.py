@@ -253,6 +253,44 @@ async def test_interrupt_mid_stream_then_a_normal_turn(tmp_path: Path, fake: Fak
         await s.adapter.interrupt("r1")
 
 
+async def test_prompts_written_while_busy_are_stamped_with_their_own_runs(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    fake.slow_chunks = 6
+    async with running_claude(tmp_path, fake) as s:
+
+        def ends(run_id: str) -> list[object]:
+            return [e for e in s.of_run(run_id) if isinstance(e, TurnCompleted | TurnAborted)]
+
+        # Queued behind a running turn (no interrupt): r1 finishes, then r2 runs.
+        await s.adapter.prompt(_prompt("r1", "SLOWTEST", s.workdir))
+        await s.wait_for(lambda e: "chunk1" in s.text_of("r1"))
+        await s.adapter.prompt(_prompt("r2", "hello", s.workdir))
+        # Interrupting a queued prompt ends it when the CLI gets to it, not the one before.
+        await s.adapter.prompt(_prompt("r3", "hello", s.workdir))
+        await s.adapter.interrupt("r3")
+        await s.adapter.prompt(_prompt("r4", "THINKTEST", s.workdir))
+        await s.wait_for(lambda e: e.run_id == "r4" and isinstance(e.event, TurnCompleted))
+        assert s.text_of("r1") == "".join(f"chunk{i} " for i in range(6))
+        assert s.text_of("r2") == "Hello from fake model."
+        assert s.text_of("r4") == "Thought done."
+        assert [type(e) for e in ends("r1") + ends("r2") + ends("r3")] == [
+            TurnCompleted,
+            TurnCompleted,
+            TurnAborted,
+        ]
+        # An interrupt followed at once by the next prompt: the aborted result is r5's.
+        fake.slow_chunks = 40
+        await s.adapter.prompt(_prompt("r5", "SLOWTEST", s.workdir))
+        await s.wait_for(lambda e: "chunk1" in s.text_of("r5"))
+        await s.adapter.interrupt("r5")
+        await s.adapter.prompt(_prompt("r6", "hello", s.workdir))
+        await s.wait_for(lambda e: e.run_id == "r6" and isinstance(e.event, TurnCompleted))
+        assert [type(e) for e in ends("r5") + ends("r6")] == [TurnAborted, TurnCompleted]
+        assert s.text_of("r6") == "Hello from fake model."
+        assert s.adapter.processes_started == 1 and not s.adapter.turn_open
+
+
 async def test_interrupt_while_a_permission_is_pending(tmp_path: Path, fake: FakeAnthropic) -> None:
     async with running_claude(tmp_path, fake) as s:
         await s.adapter.prompt(_prompt("r1", "TOUCHTEST", s.workdir))
