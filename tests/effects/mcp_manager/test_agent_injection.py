@@ -20,6 +20,7 @@ from effects.mcp_manager import ProcessManager, serve_process_manager
 from ingress.agents.base import AgentOptions, StampedEvent
 from ingress.agents.claude import ClaudeAdapter
 from ingress.agents.codex import CodexAdapter
+from ingress.agents.gemini import GeminiAdapter
 from runtime.agent_events import (
     PermissionRequested,
     TextDelta,
@@ -31,6 +32,8 @@ from runtime.agent_events import (
 from runtime.effects import PromptAgent, StartAgent
 from testkit.fake_model.anthropic import FakeAnthropic
 from testkit.fake_model.base import RecordedRequest, SSEEvent, SSEResponse
+from testkit.fake_model.gemini import FakeGeminiServer
+from testkit.fake_model.gemini import tool_names as gemini_tool_names
 from testkit.fake_model.openai_responses import OpenAIResponsesFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -329,3 +332,106 @@ def _collect(events: list[StampedEvent]) -> Any:
         events.append(stamped)
 
     return emit
+
+
+# -- Gemini CLI (ACP) -----------------------------------------------------------------------
+
+GEMINI = ROOT / ".agents" / "node_modules" / ".bin" / "gemini"
+GEMINI_USER_SETTINGS = {
+    "general": {"enableAutoUpdate": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+}
+
+
+class ScriptedGemini(FakeGeminiServer):
+    """The same script over the Gemini API: tools are ``mcp_<server>_<tool>`` functions."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__()
+        self.workdir = workdir
+        self.offered: list[list[str]] = []
+        self.results: list[str] = []
+
+    def _stream(self, body: Any) -> Iterator[SSEEvent]:
+        contents = body.get("contents") if isinstance(body, dict) else None
+        if "MCPTEST" not in json.dumps(contents):
+            yield from super()._stream(body)
+            return
+        names = gemini_tool_names(body)
+        self.offered.append(names)
+        starter = next((n for n in names if n.endswith("start_process")), None)
+        if starter is None:
+            yield from super()._stream(body)
+            return
+        prefix = starter.removesuffix("start_process")
+        parts = [p for c in contents for p in c.get("parts") or [] if isinstance(p, dict)]
+        done = [
+            p["functionCall"]["name"].removeprefix(prefix) for p in parts if "functionCall" in p
+        ]
+        self.results = [
+            json.dumps(p["functionResponse"].get("response"))
+            for p in parts
+            if "functionResponse" in p
+        ]
+        step = next_call(prefix, done, self.results, self.workdir)
+        if step is None:
+            yield from self._text_events("MCP done.")
+            return
+        call = {"name": step[0], "args": step[1]}
+        yield SSEEvent(
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"functionCall": call}]},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {
+                    "promptTokenCount": 10,
+                    "candidatesTokenCount": 5,
+                    "totalTokenCount": 15,
+                },
+                "modelVersion": "fake",
+            }
+        )
+
+
+async def test_gemini_drives_the_process_manager(nursery: trio.Nursery, tmp_path: Path) -> None:
+    assert INSTALLED.exists() and GEMINI.exists(), "run `make agents` first"
+    manager: ProcessManager = await nursery.start(serve_process_manager, make_config(tmp_path))
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_USER_SETTINGS))
+    workdir.mkdir()
+    fake = ScriptedGemini(workdir)
+    fake.start()
+    options = AgentOptions(
+        binary=str(GEMINI),
+        home=str(home),
+        env=(
+            ("GOOGLE_GEMINI_BASE_URL", fake.base_url),
+            ("GEMINI_API_KEY", "fake-gemini-key"),
+            ("TMPDIR", str(home)),
+        ),
+        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(workdir)),),
+        stop_grace_s=3.0,
+    )
+    try:
+        events = await _one_turn(GeminiAdapter(options, max_attempts=1), "gemini", workdir)
+    finally:
+        fake.stop()
+
+    assert fake.offered, "the model never saw the MCPTEST prompt"
+    assert all(any(n.endswith("_" + t) for n in fake.offered[0]) for t in TOOLS), fake.offered
+    ended = [e.event for e in events if isinstance(e.event, TurnCompleted | TurnAborted)]
+    assert isinstance(ended[0], TurnCompleted), ended
+    assert MARKER in fake.results[-2]
+    assert re.search(r'tree_gone\\?"\s*:\s*true', fake.results[-1]), fake.results[-1]
+    assert "MCP done." in "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+    procs = manager.processes_for_thread(THREAD)
+    assert [(p.name, p.status) for p in procs] == [("web", "stopped")]
+    assert procs[0].pid is not None and not alive(procs[0].pid)
+    assert manager.guard.refused == 0
