@@ -284,9 +284,9 @@ class ClaudeStreamParser:
                 if text:
                     events.append(TextDelta(text=text, block=f"{msg_id or 'msg'}:{index}"))
             elif ptype == "thinking" and not streamed:
-                text = part.get("thinking")
-                if isinstance(text, str) and text:
-                    events.append(ThinkingDelta(text=text))
+                thought = part.get("thinking")
+                if isinstance(thought, str) and thought:
+                    events.append(ThinkingDelta(text=thought))
             elif ptype == "tool_use":
                 tool_id = _str(part.get("id"), "tool id")
                 if tool_id in self._started_tools:

@@ -109,7 +109,8 @@ class FakeAnthropic(FakeModelServer):
 
     def _messages(self, request: RecordedRequest) -> SSEResponse:
         body = request.body if isinstance(request.body, dict) else {}
-        model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL
+        asked = body.get("model")
+        model = asked if isinstance(asked, str) else DEFAULT_MODEL
         message = last_user_message(body)
         text = _prompt_of(user_text(message))
         result = _tool_result(message)
@@ -140,7 +141,7 @@ class FakeAnthropic(FakeModelServer):
 
     # SSE building --------------------------------------------------------------------------
     def _start(self, model: str) -> SSEEvent:
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_fake{next(self._ids):06d}",
             "type": "message",
             "role": "assistant",
