@@ -199,11 +199,19 @@ async def test_text_answers_and_a_second_turn_in_the_same_process(
         assert s.adapter.statistics().malformed == 0
         # the first run is told the session id, so the core stores it whatever the turn does
         assert any(e.run_id == "r1" and isinstance(e.event, SessionStarted) for e in s.events)
+        # /model between turns: the next turn/start names the new model
+        await s.adapter.prompt(
+            PromptAgent(run_id="r3", text="hi", agent="codex", workdir=str(work), model="gpt-5.4")
+        )
+        end3 = await s.turn_end("r3")
+        assert isinstance(end3.event, TurnCompleted) and end3.event.model == "gpt-5.4"
+        assert fake.requests[-1].body["model"] == "gpt-5.4"
     # the system instruction went in natively, as a developer message
-    body = fake.requests[-1].body
+    body = fake.requests[0].body
     developer = [i for i in body["input"] if i.get("role") == "developer"]
     assert any("Answer tersely." in str(i.get("content")) for i in developer)
-    assert [last_user_text(r.body) for r in fake.requests] == ["hello", "hello again"]
+    assert [last_user_text(r.body) for r in fake.requests] == ["hello", "hello again", "hi"]
+    assert [r.body["model"] for r in fake.requests] == ["gpt-5.5", "gpt-5.5", "gpt-5.4"]
 
 
 async def test_tool_calls_really_run_in_the_workdir(
