@@ -324,10 +324,11 @@ class GeminiAdapter(AgentAdapter):
                 with trio.move_on_after(min(2.0, self.options.stop_grace_s)):
                     await self._turn_done.wait()
             try:
-                await proc.close_stdin()  # the CLI exits 0 when stdin closes
+                await proc.close_stdin()  # the CLI exits 0 when stdin closes ...
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
-            with trio.move_on_after(self.options.stop_grace_s):
+            # ... at once, unless an MCP connection keeps it alive: then SIGINT it soon.
+            with trio.move_on_after(min(1.0, self.options.stop_grace_s)):
                 await proc.wait()
         self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
 
