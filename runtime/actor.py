@@ -117,6 +117,7 @@ class ThreadActor:
             post=self.post_nowait,
             clock=clock,
             ids=ids,
+            current_run=self._current_run_id,
         )
         self.committed = 0
         self.skipped_ticks = 0
@@ -140,7 +141,7 @@ class ThreadActor:
             self._send.send_nowait((action, receipt))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self.dropped_posts += 1
-            logger.info("thread=%s dropped %s: actor closed", self.thread_id, action.kind)
+            logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
             return False
         self._mailbox += 1
         if self._quiet.is_set():
@@ -182,27 +183,21 @@ class ThreadActor:
         try:
             result = self._transition(state, action)
         except Exception:  # the core promises never to raise; if it does, keep the actor
-            logger.exception("thread=%s action=%s: transition raised", self.thread_id, action.kind)
+            logger.exception("transition raised", extra=self._ctx(None, action.kind))
             if receipt is not None:
                 receipt._commit(None, "transition raised")
             return
         new_state: ThreadState = result.state
         effects = tuple(result.effects)
-        run_id = new_state.run.id if new_state.run else (state.run.id if state.run else None)
+        run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
+        context = self._ctx(run_id, action.kind)
         if result.note:
-            logger.info(
-                "thread=%s run=%s action=%s: %s", self.thread_id, run_id, action.kind, result.note
-            )
+            logger.info("%s", result.note, extra=context)
         visible = []
         for effect in effects:
             if isinstance(effect, LogNote):
                 logger.log(
-                    _LEVELS.get(effect.level, logging.INFO),
-                    "thread=%s run=%s action=%s: %s",
-                    self.thread_id,
-                    run_id,
-                    action.kind,
-                    effect.message,
+                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
                 )
             else:
                 visible.append(effect)
@@ -225,6 +220,11 @@ class ThreadActor:
             changed, self._busy_changed = self._busy_changed, trio.Event()
             changed.set()
 
+    def _ctx(self, run_id: str | None, action_kind: str) -> dict[str, str]:
+        """The structured fields every runtime log record carries (``thread_id``, ``run``,
+        ``action``; ``thread`` is taken: LogRecord keeps the OS thread id there)."""
+        return {"thread_id": self.thread_id, "run": run_id or "", "action": action_kind}
+
     async def _ticker(self) -> None:
         """Post a Tick every ``tick_interval_s`` while a run is active; sleep otherwise."""
         while True:
@@ -236,6 +236,10 @@ class ThreadActor:
                 self.post_nowait(
                     Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
                 )
+
+    def _current_run_id(self) -> str | None:
+        state = self._store.get(self.thread_id)
+        return state.run.id if state is not None and state.run is not None else None
 
     def _conversation_start(self) -> StartAgent | None:
         """How to (re)start the agent now: the conversation's latest session, or None."""
@@ -305,7 +309,10 @@ class ThreadActor:
                 )
             except Exception as exc:
                 logger.warning(
-                    "thread=%s could not dismiss %s: %s", self.thread_id, blocker.key, exc
+                    "could not dismiss %s: %s",
+                    blocker.key,
+                    exc,
+                    extra=self._ctx(blocker.run_id, "dispose"),
                 )
 
     def statistics(self) -> ThreadStatistics:

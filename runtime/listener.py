@@ -159,7 +159,7 @@ class AgentListener:
         self._notify()
         adapter = self.adapter
         if adapter is not None:
-            logger.info("thread=%s stopping agent: %s", self.thread_id, reason)
+            logger.info("stopping the agent: %s", reason, extra=self._ctx())
             await adapter.stop()
         await self._done.wait()
 
@@ -182,11 +182,11 @@ class AgentListener:
                 start = next_start
                 delay = self.backoff.delay(trio.current_time(), trio.current_time() - started_at)
                 logger.warning(
-                    "thread=%s agent %s (%s); starting again in %.1f s",
-                    self.thread_id,
+                    "agent %s (%s); starting again in %.1f s",
                     "exited" if connected else "failed to start",
                     self._last_error or "no error",
                     delay,
+                    extra=self._ctx(),
                 )
                 self.backing_off = True
                 self._restart_at = trio.current_time() + delay
@@ -222,7 +222,7 @@ class AgentListener:
                     await adapter.stop()
         except Exception as exc:  # a failing adapter is reported, never fatal to the actor
             self._last_error = _describe(exc)
-            logger.warning("thread=%s agent adapter failed: %s", self.thread_id, self._last_error)
+            logger.warning("agent adapter failed: %s", self._last_error, extra=self._ctx())
         finally:
             self.adapter = None
         self.exits += 1
@@ -253,6 +253,9 @@ class AgentListener:
 
     def _action(self, cls: type, **fields: object) -> Action:
         return cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields)  # type: ignore[no-any-return]
+
+    def _ctx(self) -> dict[str, str]:
+        return {"thread_id": self.thread_id, "run": "", "action": "listener"}
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, trio.Event()

@@ -70,8 +70,10 @@ class Reactor:
         post: Callable[[Action], None],
         clock: Callable[[], float],
         ids: Callable[[], str],
+        current_run: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.thread_id = thread_id
+        self._current_run = current_run
         self.renderer = renderer
         self.listener = listener
         self._log = log
@@ -83,6 +85,7 @@ class Reactor:
         self.pending = 0  # effects handed over and not yet applied
         self.applied = 0
         self.failed = 0
+        self.skipped_prompts = 0
         self._idle = trio.Event()
         self._idle.set()
 
@@ -115,9 +118,9 @@ class Reactor:
             elif isinstance(effect, LogNote):
                 logger.log(
                     logging.getLevelName(effect.level.upper()),
-                    "thread=%s %s",
-                    self.thread_id,
+                    "%s",
                     effect.message,
+                    extra=self._ctx(effect),
                 )
             else:
                 for key, message_ids in await self.renderer.apply(effect):
@@ -128,7 +131,7 @@ class Reactor:
         except Exception as exc:  # reported as an action; the actor never sees it raise
             self.failed += 1
             reason = f"{type(exc).__name__}: {exc}"
-            logger.warning("thread=%s effect %s failed: %s", self.thread_id, effect.type, reason)
+            logger.warning("effect %s failed: %s", effect.type, reason, extra=self._ctx(effect))
             self._report(
                 EffectFailed, effect=effect.type, key=getattr(effect, "key", None), reason=reason
             )
@@ -147,6 +150,13 @@ class Reactor:
                 system_instruction=effect.system_instruction,
             )
             adapter = await listener.ensure(self._nursery, start)
+            if self._current_run() != effect.run_id:
+                # The core ended this run while the prompt waited here (the agent died and
+                # its restart was awaited): no agent may start a turn nobody listens to,
+                # it would hold up the prompts after it.
+                self.skipped_prompts += 1
+                logger.info("prompt of an ended run not sent", extra=self._ctx(effect))
+                return
             await adapter.prompt(effect)
         elif isinstance(effect, StopAgent):
             await listener.stop(effect.reason)
@@ -155,7 +165,7 @@ class Reactor:
             if adapter is None:
                 # Nothing to interrupt or answer: the agent is gone, and its exit is
                 # already on its way to the core as AgentExited.
-                logger.info("thread=%s %s with no agent running", self.thread_id, effect.type)
+                logger.info("%s with no agent running", effect.type, extra=self._ctx(effect))
                 return
             if isinstance(effect, InterruptAgent):
                 await adapter.interrupt(effect.run_id)
@@ -163,6 +173,10 @@ class Reactor:
                 await adapter.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
                 await adapter.answer_question(effect.request_id, effect.answer)
+
+    def _ctx(self, effect: Effect) -> dict[str, str]:
+        run_id = getattr(effect, "run_id", None) or ""
+        return {"thread_id": self.thread_id, "run": run_id, "action": f"effect:{effect.type}"}
 
     def _report(self, cls: type, **fields: object) -> None:
         self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))

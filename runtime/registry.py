@@ -233,7 +233,9 @@ class Runtime:
             self._disposing.pop(thread_id, None)
             done.set()
             self.disposed += 1
-        logger.info("thread=%s disposed: %s", thread_id, reason)
+        logger.info(
+            "disposed: %s", reason, extra={"thread_id": thread_id, "run": "", "action": "dispose"}
+        )
         return True
 
     async def dispose_for_directory(self, directory: str, channel: str | None = None) -> list[str]:

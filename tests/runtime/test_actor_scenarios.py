@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import trio
+from runtime_harness import Chat, running, until
 
 from runtime import agent_events as E
 from runtime.actions import AgentEventReceived, EffectFailed
 from runtime.effects import PromptAgent
 from runtime.model import Phase
-
-from runtime_harness import Chat, running, until
 
 
 @pytest.fixture
@@ -229,3 +228,18 @@ async def test_prompts_reach_the_agent_only_after_they_are_durable(tmp_path, aut
         )
         await until(lambda: rt.snapshot("t1").counters.completed == 1)
         assert seen == [True]
+
+
+async def test_notes_are_logged_with_thread_run_and_action(tmp_path, autojump, caplog) -> None:
+    caplog.set_level("INFO", logger="spindle")
+    async with running(tmp_path) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.abort()  # nothing to abort: the core notes why it did nothing
+        await rt.wait_quiet("t1")
+    notes = [r for r in caplog.records if r.name == "spindle.actor"]
+    assert any(
+        r.thread_id == "t1" and r.action == "abort" and "abort while idle" in r.getMessage()
+        for r in notes
+    )
+    assert all(hasattr(r, "run") for r in notes)
