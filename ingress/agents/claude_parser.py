@@ -46,6 +46,7 @@ from runtime.agent_events import (
 __all__ = ["ClaudeStreamParser", "PendingControl", "summarize_tool_input"]
 
 ASK_USER_QUESTION = "AskUserQuestion"
+SYNTHETIC_MODEL = "<synthetic>"
 MAX_RESULT_CHARS = 4000  # a tool result is a card in a chat thread, not a log file
 MAX_SUMMARY_CHARS = 300
 
@@ -273,7 +274,12 @@ class ClaudeStreamParser:
         msg_id = message.get("id")
         streamed = isinstance(msg_id, str) and msg_id in self._streamed_messages
         model = message.get("model")
-        if isinstance(model, str) and model != "<synthetic>":
+        if model == SYNTHETIC_MODEL:
+            # The CLI's own stand-in for a failed request ("API Error: ..."): the same text
+            # comes as the error of the turn's `result`, which is where it belongs.
+            self.stats.skip("assistant/synthetic")
+            return []
+        if isinstance(model, str):
             self.model = self.model or model
         events: list[AgentEvent] = []
         for index, part in enumerate(content):

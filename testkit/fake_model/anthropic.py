@@ -14,6 +14,8 @@ message (``role: "system"`` messages, which the CLI appends after the user's, ar
 - ``THINKTEST`` -> a thinking block, then text;
 - ``SLOWTEST`` -> ``slow_chunks`` text chunks, ``slow_delay`` seconds apart;
 - anything else -> ``Hello from fake model.`` in four chunks.
+
+``error_replies`` makes the next requests fail with an HTTP error (529 overloaded, 401 ...).
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class FakeAnthropic(FakeModelServer):
         self.slow_chunks = slow_chunks
         self.slow_delay = slow_delay
         self._ids = itertools.count(1)
+        # (HTTP status, Anthropic error type) answered to the next /v1/messages requests.
+        self.error_replies: list[tuple[int, str]] = []
         self.route("POST", "/v1/messages/count_tokens", self._count_tokens)
         self.route("POST", "/v1/messages", self._messages)
 
@@ -107,7 +111,11 @@ class FakeAnthropic(FakeModelServer):
     def _count_tokens(self, request: RecordedRequest) -> JSONResponse:
         return JSONResponse({"input_tokens": 10})
 
-    def _messages(self, request: RecordedRequest) -> SSEResponse:
+    def _messages(self, request: RecordedRequest) -> SSEResponse | JSONResponse:
+        if self.error_replies:
+            status, kind = self.error_replies.pop(0)
+            error = {"type": kind, "message": f"fake {kind}"}
+            return JSONResponse({"type": "error", "error": error}, status)
         body = request.body if isinstance(request.body, dict) else {}
         asked = body.get("model")
         model = asked if isinstance(asked, str) else DEFAULT_MODEL

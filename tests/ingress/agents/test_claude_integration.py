@@ -377,7 +377,27 @@ async def test_model_server_down_gives_a_clear_error(tmp_path: Path, fake: FakeA
             end = await s.turn("r1", "hello")
         assert isinstance(end.event, TurnCompleted) and end.event.is_error
         assert "Unable to connect" in (end.event.error or "")
+        assert s.text_of("r1") == ""
         assert any(isinstance(e, AgentError) and e.retryable for e in s.of_run("r1"))
+
+
+async def test_an_overloaded_model_is_retried(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.error_replies = [(529, "overloaded_error")]
+    async with running_claude(tmp_path, fake) as s:
+        end = await s.turn("r1", "hello")
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        retries = [e for e in s.of_run("r1") if isinstance(e, AgentError)]
+        assert [(e.retryable, "HTTP 529" in e.message) for e in retries] == [(True, True)]
+        assert s.text_of("r1") == "Hello from fake model."
+
+
+async def test_a_rejected_api_key_fails_the_turn_once(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.error_replies = [(401, "authentication_error")] * 5
+    async with running_claude(tmp_path, fake) as s:
+        end = await s.turn("r1", "hello")
+        assert isinstance(end.event, TurnCompleted) and end.event.is_error
+        assert "401" in (end.event.error or "")
+        assert s.text_of("r1") == ""  # the error is the turn's, not answer text
 
 
 async def test_crash_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeAnthropic) -> None:

@@ -246,6 +246,15 @@ def test_api_retry_and_error_result() -> None:
         "session_id": "s",
         "total_cost_usd": 0,
     }
+    synthetic = {
+        "type": "assistant",
+        "message": {
+            "id": "x",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": "API Error: Unable to connect"}],
+        },
+    }
+    assert parser.feed(_line(synthetic)) == []  # said once, as the turn's error
     events = parser.feed(_line(retry)) + parser.feed(_line(result))
     assert events[0] == AgentError(
         message="API request failed (unknown); retry 1 of 1", retryable=True
