@@ -104,6 +104,16 @@ def config_overrides(options: AgentOptions) -> list[str]:
     return args
 
 
+def config_override(options: AgentOptions, key: str) -> str | None:
+    """The value of ``-c <key>=<value>`` in ``options.extra_args`` (TOML quotes removed)."""
+    args = list(options.extra_args)
+    found: str | None = None
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("-c", "--config") and value.startswith(f"{key}="):
+            found = value[len(key) + 1 :].strip().strip("'\"")
+    return found
+
+
 def resolve_binary(options: AgentOptions) -> str:
     if options.binary:
         return options.binary
@@ -308,7 +318,9 @@ class CodexAdapter(AgentAdapter):
 
     ``approval_policy`` is codex's own (``untrusted`` asks before any command that is not
     known safe, ``on-request`` lets the model ask, ``never`` never asks); ``sandbox`` is its
-    sandbox mode.
+    sandbox mode. Unless given here they come from ``-c approval_policy=...`` /
+    ``-c sandbox_mode=...`` in ``options.extra_args`` (so a config file can choose), else
+    ``on-request`` and ``workspace-write``.
     """
 
     name = "codex"
@@ -317,12 +329,14 @@ class CodexAdapter(AgentAdapter):
         self,
         options: AgentOptions,
         *,
-        approval_policy: str = "on-request",
-        sandbox: str = "workspace-write",
+        approval_policy: str | None = None,
+        sandbox: str | None = None,
     ) -> None:
         super().__init__(options)
-        self.approval_policy = approval_policy
-        self.sandbox = sandbox
+        self.approval_policy = (
+            approval_policy or config_override(options, "approval_policy") or "on-request"
+        )
+        self.sandbox = sandbox or config_override(options, "sandbox_mode") or "workspace-write"
         self._emit: EmitEvent | None = None
         self._proc: ManagedProcess | None = None
         self._rpc: RpcPeer | None = None

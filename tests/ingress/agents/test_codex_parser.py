@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ingress.agents.base import AgentOptions, McpServer
 from ingress.agents.codex import (
+    CodexAdapter,
     launch_argv,
     launch_env,
     list_conversations,
@@ -544,3 +545,14 @@ def test_fuzz_exec_parser(lines: list[str]) -> None:
         assert after != before, line[:200]
         assert parser.stats.events - before[0] == len(events)
         assert parser.stats.lines == n
+
+
+def test_approval_policy_from_the_options() -> None:
+    plain = CodexAdapter(AgentOptions())
+    assert (plain.approval_policy, plain.sandbox) == ("on-request", "workspace-write")
+    configured = AgentOptions(
+        extra_args=("-c", 'approval_policy="untrusted"', "-c", "sandbox_mode=read-only")
+    )
+    adapter = CodexAdapter(configured)
+    assert (adapter.approval_policy, adapter.sandbox) == ("untrusted", "read-only")
+    assert CodexAdapter(configured, approval_policy="never").approval_policy == "never"
