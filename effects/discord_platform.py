@@ -236,6 +236,10 @@ class DiscordPlatform:
             raise PlatformError(str(error), retryable=error.status >= 500) from error
         except (TimeoutError, discord.ConnectionClosed, aiohttp.ClientError, OSError) as error:
             raise PlatformError(f"disconnected: {error!r}", retryable=True) from error
+        except RuntimeError as error:
+            if self.client.is_closed():  # aiohttp's "Session is closed": we are shutting down
+                raise PlatformError(f"the Discord client is closed: {error}") from error
+            raise
 
 
 def _retry_after(error: discord.HTTPException) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -35,7 +35,7 @@ from runtime.actions import Action
 from runtime.listener import AdapterFactory
 from runtime.log import EventLog
 from runtime.model import Policy, ThreadState
-from runtime.registry import open_runtime
+from runtime.registry import Runtime, open_runtime
 
 __all__ = [
     "DiscordRenderers",
@@ -80,7 +80,10 @@ async def hosted_bot(
     *,
     ready_timeout_s: float = 30.0,
     on_bot: Callable[[SpindleBot], None] | None = None,
+    before_close: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[SpindleBot]:
+    """``before_close`` runs (shielded) while the client is still connected, so what it
+    causes can still be shown: the runtime's ``dispose_all`` closes runs and prompts."""
     point_discord_at(settings)
     send, receive = trio.open_memory_channel[IngressItem](math.inf)
     bot = SpindleBot(settings, events=send, snapshot=runtime.snapshot)
@@ -106,6 +109,9 @@ async def hosted_bot(
             yield bot
         finally:
             with trio.CancelScope(shield=True):
+                if before_close is not None:
+                    with trio.move_on_after(30):
+                        await before_close()
                 with trio.move_on_after(10):
                     await trio_asyncio.aio_as_trio(bot.close)()
                 await send.aclose()
@@ -171,12 +177,27 @@ class DiscordRenderers:
     def attach(self, platform: ChatPlatform) -> None:
         self.platform.attach(platform)
 
+    async def flush(self) -> None:
+        """Make every renderer's outstanding edits now (at shutdown)."""
+        for renderer in list(self.renderers.values()):
+            try:
+                await renderer.aclose()
+            except Exception as error:  # one thread's failure must not stop the others
+                _log.warning("could not flush the renderer of %s: %s", renderer.channel_id, error)
+
     def renderer(self, thread_id: str) -> StreamRenderer:
         assert self._nursery is not None, "use DiscordRenderers as an async context manager"
         renderer = StreamRenderer(self.platform, thread_id)
         self.renderers[thread_id] = renderer
         self._nursery.start_soon(renderer.run)
         return renderer
+
+
+async def _wind_down(runtime: Runtime, renderers: DiscordRenderers) -> None:
+    """Before the client closes: dispose every thread (runs end, prompts close), then
+    make the renderers' last paced edits, while Discord can still be reached."""
+    await runtime.dispose_all()
+    await renderers.flush()
 
 
 async def run_discord_runtime(
@@ -199,7 +220,9 @@ async def run_discord_runtime(
             policy=policy,
             **runtime_kwargs,
         ) as runtime:
-            async with hosted_bot(settings, runtime) as bot:
+            async with hosted_bot(
+                settings, runtime, before_close=lambda: _wind_down(runtime, renderers)
+            ) as bot:
                 renderers.attach(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
                 task_status.started((runtime, bot))

@@ -199,6 +199,15 @@ class FakeDiscord:
 
         return self._call(act)
 
+    def redeliver_message(self, message_id: int) -> None:
+        """Dispatch a message's MESSAGE_CREATE again, as an at-least-once gateway may."""
+
+        def act() -> None:
+            message = self.world.messages[message_id]
+            self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
+
+        self._call(act)
+
     def edit_message(self, message_id: int, content: str) -> None:
         def act() -> None:
             message = self.world.messages[message_id]

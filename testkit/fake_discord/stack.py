@@ -159,6 +159,13 @@ async def discord_stack(world: World, tmp_path: Path, **settings: Any) -> AsyncI
                 policy=policy,
                 tick_interval_s=0.25,
             ) as runtime:
-                async with hosted_bot(world.settings(**settings), runtime) as bot:
+
+                async def wind_down() -> None:
+                    await runtime.dispose_all()
+                    await renderers.flush()
+
+                async with hosted_bot(
+                    world.settings(**settings), runtime, before_close=wind_down
+                ) as bot:
                     renderers.attach(bot.platform)
                     yield Stack(world, runtime, bot, agents, renderers)

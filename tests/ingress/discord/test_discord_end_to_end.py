@@ -279,3 +279,43 @@ async def test_a_user_not_on_the_allow_list_gets_nothing_from_the_agent(
         world.fake.send_message(thread, world.bob, "hi from bob")  # allowed by role
         await stack.until_footers(thread, 1)
         assert _delivered(stack) == ["hi from bob"]
+
+
+async def test_a_message_delivered_twice_by_the_gateway_is_one_prompt(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        message = world.fake.send_message(thread, world.alice, "hi")
+        world.fake.redeliver_message(message)
+        await stack.until_footers(thread, 1)
+        await trio.sleep(0.5)
+        assert _delivered(stack) == ["hi"]
+        assert sum(map(is_footer, world.fake.messages(thread))) == 1
+
+
+async def test_a_restart_keeps_the_conversation_and_posts_nothing_twice(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "hi")
+        await stack.until_footers(thread, 1)
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "slow1" in ms[-1].content)
+    # Stopped mid-run: the shutdown closed the run and made its last edits.
+    before = world.fake.messages(thread)
+    assert "slow1" in before[-2].content or "slow1" in before[-1].content
+    async with discord_stack(world, tmp_path) as stack:
+        await trio.sleep(0.5)  # anything the restart would re-post shows now
+        assert [(m.id, m.content) for m in world.fake.messages(thread)] == [
+            (m.id, m.content) for m in before
+        ]
+        state = stack.runtime.snapshot(str(thread))
+        assert state is not None and state.conversation is not None
+        assert state.conversation.agent == "claude" and state.conversation.session_id == "sess-1"
+        world.fake.send_message(thread, world.alice, "still here?")
+        messages = await stack.until_footers(thread, 2)
+        assert _delivered(stack) == ["still here?"]
+        assert stack.agents.starts[0].session_id == "sess-1"  # the session was resumed
+        assert [m.id for m in messages[: len(before)]] == [m.id for m in before]
