@@ -110,7 +110,8 @@ def gemini_launch_spec(
         argv.append("--acp")
     else:
         # No one can answer a permission prompt in -p mode: approve, as the recipes do.
-        argv += ["-p", per_turn_prompt, "-o", "stream-json", "--approval-mode", "yolo"]
+        # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag.
+        argv += [f"--prompt={per_turn_prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
         if resume:
             argv += ["-r", resume]
         elif new_session_id:

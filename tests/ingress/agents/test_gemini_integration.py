@@ -336,9 +336,10 @@ async def test_cli_killed_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeGem
 async def test_per_turn_fallback(tmp_path: Path, fake: FakeGeminiServer) -> None:
     """``gemini -p -o stream-json``: one process per turn, resumed with ``-r``."""
     async with running_gemini(tmp_path, fake, per_turn=True) as s:
-        end = await s.turn("r1", "hello")
+        end = await s.turn("r1", "-v --help hello")  # not read as flags
         assert isinstance(end.event, TurnCompleted) and not end.event.is_error
         assert s.text_of("r1") == TEXT_ANSWER
+        assert last_user_turn(fake.stream_requests()[-1].body)[0] == "-v --help hello"
         first = s.of_run("r1")[0]
         assert isinstance(first, SessionStarted)
         end = await s.turn("r2", "TOOLTEST")

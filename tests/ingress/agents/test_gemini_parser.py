@@ -345,8 +345,8 @@ def test_launch_spec_and_prompt_text(tmp_path: Path) -> None:
     assert spec.env["GEMINI_CLI_HOME"] == "/g" and spec.env["HOME"] == str(tmp_path)
     assert spec.env["GEMINI_CLI_TRUST_WORKSPACE"] == "true" and spec.env["A"] == "1"
     turn = gemini_launch_spec(options, "/w", "/g", per_turn_prompt="hi", resume="sid", base_env={})
-    assert turn.argv[:6] == ("/x/gemini", "-p", "hi", "-o", "stream-json", "--approval-mode")
-    assert ("-r", "sid") == turn.argv[7:9]
+    assert turn.argv[:5] == ("/x/gemini", "--prompt=hi", "-o", "stream-json", "--approval-mode")
+    assert ("-r", "sid") == turn.argv[6:8]
     text = prompt_text("do it", (Attachment(name="a.txt", inline_text="hey"),), "be brief")
     assert text.startswith("<system_instruction>\nbe brief")
     assert '<attachment name="a.txt">\nhey\n</attachment>' in text
