@@ -191,7 +191,9 @@ class SpindleBot(discord.Client):
             return
         channel = message.channel
         async with self._ordered() as emit:
-            if isinstance(channel, discord.Thread):
+            # A thread the client has not cached (archived while it was offline) arrives
+            # as a partial channel: what matters is whether a conversation lives there.
+            if isinstance(channel, discord.Thread) or self.has_conversation(str(channel.id)):
                 await self._thread_message(message, str(channel.id), emit)
             elif (project := self.settings.project_channel(channel.id)) is not None:
                 await self._project_message(message, project.agent, project.workdir, emit)

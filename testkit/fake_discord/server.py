@@ -162,15 +162,19 @@ class FakeDiscord:
 
         return self._call(build)
 
-    def create_thread(self, channel_id: int, name: str, owner_id: int) -> int:
-        """A user opens a thread in a channel."""
+    def create_thread(
+        self, channel_id: int, name: str, owner_id: int, *, announce: bool = True
+    ) -> int:
+        """A user opens a thread in a channel. ``announce=False``: the bot is not told (a
+        thread it never saw, e.g. archived while it was offline)."""
 
         def build() -> int:
             parent = self.world.channels[channel_id]
             thread = self.world.add_channel(
                 parent.guild_id, name, parent_id=parent.id, owner_id=owner_id
             )
-            self.gateway.dispatch("THREAD_CREATE", thread.payload() | {"newly_created": True})
+            if announce:
+                self.gateway.dispatch("THREAD_CREATE", thread.payload() | {"newly_created": True})
             return thread.id
 
         return self._call(build)

@@ -241,3 +241,24 @@ async def test_attachments_are_inlined_or_saved_to_the_workdir(world: World) -> 
         assert shot.path.startswith(os.path.realpath(world.workdir))
         with open(shot.path, "rb") as saved:
             assert saved.read() == image
+
+
+async def test_a_message_in_a_thread_the_client_never_saw_still_reaches_its_conversation(
+    world: World,
+) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        hidden = world.fake.create_thread(world.channel, "old", world.alice, announce=False)
+        await runtime.post(
+            ConversationStarted(
+                thread_id=str(hidden),
+                action_id="start-old",
+                at=0.0,
+                agent="claude",
+                requested_workdir=world.workdir,
+                resolved_workdir=os.path.realpath(world.workdir),
+            )
+        )
+        world.fake.send_message(hidden, world.alice, "are you there?")
+        (message,) = await wait_for(lambda: runtime.of_kind("user_message"))
+        assert message.thread_id == str(hidden)
