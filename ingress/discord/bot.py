@@ -478,6 +478,8 @@ class SpindleBot(discord.Client):
                 lambda t, c: WorkdirSet(**c, requested_workdir=path, resolved_workdir=resolved),
             )
 
+        set_workdir.autocomplete("path")(self._complete_workdir)
+
         @app_commands.command(name="status", description="Show the run, the queue and the agent")
         async def status(interaction: discord.Interaction) -> None:
             await self._command(interaction, lambda t, c: StatusRequested(**c))
@@ -529,16 +531,47 @@ class SpindleBot(discord.Client):
         async def conversations(interaction: discord.Interaction) -> None:
             await self._list_sessions(interaction, agent)
 
+        async def complete_session(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            if not self._allowed(interaction.user):
+                return []
+            sessions = list_sessions(agent, self._workdir_for_listing(interaction))
+            return [
+                app_commands.Choice(name=f"{s.id[:36]} {s.title}"[:100], value=s.id)
+                for s in sessions
+                if s.id.startswith(current.strip())
+            ][:25]
+
+        start.autocomplete("workdir")(self._complete_workdir)
+        resume.autocomplete("workdir")(self._complete_workdir)
+        resume.autocomplete("id")(complete_session)
         return group
+
+    def _workdir_for_listing(self, interaction: discord.Interaction) -> str:
+        return self._workdir_of(str(interaction.channel_id)) or os.path.expanduser(
+            self.settings.default_workdir
+        )
+
+    async def _complete_workdir(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        """Directory names as the path is typed (only for those allowed to use them)."""
+        if not self._allowed(interaction.user):
+            return []
+        base = self._workdir_of(str(interaction.channel_id)) or self.settings.default_workdir
+        return [
+            app_commands.Choice(name=path, value=path)
+            for path in translate.complete_directory(current, base)
+            if len(path) <= 100
+        ]
 
     async def _list_sessions(self, interaction: discord.Interaction, agent: str) -> None:
         """Read-only: answered here, from the CLI's own session store."""
         if not self._allowed(interaction.user):
             await self._refuse(interaction)
             return
-        workdir = self._workdir_of(str(interaction.channel_id)) or os.path.expanduser(
-            self.settings.default_workdir
-        )
+        workdir = self._workdir_for_listing(interaction)
         sessions = list_sessions(agent, workdir)
         if not sessions:
             text = f"No {agent} sessions found for `{workdir}`."

@@ -23,6 +23,7 @@ from runtime.actions import (
 from runtime.model import Attachment
 
 __all__ = [
+    "complete_directory",
     "component_action_id",
     "edit_action",
     "interaction_action_id",
@@ -124,6 +125,30 @@ def resolve_workdir(requested: str, base: str | None = None) -> str | None:
         path = os.path.join(os.path.expanduser(base), path)
     real = os.path.realpath(path)
     return real if os.path.isdir(real) else None
+
+
+def complete_directory(current: str, base: str | None = None, limit: int = 25) -> list[str]:
+    """Directories to offer while a path is typed: the children of what is typed so far
+    whose names start with its last part (hidden ones only when asked for), sorted."""
+    typed = current.strip() or (base or "~")
+    path = os.path.expanduser(typed)
+    if not os.path.isabs(path) and base:
+        path = os.path.join(os.path.expanduser(base), path)
+    folder, prefix = (path, "") if typed.endswith("/") else os.path.split(path)
+    try:
+        names = sorted(os.listdir(folder or "/"))
+    except OSError:
+        return []
+    shown = typed if typed.endswith("/") else typed[: len(typed) - len(prefix)]
+    found = []
+    for name in names:
+        if not name.startswith(prefix) or (name.startswith(".") and not prefix.startswith(".")):
+            continue
+        if os.path.isdir(os.path.join(folder, name)):
+            found.append(f"{shown}{name}/")
+        if len(found) >= limit:
+            break
+    return found
 
 
 def parse_custom_id(custom_id: str) -> tuple[str, tuple[str, ...]]:

@@ -266,29 +266,67 @@ class FakeDiscord:
         workdir="~/app")``. Returns the interaction id."""
 
         def act() -> int:
-            channel = self.world.channels[channel_id]
-            names = command.split()
-            registered = self._registered(channel.guild_id, names[0])
-            data: dict[str, Any] = {
-                "id": registered["id"],
-                "name": names[0],
-                "type": 1,
-                "guild_id": str(channel.guild_id),
-            }
-            target, holder = registered, data
-            for name in names[1:]:
-                target = next(o for o in target.get("options", []) if o["name"] == name)
-                child: dict[str, Any] = {"name": name, "type": target["type"]}
-                holder["options"] = [child]
-                holder = child
-            holder["options"] = [
-                {"name": key, "type": self._option_type(target, key, value), "value": value}
-                for key, value in options.items()
-                if value is not None
-            ]
+            data = self._command_data(channel_id, command, options)
             return self._interact(channel_id, user_id, 2, data).id
 
         return self._call(act)
+
+    def _command_data(
+        self, channel_id: int, command: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        channel = self.world.channels[channel_id]
+        names = command.split()
+        registered = self._registered(channel.guild_id, names[0])
+        data: dict[str, Any] = {
+            "id": registered["id"],
+            "name": names[0],
+            "type": 1,
+            "guild_id": str(channel.guild_id),
+        }
+        target, holder = registered, data
+        for name in names[1:]:
+            target = next(o for o in target.get("options", []) if o["name"] == name)
+            child: dict[str, Any] = {"name": name, "type": target["type"]}
+            holder["options"] = [child]
+            holder = child
+        holder["options"] = [
+            {"name": key, "type": self._option_type(target, key, value), "value": value}
+            for key, value in options.items()
+            if value is not None
+        ]
+        return data
+
+    def autocomplete(
+        self, channel_id: int, user_id: int, command: str, focused: str, **options: Any
+    ) -> int:
+        """Type into option ``focused`` of a slash command (its value in ``options``);
+        the bot's suggestions arrive as the interaction's type-8 callback."""
+
+        def act() -> int:
+            data = self._command_data(channel_id, command, options)
+            holder = data
+            while holder.get("options") and holder["options"][0]["type"] in (
+                _SUBCOMMAND,
+                _SUBCOMMAND_GROUP,
+            ):
+                holder = holder["options"][0]
+            for option in holder.get("options", []):
+                if option["name"] == focused:
+                    option["focused"] = True
+            return self._interact(channel_id, user_id, 4, data).id
+
+        return self._call(act)
+
+    def suggestions(self, interaction_id: int) -> list[dict[str, Any]] | None:
+        """The choices the bot answered an autocomplete with (None: not answered yet)."""
+
+        def read() -> list[dict[str, Any]] | None:
+            for kind, data in self.world.interactions[interaction_id].callbacks:
+                if kind == 8:
+                    return copy.deepcopy(list(data.get("choices", [])))
+            return None
+
+        return self._call(read)
 
     def click_button(self, message_id: int, custom_id: str, user_id: int) -> int:
         def act() -> int:

@@ -4,6 +4,9 @@ client against the fake Discord, into a sink that folds them with the real trans
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from ingress.discord.bot import REFUSAL
 from runtime.actions import (
@@ -262,3 +265,39 @@ async def test_a_message_in_a_thread_the_client_never_saw_still_reaches_its_conv
         world.fake.send_message(hidden, world.alice, "are you there?")
         (message,) = await wait_for(lambda: runtime.of_kind("user_message"))
         assert message.thread_id == str(hidden)
+
+
+async def test_workdir_and_session_ids_are_autocompleted(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("api", "app", "docs", ".git"):
+        os.mkdir(os.path.join(world.workdir, name))
+    home = tmp_path / "home"
+    sessions = home / ".claude" / "projects"
+    async with running_bot(world, SinkRuntime()) as bot:
+        typed = os.path.join(world.workdir, "ap")
+        asked = world.fake.autocomplete(
+            world.channel, world.alice, "claude start", "workdir", workdir=typed
+        )
+        choices = await wait_for(lambda: world.fake.suggestions(asked))
+        assert [c["value"] for c in choices] == [typed + "i/", typed + "p/"]
+        refused = world.fake.autocomplete(
+            world.channel, world.mallory, "claude start", "workdir", workdir=typed
+        )
+        assert (
+            await wait_for(lambda: world.fake.suggestions(refused), lambda c: c is not None) == []
+        )
+        # Session ids come from the CLI's own store (Claude Code: one file per session).
+        slug = "".join(ch if ch.isalnum() else "-" for ch in os.path.realpath(world.workdir))
+        (sessions / slug).mkdir(parents=True)
+        (sessions / slug / "0b5e-session.jsonl").write_text(
+            '{"message": {"role": "user", "content": "fix the parser"}}\n'
+        )
+        bot.settings = bot.settings.model_copy(
+            update={"default_workdir": os.path.realpath(world.workdir)}
+        )
+        monkeypatch.setenv("HOME", str(home))
+        asked = world.fake.autocomplete(world.channel, world.alice, "claude resume", "id", id="0b")
+        choices = await wait_for(lambda: world.fake.suggestions(asked))
+        assert [c["value"] for c in choices] == ["0b5e-session"]
+        assert "fix the parser" in choices[0]["name"]
