@@ -80,6 +80,7 @@ DEFAULT_ENV = {
 }
 RETRY_LINE = re.compile(r"Attempt \d+ failed")
 METHOD_NOT_FOUND = -32601
+RESUME_FAILED_EXIT = 42  # gemini -p -r <unknown session>
 
 
 class AgentStartError(RuntimeError):
@@ -496,9 +497,40 @@ class GeminiAdapter(AgentAdapter):
     async def _run_turn(self, start: StartAgent, prompt: PromptAgent) -> None:
         self.run_id = prompt.run_id
         self._interrupted = False
+        self._turn_done = trio.Event()
+        self._turn_started_at = trio.current_time()
+        try:
+            resuming = self.session_id
+            outcome = await self._turn_process(start, prompt)
+            if outcome is not None and resuming and _resume_refused(*outcome):
+                # ``-r`` of a session the CLI does not have: exit 42 before any output.
+                # Start a new session with the same prompt and say so.
+                self.session_id = None
+                self._notice = f"Could not resume Gemini session {resuming}; started a new session."
+                outcome = await self._turn_process(start, prompt)
+            if outcome is None:
+                return
+            parser, proc = outcome
+            if not parser.finished:
+                reason = "interrupted" if self._interrupted else "the Gemini CLI exited"
+                await self._emit_event(
+                    TurnAborted(
+                        reason=reason + " without a result",
+                        exit_code=proc.returncode,
+                        stderr_tail="\n".join(list(proc.stderr_tail)[-10:]),
+                    )
+                )
+        finally:
+            self._turn_done.set()
+
+    async def _turn_process(
+        self, start: StartAgent, prompt: PromptAgent
+    ) -> tuple[StreamJsonParser, ManagedProcess] | None:
+        """Run one ``gemini -p`` process to its end, emitting its events; None when it
+        could not be started (reported as the turn's end)."""
         instruction = (
             (prompt.system_instruction or self.options.system_instruction)
-            if (self._instruct)
+            if self._instruct
             else None
         )
         text = prompt_text(prompt.text, prompt.attachments, instruction)
@@ -515,16 +547,12 @@ class GeminiAdapter(AgentAdapter):
         parser = StreamJsonParser(
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
-        self._turn_done = trio.Event()
-        self._turn_started_at = trio.current_time()
         try:
             proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd, stdin=False)
         except OSError as exc:
-            self._turn_done.set()
             await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
-            return
+            return None
         self._proc = proc
-        self._instruct = False
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_stderr, proc)
@@ -532,24 +560,19 @@ class GeminiAdapter(AgentAdapter):
                     for event in parser.feed(line):
                         if isinstance(event, SessionStarted):
                             self.session_id = event.session_id
+                            self._instruct = False
                         await self._emit_event(event)
+                        if isinstance(event, SessionStarted) and self._notice:
+                            notice, self._notice = self._notice, None
+                            await self._emit_event(AgentError(message=notice, retryable=False))
                 with trio.move_on_after(5.0):
                     self.exit_code = await proc.wait()
                 nursery.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True):
-                if not parser.finished:
-                    reason = "interrupted" if self._interrupted else "the Gemini CLI exited"
-                    await self._emit_event(
-                        TurnAborted(
-                            reason=reason + " without a result",
-                            exit_code=proc.returncode,
-                            stderr_tail="\n".join(list(proc.stderr_tail)[-10:]),
-                        )
-                    )
-                if proc.returncode is None:
+            if proc.returncode is None:
+                with trio.CancelScope(shield=True):
                     self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
-                self._turn_done.set()
+        return parser, proc
 
     # --- plumbing --------------------------------------------------------------------------
     async def _turn_preamble(self) -> None:
@@ -617,6 +640,14 @@ class GeminiAdapter(AgentAdapter):
             await self._write(proc, line)
         except AgentStartError:
             pass
+
+
+def _resume_refused(parser: StreamJsonParser, proc: ManagedProcess) -> bool:
+    """``gemini -r`` with an unknown session: exit 42, "Error resuming session", no init."""
+    said = "\n".join(proc.stderr_tail)
+    return parser.session_id is None and (
+        proc.returncode == RESUME_FAILED_EXIT or "Error resuming session" in said
+    )
 
 
 def _error_detail(error: dict[str, Any]) -> str:

@@ -334,14 +334,17 @@ async def test_cli_killed_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeGem
 
 
 async def test_per_turn_fallback(tmp_path: Path, fake: FakeGeminiServer) -> None:
-    """``gemini -p -o stream-json``: one process per turn, resumed with ``-r``."""
-    async with running_gemini(tmp_path, fake, per_turn=True) as s:
+    """``gemini -p -o stream-json``: one process per turn, resumed with ``-r``. The thread
+    remembers a session this home does not have: the first turn starts a new one."""
+    missing = "00000000-0000-4000-8000-000000000000"
+    async with running_gemini(tmp_path, fake, per_turn=True, session_id=missing) as s:
         end = await s.turn("r1", "-v --help hello")  # not read as flags
         assert isinstance(end.event, TurnCompleted) and not end.event.is_error
         assert s.text_of("r1") == TEXT_ANSWER
         assert last_user_turn(fake.stream_requests()[-1].body)[0] == "-v --help hello"
-        first = s.of_run("r1")[0]
-        assert isinstance(first, SessionStarted)
+        first, notice = s.of_run("r1")[:2]
+        assert isinstance(first, SessionStarted) and first.session_id != missing
+        assert isinstance(notice, AgentError) and missing in notice.message
         end = await s.turn("r2", "TOOLTEST")
         assert isinstance(s.of_run("r2")[0], SessionStarted)
         assert s.of_run("r2")[0].session_id == first.session_id  # -r kept the session
@@ -352,7 +355,7 @@ async def test_per_turn_fallback(tmp_path: Path, fake: FakeGeminiServer) -> None
         await s.adapter.interrupt("r3")
         end = await s.wait_for(lambda e: e.run_id == "r3" and e.event.type == "turn_aborted")
         assert end.event.reason.startswith("interrupted")
-        assert not any(isinstance(e, AgentError) for e in s.events)
+        assert [e for e in s.events if isinstance(e.event, AgentError)] == [s.events[1]]
 
 
 async def test_mcp_server_injected_through_private_settings(
