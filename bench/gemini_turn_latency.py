@@ -11,6 +11,7 @@ to the first text delta and to the turn's end; then, on a slow stream, the time 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -91,6 +92,7 @@ async def measure(
                 await done.wait()
             interrupts.append(marks["end"] - asked)
         await adapter.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
     return samples, interrupts
 
 
