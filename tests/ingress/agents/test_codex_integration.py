@@ -499,3 +499,25 @@ async def test_a_failed_start_raises_with_the_reason(tmp_path: Path) -> None:
 
 async def _ignore(stamped: StampedEvent) -> None:
     pass
+
+
+async def test_stop_mid_turn_ends_the_turn_and_the_tree(
+    fake: OpenAIResponsesFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    opts = codex_options(fake.base_url, tmp_path / "home")
+    async with running(opts, work) as s:
+        await s.adapter.prompt(
+            PromptAgent(run_id="r1", text="SLOWTEST", agent="codex", workdir=str(work))
+        )
+        await s.wait_for(lambda e: e.run_id == "r1" and isinstance(e.event, TextDelta))
+        assert s.adapter.pid is not None
+        tree = tree_pids(s.adapter.pid)
+        t0 = time.monotonic()
+        with trio.fail_after(15):
+            await s.adapter.stop()
+        assert time.monotonic() - t0 < 5  # in-band interrupt, then stdin closed: no escalation
+        end = await s.turn_end("r1", timeout=1)
+        assert isinstance(end.event, TurnAborted)
+        assert _alive(tree) == []
