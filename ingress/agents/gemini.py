@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import signal
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -262,7 +263,7 @@ class GeminiAdapter(AgentAdapter):
         await self._turn_preamble()
         instruction = (
             (prompt.system_instruction or self.options.system_instruction)
-            if (self._instruct)
+            if self._instruct
             else None
         )
         self._instruct = False
@@ -277,7 +278,7 @@ class GeminiAdapter(AgentAdapter):
             proc = self._proc
             if proc is not None and proc.returncode is None:
                 self._interrupted = True
-                proc.signal(2)  # SIGINT: the CLI exits 0 at once, without a result line
+                proc.signal(signal.SIGINT)  # the CLI exits 0 at once, without a result line
             return
         proc = self._proc
         if proc is None or proc.returncode is not None or not self.turn_open:
@@ -470,7 +471,7 @@ class GeminiAdapter(AgentAdapter):
         proc = self._proc
         if proc is not None and proc.returncode is None and turn_done is self._turn_done:
             logger.warning("gemini: session/cancel not acknowledged; interrupting the process")
-            proc.signal(2)
+            proc.signal(signal.SIGINT)
 
     async def _set_model(self, proc: ManagedProcess, model: str) -> None:
         """Switch the model between turns in place (``session/set_model``)."""
