@@ -268,7 +268,7 @@ class StreamRenderer:
         self._lock = trio.Lock()
         self._wake = trio.Event()
         self._seq = 0
-        self._posted_now: dict[str, None] = {}
+        self._posted_now: dict[str, list[str]] = {}
         self._typing_on = False
         self._typing_due = math.inf
         self._background_error: RenderError | None = None
@@ -334,7 +334,8 @@ class StreamRenderer:
     # -- the interface -----------------------------------------------------------------------
 
     def known(self, key: str, message_ids: tuple[str, ...] | list[str]) -> None:
-        """Seed an output posted before a restart (from the log): never posted again."""
+        """Seed an output posted before a restart (from the log): never posted again.
+        Called once per logged ``OutputPosted``; the ids of one key accumulate."""
         out = self._outputs.get(key)
         if out is None:
             out = self._outputs[key] = _Output(key, "seeded", sealed=True)
@@ -357,9 +358,11 @@ class StreamRenderer:
         )
 
     async def apply(self, effect: Any) -> list[Posted]:
-        """Apply one chat effect; returns ``(key, all message ids)`` of outputs that got a new
-        message. Raises ``RenderError`` when the platform refused for good, ``TypeError``
-        for an effect that is not a chat effect."""
+        """Apply one chat effect; returns ``(key, message ids posted by this call)`` for each
+        output that got new messages (a long streamed output reports each new message once,
+        so the log stays linear; ``known`` merges them back). Raises ``RenderError`` when
+        the platform refused for good, ``TypeError`` for an effect that is not a chat
+        effect."""
         if not isinstance(effect, CHAT_EFFECTS):
             raise TypeError(f"not a chat effect: {type(effect).__name__}")
         self._raise_background_error()
@@ -373,7 +376,7 @@ class StreamRenderer:
                 raise
             finally:
                 self._wake.set()
-            return [(key, self._outputs[key].ids()) for key in self._posted_now]
+            return [(key, tuple(ids)) for key, ids in self._posted_now.items()]
 
     # -- effects ------------------------------------------------------------------------------
 
@@ -526,7 +529,7 @@ class StreamRenderer:
         message.shown_buttons = effect.buttons
         message.last_touch = self._clock()
         self._count("replies")
-        self._posted(out)
+        self._posted(out, message.id)
 
     async def _apply_typing(self, on: bool) -> None:
         if not on:
@@ -655,7 +658,7 @@ class StreamRenderer:
         message.shown, message.shown_buttons = text, message.buttons
         message.last_touch = self._clock()
         self._count("sends")
-        self._posted(out)
+        self._posted(out, message.id)
 
     async def _edit(self, out: _Output, message: _Message) -> None:
         text = self._wanted(out, message)
@@ -701,8 +704,8 @@ class StreamRenderer:
         except PlatformError:
             self._count("failures")
 
-    def _posted(self, out: _Output) -> None:
-        self._posted_now[out.key] = None
+    def _posted(self, out: _Output, message_id: str) -> None:
+        self._posted_now.setdefault(out.key, []).append(message_id)
         if self._typing_on:
             # Posting ends the typing indicator on Discord: show it again soon after.
             self._typing_due = min(self._typing_due, self._clock() + self._typing_after_post_s)

@@ -16,17 +16,19 @@ _WRAPPED_LINK = re.compile(r"<(https?://[^\s<>]+)>")
 def long_answer(target: int = 6000) -> str:
     """A realistic long answer: prose with links, and code blocks in two languages."""
     parts: list[str] = []
-    n = 0
-    while sum(len(p) for p in parts) < target:
+    n = size = 0
+    while size < target:
         n += 1
         parts.append(
             f"Step {n}: the handler in https://example.com/docs/step{n} reads the config and "
             f"retries on failure; see `handler_{n}()` for the details.\n"
         )
+        size += len(parts[-1])
         if n % 2 == 0:
             lang = "python" if n % 4 == 0 else "json"
             body = "".join(f"    v_{n}_{i} = compute({i}, {n})  # line {i}\n" for i in range(14))
             parts.append(f"```{lang}\n{body}```\n")
+            size += len(parts[-1])
     return "".join(parts)
 
 

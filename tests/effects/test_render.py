@@ -394,3 +394,17 @@ def test_final_messages_concatenate_to_the_streamed_text(
     rebuilt = original_text(texts, text)
     # Only trailing whitespace may be missing: a blank last message is never sent.
     assert text.startswith(rebuilt) and not text[len(rebuilt) :].strip()
+
+
+async def test_platform_traffic_grows_linearly_with_the_answer(autojump_clock: object) -> None:
+    """A proxy for CPU that no machine load can flake: the characters the renderer hands
+    to the platform (every send and edit) for a 10x longer answer are about 10x."""
+
+    async def traffic(size: int) -> int:
+        platform = RecordingPlatform()
+        async with StreamRenderer(platform, CHANNEL) as renderer:
+            await stream(renderer, "k", long_answer(size), step=100, every=0.02)
+        return sum(len(call.text or "") for call in platform.calls)
+
+    small, large = await traffic(50_000), await traffic(500_000)
+    assert 9 * small <= large <= 11 * small
