@@ -21,6 +21,7 @@ from ingress.agents.base import AgentOptions, StampedEvent
 from ingress.agents.claude import ClaudeAdapter
 from ingress.agents.codex import CodexAdapter
 from ingress.agents.gemini import GeminiAdapter
+from ingress.agents.opencode import OpencodeAdapter
 from runtime.agent_events import (
     PermissionRequested,
     TextDelta,
@@ -34,6 +35,8 @@ from testkit.fake_model.anthropic import FakeAnthropic
 from testkit.fake_model.base import RecordedRequest, SSEEvent, SSEResponse
 from testkit.fake_model.gemini import FakeGeminiServer
 from testkit.fake_model.gemini import tool_names as gemini_tool_names
+from testkit.fake_model.openai_chat import OpenAIChatFake, is_title_request
+from testkit.fake_model.openai_chat import tool_names as chat_tool_names
 from testkit.fake_model.openai_responses import OpenAIResponsesFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,6 +97,11 @@ class ScriptedMcpModel(FakeAnthropic):
         if step is None:
             return self._stream(model, [("text", ["MCP ", "done."])], "end_turn")
         return self._tool(model, *step)
+
+
+def _starter(names: list[str]) -> str | None:
+    """The offered name of start_process (not restart_process, which ends the same way)."""
+    return next((n for n in names if n.endswith("start_process") and "restart" not in n), None)
 
 
 def _blocks(messages: list[Any], role: str) -> Iterator[dict[str, Any]]:
@@ -361,7 +369,7 @@ class ScriptedGemini(FakeGeminiServer):
             return
         names = gemini_tool_names(body)
         self.offered.append(names)
-        starter = next((n for n in names if n.endswith("start_process")), None)
+        starter = _starter(names)
         if starter is None:
             yield from super()._stream(body)
             return
@@ -430,6 +438,121 @@ async def test_gemini_drives_the_process_manager(nursery: trio.Nursery, tmp_path
     assert isinstance(ended[0], TurnCompleted), ended
     assert MARKER in fake.results[-2]
     assert re.search(r'tree_gone\\?"\s*:\s*true', fake.results[-1]), fake.results[-1]
+    assert "MCP done." in "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+    procs = manager.processes_for_thread(THREAD)
+    assert [(p.name, p.status) for p in procs] == [("web", "stopped")]
+    assert procs[0].pid is not None and not alive(procs[0].pid)
+    assert manager.guard.refused == 0
+
+
+# -- OpenCode (serve) -----------------------------------------------------------------------
+
+OPENCODE = ROOT / ".agents" / "node_modules" / ".bin" / "opencode"
+OPENCODE_OFFLINE_ENV = (
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_CLAUDE_CODE", "1"),
+)
+
+
+class ChatScript:
+    """The same script over Chat Completions (the fake's ``script`` hook); opencode names
+    MCP tools ``<server>_<tool>``."""
+
+    def __init__(self, fake: OpenAIChatFake, workdir: Path) -> None:
+        self.fake = fake
+        self.workdir = workdir
+        self.offered: list[list[str]] = []
+        self.results: list[str] = []
+
+    def __call__(self, request: RecordedRequest) -> list[SSEEvent] | None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if is_title_request(body) or "MCPTEST" not in json.dumps(body.get("messages")):
+            return None
+        names = chat_tool_names(body)
+        self.offered.append(names)
+        starter = _starter(names)
+        if starter is None:
+            return None
+        prefix = starter.removesuffix("start_process")
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        done = [
+            call["function"]["name"].removeprefix(prefix)
+            for m in messages
+            if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+        ]
+        self.results = [
+            m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+            for m in messages
+            if m.get("role") == "tool"
+        ]
+        model = body.get("model", "fake-model")
+        step = next_call(prefix, done, self.results, self.workdir)
+        if step is None:
+            return list(self.fake.text_reply(model, ["MCP ", "done."]))
+        return list(self.fake.tool_call_reply(model, *step))
+
+
+def _opencode_options(fake: OpenAIChatFake, home: Path, manager: ProcessManager, work: Path) -> Any:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake local",
+                "options": {"baseURL": fake.base_url, "apiKey": "sk-fake"},
+                "models": {
+                    "fake-model": {
+                        "name": "Fake Model",
+                        "tool_call": True,
+                        "limit": {"context": 128000, "output": 4096},
+                    }
+                },
+            }
+        },
+    }
+    config_dir = home / ".config" / "opencode"
+    config_dir.mkdir(parents=True)
+    (config_dir / "opencode.json").write_text(json.dumps(config))
+    return AgentOptions(
+        binary=str(OPENCODE),
+        home=str(home),
+        env=OPENCODE_OFFLINE_ENV,
+        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(work)),),
+        start_timeout_s=60.0,
+        stop_grace_s=2.0,
+    )
+
+
+async def test_opencode_drives_the_process_manager(nursery: trio.Nursery, tmp_path: Path) -> None:
+    assert INSTALLED.exists() and OPENCODE.exists(), "run `make agents` first"
+    manager: ProcessManager = await nursery.start(serve_process_manager, make_config(tmp_path))
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    workdir.mkdir()
+    fake = OpenAIChatFake()
+    script = ChatScript(fake, workdir)
+    fake.script = script
+    fake.start()
+    adapter = OpencodeAdapter(_opencode_options(fake, home, manager, workdir))
+    try:
+        events = await _one_turn(adapter, "opencode", workdir)
+    finally:
+        fake.stop()
+
+    assert script.offered, "the model never saw the MCPTEST prompt"
+    assert all(any(n.endswith("_" + t) for n in script.offered[0]) for t in TOOLS), script.offered
+    ended = [e.event for e in events if isinstance(e.event, TurnCompleted | TurnAborted)]
+    assert isinstance(ended[0], TurnCompleted), ended
+    assert MARKER in script.results[-2]
+    assert re.search(r'tree_gone\\?"\s*:\s*true', script.results[-1]), script.results[-1]
     assert "MCP done." in "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
     procs = manager.processes_for_thread(THREAD)
     assert [(p.name, p.status) for p in procs] == [("web", "stopped")]
