@@ -178,7 +178,7 @@ def avoid_same_minute_collision(
 # --- past conversations --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: callers may read it as ``vars(info)``
 class ConversationInfo:
     session_id: str
     title: str  # the session's summary, else its first prompt, shortened
@@ -257,9 +257,11 @@ def _timestamp(value: Any, fallback: float) -> float:
     return fallback
 
 
-def list_conversations(workdir: str, home: str | None = None) -> list[ConversationInfo]:
-    """Past Gemini sessions of ``workdir`` in Spindle's private home, newest first (best
-    effort, never raises). ``home`` is the user's home (``AgentOptions.home``)."""
+def list_conversations(
+    workdir: str, home: str | None = None, limit: int = 25
+) -> list[ConversationInfo]:
+    """Past Gemini sessions of ``workdir`` in Spindle's private home, newest first, at most
+    ``limit`` (best effort, never raises). ``home`` is the user's home (``AgentOptions.home``)."""
     gemini_home = private_gemini_home(AgentOptions(home=home))
     best: dict[str, ConversationInfo] = {}
     try:
@@ -290,4 +292,4 @@ def list_conversations(workdir: str, home: str | None = None) -> list[Conversati
                     best[info.session_id] = info
     except OSError:
         pass
-    return sorted(best.values(), key=lambda c: c.updated_at, reverse=True)
+    return sorted(best.values(), key=lambda c: c.updated_at, reverse=True)[:limit]
