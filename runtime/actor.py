@@ -141,6 +141,8 @@ class ThreadActor:
             self._send.send_nowait((action, receipt))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self.dropped_posts += 1
+            if receipt is not None:
+                receipt._commit(None, "dropped: the thread's actor is closed")
             logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
             return False
         self._mailbox += 1

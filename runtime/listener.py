@@ -80,7 +80,7 @@ class AgentListener:
         thread_id: str,
         *,
         adapter_factory: AdapterFactory,
-        post: Callable[[Action], None],
+        post: Callable[[Action], object],
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_start: Callable[[], StartAgent | None],

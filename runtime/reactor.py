@@ -67,7 +67,7 @@ class Reactor:
         renderer: Renderer,
         listener: AgentListener,
         log: EventLog,
-        post: Callable[[Action], None],
+        post: Callable[[Action], object],
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
@@ -161,18 +161,18 @@ class Reactor:
         elif isinstance(effect, StopAgent):
             await listener.stop(effect.reason)
         else:
-            adapter = listener.adapter
-            if adapter is None:
+            live = listener.adapter
+            if live is None:
                 # Nothing to interrupt or answer: the agent is gone, and its exit is
                 # already on its way to the core as AgentExited.
                 logger.info("%s with no agent running", effect.type, extra=self._ctx(effect))
                 return
             if isinstance(effect, InterruptAgent):
-                await adapter.interrupt(effect.run_id)
+                await live.interrupt(effect.run_id)
             elif isinstance(effect, AnswerPermission):
-                await adapter.answer_permission(effect.request_id, effect.allow)
+                await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
-                await adapter.answer_question(effect.request_id, effect.answer)
+                await live.answer_question(effect.request_id, effect.answer)
 
     def _ctx(self, effect: Effect) -> dict[str, str]:
         run_id = getattr(effect, "run_id", None) or ""

@@ -35,9 +35,9 @@ def silent(text: str) -> list[Step]:
     return [Step("sleep", seconds=10_000)]
 
 
-async def throughput(tmp: Path, n: int) -> tuple[float, dict[str, int]]:
+async def throughput(tmp: Path, n: int, in_thread: bool) -> tuple[float, dict[str, int]]:
     agents, chat = FakeAgentWorld(script=silent), RenderWorld()
-    with EventLog(tmp / "bench.sqlite3") as log:
+    with EventLog(tmp / f"bench-{in_thread}.sqlite3", flush_in_thread=in_thread) as log:
         async with open_runtime(
             log=log,
             renderer_factory=chat.renderer,
@@ -158,11 +158,14 @@ def rebuild_time(path: Path) -> tuple[float, int]:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
     with tempfile.TemporaryDirectory() as tmp:
-        rate, stats = trio.run(throughput, Path(tmp), n)
-        print(
-            f"throughput: {rate:,.0f} actions/s through one actor "
-            f"({n} agent deltas; {stats['flushes']} flushes for {stats['rows_written']} rows)"
-        )
+        for in_thread in (False, True):
+            rate, stats = trio.run(throughput, Path(tmp), n, in_thread)
+            where = "in a worker thread" if in_thread else "on the trio thread"
+            print(
+                f"throughput, log flushed {where}: {rate:,.0f} actions/s through one actor "
+                f"({n} agent deltas; {stats['flushes']} flushes for {stats['rows_written']} "
+                f"rows, {stats['flush_us'] / max(1, stats['flushes']):.0f} µs per flush)"
+            )
         for snapshot_every, label in ((1000, "snapshots every 1000"), (10**9, "no snapshots")):
             path = Path(tmp) / f"big-{snapshot_every}.sqlite3"
             t0 = time.perf_counter()

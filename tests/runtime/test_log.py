@@ -37,8 +37,11 @@ def test_append_assigns_gapless_seqs_and_flush_makes_them_readable(tmp_path: Pat
         assert [e.seq for e in log.read("a")] == [1, 2, 3, 4]
 
 
-async def test_wait_durable_returns_after_the_flusher_commits(tmp_path: Path) -> None:
-    with EventLog(tmp_path / "log.sqlite3") as log:
+@pytest.mark.parametrize("in_thread", [False, True], ids=["trio-thread", "worker-thread"])
+async def test_wait_durable_returns_after_the_flusher_commits(
+    tmp_path: Path, in_thread: bool
+) -> None:
+    with EventLog(tmp_path / "log.sqlite3", flush_in_thread=in_thread) as log:
         async with trio.open_nursery() as nursery:
             await nursery.start(log.run_flusher)
             tickets = [log.append(_status("t", n)) for n in range(1, 101)]
