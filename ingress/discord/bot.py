@@ -33,22 +33,15 @@ from discord import app_commands
 
 from effects.discord_platform import DiscordPlatform
 from ingress.discord import translate
-from ingress.discord.sessions import list_sessions
+from ingress.discord.commands import build_commands
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import (
-    AbortRequested,
     Action,
-    ConversationEnded,
     ConversationResumed,
     ConversationStarted,
-    ModelChanged,
     PermissionAnswered,
     QuestionAnswered,
-    QueueCleared,
-    QueueCommand,
     QueuedItemRemoved,
-    StatusRequested,
-    WorkdirSet,
 )
 from runtime.model import Attachment, ThreadState
 
@@ -114,7 +107,7 @@ class SpindleBot(discord.Client):
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
         self._tail: asyncio.Future[None] | None = None  # the last handler in line (_ordered)
-        self._build_commands()
+        build_commands(self)
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -167,17 +160,17 @@ class SpindleBot(discord.Client):
         state = self._snapshot(thread_id)
         return state is not None and state.conversation is not None
 
-    def _workdir_of(self, thread_id: str) -> str | None:
+    def workdir_of(self, thread_id: str) -> str | None:
         state = self._snapshot(thread_id)
         if state is not None and state.conversation is not None:
             return state.conversation.workdir
         return None
 
-    def _allowed(self, user: discord.abc.User) -> bool:
+    def allowed(self, user: discord.abc.User) -> bool:
         roles = tuple(role.id for role in getattr(user, "roles", ()))
         return self.settings.is_allowed(user.id, roles)
 
-    async def _refuse(self, interaction: discord.Interaction) -> None:
+    async def refuse(self, interaction: discord.Interaction) -> None:
         self.refusals += 1
         await interaction.response.send_message(REFUSAL, ephemeral=True)
 
@@ -201,7 +194,7 @@ class SpindleBot(discord.Client):
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id):
             return
-        if not self._allowed(message.author):
+        if not self.allowed(message.author):
             self.refusals += 1
             _log.info("ignoring a message from %s: not allow-listed", message.author.id)
             return
@@ -212,7 +205,7 @@ class SpindleBot(discord.Client):
             author_name=message.author.display_name,
             text=message.content,
             at=self._clock(),
-            attachments=await self._attachments(message, self._workdir_of(thread_id)),
+            attachments=await self._attachments(message, self.workdir_of(thread_id)),
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not action.interrupt)
@@ -222,7 +215,7 @@ class SpindleBot(discord.Client):
     async def _project_message(
         self, message: discord.Message, agent: str, workdir: str, emit: Emit
     ) -> None:
-        if not self._allowed(message.author):
+        if not self.allowed(message.author):
             self.refusals += 1
             return
         name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
@@ -336,8 +329,8 @@ class SpindleBot(discord.Client):
         kind, args = translate.parse_custom_id(str(data.get("custom_id", "")))
         if kind not in ("remove_queued", "permission", "question"):
             return
-        if not self._allowed(interaction.user):
-            await self._refuse(interaction)
+        if not self.allowed(interaction.user):
+            await self.refuse(interaction)
             return
         async with self._ordered() as emit:
             await interaction.response.defer()
@@ -379,12 +372,12 @@ class SpindleBot(discord.Client):
 
     # --- slash commands ---------------------------------------------------------------
 
-    async def _command(
+    async def command(
         self, interaction: discord.Interaction, build: Callable[[str, dict[str, Any]], Action]
     ) -> None:
         """Refuse, or defer and post the action ``build(thread_id, common fields)``."""
-        if not self._allowed(interaction.user):
-            await self._refuse(interaction)
+        if not self.allowed(interaction.user):
+            await self.refuse(interaction)
             return
         async with self._ordered() as emit:
             await interaction.response.defer(thinking=True)
@@ -404,15 +397,15 @@ class SpindleBot(discord.Client):
         common = {"thread_id": target, "action_id": action_id, "at": self._clock()}
         await emit(IngressItem((build(target, common),)))
 
-    async def _start(
+    async def start_conversation(
         self,
         interaction: discord.Interaction,
         agent: str,
         workdir: str | None,
         session_id: str | None = None,
     ) -> None:
-        if not self._allowed(interaction.user):
-            await self._refuse(interaction)
+        if not self.allowed(interaction.user):
+            await self.refuse(interaction)
             return
         async with self._ordered() as emit:
             await interaction.response.defer(thinking=True)
@@ -452,131 +445,3 @@ class SpindleBot(discord.Client):
             )
 
         await self._post_command(interaction, build, emit, thread_id=thread_id)
-
-    def _build_commands(self) -> None:
-        tree = self.tree
-        for agent in self.settings.agents:
-            tree.add_command(self._agent_group(agent))
-
-        conversation = app_commands.Group(
-            name="conversation", description="This thread's conversation"
-        )
-
-        @conversation.command(name="end", description="End the conversation and stop its agent")
-        async def end(interaction: discord.Interaction) -> None:
-            await self._command(interaction, lambda t, c: ConversationEnded(**c))
-
-        workdir = app_commands.Group(name="workdir", description="The conversation's directory")
-
-        @workdir.command(name="set", description="Move the conversation to another directory")
-        @app_commands.describe(path="A directory inside the allowed roots")
-        async def set_workdir(interaction: discord.Interaction, path: str) -> None:
-            base = self._workdir_of(str(interaction.channel_id))
-            resolved = translate.resolve_workdir(path, base)
-            await self._command(
-                interaction,
-                lambda t, c: WorkdirSet(**c, requested_workdir=path, resolved_workdir=resolved),
-            )
-
-        set_workdir.autocomplete("path")(self._complete_workdir)
-
-        @app_commands.command(name="status", description="Show the run, the queue and the agent")
-        async def status(interaction: discord.Interaction) -> None:
-            await self._command(interaction, lambda t, c: StatusRequested(**c))
-
-        @app_commands.command(name="model", description="Switch model (retries the active prompt)")
-        async def model(interaction: discord.Interaction, name: str) -> None:
-            await self._command(interaction, lambda t, c: ModelChanged(**c, model=name))
-
-        @app_commands.command(name="queue", description="Queue a prompt without interrupting")
-        async def queue(interaction: discord.Interaction, message: str) -> None:
-            user = interaction.user
-            await self._command(
-                interaction,
-                lambda t, c: QueueCommand(
-                    **c, author_id=str(user.id), author_name=user.display_name, text=message
-                ),
-            )
-
-        @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
-        @app_commands.describe(position="1-based position of the one prompt to drop")
-        async def clear_queue(
-            interaction: discord.Interaction, position: int | None = None
-        ) -> None:
-            await self._command(interaction, lambda t, c: QueueCleared(**c, position=position))
-
-        @app_commands.command(name="abort", description="Stop the active run")
-        async def abort(interaction: discord.Interaction) -> None:
-            user_id = str(interaction.user.id)
-            await self._command(interaction, lambda t, c: AbortRequested(**c, author_id=user_id))
-
-        for command in (conversation, workdir, status, model, queue, clear_queue, abort):
-            tree.add_command(command)
-
-    def _agent_group(self, agent: str) -> app_commands.Group:
-        group = app_commands.Group(name=agent, description=f"Conversations with {agent}")
-
-        @group.command(name="start", description=f"Start a {agent} conversation")
-        @app_commands.describe(workdir="Directory to work in (default: the configured one)")
-        async def start(interaction: discord.Interaction, workdir: str | None = None) -> None:
-            await self._start(interaction, agent, workdir)
-
-        @group.command(name="resume", description=f"Resume a {agent} session by id")
-        async def resume(
-            interaction: discord.Interaction, id: str, workdir: str | None = None
-        ) -> None:
-            await self._start(interaction, agent, workdir, session_id=id)
-
-        @group.command(name="conversations", description=f"List recent {agent} sessions")
-        async def conversations(interaction: discord.Interaction) -> None:
-            await self._list_sessions(interaction, agent)
-
-        async def complete_session(
-            interaction: discord.Interaction, current: str
-        ) -> list[app_commands.Choice[str]]:
-            if not self._allowed(interaction.user):
-                return []
-            sessions = list_sessions(agent, self._workdir_for_listing(interaction))
-            return [
-                app_commands.Choice(name=f"{s.id[:36]} {s.title}"[:100], value=s.id)
-                for s in sessions
-                if s.id.startswith(current.strip())
-            ][:25]
-
-        start.autocomplete("workdir")(self._complete_workdir)
-        resume.autocomplete("workdir")(self._complete_workdir)
-        resume.autocomplete("id")(complete_session)
-        return group
-
-    def _workdir_for_listing(self, interaction: discord.Interaction) -> str:
-        return self._workdir_of(str(interaction.channel_id)) or os.path.expanduser(
-            self.settings.default_workdir
-        )
-
-    async def _complete_workdir(
-        self, interaction: discord.Interaction, current: str
-    ) -> list[app_commands.Choice[str]]:
-        """Directory names as the path is typed (only for those allowed to use them)."""
-        if not self._allowed(interaction.user):
-            return []
-        base = self._workdir_of(str(interaction.channel_id)) or self.settings.default_workdir
-        return [
-            app_commands.Choice(name=path, value=path)
-            for path in translate.complete_directory(current, base)
-            if len(path) <= 100
-        ]
-
-    async def _list_sessions(self, interaction: discord.Interaction, agent: str) -> None:
-        """Read-only: answered here, from the CLI's own session store."""
-        if not self._allowed(interaction.user):
-            await self._refuse(interaction)
-            return
-        workdir = self._workdir_for_listing(interaction)
-        sessions = list_sessions(agent, workdir)
-        if not sessions:
-            text = f"No {agent} sessions found for `{workdir}`."
-        else:
-            lines = [f"`{s.id}`  {s.title}" for s in sessions[:15]]
-            text = f"Recent {agent} sessions in `{workdir}`:\n" + "\n".join(lines)
-            text += f"\nResume one with `/{agent} resume <id>`."
-        await interaction.response.send_message(text[:1900], ephemeral=True)

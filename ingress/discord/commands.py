@@ -1,0 +1,171 @@
+"""The slash commands: their definitions (names, options, descriptions, autocomplete) and
+what each one posts. Each handler refuses, or defers and posts one action through
+``SpindleBot.command`` / ``start_conversation``; ``/<agent> conversations`` is read-only and
+answered here. See docs/commands.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+
+from ingress.discord import translate
+from ingress.discord.sessions import list_sessions
+from runtime.actions import (
+    AbortRequested,
+    ConversationEnded,
+    ModelChanged,
+    QueueCleared,
+    QueueCommand,
+    StatusRequested,
+    WorkdirSet,
+)
+
+if TYPE_CHECKING:
+    from ingress.discord.bot import SpindleBot
+
+__all__ = ["build_commands"]
+
+
+def build_commands(bot: SpindleBot) -> None:
+    """Add every slash command to ``bot.tree`` (registered per guild in ``setup_hook``)."""
+    tree = bot.tree
+    for agent in bot.settings.agents:
+        tree.add_command(_agent_group(bot, agent))
+
+    conversation = app_commands.Group(name="conversation", description="This thread's conversation")
+
+    @conversation.command(name="end", description="End the conversation and stop its agent")
+    async def end(interaction: discord.Interaction) -> None:
+        await bot.command(interaction, lambda t, c: ConversationEnded(**c))
+
+    workdir = app_commands.Group(name="workdir", description="The conversation's directory")
+
+    @workdir.command(name="set", description="Move the conversation to another directory")
+    @app_commands.describe(path="A directory inside the allowed roots")
+    async def set_workdir(interaction: discord.Interaction, path: str) -> None:
+        base = bot.workdir_of(str(interaction.channel_id))
+        resolved = translate.resolve_workdir(path, base)
+        await bot.command(
+            interaction,
+            lambda t, c: WorkdirSet(**c, requested_workdir=path, resolved_workdir=resolved),
+        )
+
+    set_workdir.autocomplete("path")(_workdir_completer(bot))
+
+    @app_commands.command(name="status", description="Show the run, the queue and the agent")
+    async def status(interaction: discord.Interaction) -> None:
+        await bot.command(interaction, lambda t, c: StatusRequested(**c))
+
+    @app_commands.command(name="model", description="Switch model (retries the active prompt)")
+    async def model(interaction: discord.Interaction, name: str) -> None:
+        await bot.command(interaction, lambda t, c: ModelChanged(**c, model=name))
+
+    @app_commands.command(name="queue", description="Queue a prompt without interrupting")
+    async def queue(interaction: discord.Interaction, message: str) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: QueueCommand(
+                **c, author_id=str(user.id), author_name=user.display_name, text=message
+            ),
+        )
+
+    @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
+    @app_commands.describe(position="1-based position of the one prompt to drop")
+    async def clear_queue(interaction: discord.Interaction, position: int | None = None) -> None:
+        await bot.command(interaction, lambda t, c: QueueCleared(**c, position=position))
+
+    @app_commands.command(name="abort", description="Stop the active run")
+    async def abort(interaction: discord.Interaction) -> None:
+        user_id = str(interaction.user.id)
+        await bot.command(interaction, lambda t, c: AbortRequested(**c, author_id=user_id))
+
+    for command in (conversation, workdir, status, model, queue, clear_queue, abort):
+        tree.add_command(command)
+
+
+def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:
+    group = app_commands.Group(name=agent, description=f"Conversations with {agent}")
+
+    @group.command(name="start", description=f"Start a {agent} conversation")
+    @app_commands.describe(workdir="Directory to work in (default: the configured one)")
+    async def start(interaction: discord.Interaction, workdir: str | None = None) -> None:
+        await bot.start_conversation(interaction, agent, workdir)
+
+    @group.command(name="resume", description=f"Resume a {agent} session by id")
+    async def resume(interaction: discord.Interaction, id: str, workdir: str | None = None) -> None:
+        await bot.start_conversation(interaction, agent, workdir, session_id=id)
+
+    @group.command(name="conversations", description=f"List recent {agent} sessions")
+    async def conversations(interaction: discord.Interaction) -> None:
+        await _list_sessions(bot, interaction, agent)
+
+    async def complete_session(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        if not bot.allowed(interaction.user):
+            return []
+        sessions = list_sessions(agent, _workdir_for_listing(bot, interaction))
+        return [
+            app_commands.Choice(name=f"{s.id[:36]} {s.title}"[:100], value=s.id)
+            for s in sessions
+            if s.id.startswith(current.strip())
+        ][:25]
+
+    start.autocomplete("workdir")(_workdir_completer(bot))
+    resume.autocomplete("workdir")(_workdir_completer(bot))
+    resume.autocomplete("id")(complete_session)
+    return group
+
+
+def _workdir_for_listing(bot: SpindleBot, interaction: discord.Interaction) -> str:
+    return bot.workdir_of(str(interaction.channel_id)) or os.path.expanduser(
+        bot.settings.default_workdir
+    )
+
+
+def _workdir_completer(
+    bot: SpindleBot,
+) -> Callable[[discord.Interaction, str], Awaitable[list[app_commands.Choice[str]]]]:
+    # discord.py wants a plain coroutine function here (it reads its __qualname__).
+    async def complete_workdir(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return await _complete_workdir(bot, interaction, current)
+
+    return complete_workdir
+
+
+async def _complete_workdir(
+    bot: SpindleBot, interaction: discord.Interaction, current: str
+) -> list[app_commands.Choice[str]]:
+    """Directory names as the path is typed (only for those allowed to use them)."""
+    if not bot.allowed(interaction.user):
+        return []
+    base = bot.workdir_of(str(interaction.channel_id)) or bot.settings.default_workdir
+    return [
+        app_commands.Choice(name=path, value=path)
+        for path in translate.complete_directory(current, base)
+        if len(path) <= 100
+    ]
+
+
+async def _list_sessions(bot: SpindleBot, interaction: discord.Interaction, agent: str) -> None:
+    """Read-only: answered here, from the CLI's own session store."""
+    if not bot.allowed(interaction.user):
+        await bot.refuse(interaction)
+        return
+    workdir = _workdir_for_listing(bot, interaction)
+    sessions = list_sessions(agent, workdir)
+    if not sessions:
+        text = f"No {agent} sessions found for `{workdir}`."
+    else:
+        lines = [f"`{s.id}`  {s.title}" for s in sessions[:15]]
+        text = f"Recent {agent} sessions in `{workdir}`:\n" + "\n".join(lines)
+        text += f"\nResume one with `/{agent} resume <id>`."
+    await interaction.response.send_message(text[:1900], ephemeral=True)
