@@ -235,7 +235,12 @@ class _Output:
 
 
 class StreamRenderer:
-    """Applies chat effects to one channel of a platform; see the module docstring."""
+    """Applies chat effects to one channel of a platform; see the module docstring.
+
+    Run its background task with ``async with renderer:`` or ``nursery.start(renderer.run)``
+    (without it, edits that were not due yet wait for the next ``apply`` or ``flush``), and
+    ``await aclose()`` before dropping it so the last paced edits are made. ``clock`` must
+    tell trio's time (it is compared with trio deadlines); it is a parameter for tests."""
 
     def __init__(
         self,
@@ -397,7 +402,7 @@ class StreamRenderer:
             await self._edit_output(effect)
         elif isinstance(effect, SealOutput):
             out = self._outputs.get(effect.key)
-            if out is not None and not out.sealed:
+            if out is not None and not out.sealed and not out.failed:
                 await self._seal(out)
         elif isinstance(effect, ShowPermissionPrompt | ShowQuestion):
             if self._is_new(effect.key):
@@ -476,6 +481,7 @@ class StreamRenderer:
     async def _show_prompt(self, effect: ShowPermissionPrompt | ShowQuestion) -> None:
         out = self._outputs[effect.key] = _Output(effect.key, "prompt", sealed=True)
         menu: SelectMenu | None = None
+        buttons: tuple[Button, ...] = ()
         if isinstance(effect, ShowPermissionPrompt):
             out.text = _permission_text(effect)
             buttons = (
@@ -484,7 +490,6 @@ class StreamRenderer:
             )
         else:
             out.text = _question_text(effect)
-            buttons = ()
             if effect.options:
                 menu = SelectMenu(
                     custom_id=question_menu_id(effect.request_id),
@@ -574,9 +579,9 @@ class StreamRenderer:
         for text in out.chunker.take_closed():
             if out.live is not None and is_blank(text):
                 # It showed the start of a line that moved on to the next message.
-                live, out.live = out.live, None
-                out.messages.remove(live)
-                await self._delete(out, live)
+                moved_on, out.live = out.live, None
+                out.messages.remove(moved_on)
+                await self._delete(out, moved_on)
                 self._count("blank_skipped")
             elif out.live is not None:
                 out.live.final = text
