@@ -367,6 +367,20 @@ class EventLog:
         for seq, at, raw in cur:
             yield int(seq), float(at), json.loads(raw)
 
+    def posted_outputs(self, thread_id: str) -> dict[str, tuple[str, ...]]:
+        """key -> platform message ids of every output the thread's log says was posted
+        (from ``OutputPosted``): a renderer made after a restart starts from this, so it can
+        still edit or dismiss what the previous process posted."""
+        posted: dict[str, tuple[str, ...]] = {}
+        cur = self.conn.execute(
+            "SELECT action FROM actions WHERE thread_id=? AND kind='output_posted' ORDER BY seq",
+            (thread_id,),
+        )
+        for (raw,) in cur:
+            data = json.loads(raw)
+            posted[data["key"]] = tuple(data.get("message_ids", ()))
+        return posted
+
     def statistics(self) -> dict[str, int]:
         return {
             "appended": self._appended,

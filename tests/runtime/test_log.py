@@ -123,6 +123,7 @@ async def test_restart_reports_the_active_run_interrupted_and_the_queue_goes_on(
         await until(lambda: rt.chat.texts("t1", "tool") != [])
         await chat.queue("second")
         await chat.queue("third")
+        await rt.wait_quiet("t1")
         rt.log.flush()
         # The crash image: what is durable now (a copy, as if the process died here).
         crash = sqlite3.connect(tmp_path / "crash.sqlite3")
@@ -140,6 +141,9 @@ async def test_restart_reports_the_active_run_interrupted_and_the_queue_goes_on(
         assert any("restarted while this run was active" in n for n in notices)
         assert not set(rt.chat.keys("t1")) & posted_before  # nothing posted twice
         assert rt.agents.starts[0].session_id == "sess-1"  # the session is resumed
+        # What the first life posted is known, so a new renderer can still edit it.
+        known = rt.log.posted_outputs("t1")
+        assert posted_before <= set(known) and all(known[k] for k in posted_before)
 
 
 async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) -> None:
