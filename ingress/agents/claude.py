@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Mapping
@@ -73,6 +74,7 @@ NESTED_SESSION_ENV = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_P
 DENY_MESSAGE = "The user denied this tool use."
 DISMISS_MESSAGE = "The user dismissed the question without answering."
 RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
+INTERRUPT_GRACE_S = 10.0  # in-band interrupt unanswered for this long: SIGINT
 
 
 class AgentStartError(RuntimeError):
@@ -204,6 +206,9 @@ class ClaudeAdapter(AgentAdapter):
         self.stopped_clean: bool | None = None  # set by stop(): psutil saw no process left
         self.processes_started = 0
         self.first_event_latency_s: float | None = None  # last prompt -> first event
+        self.interrupt_grace_s = INTERRUPT_GRACE_S
+        self.interrupt_escalations = 0  # in-band interrupts that needed SIGINT
+        self._proc_nursery: trio.Nursery | None = None
         self._proc: ManagedProcess | None = None
         self._emit: EmitEvent | None = None
         self._start: StartAgent | None = None
@@ -243,6 +248,7 @@ class ClaudeAdapter(AgentAdapter):
     async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
         proc = await self._spawn(start.workdir, self.session_id)
         async with trio.open_nursery() as nursery:
+            self._proc_nursery = nursery
             nursery.start_soon(proc.pump_stderr)
             reader_done = trio.Event()
             nursery.start_soon(self._read_stdout, proc, reader_done)
@@ -271,6 +277,7 @@ class ClaudeAdapter(AgentAdapter):
                     system_instruction=prompt.system_instruction,
                 )
                 async with trio.open_nursery() as nursery:
+                    self._proc_nursery = nursery
                     nursery.start_soon(proc.pump_stderr)
                     reader_done = trio.Event()
                     nursery.start_soon(self._read_stdout, proc, reader_done)
@@ -460,6 +467,18 @@ class ClaudeAdapter(AgentAdapter):
         if proc is None or proc.returncode is not None:
             return
         await self._request(proc, {"subtype": "interrupt"}, prefix="interrupt")
+        if self._proc_nursery is not None:
+            self._proc_nursery.start_soon(self._escalate_interrupt, proc, run_id)
+
+    async def _escalate_interrupt(self, proc: ManagedProcess, run_id: str) -> None:
+        """A CLI that ignores the in-band interrupt gets SIGINT: Claude Code then ends the
+        turn with its `result` and exits 0 (the listener starts it again, resuming)."""
+        with trio.move_on_after(self.interrupt_grace_s):
+            while self.current_run == run_id and proc.returncode is None:
+                await trio.sleep(0.05)
+            return
+        self.interrupt_escalations += 1
+        proc.signal(signal.SIGINT)
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         pending = self.parser.pending.pop(request_id, None)
