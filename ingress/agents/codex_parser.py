@@ -277,9 +277,9 @@ class AppServerParser:
                 for o in _list(first.get("options"))
                 if (label := _str(_dict(o).get("label"))) is not None
             )
-            event = QuestionAsked(request_id=request_id, question=text, options=options)
+            question = QuestionAsked(request_id=request_id, question=text, options=options)
             self._pending[request_id] = PendingRequest(rpc_id, method, "question", params)
-            out.events.append(TurnEvent(turn_id, event))
+            out.events.append(TurnEvent(turn_id, question))
             out.request = ServerRequest(rpc_id, method, params, handled=True)
             return
         self.stats.skip(f"request:{method}")
