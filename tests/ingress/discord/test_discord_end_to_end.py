@@ -319,3 +319,35 @@ async def test_a_restart_keeps_the_conversation_and_posts_nothing_twice(
         assert _delivered(stack) == ["still here?"]
         assert stack.agents.starts[0].session_id == "sess-1"  # the session was resumed
         assert [m.id for m in messages[: len(before)]] == [m.id for m in before]
+
+
+async def test_queued_messages_follow_their_edits_and_deletes(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: _delivered(stack))
+        edited = world.fake.send_message(thread, world.alice, "add tests. queue")
+        deleted = world.fake.send_message(thread, world.alice, "add docs. queue")
+        withdrawn = world.fake.send_message(thread, world.alice, "add a changelog. queue")
+        kept = world.fake.send_message(thread, world.alice, "bump the version. queue")
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)),
+            lambda s: s is not None and len(s.queue) == 4,
+        )
+        world.fake.edit_message(edited, "add more tests. queue")
+        world.fake.delete_message(deleted)
+        world.fake.edit_message(withdrawn, "add a changelog.")
+        await stack.until_footers(thread, 3, timeout=20)
+        assert _delivered(stack) == ["SLOW work", "add more tests.", "bump the version."]
+        assert kept in {m.id for m in world.fake.messages(thread)}
+
+
+async def test_archiving_a_thread_stops_its_agent(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "LONGTOOL please")
+        await wait_for(lambda: stack.agents.live())
+        world.fake.archive_thread(thread)
+        await wait_for(lambda: stack.runtime.actors(), lambda actors: str(thread) not in actors)
+        assert stack.agents.live() == []
+        assert stack.runtime.disposed == 1
