@@ -14,6 +14,7 @@ The reply is picked from the last real user text (``base.scenario_of``):
 * ``TOUCHTEST``: a shell call ``touch touched.txt`` (needs approval under ``untrusted``).
 * ``SLOWTEST`` / ``CRASHTEST``: ``slow_chunks`` text chunks ``slow_delay`` seconds apart.
 * ``MCPTEST``: a call of the first ``mcp__*`` tool offered (text when none is offered).
+* ``PATCHTEST`` (this fake only): an ``apply_patch`` call adding ``patched.txt``.
 * anything else: ``Hello from fake model.`` in a few deltas.
 """
 
@@ -34,9 +35,11 @@ from testkit.fake_model.base import (
     scenario_of,
 )
 
-__all__ = ["HELLO", "OpenAIResponsesFake", "last_user_text", "tool_names"]
+__all__ = ["HELLO", "PATCH", "OpenAIResponsesFake", "last_user_text", "tool_names"]
 
 HELLO = "Hello from fake model."
+# PATCHTEST (this API only): an apply_patch call that adds patched.txt.
+PATCH = "*** Begin Patch\n*** Add File: patched.txt\n+patched by the fake\n*** End Patch\n"
 
 # Codex wraps context and bookkeeping in user-role messages; they are not what the user typed.
 _SYNTHETIC_PREFIXES = ("<environment_context>", "<turn_aborted>", "<user_instructions>")
@@ -84,6 +87,9 @@ def _last_tool_output(body: Any) -> str | None:
             if isinstance(out, str):
                 return out
             return json.dumps(out)
+        if isinstance(last, dict) and last.get("type") == "custom_tool_call_output":
+            out = last.get("output")
+            return out if isinstance(out, str) else json.dumps(out)
     return None
 
 
@@ -157,8 +163,11 @@ class OpenAIResponsesFake:
         if tool_output is not None:
             yield from self.text_reply(model, [f"Tool said: {tool_output}".rstrip("\n")])
             return
-        scenario = scenario_of(last_user_text(body))
-        if scenario == "TOOLTEST":
+        user_text = last_user_text(body)
+        scenario = scenario_of(user_text)
+        if "PATCHTEST" in user_text:
+            yield from self.custom_tool_call_reply(model, "apply_patch", PATCH)
+        elif scenario == "TOOLTEST":
             yield from self.tool_call_reply(model, "exec_command", {"cmd": "echo hi"})
         elif scenario == "TOUCHTEST":
             yield from self.tool_call_reply(model, "exec_command", {"cmd": "touch touched.txt"})
@@ -242,6 +251,30 @@ class OpenAIResponsesFake:
             "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
+        yield SSEEvent(
+            {"type": "response.output_item.done", "output_index": 0, "item": done},
+            "response.output_item.done",
+        )
+        yield self._completed(resp_id, model, [done])
+
+    def custom_tool_call_reply(self, model: str, name: str, text: str) -> Iterator[SSEEvent]:
+        """A freeform ("custom") tool call, the way codex's ``apply_patch`` is called."""
+        n = self._next_id()
+        resp_id, item_id, call_id = f"resp_{n}", f"ctc_fake{n:06d}", f"call_fake{n:06d}"
+        yield self._created(resp_id, model)
+        added = {
+            "type": "custom_tool_call",
+            "id": item_id,
+            "call_id": call_id,
+            "name": name,
+            "input": "",
+            "status": "in_progress",
+        }
+        yield SSEEvent(
+            {"type": "response.output_item.added", "output_index": 0, "item": added},
+            "response.output_item.added",
+        )
+        done = dict(added, input=text, status="completed")
         yield SSEEvent(
             {"type": "response.output_item.done", "output_index": 0, "item": done},
             "response.output_item.done",

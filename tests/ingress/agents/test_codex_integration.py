@@ -521,3 +521,28 @@ async def test_stop_mid_turn_ends_the_turn_and_the_tree(
         end = await s.turn_end("r1", timeout=1)
         assert isinstance(end.event, TurnAborted)
         assert _alive(tree) == []
+
+
+async def test_file_edit_approvals(fake: OpenAIResponsesFake, tmp_path: Path) -> None:
+    """``apply_patch`` asks through ``item/fileChange/requestApproval``: no, then yes."""
+    work = tmp_path / "work"
+    work.mkdir()
+    opts = codex_options(fake.base_url, tmp_path / "home")
+    async with running(opts, work, approval_policy="untrusted") as s:
+        for run_id, allow in (("r1", False), ("r2", True)):
+            await s.adapter.prompt(
+                PromptAgent(run_id=run_id, text="PATCHTEST", agent="codex", workdir=str(work))
+            )
+            ask = await s.wait_for(
+                lambda e, r=run_id: e.run_id == r and isinstance(e.event, PermissionRequested)
+            )
+            assert ask.event.tool == "Edit" and ask.event.detail.endswith("patched.txt")
+            (started,) = s.of(run_id, ToolStarted)
+            assert started.display_name == "Edit"
+            await s.adapter.answer_permission(ask.event.request_id, allow)
+            end = await s.turn_end(run_id)
+            assert isinstance(end.event, TurnCompleted)
+            (finished,) = s.of(run_id, ToolFinished)
+            assert finished.tool_id == started.tool_id and finished.is_error is not allow
+            assert (work / "patched.txt").exists() is allow
+    assert (work / "patched.txt").read_text() == "patched by the fake\n"
