@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import stat
 import sys
@@ -55,7 +56,9 @@ from runtime.agent_events import (
 from runtime.effects import PromptAgent, StartAgent
 
 __all__ = [
+    "FakeAgentServer",
     "FakeAgentWorld",
+    "SharedSessionAdapter",
     "ScriptedAgent",
     "Step",
     "default_script",
@@ -254,6 +257,98 @@ class ScriptedAgent(AgentAdapter):
         self._exit.set()
 
     def crash(self) -> None:
+        self._exit.set()
+
+
+# --- a shared agent server ------------------------------------------------------------------
+
+
+class FakeAgentServer:
+    """One agent server shared by many threads, like ``opencode serve``: a single event
+    connection carries the events of every session, and ``SessionDemux`` routes them to
+    the thread listening on each session. ``adapter`` is the per-thread adapter factory."""
+
+    def __init__(self, script: Callable[[str], list[Step]] = default_script) -> None:
+        from runtime.listener import SessionDemux
+
+        self.demux = SessionDemux()
+        self.script = script
+        self.connections = 0  # event connections opened (one for all threads)
+        self.delivered: list[tuple[str, str, str]] = []  # (session, run_id, text)
+        self._send, self._recv = trio.open_memory_channel[StampedEvent](math.inf)
+        self._nursery: trio.Nursery | None = None
+        self._sessions = itertools.count(1)
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The server and its one event connection, fanned out by the demux."""
+        self.connections += 1
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            async for event in self._recv:
+                await self.demux.dispatch(event)
+
+    def new_session(self) -> str:
+        return f"shared-{next(self._sessions)}"
+
+    def start_turn(self, session_id: str, prompt: PromptAgent) -> None:
+        assert self._nursery is not None, "start the server first"
+        self.delivered.append((session_id, prompt.run_id, prompt.text))
+        self._nursery.start_soon(self._turn, session_id, prompt)
+
+    async def _turn(self, session_id: str, prompt: PromptAgent) -> None:
+        def out(event: AgentEvent) -> None:
+            self._send.send_nowait(StampedEvent(prompt.run_id, session_id, event))
+
+        out(SessionStarted(session_id=session_id))
+        for step in self.script(prompt.text):
+            if step.kind == "event" and step.event is not None:
+                out(step.event)
+            elif step.kind == "sleep":
+                await trio.sleep(step.seconds)
+        out(TurnCompleted(session_id=session_id))
+
+    def adapter(self, name: str) -> SharedSessionAdapter:
+        return SharedSessionAdapter(AgentOptions(), server=self)
+
+
+class SharedSessionAdapter(AgentAdapter):
+    """One thread's view of a ``FakeAgentServer``: no process of its own; ``serve`` claims
+    the thread's session on the shared connection and lasts until ``stop``."""
+
+    name = "shared"
+
+    def __init__(self, options: AgentOptions, *, server: FakeAgentServer) -> None:
+        super().__init__(options)
+        self.server = server
+        self.session_id: str | None = None
+        self._exit = trio.Event()
+
+    async def serve(
+        self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.session_id = start.session_id or self.server.new_session()
+        await self.server.demux.route(self.session_id, emit)
+        try:
+            task_status.started()
+            await self._exit.wait()
+        finally:
+            self.server.demux.unroute(self.session_id)
+
+    async def prompt(self, prompt: PromptAgent) -> None:
+        assert self.session_id is not None
+        self.server.start_turn(self.session_id, prompt)
+
+    async def interrupt(self, run_id: str) -> None:
+        return None
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        return None
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        return None
+
+    async def stop(self) -> None:
         self._exit.set()
 
 

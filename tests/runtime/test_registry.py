@@ -17,7 +17,7 @@ from ingress.agents.claude import ClaudeAdapter
 from runtime import agent_events as E
 from runtime.listener import SessionDemux
 from runtime.model import Phase
-from testkit.fake_agent import fake_claude_binary
+from testkit.fake_agent import FakeAgentServer, fake_claude_binary
 
 
 def all_tasks() -> list[trio.lowlevel.Task]:
@@ -161,6 +161,30 @@ async def test_session_demux_routes_one_connection_to_many_threads(autojump_cloc
     assert got == {"A": ["a1", "a2"], "B": ["b2", "b3", "b4"]}
     stats = demux.statistics()
     assert stats["held_dropped"] == 1 and stats["unroutable"] == 1 and stats["sessions"] == 1
+
+
+async def test_threads_share_one_agent_server_connection(tmp_path: Path, autojump_clock) -> None:
+    server = FakeAgentServer()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        async with running(tmp_path, adapter_factory=server.adapter) as rt:
+            chats = [Chat(rt, f"t{n}", str(tmp_path)) for n in (1, 2)]
+            for chat in chats:
+                await chat.start("shared")
+            for chat in chats:
+                await chat.say(f"hello from {chat.thread_id}")
+            await until(
+                lambda: all(rt.snapshot(c.thread_id).counters.completed == 1 for c in chats)
+            )
+            sessions = {rt.snapshot(c.thread_id).conversation.session_id for c in chats}
+            assert len(sessions) == 2 and None not in sessions  # one session per thread
+            for chat in chats:  # each thread got its own session's output only
+                assert rt.chat.texts(chat.thread_id, "text") == ["Hello from fake agent."]
+            assert server.connections == 1
+            assert server.demux.statistics()["routed"] == 2 * 4  # session, 2 deltas, end
+            assert server.demux.statistics()["unroutable"] == 0
+        assert server.demux.sessions() == []  # disposal released both sessions
+        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(60)
