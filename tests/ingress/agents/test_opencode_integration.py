@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from effects.process import tree_pids
-from ingress.agents.base import AgentOptions, StampedEvent
+from ingress.agents.base import AgentOptions, McpServer, StampedEvent
 from ingress.agents.opencode import OpencodeAdapter, list_conversations
 from ingress.agents.opencode_server import live_servers
 from runtime.agent_events import (
@@ -38,6 +38,7 @@ from runtime.agent_events import (
     TurnCompleted,
 )
 from runtime.effects import PromptAgent, StartAgent
+from testkit.fake_model.base import FakeModelServer, JSONResponse, RecordedRequest
 from testkit.fake_model.openai_chat import HELLO, OpenAIChatFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -389,3 +390,78 @@ async def test_per_turn_fallback_text_then_resumed_tool_call(
         assert isinstance(end.event, TurnAborted) and end.event.reason == "interrupted"
         assert end.event.exit_code is not None and end.event.exit_code != 0
         assert "chunk39" not in _text([e for e in thread.events if e.run_id == slow])
+
+
+# -- MCP injection ----------------------------------------------------------------------------
+
+
+def _mcp_reply(req: RecordedRequest) -> JSONResponse:
+    """Just enough of an MCP streamable-HTTP server: handshake, one tool, its call."""
+    if req.method != "POST":
+        return JSONResponse(None, 405)  # no server-initiated SSE stream
+    body = req.body if isinstance(req.body, dict) else {}
+    method, rpc_id = body.get("method"), body.get("id")
+    if rpc_id is None:
+        return JSONResponse(None, 202)  # a notification
+    if method == "initialize":
+        result: dict[str, object] = {
+            "protocolVersion": body.get("params", {}).get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "probe", "version": "1"},
+        }
+    elif method == "tools/list":
+        schema = {"type": "object", "properties": {}}
+        tool = {"name": "restart_process", "description": "restart", "inputSchema": schema}
+        result = {"tools": [tool]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": "restarted web"}]}
+    else:
+        error = {"code": -32601, "message": "not here"}
+        return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "error": error})
+    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+
+
+async def test_mcp_server_injected_through_a_private_config(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    mcp = FakeModelServer()
+    mcp.route("*", "/mcp", _mcp_reply)
+    mcp.start()
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    options = opencode_options(fake, home).model_copy(
+        update={
+            "mcp_servers": (
+                McpServer(name="probe", url=mcp.base_url + "/mcp", bearer_token="s3cret"),
+            )
+        }
+    )
+    user_config = home / ".config" / "opencode" / "opencode.json"
+    before = user_config.read_text()
+    try:
+        async with running(options, work) as thread:
+            server = thread.adapter.server
+            assert server is not None and server.process is not None
+            for pid in tree_pids(server.process.pid):
+                try:
+                    assert "s3cret" not in " ".join(psutil.Process(pid).cmdline())
+                except psutil.Error:
+                    pass
+            events = await thread.turn("MCPTEST restart the web process")
+            started = _of(events, ToolStarted)
+            assert started and "restart_process" in started[0].name
+            finished = _of(events, ToolFinished)
+            assert finished and "restarted web" in finished[0].result
+            assert "Tool said: restarted web" in _text(events)
+    finally:
+        mcp.stop()
+    assert user_config.read_text() == before  # the user's own config is untouched
+    # Nothing of ours landed in the user's tree (opencode adds its own .gitignore etc.).
+    for path in home.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonc", ".toml", ".md", ""):
+            assert b"s3cret" not in path.read_bytes(), path
+    methods = [r.body.get("method") for r in mcp.requests if isinstance(r.body, dict)]
+    assert "initialize" in methods and "tools/call" in methods
+    auth = {{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in mcp.requests}
+    assert auth == {"Bearer s3cret"}
