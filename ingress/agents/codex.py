@@ -412,6 +412,8 @@ class CodexAdapter(AgentAdapter):
         emit: EmitEvent,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        if self._stopping:
+            raise CodexStartError("stopped before it started")
         self._emit = emit
         self._start = start
         self._thread_id = start.session_id
@@ -589,7 +591,6 @@ class CodexAdapter(AgentAdapter):
         if self.options.per_turn:
             await self._prompt_per_turn(prompt)
             return
-        self._run_id = prompt.run_id
         with trio.move_on_after(self.options.start_timeout_s):
             await self._ready.wait()
         rpc = self._rpc
