@@ -270,12 +270,17 @@ class ClaudeAdapter(AgentAdapter):
                     continue
                 self._queued_runs.discard(prompt.run_id)
                 session = self.session_id or prompt.session_id
-                proc = await self._spawn(
-                    prompt.workdir or start.workdir,
-                    session,
-                    model=prompt.model,
-                    system_instruction=prompt.system_instruction,
-                )
+                try:
+                    proc = await self._spawn(
+                        prompt.workdir or start.workdir,
+                        session,
+                        model=prompt.model,
+                        system_instruction=prompt.system_instruction,
+                    )
+                except (AgentStartError, OSError) as exc:
+                    # This turn cannot run; the next prompt may (a workdir comes back ...).
+                    await self._emit_event(TurnAborted(reason=str(exc)), prompt.run_id)
+                    continue
                 async with trio.open_nursery() as nursery:
                     self._proc_nursery = nursery
                     nursery.start_soon(proc.pump_stderr)

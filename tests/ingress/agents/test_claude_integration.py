@@ -434,6 +434,13 @@ async def test_per_turn_mode_resumes_one_process_per_turn(
         assert s.text_of("r2") == "Tool said: hi"
         assert s.adapter.processes_started == 2
         assert second.session_id == first.session_id
+        # A turn that cannot start (its workdir is gone) fails alone; the next one runs.
+        gone = tmp_path / "gone"
+        await s.adapter.prompt(_prompt("r3", "hello", gone))
+        third = await s.wait_for(lambda e: e.run_id == "r3" and isinstance(e.event, TurnAborted))
+        assert "does not exist" in third.event.reason
+        fourth = await s.turn("r4", "hello")
+        assert isinstance(fourth.event, TurnCompleted) and s.adapter.processes_started == 3
 
 
 async def test_mcp_server_injected_with_its_token(tmp_path: Path, fake: FakeAnthropic) -> None:
