@@ -108,6 +108,7 @@ class AgentListener:
         self._done.set()
         self._last_error = ""
         self._waiters = 0  # ensure() calls waiting for the agent
+        self._start_scope: trio.CancelScope | None = None
         self._restart_at = 0.0
         self.wait_for_restart_s = wait_for_restart_s
 
@@ -156,6 +157,8 @@ class AgentListener:
             return
         self._stopping = True
         self._report_stop = report
+        if self._start_scope is not None:
+            self._start_scope.cancel()
         self._notify()
         adapter = self.adapter
         if adapter is not None:
@@ -213,18 +216,31 @@ class AgentListener:
         connected = False
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(adapter.serve, start, self._emit)
-                connected = True
-                self.adapter = adapter
-                self._post(self._action(AgentConnected, session_id=start.session_id))
-                self._notify()
-                if self._stopping:  # stop() came while we were starting
-                    await adapter.stop()
+                # A start that hangs is given up after start_timeout_s, and stop() cancels
+                # one in progress (there is no adapter to stop yet).
+                with trio.CancelScope(deadline=trio.current_time() + self.start_timeout_s) as scope:
+                    self._start_scope = scope
+                    await nursery.start(adapter.serve, start, self._emit)
+                self._start_scope = None
+                if scope.cancelled_caught:
+                    nursery.cancel_scope.cancel()
+                    if not self._stopping:
+                        raise AgentUnavailable(
+                            f"the agent did not get ready within {self.start_timeout_s:g} s"
+                        )
+                else:
+                    connected = True
+                    self.adapter = adapter
+                    self._post(self._action(AgentConnected, session_id=start.session_id))
+                    self._notify()
+                    if self._stopping:  # stop() came while we were starting
+                        await adapter.stop()
         except Exception as exc:  # a failing adapter is reported, never fatal to the actor
             self._last_error = _describe(exc)
             logger.warning("agent adapter failed: %s", self._last_error, extra=self._ctx())
         finally:
             self.adapter = None
+            self._start_scope = None
         self.exits += 1
         if not connected:
             self._last_error = self._last_error or "the agent exited before it was ready"

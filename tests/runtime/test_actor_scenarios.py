@@ -7,10 +7,12 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
+from ingress.agents.base import AgentOptions
 from runtime import agent_events as E
 from runtime.actions import AgentEventReceived, EffectFailed
 from runtime.effects import PromptAgent
 from runtime.model import Phase
+from testkit.fake_agent import ScriptedAgent
 
 
 @pytest.fixture
@@ -243,3 +245,18 @@ async def test_notes_are_logged_with_thread_run_and_action(tmp_path, autojump, c
         for r in notes
     )
     assert all(hasattr(r, "run") for r in notes)
+
+
+async def test_an_agent_that_never_gets_ready_is_given_up(tmp_path, autojump) -> None:
+    class Hanging(ScriptedAgent):
+        async def serve(self, start, emit, task_status=trio.TASK_STATUS_IGNORED) -> None:
+            await trio.sleep_forever()
+
+    async with running(tmp_path, adapter_factory=lambda name: Hanging(AgentOptions())) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("hello?")
+        await until(lambda: rt.snapshot("t1").run is None, timeout=600)
+        assert any("within 60 s" in t for t in rt.chat.texts("t1", "notice"))
+        assert rt.snapshot("t1").counters.failed == 1
+    assert rt.statistics("t1").listener_running is False
