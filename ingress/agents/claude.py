@@ -395,14 +395,16 @@ class ClaudeAdapter(AgentAdapter):
                     if isinstance(rid, str) and rid in self._acks:
                         self._acks.pop(rid).set()
                 self.parser.control_responses.clear()
-                while self.parser.unsupported_requests:
-                    rid = self.parser.unsupported_requests.pop()
-                    await self._write(
-                        proc, _control_response(rid, None, "not supported by Spindle")
-                    )
-                if self.parser.take_result_seen():
-                    self.current_run = None
-                    await self._write_next(proc)
+                try:
+                    while self.parser.unsupported_requests:
+                        rid = self.parser.unsupported_requests.pop()
+                        refusal = _control_response(rid, None, "not supported by Spindle")
+                        await self._write(proc, refusal)
+                    if self.parser.take_result_seen():
+                        self.current_run = None
+                        await self._write_next(proc)
+                except AgentStartError:
+                    pass  # stdin is gone: the process is exiting, and _wait_exit reports it
         finally:
             done.set()
 
