@@ -18,21 +18,33 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DOCTOR, EXIT_DATABASE = 0, 1, 2, 3, 4
 
 
 def _parser() -> argparse.ArgumentParser:
+    # --config and --log-level work before or after the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="config file (default: <user config dir>/spindle/config.toml)",
+    )
+    common.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=argparse.SUPPRESS,
+        help="terminal log verbosity",
+    )
     p = argparse.ArgumentParser(
+        parents=[common],
         prog="spindle",
         description="One long-lived actor per chat thread, driving a coding-agent CLI.",
         epilog="Exit codes: 0 ok, 1 failure, 2 usage/config error, 3 doctor found a failure, "
         "4 database unusable.",
     )
-    p.add_argument(
-        "--config", type=Path, help="config file (default: <user config dir>/spindle/config.toml)"
-    )
-    p.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error"], help="log verbosity"
-    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser(
+    def command(name: str, **kw: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    run = command(
         "run",
         help="run the bot: Discord when a token is set, else the console chat",
         description="Start the runtime. With a Discord token (SPINDLE_DISCORD_TOKEN) "
@@ -46,20 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", help="workdir of the first console conversation (default: .)")
     run.add_argument("--no-mcp", action="store_true", help="do not start the MCP process manager")
 
-    sub.add_parser(
+    command(
         "status",
         help="threads, phases, queues and counters, read from the database",
         description="Read-only: works while the bot runs.",
     )
-    sub.add_parser(
+    command(
         "doctor",
         help="check agents, data dir, database and Discord settings",
         description="Prints what is ready and what to do; exit 3 if something fails.",
     )
-    init = sub.add_parser("init", help="write a commented config file")
+    init = command("init", help="write a commented config file")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
 
-    replay = sub.add_parser(
+    replay = command(
         "replay",
         help="fold a recorded JSONL log and print its effects",
         description="Never performs effects.",
@@ -73,13 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         help="compare with EXPECTED; exit 1 on a difference",
     )
 
-    log = sub.add_parser("log", help="the event log")
+    log = command("log", help="the event log")
     log_sub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND")
-    export = log_sub.add_parser("export", help="write one thread's log as JSONL")
+    export = log_sub.add_parser("export", parents=[common], help="write one thread's log as JSONL")
     export.add_argument("thread")
     export.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
 
-    mcp = sub.add_parser("mcp", help="run the MCP process manager alone")
+    mcp = command("mcp", help="run the MCP process manager alone")
     mcp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: config mcp.port)")
     return p
 

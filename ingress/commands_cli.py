@@ -14,8 +14,9 @@ __all__ = ["dispatch"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {"log_level": args.log_level} if args.log_level else {}
-    return load_settings(args.config, **overrides)
+    level = getattr(args, "log_level", None)
+    overrides = {"log_level": level} if level else {}
+    return load_settings(getattr(args, "config", None), **overrides)
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    path: Path = args.config or default_config_path()
+    path: Path = getattr(args, "config", None) or default_config_path()
     if path.exists() and not args.force:
         print(f"{path} already exists (use --force to overwrite it).", file=sys.stderr)
         return EXIT_USAGE

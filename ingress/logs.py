@@ -1,6 +1,6 @@
 """Structured logging: JSON lines to a file under the data dir, readable lines to the terminal.
 
-Every record carries ``thread``, ``run`` and ``action`` (empty when not about one), so a
+Every record carries ``thread_id``, ``run`` and ``action`` (empty when not about one), so a
 thread's story can be read back with ``grep``. Secrets registered with ``redact`` are
 replaced by ``***`` in every message before any handler sees it.
 """
@@ -16,7 +16,11 @@ from pathlib import Path
 __all__ = ["configure_logging", "redact"]
 
 _SECRETS: set[str] = set()
-_FIELDS = ("thread", "run", "action")
+_FIELDS = (
+    "thread_id",
+    "run",
+    "action",
+)  # "thread" is taken: LogRecord keeps the OS thread id there
 
 
 def redact(secret: str | None) -> None:

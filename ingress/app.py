@@ -1,0 +1,207 @@
+"""``spindle run``: put the parts together and run until told to stop.
+
+It opens the event log (a corrupt or locked file stops start-up with a message naming it),
+starts the MCP process manager, and runs either the Discord bot (a token is configured) or
+the console chat (no token, or ``--console``). Agents get the process manager through
+their adapters' own config mechanism (``AgentOptions.mcp_servers``), each thread with its
+own token so its processes stay its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ingress.agents import adapter_class
+from ingress.agents.base import AgentAdapter, McpServer
+from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from ingress.config import Settings
+from ingress.logs import configure_logging, redact
+from runtime.log import EventLog, LogError
+from runtime.model import Policy
+
+__all__ = ["run_app"]
+
+logger = logging.getLogger("spindle.app")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def choose_console_agent(settings: Settings, requested: str | None) -> str:
+    """The console's default agent, telling the user why when it is the echo demo."""
+    from ingress.doctor import detect_agents, pick_default_agent
+
+    if requested:
+        return requested
+    agents = detect_agents(settings, with_version=False)
+    agent = pick_default_agent(settings, agents)
+    if agent == "echo" and settings.runtime.default_agent == "auto":
+        missing = ", ".join(
+            f"{a.name} ({'not logged in' if a.path else 'not installed'})" for a in agents
+        )
+        _say(f"No agent CLI is ready: {missing}.")
+        _say("Install one and log in (`spindle doctor` says how), or try Spindle now with the")
+        _say("built-in echo agent: a DEMO that echoes your prompts back slowly, word by word")
+        _say('(a prompt with the word "tool" simulates a tool call, "ask" a permission prompt).')
+    return agent
+
+
+def _adapter_factory(settings: Settings, mcp: Any | None) -> Callable[..., AgentAdapter]:
+    def make(agent: str, thread_id: str | None = None) -> AgentAdapter:
+        options = settings.agent(agent).options()
+        if mcp is not None and thread_id is not None:
+            token = mcp.authority.thread_token(thread_id)
+            options = options.model_copy(
+                update={
+                    "mcp_servers": (
+                        McpServer(name="process-manager", url=mcp.url, bearer_token=token),
+                    )
+                }
+            )
+        return adapter_class(agent)(options)
+
+    return make
+
+
+async def _serve(
+    settings: Settings, args: argparse.Namespace, log: EventLog, console_agent: str | None
+) -> int:
+    policy = settings.runtime.policy()
+    async with trio.open_nursery() as nursery:
+        mcp = None
+        if settings.mcp.enabled and not args.no_mcp:
+            from effects.mcp_manager.server import config_from_settings, serve_process_manager
+
+            try:
+                mcp = await nursery.start(serve_process_manager, config_from_settings(settings))
+                logger.info("MCP process manager on %s", mcp.url)
+            except OSError as exc:
+                _say(
+                    f"The MCP process manager could not listen on port {settings.mcp.port}: "
+                    f"{exc}. Agents run without it (set mcp.port, or --no-mcp)."
+                )
+        factory = _adapter_factory(settings, mcp)
+        runtime_kwargs = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
+        if console_agent is None:
+            from ingress.discord.host import run_discord_runtime
+            from ingress.discord.settings import settings_from_config
+
+            await run_discord_runtime(
+                settings_from_config(settings),
+                log=log,
+                adapter_factory=factory,
+                policy=policy,
+                **runtime_kwargs,
+            )
+        else:
+            await _console(settings, args, log, factory, policy, console_agent, runtime_kwargs)
+        nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def _console(
+    settings: Settings,
+    args: argparse.Namespace,
+    log: EventLog,
+    factory: Callable[..., AgentAdapter],
+    policy: Policy,
+    agent: str,
+    runtime_kwargs: dict,
+) -> None:
+    from effects.console_platform import ConsolePlatform
+    from effects.render import StreamRenderer
+    from effects.process import LineReader
+    from ingress.console import ConsoleChat
+    from runtime.registry import open_runtime
+
+    workdir = os.path.realpath(os.path.expanduser(args.workdir or "."))
+    # In the console the directory you start from is yours to work in.
+    if workdir not in policy.allowed_roots:
+        policy = policy.replace(allowed_roots=policy.allowed_roots + (workdir,))
+    platform = ConsolePlatform(sys.stdout)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    async with trio.open_nursery() as nursery:
+
+        def renderer(thread_id: str) -> StreamRenderer:
+            r = StreamRenderer(platform, thread_id)
+            nursery.start_soon(r.run)
+            return r
+
+        async with open_runtime(
+            log=log,
+            renderer_factory=renderer,
+            adapter_factory=factory,
+            policy=policy,
+            **runtime_kwargs,
+        ) as runtime:
+            chat = ConsoleChat(
+                runtime, out=sys.stdout, default_agent=agent, default_workdir=workdir
+            )
+            if agent == "echo":
+                _say("Using the echo demo agent. Type /help for commands, /quit to leave.")
+            else:
+                _say(f"Using {agent}. Type /help for commands, /quit to leave.")
+            await chat.ensure_conversation()
+            stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+            with trio.open_signal_receiver(signal.SIGTERM) as signals:
+                nursery.start_soon(_quit_on_signal, signals, nursery.cancel_scope)
+                if interactive:
+                    sys.stdout.write(chat.prompt_label())
+                    sys.stdout.flush()
+                async for line in LineReader(stdin):
+                    if not await chat.handle_line(line):
+                        break
+                    if interactive:
+                        await runtime.wait_quiet(chat.thread_id)
+                        sys.stdout.write(chat.prompt_label())
+                        sys.stdout.flush()
+            await stdin.aclose()
+        platform.close()
+        nursery.cancel_scope.cancel()
+
+
+async def _quit_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
+
+
+def run_app(settings: Settings, args: argparse.Namespace) -> int:
+    configure_logging(settings.log_level, settings.log_path, terminal=True)
+    redact(settings.token())
+    if settings.mcp.token is not None:
+        redact(settings.mcp.token.get_secret_value())
+    console = args.console or settings.token() is None
+    if not console:
+        try:
+            from ingress.discord.settings import settings_from_config
+
+            settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Discord bot: {exc}")
+            return EXIT_USAGE
+    agent = choose_console_agent(settings, args.agent) if console else None
+    log = EventLog(settings.database_path)
+    try:
+        log.open()
+    except LogError as exc:
+        _say(f"Cannot start: {exc}")
+        return EXIT_DATABASE
+    try:
+        return trio.run(_serve, settings, args, log, agent)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception:
+        logger.exception("spindle run stopped on an error")
+        return EXIT_FAILURE
+    finally:
+        log.close()
