@@ -215,6 +215,7 @@ class _Message:
     shown_buttons: tuple[Button, ...] = ()
     clear_components: bool = False  # a dismissed prompt: drop its buttons and menu
     last_touch: float = -math.inf
+    send_due: float = math.inf  # not sent yet: when it is sent at the latest
 
 
 @dataclass(eq=False)
@@ -248,6 +249,7 @@ class StreamRenderer:
         channel_id: str,
         *,
         clock: Callable[[], float] = trio.current_time,
+        on_posted: Callable[[str, tuple[str, ...]], None] | None = None,
         typing_after_post_s: float = 1.0,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
@@ -258,6 +260,7 @@ class StreamRenderer:
         self.channel_id = channel_id
         self.limits = platform.limits
         self._clock = clock
+        self._on_posted = on_posted
         self._budget = self.limits.char_limit - self.limits.split_margin
         # A terminal that only appends (the plain console) needs text that only grows:
         # no temporary fence closers, no rewritten links.
@@ -269,11 +272,12 @@ class StreamRenderer:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._outputs: dict[str, _Output] = {}
-        self._dirty: dict[_Message, _Output] = {}
+        self._dirty: dict[_Message, _Output] = {}  # sent messages waiting for a paced edit
+        self._unsent: dict[_Message, _Output] = {}  # new messages waiting to be sent
         self._lock = trio.Lock()
         self._wake = trio.Event()
         self._seq = 0
-        self._posted_now: dict[str, list[str]] = {}
+        self._unreported: dict[str, list[str]] = {}  # posted ids not yet handed out
         self._typing_on = False
         self._typing_due = math.inf
         self._background_error: RenderError | None = None
@@ -319,22 +323,25 @@ class StreamRenderer:
                 except RenderError as error:
                     # Raised from the next apply, where the reactor can report it.
                     self._background_error = error
+                self._report_background_posts()
 
-    async def flush(self) -> None:
-        """Make every outstanding edit, waiting for each message's pacing interval."""
+    async def flush(self) -> list[Posted]:
+        """Send and edit everything outstanding, waiting for each message's pacing interval;
+        returns what was posted since the last report (as ``apply`` does)."""
         while True:
             async with self._lock:
                 await self._flush_due()
-                deadline = min((self._due(m) for m in self._dirty), default=None)
-            if deadline is None:
+                deadline = self._next_deadline(typing=False)
+            if deadline == math.inf:
                 break
             await trio.sleep_until(deadline)
         self._raise_background_error()
+        return self._take_posted()
 
-    async def aclose(self) -> None:
-        """Flush; the renderer keeps its keys (a later ``apply`` still works)."""
+    async def aclose(self) -> list[Posted]:
+        """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works."""
         self._typing_on = False
-        await self.flush()
+        return await self.flush()
 
     # -- the interface -----------------------------------------------------------------------
 
@@ -358,21 +365,21 @@ class StreamRenderer:
             **{
                 **self._stats,
                 "outputs": len(self._outputs),
-                "dirty_messages": len(self._dirty),
+                "dirty_messages": len(self._dirty) + len(self._unsent),
             }
         )
 
     async def apply(self, effect: Any) -> list[Posted]:
-        """Apply one chat effect; returns ``(key, message ids posted by this call)`` for each
-        output that got new messages (a long streamed output reports each new message once,
-        so the log stays linear; ``known`` merges them back). Raises ``RenderError`` when
-        the platform refused for good, ``TypeError`` for an effect that is not a chat
-        effect."""
+        """Apply one chat effect; returns ``(key, new message ids)`` for the messages posted
+        since the last report: by this call, and by the background task when there is no
+        ``on_posted`` (a first message waits one pacing interval, so it is often reported
+        with the next effect). Each id is reported once, so the log stays linear; ``known``
+        merges a key's reports back. Raises ``RenderError`` when the platform refused for
+        good, ``TypeError`` for an effect that is not a chat effect."""
         if not isinstance(effect, CHAT_EFFECTS):
             raise TypeError(f"not a chat effect: {type(effect).__name__}")
         self._raise_background_error()
         async with self._lock:
-            self._posted_now = {}
             try:
                 await self._apply(effect)
                 await self._flush_due()
@@ -381,7 +388,7 @@ class StreamRenderer:
                 raise
             finally:
                 self._wake.set()
-            return [(key, tuple(ids)) for key, ids in self._posted_now.items()]
+            return self._take_posted()
 
     # -- effects ------------------------------------------------------------------------------
 
@@ -430,13 +437,15 @@ class StreamRenderer:
             out = self._outputs[effect.key] = _Output(effect.key, "preview")
             await self._append(out, effect.text)
         elif effect.kind == "tool":
+            # Sent when its result comes, or after one pacing interval: a quick tool costs
+            # one call, a slow one shows its header while it works.
             out = self._outputs[effect.key] = _Output(effect.key, "card", text=effect.text)
-            await self._show(out)
+            await self._show(out, now=False)
         else:  # footer, notice, marker: as given
             out = self._outputs[effect.key] = _Output(
                 effect.key, "block", text=effect.text, sealed=True
             )
-            await self._show(out)
+            await self._show(out, now=True)
 
     async def _append(self, out: _Output, text: str) -> None:
         if out.mode == "stream":
@@ -449,10 +458,10 @@ class StreamRenderer:
             if len(out.text) > keep:
                 out.text, out.truncated = out.text[-keep:], True
             if self.limits.supports_edit and not self._append_only:
-                await self._show(out)  # an append-only display gets the preview at the seal
+                await self._show(out, now=False)  # append-only displays: at the seal
         else:
             out.text += text
-            await self._show(out)
+            await self._show(out, now=True)
 
     async def _seal(self, out: _Output) -> None:
         out.sealed = True
@@ -462,7 +471,7 @@ class StreamRenderer:
             await self._pump_stream(out)
             out.chunker = None  # its text is in the messages now
         elif out.mode == "preview":
-            await self._show(out)
+            await self._show(out, now=True)
 
     async def _edit_output(self, effect: EditOutput) -> None:
         out = self._outputs.get(effect.key)
@@ -476,7 +485,7 @@ class StreamRenderer:
             out.live = None
             out.mode = "block" if out.mode != "seeded" or len(out.messages) != 1 else "card"
         out.text = effect.text
-        await self._show(out)
+        await self._show(out, now=True)
 
     async def _show_prompt(self, effect: ShowPermissionPrompt | ShowQuestion) -> None:
         out = self._outputs[effect.key] = _Output(effect.key, "prompt", sealed=True)
@@ -519,6 +528,7 @@ class StreamRenderer:
         out.sealed = True
         text = fit_message(effect.text, self._budget, wrap_links=self._wrap_links) or "…"
         message = self._new_message(out, text)
+        await self._send_earlier(message)
 
         async def reply() -> str:
             return await self.platform.reply(
@@ -557,20 +567,23 @@ class StreamRenderer:
             return [text] if text else []
         return split_message(out.text, self._budget, wrap_links=self._wrap_links)
 
-    async def _show(self, out: _Output) -> None:
+    async def _show(self, out: _Output, *, now: bool) -> None:
         """Bring a non-streamed output's messages to its wanted texts: edit (paced) the
-        ones that exist, send the missing ones, delete the surplus."""
+        ones that were sent, send the missing ones (``now``, or after one pacing interval,
+        so that a text changing at once costs one call), delete the surplus."""
         texts = self._rendered_texts(out)
         for index, text in enumerate(texts):
             if index < len(out.messages):
                 message = out.messages[index]
                 message.final = text
-                self._mark_dirty(out, message)
+                if message.id is not None:
+                    self._mark_dirty(out, message)
+                elif now and message in self._unsent:
+                    await self._send(out, message)
             else:
-                await self._send(out, self._new_message(out, text))
+                await self._post(out, self._new_message(out, text), now=now)
         for message in out.messages[len(texts) :]:
-            if message.id is not None:
-                await self._delete(out, message)
+            await self._delete(out, message)
         del out.messages[len(texts) :]
 
     async def _pump_stream(self, out: _Output) -> None:
@@ -584,9 +597,12 @@ class StreamRenderer:
                 await self._delete(out, moved_on)
                 self._count("blank_skipped")
             elif out.live is not None:
-                out.live.final = text
-                self._mark_dirty(out, out.live)
-                out.live = None
+                live, out.live = out.live, None
+                live.final = text
+                if live.id is None:
+                    await self._send(out, live)  # final already: no reason to wait
+                else:
+                    self._mark_dirty(out, live)
             elif is_blank(text):
                 self._count("blank_skipped")
             else:
@@ -594,12 +610,14 @@ class StreamRenderer:
         if out.chunker.finished or not self.limits.supports_edit:
             return  # a platform without edits gets each message once, when it is final
         if out.live is not None:
-            self._mark_dirty(out, out.live)
+            if out.live.id is not None:
+                self._mark_dirty(out, out.live)
             return
-        live = out.chunker.live_text()
-        if not is_blank(live):
+        if not is_blank(out.chunker.live_text()):
+            # The first message of a stream waits one pacing interval: what streams in by
+            # then is in its first send instead of an edit right after it.
             out.live = self._new_message(out, None)
-            await self._send(out, out.live, text=live)
+            await self._post(out, out.live, now=False)
 
     def _new_message(self, out: _Output, final: str | None) -> _Message:
         message = _Message(self._next_seq(), final=final)
@@ -621,13 +639,17 @@ class StreamRenderer:
     def _due(self, message: _Message) -> float:
         return message.last_touch + self.limits.min_edit_interval_s
 
-    def _next_deadline(self) -> float:
+    def _next_deadline(self, *, typing: bool = True) -> float:
         due = min((self._due(m) for m in self._dirty), default=math.inf)
-        return min(due, self._typing_due if self._typing_on else math.inf)
+        due = min(due, min((m.send_due for m in self._unsent), default=math.inf))
+        return min(due, self._typing_due if typing and self._typing_on else math.inf)
 
     async def _flush_due(self) -> None:
-        """Make the edits whose pacing interval has passed, and a due typing refresh."""
+        """Send the new messages and make the edits that fell due, and a typing refresh."""
         now = self._clock()
+        for message in sorted(self._unsent, key=lambda m: m.seq):
+            if message.send_due <= now and message in self._unsent:
+                await self._send(self._unsent[message], message)
         for message in sorted(self._dirty, key=lambda m: m.seq):
             if self._due(message) <= now:
                 await self._edit(self._dirty.pop(message), message)
@@ -636,15 +658,31 @@ class StreamRenderer:
 
     # -- platform calls -----------------------------------------------------------------------
 
+    async def _post(self, out: _Output, message: _Message, *, now: bool) -> None:
+        """A new message: sent now, or queued to be sent one pacing interval from now."""
+        if now:
+            await self._send(out, message)
+        else:
+            message.send_due = self._clock() + self.limits.min_edit_interval_s
+            self._unsent[message] = out
+
+    async def _send_earlier(self, message: _Message) -> None:
+        """Channel order is creation order: send the waiting messages made before it."""
+        for earlier in sorted(self._unsent, key=lambda m: m.seq):
+            if earlier.seq < message.seq and earlier in self._unsent:
+                await self._send(self._unsent[earlier], earlier)
+
     async def _send(
-        self,
-        out: _Output,
-        message: _Message,
-        *,
-        text: str | None = None,
-        menu: SelectMenu | None = None,
+        self, out: _Output, message: _Message, *, menu: SelectMenu | None = None
     ) -> None:
-        text = self._wanted(out, message) if text is None else text
+        self._unsent.pop(message, None)
+        await self._send_earlier(message)
+        text = self._wanted(out, message)
+        if is_blank(text):
+            self._count("blank_skipped")
+            if message in out.messages:
+                out.messages.remove(message)
+            return
         if self._append_only:
             # An append-only display shows a late edit below newer messages: make the
             # edits still waiting first, so the transcript reads in order.
@@ -692,6 +730,9 @@ class StreamRenderer:
 
     async def _delete(self, out: _Output, message: _Message) -> None:
         self._dirty.pop(message, None)
+        if message.id is None:
+            self._unsent.pop(message, None)  # never sent: nothing to delete
+            return
 
         async def delete() -> None:
             await self.platform.delete(self.channel_id, message.id or "")
@@ -710,7 +751,7 @@ class StreamRenderer:
             self._count("failures")
 
     def _posted(self, out: _Output, message_id: str) -> None:
-        self._posted_now.setdefault(out.key, []).append(message_id)
+        self._unreported.setdefault(out.key, []).append(message_id)
         if self._typing_on:
             # Posting ends the typing indicator on Discord: show it again soon after.
             self._typing_due = min(self._typing_due, self._clock() + self._typing_after_post_s)
@@ -741,6 +782,18 @@ class StreamRenderer:
                 raise RenderError(
                     f"chat platform refused output {key!r}: {error}", key=key
                 ) from error
+
+    def _take_posted(self) -> list[Posted]:
+        posted = [(key, tuple(ids)) for key, ids in self._unreported.items()]
+        self._unreported = {}
+        return posted
+
+    def _report_background_posts(self) -> None:
+        """Posts made by the background task go to ``on_posted`` when there is one, else
+        out with the next ``apply``/``flush``."""
+        if self._on_posted is not None:
+            for key, ids in self._take_posted():
+                self._on_posted(key, ids)
 
     def _raise_background_error(self) -> None:
         error, self._background_error = self._background_error, None

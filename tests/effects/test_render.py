@@ -85,7 +85,8 @@ async def test_a_6000_char_answer_arrives_as_well_formed_messages(
     renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
 ) -> None:
     answer = long_answer(6000)
-    await stream(renderer, "t/r1/0", answer, step=40, every=0.01)
+    # About 400 characters a second, as a fast model streams: 15 s of deltas.
+    await stream(renderer, "t/r1/0", answer, step=20, every=0.05)
     await renderer.flush()
     texts = platform.texts(CHANNEL)
     assert 4 <= len(texts) <= 5
@@ -94,7 +95,12 @@ async def test_a_6000_char_answer_arrives_as_well_formed_messages(
     assert "<https://example.com/docs/step3>" in texts[0]
     stats = renderer.statistics()
     assert stats.sends == len(texts) and stats.dirty_messages == 0
-    print(f"6000-char answer streamed in 40-char deltas: {len(platform.calls)} platform calls")
+    calls = collections.Counter(c.kind for c in platform.calls)
+    assert calls["edit"] <= 2 * 16  # paced: at most 2 a second over about 15 s
+    print(
+        f"6000-char answer streamed at 400 chars/s: {len(platform.calls)} platform calls",
+        dict(calls),
+    )
 
 
 async def test_a_whole_answer_in_one_piece_is_sent_without_edits(
@@ -177,8 +183,10 @@ async def test_a_key_is_never_posted_twice(
     renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
 ) -> None:
     post = PostOutput(key="t/r1/0", kind="text", text="hello")
-    first = await renderer.apply(post)
+    assert await renderer.apply(post) == []  # a stream's first message waits 500 ms
     assert await renderer.apply(post) == []
+    first = await renderer.flush()
+    assert first == [("t/r1/0", ("m1",))]
     reply = ReplyToCommand(key="t/reply/a1", action_id="a1", text="Queued (position 1)")
     assert await renderer.apply(reply) == [("t/reply/a1", ("m2",))]
     assert await renderer.apply(reply) == []
@@ -189,6 +197,21 @@ async def test_a_key_is_never_posted_twice(
     assert fresh.message_ids("t/r1/0") == first[0][1]
     assert platform.count("send") == 1 and platform.count("reply") == 1
     assert renderer.statistics().duplicate_posts == 2
+
+
+async def test_posts_made_in_the_background_are_reported(
+    platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    reported: list[tuple[str, tuple[str, ...]]] = []
+    async with StreamRenderer(platform, CHANNEL, on_posted=lambda *p: reported.append(p)) as r:
+        assert await r.apply(PostOutput(key="a", kind="tool", text="Read(x)")) == []
+        await trio.sleep(1)
+        assert reported == [("a", ("m1",))]
+    async with StreamRenderer(platform, CHANNEL) as renderer:  # no callback: next apply
+        await renderer.apply(PostOutput(key="b", kind="tool", text="Read(y)"))
+        await trio.sleep(1)
+        posted = await renderer.apply(PostOutput(key="c", kind="footer", text="1s"))
+        assert posted == [("b", ("m2",)), ("c", ("m3",))]
 
 
 async def test_appends_are_idempotent_by_seq(
@@ -217,7 +240,8 @@ async def test_typing_is_refreshed_while_on_and_after_posts_and_stops(
     assert [c.at for c in platform.calls_of("typing")] == [0.0, 8.0, 16.0]
     await renderer.apply(PostOutput(key="t/r1/0", kind="tool", text="Read(a.py)"))
     await trio.sleep(2)
-    assert platform.calls_of("typing")[-1].at == 21.0  # re-shown 1 s after the post
+    assert platform.calls_of("send")[0].at == 20.5  # a card waits 500 ms for its result
+    assert platform.calls_of("typing")[-1].at == 21.5  # re-shown 1 s after the post
     await renderer.apply(Typing(on=False))
     count = platform.count("typing")
     await trio.sleep(60)
@@ -246,7 +270,7 @@ async def test_each_tool_call_is_its_own_compact_card(
         key = f"t/r1/{n}"
         header = f"Bash(ls dir{n})"
         await renderer.apply(PostOutput(key=key, kind="tool", text=header))
-        await trio.sleep(0.2)
+        await trio.sleep(2.0 if n % 5 == 0 else 0.2)  # three slow tools
         mark = "✗ " if n == 7 else "→ "
         result = "\n".join(f"file{i}.py" for i in range(20 if n == 3 else 2))
         await renderer.apply(EditOutput(key=key, text=f"{header}\n{mark}{result}"))
@@ -262,7 +286,9 @@ async def test_each_tool_call_is_its_own_compact_card(
     assert "… (+12 lines)" in texts[3] and texts[3].count("\n") == 11
     assert texts[-1] == "17s · $0.0400 · m"
     calls = collections.Counter(c.kind for c in platform.calls)
-    assert calls["send"] == 16 and calls["edit"] == 15
+    # A quick tool is one send with its result; a slow one shows its header, then an edit.
+    assert calls["send"] == 16 and calls["edit"] == 3
+    assert platform.messages(CHANNEL)[5].edits == 1
     print(f"run with 15 tool calls: {len(platform.calls)} platform calls {dict(calls)}")
 
 
