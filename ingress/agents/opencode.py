@@ -59,6 +59,7 @@ __all__ = [
     "Adapter",
     "ConversationInfo",
     "OpencodeAdapter",
+    "OpencodeStartError",
     "list_conversations",
     "opencode_env",
     "private_config",
@@ -179,6 +180,10 @@ def prompt_body(prompt: PromptAgent, default_model: str | None = None) -> dict[s
 # --- the adapter ------------------------------------------------------------------------------
 
 
+class OpencodeStartError(RuntimeError):
+    """The server or the session could not be started (the message says why)."""
+
+
 class OpencodeAdapter(AgentAdapter):
     """One thread's opencode session (see the module docstring).
 
@@ -243,7 +248,7 @@ class OpencodeAdapter(AgentAdapter):
                 spec, start_timeout=self.options.start_timeout_s, grace=self.options.stop_grace_s
             )
         except ServerStartError as exc:
-            raise RuntimeError(str(exc)) from exc
+            raise OpencodeStartError(str(exc)) from exc
         self._server = server
         session_id: str | None = None
         try:
@@ -285,10 +290,13 @@ class OpencodeAdapter(AgentAdapter):
                 {"permission": p, "pattern": "*", "action": "ask"} for p in ASK_PERMISSIONS
             ]
         response = await server.request("POST", "/session", json_body=body)
-        response.raise_for_status()
+        if response.status_code != 200:
+            raise OpencodeStartError(
+                f"opencode: POST /session answered {response.status_code}: {response.text[:300]}"
+            )
         session = response.json()
         if not isinstance(session, dict) or not isinstance(session.get("id"), str):
-            raise RuntimeError(f"opencode: unexpected session reply {str(session)[:200]}")
+            raise OpencodeStartError(f"opencode: unexpected session reply {str(session)[:200]}")
         return str(session["id"])
 
     async def _handle(self, event: dict[str, Any]) -> None:
@@ -303,13 +311,11 @@ class OpencodeAdapter(AgentAdapter):
         ):
             # opencode would keep retrying for about a minute in silence: give up now.
             self._aborting_run = self._run_id
-            await self._emit_event(
-                AgentError(
-                    message=f"the model server failed {parser.retries} times; turn stopped",
-                    retryable=False,
-                )
+            failure = f"the model request failed {parser.retries} times: " + (
+                parser.last_retry_message or "no answer"
             )
-            parser._turn.error = "model server unreachable"
+            await self._emit_event(AgentError(message=f"{failure}; turn stopped"))
+            parser.fail_turn(failure)
             await self._abort(self._run_id)
 
     async def _emit_event(self, event: AgentEvent) -> None:
@@ -441,6 +447,10 @@ class OpencodeAdapter(AgentAdapter):
         if parser is not None and self._run_id == run_id and parser.turn_open:
             for event in parser.end_turn_aborted("interrupted (opencode did not confirm)"):
                 await self._emit_event(event)
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._server.stderr_tail() if self._server is not None else ""
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         server = self._require_server()

@@ -206,6 +206,7 @@ class _Turn:
     usage: Usage | None = None
     model: str | None = None
     error: str | None = None
+    failure: str | None = None  # the adapter gave up on the turn (reported as its error)
     aborted: bool = False
     first_created: int | None = None
     last_completed: int | None = None
@@ -248,6 +249,7 @@ class OpencodeEventParser:
         self._tools_started: set[str] = set()
         self._tools_finished: set[str] = set()
         self.retries = 0  # ``session.status retry`` seen in this turn
+        self.last_retry_message = ""
 
     # turn bookkeeping ---------------------------------------------------------------------
     @property
@@ -258,6 +260,13 @@ class OpencodeEventParser:
         self.turn_state = "pending"
         self._turn = _Turn()
         self.retries = 0
+        self.last_retry_message = ""
+
+    def fail_turn(self, message: str) -> None:
+        """The adapter gave up on the open turn (and aborts it): when it ends, it ends as a
+        failed completion carrying ``message`` rather than as a user interrupt."""
+        if self.turn_open:
+            self._turn.failure = message
 
     def end_turn_aborted(self, reason: str) -> list[AgentEvent]:
         """Close an open turn from outside (the adapter's watchdog); nothing when closed."""
@@ -322,6 +331,7 @@ class OpencodeEventParser:
             self.retries += 1
             message = status.get("message")
             text = message if isinstance(message, str) and message else "retrying"
+            self.last_retry_message = text
             attempt = _int(status.get("attempt"))
             suffix = f" (attempt {attempt})" if attempt is not None else ""
             return [
@@ -336,8 +346,9 @@ class OpencodeEventParser:
             raise _Skip  # no turn, or a stale idle from before this turn started
         self.turn_state = "idle"
         turn = self._turn
-        if turn.aborted:
+        if turn.aborted and turn.failure is None:
             return [TurnAborted(reason="interrupted")]
+        error = turn.failure or turn.error
         return [
             TurnCompleted(
                 session_id=self.session_id,
@@ -345,8 +356,8 @@ class OpencodeEventParser:
                 duration_ms=turn.duration_ms(),
                 usage=turn.usage,
                 model=turn.model,
-                is_error=turn.error is not None,
-                error=turn.error,
+                is_error=error is not None,
+                error=error,
             )
         ]
 

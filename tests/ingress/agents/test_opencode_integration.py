@@ -336,7 +336,8 @@ async def test_model_server_down_gives_a_clear_error(fake: OpenAIChatFake, tmp_p
         assert errors, "no error was reported"
         assert any(e.retryable for e in errors) and any(not e.retryable for e in errors)
         end = events[-1].event
-        assert isinstance(end, TurnAborted | TurnCompleted)
+        assert isinstance(end, TurnCompleted) and end.is_error
+        assert end.error is not None and "Unable to connect" in end.error, end.error
         assert elapsed < 20.0, f"took {elapsed:.1f} s"
         assert thread.adapter.server is not None and thread.adapter.server.alive
 

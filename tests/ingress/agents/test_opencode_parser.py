@@ -445,3 +445,17 @@ def test_huge_lines_are_handled() -> None:
     events = parser.feed_line(json.dumps(delta))
     assert events == [TextDelta(text=huge, block="p")]
     assert parser.feed_line("[" * 100_000) == [] and parser.stats.malformed == 1
+
+
+def test_a_turn_the_adapter_gave_up_on_ends_as_a_failed_completion() -> None:
+    parser = OpencodeEventParser(SID)
+    parser.begin_turn()
+    retry = {"type": "retry", "attempt": 1, "message": "Unable to connect", "next": 5}
+    parser.feed(ev("session.status", status=retry))
+    assert parser.last_retry_message == "Unable to connect"
+    parser.fail_turn("model unreachable: Unable to connect")
+    aborted = {"name": "MessageAbortedError", "data": {"message": "Aborted"}}
+    assert parser.feed(ev("session.error", error=aborted)) == []
+    (done,) = parser.feed(ev("session.idle"))
+    assert isinstance(done, TurnCompleted) and done.is_error
+    assert done.error == "model unreachable: Unable to connect"
