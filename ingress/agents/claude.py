@@ -423,6 +423,11 @@ class ClaudeAdapter(AgentAdapter):
             run_id = self.current_run
         if run_id is not None:
             self.run_id = run_id  # a stray line after the turn still belongs to it
+        if self.run_id is None:
+            # Before any prompt (e.g. the `result` of a failed --resume at start-up): no run
+            # to give it to; serve's AgentStartError carries the message.
+            self.parser.stats.skip(f"before_first_prompt/{event.type}")
+            return
         assert self._emit is not None
         await self._emit(StampedEvent(self.run_id, self.session_id, event))
 

@@ -475,6 +475,14 @@ async def test_a_cli_that_cannot_start_is_a_clear_error(
     with trio.fail_after(30), pytest.raises(AgentStartError, match="no-such-flag"):
         await bad_flag.serve(start, Session(bad_flag, tmp_path, tmp_path).emit)
     assert bad_flag._proc is not None and bad_flag._proc.returncode is not None
+    # Resuming a session the CLI does not know: a clear error, and no event without a run.
+    unknown = "11111111-2222-3333-4444-555555555555"
+    stale = ClaudeAdapter(_options(fake, tmp_path / "home"))
+    seen = Session(stale, tmp_path, tmp_path)
+    resume = StartAgent(agent="claude", workdir=str(tmp_path), session_id=unknown)
+    with trio.fail_after(30), pytest.raises(AgentStartError, match="No conversation found"):
+        await stale.serve(resume, seen.emit)
+    assert seen.events == []
     missing = ClaudeAdapter(AgentOptions(binary=str(tmp_path / "no-claude")))
     with pytest.raises(AgentStartError, match="not found"):
         await missing.serve(start, Session(missing, tmp_path, tmp_path).emit)
