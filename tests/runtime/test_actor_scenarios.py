@@ -257,6 +257,8 @@ async def test_an_agent_that_never_gets_ready_is_given_up(tmp_path, autojump) ->
         await chat.start()
         await chat.say("hello?")
         await until(lambda: rt.snapshot("t1").run is None, timeout=600)
-        assert any("within 60 s" in t for t in rt.chat.texts("t1", "notice"))
+        await rt.wait_quiet("t1")
+        notices = rt.chat.texts("t1", "notice")
+        assert any("within 60 s" in t for t in notices), notices
         assert rt.snapshot("t1").counters.failed == 1
     assert rt.statistics("t1").listener_running is False
