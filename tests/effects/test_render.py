@@ -25,6 +25,7 @@ from effects.render import (
 )
 from runtime.effects import (
     AppendOutput,
+    Button,
     DismissPrompt,
     EditOutput,
     PostOutput,
@@ -434,3 +435,46 @@ async def test_platform_traffic_grows_linearly_with_the_answer(autojump_clock: o
 
     small, large = await traffic(50_000), await traffic(500_000)
     assert 9 * small <= large <= 11 * small
+
+
+async def test_after_a_restart_seeded_outputs_are_edited_not_reposted(
+    platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    async with StreamRenderer(platform, CHANNEL) as before:
+        posted = await before.apply(PostOutput(key="t/r1/0", kind="tool", text="Bash(make)"))
+        prompt = ShowPermissionPrompt(key="t/r1/1", request_id="p", tool="Bash", detail="rm")
+        posted += await before.apply(prompt)  # the card goes out first, reported here
+        posted += await before.flush()
+    assert [key for key, _ in posted] == ["t/r1/0", "t/r1/1"]
+    async with StreamRenderer(platform, CHANNEL) as after:
+        for key, ids in posted:
+            after.known(key, ids)
+        await after.apply(PostOutput(key="t/r1/0", kind="tool", text="Bash(make)"))
+        await after.apply(EditOutput(key="t/r1/0", text="Bash(make)\n✗ exit 2"))
+        await after.apply(DismissPrompt(key="t/r1/1", request_id="p", outcome="Expired"))
+    assert platform.count("send") == 2
+    card, prompt_message = platform.messages(CHANNEL)
+    assert card.text == "-# 🔧 `Bash(make)`\n⚠️ **error**\n```\nexit 2\n```"
+    assert prompt_message.buttons == () and prompt_message.text.endswith("-# Expired")
+
+
+async def test_the_recording_platform_checks_and_records(autojump_clock: object) -> None:
+    platform = RecordingPlatform(PlatformLimits(char_limit=50))
+    platform.server_error(nth=2)  # the second call of any kind
+    first = await platform.send("c", "hello", nonce="n1")
+    try:
+        await platform.typing("c")
+        raise AssertionError("the injected 503 did not fire")
+    except PlatformError as error:
+        assert error.retryable and error.retry_after is None
+    assert await platform.send("c", "hello again", nonce="n1") == first  # deduped by nonce
+    for bad in ("", "x" * 51):
+        try:
+            await platform.send("c", bad)
+            raise AssertionError("a bad message was accepted")
+        except PlatformError as error:
+            assert not error.retryable
+    await platform.reply("c", "a1", "Queued", buttons=(Button(label="Remove", action="rm:1"),))
+    assert platform.transcript("c") == "hello\n↳ Queued\n[Remove]"
+    assert [c.kind for c in platform.calls] == ["send", "typing", "send", "send", "send", "reply"]
+    assert platform.calls[1].error == "503 Service Unavailable"
