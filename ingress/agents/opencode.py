@@ -518,7 +518,7 @@ Adapter = OpencodeAdapter
 # --- past conversations -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: callers may read it as ``vars(info)``
 class ConversationInfo:
     session_id: str
     title: str
