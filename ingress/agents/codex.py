@@ -362,6 +362,9 @@ class CodexAdapter(AgentAdapter):
         self._turn_nursery: trio.Nursery | None = None
         self._exec_proc: ManagedProcess | None = None
         self._exec_interrupted = False
+        self._exec_run_id: str | None = None  # the run whose codex exec runs now
+        self._exec_waiting: set[str] = set()  # prompted runs waiting for the previous turn
+        self._exec_cancelled: set[str] = set()  # ... of which interrupted before they ran
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -712,11 +715,19 @@ class CodexAdapter(AgentAdapter):
         if self._turn_nursery is None or self._gone.is_set():
             await self._send(prompt.run_id, TurnAborted(reason="codex is not running"))
             return
+        self._exec_waiting.add(prompt.run_id)
         self._turn_nursery.start_soon(self._exec_turn, prompt)
 
     async def _exec_turn(self, prompt: PromptAgent) -> None:
         assert self._start is not None
         async with self._turn_lock:
+            self._exec_waiting.discard(prompt.run_id)
+            if prompt.run_id in self._exec_cancelled:
+                self._exec_cancelled.discard(prompt.run_id)
+                await self._send(prompt.run_id, TurnAborted(reason="interrupted"))
+                return
+            self._exec_run_id = prompt.run_id
+            self._exec_interrupted = False
             parser = ExecParser()
             if prompt.model:
                 self._model = prompt.model
@@ -734,7 +745,6 @@ class CodexAdapter(AgentAdapter):
                 system_instruction=instruction,
                 sandbox=self.sandbox,
             )
-            self._exec_interrupted = False
             t0 = trio.current_time()
             try:
                 ensure_codex_home(self.options)
@@ -745,6 +755,8 @@ class CodexAdapter(AgentAdapter):
                 await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
                 return
             self._exec_proc = proc
+            if self._exec_interrupted:
+                proc.signal(signal.SIGINT)
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(proc.pump_stderr)
@@ -782,12 +794,18 @@ class CodexAdapter(AgentAdapter):
                         self._exec_stats.skipped_types.get(what, 0) + n
                     )
                 self._exec_proc = None
+                self._exec_run_id = None
                 with trio.CancelScope(shield=True):
                     await proc.stop(grace=self.options.stop_grace_s)
 
     async def _interrupt_per_turn(self, run_id: str) -> None:
         proc = self._exec_proc
-        if proc is None or self._run_id != run_id:
+        if self._exec_run_id == run_id and proc is None:
+            self._exec_interrupted = True  # being spawned: signalled as soon as it exists
+            return
+        if proc is None or self._exec_run_id != run_id:
+            if run_id in self._exec_waiting:
+                self._exec_cancelled.add(run_id)  # not started yet: it never will be
             return
         # codex exec has no in-band interrupt: SIGINT makes it record turn_aborted and exit 1.
         self._exec_interrupted = True

@@ -389,9 +389,19 @@ async def test_per_turn_mode_resumes_and_interrupts(
         await s.adapter.interrupt("r3")
         end3 = await s.turn_end("r3", timeout=10)
         assert isinstance(end3.event, TurnAborted) and end3.event.reason == "interrupted"
+        # a prompt waiting behind a running turn can be interrupted before it ever runs
+        for run_id, text in (("r4", "SLOWTEST"), ("r5", "never sent")):
+            await s.adapter.prompt(
+                PromptAgent(run_id=run_id, text=text, agent="codex", workdir=str(work))
+            )
+        await s.adapter.interrupt("r5")
+        await s.adapter.interrupt("r4")
+        end4, end5 = await s.turn_end("r4", timeout=10), await s.turn_end("r5", timeout=10)
+        assert end4.event.reason == end5.event.reason == "interrupted"
     developer = [i for i in fake.requests[0].body["input"] if i.get("role") == "developer"]
     assert any("Be kind." in str(i.get("content")) for i in developer)
     assert "hello" in str(fake.requests[-1].body["input"])  # the resumed history
+    assert not any("never sent" in str(r.body) for r in fake.requests)
 
 
 # -- MCP injection ----------------------------------------------------------------------------
