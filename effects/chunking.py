@@ -1,4 +1,5 @@
-"""The pure text work of chat output: split a growing text into chat-sized messages.
+"""The pure text work of chat output: split a growing text into chat-sized messages, and
+write each kind of output (tool card, thinking preview, prompts) as chat markdown.
 
 ``MessageChunker`` takes a streamed text delta by delta and cuts it into messages of at most
 ``budget`` characters. It keeps three promises:
@@ -26,10 +27,17 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "THINKING_PREVIEW_CHARS",
     "MessageChunker",
     "fence_after",
     "fit_message",
     "is_blank",
+    "parse_component_action",
+    "permission_action",
+    "permission_text",
+    "question_menu_id",
+    "question_text",
+    "render_tool_card",
     "split_message",
     "thinking_preview",
     "wrap_bare_links",
@@ -341,3 +349,91 @@ def thinking_preview(tail: str, *, truncated: bool, width: int = 200) -> str:
     # Backticks and asterisks in a one-line preview would open markup that never closes.
     flat = flat.replace("`", "'").replace("*", "")
     return "-# 💭 " + ("…" if truncated else "") + flat
+
+
+THINKING_PREVIEW_CHARS = 200
+TOOL_HEADER_CHARS = 180
+TOOL_RESULT_LINES = 8
+TOOL_RESULT_MARKS = {"→ ": False, "✗ ": True}  # the core's result marks: ok / error
+
+
+# --- component ids: what the Accept/Deny buttons and the question menu send back -------------
+
+
+def permission_action(request_id: str, allow: bool) -> str:
+    return f"permission:{'allow' if allow else 'deny'}:{request_id}"
+
+
+def question_menu_id(request_id: str) -> str:
+    return f"question:{request_id}"
+
+
+def parse_component_action(action: str) -> tuple[str, str, bool | None] | None:
+    """``("permission", request_id, allow)`` or ``("question", request_id, None)`` for the
+    ids made above; None for anything else (e.g. ingress-defined buttons)."""
+    kind, _, rest = action.partition(":")
+    if kind == "permission":
+        verdict, _, request_id = rest.partition(":")
+        if verdict in ("allow", "deny") and request_id:
+            return "permission", request_id, verdict == "allow"
+    if kind == "question" and rest:
+        return "question", rest, None
+    return None
+
+
+# --- how each kind of output reads (Discord markdown) -------------------------------------
+
+
+def _inline_code(text: str) -> str:
+    return f"`{text}`" if "`" not in text else text
+
+
+_BROKEN_FENCE = "`\u200b``"  # looks like a fence, ends no code block
+
+
+def _code_block(text: str) -> str:
+    # A fence inside the result would end the block early.
+    body = text.replace(FENCE, _BROKEN_FENCE)
+    return f"{FENCE}\n{body}\n{FENCE}"
+
+
+def render_tool_card(text: str) -> str:
+    """A tool output (``header`` then, once finished, ``"→ result"`` or ``"✗ error"``) as a
+    compact card: subtext header, result in a code block cut to a few lines."""
+    header, _, rest = text.partition("\n")
+    if len(header) > TOOL_HEADER_CHARS:
+        header = header[:TOOL_HEADER_CHARS] + "…"
+    card = "-# 🔧 " + _inline_code(header)
+    if not rest:
+        return card
+    is_error = False
+    for mark, error in TOOL_RESULT_MARKS.items():
+        if rest.startswith(mark):
+            rest, is_error = rest[len(mark) :], error
+            break
+    lines = rest.rstrip("\n").split("\n")
+    if len(lines) > TOOL_RESULT_LINES:
+        lines = lines[:TOOL_RESULT_LINES] + [f"… (+{len(lines) - TOOL_RESULT_LINES} lines)"]
+    result = "\n".join(lines)
+    if is_error:
+        card += "\n⚠️ **error**"
+    if result.strip():
+        card += "\n" + _code_block(result)
+    return card
+
+
+def permission_text(tool: str, detail: str) -> str:
+    text = f"🔐 **Permission needed:** {_inline_code(tool)}"
+    if detail.strip():
+        detail = detail.strip()
+        text += "\n" + (_code_block(detail) if "\n" in detail else _inline_code(detail))
+    return text
+
+
+def question_text(question: str, *, has_options: bool, multiple: bool) -> str:
+    text = f"❓ **Question:** {question}"
+    if not has_options:
+        text += "\n-# Answer with a message in this thread."
+    elif multiple:
+        text += "\n-# Choose one or more."
+    return text

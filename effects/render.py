@@ -7,8 +7,11 @@ posted so the reactor can report ``OutputPosted``. What it keeps:
 - **Posted once.** It holds ``key -> message ids``; a key already posted (or seeded from
   the log with ``known``) is never posted again. Appends are idempotent by ``seq``.
 - **Paced.** A message is edited at most once per ``limits.min_edit_interval_s``; deltas
-  arriving faster only change what the next edit shows. The edits that are not due yet
-  are made by the renderer's own background task (``run``/``async with``).
+  arriving faster only change what the next edit shows. A new streamed message, tool card
+  or thinking preview is sent one interval after it opens, or at once when it is complete
+  (so a quick tool is one send, not a send and an edit). Sends and edits not due yet are
+  made by the renderer's background task (``run``/``async with``); messages keep their
+  creation order in the channel.
 - **In order, nothing lost.** Every platform call goes through one lock and one retry loop
   (``_call``): a 429 waits its ``retry_after``, a 5xx or disconnect is retried with a
   bounded backoff, a send carries a nonce derived from its key so a retried send whose
@@ -37,10 +40,16 @@ from typing import Any
 import trio
 
 from effects.chunking import (
-    FENCE,
+    THINKING_PREVIEW_CHARS,
     MessageChunker,
     fit_message,
     is_blank,
+    parse_component_action,
+    permission_action,
+    permission_text,
+    question_menu_id,
+    question_text,
+    render_tool_card,
     split_message,
     thinking_preview,
 )
@@ -85,94 +94,8 @@ CHAT_EFFECTS = (
 
 Posted = tuple[str, tuple[str, ...]]
 
-THINKING_PREVIEW_CHARS = 200
-TOOL_HEADER_CHARS = 180
-TOOL_RESULT_LINES = 8
-TOOL_RESULT_MARKS = {"→ ": False, "✗ ": True}  # the core's result marks: ok / error
 MAX_RATE_LIMIT_WAITS = 8
 MAX_SERVER_RETRIES = 5
-
-
-# --- component ids: what the Accept/Deny buttons and the question menu send back -------------
-
-
-def permission_action(request_id: str, allow: bool) -> str:
-    return f"permission:{'allow' if allow else 'deny'}:{request_id}"
-
-
-def question_menu_id(request_id: str) -> str:
-    return f"question:{request_id}"
-
-
-def parse_component_action(action: str) -> tuple[str, str, bool | None] | None:
-    """``("permission", request_id, allow)`` or ``("question", request_id, None)`` for the
-    ids made above; None for anything else (e.g. ingress-defined buttons)."""
-    kind, _, rest = action.partition(":")
-    if kind == "permission":
-        verdict, _, request_id = rest.partition(":")
-        if verdict in ("allow", "deny") and request_id:
-            return "permission", request_id, verdict == "allow"
-    if kind == "question" and rest:
-        return "question", rest, None
-    return None
-
-
-# --- presentation ---------------------------------------------------------------------------
-
-
-def _inline_code(text: str) -> str:
-    return f"`{text}`" if "`" not in text else text
-
-
-_BROKEN_FENCE = "`\u200b``"  # looks like a fence, ends no code block
-
-
-def _code_block(text: str) -> str:
-    # A fence inside the result would end the block early.
-    body = text.replace(FENCE, _BROKEN_FENCE)
-    return f"{FENCE}\n{body}\n{FENCE}"
-
-
-def render_tool_card(text: str) -> str:
-    """A tool output (``header`` then, once finished, ``"→ result"`` or ``"✗ error"``) as a
-    compact card: subtext header, result in a code block cut to a few lines."""
-    header, _, rest = text.partition("\n")
-    if len(header) > TOOL_HEADER_CHARS:
-        header = header[:TOOL_HEADER_CHARS] + "…"
-    card = "-# 🔧 " + _inline_code(header)
-    if not rest:
-        return card
-    is_error = False
-    for mark, error in TOOL_RESULT_MARKS.items():
-        if rest.startswith(mark):
-            rest, is_error = rest[len(mark) :], error
-            break
-    lines = rest.rstrip("\n").split("\n")
-    if len(lines) > TOOL_RESULT_LINES:
-        lines = lines[:TOOL_RESULT_LINES] + [f"… (+{len(lines) - TOOL_RESULT_LINES} lines)"]
-    result = "\n".join(lines)
-    if is_error:
-        card += "\n⚠️ **error**"
-    if result.strip():
-        card += "\n" + _code_block(result)
-    return card
-
-
-def _permission_text(effect: ShowPermissionPrompt) -> str:
-    text = f"🔐 **Permission needed:** {_inline_code(effect.tool)}"
-    if effect.detail.strip():
-        detail = effect.detail.strip()
-        text += "\n" + (_code_block(detail) if "\n" in detail else _inline_code(detail))
-    return text
-
-
-def _question_text(effect: ShowQuestion) -> str:
-    text = f"❓ **Question:** {effect.question}"
-    if not effect.options:
-        text += "\n-# Answer with a message in this thread."
-    elif effect.multiple:
-        text += "\n-# Choose one or more."
-    return text
 
 
 # --- state -----------------------------------------------------------------------------------
@@ -200,7 +123,7 @@ class RendererStatistics(Frozen):
     duplicate_posts: int = 0  # a key already posted
     blank_skipped: int = 0  # whitespace-only messages never sent
     outputs: int = 0  # keys known
-    dirty_messages: int = 0  # messages waiting for their next paced edit
+    dirty_messages: int = 0  # messages waiting for their paced send or edit
 
 
 @dataclass(eq=False)
@@ -492,13 +415,15 @@ class StreamRenderer:
         menu: SelectMenu | None = None
         buttons: tuple[Button, ...] = ()
         if isinstance(effect, ShowPermissionPrompt):
-            out.text = _permission_text(effect)
+            out.text = permission_text(effect.tool, effect.detail)
             buttons = (
                 Button(label="Accept", action=permission_action(effect.request_id, True)),
                 Button(label="Deny", action=permission_action(effect.request_id, False)),
             )
         else:
-            out.text = _question_text(effect)
+            out.text = question_text(
+                effect.question, has_options=bool(effect.options), multiple=effect.multiple
+            )
             if effect.options:
                 menu = SelectMenu(
                     custom_id=question_menu_id(effect.request_id),
