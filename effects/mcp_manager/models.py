@@ -63,21 +63,21 @@ class ProcessManagerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
-    port: int = Field(DEFAULT_PORT, ge=0, le=65535)  # 0: any free port (tests)
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)  # 0: any free port (tests)
     path: str = "/mcp"
     # The operator token. None: read ``<data_dir>/mcp-token``, creating it on first use, so
     # thread tokens (derived from it) stay valid across a restart of Spindle.
     token: str | None = None
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("spindle"))
     allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: (Path.home(),))
-    ring_buffer_chars: int = Field(200_000, gt=0)  # per stream, per process
-    ring_buffer_lines: int | None = Field(5000, gt=0)  # per stream, per process
-    max_log_bytes: int = Field(8 * 1024 * 1024, gt=0)  # an output file is emptied past this
-    max_processes_per_thread: int = Field(8, gt=0)  # live ones (starting/running/stopping)
-    max_records_per_thread: int = Field(32, gt=0)  # finished ones are forgotten past this
-    stop_grace_s: float = Field(5.0, ge=0)  # SIGTERM -> SIGKILL
+    ring_buffer_chars: int = Field(default=200_000, gt=0)  # per stream, per process
+    ring_buffer_lines: int | None = Field(default=5000, gt=0)  # per stream, per process
+    max_log_bytes: int = Field(default=8 * 1024 * 1024, gt=0)  # an output file is emptied past this
+    max_processes_per_thread: int = Field(default=8, gt=0)  # live ones (starting/running/stopping)
+    max_records_per_thread: int = Field(default=32, gt=0)  # finished ones are forgotten past this
+    stop_grace_s: float = Field(default=5.0, ge=0)  # SIGTERM -> SIGKILL
     keep_on_shutdown: bool = False
-    poll_interval_s: float = Field(0.05, gt=0)  # how often output files are read
+    poll_interval_s: float = Field(default=0.05, gt=0)  # how often output files are read
 
     @field_validator("host")
     @classmethod

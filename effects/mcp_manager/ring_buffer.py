@@ -96,27 +96,36 @@ class OutputRing:
 class LineAssembler:
     """Turns raw bytes read from a stream into text made of whole lines.
 
-    Complete lines are released at once; a trailing partial line is held for one more read
-    and released anyway when no more bytes arrived (a prompt such as ``Password:`` must not
-    wait for a newline that never comes). Text is cut only after a newline byte, which in
-    UTF-8 never sits inside a character, so a character split across two reads stays whole;
-    invalid bytes become U+FFFD. ``pending_bytes`` says how many bytes read are not released
-    yet (the supervisor's file offsets must not count them as delivered)."""
+    Complete lines are released at once. A trailing partial line is held until its newline
+    comes, or until nothing more has arrived for ``hold_s`` seconds (a prompt such as
+    ``Password:`` must not wait for a newline that never comes; ``print`` writes the text
+    and the newline separately, so one empty read is not enough to call a line finished).
+    The caller passes the time: this class reads no clock. Text is cut only after a newline
+    byte, which in UTF-8 never sits inside a character, so a character split across two
+    reads stays whole; invalid bytes become U+FFFD. ``pending_bytes`` says how many bytes
+    read are not released yet (the supervisor's file offsets must not count them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_s: float = 0.5) -> None:
+        self.hold_s = hold_s
         self._pending = b""
+        self._pending_since = 0.0
 
     @property
     def pending_bytes(self) -> int:
         return len(self._pending)
 
-    def feed(self, data: bytes) -> str:
+    def feed(self, data: bytes, now: float) -> str:
         """The complete lines (newlines kept) that ``data`` finishes; "" when none."""
         if not data:
-            # Nothing new since the last read: whatever was held is as complete as it gets.
-            return self.flush()
+            if self._pending and now - self._pending_since >= self.hold_s:
+                return self.flush()
+            return ""
+        if not self._pending:
+            self._pending_since = now
         data = self._pending + data
         cut = data.rfind(b"\n") + 1
+        if cut:
+            self._pending_since = now
         self._pending = data[cut:]
         return data[:cut].decode("utf-8", "replace")
 

@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,6 +85,15 @@ class ProcessManager:
             name=SERVER_NAME, url=self.url, bearer_token=self.token_for_thread(thread_id)
         )
 
+    def agent_options_for_thread(
+        self, options: Any, thread_id: str, workdir: str | None = None
+    ) -> Any:
+        """A copy of an ``AgentOptions`` with this thread's manager among its MCP servers
+        (replacing any other entry of the same name)."""
+        server = self.mcp_server_for_thread(thread_id, workdir)
+        kept = tuple(s for s in options.mcp_servers if s.name != SERVER_NAME)
+        return options.model_copy(update={"mcp_servers": (*kept, server)})
+
     def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
         return self.supervisor.processes_for_thread(thread_id)
 
@@ -99,13 +107,6 @@ def _caller(authority: TokenAuthority, ctx: Context) -> Caller:
     if caller is None:
         raise ToolError("not authorized")
     return caller
-
-
-def _refusals(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except ProcessError as exc:
-        raise ToolError(str(exc)) from None
 
 
 def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -> MCPServer:
@@ -167,7 +168,7 @@ def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -
     async def list_processes(ctx: Context) -> ProcessList:
         """List this thread's processes with their status, pid and exit code."""
         caller = _caller(authority, ctx)
-        return ProcessList(processes=supervisor.list(caller))
+        return ProcessList(processes=supervisor.list_processes(caller))
 
     @server.tool()
     async def get_output(
@@ -182,8 +183,10 @@ def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -
     ) -> OutputResult:
         """Buffered stdout and stderr of a process. Pass the returned last_seq as since_seq
         next time to read only what is new."""
-        caller = _caller(authority, ctx)
-        return _refusals(lambda: supervisor.get_output(caller, name, tail, since_seq))
+        try:
+            return supervisor.get_output(_caller(authority, ctx), name, tail, since_seq)
+        except ProcessError as exc:
+            raise ToolError(str(exc)) from None
 
     return server
 

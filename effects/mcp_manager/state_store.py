@@ -31,7 +31,8 @@ def same_process(pid: int | None, create_time: float | None) -> bool:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        return abs(proc.create_time() - create_time) <= CREATE_TIME_TOLERANCE_S
+        started: float = proc.create_time()
+        return abs(started - create_time) <= CREATE_TIME_TOLERANCE_S
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 

@@ -120,7 +120,7 @@ class _StreamTail:
         except FileNotFoundError:
             return False
         self.offset += len(data)
-        appended = self._append(seq, self.assembler.feed(data))
+        appended = self._append(seq, self.assembler.feed(data, time.monotonic()))
         if self.offset > max_log_bytes:
             # The writer has O_APPEND: after the truncation it writes at the new end.
             os.truncate(self.path, 0)
@@ -200,9 +200,10 @@ def _info(e: _Entry, *, already_running: bool = False) -> ProcessInfo:
 
 def _create_time(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).create_time()
+        started: float = psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+    return started
 
 
 class ProcessSupervisor:
@@ -286,7 +287,7 @@ class ProcessSupervisor:
                 owner, name, r.command, list(r.args), r.cwd, dict(r.env), r.restarts + 1
             )
 
-    def list(self, caller: Caller) -> list[ProcessInfo]:
+    def list_processes(self, caller: Caller) -> list[ProcessInfo]:
         entries = [
             e
             for (thread, _), e in self._entries.items()
@@ -329,7 +330,7 @@ class ProcessSupervisor:
             self._thread_workdirs[thread_id] = workdir
 
     def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
-        return self.list(Caller(thread_id=thread_id))
+        return self.list_processes(Caller(thread_id=thread_id))
 
     async def stop_thread_processes(self, thread_id: str) -> list[StopResult]:
         """Stop every live process of a thread (at once); for disposal of the thread."""

@@ -49,17 +49,22 @@ def test_line_bound_evicts_old_chunks_but_keeps_the_newest() -> None:
 
 
 def test_assembler_releases_whole_lines_and_then_a_waiting_partial_line() -> None:
-    asm = LineAssembler()
-    assert asm.feed(b"one\ntw") == "one\n"
-    assert asm.feed(b"o\nPassword: ") == "two\n"
-    assert asm.feed(b"") == "Password: "  # nothing more came: release it
-    assert asm.feed(b"") == ""
+    asm = LineAssembler(hold_s=0.5)
+    assert asm.feed(b"one\ntw", now=0.0) == "one\n"
+    assert asm.feed(b"o\nPassword: ", now=0.1) == "two\n"
+    assert asm.feed(b"", now=0.2) == ""  # print() writes the newline separately: wait
+    assert asm.feed(b"", now=0.7) == "Password: "  # nothing more came: release it
+    assert asm.feed(b"", now=5.0) == ""
+    assert asm.feed(b"tick 5", now=6.0) == ""
+    assert asm.feed(b"", now=6.3) == ""
+    assert asm.feed(b"\n", now=6.31) == "tick 5\n"  # the late newline: one whole line
     # A UTF-8 character split across two reads stays whole.
     euro = "€".encode()
-    assert asm.feed(euro[:1]) == ""
-    assert asm.feed(euro[1:] + b"\n") == "€\n"
-    assert asm.feed(b"\xff\n") == "\ufffd\n"
-    assert asm.feed(b"tail") == ""
+    assert asm.feed(euro[:1], now=7.0) == ""
+    assert asm.feed(euro[1:] + b"\n", now=7.0) == "€\n"
+    assert asm.feed(b"\xff\n", now=7.0) == "\ufffd\n"
+    assert asm.feed(b"tail", now=7.0) == ""
+    assert asm.pending_bytes == 4
     assert asm.flush() == "tail"
 
 
@@ -77,10 +82,10 @@ def test_the_ring_is_always_the_suffix_of_what_was_written(chunks: list[str], si
 
 @given(st.binary(max_size=200), st.lists(st.integers(1, 50), max_size=20))
 def test_assembled_text_is_the_decoded_input(data: bytes, cuts: list[int]) -> None:
-    asm, out, pos = LineAssembler(), [], 0
-    for cut in cuts:
-        out.append(asm.feed(data[pos : pos + cut]))
+    asm, out, pos = LineAssembler(hold_s=0.5), [], 0
+    for i, cut in enumerate(cuts):
+        out.append(asm.feed(data[pos : pos + cut], now=i * 0.3))
         pos += cut
-    out.append(asm.feed(data[pos:]))
+    out.append(asm.feed(data[pos:], now=len(cuts) * 0.3))
     out.append(asm.flush())
     assert "".join(out) == data.decode("utf-8", "replace")
