@@ -222,3 +222,25 @@ async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
             for p in me.children(recursive=True)
             if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
         ] == []
+
+
+@pytest.mark.timeout(60)
+async def test_a_crashed_agent_process_is_respawned_resuming_its_session(tmp_path: Path) -> None:
+    binary = fake_claude_binary(str(tmp_path), delay_s=0.02)
+
+    def claude(name: str) -> ClaudeAdapter:
+        return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
+
+    async with running(tmp_path, adapter_factory=claude) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start("claude")
+        await chat.say("hello")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1, timeout=30, step=0.02)
+        session = rt.snapshot("t1").conversation.session_id
+        await chat.say("CRASH now")  # the process exits with code 3 mid-turn
+        await until(lambda: rt.snapshot("t1").counters.listener_starts == 2, 30, 0.02)
+        assert rt.snapshot("t1").counters.failed == 1
+        await chat.say("are you back?")
+        await until(lambda: rt.snapshot("t1").counters.completed == 2, timeout=30, step=0.02)
+        assert rt.snapshot("t1").conversation.session_id == session  # resumed, not new
+        assert rt.statistics("t1").listener_starts == 2
