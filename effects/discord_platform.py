@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import discord
-import trio_asyncio
+import trio_asyncio  # type: ignore[import-untyped]
 
 from effects.platform import PlatformError, PlatformLimits, SelectMenu
 from runtime.effects import Button
@@ -109,9 +109,10 @@ class DiscordPlatform:
             kwargs: dict[str, Any] = {}
             if buttons or menu is not None:
                 kwargs["view"] = _view(buttons, menu)
+            if nonce:
+                kwargs["nonce"] = discord_nonce(nonce)
             message = await channel.send(
                 text,
-                nonce=discord_nonce(nonce) if nonce else None,
                 suppress_embeds=True,
                 allowed_mentions=_NO_MENTIONS,
                 **kwargs,

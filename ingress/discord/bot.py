@@ -24,11 +24,12 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import discord
 import trio
-import trio_asyncio
+import trio_asyncio  # type: ignore[import-untyped]
 from discord import app_commands
 
 from effects.discord_platform import DiscordPlatform
@@ -143,7 +144,12 @@ class SpindleBot(discord.Client):
             if emitted or ahead is None or ahead.done():
                 mine.set_result(None)
             else:
-                ahead.add_done_callback(lambda _: mine.done() or mine.set_result(None))
+
+                def follow(_: asyncio.Future[None]) -> None:
+                    if not mine.done():
+                        mine.set_result(None)
+
+                ahead.add_done_callback(follow)
 
     async def setup_hook(self) -> None:
         if self.settings.guild_ids:
@@ -263,7 +269,7 @@ class SpindleBot(discord.Client):
                 os.makedirs(folder, exist_ok=True)
                 safe_name = os.path.basename(attachment.filename) or "file"
                 path = os.path.join(folder, f"{message.id}-{safe_name}")
-                await attachment.save(path)
+                await attachment.save(Path(path))
             found.append(
                 Attachment(
                     name=attachment.filename,

@@ -7,8 +7,8 @@ answered here. See docs/commands.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -85,7 +85,16 @@ def build_commands(bot: SpindleBot) -> None:
         user_id = str(interaction.user.id)
         await bot.command(interaction, lambda t, c: AbortRequested(**c, author_id=user_id))
 
-    for command in (conversation, workdir, status, model, queue, clear_queue, abort):
+    commands: tuple[app_commands.Command[Any, Any, Any] | app_commands.Group, ...] = (
+        conversation,
+        workdir,
+        status,
+        model,
+        queue,
+        clear_queue,
+        abort,
+    )
+    for command in commands:
         tree.add_command(command)
 
 
@@ -131,7 +140,7 @@ def _workdir_for_listing(bot: SpindleBot, interaction: discord.Interaction) -> s
 
 def _workdir_completer(
     bot: SpindleBot,
-) -> Callable[[discord.Interaction, str], Awaitable[list[app_commands.Choice[str]]]]:
+) -> Callable[[discord.Interaction, str], Coroutine[Any, Any, list[app_commands.Choice[str]]]]:
     # discord.py wants a plain coroutine function here (it reads its __qualname__).
     async def complete_workdir(
         interaction: discord.Interaction, current: str

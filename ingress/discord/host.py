@@ -24,7 +24,7 @@ import discord
 import discord.gateway
 import discord.http
 import trio
-import trio_asyncio
+import trio_asyncio  # type: ignore[import-untyped]
 import yarl
 
 from effects.platform import ChatPlatform, PlatformLimits

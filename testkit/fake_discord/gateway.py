@@ -94,8 +94,8 @@ class Gateway:
                     self.heartbeats += 1
                     await socket.send_str(json.dumps({"op": OP_HEARTBEAT_ACK}))
                 elif op == OP_IDENTIFY:
-                    session = self._identify(data or {})
-                    writer = self._attach(session, socket, after_seq=0)
+                    fresh = self._identify(data or {})
+                    writer = self._attach(fresh, socket, after_seq=0)
                 elif op == OP_RESUME:
                     session = self.sessions.get(str(data.get("session_id")))
                     if session is None:

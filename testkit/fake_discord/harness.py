@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import trio
-import trio_asyncio
+import trio_asyncio  # type: ignore[import-untyped]
 
 from ingress.discord.bot import SpindleBot
 from ingress.discord.host import hosted_bot

