@@ -26,9 +26,11 @@ same wire format, the process closed after its ``result``.
 
 from __future__ import annotations
 
+import base64
 import collections
 import itertools
 import json
+import mimetypes
 import os
 import re
 import shutil
@@ -56,6 +58,7 @@ __all__ = [
     "ConversationInfo",
     "LaunchSpec",
     "claude_launch_spec",
+    "image_blocks",
     "list_conversations",
     "mcp_config",
     "prompt_line",
@@ -74,6 +77,8 @@ NESTED_SESSION_ENV = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_P
 DENY_MESSAGE = "The user denied this tool use."
 DISMISS_MESSAGE = "The user dismissed the question without answering."
 RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what the API takes
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the API's limit per image
 INTERRUPT_GRACE_S = 10.0  # in-band interrupt unanswered for this long: SIGINT
 
 
@@ -160,9 +165,31 @@ def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def prompt_line(text: str) -> str:
+def image_blocks(attachments: tuple[Attachment, ...]) -> list[dict[str, Any]]:
+    """Saved image attachments as base64 image blocks, so the model sees them (best effort:
+    an unreadable or too large file stays a path in the text)."""
+    blocks: list[dict[str, Any]] = []
+    for attachment in attachments:
+        kind = attachment.content_type or mimetypes.guess_type(attachment.name)[0] or ""
+        if kind not in IMAGE_TYPES or not attachment.path:
+            continue
+        try:
+            if os.path.getsize(attachment.path) > MAX_IMAGE_BYTES:
+                continue
+            with open(attachment.path, "rb") as f:
+                data = base64.b64encode(f.read()).decode("ascii")
+        except OSError:
+            continue
+        blocks.append(
+            {"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}
+        )
+    return blocks
+
+
+def prompt_line(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
     """One stdin line carrying a user prompt in stream-json input format."""
-    message = {"role": "user", "content": [{"type": "text", "text": text}]}
+    content = [{"type": "text", "text": text}, *image_blocks(attachments)]
+    message = {"role": "user", "content": content}
     return json.dumps({"type": "user", "message": message}, ensure_ascii=False)
 
 
@@ -462,7 +489,8 @@ class ClaudeAdapter(AgentAdapter):
         self.current_run = prompt.run_id
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
-        await self._write(proc, prompt_line(prompt_text(prompt.text, prompt.attachments)))
+        text = prompt_text(prompt.text, prompt.attachments)
+        await self._write(proc, prompt_line(text, prompt.attachments))
 
     async def interrupt(self, run_id: str) -> None:
         if run_id in self._queued_runs:

@@ -34,6 +34,7 @@ from runtime.agent_events import (
     TurnCompleted,
 )
 from runtime.effects import PromptAgent, StartAgent
+from runtime.model import Attachment
 from testkit.fake_model.anthropic import ASK_QUESTION, FakeAnthropic, user_text
 from testkit.fake_model.base import JSONResponse
 
@@ -167,6 +168,24 @@ async def test_text_answer_with_model_and_system_instruction(
     assert body["model"] == "claude-fake-1"
     assert "SPINDLE-SYSTEM-MARK" in str(body["system"])
     assert s.adapter.statistics().malformed == 0
+
+
+async def test_an_image_attachment_reaches_the_model(tmp_path: Path, fake: FakeAnthropic) -> None:
+    png = bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+        "0000000d49444154789c6360000002000005000157a0cf0a0000000049454e44ae426082"
+    )
+    async with running_claude(tmp_path, fake) as s:
+        (s.workdir / "dot.png").write_bytes(png)
+        dot = Attachment(name="dot.png", content_type="image/png", path=str(s.workdir / "dot.png"))
+        prompt = _prompt("r1", "what is this", s.workdir).model_copy(update={"attachments": (dot,)})
+        await s.adapter.prompt(prompt)
+        end = await s.wait_for(lambda e: isinstance(e.event, TurnCompleted | TurnAborted))
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+    users = [m for m in fake.messages_requests()[-1].body["messages"] if m["role"] == "user"]
+    kinds = [b.get("type") for b in users[-1]["content"] if isinstance(b, dict)]
+    assert "image" in kinds
+    assert any("[Attached file:" in b.get("text", "") for b in users[-1]["content"])
 
 
 async def test_thinking_is_streamed_apart_from_text(tmp_path: Path, fake: FakeAnthropic) -> None:

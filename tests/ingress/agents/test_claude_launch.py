@@ -10,6 +10,7 @@ from pathlib import Path
 from ingress.agents.base import AgentOptions, McpServer
 from ingress.agents.claude import (
     claude_launch_spec,
+    image_blocks,
     list_conversations,
     mcp_config,
     project_slug,
@@ -147,3 +148,26 @@ def test_list_conversations_newest_first_with_first_prompt(tmp_path: Path) -> No
         ("old", "fix bug", 1000.0),
     ]
     assert list_conversations(str(tmp_path / "elsewhere"), str(tmp_path / "home")) == []
+
+
+# A 1x1 transparent PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c6360000002000005000157a0cf0a0000000049454e44ae426082"
+)
+
+
+def test_saved_images_become_image_blocks(tmp_path: Path) -> None:
+    (tmp_path / "dot.png").write_bytes(PNG)
+    (tmp_path / "huge.png").write_bytes(b"\0" * (5 * 1024 * 1024 + 1))
+    attachments = (
+        Attachment(name="dot.png", path=str(tmp_path / "dot.png")),
+        Attachment(name="huge.png", path=str(tmp_path / "huge.png")),
+        Attachment(name="gone.jpg", path=str(tmp_path / "gone.jpg")),
+        Attachment(name="notes.txt", path=str(tmp_path / "dot.png")),
+        Attachment(name="remote.png", url="https://cdn/remote.png"),
+    )
+    blocks = image_blocks(attachments)
+    assert len(blocks) == 1 and blocks[0]["source"]["media_type"] == "image/png"
+    line = json.loads(prompt_line("see", attachments))
+    assert [b["type"] for b in line["message"]["content"]] == ["text", "image"]
