@@ -159,7 +159,9 @@ class ConsolePlatform:
             self._rich_refresh()
 
     def close(self) -> None:
-        """End the live area (rich) or the last line (plain)."""
+        """End the live area (rich: its messages stay printed; a later edit of one prints
+        it again) or the last line (plain). The platform stays usable: call it before
+        writing anything else to the terminal."""
         if self.rich:
             if self._live is not None:
                 self._typing = False

@@ -52,6 +52,7 @@ from effects.chunking import (
     render_tool_card,
     split_message,
     thinking_preview,
+    wrap_bare_links,
 )
 from effects.platform import ChatPlatform, PlatformError, SelectMenu
 from runtime.effects import (
@@ -486,6 +487,7 @@ class StreamRenderer:
         """The whole wanted content of a non-streamed output, message by message."""
         if out.mode == "preview":
             text = thinking_preview(out.text, truncated=out.truncated, width=THINKING_PREVIEW_CHARS)
+            text = wrap_bare_links(text) if self._wrap_links else text
             return [text] if text else []
         if out.mode == "card":
             text = fit_message(render_tool_card(out.text), self._budget, wrap_links=False)

@@ -303,7 +303,7 @@ def test_tool_card_rendering() -> None:
 async def test_thinking_is_a_short_subtext_preview(
     renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
 ) -> None:
-    thought = " ".join(f"idea{i}" for i in range(300))
+    thought = " ".join(f"idea{i}" for i in range(300)) + " see https://docs.rs/x"
     await stream(renderer, "t/r1/0", "", step=1)  # an empty text output posts nothing
     await renderer.apply(PostOutput(key="t/r1/1", kind="thinking", text=thought[:10]))
     for seq, start in enumerate(range(10, len(thought), 10), start=1):
@@ -311,8 +311,8 @@ async def test_thinking_is_a_short_subtext_preview(
     await renderer.apply(SealOutput(key="t/r1/1"))
     await renderer.flush()
     (preview,) = platform.texts(CHANNEL)
-    assert preview.startswith("-# 💭 …") and preview.endswith("idea299")
-    assert len(preview) <= 210 and "\n" not in preview
+    assert preview.startswith("-# 💭 …") and preview.endswith("idea299 see <https://docs.rs/x>")
+    assert len(preview) <= 212 and "\n" not in preview
 
 
 async def test_permission_prompt_buttons_and_dismissal(
