@@ -40,6 +40,7 @@ __all__ = [
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "ThreadParked",
     "Tick",
     "UserMessage",
     "WorkdirSet",
@@ -234,6 +235,15 @@ class RuntimeRecovered(ActionBase):
     kind: Literal["runtime_recovered"] = "runtime_recovered"
 
 
+class ThreadParked(ActionBase):
+    """The runtime is putting this thread's actor away (shutdown, disposal, idle sweep):
+    the active run is stopped and nothing is dispatched until the thread is woken by user
+    ingress or ``RuntimeRecovered``. Queued prompts stay queued."""
+
+    kind: Literal["thread_parked"] = "thread_parked"
+    reason: str
+
+
 class PolicySet(ActionBase):
     kind: Literal["policy_set"] = "policy_set"
     policy: Policy
@@ -262,6 +272,7 @@ Action = Annotated[
     | AgentExited
     | Tick
     | RuntimeRecovered
+    | ThreadParked
     | PolicySet,
     Field(discriminator="kind"),
 ]

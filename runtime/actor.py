@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from runtime.actions import Action, Tick
+from runtime.actions import Action, ThreadParked, Tick
 from runtime.effects import LogNote, StartAgent
 from runtime.listener import AdapterFactory, AgentListener, Backoff
 from runtime.log import EventLog
@@ -287,6 +287,15 @@ class ThreadActor:
         run), drain what that caused, then cancel every task of the thread."""
         self.closing = True
         with trio.move_on_after(drain_timeout_s):
+            # First let the core park the thread: it stops the run with a notice the chat
+            # can still show and keeps the queue, so the agent's exit below is no crash and
+            # does not dispatch the next prompt into an agent that is going away.
+            self.post_nowait(
+                ThreadParked(
+                    thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), reason=reason
+                )
+            )
+            await self.wait_quiet()
             await self.listener.stop(reason, report=True)
             await self.wait_quiet()
         with trio.move_on_after(drain_timeout_s / 2):

@@ -45,10 +45,11 @@ def queue_is_full(state: ThreadState) -> bool:
 
 
 def can_dispatch_next(state: ThreadState) -> bool:
-    """Dispatch only when a conversation exists, the queue is non-empty, no run is active
-    and no permission/question is waiting for an answer."""
+    """Dispatch only when a conversation exists, the queue is non-empty, no run is active,
+    no permission/question is waiting for an answer, and the thread is not parked."""
     return (
-        state.conversation is not None
+        not state.parked
+        and state.conversation is not None
         and bool(state.queue)
         and state.run is None
         and not state.blockers

@@ -144,6 +144,7 @@ class ThreadState(Frozen):
     last_prompt: QueueItem | None = None  # for /model: retry the last prompt
     recent_action_ids: tuple[str, ...] = ()  # duplicate ingress delivery is dropped
     counters: Counters = Counters()
+    parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
 
     @classmethod

@@ -786,6 +786,21 @@ def _on_recovered(step: _Step, a: A.RuntimeRecovered) -> None:
         _end_run(step, "force_end")
 
 
+def _on_parked(step: _Step, a: A.ThreadParked) -> None:
+    # Stop the run here, while the chat can still be told, instead of letting the agent's
+    # exit look like a crash; the queue is kept for when the thread wakes.
+    if step.state.run is not None:
+        if step.state.run.end_reason is None:
+            queued = len(step.state.queue)
+            more = f" {queued} queued prompt(s) will run when it is back." if queued else ""
+            step.post("notice", f"⚠ Spindle stopped this run ({a.reason}).{more}")
+            step.set_run(end_reason=a.reason)
+        _end_run(step, "force_end")
+    if step.state.agent_status is not AgentStatus.STOPPED:
+        step.emit(F.StopAgent(reason=a.reason))
+    step.set(parked=True, agent_status=AgentStatus.STOPPED)
+
+
 def _on_policy_set(step: _Step, a: A.PolicySet) -> None:
     step.set(policy=a.policy)
 
@@ -813,12 +828,30 @@ HANDLERS: dict[type, Callable[[_Step, object], None]] = {
     A.AgentExited: _on_agent_exited,
     A.Tick: _on_tick,
     A.RuntimeRecovered: _on_recovered,
+    A.ThreadParked: _on_parked,
     A.PolicySet: _on_policy_set,
 }
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
 _NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived)
+
+# What wakes a parked thread: anything a user does, and the runtime coming back.
+_WAKES = (
+    A.UserMessage,
+    A.QueueCommand,
+    A.AbortRequested,
+    A.QueueCleared,
+    A.QueuedItemRemoved,
+    A.ConversationStarted,
+    A.ConversationResumed,
+    A.ConversationEnded,
+    A.WorkdirSet,
+    A.ModelChanged,
+    A.PermissionAnswered,
+    A.QuestionAnswered,
+    A.RuntimeRecovered,
+)
 
 
 def _drain(step: _Step) -> None:
@@ -877,6 +910,8 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
             recent_action_ids=(state.recent_action_ids + (action.action_id,))[-RECENT_ACTIONS:]
         )
     handler = HANDLERS.get(type(action))
+    if state.parked and isinstance(action, _WAKES):
+        step.set(parked=False)
     try:
         if handler is None:
             step.record(f"no handler for {type(action).__name__}")

@@ -175,5 +175,8 @@ class ThreadScript:
     def recovered(self) -> A.RuntimeRecovered:
         return A.RuntimeRecovered(**self._base())
 
+    def parked(self, reason: str = "shutting down") -> A.ThreadParked:
+        return A.ThreadParked(**self._base(), reason=reason)
+
     def policy(self, policy: Policy) -> A.PolicySet:
         return A.PolicySet(**self._base(), policy=policy)

@@ -88,8 +88,8 @@ class ThreadMachine(RuleBasedStateMachine):
         if prompts:
             self.runs_started += 1
             assert after.run is not None and after.run.id == prompts[0].run_id
-            # Nothing is dispatched while a blocker is pending.
-            assert after.blockers == ()
+            # Nothing is dispatched while a blocker is pending, nor while parked.
+            assert after.blockers == () and not after.parked
             self.dispatched.append(after.run.prompt.id)
         assert self.runs_started - self.runs_ended == (1 if after.run is not None else 0)
 
@@ -270,6 +270,10 @@ class ThreadMachine(RuleBasedStateMachine):
     def recovered(self):
         self.apply(self.s.recovered())
 
+    @rule(reason=st.sampled_from(["shutting down", "idle"]))
+    def parked(self, reason):
+        self.apply(self.s.parked(reason))
+
     # --- invariants and the end ---------------------------------------------------------
     @invariant()
     def prompts_never_lost(self):
@@ -285,6 +289,11 @@ class ThreadMachine(RuleBasedStateMachine):
         assert len(self.dispatched) - len(dispatched) <= retried
 
     @invariant()
+    def a_parked_thread_has_no_run(self):
+        if self.state.parked:
+            assert self.state.run is None
+
+    @invariant()
     def phase_and_blockers_agree(self):
         run = self.state.run
         if run is None:
@@ -297,6 +306,8 @@ class ThreadMachine(RuleBasedStateMachine):
         """Drive the thread to the end: every queued prompt is dispatched in turn."""
         if self.state.conversation is None:
             return
+        if self.state.parked:
+            self.apply(self.s.recovered())  # what a restart does
         for _ in range(QUEUE_LIMIT + 3):
             for b in self.state.blockers:
                 self.apply(

@@ -385,3 +385,27 @@ def test_status_describes_the_thread():
     text = of(t.do(t.s.status()), F.ReplyToCommand)[0].text
     assert "Agent: claude" in text and "Run: r1 dispatching" in text
     assert "Queue: 1/50" in text and "1. u1: later" in text
+
+
+def test_parking_stops_the_run_and_keeps_the_queue_until_woken():
+    t = Thread().started()
+    t.do(t.s.connected(), t.s.user("long"), t.s.queue("next"), t.s.permission("r1", "p1"))
+    effects = t.do(t.s.parked("shutting down"))
+    notice = posts(effects, "notice")[0].text
+    assert "Spindle stopped this run (shutting down)" in notice and "1 queued prompt(s)" in notice
+    assert of(effects, F.StopAgent) and of(effects, F.PromptAgent) == []
+    assert t.state.run is None and t.queued_texts() == ["next"] and t.state.blockers == ()
+    # the agent's exit that follows is not a crash, and nothing is dispatched
+    effects = t.do(t.s.exited(code=0, crashed=False))
+    assert effects == () and t.queued_texts() == ["next"]
+    # a restart wakes the thread and the queue goes on
+    effects = t.do(t.s.recovered())
+    assert [p.text for p in of(effects, F.PromptAgent)] == ["next"]
+
+
+def test_a_user_message_wakes_a_parked_thread():
+    t = Thread().started()
+    t.do(t.s.parked("idle"))
+    effects = t.do(t.s.user("hello again"))
+    assert [p.text for p in of(effects, F.PromptAgent)] == ["hello again"]
+    assert not t.state.parked
