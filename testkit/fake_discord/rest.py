@@ -416,6 +416,7 @@ class RestApi:
         kind = int(body.get("type") or 0)
         data = body.get("data") or {}
         interaction.callbacks.append((kind, data))
+        interaction.acknowledged_at = time.time()
         interaction.ephemeral = bool(int(data.get("flags") or 0) & EPHEMERAL)
         resource: dict[str, Any] = {"type": kind}
         if kind in (4, 5):  # a message, or "thinking..." to be filled by the first followup

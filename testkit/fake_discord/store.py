@@ -210,6 +210,7 @@ class FakeInteraction:
     original_message_id: int | None = None
     ephemeral: bool = False
     created_at: float = field(default_factory=time.time)
+    acknowledged_at: float | None = None  # Discord fails an interaction not answered in 3 s
 
     def payload(self, world: World) -> dict[str, Any]:
         user = world.users[self.user_id]

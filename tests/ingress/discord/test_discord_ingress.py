@@ -149,6 +149,10 @@ async def test_every_slash_command_becomes_its_action(world: World) -> None:
         assert isinstance(resumed, ConversationResumed)
         assert resumed.agent == "gemini" and resumed.session_id == "sess-42"
         assert {a.thread_id for a in actions} == {str(thread)}
+        for action in actions:  # every command was acknowledged well within Discord's 3 s
+            interaction = fake.interaction(int(action.action_id.removeprefix("int-")))
+            assert interaction.acknowledged_at is not None
+            assert interaction.acknowledged_at - interaction.created_at < 3.0
 
 
 async def test_buttons_and_menus_become_answers(world: World) -> None:
