@@ -57,14 +57,20 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from ingress.doctor import run_checks
 
     rows = run_checks(settings)
+    failed = any(r.status == "fail" for r in rows)
+    if not sys.stdout.isatty():  # a pipe or a file: one plain line per check, for scripts
+        for row in rows:
+            fix = f" -> {row.fix}" if row.fix else ""
+            print(f"{row.status.upper():4}  {row.name}: {row.found}{fix}")
+        return EXIT_DOCTOR if failed else EXIT_OK
     table = Table(title="spindle doctor", show_lines=False)
     for column in ("check", "", "found", "what to do"):
         table.add_column(column)
     marks = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
     for row in rows:
         table.add_row(row.name, marks[row.status], row.found, row.fix)
-    Console(width=max(100, Console().width)).print(table)
-    return EXIT_DOCTOR if any(r.status == "fail" for r in rows) else EXIT_OK
+    Console().print(table)
+    return EXIT_DOCTOR if failed else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,0 +1,230 @@
+"""``spindle run`` in console mode, driven through a pipe like a script would drive it.
+
+Each test runs the real command in a subprocess with its own data dir, config and HOME, and
+the built-in echo agent (no genuine CLI is installed in that HOME's PATH).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> dict[str, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    return {"work": work, "home": home, "data": tmp_path / "data", "config": tmp_path / "none.toml"}
+
+
+def spindle(place: dict[str, Path], *args: str, stdin: str = "", timeout: float = 60):
+    env = {
+        "PATH": "/usr/bin:/bin",  # no agent CLI on it: the echo demo is offered
+        "HOME": str(place["home"]),
+        "SPINDLE_DATA_DIR": str(place["data"]),
+        "SPINDLE_CONFIG": str(place["config"]),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ingress.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=place["work"],
+        env=env,
+        timeout=timeout,
+    )
+
+
+def lines(*items: str) -> str:
+    return "\n".join(items) + "\n"
+
+
+def test_without_any_agent_cli_it_says_so_and_offers_the_echo_demo(place):
+    out = spindle(place, "run", "--no-mcp", stdin=lines("hello world", "/wait", "/quit"))
+    assert out.returncode == 0, out.stderr
+    assert "No agent CLI is ready" in out.stderr and "echo" in out.stderr
+    assert "claude (not installed)" in out.stderr
+    assert f"Started echo in {place['work']}." in out.stdout
+    assert "hello world" in out.stdout
+    assert "echo (demo agent)" in out.stdout  # the footer names the demo
+
+
+def test_queue_interrupt_and_order(place):
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines(
+            "first prompt one two three four five six seven eight nine ten",
+            "/queue alpha",
+            "/queue beta",
+            "interrupting message",
+            "/wait",
+            "/status",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Queued (position 1)." in text and "Queued (position 2)." in text
+    # the plain message ran before the /queue items, which kept their order
+    order = [text.index(f"» you: {m}") for m in ("interrupting message", "alpha", "beta")]
+    assert order == sorted(order)
+    # three completed runs get a footer each; the interrupted first run gets none
+    assert text.count("echo (demo agent)") == 3
+    assert "Runs: 4 (completed 3, failed 0, interrupted 1, aborted 0)" in text
+    assert "Queue: 0/50" in text
+
+
+def test_abort_then_a_new_message_runs_normally(place):
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines(
+            "tool a long prompt that will be aborted one two three four five",
+            "/abort",
+            "/wait",
+            "after the abort",
+            "/wait",
+            "/status",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Aborted the current run." in out.stdout
+    assert "after the abort" in out.stdout
+    assert "aborted 1" in out.stdout and "completed 1" in out.stdout
+
+
+def test_quit_and_restart_keeps_the_queue(place):
+    first = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines(
+            "a slow prompt one two three four five six seven",
+            "/queue alpha",
+            "/queue beta",
+            "/quit",
+        ),
+    )
+    assert first.returncode == 0, first.stderr
+    assert "2 queued prompt(s) will run when it is back" in first.stdout
+    assert "» you: alpha" not in first.stdout  # nothing was dispatched while stopping
+    status = spindle(place, "status")
+    assert "console:main" in status.stdout
+    second = spindle(
+        place, "run", "--no-mcp", "--agent", "echo", stdin=lines("/wait", "/status", "/quit")
+    )
+    assert second.returncode == 0, second.stderr
+    out = second.stdout
+    assert out.index("» you: alpha") < out.index("» you: beta")
+    assert "Queue: 0/50" in out
+
+
+def test_threads_are_separate(place):
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines(
+            "in main",
+            "/wait",
+            "/thread new side",
+            "in side",
+            "/wait",
+            "/threads",
+            "/thread switch main",
+            "/status",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Now in thread side." in out.stdout
+    assert "* side: idle, queue 0" in out.stdout and "  main: idle, queue 0" in out.stdout
+    assert "Runs: 1 (completed 1" in out.stdout  # main's own status
+
+
+def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines("/workdir set /etc", "/workdir set missing-dir", "/quit"),
+    )
+    assert "is outside the allowed roots" in out.stdout
+    assert "does not exist" in out.stdout
+
+
+def test_doctor_reports_and_exits_zero_without_failures(place):
+    out = spindle(place, "doctor")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in (
+        "agent claude",
+        "agent codex",
+        "agent gemini",
+        "agent opencode",
+        "database",
+        "discord token",
+    ):
+        assert row in out.stdout
+
+
+def test_doctor_fails_on_a_corrupt_database(place):
+    place["data"].mkdir()
+    (place["data"] / "spindle.db").write_bytes(b"this is not sqlite at all" * 100)
+    out = spindle(place, "doctor")
+    assert out.returncode == 3
+    assert "FAIL" in out.stdout and "spindle.db" in out.stdout
+
+
+def test_run_refuses_a_corrupt_database_and_names_it(place):
+    place["data"].mkdir()
+    db = place["data"] / "spindle.db"
+    db.write_bytes(b"garbage" * 1000)
+    out = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin="/quit\n")
+    assert out.returncode == 4
+    assert str(db) in out.stderr
+    assert db.read_bytes() == b"garbage" * 1000  # nothing overwritten
+
+
+def test_a_wrong_config_value_names_the_key(place):
+    place["config"].write_text("[runtime]\nqueue_limit = 0\nallowed_rots = ['~']\n")
+    out = spindle(place, "run", "--no-mcp")
+    assert out.returncode == 2
+    assert "runtime.queue_limit" in out.stderr and "greater than or equal to 1" in out.stderr
+    assert "runtime.allowed_rots: unknown key" in out.stderr
+
+
+def test_init_writes_a_config_that_loads(place):
+    out = spindle(place, "init")
+    assert out.returncode == 0 and place["config"].exists()
+    again = spindle(place, "init")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert spindle(place, "doctor").returncode == 0
+
+
+def test_help_on_every_command(place):
+    for command in ("run", "status", "doctor", "init", "replay", "log", "mcp"):
+        out = spindle(place, command, "--help")
+        assert out.returncode == 0 and "usage: spindle" in out.stdout
