@@ -118,8 +118,8 @@ async def _console(
     runtime_kwargs: dict,
 ) -> None:
     from effects.console_platform import ConsolePlatform
-    from effects.render import StreamRenderer
     from effects.process import LineReader
+    from effects.render import StreamRenderer
     from ingress.console import ConsoleChat
     from runtime.registry import open_runtime
 

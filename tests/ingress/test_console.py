@@ -6,7 +6,6 @@ the built-in echo agent (no genuine CLI is installed in that HOME's PATH).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
