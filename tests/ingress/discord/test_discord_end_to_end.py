@@ -293,7 +293,7 @@ async def test_a_message_delivered_twice_by_the_gateway_is_one_prompt(
         assert sum(map(is_footer, world.fake.messages(thread))) == 1
 
 
-async def test_a_restart_keeps_the_conversation_and_posts_nothing_twice(
+async def test_a_restart_keeps_the_conversation_and_the_queue_and_posts_nothing_twice(
     world: World, tmp_path: Path
 ) -> None:
     async with discord_stack(world, tmp_path) as stack:
@@ -302,22 +302,25 @@ async def test_a_restart_keeps_the_conversation_and_posts_nothing_twice(
         await stack.until_footers(thread, 1)
         world.fake.send_message(thread, world.alice, "SLOW work")
         await wait_for(lambda: world.fake.messages(thread), lambda ms: "slow1" in ms[-1].content)
-    # Stopped mid-run: the shutdown closed the run and made its last edits.
+        await _queue(stack, thread, "after the restart")
+    # Stopped mid-run: the run was closed with a notice, the queue kept for the restart.
     before = world.fake.messages(thread)
-    assert "slow1" in before[-2].content or "slow1" in before[-1].content
+    assert _contents(before).count("after the restart") == 0
     async with discord_stack(world, tmp_path) as stack:
-        await trio.sleep(0.5)  # anything the restart would re-post shows now
-        assert [(m.id, m.content) for m in world.fake.messages(thread)] == [
+        messages = await stack.until_footers(thread, 2, timeout=20)
+        # Everything shown before the restart is still there, unchanged and not re-posted.
+        assert [(m.id, m.content) for m in messages[: len(before)]] == [
             (m.id, m.content) for m in before
         ]
+        assert _delivered(stack) == ["after the restart"]
         state = stack.runtime.snapshot(str(thread))
         assert state is not None and state.conversation is not None
-        assert state.conversation.agent == "claude" and state.conversation.session_id == "sess-1"
-        world.fake.send_message(thread, world.alice, "still here?")
-        messages = await stack.until_footers(thread, 2)
-        assert _delivered(stack) == ["still here?"]
+        assert state.conversation.agent == "claude"
         assert stack.agents.starts[0].session_id == "sess-1"  # the session was resumed
-        assert [m.id for m in messages[: len(before)]] == [m.id for m in before]
+        world.fake.send_message(thread, world.alice, "still here?")
+        messages = await stack.until_footers(thread, 3)
+        assert _delivered(stack) == ["after the restart", "still here?"]
+        assert sum(map(is_footer, messages)) == 3
 
 
 async def test_queued_messages_follow_their_edits_and_deletes(world: World, tmp_path: Path) -> None:
