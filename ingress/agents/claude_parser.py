@@ -423,6 +423,12 @@ class ClaudeStreamParser:
                 )
             ]
         display = request.get("display_name")
+        # The CLI's display name of an MCP tool drops its server ("List Processes"); ours
+        # keeps it, as on the tool card.
+        if tool_name.startswith("mcp__") or not isinstance(display, str) or not display:
+            shown = clean_tool_name(tool_name)
+        else:
+            shown = display
         detail = summarize_tool_input(tool_name, tool_input)
         reason = request.get("decision_reason") or request.get("description")
         if isinstance(reason, str) and reason and reason not in detail:
@@ -430,7 +436,7 @@ class ClaudeStreamParser:
         return [
             PermissionRequested(
                 request_id=request_id,
-                tool=clean_tool_name(display if isinstance(display, str) else tool_name),
+                tool=shown,
                 detail=detail,
             )
         ]

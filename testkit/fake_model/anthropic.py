@@ -8,6 +8,8 @@ message (``role: "system"`` messages, which the CLI appends after the user's, ar
 - a ``tool_result`` in it -> ``Tool said: <the result>`` (the second half of a tool call);
 - ``TOOLTEST`` -> a ``Bash`` call running ``echo hi``;
 - ``TOUCHTEST`` -> a ``Bash`` call running ``touch touched.txt`` (needs permission);
+- ``MCPTEST [name]`` -> a call (no arguments) of the offered ``mcp__*`` tool ending in
+  ``name``, else the first one (text when none is offered);
 - ``PWDTEST`` -> a ``Bash`` call running ``pwd`` (where do tools run?);
 - ``SLEEPTEST`` -> a ``Bash`` call running ``sleep 30`` (a tool to interrupt);
 - ``ASKTEST`` -> an ``AskUserQuestion`` call (Red or Blue?);
@@ -73,6 +75,19 @@ def _prompt_of(text: str) -> str:
     return "\n".join(lines).strip()
 
 
+def _mcp_tool(body: dict[str, Any], text: str) -> str | None:
+    """``MCPTEST [name]``: the offered ``mcp__*`` tool ending in ``name``, else the first."""
+    names = [
+        t.get("name", "")
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and str(t.get("name", "")).startswith("mcp__")
+    ]
+    wanted = re.search(r"MCPTEST\s+(\w+)", text)
+    if wanted:
+        names = [n for n in names if n.endswith(wanted.group(1))] or names
+    return names[0] if names else None
+
+
 def _tool_result(message: dict[str, Any] | None) -> str | None:
     if message is None or not isinstance(message.get("content"), list):
         return None
@@ -132,6 +147,11 @@ class FakeAnthropic(FakeModelServer):
         if scenario == "TOUCHTEST":
             touch = {"command": "touch touched.txt", "description": "Run command"}
             return self._tool(model, "Bash", touch)
+        if scenario == "MCPTEST":
+            tool = _mcp_tool(body, text)
+            if tool is None:
+                return self._stream(model, [("text", ["No MCP tools offered."])], "end_turn")
+            return self._tool(model, tool, {})
         if "PWDTEST" in text:
             return self._tool(model, "Bash", {"command": "pwd", "description": "Print cwd"})
         if "SLEEPTEST" in text:

@@ -505,3 +505,29 @@ async def test_a_cli_that_cannot_start_is_a_clear_error(
     missing = ClaudeAdapter(AgentOptions(binary=str(tmp_path / "no-claude")))
     with pytest.raises(AgentStartError, match="not found"):
         await missing.serve(start, Session(missing, tmp_path, tmp_path).emit)
+
+
+async def test_mcp_tool_of_the_real_process_manager(tmp_path: Path, fake: FakeAnthropic) -> None:
+    from effects.mcp_manager import serve_process_manager
+    from effects.mcp_manager.models import ProcessManagerConfig
+
+    config = ProcessManagerConfig(
+        port=0, token="t" * 32, data_dir=tmp_path / "pm", allowed_roots=(tmp_path,)
+    )
+    async with trio.open_nursery() as nursery:
+        manager = await nursery.start(serve_process_manager, config)
+        server = manager.mcp_server_for_thread("thread-1", str(tmp_path / "work"))
+        async with running_claude(tmp_path, fake, mcp_servers=(server,)) as s:
+            await s.adapter.prompt(_prompt("r1", "MCPTEST list_processes", s.workdir))
+            asked = await s.wait_for(lambda e: isinstance(e.event, PermissionRequested))
+            permission_tool = asked.event.tool
+            await s.adapter.answer_permission(asked.event.request_id, True)
+            end = await s.wait_for(lambda e: isinstance(e.event, TurnCompleted | TurnAborted))
+            assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+            started = [e for e in s.of_run("r1") if isinstance(e, ToolStarted)]
+            finished = [e for e in s.of_run("r1") if isinstance(e, ToolFinished)]
+        nursery.cancel_scope.cancel()
+    assert [t.display_name for t in started] == ["Process Manager · List Processes"]
+    assert started[0].name == "mcp__process-manager__list_processes"
+    assert len(finished) == 1 and not finished[0].is_error
+    assert "Process Manager" in permission_tool  # cleaned for display, as the tool card
