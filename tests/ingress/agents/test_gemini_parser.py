@@ -355,7 +355,10 @@ def test_launch_spec_and_prompt_text(tmp_path: Path) -> None:
 def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
     user = tmp_path / ".gemini"
     user.mkdir()
-    original = '{"ui": {"theme": "x"}, "general": {"maxAttempts": 9, "vimMode": true}}'
+    # The CLI allows comments in settings.json; the user's must survive the merge.
+    original = (
+        '{"ui": {"theme": "x"}, // mine\n"general": {"maxAttempts": 9, /* keep */ "vimMode": true}}'
+    )
     (user / "settings.json").write_text(original)
     (user / "oauth_creds.json").write_text("{}")
     options = AgentOptions(
