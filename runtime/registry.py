@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
@@ -53,6 +54,18 @@ def sequential_ids(prefix: str = "rt") -> Callable[[], str]:
     counter = itertools.count(1)
     boot = f"{int(time.time() * 1000):x}"
     return lambda: f"{prefix}-{boot}-{next(counter)}"
+
+
+def _for_thread(factory: Callable[..., Any], thread_id: str) -> AdapterFactory:
+    """A factory that takes ``thread_id`` (to give each thread its own credentials, such as
+    its process-manager token) gets it; a plain ``factory(agent)`` is used as it is."""
+    try:
+        accepts = "thread_id" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        accepts = False
+    if not accepts:
+        return factory
+    return lambda agent: factory(agent, thread_id=thread_id)
 
 
 class Runtime:
@@ -159,7 +172,7 @@ class Runtime:
             log=self.log,
             transition=self._transition,
             renderer=self._renderer_factory(thread_id),
-            adapter_factory=self._adapter_factory,
+            adapter_factory=_for_thread(self._adapter_factory, thread_id),
             clock=self._clock,
             ids=self._ids,
             # Every thread starts from the default state; the configured policy goes in by
