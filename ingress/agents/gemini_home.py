@@ -6,8 +6,9 @@ guard, and the past-conversations listing.
 directory of its own (``<home>/.local/state/spindle/gemini-cli``) whose ``settings.json`` is
 the user's own settings merged with Spindle's overrides: bounded retries (a dead model
 server otherwise retries for minutes), no auto-update, and the MCP servers to hand to the
-agent. The user's ``~/.gemini/settings.json`` is only ever read. Credential files are
-symlinked from the user's ``~/.gemini`` so a logged-in user stays logged in. ``HOME`` itself
+agent. The user's ``~/.gemini/settings.json`` is only ever read. Credential files (and the
+global memory, commands, extensions) are symlinked from the user's ``~/.gemini`` so a
+logged-in user stays logged in. ``HOME`` itself
 is left alone, so the tools the agent runs see the user's real home. (The system settings
 override, ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``, cannot serve: the CLI ignores that file unless
 it and every parent directory are owned by root.)
@@ -37,7 +38,7 @@ from ingress.agents.base import AgentOptions
 
 __all__ = [
     "ConversationInfo",
-    "CREDENTIAL_FILES",
+    "LINKED_FROM_USER",
     "avoid_same_minute_collision",
     "list_conversations",
     "private_gemini_home",
@@ -47,8 +48,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Files of the user's ~/.gemini that carry a login or identity: linked, never copied.
-CREDENTIAL_FILES = (
+# What of the user's ~/.gemini the agent should still see: the login and identity, the
+# global memory and env, custom commands and extensions. Linked, never copied or written.
+LINKED_FROM_USER = (
     "oauth_creds.json",
     "google_accounts.json",
     "installation_id",
@@ -56,6 +58,8 @@ CREDENTIAL_FILES = (
     "mcp-oauth-tokens.json",
     "GEMINI.md",
     ".env",
+    "commands",
+    "extensions",
 )
 _SESSION_FILE = re.compile(r"^session-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2})-([^.]+)\.jsonl?$")
 _MINUTE_FORMAT = "%Y-%m-%dT%H-%M"
@@ -163,7 +167,7 @@ def write_private_settings(options: AgentOptions, *, max_attempts: int) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(merged, f, indent=2)
     os.replace(temp, target)
-    for name in CREDENTIAL_FILES:
+    for name in LINKED_FROM_USER:
         source, link = user_dir / name, gemini_dir / name
         if source.exists() and not link.exists() and not link.is_symlink():
             try:

@@ -361,6 +361,7 @@ def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
     )
     (user / "settings.json").write_text(original)
     (user / "oauth_creds.json").write_text("{}")
+    (user / "commands").mkdir()
     options = AgentOptions(
         home=str(tmp_path), mcp_servers=(McpServer(name="pm", url="http://127.0.0.1:1/mcp"),)
     )
@@ -374,7 +375,8 @@ def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
     assert (home / ".gemini" / "oauth_creds.json").resolve() == (user / "oauth_creds.json")
     assert (user / "settings.json").read_text() == original
     write_private_settings(options, max_attempts=2)  # idempotent
-    assert sorted(os.listdir(home / ".gemini")) == ["oauth_creds.json", "settings.json"]
+    assert sorted(os.listdir(home / ".gemini")) == ["commands", "oauth_creds.json", "settings.json"]
+    assert (home / ".gemini" / "commands").resolve() == user / "commands"
 
 
 def test_same_minute_guard_renames_only_a_colliding_file(tmp_path: Path) -> None:
