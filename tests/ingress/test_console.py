@@ -24,8 +24,15 @@ def place(tmp_path: Path) -> dict[str, Path]:
     return {"work": work, "home": home, "data": tmp_path / "data", "config": tmp_path / "none.toml"}
 
 
-def spindle(place: dict[str, Path], *args: str, stdin: str = "", timeout: float = 60):
+def spindle(
+    place: dict[str, Path],
+    *args: str,
+    stdin: str = "",
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+):
     env = {
+        **(env or {}),
         "PATH": "/usr/bin:/bin",  # no agent CLI on it: the echo demo is offered
         "HOME": str(place["home"]),
         "SPINDLE_DATA_DIR": str(place["data"]),
@@ -227,3 +234,24 @@ def test_help_on_every_command(place):
     for command in ("run", "status", "doctor", "init", "replay", "log", "mcp"):
         out = spindle(place, command, "--help")
         assert out.returncode == 0 and "usage: spindle" in out.stdout
+
+
+def test_run_hosts_the_process_manager_and_logs_json_lines(place):
+    import json
+
+    out = spindle(
+        place,
+        "run",
+        "--agent",
+        "echo",
+        stdin=lines("hi", "/wait", "/quit"),
+        env={"SPINDLE_MCP__PORT": "0"},
+    )
+    assert out.returncode == 0, out.stderr
+    records = [
+        json.loads(line) for line in (place["data"] / "spindle.log.jsonl").read_text().splitlines()
+    ]
+    assert any(r["msg"].startswith("MCP process manager on http://127.0.0.1:") for r in records)
+    for record in records:
+        assert {"ts", "level", "logger", "msg", "thread_id", "run", "action"} <= set(record)
+    assert any(r["thread_id"] == "console:main" for r in records)
