@@ -206,6 +206,7 @@ class RecordingPlatform:
         fault = await self._enter("send", channel_id, None, text)
         self._check_text(text)
         if nonce is not None and (channel_id, nonce) in self._by_nonce:
+            self._leave(fault)
             return self._by_nonce[channel_id, nonce]  # Discord's enforce_nonce
         message_id = f"m{next(self._ids)}"
         self._channel(channel_id).messages[message_id] = RecordedMessage(
@@ -253,7 +254,11 @@ class RecordingPlatform:
     ) -> str:
         fault = await self._enter("reply", channel_id, None, text)
         self._check_text(text)
+        if (channel_id, f"reply/{action_id}") in self._by_nonce:
+            self._leave(fault)
+            return self._by_nonce[channel_id, f"reply/{action_id}"]  # one answer per command
         message_id = f"m{next(self._ids)}"
+        self._by_nonce[channel_id, f"reply/{action_id}"] = message_id
         self._channel(channel_id).messages[message_id] = RecordedMessage(
             message_id,
             channel_id,
