@@ -90,6 +90,7 @@ async def running(
     agents: FakeAgentWorld | None = None,
     chat: RenderWorld | None = None,
     log_name: str = "events.sqlite3",
+    log_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[Runtime]:
     agents = agents or FakeAgentWorld()
@@ -97,7 +98,7 @@ async def running(
     kwargs.setdefault("policy", Policy(allowed_roots=(str(tmp_path), "/tmp")))
     kwargs.setdefault("clock", trio.current_time)
     kwargs.setdefault("adapter_factory", agents.factory)
-    with EventLog(tmp_path / log_name) as log:
+    with EventLog(tmp_path / log_name, **(log_options or {})) as log:
         async with open_runtime(
             log=log,
             renderer_factory=chat.renderer,

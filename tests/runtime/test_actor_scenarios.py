@@ -3,15 +3,18 @@ the recording renderer, a real SQLite log; trio's MockClock jumps over the waits
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 import trio
 from runtime_harness import Chat, running, until
 
 from ingress.agents.base import AgentOptions
 from runtime import agent_events as E
-from runtime.actions import AgentEventReceived, EffectFailed
-from runtime.effects import PromptAgent
+from runtime.actions import AgentEventReceived, EffectFailed, UserMessage
+from runtime.effects import KEYED_POSTS, PromptAgent
 from runtime.model import Phase
+from runtime.replay import replay_actions
 from testkit.fake_agent import ScriptedAgent
 
 
@@ -205,31 +208,38 @@ async def test_stale_events_of_an_old_run_change_nothing(tmp_path, autojump) -> 
         assert len(rt.chat.effects) == effects_before
 
 
-async def test_prompts_reach_the_agent_only_after_they_are_durable(tmp_path, autojump) -> None:
-    seen: list[bool] = []
-    async with running(tmp_path) as rt:
+async def test_effects_are_applied_only_after_their_action_is_durable(tmp_path, autojump) -> None:
+    on_disk_at_post: dict[str, int] = {}  # output key -> rows on disk when it was posted
+    on_disk_at_prompt: dict[str, int] = {}  # run id -> rows on disk when it was sent
 
-        def on_prompt(prompt: PromptAgent) -> None:
-            # The action that dispatched this run must already be on disk.
-            rows = rt.log.conn.execute(
-                "SELECT COUNT(*) FROM actions WHERE thread_id='t1' AND kind='user_message'"
-            ).fetchone()[0]
-            seen.append(rows >= 1)
+    def rows_on_disk() -> int:
+        # A second connection sees only committed transactions.
+        with sqlite3.connect(tmp_path / "events.sqlite3") as reader:
+            return reader.execute("SELECT COUNT(*) FROM actions WHERE thread_id='t1'").fetchone()[0]
 
-        rt.agents.on_prompt = on_prompt
+    # Flushes wait 50 ms to batch: an effect applied too early would be seen at once.
+    async with running(tmp_path, log_options={"batch_window_s": 0.05}) as rt:
+        rt.chat.on_post = lambda thread, key: on_disk_at_post.setdefault(key, rows_on_disk())
+        rt.agents.on_prompt = lambda p: on_disk_at_prompt.setdefault(p.run_id, rows_on_disk())
         chat = Chat(rt, "t1", str(tmp_path))
         await chat.start()
         await rt.post(
-            __import__("runtime.actions", fromlist=["UserMessage"]).UserMessage(
-                thread_id="t1",
-                action_id="m1",
-                at=trio.current_time(),
-                author_id="u",
-                text="hi",
+            UserMessage(
+                thread_id="t1", action_id="m1", at=trio.current_time(), author_id="u", text="TOOL"
             )
         )
         await until(lambda: rt.snapshot("t1").counters.completed == 1)
-        assert seen == [True]
+        await rt.wait_quiet("t1")
+        entries = list(rt.log.read("t1"))
+    produced_by: dict[str, int] = {}
+    for seq, _, result in replay_actions((e.seq, e.action) for e in entries):
+        for effect in result.effects:
+            key = getattr(effect, "key", None) or getattr(effect, "run_id", None)
+            if isinstance(effect, (*KEYED_POSTS, PromptAgent)):
+                produced_by.setdefault(key, seq)
+    assert on_disk_at_post and on_disk_at_prompt
+    for key, rows in {**on_disk_at_post, **on_disk_at_prompt}.items():
+        assert rows >= produced_by[key], f"{key} applied before its action {produced_by[key]}"
 
 
 async def test_notes_are_logged_with_thread_run_and_action(tmp_path, autojump, caplog) -> None:
