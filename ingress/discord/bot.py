@@ -183,9 +183,14 @@ class SpindleBot(discord.Client):
     # --- messages ---------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or message.type not in (
-            discord.MessageType.default,
-            discord.MessageType.reply,
+        if (
+            message.author.bot
+            or message.webhook_id is not None
+            or message.type
+            not in (
+                discord.MessageType.default,
+                discord.MessageType.reply,
+            )
         ):
             return
         channel = message.channel
@@ -225,7 +230,11 @@ class SpindleBot(discord.Client):
             self.refusals += 1
             return
         name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
-        thread = await message.create_thread(name=name)
+        try:
+            thread = await message.create_thread(name=name)
+        except discord.HTTPException as error:
+            _log.warning("could not open a thread for message %s: %s", message.id, error)
+            return
         thread_id = str(thread.id)
         self._started_threads.add(thread_id)
         start = ConversationStarted(
@@ -430,9 +439,19 @@ class SpindleBot(discord.Client):
         thread_id = str(interaction.channel_id)
         if isinstance(channel, discord.TextChannel):
             # Started in a channel: the conversation gets its own thread.
-            thread = await channel.create_thread(
-                name=f"{agent}: {requested}"[:90], type=discord.ChannelType.public_thread
-            )
+            try:
+                thread = await channel.create_thread(
+                    name=f"{agent}: {requested}"[:90], type=discord.ChannelType.public_thread
+                )
+            except discord.HTTPException as error:
+                # Ephemeral, so the public "thinking..." message of the deferral goes first.
+                await interaction.delete_original_response()
+                await interaction.followup.send(
+                    f"Could not open a thread here: {error.text or error.status}. "
+                    "Check the bot's Create Public Threads permission.",
+                    ephemeral=True,
+                )
+                return
             thread_id = str(thread.id)
         self._started_threads.add(thread_id)
         resolved = translate.resolve_workdir(requested)

@@ -64,13 +64,27 @@ def point_discord_at(settings: DiscordSettings) -> None:
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.gateway_url)
 
 
-async def _pump(receive: trio.MemoryReceiveChannel[IngressItem], runtime: RuntimePort) -> None:
+async def _pump(
+    receive: trio.MemoryReceiveChannel[IngressItem], runtime: RuntimePort, nursery: trio.Nursery
+) -> None:
+    """Post in arrival order. A refused post is logged, not fatal: the bot must outlive
+    one bad event. Disposal runs beside the pump, so a slow one holds up no thread."""
     async with receive:
         async for item in receive:
             for action in item.actions:
-                await runtime.post(action, channel_id=item.channel_id)
+                try:
+                    await runtime.post(action, channel_id=item.channel_id)
+                except Exception:
+                    _log.exception("could not post %s to thread %s", action.kind, action.thread_id)
             if item.dispose_thread is not None:
-                await runtime.dispose(item.dispose_thread)
+                nursery.start_soon(_dispose, runtime, item.dispose_thread)
+
+
+async def _dispose(runtime: RuntimePort, thread_id: str) -> None:
+    try:
+        await runtime.dispose(thread_id)
+    except Exception:
+        _log.exception("could not dispose thread %s", thread_id)
 
 
 @asynccontextmanager
@@ -90,7 +104,7 @@ async def hosted_bot(
     if on_bot is not None:
         on_bot(bot)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_pump, receive, runtime)
+        nursery.start_soon(_pump, receive, runtime, nursery)
         client_done = trio.Event()
 
         async def run_client() -> None:

@@ -305,3 +305,20 @@ async def test_workdir_and_session_ids_are_autocompleted(
         choices = await wait_for(lambda: world.fake.suggestions(asked))
         assert [c["value"] for c in choices] == ["0b5e-session"]
         assert "fix the parser" in choices[0]["name"]
+
+
+async def test_a_thread_that_cannot_be_opened_is_explained_and_posts_nothing(
+    world: World,
+) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        world.fake.inject_fault(403, method="POST", path_contains="/threads")
+        asked = world.fake.run_command(world.channel, world.alice, "claude start")
+        (reply,) = await wait_for(lambda: world.fake.interaction_replies(asked))
+        assert "Could not open a thread" in reply.content and reply.ephemeral
+        world.fake.inject_fault(403, method="POST", path_contains="/threads")
+        world.fake.send_message(world.project_channel, world.alice, "build it")
+        await _start_thread(world, runtime)  # the bot carries on
+        assert [a.kind for a in runtime.actions] == ["conversation_started"]
+        assert len(world.fake.threads(world.channel)) == 1
+        assert world.fake.threads(world.project_channel) == []
