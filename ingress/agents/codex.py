@@ -546,7 +546,6 @@ class CodexAdapter(AgentAdapter):
             await self._handle_parsed(parsed, rpc)
         rpc.close("codex closed its output")
         code = await proc.wait()
-        self._gone.set()
         open_turn = self._active_turn is not None or self._turn_pending
         if open_turn:
             run_id = self._turn_runs.get(self._active_turn or "", self._run_id)
@@ -558,6 +557,7 @@ class CodexAdapter(AgentAdapter):
                     run_id,
                     TurnAborted(reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)),
                 )
+        self._gone.set()  # after the abort: whoever waits for the end sees the turn's end too
 
     async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
         if parsed.response is not None:

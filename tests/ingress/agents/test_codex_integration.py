@@ -285,10 +285,10 @@ async def test_interrupt_mid_stream_then_a_normal_turn(
                 await trio.sleep(0.01)
         t0 = time.monotonic()
         await s.adapter.interrupt("r1")
-        end = await s.turn_end("r1", timeout=5)
+        end = await s.turn_end("r1", timeout=15)
         took = time.monotonic() - t0
         assert end.event == TurnAborted(reason="interrupted")
-        assert took < 2.0, f"interrupt took {took:.2f}s"
+        assert took < 5.0, f"interrupt took {took:.2f}s"  # ~20 ms when the machine is idle
         assert len(s.of("r1", TextDelta)) < 40  # the stream was cut, not finished
         end2 = await s.turn("r2", "hello after interrupt")
         assert isinstance(end2.event, TurnCompleted) and s.text("r2") == HELLO
@@ -527,8 +527,8 @@ async def test_stop_mid_turn_ends_the_turn_and_the_tree(
         t0 = time.monotonic()
         with trio.fail_after(15):
             await s.adapter.stop()
-        assert time.monotonic() - t0 < 5  # in-band interrupt, then stdin closed: no escalation
-        end = await s.turn_end("r1", timeout=1)
+        assert time.monotonic() - t0 < 10  # interrupt in-band, close stdin: no SIGKILL wait
+        end = await s.turn_end("r1", timeout=5)
         assert isinstance(end.event, TurnAborted)
         assert _alive(tree) == []
 
