@@ -95,6 +95,7 @@ CHAT_EFFECTS = (
 
 Posted = tuple[str, tuple[str, ...]]
 
+MAX_KEPT_OUTPUTS = 4096  # keys remembered; the core never repeats a key that old
 MAX_RATE_LIMIT_WAITS = 8
 MAX_SERVER_RETRIES = 5
 
@@ -348,7 +349,19 @@ class StreamRenderer:
         if key in self._outputs:
             self._count("duplicate_posts")
             return False
+        if len(self._outputs) >= MAX_KEPT_OUTPUTS:
+            self._forget_oldest()
         return True
+
+    def _forget_oldest(self) -> None:
+        """Bound the memory of a long-lived thread: forget the older half of the finished
+        outputs (amortized O(1) per output)."""
+        busy = {id(out) for out in (*self._dirty.values(), *self._unsent.values())}
+        for key in list(self._outputs)[: MAX_KEPT_OUTPUTS // 2]:
+            out = self._outputs[key]
+            waiting_prompt = out.mode == "prompt" and any(m.buttons for m in out.messages)
+            if out.sealed and id(out) not in busy and not waiting_prompt:
+                del self._outputs[key]
 
     async def _post_output(self, effect: PostOutput) -> None:
         if effect.kind == "text":

@@ -18,6 +18,7 @@ from render_samples import balanced, long_answer, original_text
 
 from effects.platform import PlatformError, PlatformLimits
 from effects.render import (
+    MAX_KEPT_OUTPUTS,
     RenderError,
     StreamRenderer,
     parse_component_action,
@@ -478,3 +479,15 @@ async def test_the_recording_platform_checks_and_records(autojump_clock: object)
     assert platform.transcript("c") == "hello\n↳ Queued\n[Remove]"
     assert [c.kind for c in platform.calls] == ["send", "typing", "send", "send", "send", "reply"]
     assert platform.calls[1].error == "503 Service Unavailable"
+
+
+async def test_a_long_lived_thread_forgets_old_finished_outputs(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    prompt = ShowPermissionPrompt(key="p", request_id="r", tool="Bash", detail="x")
+    await renderer.apply(prompt)
+    for n in range(MAX_KEPT_OUTPUTS + 10):
+        await renderer.apply(PostOutput(key=f"k{n}", kind="marker", text=f"» u: {n}"))
+    assert renderer.statistics().outputs <= MAX_KEPT_OUTPUTS
+    assert renderer.message_ids("p")  # a prompt still waiting for its answer is kept
+    assert not renderer.message_ids("k0") and renderer.message_ids(f"k{MAX_KEPT_OUTPUTS}")
