@@ -159,6 +159,8 @@ class RestApi:
             }
             headers = {"Retry-After": str(fault.retry_after), "Via": "1.1 fake-discord"}
             return json_response(body, 429, headers)
+        if fault.status == 401:
+            return json_response({"message": "401: Unauthorized", "code": 0}, 401)
         if fault.status == 403:
             return json_response({"message": "Missing Permissions", "code": 50013}, 403)
         return json_response({"message": "Internal Server Error", "code": 0}, fault.status)

@@ -3,6 +3,8 @@ messages, interactions, 429 handling by discord.py's rate limiter, gateway resum
 
 from __future__ import annotations
 
+import discord
+import pytest
 import trio
 
 from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
@@ -69,3 +71,18 @@ async def test_gateway_disconnect_resumes_and_replays_missed_events(world: World
         assert seen == ["missed 0", "missed 1", "missed 2"]
         counts = world.fake.gateway_counts()
         assert counts["resumes"] == 1 and counts["identifies"] == 1
+
+
+async def test_a_refused_token_fails_start_up_with_discord_py_s_login_error(world: World) -> None:
+    world.fake.inject_fault(401, method="GET", path_contains="/users/@me")
+    with pytest.raises(BaseException) as failed:
+        async with running_bot(world, SinkRuntime()):
+            raise AssertionError("the bot must not become ready")
+    login_errors = [e for e in _leaves(failed.value) if isinstance(e, discord.LoginFailure)]
+    assert login_errors and "token" in str(login_errors[0]).lower()
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
