@@ -10,10 +10,11 @@ Theory of operation:
   at once and it survives Spindle being killed. Its stdout and stderr go to two files under
   the data dir (``O_APPEND``), not pipes: a pipe would die with Spindle, a file keeps the
   output of an orphan readable by the next Spindle. One watcher task per process tails the
-  files into bounded rings (``ring_buffer.py``), samples the process tree (so grandchildren
+  files into bounded rings (``output_tail.py``), samples the process tree (so grandchildren
   that left the group are still known at stop time), and records the exit.
-- Stop: SIGTERM to the group and every known descendant, wait ``stop_grace_s``, then SIGKILL
-  through ``effects.process.kill_tree``, which confirms with psutil that none is left.
+- Stop (``process_tree.py``): SIGTERM to the group and every known descendant, wait
+  ``stop_grace_s``, then SIGKILL through ``effects.process.kill_tree``, which confirms with
+  psutil that none is left.
 - The list is saved (``state_store.py``) on every status change and, for output offsets,
   at most once a second. On start-up a live record whose pid and create time still match is
   adopted; any other is marked ``lost``.
@@ -24,12 +25,10 @@ is meant for the agent; anything else escaping a tool is a bug.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -37,10 +36,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import trio
-
-from effects.process import kill_tree, tree_pids
 
 from .auth import Caller
 from .models import (
@@ -51,15 +47,15 @@ from .models import (
     ProcessStatus,
     StopResult,
 )
-from .ring_buffer import LineAssembler, OutputRing, SequenceCounter
+from .output_tail import StreamTail
+from .process_tree import ProcessTree, create_time
+from .ring_buffer import OutputRing, SequenceCounter
 from .state_store import StateStore, same_process
 
 __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
-_MAX_DESCENDANTS = 1024  # bound on remembered descendants per process
-_MAX_MARKS = 128  # chunk marks kept (and persisted) per stream
 _SEQ_BLOCK = 10_000  # sequence numbers reserved per save
 
 
@@ -78,103 +74,21 @@ class SupervisorStatistics:
     state_writes: int
 
 
-class _StreamTail:
-    """One output stream of a process: its file, what of it was read, its ring, and marks.
-
-    A mark ``(seq, offset)`` says the chunk numbered ``seq`` ends at byte ``offset`` of the
-    file. The newest marks are persisted, so after a restart the text read before it gets its
-    old numbers back: a caller's ``since_seq`` still means the same thing."""
-
-    def __init__(
-        self, path: str, offset: int, ring: OutputRing, marks: Sequence[tuple[int, int]]
-    ) -> None:
-        self.path = path
-        self.offset = offset  # bytes read from the file
-        self.assembler = LineAssembler()
-        self.ring = ring
-        self.marks: collections.deque[tuple[int, int]] = collections.deque(marks, _MAX_MARKS)
-
-    @property
-    def delivered(self) -> int:
-        """Bytes of the file that are in the ring (a partial line held back is not)."""
-        return max(0, self.offset - self.assembler.pending_bytes)
-
-    def _append(self, seq: SequenceCounter, text: str) -> bool:
-        if not text:
-            return False
-        number = seq.next()
-        self.ring.append(number, text)
-        self.marks.append((number, self.delivered))
-        return True
-
-    def read_new(self, seq: SequenceCounter, max_log_bytes: int) -> bool:
-        """Read what was appended to the file; True when the ring got something."""
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:  # emptied (by us, past max_log_bytes)
-                    self.offset = 0
-                    self.marks.clear()
-                f.seek(self.offset)
-                data = f.read(max(0, size - self.offset))
-        except FileNotFoundError:
-            return False
-        self.offset += len(data)
-        appended = self._append(seq, self.assembler.feed(data, time.monotonic()))
-        if self.offset > max_log_bytes:
-            # The writer has O_APPEND: after the truncation it writes at the new end.
-            os.truncate(self.path, 0)
-            self.offset = 0
-            self.marks.clear()
-        return appended
-
-    def flush(self, seq: SequenceCounter) -> bool:
-        return self._append(seq, self.assembler.flush())
-
-    def restore(self, max_bytes: int, fallback_seq: int) -> None:
-        """Put the text read before a restart back in the ring, under its old numbers."""
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:
-                    self.offset = 0
-                    self.marks.clear()
-                    return
-                start = max(0, self.offset - max_bytes)
-                f.seek(start)
-                data = f.read(self.offset - start)
-        except FileNotFoundError:
-            self.offset = 0
-            self.marks.clear()
-            return
-        done = start
-        for number, end in self.marks:
-            if done < end <= self.offset:
-                # Text older than the oldest kept mark shares its number: served again
-                # rather than skipped.
-                self.ring.append(
-                    number, data[done - start : end - start].decode("utf-8", "replace")
-                )
-                done = end
-        if done < self.offset:
-            self.ring.append(fallback_seq, data[done - start :].decode("utf-8", "replace"))
-
-
 @dataclass(eq=False)
 class _Entry:
     record: ProcessRecord
     seq: SequenceCounter
-    out: _StreamTail
-    err: _StreamTail
+    out: StreamTail
+    err: StreamTail
     proc: trio.Process | None = None
     adopted: bool = False
     stop_requested: bool = False
     done: trio.Event = field(default_factory=trio.Event)
-    descendants: dict[int, float] = field(default_factory=dict)  # pid -> create_time
+    tree: ProcessTree = field(default_factory=lambda: ProcessTree(None, None))
     dirty: bool = False
 
     @property
-    def streams(self) -> tuple[_StreamTail, _StreamTail]:
+    def streams(self) -> tuple[StreamTail, StreamTail]:
         return (self.out, self.err)
 
 
@@ -196,14 +110,6 @@ def _info(e: _Entry, *, already_running: bool = False) -> ProcessInfo:
         error=r.error,
         already_running=already_running,
     )
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        started: float = psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return started
 
 
 class ProcessSupervisor:
@@ -450,7 +356,8 @@ class ProcessSupervisor:
             os.close(err_fd)
         entry.proc = proc
         r.pid = proc.pid
-        r.create_time = _create_time(proc.pid)
+        r.create_time = create_time(proc.pid)
+        entry.tree = ProcessTree(r.pid, r.create_time)
         r.status = ProcessStatus.running
         self._spawned += 1
         self._save()
@@ -513,10 +420,10 @@ class ProcessSupervisor:
         return _Entry(
             record=r,
             seq=SequenceCounter(max(r.last_seq, r.seq_ceiling)),
-            out=_StreamTail(
+            out=StreamTail(
                 r.stdout_path, r.stdout_offset, OutputRing(chars, lines), r.stdout_marks
             ),
-            err=_StreamTail(
+            err=StreamTail(
                 r.stderr_path, r.stderr_offset, OutputRing(chars, lines), r.stderr_marks
             ),
         )
@@ -558,15 +465,6 @@ class ProcessSupervisor:
         for stream in entry.streams:
             stream.flush(entry.seq)
 
-    def _sample_tree(self, entry: _Entry) -> None:
-        if entry.record.pid is None:
-            return
-        for pid in tree_pids(entry.record.pid)[1:]:
-            if pid not in entry.descendants and len(entry.descendants) < _MAX_DESCENDANTS:
-                ct = _create_time(pid)
-                if ct is not None:
-                    entry.descendants[pid] = ct
-
     async def _watch(self, entry: _Entry) -> None:
         """Tail the output and notice the exit, for the process's whole life."""
         r = entry.record
@@ -576,7 +474,7 @@ class ProcessSupervisor:
             now = trio.current_time()
             if now - last_sample >= _TREE_SAMPLE_S:
                 last_sample = now
-                self._sample_tree(entry)
+                entry.tree.sample()
                 if entry.proc is None and not same_process(r.pid, r.create_time):
                     break
             if entry.proc is not None and entry.proc.poll() is not None:
@@ -618,41 +516,10 @@ class ProcessSupervisor:
 
     # ---- stopping --------------------------------------------------------------------
 
-    def _known_alive(self, entry: _Entry) -> list[int]:
-        """The process and the descendants ever seen, that are still the same processes."""
-        r = entry.record
-        pids = []
-        if same_process(r.pid, r.create_time) and r.pid is not None:
-            pids.extend(tree_pids(r.pid))
-        for pid, ct in entry.descendants.items():
-            if same_process(pid, ct):
-                pids.extend(tree_pids(pid))
-        return list(dict.fromkeys(pids))
-
     async def _terminate(self, entry: _Entry, force: bool) -> tuple[bool, bool]:
-        """Signal the tree; returns (no process of it left, SIGKILL was needed)."""
-        r = entry.record
-        self._sample_tree(entry)
-        pids = self._known_alive(entry)
-        if not pids:
-            return True, False
-        leader_ok = r.pid in pids
-        pgid = r.pid if leader_ok else None
-        if not force:
-            _signal(pids, signal.SIGTERM, pgid)
-            with trio.move_on_after(self.config.stop_grace_s):
-                while _alive(pids):
-                    await trio.sleep(0.02)
-            left = _alive(pids)
-            if not left:
-                return True, False
-            pids = left
-        self._escalations += 1
-        root = pids[0]
-        gone = await kill_tree(
-            root, grace=0.0, first_signal=signal.SIGKILL, pgid=pgid, extra_pids=pids
-        )
-        return gone, True
+        gone, escalated = await entry.tree.terminate(force=force, grace=self.config.stop_grace_s)
+        self._escalations += escalated
+        return gone, escalated
 
     async def _stop_locked(self, entry: _Entry, force: bool) -> StopResult:
         r = entry.record
@@ -671,7 +538,7 @@ class ProcessSupervisor:
             r.stopped_at = time.time()
         if not gone:
             r.status = ProcessStatus.failed
-            r.error = f"processes still alive after SIGKILL: {self._known_alive(entry)}"
+            r.error = f"processes still alive after SIGKILL: {entry.tree.alive_pids()}"
         self._save()
         return StopResult(process=_info(entry), tree_gone=gone, escalated=escalated)
 
@@ -695,6 +562,7 @@ class ProcessSupervisor:
                 continue
             if same_process(record.pid, record.create_time):
                 entry.adopted = True
+                entry.tree = ProcessTree(record.pid, record.create_time)
                 record.status = ProcessStatus.running
                 self._adopted += 1
                 self._nursery.start_soon(self._watch, entry)
@@ -747,27 +615,3 @@ class ProcessSupervisor:
     def _check_open(self) -> None:
         if self.closed:
             raise ProcessError("the process manager is shutting down")
-
-
-def _signal(pids: Sequence[int], sig: int, pgid: int | None) -> None:
-    if pgid is not None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _alive(pids: Sequence[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
