@@ -171,7 +171,7 @@ class Runtime:
             store=self.store,
             log=self.log,
             transition=self._transition,
-            renderer=self._renderer_factory(thread_id),
+            renderer=self._renderer_for(thread_id),
             adapter_factory=_for_thread(self._adapter_factory, thread_id),
             clock=self._clock,
             ids=self._ids,
@@ -193,6 +193,17 @@ class Runtime:
                 )
             )
         return actor
+
+    def _renderer_for(self, thread_id: str) -> Renderer:
+        """A renderer for the thread, told what the log says was already posted (when it
+        can be: ``known(key, message_ids)``), so it never posts a key twice and can still
+        edit or dismiss what an earlier process posted."""
+        renderer = self._renderer_factory(thread_id)
+        seed = getattr(renderer, "known", None)
+        if callable(seed):
+            for key, message_ids in self.log.posted_outputs(thread_id).items():
+                seed(key, message_ids)
+        return renderer
 
     async def _run_actor(self, actor: ThreadActor) -> None:
         try:

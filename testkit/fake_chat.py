@@ -51,6 +51,7 @@ class RenderWorld:
     failures: int = 0
     latency_s: float = 0.0  # a slow platform
     on_post: Callable[[str, str], None] | None = None  # (thread_id, key)
+    known: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def renderer(self, thread_id: str) -> RecordingRenderer:
@@ -58,6 +59,10 @@ class RenderWorld:
 
     def of_thread(self, thread_id: str) -> list[Effect]:
         return [e for t, _, e in self.effects if t == thread_id]
+
+    def seeded(self, thread_id: str) -> dict[str, tuple[str, ...]]:
+        """What the runtime told this thread's renderer was posted by an earlier process."""
+        return {k: ids for t, k, ids in self.known if t == thread_id}
 
     def keys(self, thread_id: str | None = None) -> list[str]:
         return [
@@ -79,6 +84,11 @@ class RecordingRenderer:
     def __init__(self, thread_id: str, world: RenderWorld | None = None) -> None:
         self.thread_id = thread_id
         self.world = world or RenderWorld()
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        """Seeded from the log: ``key`` was posted (by an earlier process) as these ids."""
+        self.world.known.append((self.thread_id, key, tuple(message_ids)))
+        self.world.outputs.setdefault(key, RenderedOutput(key, "seeded", "", message_ids[0]))
 
     async def apply(self, effect: Effect) -> list[tuple[str, tuple[str, ...]]]:
         world = self.world

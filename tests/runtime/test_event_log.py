@@ -144,6 +144,7 @@ async def test_restart_reports_the_active_run_interrupted_and_the_queue_goes_on(
         # What the first life posted is known, so a new renderer can still edit it.
         known = rt.log.posted_outputs("t1")
         assert posted_before <= set(known) and all(known[k] for k in posted_before)
+        assert posted_before == set(rt.chat.seeded("t1"))  # the new renderer was told
 
 
 async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) -> None:
