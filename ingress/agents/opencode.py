@@ -33,6 +33,7 @@ at most one turn-ending event per turn; ``stop`` returns once this thread's refe
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import Mapping
@@ -67,6 +68,8 @@ __all__ = [
     "run_argv",
     "serve_spec",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BINARY = "opencode"
 # Quiet defaults for a bot; options.env may override each one.
@@ -251,10 +254,11 @@ class OpencodeAdapter(AgentAdapter):
             raise OpencodeStartError(str(exc)) from exc
         self._server = server
         session_id: str | None = None
+        handle = None
         try:
             session_id = await self._open_session(server, start.session_id)
             self._session_id = session_id
-            events = server.subscribe(session_id)
+            handle, events = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
             task_status.started()
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
@@ -274,8 +278,8 @@ class OpencodeAdapter(AgentAdapter):
                 )
         finally:
             with trio.CancelScope(shield=True):
-                if session_id is not None:
-                    server.unsubscribe(session_id)
+                if session_id is not None and handle is not None:
+                    server.unsubscribe(session_id, handle)
                 self._server = None
                 await release_server(server)
 
@@ -458,7 +462,7 @@ class OpencodeAdapter(AgentAdapter):
         response = await server.request(
             "POST", f"/permission/{request_id}/reply", json_body={"reply": reply}
         )
-        response.raise_for_status()
+        self._check_answer(response, request_id)
 
     async def answer_question(self, request_id: str, answer: str | None) -> None:
         server = self._require_server()
@@ -468,7 +472,18 @@ class OpencodeAdapter(AgentAdapter):
             response = await server.request(
                 "POST", f"/question/{request_id}/reply", json_body={"answers": [[answer]]}
             )
-        response.raise_for_status()
+        self._check_answer(response, request_id)
+
+    def _check_answer(self, response: Any, request_id: str) -> None:
+        if response.status_code == 404:
+            # Already resolved (the turn ended, or another client answered): nothing waits.
+            logger.info("opencode: request %s is no longer pending", request_id)
+            return
+        if response.status_code >= 400:
+            raise RuntimeError(
+                f"opencode refused the answer to {request_id}: "
+                f"{response.status_code} {response.text[:200]}"
+            )
 
     def _require_server(self) -> OpencodeServer:
         if self._server is None:

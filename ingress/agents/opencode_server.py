@@ -97,7 +97,9 @@ class OpencodeServer:
         self.start_error: str | None = None
         self.exit_code: int | None = None
         self.stdout_tail: list[str] = []
-        self._subscribers: dict[str, trio.MemorySendChannel[dict[str, Any]]] = {}
+        # session id -> the channels of its subscribers (normally one thread per session;
+        # two threads resuming the same session both hear it).
+        self._subscribers: dict[str, list[trio.MemorySendChannel[dict[str, Any]]]] = {}
         self._cancel = trio.CancelScope()
         self._config_dir: str | None = None
         self.stats = ServerStatistics()
@@ -112,26 +114,30 @@ class OpencodeServer:
             return ""
         return "\n".join(list(self.process.stderr_tail)[-lines:])
 
-    def subscribe(self, session_id: str) -> trio.MemoryReceiveChannel[dict[str, Any]]:
-        """Events of ``session_id`` from now on; the channel closes when the server dies."""
+    def subscribe(
+        self, session_id: str
+    ) -> tuple[trio.MemorySendChannel[dict[str, Any]], trio.MemoryReceiveChannel[dict[str, Any]]]:
+        """Events of ``session_id`` from now on, on the returned receive channel; it closes
+        when the server dies. The send side is the handle for ``unsubscribe``."""
         send, receive = trio.open_memory_channel[dict[str, Any]](SUBSCRIBER_BUFFER)
-        old = self._subscribers.pop(session_id, None)
-        if old is not None:
-            old.close()
         if self.stopped.is_set():
             send.close()
         else:
-            self._subscribers[session_id] = send
-        self.stats.subscribers = len(self._subscribers)
-        return receive
+            self._subscribers.setdefault(session_id, []).append(send)
+        self._count_subscribers()
+        return send, receive
 
-    def unsubscribe(self, session_id: str, channel: object | None = None) -> None:
-        send = self._subscribers.get(session_id)
-        if send is None:
-            return
-        self._subscribers.pop(session_id)
+    def unsubscribe(self, session_id: str, send: trio.MemorySendChannel[dict[str, Any]]) -> None:
+        channels = self._subscribers.get(session_id, [])
+        if send in channels:
+            channels.remove(send)
+        if not channels:
+            self._subscribers.pop(session_id, None)
         send.close()
-        self.stats.subscribers = len(self._subscribers)
+        self._count_subscribers()
+
+    def _count_subscribers(self) -> None:
+        self.stats.subscribers = sum(len(c) for c in self._subscribers.values())
 
     async def request(
         self,
@@ -290,21 +296,23 @@ class OpencodeServer:
             if kind == "server.connected":
                 connected.set()
         sid = session_of(event)
-        send = self._subscribers.get(sid) if sid is not None else None
-        if send is None:
+        channels = self._subscribers.get(sid, []) if sid is not None else []
+        if not channels:
             self.stats.unrouted += 1
             return
-        try:
-            send.send_nowait(event)
-            self.stats.routed += 1
-        except trio.WouldBlock:
-            self.stats.dropped += 1
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self._subscribers.pop(sid, None)  # type: ignore[arg-type]
+        for send in list(channels):
+            try:
+                send.send_nowait(event)
+                self.stats.routed += 1
+            except trio.WouldBlock:
+                self.stats.dropped += 1
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                channels.remove(send)
 
     async def _cleanup(self) -> None:
-        for send in self._subscribers.values():
-            send.close()
+        for channels in self._subscribers.values():
+            for send in channels:
+                send.close()
         self._subscribers.clear()
         self.stats.subscribers = 0
         if self.client is not None:
@@ -366,7 +374,14 @@ async def acquire_server(
         pool[spec.key] = server
         trio.lowlevel.spawn_system_task(server.run, name=f"opencode serve {spec.cwd}")
     server.refs += 1
-    await server.ready.wait()
+    try:
+        await server.ready.wait()
+    except BaseException:
+        # Cancelled while the server was starting (a start timeout): give the reference
+        # back, so a server nobody holds does not live on.
+        with trio.CancelScope(shield=True):
+            await release_server(server)
+        raise
     if server.start_error is not None or server.stopped.is_set():
         server.refs -= 1
         if pool.get(spec.key) is server:
