@@ -1,0 +1,343 @@
+"""Benchmark section "parsers": agent lines/s through each adapter's parser on real transcripts.
+
+Every parser in ``ingress/agents/*_parser.py`` is fed the genuine CLI output recorded in
+``tests/ingress/agents/fixtures/<cli>/`` (copied from ``shared/fixtures/agent-cli``), the way
+its adapter feeds it: one fresh parser per recorded process (a process's stream is stateful:
+dedupe of streamed text, known tool ids, the open turn), ``begin_turn`` where the driver sent
+a prompt, and for ``opencode serve`` the SSE payload decoded and routed by session first.
+The recordings are replayed over and over until ~1M lines (full mode) have gone through, in
+several rounds; the figure is the median round's lines/s (wall clock, one core).
+
+Decoded protocol messages from the ``*.dialog.jsonl`` recordings are turned back into lines
+once, before the clock starts, in the compact form the CLIs print (``separators=(",", ":")``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ingress.agents.base import ParserStats
+from ingress.agents.claude_parser import ClaudeStreamParser
+from ingress.agents.codex_parser import AppServerParser, ExecParser
+from ingress.agents.gemini_parser import AcpParser, StreamJsonParser
+from ingress.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
+
+__all__ = ["Workload", "workloads", "measure", "run"]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "ingress" / "agents" / "fixtures"
+FULL_LINES = 1_000_000
+QUICK_LINES = 2_000
+ROUNDS = 5
+TIME_CAP_S = 25.0  # per parser: a pathologically slow parser must not stall `make bench`
+
+# One recorded process: ("line", text) to feed, ("begin", arg) where the driver prompted.
+Step = tuple[str, Any]
+
+
+@dataclass
+class Workload:
+    """One parser and the recorded processes it reads; ``replay`` runs one process through a
+    fresh parser (or parsers, for a demultiplexed bus) and returns their summed stats."""
+
+    name: str
+    sources: list[str]
+    processes: list[list[Step]]
+    replay: Callable[[list[Step]], ParserStats]
+    lines_per_pass: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lines_per_pass = sum(1 for p in self.processes for kind, _ in p if kind == "line")
+
+
+def _compact(msg: Any) -> str:
+    return json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain_lines(paths: list[Path]) -> list[list[Step]]:
+    return [[("line", ln) for ln in p.read_text().splitlines()] for p in paths]
+
+
+def _files(cli: str, pattern: str) -> list[Path]:
+    return sorted((FIXTURES / cli).glob(pattern))
+
+
+def _sum(stats: list[ParserStats]) -> ParserStats:
+    out = ParserStats()
+    for s in stats:
+        out.lines += s.lines
+        out.events += s.events
+        out.skipped += s.skipped
+        out.malformed += s.malformed
+    return out
+
+
+# --- replays: what each adapter does with one process's output ------------------------------
+
+
+def _replay_claude(steps: list[Step]) -> ParserStats:
+    parser = ClaudeStreamParser()
+    feed = parser.feed
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_codex_exec(steps: list[Step]) -> ParserStats:
+    parser = ExecParser()
+    feed = parser.feed_line
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_codex_app_server(steps: list[Step]) -> ParserStats:
+    parser = AppServerParser()
+    feed = parser.feed_line
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_gemini_stream_json(steps: list[Step]) -> ParserStats:
+    parser = StreamJsonParser()
+    feed = parser.feed
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_gemini_acp(steps: list[Step]) -> ParserStats:
+    parser = AcpParser()
+    for kind, value in steps:
+        if kind == "line":
+            parser.feed(value)
+        else:
+            parser.session_id, prompt_id = value
+            parser.begin_turn(prompt_id)
+    return parser.stats
+
+
+def _replay_opencode_run(steps: list[Step]) -> ParserStats:
+    parser = OpencodeRunParser()
+    feed = parser.feed_line
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
+    """As ``opencode_server`` + the adapter: decode the ``data:`` payload once, route it by
+    session id, feed the decoded event to that session's parser."""
+    parsers: dict[str, OpencodeEventParser] = {}
+    unrouted = ParserStats()
+    for kind, value in steps:
+        if kind == "begin":
+            parsers.setdefault(value, OpencodeEventParser(value)).begin_turn()
+            continue
+        try:
+            event = json.loads(value)
+        except ValueError:
+            unrouted.lines += 1
+            unrouted.malformed += 1
+            continue
+        sid = session_of(event) if isinstance(event, dict) else None
+        if sid is None:
+            unrouted.lines += 1
+            unrouted.skip("no session")
+            continue
+        parser = parsers.get(sid)
+        if parser is None:
+            parser = parsers[sid] = OpencodeEventParser(sid)
+        parser.feed(event)
+    return _sum([unrouted, *(p.stats for p in parsers.values())])
+
+
+# --- the recordings -------------------------------------------------------------------------
+
+
+def _dialog_processes(path: Path, prompt_step: Callable[[dict], Step | None]) -> list[list[Step]]:
+    """A recorded dialog split per process: the CLI's lines, and a ``begin`` step where our
+    side sent what ``prompt_step`` recognises as a prompt."""
+    procs: dict[Any, list[Step]] = {}
+    for raw in path.read_text().splitlines():
+        entry = json.loads(raw)
+        steps = procs.setdefault(entry.get("proc"), [])
+        msg = entry["msg"]
+        if entry["dir"] == "out" and isinstance(msg, dict):
+            step = prompt_step(msg)
+            if step is not None:
+                steps.append(step)
+        elif entry["dir"] == "in" and isinstance(msg, dict) and entry.get("chan") in (None, "sse"):
+            steps.append(("line", _compact(msg)))
+    return [s for s in procs.values() if any(kind == "line" for kind, _ in s)]
+
+
+def _acp_prompt(msg: dict) -> Step | None:
+    if msg.get("method") == "session/prompt":
+        return ("begin", (msg["params"]["sessionId"], msg["id"]))
+    return None
+
+
+def _opencode_prompt(msg: dict) -> Step | None:
+    path = str(msg.get("path", ""))
+    if path.endswith("/prompt_async"):
+        return ("begin", path.split("/")[2])
+    return None
+
+
+def _sse_capture(path: Path) -> list[Step]:
+    """The raw ``/event`` capture, framed as ``opencode_server`` frames it (``data:`` lines up
+    to a blank line); a prompt began where a new user message appears."""
+    steps: list[Step] = []
+    seen: set[str] = set()
+    data: list[str] = []
+    for line in path.read_text().splitlines() + [""]:
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+            continue
+        if line.strip() or not data:
+            continue
+        payload, data = "\n".join(data), []
+        event = json.loads(payload)
+        info = event.get("properties", {}).get("info", {})
+        if event.get("type") == "message.updated" and info.get("role") == "user":
+            if info["id"] not in seen:
+                seen.add(info["id"])
+                steps.append(("begin", session_of(event)))
+        steps.append(("line", payload))
+    return steps
+
+
+def workloads() -> list[Workload]:
+    claude = _files("claude", "claude-*.jsonl")
+    codex_exec = [p for p in _files("codex", "codex-*.jsonl") if ".dialog." not in p.name]
+    codex_dialogs = _files("codex", "*.dialog.jsonl")
+    gemini_stream = _files("gemini", "gemini-*.jsonl")
+    gemini_dialogs = _files("gemini", "acp-*.dialog.jsonl")
+    opencode_run = [
+        p
+        for p in _files("opencode", "opencode-*.jsonl")
+        if "serve" not in p.name and ".dialog." not in p.name
+    ]
+    opencode_dialog = FIXTURES / "opencode" / "opencode.dialog.jsonl"
+    opencode_sse = FIXTURES / "opencode" / "opencode-serve-events.sse"
+    return [
+        Workload(
+            "claude stream-json", [p.name for p in claude], _plain_lines(claude), _replay_claude
+        ),
+        Workload(
+            "codex app-server",
+            [p.name for p in codex_dialogs],
+            [s for p in codex_dialogs for s in _dialog_processes(p, lambda m: None)],
+            _replay_codex_app_server,
+        ),
+        Workload(
+            "codex exec --json",
+            [p.name for p in codex_exec],
+            _plain_lines(codex_exec),
+            _replay_codex_exec,
+        ),
+        Workload(
+            "gemini --acp",
+            [p.name for p in gemini_dialogs],
+            [s for p in gemini_dialogs for s in _dialog_processes(p, _acp_prompt)],
+            _replay_gemini_acp,
+        ),
+        Workload(
+            "gemini stream-json",
+            [p.name for p in gemini_stream],
+            _plain_lines(gemini_stream),
+            _replay_gemini_stream_json,
+        ),
+        Workload(
+            "opencode serve SSE",
+            [opencode_dialog.name, opencode_sse.name],
+            _dialog_processes(opencode_dialog, _opencode_prompt) + [_sse_capture(opencode_sse)],
+            _replay_opencode_sse,
+        ),
+        Workload(
+            "opencode run --format json",
+            [p.name for p in opencode_run],
+            _plain_lines(opencode_run),
+            _replay_opencode_run,
+        ),
+    ]
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def _one_round(work: Workload, lines: int) -> tuple[float, ParserStats]:
+    """Replay the recordings until at least ``lines`` lines went through; (seconds, stats)."""
+    replay, processes = work.replay, work.processes
+    totals: list[ParserStats] = []
+    fed = 0
+    started = time.perf_counter()
+    while fed < lines:
+        for steps in processes:
+            stats = replay(steps)
+            totals.append(stats)
+            fed += stats.lines
+    return time.perf_counter() - started, _sum(totals)
+
+
+def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str, Any]:
+    """Median lines/s over ``rounds`` rounds of ``total_lines / rounds`` lines each."""
+    per_round = max(work.lines_per_pass, total_lines // rounds)
+    rates: list[float] = []
+    totals: list[ParserStats] = []
+    spent = 0.0
+    for _ in range(rounds):
+        seconds, stats = _one_round(work, per_round)
+        rates.append(stats.lines / seconds)
+        totals.append(stats)
+        spent += seconds
+        if spent > TIME_CAP_S:
+            break
+    total = _sum(totals)
+    once = _sum([work.replay(steps) for steps in work.processes])  # one pass, for the ratios
+    return {
+        "lines": total.lines,
+        "lines_per_s": round(statistics.median(rates)),
+        "min_lines_per_s": round(min(rates)),
+        "max_lines_per_s": round(max(rates)),
+        "rounds": len(rates),
+        "us_per_line": round(1e6 / statistics.median(rates), 2),
+        "events": total.events,
+        "malformed": total.malformed,
+        "skipped": total.skipped,
+        "recorded_lines": once.lines,
+        "recorded_events": once.events,
+        "recorded_malformed": once.malformed,
+        "recorded_skipped": once.skipped,
+        "processes": len(work.processes),
+        "sources": work.sources,
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """One entry per parser: lines, median lines/s, events, malformed/skipped counts."""
+    lines = QUICK_LINES if quick else FULL_LINES
+    return {work.name: measure(work, lines, 2 if quick else ROUNDS) for work in workloads()}
+
+
+def main() -> None:
+    import sys
+
+    quick = "--quick" in sys.argv
+    for name, row in run(quick).items():
+        print(
+            f"{name:<28} {row['lines_per_s']:>10,} lines/s  ({row['us_per_line']} µs/line; "
+            f"{row['lines']:,} lines, {row['events']:,} events, {row['malformed']:,} malformed, "
+            f"{row['skipped']:,} skipped)"
+        )
+
+
+if __name__ == "__main__":
+    main()
