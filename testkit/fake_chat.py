@@ -6,7 +6,8 @@ builds a tiny transcript of what a chat would show, and can be told to fail: the
 calls, or every call of an effect type, raise ``PlatformError`` so tests can prove the
 runtime turns failures into ``EffectFailed`` actions. ``on_post`` is called with each new
 keyed output (the crash test appends them to a file). A key posted twice is recorded in
-``duplicate_keys``, which every test expects to stay empty.
+``duplicate_keys``, which every test expects to stay empty. ``known(key, ids)`` takes the
+outputs an earlier process posted, as the runtime seeds real renderers after a restart.
 """
 
 from __future__ import annotations
@@ -104,7 +105,12 @@ class RecordingRenderer:
         if isinstance(effect, KEYED_POSTS):
             key = effect.key
             if key in world.outputs:
+                # Asked to post a key again (maybe one seeded from an earlier process): a
+                # bug in whatever asked. Recorded, and still reported to on_post so a test
+                # that counts posts sees it.
                 world.duplicate_keys.append(key)
+                if world.on_post is not None:
+                    world.on_post(self.thread_id, key)
                 return []
             message_id = f"m{next(world._ids)}"
             text = getattr(effect, "text", None) or getattr(effect, "question", None) or ""
