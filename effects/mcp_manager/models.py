@@ -143,6 +143,27 @@ class ProcessInfo(BaseModel):
         False, description="start_process found it running and left it alone"
     )
 
+    def summary(self, now: float) -> str:
+        """One line for ``/status``: ``web: running, pid 4242, up 3m12s``."""
+        if self.status.live and self.started_at is not None:
+            state = f"{self.status.value}, pid {self.pid}, up {_duration(now - self.started_at)}"
+        elif self.status is ProcessStatus.lost:
+            state = "lost (gone when Spindle restarted)"
+        else:
+            code = "" if self.exit_code is None else f" (exit {self.exit_code})"
+            ago = "" if self.stopped_at is None else f", {_duration(now - self.stopped_at)} ago"
+            state = f"{self.status.value}{code}{ago}"
+        return f"{self.name}: {state}"
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
 
 class StopResult(BaseModel):
     process: ProcessInfo

@@ -94,7 +94,13 @@ class ProcessManager:
         kept = tuple(s for s in options.mcp_servers if s.name != SERVER_NAME)
         return options.model_copy(update={"mcp_servers": (*kept, server)})
 
+    def bind_thread(self, thread_id: str, workdir: str | None) -> None:
+        """The thread's workdir (or None to forget it): the default ``cwd`` of its
+        ``start_process`` calls and the base of a relative one."""
+        self.supervisor.bind_thread(thread_id, workdir)
+
     def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
+        """For ``/status`` (``ProcessInfo.summary(now)`` gives one line each)."""
         return self.supervisor.processes_for_thread(thread_id)
 
     async def stop_thread_processes(self, thread_id: str) -> list[StopResult]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from effects.mcp_manager import ProcessManagerConfig, config_from_settings
+from effects.mcp_manager import ProcessInfo, ProcessManagerConfig, config_from_settings
 from ingress.config import load_settings
 
 
@@ -58,3 +58,29 @@ def test_no_token_in_settings_means_the_generated_one(tmp_path: Path) -> None:
 def test_bad_configurations_are_refused(fields: dict) -> None:
     with pytest.raises(ValueError):
         ProcessManagerConfig(**fields)
+
+
+def test_status_lines() -> None:
+    base = {
+        "name": "web",
+        "thread_id": "t",
+        "command": "npm",
+        "args": ["run", "dev"],
+        "cwd": "/w",
+        "restarts": 0,
+        "adopted": False,
+    }
+    running = ProcessInfo(
+        **base, status="running", pid=42, exit_code=None, started_at=1000.0, stopped_at=None
+    )
+    assert running.summary(now=1192.0) == "web: running, pid 42, up 3m12s"
+    failed = ProcessInfo(
+        **base, status="failed", pid=42, exit_code=2, started_at=1000.0, stopped_at=1010.0
+    )
+    assert failed.summary(now=1050.0) == "web: failed (exit 2), 40s ago"
+    lost = ProcessInfo(
+        **base, status="lost", pid=42, exit_code=None, started_at=1000.0, stopped_at=9000.0
+    )
+    assert lost.summary(now=20000.0) == "web: lost (gone when Spindle restarted)"
+    long = running.model_copy(update={"started_at": 0.0})
+    assert long.summary(now=7500.0) == "web: running, pid 42, up 2h05m"

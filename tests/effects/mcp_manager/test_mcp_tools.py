@@ -211,3 +211,24 @@ async def test_max_processes_per_thread(
     async with open_client(manager.url, TOKEN, {"X-Spindle-Thread": "thread-2"}) as other:
         started = await call(other, "start_process", **scripts.start_args("c", TICKER))
         assert started["status"] == "running"
+
+
+async def test_a_bound_workdir_is_the_default_and_the_base_of_relative_cwds(
+    manager: ProcessManager, scripts: Scripts
+) -> None:
+    (scripts.work / "sub").mkdir()
+    manager.bind_thread("t-bound", str(scripts.work))
+    async with open_client(manager.url, manager.token_for_thread("t-bound")) as client:
+        args = scripts.write("where", "import os; print(os.getcwd())")
+        here = await call(client, "start_process", name="a", command=sys.executable, args=args)
+        assert here["cwd"] == str(scripts.work.resolve())
+        sub = await call(
+            client, "start_process", name="b", command=sys.executable, args=args, cwd="sub"
+        )
+        assert sub["cwd"] == str((scripts.work / "sub").resolve())
+        escape = await call_error(client, "start_process", name="c", command="true", cwd="../../..")
+        assert "outside the allowed roots" in escape
+    manager.bind_thread("t-bound", None)
+    async with open_client(manager.url, manager.token_for_thread("t-bound")) as client:
+        text = await call_error(client, "start_process", name="d", command="true")
+        assert "cwd is required" in text
