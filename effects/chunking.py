@@ -176,11 +176,15 @@ class MessageChunker:
         closed, self._closed = self._closed, []
         return closed
 
-    def live_text(self) -> str:
-        """The open message as it should be shown now ("" when there is none)."""
+    def live_text(self, *, whole_lines: bool = False) -> str:
+        """The open message as it should be shown now ("" when there is none); with
+        ``whole_lines``, without the line still being written (an append-only display
+        then only ever gains whole lines)."""
         if self.finished:
             return ""
-        pending = self._render(self._pending, in_fence=self._fence is not None)
+        pending = (
+            "" if whole_lines else self._render(self._pending, in_fence=self._fence is not None)
+        )
         if not self._body_len and not pending:
             return ""
         text = self._prefix + "".join(self._parts) + pending

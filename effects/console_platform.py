@@ -6,14 +6,14 @@ Two faces, chosen by whether the output is a terminal:
   dimmed, buttons and menus as a line of choices) in a ``rich.live.Live`` area holding the
   last few messages, so an edit re-renders in place; older messages scroll up for good and
   a later edit of one is printed again, marked ``✎``.
-- **plain** (a pipe, a file, a test's StringIO): text is only ever appended, so the output
-  reads like a transcript and is deterministic. A new message starts on a new line; an
-  edit that extends the last message prints just the new characters (streamed text reads
-  as it streams); any other edit prints the whole new text on a line starting with ``✎ ``;
-  a deletion prints ``✗ removed: <first line>``; controls print as ``[Accept] [Deny]`` or
-  ``{a | b}`` on their own line; typing prints nothing. Its ``streams_append_only`` tells
-  the stream renderer to keep streamed text append-only (no temporary fence closers, no
-  rewritten links).
+- **plain** (a pipe, a file, a test's StringIO): whole lines are only ever appended, so
+  the output reads like a transcript and is deterministic. A message prints as its lines;
+  an edit that extends the last message prints just the new lines (streamed text reads as
+  it streams); any other edit prints the whole new text on a line starting with ``✎ ``; a
+  deletion prints ``✗ removed: <first line>``; controls print as ``[Accept] [Deny]`` or
+  ``{a | b}`` on a line of their own; typing prints nothing. Its ``streams_append_only``
+  tells the stream renderer to keep streamed text growing by whole lines (no temporary
+  fence closers, no rewritten links, no half-written line).
 
 Both keep every message in ``messages`` (id -> text) for the console ingress and tests.
 """
@@ -84,9 +84,10 @@ class ConsolePlatform:
         self.messages: dict[str, ConsoleMessage] = {}
         self.typing_calls = 0
         self._ids = itertools.count(1)
-        # plain: the message the cursor stands right after (its text may still grow)
+        # plain: the message printed last (its text may still grow), and whether the
+        # newline after it was added by us rather than being part of its text
         self._cursor: str | None = None
-        self._at_line_start = True
+        self._added_newline = False
         # rich
         self._console = console or (Console(file=self.out) if self.rich else None)
         self._live: Live | None = None
@@ -149,7 +150,8 @@ class ConsolePlatform:
             self._rich_delete(message)
         else:
             first = message.text.strip().split("\n", 1)[0][:60]
-            self._plain_block(f"✗ removed: {first}")
+            self._plain_print(f"✗ removed: {first}")
+            self._cursor = None
 
     async def typing(self, channel_id: str) -> None:
         await trio.lowlevel.checkpoint()
@@ -169,8 +171,6 @@ class ConsolePlatform:
                 self._live.stop()
                 self._live = None
                 self._live_ids = []
-        elif not self._at_line_start:
-            self._write("\n")
         self._cursor = None
 
     # -- shared ------------------------------------------------------------------------------
@@ -199,47 +199,45 @@ class ConsolePlatform:
 
     # -- plain: append-only text ----------------------------------------------------------
 
-    def _write(self, text: str) -> None:
-        if text:
-            self.out.write(text)
-            self.out.flush()
-            self._at_line_start = text.endswith("\n")
-
-    def _new_line(self) -> None:
-        if not self._at_line_start:
-            self._write("\n")
-
-    def _plain_block(self, text: str) -> None:
-        """Print on lines of its own; nothing continues it."""
-        self._new_line()
-        self._write(text + "\n")
-        self._cursor = None
+    def _plain_print(self, text: str) -> None:
+        """Write ``text`` as whole lines: a newline is added when it lacks one."""
+        self._added_newline = not text.endswith("\n")
+        self.out.write(text + ("\n" if self._added_newline else ""))
+        self.out.flush()
 
     def _plain_add(self, message: ConsoleMessage) -> None:
-        self._new_line()
-        self._write(self._label(message) + message.prefix + message.text)
+        self._plain_print(self._label(message) + message.prefix + message.text)
         self._plain_controls(message)
 
     def _plain_controls(self, message: ConsoleMessage) -> None:
         controls = _controls(message.buttons, message.menu)
         if controls:
-            self._plain_block(controls)
+            self._plain_print(controls)
+            self._cursor = None  # the controls line ends it: nothing continues it
         else:
             self._cursor = message.id
 
     def _plain_edit(self, message: ConsoleMessage, old_text: str, old_controls: str) -> None:
         controls = _controls(message.buttons, message.menu)
+        if message.text == old_text and controls == old_controls:
+            return
         if (
             self._cursor == message.id
             and message.text.startswith(old_text)
             and controls == old_controls
         ):
-            self._write(message.text[len(old_text) :])
-            return
-        if message.text == old_text and controls == old_controls:
-            return
-        self._new_line()
-        self._write("✎ " + self._label(message) + message.prefix + message.text)
+            suffix = message.text[len(old_text) :]
+            if not self._added_newline:
+                self._plain_print(suffix)
+                return
+            if suffix.startswith("\n"):
+                # The newline printed after the old text was this one.
+                if suffix != "\n":
+                    self._plain_print(suffix[1:])
+                else:
+                    self._added_newline = False
+                return
+        self._plain_print("✎ " + self._label(message) + message.prefix + message.text)
         self._plain_controls(message)
 
     # -- rich: a live area of the last messages ----------------------------------------------

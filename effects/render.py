@@ -187,8 +187,8 @@ class StreamRenderer:
         self._clock = clock
         self._on_posted = on_posted
         self._budget = self.limits.char_limit - self.limits.split_margin
-        # A terminal that only appends (the plain console) needs text that only grows:
-        # no temporary fence closers, no rewritten links.
+        # A terminal that only appends (the plain console) needs text that only grows by
+        # whole lines: no temporary fence closers, no rewritten links, no half lines.
         append_only = bool(getattr(platform, "streams_append_only", False))
         self._append_only = append_only
         self._wrap_links = not append_only if wrap_links is None else wrap_links
@@ -553,7 +553,7 @@ class StreamRenderer:
             if out.live.id is not None:
                 self._mark_dirty(out, out.live)
             return
-        if not is_blank(out.chunker.live_text()):
+        if not is_blank(out.chunker.live_text(whole_lines=self._append_only)):
             # The first message of a stream waits one pacing interval: what streams in by
             # then is in its first send instead of an edit right after it.
             out.live = self._new_message(out, None)
@@ -571,7 +571,9 @@ class StreamRenderer:
     def _wanted(self, out: _Output, message: _Message) -> str:
         if message.final is not None:
             return message.final
-        return out.chunker.live_text() if out.chunker is not None else message.shown
+        if out.chunker is None:
+            return message.shown
+        return out.chunker.live_text(whole_lines=self._append_only)
 
     def _mark_dirty(self, out: _Output, message: _Message) -> None:
         self._dirty[message] = out

@@ -81,8 +81,8 @@ async def test_plain_output_is_an_append_only_transcript(autojump_clock: object)
     assert not platform.rich and platform.streams_append_only
     renderer = await play_a_run(platform)
     assert out.getvalue() == PLAIN_TRANSCRIPT
-    # Streamed text was printed as it grew (edits), never repeated.
-    assert renderer.statistics().edits >= 5
+    # Streamed text was printed as it grew, line by line (edits), never repeated.
+    assert renderer.statistics().edits >= 3
     assert out.getvalue().count("print(1)") == 1
     assert platform.typing_calls >= 1
 
@@ -101,15 +101,18 @@ async def test_plain_edits_deletes_replies_and_channel_labels() -> None:
     out = io.StringIO()
     platform = ConsolePlatform(out, label_channels=True)
     first = await platform.send("console:a", "first line")
-    await platform.edit("console:a", first, "first line, grown")
+    await platform.edit("console:a", first, "first line\nsecond line")  # new lines: appended
+    await platform.edit("console:a", first, "first line\nsecond line, grown")  # mid-line: ✎
     second = await platform.send("console:b", "second")
-    await platform.edit("console:a", first, "first line, grown")  # unchanged: nothing
+    await platform.edit("console:a", first, "first line\nsecond line, grown")  # unchanged
     await platform.edit("console:a", first, "rewritten")
     await platform.reply("console:b", "act1", "Queued (position 2)", ephemeral=True)
     await platform.delete("console:b", second)
     platform.close()
     assert out.getvalue() == (
-        "[console:a] first line, grown\n"
+        "[console:a] first line\n"
+        "second line\n"
+        "✎ [console:a] first line\nsecond line, grown\n"
         "[console:b] second\n"
         "✎ [console:a] rewritten\n"
         "[console:b] ↳ (only you) Queued (position 2)\n"
