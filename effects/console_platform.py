@@ -160,6 +160,15 @@ class ConsolePlatform:
             self._typing = True
             self._rich_refresh()
 
+    def note(self, text: str) -> None:
+        """Print a line of the console's own (help, a prompt label, a log line) above the
+        live area (rich) or between messages (plain), without disturbing either."""
+        if self.rich:
+            self._live_print(Text(text))
+        else:
+            self._plain_print(text)
+            self._cursor = None
+
     def close(self) -> None:
         """End the live area (rich: its messages stay printed; a later edit of one prints
         it again) or the last line (plain). The platform stays usable: call it before

@@ -106,6 +106,7 @@ async def test_plain_edits_deletes_replies_and_channel_labels() -> None:
     second = await platform.send("console:b", "second")
     await platform.edit("console:a", first, "first line\nsecond line, grown")  # unchanged
     await platform.edit("console:a", first, "rewritten")
+    platform.note("(console) type /help for commands")
     await platform.reply("console:b", "act1", "Queued (position 2)", ephemeral=True)
     await platform.delete("console:b", second)
     platform.close()
@@ -115,6 +116,7 @@ async def test_plain_edits_deletes_replies_and_channel_labels() -> None:
         "✎ [console:a] first line\nsecond line, grown\n"
         "[console:b] second\n"
         "✎ [console:a] rewritten\n"
+        "(console) type /help for commands\n"
         "[console:b] ↳ (only you) Queued (position 2)\n"
         "✗ removed: second\n"
     )
@@ -147,10 +149,12 @@ async def test_rich_edit_of_a_message_that_scrolled_away_is_printed_again() -> N
     for n in range(LIVE_MESSAGES):
         await platform.send("c", f"message {n}")
     await platform.edit("c", old, "old message, corrected")
+    platform.note("a note of the console")
     await platform.send("c", "ok", buttons=())
     platform.close()
     screen = out.getvalue()
     assert "✎" in screen and "old message, corrected" in screen
+    assert "a note of the console" in screen
 
 
 async def test_rich_reply_and_typing() -> None:
