@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx2
 import pytest
+import trio
 from conftest import TOKEN, Scripts, call, call_error, open_client
 from mcp import MCPError
 
@@ -118,3 +119,25 @@ def test_only_loopback_addresses_are_accepted() -> None:
     with pytest.raises(ValueError, match="loopback"):
         ProcessManagerConfig(host="0.0.0.0")
     assert ProcessManagerConfig(host="::1").host == "::1"
+
+
+async def test_without_a_configured_token_one_is_made_and_kept(tmp_path) -> None:
+    import stat
+
+    from conftest import make_config
+
+    from effects.mcp_manager import serve_process_manager
+
+    config = make_config(tmp_path, token=None)
+    tokens = []
+    for _ in range(2):  # two runs of Spindle: the same secret, so thread tokens stay valid
+        async with trio.open_nursery() as nursery:
+            manager = await nursery.start(serve_process_manager, config)
+            tokens.append(manager.operator_token)
+            async with open_client(manager.url, manager.token_for_thread("t")) as client:
+                assert (await call(client, "list_processes"))["processes"] == []
+            nursery.cancel_scope.cancel()
+    path = tmp_path / "data" / "mcp-token"
+    assert tokens[0] == tokens[1] == path.read_text().strip()
+    assert len(tokens[0]) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
