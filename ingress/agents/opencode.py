@@ -46,6 +46,7 @@ from effects.process import ManagedProcess
 from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
 from ingress.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser
 from ingress.agents.opencode_server import (
+    RESYNC,
     OpencodeServer,
     ServerSpec,
     ServerStartError,
@@ -239,6 +240,11 @@ class OpencodeAdapter(AgentAdapter):
                     else:
                         await self._serve_long_lived(start, task_status)
                     nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The nursery wraps a start failure; callers want the error itself.
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                raise group.exceptions[0] from group
+            raise
         finally:
             self._serving = False
             self._nursery = None
@@ -305,6 +311,10 @@ class OpencodeAdapter(AgentAdapter):
 
     async def _handle(self, event: dict[str, Any]) -> None:
         assert self._parser is not None
+        if event.get("type") == RESYNC:
+            if self._parser.turn_open and self._nursery is not None:
+                self._nursery.start_soon(self._check_missed_end, self._run_id)
+            return
         for agent_event in self._parser.feed(event):
             await self._emit_event(agent_event)
         parser = self._parser
@@ -321,6 +331,26 @@ class OpencodeAdapter(AgentAdapter):
             await self._emit_event(AgentError(message=f"{failure}; turn stopped"))
             parser.fail_turn(failure)
             await self._abort(self._run_id)
+
+    async def _check_missed_end(self, run_id: str | None) -> None:
+        """After the event stream reconnected: if the session is idle although our turn is
+        open, its ``session.idle`` was lost; end the turn rather than wait forever."""
+        server, parser = self._server, self._parser
+        if server is None or parser is None or self._session_id is None:
+            return
+        try:
+            response = await server.request("GET", "/session/status", timeout=10.0)
+            statuses = response.json() if response.status_code == 200 else None
+        except Exception:  # noqa: BLE001 - the stream is back; the next check may work
+            return
+        if not isinstance(statuses, dict):
+            return
+        status = statuses.get(self._session_id)
+        busy = isinstance(status, dict) and status.get("type") in ("busy", "retry")
+        if not busy and self._run_id == run_id and parser.turn_open:
+            reason = "the event stream was interrupted and the turn's end was missed"
+            for event in parser.end_turn_aborted(reason):
+                await self._emit_event(event)
 
     async def _emit_event(self, event: AgentEvent) -> None:
         if self._emit is not None:

@@ -36,6 +36,7 @@ from effects.process import ManagedProcess
 from ingress.agents.opencode_parser import session_of
 
 __all__ = [
+    "RESYNC",
     "OpencodeServer",
     "ServerSpec",
     "ServerStartError",
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 USERNAME = "opencode"
+RESYNC = "spindle.resync"  # a synthetic event: the bus reconnected, events may be missing
 SUBSCRIBER_BUFFER = 4096  # events a slow thread may lag behind before some are dropped
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
@@ -233,6 +235,7 @@ class OpencodeServer:
                 assert self.process is not None
                 code = await self.process.wait()
                 self.exit_code = code
+                await trio.sleep(0.2)  # let the last stderr lines arrive
                 self.start_error = f"opencode serve exited with {code} before listening: " + (
                     self.stderr_tail() or " | ".join(self.stdout_tail[-5:])
                 )
@@ -269,6 +272,8 @@ class OpencodeServer:
                             response=response,
                         )
                     self.stats.sse_connects += 1
+                    if self.stats.sse_connects > 1:
+                        self._resync()
                     data: list[str] = []
                     async for line in response.aiter_lines():
                         if line.startswith("data:"):
@@ -279,6 +284,16 @@ class OpencodeServer:
             except (httpx.HTTPError, trio.BrokenResourceError, OSError):
                 pass
             await trio.sleep(0.2)  # the process watcher cancels us when the server is gone
+
+    def _resync(self) -> None:
+        """The event stream was re-established: events may have been lost meanwhile. Every
+        subscriber gets a ``RESYNC`` event so it can check its session's state."""
+        for sid, channels in self._subscribers.items():
+            for send in list(channels):
+                try:
+                    send.send_nowait({"type": RESYNC, "properties": {"sessionID": sid}})
+                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                    pass
 
     def _route(self, payload: str, connected: trio.Event) -> None:
         self.stats.events += 1
