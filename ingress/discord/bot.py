@@ -102,8 +102,9 @@ class SpindleBot(discord.Client):
         self._events = events
         self._snapshot = snapshot
         self._clock = clock
-        # Threads we started a conversation in, before the runtime has applied it.
-        self._started_threads: set[str] = set()
+        # Conversations started (thread -> the start's action id) that the runtime has not
+        # applied yet: until it has, the thread's messages must not be taken for chatter.
+        self._starting: dict[str, str] = {}
         # Messages we forwarded as prompts: id -> whether it carried the queue suffix.
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
@@ -161,9 +162,13 @@ class SpindleBot(discord.Client):
             await self.tree.sync()
 
     def has_conversation(self, thread_id: str) -> bool:
-        if thread_id in self._started_threads:
-            return True
         state = self._snapshot(thread_id)
+        starting = self._starting.get(thread_id)
+        if starting is not None and state is not None and starting in state.recent_action_ids:
+            del self._starting[thread_id]  # applied (or refused): the state says it all now
+            starting = None
+        if starting is not None:
+            return True
         return state is not None and state.conversation is not None
 
     def workdir_of(self, thread_id: str) -> str | None:
@@ -236,7 +241,7 @@ class SpindleBot(discord.Client):
             _log.warning("could not open a thread for message %s: %s", message.id, error)
             return
         thread_id = str(thread.id)
-        self._started_threads.add(thread_id)
+        self._starting[thread_id] = f"start-{message.id}"
         start = ConversationStarted(
             thread_id=thread_id,
             action_id=f"start-{message.id}",
@@ -332,7 +337,7 @@ class SpindleBot(discord.Client):
 
     async def _dispose(self, thread_id: str) -> None:
         if self.has_conversation(thread_id):
-            self._started_threads.discard(thread_id)
+            self._starting.pop(thread_id, None)
             await self._emit_in_order(IngressItem(dispose_thread=thread_id))
 
     # --- buttons and menus ------------------------------------------------------------
@@ -453,7 +458,7 @@ class SpindleBot(discord.Client):
                 )
                 return
             thread_id = str(thread.id)
-        self._started_threads.add(thread_id)
+        self._starting[thread_id] = translate.interaction_action_id(interaction.id)
         resolved = translate.resolve_workdir(requested)
 
         def build(target: str, common: dict[str, Any]) -> Action:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
 from ingress.discord.bot import REFUSAL
 from runtime.actions import (
@@ -322,3 +323,25 @@ async def test_a_thread_that_cannot_be_opened_is_explained_and_posts_nothing(
         assert [a.kind for a in runtime.actions] == ["conversation_started"]
         assert len(world.fake.threads(world.channel)) == 1
         assert world.fake.threads(world.project_channel) == []
+
+
+async def test_after_the_conversation_ends_the_thread_is_chatter_again(world: World) -> None:
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        world.fake.run_command(thread, world.alice, "conversation end")
+        await wait_for(lambda: runtime.of_kind("conversation_ended"))
+        world.fake.send_message(thread, world.alice, "thanks, bye")
+        # A start the core refuses (no such workdir) leaves the new thread without one too.
+        world.fake.run_command(world.channel, world.alice, "claude start", workdir="/nope")
+        await wait_for(lambda: runtime.actions, lambda a: len(a) >= 3)
+        refused_thread = int(runtime.actions[-1].thread_id)
+        world.fake.send_message(refused_thread, world.alice, "hello?")
+        world.fake.send_message(thread, world.alice, "one more thing")
+        await wait_for(lambda: runtime.actions, lambda a: len(a) >= 3)
+        await trio.sleep(0.3)
+        assert [a.kind for a in runtime.actions] == [
+            "conversation_started",
+            "conversation_ended",
+            "conversation_started",  # refused by the core: /nope does not exist
+        ]
