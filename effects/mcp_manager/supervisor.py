@@ -56,7 +56,14 @@ __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
+_PRIVATE_ENV_PREFIX = "SPINDLE_"
 _SEQ_BLOCK = 10_000  # sequence numbers reserved per save
+
+
+def _inherited_env() -> dict[str, str]:
+    """Spindle's environment without its own settings and secrets (``SPINDLE_*``: the
+    Discord token, the MCP token): an agent can read a managed process's environment."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_ENV_PREFIX)}
 
 
 class ProcessError(Exception):
@@ -302,7 +309,7 @@ class ProcessSupervisor:
             )
         workdir = self._resolve_cwd(caller, cwd)
         extra_env = self._check_env(env or {})
-        full_env = {**os.environ, **extra_env}
+        full_env = {**_inherited_env(), **extra_env}
         executable = self._resolve_command(command, workdir, full_env.get("PATH", os.defpath))
         out_path, err_path = self._output_paths(thread, name)
         record = ProcessRecord(

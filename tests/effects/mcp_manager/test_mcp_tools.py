@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from conftest import TOKEN, Scripts, alive, call, call_error, open_client, wait_for_output
 
@@ -182,14 +183,21 @@ async def test_workdir_header_is_the_default_cwd(manager: ProcessManager, script
         assert out["stdout"].strip() == str(scripts.work.resolve())
 
 
-async def test_env_is_added_to_the_environment(manager: ProcessManager, scripts: Scripts) -> None:
+async def test_env_is_added_to_the_environment(
+    manager: ProcessManager, scripts: Scripts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Spindle's own settings and secrets are not handed down; the rest of its env is.
+    monkeypatch.setenv("SPINDLE_DISCORD_TOKEN", "secret-bot-token")
     async with open_client(manager.url, TOKEN, THREAD) as client:
-        src = "import os; print(os.environ['GREETING'], 'PATH' in os.environ)"
+        src = (
+            "import os; print(os.environ['GREETING'], 'PATH' in os.environ, "
+            "any(k.startswith('SPINDLE_') for k in os.environ))"
+        )
         await call(
             client, "start_process", **scripts.start_args("env", src, env={"GREETING": "hi"})
         )
         out = await wait_for_output(client, "env", "hi")
-        assert out["stdout"] == "hi True\n"
+        assert out["stdout"] == "hi True False\n"
 
 
 async def test_max_processes_per_thread(
