@@ -78,6 +78,26 @@ async def test_dispose_leaves_no_task_timer_or_prompt_behind(
     assert not await rt.dispose("nope")
 
 
+async def test_a_message_during_disposal_goes_to_a_fresh_actor(
+    tmp_path: Path, autojump_clock
+) -> None:
+    async with running(tmp_path) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await until(lambda: rt.agents.serving == 1)
+        old = rt.get("t1")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rt.dispose, "t1")
+            while "t1" not in rt._disposing:  # let the disposal begin
+                await trio.sleep(0)
+            assert old.closing and not old.done.is_set()  # ... but not end
+            nursery.start_soon(chat.say, "hello during disposal")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        fresh = rt.get("t1")
+        assert fresh is not None and fresh is not old and not old.running
+        assert rt.agents.serve_calls == 2  # the old agent stopped, a new one started
+
+
 async def test_dispose_for_directory_is_scoped_by_directory_and_channel(
     tmp_path: Path, autojump_clock
 ) -> None:
