@@ -576,7 +576,8 @@ def _conversations(rows: list[Any]) -> list[ConversationInfo]:
     for row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
             continue
-        times = row.get("time") if isinstance(row.get("time"), dict) else {}
+        raw_times = row.get("time")
+        times: dict[str, Any] = raw_times if isinstance(raw_times, dict) else {}
         updated = times.get("updated") or times.get("created") or 0
         title = row.get("title") if isinstance(row.get("title"), str) else ""
         found.append(

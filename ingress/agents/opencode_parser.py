@@ -134,6 +134,11 @@ def input_summary(tool: str, state: dict[str, Any]) -> str:
     return ""
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _num(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
@@ -148,7 +153,7 @@ def _int(value: Any) -> int | None:
 def _usage_of(tokens: Any) -> Usage | None:
     if not isinstance(tokens, dict):
         return None
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    cache = _dict(tokens.get("cache"))
     return Usage(
         input_tokens=_int(tokens.get("input")),
         output_tokens=_int(tokens.get("output")),
@@ -383,7 +388,7 @@ class OpencodeEventParser:
             model, provider = info.get("modelID"), info.get("providerID")
             if isinstance(model, str) and model:
                 self._turn.model = f"{provider}/{model}" if isinstance(provider, str) else model
-            times = info.get("time") if isinstance(info.get("time"), dict) else {}
+            times = _dict(info.get("time"))
             created, completed = _int(times.get("created")), _int(times.get("completed"))
             if created is not None and self._turn.first_created is None:
                 self._turn.first_created = created
@@ -411,7 +416,7 @@ class OpencodeEventParser:
     def _on_text_part(self, part: dict[str, Any], kind: str) -> list[AgentEvent]:
         pid = part["id"]
         text = part.get("text")
-        times = part.get("time") if isinstance(part.get("time"), dict) else {}
+        times = _dict(part.get("time"))
         if not isinstance(pid, str) or not isinstance(text, str) or "end" not in times:
             raise _Skip  # a part opening (empty) or an update while deltas stream
         if not self.turn_open:
@@ -436,7 +441,7 @@ class OpencodeEventParser:
             raise TypeError("delta without part id or text")
         if fld != "text" or not delta:
             raise _Skip
-        if self._roles.get(props.get("messageID")) == "user" or not self.turn_open:
+        if self._roles.get(str(props.get("messageID"))) == "user" or not self.turn_open:
             raise _Skip
         self._alive()
         kind = self._part_kinds.get(pid, "text")

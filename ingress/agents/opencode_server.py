@@ -207,7 +207,7 @@ class OpencodeServer:
                 self.start_error = self.start_error or (
                     f"opencode serve did not start in {self.start_timeout:.0f} s"
                 )
-            if self.start_error is None:
+            if self.start_error is None and self.base_url is not None:
                 self.client = httpx.AsyncClient(
                     base_url=self.base_url,
                     auth=httpx.BasicAuth(USERNAME, self.password),
