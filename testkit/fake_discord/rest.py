@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -21,7 +21,7 @@ from aiohttp import web
 from testkit.fake_discord.gateway import Gateway
 from testkit.fake_discord.store import PUBLIC_THREAD, FakeInteraction, FakeMessage, World
 
-__all__ = ["Fault", "RestApi", "RestCall"]
+__all__ = ["Fault", "RateLimit", "RestApi", "RestCall"]
 
 EPHEMERAL = 64
 SUPPRESS_EMBEDS = 4
@@ -52,6 +52,46 @@ class Fault:
         )
 
 
+@dataclass
+class RateLimit:
+    """A Discord-style bucket: ``limit`` calls per ``per_s`` seconds for each channel, on
+    calls matching ``method`` and ``path_contains``. Answers carry the X-RateLimit-*
+    headers discord.py paces itself by; a call over the limit gets a 429."""
+
+    limit: int
+    per_s: float
+    method: str | None = None
+    path_contains: str | None = None
+    windows: dict[str, tuple[float, int]] = field(default_factory=dict)  # key -> (start, n)
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (
+            self.path_contains is None or self.path_contains in path
+        )
+
+    def take(self, path: str, now: float) -> tuple[dict[str, str], float | None]:
+        """(headers, None) when allowed; (headers, retry_after) when over the limit."""
+        channel = re.search(r"/channels/(\d+)", path)
+        key = channel.group(1) if channel else path
+        start, used = self.windows.get(key, (now, 0))
+        if now >= start + self.per_s:
+            start, used = now, 0
+        reset_after = max(0.0, start + self.per_s - now)
+        bucket = f"fake-{self.method}-{self.path_contains}"
+        headers = {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+            "X-RateLimit-Reset": f"{start + self.per_s:.3f}",
+            "X-RateLimit-Bucket": bucket,
+        }
+        if used >= self.limit:
+            headers["X-RateLimit-Remaining"] = "0"
+            return headers, reset_after
+        self.windows[key] = (start, used + 1)
+        headers["X-RateLimit-Remaining"] = str(self.limit - used - 1)
+        return headers, None
+
+
 def json_response(
     data: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> web.Response:
@@ -71,6 +111,7 @@ class RestApi:
         self.gateway = gateway
         self.calls: list[RestCall] = []
         self.faults: list[Fault] = []
+        self.rate_limits: list[RateLimit] = []
         self._nonces: dict[tuple[int, str], int] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         route = self._add
@@ -131,10 +172,21 @@ class RestApi:
         path = "/" + request.match_info["tail"]
         method = request.method
         fault = self._take_fault(method, path)
+        limits = [r for r in self.rate_limits if r.matches(method, path)]
+        headers: dict[str, str] = {}
+        retry_after: float | None = None
+        for limit in limits:
+            headers, retry_after = limit.take(path, time.time())
+            if retry_after is not None:
+                break
         if fault is not None:
             response = self._fault_response(fault)
+        elif retry_after is not None:
+            response = self._fault_response(Fault(429, retry_after=retry_after))
+            response.headers.update(headers)
         else:
             response = await self._route(request, method, path)
+            response.headers.update(headers)
         self.calls.append(RestCall(time.time(), method, path, response.status))
         return response
 

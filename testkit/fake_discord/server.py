@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from testkit.fake_discord.gateway import Gateway
-from testkit.fake_discord.rest import Fault, RestApi, RestCall
+from testkit.fake_discord.rest import Fault, RateLimit, RestApi, RestCall
 from testkit.fake_discord.store import (
     PUBLIC_THREAD,
     FakeAttachment,
@@ -399,6 +399,19 @@ class FakeDiscord:
         (so ``skip=n-1`` fails the Nth)."""
         fault = Fault(status, method, path_contains, skip, times, retry_after)
         self._call(lambda: self.rest.faults.append(fault))
+
+    def rate_limit(
+        self,
+        limit: int,
+        per_s: float,
+        *,
+        method: str | None = None,
+        path_contains: str | None = None,
+    ) -> None:
+        """Enforce Discord-style per-channel buckets (with X-RateLimit-* headers) on
+        matching calls from now on."""
+        bucket = RateLimit(limit, per_s, method, path_contains)
+        self._call(lambda: self.rest.rate_limits.append(bucket))
 
     def disconnect_gateway(self, code: int = 4000) -> None:
         """Drop the bot's websocket; it resumes and gets every missed event replayed."""

@@ -353,3 +353,27 @@ async def test_archiving_a_thread_stops_its_agent(world: World, tmp_path: Path) 
         await wait_for(lambda: stack.runtime.actors(), lambda actors: str(thread) not in actors)
         assert stack.agents.live() == []
         assert stack.runtime.disposed == 1
+
+
+async def test_under_discord_style_rate_limits_discord_py_paces_and_nothing_is_lost(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        # Much tighter than Discord's 5 per 5 s, to make the pacing show in a short run.
+        world.fake.rate_limit(2, 1.0, method="POST", path_contains="/messages")
+        world.fake.rate_limit(2, 1.0, method="PATCH", path_contains="/messages")
+        world.fake.send_message(thread, world.alice, "LONG answer")
+        messages = await stack.until_footers(thread, 1, timeout=30)
+        answer = messages[1:-1]
+        assert len(answer) >= 4
+        assert all(m.content.count(FENCE) % 2 == 0 for m in answer)
+        shown = "\n".join(m.content for m in answer)
+        assert all(line.strip() in shown for line in long_answer().splitlines())
+        posts = [c for c in world.fake.rest_calls() if c.path.endswith("/messages")]
+        # discord.py read the buckets' headers and waited: no 429, and never more than 2
+        # posts in any second.
+        assert [c.status for c in posts if c.status != 200] == []
+        sent = [c.at for c in posts if c.status == 200]
+        for start in sent:
+            assert len([t for t in sent if start <= t < start + 0.95]) <= 2
