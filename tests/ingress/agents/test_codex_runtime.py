@@ -80,8 +80,9 @@ async def test_a_codex_thread_through_the_runtime(tmp_path: Path) -> None:
                 # 1. an answer, streamed, with its footer; the session id is stored
                 await send(A.UserMessage(**base(), **user, text="hello", interrupt=True))
                 await _until(lambda: state().counters.completed == 1)
+                # the chat is written by the reactor after the commit: wait for it too
+                await _until(lambda: any("gpt-5.5" in t for t in chat.texts(THREAD, "footer")))
                 assert HELLO in chat.texts(THREAD, "text")
-                assert any("gpt-5.5" in t for t in chat.texts(THREAD, "footer"))
                 session = state().conversation.session_id
                 assert session is not None and session == adapters[0].session_id
 
@@ -101,6 +102,7 @@ async def test_a_codex_thread_through_the_runtime(tmp_path: Path) -> None:
                 await _until(lambda: any("chunk 2" in t for t in chat.texts(THREAD, "text")))
                 await send(A.UserMessage(**base(), **user, text="hello again", interrupt=True))
                 await _until(lambda: state().counters.completed == 3)
+                await _until(lambda: len(chat.texts(THREAD, "footer")) == 3)
                 st = state()
                 assert st.counters.interrupts == 1 and st.run is None and st.queue == ()
                 assert chat.texts(THREAD, "text").count(HELLO) == 2
