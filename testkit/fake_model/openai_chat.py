@@ -18,6 +18,7 @@ The reply is picked from the last user text (``base.scenario_of``):
 * ``TOUCHTEST``: a ``bash`` call ``touch touched.txt`` (asks when bash needs permission).
 * ``SLOWTEST`` / ``CRASHTEST``: ``slow_chunks`` text chunks ``slow_delay`` seconds apart.
 * ``MCPTEST``: a call of the first offered tool that is not one of opencode's built-ins.
+* ``QUESTIONTEST``: a call of opencode's ``question`` tool ("Which color?": Red / Blue).
 * anything else: ``Hello from fake model.`` in a few deltas.
 """
 
@@ -62,6 +63,19 @@ BUILTIN_TOOLS = frozenset(
         "lsp",
     }
 )
+
+QUESTION = {
+    "questions": [
+        {
+            "question": "Which color?",
+            "header": "Color",
+            "options": [
+                {"label": "Red", "description": "warm"},
+                {"label": "Blue", "description": "cool"},
+            ],
+        }
+    ]
+}
 
 Script = Callable[[RecordedRequest], "list[SSEEvent] | None"]
 
@@ -195,9 +209,12 @@ class OpenAIChatFake:
         if tool_output is not None:
             yield from self.text_reply(model, ["Tool ", "said: ", tool_output.rstrip("\n")])
             return
-        scenario = scenario_of(last_user_text(body))
+        user_text = last_user_text(body)
+        scenario = "QUESTIONTEST" if "QUESTIONTEST" in user_text else scenario_of(user_text)
         extra = [n for n in tool_names(body) if n not in BUILTIN_TOOLS]
-        if scenario == "TOOLTEST":
+        if scenario == "QUESTIONTEST" and "question" in tool_names(body):
+            yield from self.tool_call_reply(model, "question", QUESTION)
+        elif scenario == "TOOLTEST":
             yield from self.tool_call_reply(
                 model, "bash", {"command": "echo hi", "description": "Run command"}
             )

@@ -30,6 +30,7 @@ from ingress.agents.opencode_server import live_servers
 from runtime.agent_events import (
     AgentError,
     PermissionRequested,
+    QuestionAsked,
     SessionStarted,
     TextDelta,
     ToolFinished,
@@ -244,7 +245,29 @@ async def test_long_lived_turns_tools_interrupt_and_shared_server(
         assert _text(after) == HELLO and _of(after, TurnCompleted)
         assert server.process.pid == pid
 
-        # 4. a second thread in the same directory shares the server, on its own session.
+        # 4. the agent asks a question: answered, then (a second time) dismissed.
+        run_q = await thread.prompt("QUESTIONTEST pick one")
+        asked_q = await thread.wait_for(
+            lambda e: e.run_id == run_q and isinstance(e.event, QuestionAsked)
+        )
+        assert asked_q.event.question == "Which color?"
+        assert asked_q.event.options == ("Red", "Blue")
+        await thread.adapter.answer_question(asked_q.event.request_id, "Blue")
+        await thread.wait_for(lambda e: e.run_id == run_q and _ends_turn(e))
+        answered = [e for e in thread.events if e.run_id == run_q]
+        assert "Blue" in _of(answered, ToolFinished)[0].result
+        assert "Blue" in _text(answered)
+        run_q2 = await thread.prompt("QUESTIONTEST again")
+        asked_q = await thread.wait_for(
+            lambda e: e.run_id == run_q2 and isinstance(e.event, QuestionAsked)
+        )
+        await thread.adapter.answer_question(asked_q.event.request_id, None)
+        end_q2 = await thread.wait_for(lambda e: e.run_id == run_q2 and _ends_turn(e))
+        dismissed = [e for e in thread.events if e.run_id == run_q2]
+        assert _of(dismissed, ToolFinished)[0].is_error
+        assert isinstance(end_q2.event, TurnCompleted | TurnAborted)
+
+        # 5. a second thread in the same directory shares the server, on its own session.
         other_options = opencode_options(fake, tmp_path / "home")
         async with running(other_options, work) as other:
             assert other.adapter.server is server and server.refs == 2
