@@ -15,8 +15,9 @@ posted so the reactor can report ``OutputPosted``. What it keeps:
 - **In order, nothing lost.** Every platform call goes through one lock and one retry loop
   (``_call``): a 429 waits its ``retry_after``, a 5xx or disconnect is retried with a
   bounded backoff, a send carries a nonce derived from its key so a retried send whose
-  answer was lost is not doubled. A call that still fails raises ``RenderError``, which the
-  reactor turns into ``EffectFailed``.
+  answer was lost is not doubled. A call that still fails raises ``RenderError`` from
+  ``apply``, which the reactor turns into ``EffectFailed``; one made by the background task
+  goes to ``on_error`` (or the log), never to a later, innocent effect.
 - **Linear.** Streamed text goes through a ``MessageChunker`` (``effects.chunking``): closed
   messages are final and forgotten, only the open message (at most one message long) is
   re-rendered per edit, and edits are paced, so a 10x longer answer costs about 10x.
@@ -31,6 +32,7 @@ permission prompts with Accept/Deny buttons; questions with a select menu.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -94,6 +96,8 @@ CHAT_EFFECTS = (
 )
 
 Posted = tuple[str, tuple[str, ...]]
+
+logger = logging.getLogger("spindle.render")
 
 MAX_KEPT_OUTPUTS = 4096  # keys remembered; the core never repeats a key that old
 MAX_RATE_LIMIT_WAITS = 8
@@ -175,6 +179,7 @@ class StreamRenderer:
         *,
         clock: Callable[[], float] = trio.current_time,
         on_posted: Callable[[str, tuple[str, ...]], None] | None = None,
+        on_error: Callable[[RenderError], None] | None = None,
         typing_after_post_s: float = 1.0,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
@@ -205,7 +210,8 @@ class StreamRenderer:
         self._unreported: dict[str, list[str]] = {}  # posted ids not yet handed out
         self._typing_on = False
         self._typing_due = math.inf
-        self._background_error: RenderError | None = None
+        self._on_error = on_error
+        self.last_error: RenderError | None = None  # the last failure of the background task
         self._nursery: trio.Nursery | None = None
         self._stats: dict[str, int] = dict.fromkeys(RendererStatistics.model_fields, 0)
 
@@ -246,8 +252,12 @@ class StreamRenderer:
                 try:
                     await self._flush_due()
                 except RenderError as error:
-                    # Raised from the next apply, where the reactor can report it.
-                    self._background_error = error
+                    self._background_failed(error)
+                except Exception as error:  # a platform that broke its contract
+                    # Never take the owner's nursery (all its threads) down: report it.
+                    self._count("failures")
+                    message = f"chat platform failed: {type(error).__name__}: {error}"
+                    self._background_failed(RenderError(message))
                 self._report_background_posts()
 
     async def flush(self) -> list[Posted]:
@@ -260,7 +270,6 @@ class StreamRenderer:
             if deadline == math.inf:
                 break
             await trio.sleep_until(deadline)
-        self._raise_background_error()
         return self._take_posted()
 
     async def aclose(self) -> list[Posted]:
@@ -303,7 +312,6 @@ class StreamRenderer:
         good, ``TypeError`` for an effect that is not a chat effect."""
         if not isinstance(effect, CHAT_EFFECTS):
             raise TypeError(f"not a chat effect: {type(effect).__name__}")
-        self._raise_background_error()
         async with self._lock:
             try:
                 await self._apply(effect)
@@ -737,10 +745,15 @@ class StreamRenderer:
             for key, ids in self._take_posted():
                 self._on_posted(key, ids)
 
-    def _raise_background_error(self) -> None:
-        error, self._background_error = self._background_error, None
-        if error is not None:
-            raise error
+    def _background_failed(self, error: RenderError) -> None:
+        """A paced send/edit failed for good in the background, where no effect is being
+        applied: it goes to ``on_error``, else to the log (the effect that caused it was
+        already reported as applied, and a later effect must not fail for it)."""
+        self.last_error = error
+        if self._on_error is not None:
+            self._on_error(error)
+        else:
+            logger.warning("channel=%s %s", self.channel_id, error)
 
     def _count(self, name: str) -> None:
         self._stats[name] += 1

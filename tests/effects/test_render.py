@@ -491,3 +491,24 @@ async def test_a_long_lived_thread_forgets_old_finished_outputs(
     assert renderer.statistics().outputs <= MAX_KEPT_OUTPUTS
     assert renderer.message_ids("p")  # a prompt still waiting for its answer is kept
     assert not renderer.message_ids("k0") and renderer.message_ids(f"k{MAX_KEPT_OUTPUTS}")
+
+
+async def test_a_platform_bug_in_the_background_is_reported_not_fatal(
+    platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    errors: list[RenderError] = []
+    async with StreamRenderer(platform, CHANNEL, on_error=errors.append) as renderer:
+        await renderer.apply(PostOutput(key="k", kind="text", text="hello"))
+        await trio.sleep(0.6)  # sent by the background task at 0.5 s
+        await renderer.apply(AppendOutput(key="k", seq=1, text=" world"))  # edit due at 1 s
+
+        async def broken_edit(*args: object, **kwargs: object) -> None:
+            raise KeyError("bug")
+
+        platform.edit = broken_edit  # type: ignore[method-assign]
+        await trio.sleep(1)  # the paced edit fails in the background; the task survives
+        assert [str(e) for e in errors] == ["chat platform failed: KeyError: 'bug'"]
+        assert renderer.last_error is errors[0]
+        # Later effects are not blamed for it.
+        posted = await renderer.apply(PostOutput(key="f", kind="footer", text="1s"))
+        assert posted == [("f", ("m2",))]
