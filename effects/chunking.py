@@ -228,7 +228,9 @@ class MessageChunker:
             # keeping a safe start for the rest (see _cut_point).
             cut = _cut_point(self._pending, max(fresh // 2, 1), fresh, open_end=True)
             if cut >= len(self._pending):
-                return  # nothing safe to cut yet: wait for more of the line
+                if len(self._pending) <= 2 * fresh:
+                    return  # nothing safe to cut yet: wait for more of the line
+                cut = fresh  # a run of backticks this long renders oddly whatever we do
             piece, self._pending = self._pending[:cut], self._pending[cut:]
             self._commit(piece, whole_line=False)
             self._pending_at_line_start = False
@@ -290,11 +292,14 @@ class MessageChunker:
         self._body_blank = True
 
 
-def _safe_start(rest: str, *, open_end: bool) -> bool:
-    """Whether ``rest`` may start a message: a piece of a line that starts a message reads
-    as a line there, so it must not start like a fence. When more of the line may follow
-    (``open_end``), even one backtick or only spaces could become one."""
-    head = rest.lstrip(" ")
+_CUT_SEARCH = 64  # how far a cut moves back, and looks ahead, to find a safe start
+
+
+def _safe_start(text: str, cut: int, *, open_end: bool) -> bool:
+    """Whether ``text[cut:]`` may start a message: a piece of a line that starts a message
+    reads as a line there, so it must not start like a fence. When more of the line may
+    follow (``open_end``), even one backtick or only spaces could become one."""
+    head = text[cut : cut + _CUT_SEARCH].lstrip(" ")
     if open_end:
         return bool(head) and not head.startswith("`")
     return not head.startswith(FENCE)
@@ -312,11 +317,10 @@ def _cut_point(text: str, low: int, high: int, *, open_end: bool = False) -> int
         cut = space + 1
     elif opening > 0 and text.find(">", opening, high) < 0:
         cut = opening
-    while cut > 1 and not _safe_start(text[cut:], open_end=open_end):
-        cut -= 1
-    if not _safe_start(text[cut:], open_end=open_end):
-        return len(text) if open_end else high
-    return cut
+    for candidate in range(cut, max(cut - _CUT_SEARCH, 0), -1):
+        if _safe_start(text, candidate, open_end=open_end):
+            return candidate
+    return len(text) if open_end else high
 
 
 def split_message(
