@@ -115,16 +115,29 @@ def _caller(authority: TokenAuthority, ctx: Context) -> Caller:
     return caller
 
 
+def _mcp_server() -> MCPServer:
+    # MCPServer() calls logging.basicConfig (a Rich handler on the root logger) when the
+    # root has no handler yet; Spindle configures its own logging, so keep it out.
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        return MCPServer(
+            SERVER_NAME,
+            version="1",
+            instructions=(
+                "Start, stop, restart and watch long-running processes (dev servers, "
+                "watchers) that outlive a single tool call. Processes belong to this chat "
+                "thread."
+            ),
+            log_level="WARNING",
+        )
+    finally:
+        root.removeHandler(placeholder)
+
+
 def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -> MCPServer:
-    server = MCPServer(
-        SERVER_NAME,
-        version="1",
-        instructions=(
-            "Start, stop, restart and watch long-running processes (dev servers, watchers) "
-            "that outlive a single tool call. Processes belong to this chat thread."
-        ),
-        log_level="WARNING",
-    )
+    server = _mcp_server()
 
     @server.tool()
     async def start_process(

@@ -84,3 +84,29 @@ def test_status_lines() -> None:
     assert lost.summary(now=20000.0) == "web: lost (gone when Spindle restarted)"
     long = running.model_copy(update={"started_at": 0.0})
     assert long.summary(now=7500.0) == "web: running, pid 42, up 2h05m"
+
+
+def test_building_the_server_leaves_the_root_logger_alone(tmp_path: Path) -> None:
+    import logging
+
+    import trio
+
+    from effects.mcp_manager.auth import TokenAuthority
+    from effects.mcp_manager.server import build_mcp_server
+    from effects.mcp_manager.supervisor import ProcessSupervisor
+
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        config = ProcessManagerConfig(data_dir=tmp_path, allowed_roots=(tmp_path,))
+
+        async def build() -> None:
+            async with ProcessSupervisor.open(config) as supervisor:
+                build_mcp_server(supervisor, TokenAuthority("s" * 32))
+
+        trio.run(build)
+        assert root.handlers == []
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
