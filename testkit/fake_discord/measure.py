@@ -26,6 +26,7 @@ __all__ = ["main", "measure"]
 SCENARIOS = {
     "plain answer": "hello",
     "long answer (~6000 chars, code blocks)": "LONG answer",
+    "long answer streamed (12 pieces, 0.25 s apart)": "LONG STREAMED answer",
     "tool-heavy (3 tools, text between)": "TOOLS",
     "burst (60 deltas at 20/s)": "BURST",
 }
@@ -35,16 +36,21 @@ def _route(path: str) -> str:
     return re.sub(r"\d{6,}", "{id}", path)
 
 
-async def measure(prompt: str) -> tuple[Counter[str], int, float]:
-    """(calls by "METHOD route", messages shown, seconds) for one run of ``prompt``."""
+async def measure(prompt: str, *, discord_limits: bool = False) -> tuple[Counter[str], int, float]:
+    """(calls by "METHOD route", messages shown, seconds) for one run of ``prompt``;
+    ``discord_limits``: under Discord's message buckets (5 sends, 5 edits per 5 s per
+    channel), with the X-RateLimit-* headers discord.py paces itself by."""
     with tempfile.TemporaryDirectory() as tmp, fake_world(tmp) as world:
         async with discord_stack(world, Path(tmp)) as stack:
             thread = await stack.start_thread()
             await trio.sleep(0.3)  # let the start command's reply settle
+            if discord_limits:
+                world.fake.rate_limit(5, 5.0, method="POST", path_contains="/messages")
+                world.fake.rate_limit(5, 5.0, method="PATCH", path_contains="/messages")
             before = len(world.fake.rest_calls())
             started = time.monotonic()
             world.fake.send_message(thread, world.alice, prompt)
-            messages = await stack.until_footers(thread, 1, timeout=30)
+            messages = await stack.until_footers(thread, 1, timeout=60)
             await trio.sleep(0.6)  # a late paced edit would count too
             elapsed = time.monotonic() - started
             calls = world.fake.rest_calls()[before:]
@@ -53,8 +59,13 @@ async def measure(prompt: str) -> tuple[Counter[str], int, float]:
 
 
 async def _main() -> None:
-    for name, prompt in SCENARIOS.items():
-        counts, shown, elapsed = await measure(prompt)
+    runs = [(name, prompt, False) for name, prompt in SCENARIOS.items()]
+    runs += [
+        (f"{name}, under Discord's 5/5 s buckets", prompt, True)
+        for name, prompt in list(SCENARIOS.items())[1:4]
+    ]
+    for name, prompt, limited in runs:
+        counts, shown, elapsed = await measure(prompt, discord_limits=limited)
         total = sum(counts.values())
         print(f"{name}: {total} REST calls, {shown} bot messages, {elapsed:.1f} s")
         for route, n in sorted(counts.items()):

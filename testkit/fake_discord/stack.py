@@ -9,7 +9,8 @@ so every scenario is short):
 - ``BURST``: 60 deltas 0.05 s apart (20 deltas a second for 3 s);
 - ``TOOLS``: three tool calls of 0.1 s each, text between them;
 - ``LONGTOOL``: a tool call that takes 30 s (to be aborted);
-- ``LONG``: a ~6000-character answer with code blocks, in 12 deltas;
+- ``LONG``: a ~6000-character answer with code blocks, in 12 deltas (``LONG STREAMED``:
+  0.25 s apart);
 - ``PERMISSION`` / ``QUESTION``: asks and waits (as ``testkit.fake_agent``);
 - anything else: ``Hello from fake agent.`` in two deltas.
 Every completed turn's footer carries ``$0.0010``.
@@ -101,7 +102,10 @@ def SCRIPT(prompt: str) -> list[Step]:  # noqa: N802 - a constant-like script ta
     if "LONG" in prompt:
         text = long_answer()
         size = len(text) // 12 + 1
-        return [_say(text[i : i + size]) for i in range(0, len(text), size)]
+        steps = [_say(text[i : i + size]) for i in range(0, len(text), size)]
+        if "STREAMED" in prompt:  # as a model would: a piece every 0.25 s
+            steps = [s for step in steps for s in (step, Step("sleep", seconds=0.25))]
+        return steps
     return default_script(prompt)
 
 
