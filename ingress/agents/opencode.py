@@ -268,6 +268,13 @@ class OpencodeAdapter(AgentAdapter):
             self._parser = OpencodeEventParser(session_id, self._stats)
             task_status.started()
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
+            if start.session_id and start.session_id != session_id:
+                await self._emit_event(
+                    AgentError(
+                        message=f"Could not resume opencode session {start.session_id} "
+                        "(not found); started a new session."
+                    )
+                )
             async with events:
                 async for event in events:
                     await self._handle(event)
@@ -367,8 +374,9 @@ class OpencodeAdapter(AgentAdapter):
     async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
         parser = OpencodeRunParser(self._stats)
         text = prompt_text(prompt.text, prompt.attachments)
-        if prompt.system_instruction and not (prompt.session_id or self._session_id):
-            text = f"{prompt.system_instruction}\n\n{text}"  # no system flag in `run`
+        system = prompt.system_instruction or self.options.system_instruction
+        if system and not (prompt.session_id or self._session_id):
+            text = f"{system}\n\n{text}"  # `run` has no flag for it: the first prompt says it
         argv = run_argv(
             self.options,
             text,
@@ -435,6 +443,10 @@ class OpencodeAdapter(AgentAdapter):
         if server is None or parser is None or self._session_id is None:
             raise RuntimeError("opencode adapter: no live session")
         parser.begin_turn()
+        if not prompt.system_instruction and self.options.system_instruction:
+            prompt = prompt.model_copy(
+                update={"system_instruction": self.options.system_instruction}
+            )
         body = prompt_body(prompt, self.options.model)
         try:
             response = await server.request(

@@ -452,9 +452,10 @@ async def test_mcp_server_injected_through_a_private_config(
     home = tmp_path / "home"
     options = opencode_options(fake, home).model_copy(
         update={
+            "system_instruction": "Answer in haiku. SYSMARK-42",
             "mcp_servers": (
                 McpServer(name="probe", url=mcp.base_url + "/mcp", bearer_token="s3cret"),
-            )
+            ),
         }
     )
     user_config = home / ".config" / "opencode" / "opencode.json"
@@ -474,6 +475,9 @@ async def test_mcp_server_injected_through_a_private_config(
             finished = _of(events, ToolFinished)
             assert finished and "restarted web" in finished[0].result
             assert "Tool said: restarted web" in _text(events)
+            # The system instruction rides on the prompt (prompt_async "system").
+            system = fake.agent_requests()[-1].body["messages"][0]["content"]
+            assert "SYSMARK-42" in json.dumps(system)
     finally:
         mcp.stop()
     assert user_config.read_text() == before  # the user's own config is untouched

@@ -19,7 +19,13 @@ from effects.process import tree_pids
 from ingress.agents.base import AgentOptions, StampedEvent
 from ingress.agents.opencode import OpencodeAdapter, OpencodeStartError
 from ingress.agents.opencode_server import live_servers
-from runtime.agent_events import SessionStarted, TextDelta, TurnAborted, TurnCompleted
+from runtime.agent_events import (
+    AgentError,
+    SessionStarted,
+    TextDelta,
+    TurnAborted,
+    TurnCompleted,
+)
 from runtime.effects import PromptAgent, StartAgent
 
 FAKE = Path(__file__).parent / "fixtures" / "opencode" / "fake_opencode_serve.py"
@@ -61,13 +67,12 @@ class Recorder:
 
 @asynccontextmanager
 async def serving(
-    opts: AgentOptions, work: Path
+    opts: AgentOptions, work: Path, resume: str | None = None
 ) -> AsyncIterator[tuple[OpencodeAdapter, Recorder]]:
     adapter, recorder = OpencodeAdapter(opts), Recorder()
+    start = StartAgent(agent="opencode", workdir=str(work), session_id=resume)
     async with trio.open_nursery() as nursery:
-        await nursery.start(
-            adapter.serve, StartAgent(agent="opencode", workdir=str(work)), recorder.emit
-        )
+        await nursery.start(adapter.serve, start, recorder.emit)
         try:
             yield adapter, recorder
         finally:
@@ -153,3 +158,17 @@ async def test_prompt_before_serve_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="before serve"):
         await adapter.prompt(prompt("r1", tmp_path))
     await adapter.stop()  # nothing to stop: returns at once
+
+
+async def test_resume_a_known_session_or_say_a_new_one_was_started(tmp_path: Path) -> None:
+    opts = options(tmp_path)
+    async with serving(opts, tmp_path) as (first, _):
+        known = first.session_id
+        async with serving(opts, tmp_path, resume=known) as (again, heard):
+            assert again.session_id == known
+            assert not [e for e in heard.events if isinstance(e.event, AgentError)]
+        async with serving(opts, tmp_path, resume="ses_gone") as (fresh, heard):
+            assert fresh.session_id not in (known, "ses_gone")
+            started, error = heard.events[0].event, heard.events[1].event
+            assert isinstance(started, SessionStarted) and started.session_id == fresh.session_id
+            assert isinstance(error, AgentError) and "ses_gone" in error.message
