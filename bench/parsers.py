@@ -50,9 +50,12 @@ class Workload:
     processes: list[list[Step]]
     replay: Callable[[list[Step]], ParserStats]
     lines_per_pass: int = field(init=False)
+    bytes_per_line: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self.lines_per_pass = sum(1 for p in self.processes for kind, _ in p if kind == "line")
+        fed = [v for p in self.processes for kind, v in p if kind == "line"]
+        self.lines_per_pass = len(fed)
+        self.bytes_per_line = sum(len(v.encode()) for v in fed) / max(1, len(fed))
 
 
 def _compact(msg: Any) -> str:
@@ -309,6 +312,8 @@ def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str,
         "max_lines_per_s": round(max(rates)),
         "rounds": len(rates),
         "us_per_line": round(1e6 / statistics.median(rates), 2),
+        "bytes_per_line": round(work.bytes_per_line),
+        "mb_per_s": round(statistics.median(rates) * work.bytes_per_line / 1e6, 1),
         "events": total.events,
         "malformed": total.malformed,
         "skipped": total.skipped,

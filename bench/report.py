@@ -101,6 +101,84 @@ def _plots(r: dict, plot_dir: Path) -> list[str]:
     return made
 
 
+def _parsers_section(parsers: Any) -> list[str]:
+    """The "parsers" section (bench/parsers.py): one row per parser, slowest last."""
+    if not isinstance(parsers, dict) or not parsers or "error" in parsers:
+        return []
+    rows = []
+    for name, v in sorted(parsers.items(), key=lambda kv: -(kv[1].get("lines_per_s") or 0)):
+        if not isinstance(v, dict):
+            continue
+        rate = v.get("lines_per_s")
+        verdict = "—" if rate is None else ("met" if rate >= 100_000 else "short")
+        rows.append([name, v.get("lines"), rate, v.get("us_per_line"), v.get("bytes_per_line"),
+                     v.get("mb_per_s"), v.get("events"), v.get("skipped"), v.get("malformed"),
+                     verdict])
+    return [
+        "## Parsers",
+        "",
+        "Each adapter's parser fed the genuine CLI output recorded in "
+        "`tests/ingress/agents/fixtures/` as its adapter feeds it (a fresh parser per recorded "
+        "process, `begin_turn` where a prompt was sent, `opencode serve` payloads decoded and "
+        "routed by session), replayed to ~1M lines; median of 5 rounds, one core. Skipped: "
+        "well-formed lines with no common meaning; malformed: not JSON or the wrong shape.",
+        "",
+        _table(["parser", "lines", "lines/s", "µs/line", "bytes/line", "MB/s", "events",
+                "skipped", "malformed", "≥ 100,000/s"], rows),
+        "",
+    ]
+
+
+def _agents_section(agents: Any) -> list[str]:
+    """The "agents" section (bench/agents.py): the genuine CLIs, long-lived vs per turn."""
+    if not isinstance(agents, dict) or not agents or "error" in agents:
+        return []
+    rows, failed = [], []
+    for name, v in agents.items():
+        if not isinstance(v, dict):
+            continue
+        if "failed" in v:
+            failed.append(f"- `{name}`: {v['failed']}")
+            continue
+        rows.append([name, v.get("long_lived_first_event_ms"), v.get("per_turn_first_event_ms"),
+                     v.get("ratio"), v.get("interrupt_to_end_ms"), v.get("spindle_overhead_ms"),
+                     v.get("cli_turn_start_ms"), v.get("abort_to_turn_end_ms")])
+    detail = [[name, v.get("long_lived_first_text_ms"), v.get("per_turn_first_text_ms"),
+               v.get("long_lived_turn_end_ms"), v.get("per_turn_turn_end_ms"),
+               v.get("spindle_in_ms"), v.get("spindle_out_ms"), v.get("abort_to_interrupt_call_ms"),
+               f"{v.get('turns_measured')}/{v.get('per_turn_turns_measured')}/"
+               f"{len(v.get('interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}"]
+              for name, v in agents.items() if isinstance(v, dict) and "failed" not in v]
+    parts = [
+        "## Agents: long-lived vs one process per turn",
+        "",
+        "The genuine CLIs (`.agents`) through their Spindle adapters against the loopback fake "
+        "model servers (`testkit/fake_model`). Medians, in ms. *Warm turn*: `prompt()` → the "
+        "turn's first event, turns 2..N of one long-lived process. *Spawn per turn*: the same "
+        "with a fresh process per turn (`per_turn`). *Ratio*: spawn per turn / warm (the "
+        "headline). *Interrupt*: `interrupt()` after the first text delta → the turn's end "
+        "event. *Spindle overhead*: the part of the warm turn start spent in Spindle — "
+        "`prompt()` → the prompt handed to the OS (stdin write returned; for `opencode serve` "
+        "the `prompt_async` request issued) plus the parse of the first event-bearing line → "
+        "its emit; *CLI turn start* is the rest (the CLI's own warm turn start, pipe wake-up "
+        "included). */abort via runtime*: `AbortRequested` posted to a live `Runtime` (durable "
+        "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run.",
+        "",
+        _table(["CLI", "warm turn → first event", "spawn per turn → first event", "ratio",
+                "interrupt → turn end", "Spindle overhead", "CLI turn start",
+                "/abort via runtime → turn end"], rows),
+        "",
+        _table(["CLI", "warm → first text", "per turn → first text", "warm → turn end",
+                "per turn → turn end", "overhead: in", "overhead: out",
+                "/abort → adapter interrupt()", "samples (turns/per-turn/interrupts/aborts)"],
+               detail),
+        "",
+    ]
+    if failed:
+        parts += ["CLIs that could not be measured:", "", *failed, ""]
+    return parts
+
+
 def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     r = results
     m = r.get("machine", {})
@@ -141,10 +219,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     if mem and "error" not in mem:
         rows = [[k, v["threads"], v["rss_before_mb"], v["rss_after_mb"], v["per_thread_kb"]] for k, v in mem.items()]
         parts += ["## Memory", "", _table(["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows), ""]
-    parsers = r.get("parsers", {})
-    if parsers and "error" not in parsers:
-        rows = [[k, v.get("lines"), v.get("lines_per_s"), v.get("events")] for k, v in parsers.items() if isinstance(v, dict)]
-        parts += ["## Parsers", "", _table(["adapter", "lines", "lines/s", "events"], rows), ""]
+    parts += _parsers_section(r.get("parsers", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]
@@ -166,17 +241,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 for k, v in dur.items() if k.startswith("rebuild_")]
         parts += [_table(["log actions", "file MB", "rebuild with snapshots (s)", "folded",
                           "without snapshots (s)", "folded"], rows), ""]
-    agents = r.get("agents", {})
-    if agents and "error" not in agents:
-        rows = []
-        for name, v in agents.items():
-            if isinstance(v, dict):
-                rows.append([name, v.get("long_lived_first_event_ms"), v.get("per_turn_first_event_ms"),
-                             v.get("ratio"), v.get("interrupt_to_end_ms"), v.get("spindle_overhead_ms")])
-        parts += ["## Agents: long-lived vs one process per turn", "",
-                  "Genuine CLIs against the loopback fake model server.", "",
-                  _table(["CLI", "warm turn: prompt→first event (ms)", "spawn per turn: →first event (ms)",
-                          "ratio", "interrupt→turn end (ms)", "Spindle overhead (ms)"], rows), ""]
+    parts += _agents_section(r.get("agents", {}))
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
     if errors:
         parts += ["## Sections that failed", ""] + [f"- `{k}`: {v}" for k, v in errors.items()] + [""]
