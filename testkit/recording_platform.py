@@ -37,6 +37,7 @@ class RecordedMessage:
     edits: int = 0
     posted_at: float = 0.0
     nonce: str | None = None
+    history: list[str] = field(default_factory=list)  # every text it showed, in order
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,11 @@ class RecordingPlatform:
         *,
         clock: Callable[[], float] = trio.current_time,
         latency_s: float = 0.0,
+        streams_append_only: bool = False,
     ) -> None:
         self.limits = limits or PlatformLimits()
+        # Pretend to be a display that only appends (as the plain console is).
+        self.streams_append_only = streams_append_only
         self.calls: list[PlatformCall] = []
         self.faults: list[Fault] = []
         self._clock = clock
@@ -210,7 +214,14 @@ class RecordingPlatform:
             return self._by_nonce[channel_id, nonce]  # Discord's enforce_nonce
         message_id = f"m{next(self._ids)}"
         self._channel(channel_id).messages[message_id] = RecordedMessage(
-            message_id, channel_id, text, buttons, menu, posted_at=self._clock(), nonce=nonce
+            message_id,
+            channel_id,
+            text,
+            buttons,
+            menu,
+            posted_at=self._clock(),
+            nonce=nonce,
+            history=[text],
         )
         if nonce is not None:
             self._by_nonce[channel_id, nonce] = message_id
@@ -229,6 +240,7 @@ class RecordingPlatform:
         self._check_text(text)
         message = self._message(channel_id, message_id)
         message.text = text
+        message.history.append(text)
         if buttons is not None:
             message.buttons = buttons
         message.edits += 1

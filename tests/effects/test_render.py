@@ -400,11 +400,16 @@ _piece = st.one_of(
 
 
 @settings(max_examples=100, deadline=None)
-@given(pieces=st.lists(_piece, min_size=1, max_size=60), pauses=st.lists(st.booleans()))
+@given(
+    pieces=st.lists(_piece, min_size=1, max_size=60),
+    pauses=st.lists(st.booleans()),
+    append_only=st.booleans(),
+)
 def test_final_messages_concatenate_to_the_streamed_text(
-    pieces: list[str], pauses: list[bool]
+    pieces: list[str], pauses: list[bool], append_only: bool
 ) -> None:
-    platform = RecordingPlatform(PlatformLimits(char_limit=400, split_margin=50))
+    limits = PlatformLimits(char_limit=400, split_margin=50)
+    platform = RecordingPlatform(limits, streams_append_only=append_only)
     text = "".join(pieces)
 
     async def main() -> None:
@@ -419,6 +424,10 @@ def test_final_messages_concatenate_to_the_streamed_text(
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     texts = platform.texts(CHANNEL)
     assert all(len(t) <= 350 and balanced(t) for t in texts)
+    if append_only:  # every edit only added to what the message showed
+        for message in platform.messages(CHANNEL):
+            for shown, then in zip(message.history, message.history[1:], strict=False):
+                assert then.startswith(shown)
     rebuilt = original_text(texts, text)
     # Only trailing whitespace may be missing: a blank last message is never sent.
     assert text.startswith(rebuilt) and not text[len(rebuilt) :].strip()
