@@ -14,7 +14,6 @@ sees comes back through the console platform.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shlex
 import sys
@@ -294,24 +293,16 @@ class ConsoleChat:
 
 
 def _list_conversations(agent: str, workdir: str) -> list[str]:
-    """Ask the agent's adapter module for its past sessions; best effort."""
+    """Ask the agent's adapter for its past sessions, newest first; best effort."""
+    from ingress.agents import list_conversations
+
     try:
-        module = importlib.import_module(f"ingress.agents.{agent}")
-        lister = getattr(module, "list_conversations", None)
-        if lister is None:
-            return []
-        found = lister(workdir)
+        found = list_conversations(agent, workdir)
     except Exception as exc:  # a listing problem must never break the chat
         print(f"(could not list {agent} conversations: {exc})", file=sys.stderr)
         return []
-    lines = []
-    for item in found:
-        if isinstance(item, str):
-            lines.append(item)
-        else:
-            data = item if isinstance(item, dict) else getattr(item, "__dict__", {})
-            sid = data.get("session_id") or data.get("id") or "?"
-            title = data.get("title") or data.get("first_prompt") or ""
-            when = data.get("updated") or data.get("time") or data.get("modified") or ""
-            lines.append(f"{sid}  {when}  {str(title)[:70]}")
-    return lines
+    return [
+        f"{c.session_id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  "
+        f"{c.title[:70]}"
+        for c in found
+    ]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ingress.agents.base import AgentAdapter
 
-__all__ = ["ADAPTERS", "ADAPTER_MODULES", "adapter_class"]
+__all__ = ["ADAPTERS", "ADAPTER_MODULES", "adapter_class", "list_conversations"]
 
 # agent name -> module that defines ``Adapter`` (one line per agent).
 ADAPTER_MODULES: dict[str, str] = {
@@ -59,3 +60,17 @@ class _LazyAdapters(Mapping[str, type[AgentAdapter]]):
 
 
 ADAPTERS: Mapping[str, type[AgentAdapter]] = _LazyAdapters()
+
+
+def list_conversations(agent: str, workdir: str, home: str | None = None) -> list[Any]:
+    """Past sessions of ``agent`` for ``workdir`` from the CLI's own store, newest first
+    (each with ``session_id``, ``title``, ``updated_at``, ``path``). Best effort: an agent
+    without a listing, or a store that cannot be read, gives ``[]``."""
+    try:
+        module = importlib.import_module(ADAPTER_MODULES.get(agent, f"ingress.agents.{agent}"))
+    except ImportError:
+        return []
+    lister = getattr(module, "list_conversations", None)
+    if lister is None:
+        return []
+    return list(lister(workdir, home=home))
