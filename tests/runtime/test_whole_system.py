@@ -1,8 +1,8 @@
 """The whole system under a randomized interleaving: hypothesis picks user messages,
-/queue, /abort, permission answers, agent crashes, failed agent starts, failing chat calls
-and pauses; everything runs in one trio run (MockClock) through the real actor, reactor,
-listener, SQLite log and core. End to end, the invariants of the state machine hold and the
-run never hangs."""
+/queue, /abort, permission answers, agent crashes, failed agent starts, failing chat calls,
+pauses and runtime restarts on the same log; everything runs in one trio run (MockClock)
+through the real actor, reactor, listener, SQLite log and core. End to end, the invariants
+of the state machine hold and the run never hangs."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from runtime_harness import Chat, running
 
 from runtime import actions as A
 from runtime.replay import effect_lines, replay_actions
+from testkit.fake_agent import FakeAgentWorld
+from testkit.fake_chat import RenderWorld
 
 TEXTS = ["hi", "SLOW", "TOOL", "PERMISSION", "CRASH"]
 CHAT_TYPES = {
@@ -44,6 +46,7 @@ ops = st.lists(
         st.tuples(st.just("fail_start")),
         st.tuples(st.just("fail_chat"), st.integers(1, 3)),
         st.tuples(st.just("wait"), st.sampled_from([0.0, 0.02, 0.3, 2.0, 40.0])),
+        st.tuples(st.just("restart")),
     ),
     min_size=1,
     max_size=25,
@@ -52,45 +55,75 @@ ops = st.lists(
 
 async def drive(tmp: Path, steps: list[tuple]) -> None:
     counter = itertools.count(1)
-    async with running(tmp) as rt:
-        chat = Chat(rt, "t1", str(tmp))
-        await chat.start()
-        for op in steps:
-            kind = op[0]
-            if kind == "say":
-                await chat.say(f"{op[1]} #{next(counter)}")
-            elif kind == "queue":
-                await chat.queue(f"{op[1]} #{next(counter)}")
-            elif kind == "abort":
-                await chat.abort()
-            elif kind == "answer":
-                for blocker in rt.snapshot("t1").blockers:
-                    await chat.allow(blocker.request_id, op[1])
-            elif kind == "crash":
-                rt.agents.crash_all()
-            elif kind == "fail_start":
-                rt.agents.fail_start += 1
-            elif kind == "fail_chat":
-                rt.chat.fail_next = op[1]
+    agents, chat_world = FakeAgentWorld(), RenderWorld()
+    remaining = list(steps)
+    first_life = True
+    stops_at_shutdown = 0  # adapter stops done by shutting a runtime down (allowed)
+    while True:
+        async with running(tmp, agents=agents, chat=chat_world) as rt:
+            serve_calls_before = agents.serve_calls
+            chat = Chat(rt, "t1", str(tmp))
+            if first_life:
+                await chat.start()
+                first_life = False
+            restart = False
+            while remaining and not restart:
+                op = remaining.pop(0)
+                restart = await apply_op(rt, chat, op, counter)
+            if restart:
+                stops = agents.stops
+                # leaving the block disposes every thread: a clean shutdown, then a restart
             else:
-                await trio.sleep(op[1])
-        rt.chat.fail_next = 0
-        # Drain: answer whatever is still asked; everything must settle (mock) soon.
-        with trio.fail_after(5_000):
-            while True:
-                state = rt.snapshot("t1")
-                for blocker in state.blockers:
-                    await chat.allow(blocker.request_id)
-                actor = rt.get("t1")
-                listener = actor.listener
-                settled = not listener.running or listener.adapter is not None
-                if state.run is None and not state.queue and actor.is_quiet() and settled:
-                    break
-                await trio.sleep(0.5)
-        check_invariants(rt)
+                await settle(rt, chat)
+                check_invariants(rt, serve_calls_before, stops_at_shutdown)
+                return
+        stops_at_shutdown += agents.stops - stops
 
 
-def check_invariants(rt) -> None:
+async def apply_op(rt, chat: Chat, op: tuple, counter) -> bool:
+    """Apply one generated operation; True when it asks for a runtime restart."""
+    kind = op[0]
+    if kind == "say":
+        await chat.say(f"{op[1]} #{next(counter)}")
+    elif kind == "queue":
+        await chat.queue(f"{op[1]} #{next(counter)}")
+    elif kind == "abort":
+        await chat.abort()
+    elif kind == "answer":
+        for blocker in rt.snapshot("t1").blockers:
+            await chat.allow(blocker.request_id, op[1])
+    elif kind == "crash":
+        rt.agents.crash_all()
+    elif kind == "fail_start":
+        rt.agents.fail_start += 1
+    elif kind == "fail_chat":
+        rt.chat.fail_next = op[1]
+    elif kind == "restart":
+        return True
+    else:
+        await trio.sleep(op[1])
+    return False
+
+
+async def settle(rt, chat: Chat) -> None:
+    """Answer whatever is still asked; everything must settle (in mock time) soon."""
+    rt.chat.fail_next = 0
+    with trio.fail_after(5_000):
+        while True:
+            state = rt.snapshot("t1")
+            for blocker in state.blockers:
+                await chat.allow(blocker.request_id)
+            actor = rt.get("t1")
+            quiet = actor is None or (
+                actor.is_quiet()
+                and (not actor.listener.running or actor.listener.adapter is not None)
+            )
+            if state.run is None and not state.queue and quiet:
+                return
+            await trio.sleep(0.5)
+
+
+def check_invariants(rt, serve_calls_before: int, stops_at_shutdown: int) -> None:
     state = rt.snapshot("t1")
     c = state.counters
     # Idempotent output: no key posted twice.
@@ -106,9 +139,10 @@ def check_invariants(rt) -> None:
     assert len(delivered_runs) == len(set(delivered_runs))
     texts = [t for _, t in rt.agents.delivered]
     assert len(texts) == len(set(texts))
-    # Listener continuity: aborts and interrupts never stopped the agent.
-    assert rt.agents.stops == 0
-    assert rt.statistics("t1").listener_starts == rt.agents.serve_calls
+    # Listener continuity: aborts and interrupts never stopped the agent (only shutdowns).
+    assert rt.agents.stops == stops_at_shutdown
+    stats = rt.statistics("t1")
+    assert stats.listener_starts == rt.agents.serve_calls - serve_calls_before
     # The log is gapless and its replay is exactly what the runtime applied (minus the
     # chat calls that failed, each reported as EffectFailed).
     rt.log.flush()
