@@ -1,0 +1,81 @@
+"""Smoke test of the benchmarks: ``python -m bench --quick`` runs every section at tiny sizes
+and writes its results and report. It keeps the benchmarks working; it asserts no timings
+(numbers on a shared machine say nothing in a test), only that each section produced them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.__main__ import SECTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS_INSTALLED = ROOT / ".agents" / ".installed"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _numbers(node: Any) -> list[float]:
+    """Every int/float (not bool) anywhere in a JSON value."""
+    if isinstance(node, bool):
+        return []
+    if isinstance(node, int | float):
+        return [node]
+    if isinstance(node, dict):
+        return [n for v in node.values() for n in _numbers(v)]
+    if isinstance(node, list):
+        return [n for v in node for n in _numbers(v)]
+    return []
+
+
+def test_quick_bench_fills_every_section_and_writes_the_report(tmp_path: Path) -> None:
+    assert AGENTS_INSTALLED.exists(), "run `make agents` first: the agents section needs them"
+    # Into a private directory (not bench/out/) so parallel runs cannot clobber each other.
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, f"bench failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["quick"] is True
+    for name in SECTIONS:
+        section = results.get(name)
+        assert isinstance(section, dict), f"section {name} missing"
+        assert "error" not in section, f"section {name}: {section.get('error')}"
+        assert _numbers(section), f"section {name} produced no numbers"
+        assert name in results["section_seconds"]
+
+    # The two sections this test's owner wrote: every row carries its figures.
+    parsers = results["parsers"]
+    assert len(parsers) >= 7  # claude, codex x2, gemini x2, opencode x2
+    for name, row in parsers.items():
+        assert row["lines"] > 0 and row["events"] > 0, name
+        assert row["lines_per_s"] > 0, name
+        assert row["malformed"] == 0, f"{name}: recorded CLI output counted as malformed"
+    for cli, row in results["agents"].items():
+        assert "failed" not in row, f"{cli}: {row.get('failed')}"
+        for key in (
+            "long_lived_first_event_ms",
+            "per_turn_first_event_ms",
+            "ratio",
+            "interrupt_to_end_ms",
+            "spindle_overhead_ms",
+            "abort_to_turn_end_ms",
+        ):
+            assert isinstance(row[key], float), f"{cli}.{key} = {row[key]!r}"
+
+    report = (tmp_path / "performance.md").read_text()
+    assert report.startswith("# Performance")
+    for heading in ("## Targets", "## Parsers", "## Agents"):
+        assert heading in report
+    assert "## Sections that failed" not in report
