@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import trio
 
-from effects.process import ManagedProcess
+from effects.process import ManagedProcess, tree_pids
 from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
 from ingress.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
 from ingress.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
@@ -53,6 +54,7 @@ __all__ = [
     "CodexAdapter",
     "CodexConversation",
     "CodexStartError",
+    "ProcessWatch",
     "launch_argv",
     "launch_env",
     "list_conversations",
@@ -309,6 +311,58 @@ def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[C
 # the adapter
 
 
+class ProcessWatch:
+    """Every process seen in an agent's tree, so that none outlives the agent.
+
+    ``codex`` is a node launcher around the native binary: when the launcher exits first
+    (stdin closed, a crash), the binary and its helpers are no longer its descendants and a
+    tree kill from the launcher's pid finds nothing. ``psutil.Process`` objects remember
+    each process's start time, so a recycled pid is never signalled.
+    """
+
+    def __init__(self) -> None:
+        self._procs: dict[int, psutil.Process] = {}
+
+    def note(self, root_pid: int | None) -> None:
+        if root_pid is None:
+            return
+        for pid in tree_pids(root_pid):
+            if pid not in self._procs:
+                try:
+                    self._procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    pass
+
+    def alive(self) -> list[psutil.Process]:
+        out = []
+        for proc in self._procs.values():
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    out.append(proc)
+            except psutil.Error:
+                pass
+        return out
+
+    async def _wait(self, seconds: float) -> None:
+        with trio.move_on_after(seconds):
+            while self.alive():
+                await trio.sleep(0.02)
+
+    async def finish(self, grace: float) -> bool:
+        """SIGTERM what is left, SIGKILL after ``grace``; True when nothing is left."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            left = self.alive()
+            if not left:
+                return True
+            for proc in left:
+                try:
+                    proc.send_signal(sig)
+                except psutil.Error:
+                    pass
+            await self._wait(grace if sig == signal.SIGTERM else 2.0)
+        return not self.alive()
+
+
 class CodexStartError(RuntimeError):
     """codex could not be started, or its app-server did not get a thread ready."""
 
@@ -339,6 +393,7 @@ class CodexAdapter(AgentAdapter):
         self.sandbox = sandbox or config_override(options, "sandbox_mode") or "workspace-write"
         self._emit: EmitEvent | None = None
         self._proc: ManagedProcess | None = None
+        self._watch = ProcessWatch()
         self._rpc: RpcPeer | None = None
         self._parser = AppServerParser()
         self._exec_stats = ParserStats()
@@ -431,14 +486,17 @@ class CodexAdapter(AgentAdapter):
         self._stopping = True
         if self.options.per_turn:
             if self._exec_proc is not None:
+                self._watch.note(self._exec_proc.pid)
                 self._exec_interrupted = True
                 await self._exec_proc.stop(grace=self.options.stop_grace_s)
+            await self._watch.finish(self.options.stop_grace_s)
             self._gone.set()
             return
         proc = self._proc
         if proc is None:
             self._gone.set()
             return
+        self._watch.note(proc.pid)
         with trio.CancelScope(shield=True):
             if self._active_turn is not None and self._rpc is not None and not self._rpc.closed:
                 with trio.move_on_after(1.0):
@@ -453,6 +511,7 @@ class CodexAdapter(AgentAdapter):
             await proc.stop(grace=self.options.stop_grace_s)
             with trio.move_on_after(self.options.stop_grace_s + 3):
                 await self._gone.wait()
+            await self._watch.finish(self.options.stop_grace_s)
 
     # -- long-lived: codex app-server ----------------------------------------------------
     async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
@@ -468,6 +527,7 @@ class CodexAdapter(AgentAdapter):
             self._gone.set()
             raise CodexStartError(f"cannot start codex ({argv[0]}): {exc}") from exc
         self._proc = proc
+        self._watch.note(proc.pid)
         self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
         self._parser.model = self._model
         rpc = RpcPeer(proc.write_line)
@@ -485,6 +545,7 @@ class CodexAdapter(AgentAdapter):
                     failure = exc
                     await proc.stop(grace=self.options.stop_grace_s)
                 else:
+                    self._watch.note(proc.pid)
                     self._ready.set()
                     task_status.started()
             if failure is not None:
@@ -497,6 +558,7 @@ class CodexAdapter(AgentAdapter):
             rpc.close("codex exited")
             with trio.CancelScope(shield=True):
                 await proc.stop(grace=self.options.stop_grace_s)
+                await self._watch.finish(self.options.stop_grace_s)
 
     async def _handshake(self, rpc: RpcPeer, start: StartAgent) -> None:
         await rpc.request(
@@ -642,6 +704,7 @@ class CodexAdapter(AgentAdapter):
             self._turn_pending = False
             turn = result.get("turn") if isinstance(result, dict) else None
             turn_id = turn.get("id") if isinstance(turn, dict) else None
+            self._watch.note(self._proc.pid if self._proc else None)
             if isinstance(turn_id, str):
                 self._turn_runs[turn_id] = prompt.run_id
                 if turn_id not in self._ended_turns and self._active_turn is None:
@@ -755,6 +818,7 @@ class CodexAdapter(AgentAdapter):
                 await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
                 return
             self._exec_proc = proc
+            self._watch.note(proc.pid)
             if self._exec_interrupted:
                 proc.signal(signal.SIGINT)
             try:
@@ -769,6 +833,7 @@ class CodexAdapter(AgentAdapter):
                         for event in parser.feed_line(line):
                             if isinstance(event, SessionStarted):
                                 self._thread_id = event.session_id
+                                self._watch.note(proc.pid)
                             if isinstance(event, TurnCompleted):
                                 ms = int((trio.current_time() - t0) * 1000)
                                 event = event.model_copy(update={"duration_ms": ms})
@@ -797,6 +862,7 @@ class CodexAdapter(AgentAdapter):
                 self._exec_run_id = None
                 with trio.CancelScope(shield=True):
                     await proc.stop(grace=self.options.stop_grace_s)
+                    await self._watch.finish(self.options.stop_grace_s)
 
     async def _interrupt_per_turn(self, run_id: str) -> None:
         proc = self._exec_proc
