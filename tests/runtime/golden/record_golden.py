@@ -1,10 +1,12 @@
 """Record the golden logs: run scenarios through the live runtime, export each thread's log
 as JSONL and write what its replay gives next to it (``<name>.effects.jsonl``,
-``<name>.transcript.txt``). Run by hand when the format or the core changes on purpose:
+``<name>.transcript.txt``). Run by hand to add a scenario (existing golden logs are kept
+as they were recorded):
 
-    .venv/bin/python tests/runtime/golden/record_golden.py
+    .venv/bin/python tests/runtime/golden/record_golden.py [--all]
 
-and review the diff of the expected files before committing them.
+When the core changes on purpose, regenerate only the expected files of the old logs
+(replay them) and review the diff before committing.
 """
 
 from __future__ import annotations
@@ -73,13 +75,30 @@ async def scenarios(tmp: Path) -> dict[str, str]:
         await chat.say("after the crash")
         await until(lambda: rt.snapshot(chat.thread_id).counters.completed == 2)
         names["permission_crash"] = chat.thread_id
+
+        # a long run and a queued prompt when the runtime shuts down (parked) ...
+        chat = Chat(rt, "g-park-recover", str(tmp))
+        await chat.start()
+        await chat.say("TOOL that outlives the process")
+        await until(lambda: rt.chat.texts(chat.thread_id, "tool") != [])
+        await chat.queue("queued across the restart")
+        await rt.wait_quiet(chat.thread_id)
+    # ... and the next runtime on the same log takes the queue up again.
+    async with running(tmp) as rt:
+        await until(lambda: rt.snapshot("g-park-recover").counters.completed == 1)
+        names["park_recover"] = "g-park-recover"
     return names
 
 
 def main() -> None:
+    """Record the scenarios that have no golden file yet (``--all``: every one). Existing
+    golden logs stay as they were recorded: old logs must keep replaying."""
+    everything = "--all" in sys.argv
     with tempfile.TemporaryDirectory() as tmp:
         names = trio.run(scenarios, Path(tmp), clock=trio.testing.MockClock(autojump_threshold=0))
         for name, thread_id in names.items():
+            if (HERE / f"{name}.jsonl").exists() and not everything:
+                continue
             buf = io.StringIO()
             export_thread(Path(tmp) / "events.sqlite3", thread_id, buf)
             log = HERE / f"{name}.jsonl"
