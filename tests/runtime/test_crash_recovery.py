@@ -17,6 +17,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from runtime.log import EventLog
 from runtime.replay import replay_actions
 from runtime.store import rebuild_from_log
@@ -83,6 +85,7 @@ def _read_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.timeout(600)  # 21 process starts: slow on a loaded machine, never a hang
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     seed = int(os.environ.get("SPINDLE_CRASH_SEED", "20261122"))
     rng = random.Random(seed)
