@@ -12,6 +12,7 @@ or unknown input is counted in ``ParserStats`` and skipped, never raised.
 
 from __future__ import annotations
 
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,7 @@ __all__ = [
     "McpServer",
     "ParserStats",
     "StampedEvent",
+    "agent_environment",
     "clean_tool_name",
 ]
 
@@ -112,6 +114,13 @@ class AgentAdapter(ABC):
 
     def statistics(self) -> ParserStats:
         return ParserStats()
+
+
+def agent_environment() -> dict[str, str]:
+    """The environment an agent CLI starts from: Spindle's own, less its ``SPINDLE_*``
+    variables, which hold secrets (the Discord token, the process manager's token) that an
+    agent, and whatever it runs, has no business reading."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPINDLE_")}
 
 
 _SPLIT = re.compile(r"[_\-\s]+")

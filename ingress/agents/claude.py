@@ -45,7 +45,14 @@ from typing import Any
 import trio
 
 from effects.process import ManagedProcess
-from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.base import (
+    AgentAdapter,
+    AgentOptions,
+    EmitEvent,
+    ParserStats,
+    StampedEvent,
+    agent_environment,
+)
 from ingress.agents.claude_parser import ASK_USER_QUESTION, ClaudeStreamParser, PendingControl
 from runtime.agent_events import AgentEvent, SessionStarted, TurnAborted
 from runtime.effects import PromptAgent, StartAgent
@@ -139,7 +146,7 @@ def claude_launch_spec(
         # --mcp-config takes several values: the `=` form keeps it from eating what follows.
         argv.append(f"--mcp-config={mcp_config_path}")
     argv += list(options.extra_args)
-    env = dict(os.environ if base_env is None else base_env)
+    env = dict(agent_environment() if base_env is None else base_env)
     for name in NESTED_SESSION_ENV:
         env.pop(name, None)
     for name, value in DEFAULT_ENV.items():

@@ -24,7 +24,6 @@ The command sees ``SPINDLE_RUN_ID``, ``SPINDLE_SESSION_ID``, ``SPINDLE_MODEL`` a
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import time
@@ -40,6 +39,7 @@ from ingress.agents.base import (
     EmitEvent,
     ParserStats,
     StampedEvent,
+    agent_environment,
     clean_tool_name,
 )
 from runtime.agent_events import (
@@ -222,7 +222,7 @@ class CommandAdapter(AgentAdapter):
             pass  # the command does not read its stdin: fine
 
     def _env(self, prompt: PromptAgent) -> Mapping[str, str]:
-        env = dict(os.environ)
+        env = agent_environment()
         if self.options.home:
             env["HOME"] = self.options.home
         env.update(

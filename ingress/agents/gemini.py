@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import re
 import signal
 import uuid
@@ -40,7 +39,14 @@ from typing import Any
 import trio
 
 from effects.process import LineReader, ManagedProcess
-from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.base import (
+    AgentAdapter,
+    AgentOptions,
+    EmitEvent,
+    ParserStats,
+    StampedEvent,
+    agent_environment,
+)
 from ingress.agents.gemini_home import (
     ConversationInfo,
     avoid_same_minute_collision,
@@ -122,7 +128,7 @@ def gemini_launch_spec(
     if chosen_model:
         argv += ["-m", chosen_model]
     argv += list(options.extra_args)
-    env = dict(os.environ if base_env is None else base_env)
+    env = dict(agent_environment() if base_env is None else base_env)
     env.update(DEFAULT_ENV)
     if options.home:
         env["HOME"] = options.home

@@ -214,3 +214,14 @@ def test_registry_finds_adapters_by_name() -> None:
         adapter_class("no-such-agent")
     with pytest.raises(KeyError):
         ADAPTERS["../evil"]
+
+
+def test_agents_do_not_inherit_spindle_secrets(monkeypatch):
+    from ingress.agents.base import agent_environment
+
+    monkeypatch.setenv("SPINDLE_DISCORD_TOKEN", "secret.token.value")
+    monkeypatch.setenv("SPINDLE_MCP__TOKEN", "another-secret")
+    monkeypatch.setenv("KEEP_ME", "1")
+    env = agent_environment()
+    assert "SPINDLE_DISCORD_TOKEN" not in env and "SPINDLE_MCP__TOKEN" not in env
+    assert env["KEEP_ME"] == "1"
