@@ -103,11 +103,20 @@ class Reactor:
     async def run(self, nursery: trio.Nursery) -> None:
         """Apply batches until cancelled. ``nursery`` hosts the listener task."""
         self._nursery = nursery
-        async for ticket, effects in self._recv:
-            await self._log.wait_durable(ticket)
-            for effect in effects:
-                await self.apply(effect)
-                self.pending -= 1
+        async for first in self._recv:
+            # Take every batch already committed: tickets grow in commit order, so once the
+            # last one is durable all are, and one wait covers them (one log flush).
+            batches = [first]
+            while True:
+                try:
+                    batches.append(self._recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            await self._log.wait_durable(batches[-1][0])
+            for _, effects in batches:
+                for effect in effects:
+                    await self.apply(effect)
+                    self.pending -= 1
             if self.pending == 0:
                 self._idle.set()
 
