@@ -32,6 +32,7 @@ columns mean the same thing for every CLI:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -489,11 +490,13 @@ def run(quick: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for cli in CLIS:
         started = time.perf_counter()
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         try:
             out[cli.name] = trio.run(measure_cli, cli, 6, 3, 3, 3)
         except Exception as exc:  # one CLI failing must not hide the others' numbers
             out[cli.name] = {"failed": f"{type(exc).__name__}: {exc}"}
         out[cli.name]["seconds"] = round(time.perf_counter() - started, 1)
+        out[cli.name]["load_average"] = load
     return out
 
 
