@@ -14,13 +14,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
 
 from ingress.agents import adapter_class
-from ingress.agents.base import AgentAdapter, McpServer
+from ingress.agents.base import AgentAdapter
 from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from ingress.config import Settings
 from ingress.logs import configure_logging, redact
@@ -55,21 +55,23 @@ def choose_console_agent(settings: Settings, requested: str | None) -> str:
     return agent
 
 
-def _adapter_factory(settings: Settings, mcp: Any | None) -> Callable[..., AgentAdapter]:
-    def make(agent: str, thread_id: str | None = None) -> AgentAdapter:
-        options = settings.agent(agent).options()
-        if mcp is not None and thread_id is not None:
-            token = mcp.authority.thread_token(thread_id)
-            options = options.model_copy(
-                update={
-                    "mcp_servers": (
-                        McpServer(name="process-manager", url=mcp.url, bearer_token=token),
-                    )
-                }
-            )
-        return adapter_class(agent)(options)
+class _AgentFactory:
+    """Makes each thread's adapter; with the process manager running, the adapter's CLI gets
+    it as an MCP server with the thread's own token, bound to the conversation's workdir."""
 
-    return make
+    def __init__(self, settings: Settings, mcp: Any | None) -> None:
+        self.settings = settings
+        self.mcp = mcp
+        self.runtime: Any = None  # set once the runtime exists: workdirs come from its store
+
+    def __call__(self, agent: str, thread_id: str | None = None) -> AgentAdapter:
+        options = self.settings.agent(agent).options()
+        if self.mcp is not None and thread_id is not None:
+            state = self.runtime.snapshot(thread_id) if self.runtime is not None else None
+            workdir = state.conversation.workdir if state and state.conversation else None
+            self.mcp.bind_thread(thread_id, workdir)
+            options = self.mcp.agent_options_for_thread(options, thread_id, workdir)
+        return adapter_class(agent)(options)
 
 
 async def _serve(
@@ -77,6 +79,13 @@ async def _serve(
 ) -> int:
     policy = settings.runtime.policy()
     async with trio.open_nursery() as nursery:
+        # Ctrl-C and SIGTERM end the program the orderly way: the console stops reading
+        # input, Discord is unwound; either way the runtime then parks every thread (runs
+        # stopped with a notice, queues kept) before anything closes.
+        stop_input = trio.CancelScope()
+        nursery.start_soon(
+            _quit_on_signal, stop_input if console_agent is not None else nursery.cancel_scope
+        )
         mcp = None
         if settings.mcp.enabled and not args.no_mcp:
             from effects.mcp_manager.server import config_from_settings, serve_process_manager
@@ -89,21 +98,29 @@ async def _serve(
                     f"The MCP process manager could not listen on port {settings.mcp.port}: "
                     f"{exc}. Agents run without it (set mcp.port, or --no-mcp)."
                 )
-        factory = _adapter_factory(settings, mcp)
+        factory = _AgentFactory(settings, mcp)
         runtime_kwargs = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
         if console_agent is None:
             from ingress.discord.host import run_discord_runtime
             from ingress.discord.settings import settings_from_config
 
-            await run_discord_runtime(
-                settings_from_config(settings),
-                log=log,
-                adapter_factory=factory,
-                policy=policy,
-                **runtime_kwargs,
+            runtime, _bot = await nursery.start(
+                partial(
+                    run_discord_runtime,
+                    settings_from_config(settings),
+                    log=log,
+                    adapter_factory=factory,
+                    policy=policy,
+                    **runtime_kwargs,
+                )
             )
+            factory.runtime = runtime
+            _say("Connected to Discord. Stop with Ctrl-C.")
+            await trio.sleep_forever()
         else:
-            await _console(settings, args, log, factory, policy, console_agent, runtime_kwargs)
+            await _console(
+                settings, args, log, factory, policy, console_agent, runtime_kwargs, stop_input
+            )
         nursery.cancel_scope.cancel()
     return EXIT_OK
 
@@ -112,10 +129,11 @@ async def _console(
     settings: Settings,
     args: argparse.Namespace,
     log: EventLog,
-    factory: Callable[..., AgentAdapter],
+    factory: _AgentFactory,
     policy: Policy,
     agent: str,
     runtime_kwargs: dict,
+    stop_input: trio.CancelScope,
 ) -> None:
     from effects.console_platform import ConsolePlatform
     from effects.process import LineReader
@@ -152,11 +170,10 @@ async def _console(
                 _say(f"Using {agent}. Type /help for commands, /quit to leave.")
             await chat.ensure_conversation()
             stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-            with trio.open_signal_receiver(signal.SIGTERM) as signals:
-                nursery.start_soon(_quit_on_signal, signals, nursery.cancel_scope)
-                if interactive:
-                    sys.stdout.write(chat.prompt_label())
-                    sys.stdout.flush()
+            if interactive:
+                sys.stdout.write(chat.prompt_label())
+                sys.stdout.flush()
+            with stop_input:
                 async for line in LineReader(stdin):
                     if not await chat.handle_line(line):
                         break
@@ -169,10 +186,12 @@ async def _console(
         nursery.cancel_scope.cancel()
 
 
-async def _quit_on_signal(signals: Any, scope: trio.CancelScope) -> None:
-    async for _ in signals:
-        scope.cancel()
-        return
+async def _quit_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            logger.info("stopping on %s", signal.Signals(signum).name)
+            scope.cancel()
+            return
 
 
 def run_app(settings: Settings, args: argparse.Namespace) -> int:

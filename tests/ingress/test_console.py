@@ -255,3 +255,39 @@ def test_run_hosts_the_process_manager_and_logs_json_lines(place):
     for record in records:
         assert {"ts", "level", "logger", "msg", "thread_id", "run", "action"} <= set(record)
     assert any(r["thread_id"] == "console:main" for r in records)
+
+
+def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
+    import time
+
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(place["home"]),
+        "SPINDLE_DATA_DIR": str(place["data"]),
+        "SPINDLE_CONFIG": str(place["config"]),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ingress.cli", "run", "--no-mcp", "--agent", "echo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=place["work"],
+        env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(lines("a b c d e f g h i j k l m n o p q r s t u v w x y z", "/queue later"))
+    proc.stdin.flush()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = spindle(place, "status")
+        if " running " in status.stdout or "dispatching" in status.stdout:
+            break
+        time.sleep(0.2)
+    proc.terminate()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "1 queued prompt(s) will run when it is back" in out
+    status = spindle(place, "status")
+    assert "console:main" in status.stdout and " 1 " in status.stdout.splitlines()[-1]
