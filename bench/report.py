@@ -152,7 +152,8 @@ def _agents_section(agents: Any) -> list[str]:
                v.get("long_lived_turn_end_ms"), v.get("per_turn_turn_end_ms"),
                v.get("spindle_in_ms"), v.get("spindle_out_ms"), v.get("abort_to_interrupt_call_ms"),
                f"{v.get('turns_measured')}/{v.get('per_turn_turns_measured')}/"
-               f"{len(v.get('interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}"]
+               f"{len(v.get('interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}",
+               v.get("load_average")]
               for name, v in agents.items() if isinstance(v, dict) and "failed" not in v]
     parts = [
         "## Agents: long-lived vs one process per turn",
@@ -175,7 +176,8 @@ def _agents_section(agents: Any) -> list[str]:
         "",
         _table(["CLI", "warm → first text", "per turn → first text", "warm → turn end",
                 "per turn → turn end", "overhead: in", "overhead: out",
-                "/abort → adapter interrupt()", "samples (turns/per-turn/interrupts/aborts)"],
+                "/abort → adapter interrupt()", "samples (turns/per-turn/interrupts/aborts)",
+                "load average"],
                detail),
         "",
     ]
