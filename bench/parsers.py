@@ -35,6 +35,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "ingress" / "agents" 
 FULL_LINES = 1_000_000
 QUICK_LINES = 2_000
 ROUNDS = 5
+TARGET_LINES_PER_S = 100_000  # issue 8
 TIME_CAP_S = 25.0  # per parser: a pathologically slow parser must not stall `make bench`
 
 # One recorded process: ("line", text) to feed, ("begin", arg) where the driver prompted.
@@ -332,14 +333,37 @@ def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str,
     }
 
 
+def profile(work: Workload, lines: int = 30_000, top: int = 6) -> list[dict[str, Any]]:
+    """Where one round's time goes: the ``top`` functions by own time (cProfile), as shares
+    of the profiled total (cProfile's own overhead inflates small functions a little)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _one_round(work, lines)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    entries = stats.stats  # type: ignore[attr-defined]  # {(file, line, name): (cc, nc, tt, ct, callers)}
+    total = sum(row[2] for row in entries.values()) or 1.0
+    rows = sorted(entries.items(), key=lambda kv: -kv[1][2])[:top]
+    out = []
+    for (path, line, name), (_, calls, own, _cum, _) in rows:
+        where = f"{Path(path).name}:{line}({name})" if path != "~" else name
+        out.append({"function": where, "share": round(own / total, 3), "calls": calls})
+    return out
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """One entry per parser: lines, median lines/s, events, malformed/skipped counts."""
     lines = QUICK_LINES if quick else FULL_LINES
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     out = {}
     for work in workloads():
-        out[work.name] = measure(work, lines, 2 if quick else ROUNDS)
-        out[work.name]["load_average"] = load
+        out[work.name] = row = measure(work, lines, 2 if quick else ROUNDS)
+        row["load_average"] = load
+        if row["lines_per_cpu_s"] < TARGET_LINES_PER_S or row["lines_per_s"] < TARGET_LINES_PER_S:
+            row["profile"] = profile(work, 1_000 if quick else 30_000)
     return out
 
 

@@ -131,7 +131,23 @@ def _parsers_section(parsers: Any) -> list[str]:
         _table(["parser", "lines", "lines/s", "lines per CPU-s", "µs/line", "bytes/line", "MB/s",
                 "events", "skipped", "malformed", "≥ 100,000/s"], rows),
         "",
+        *_profiles(rows_of),
     ]
+
+
+def _profiles(rows_of: list[tuple[str, dict]]) -> list[str]:
+    """Where the time goes in each parser below the target (cProfile, own time)."""
+    out = []
+    for name, v in rows_of:
+        prof = v.get("profile")
+        if not prof:
+            continue
+        top = ", ".join(f"`{p['function']}` {p['share'] * 100:.0f}%" for p in prof)
+        out.append(f"- **{name}**: {top}")
+    if not out:
+        return []
+    return ["Where the time goes in the parsers below 100,000 lines/s (own time, cProfile):", "",
+            *out, ""]
 
 
 def _agents_section(agents: Any) -> list[str]:
