@@ -283,8 +283,9 @@ class ThreadActor:
         )
 
     async def close(self, reason: str, *, drain_timeout_s: float = 10.0) -> None:
-        """Stop the agent tree, let the core see it go (so it dismisses prompts and ends the
-        run), drain what that caused, then cancel every task of the thread."""
+        """Park the thread (the core stops the run with a notice, closes its prompts, keeps
+        the queue and asks for StopAgent), stop any agent still running, drain what that
+        caused, then cancel every task of the thread. Bounded by ``drain_timeout_s``."""
         self.closing = True
         with trio.move_on_after(drain_timeout_s):
             # First let the core park the thread: it stops the run with a notice the chat
