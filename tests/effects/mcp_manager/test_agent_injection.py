@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import trio
-from conftest import alive, make_config
+from mcp_kit import alive, make_config
 
 from effects.mcp_manager import ProcessManager, serve_process_manager
 from ingress.agents.base import AgentOptions, StampedEvent

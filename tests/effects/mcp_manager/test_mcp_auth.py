@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx2
 import pytest
 import trio
-from conftest import TOKEN, Scripts, call, call_error, open_client
 from mcp import MCPError
+from mcp_kit import TOKEN, Scripts, call, call_error, open_client
 
 from effects.mcp_manager import ProcessManager, ProcessManagerConfig, TokenAuthority
 from ingress.agents.base import AgentOptions, McpServer
@@ -124,7 +124,7 @@ def test_only_loopback_addresses_are_accepted() -> None:
 async def test_without_a_configured_token_one_is_made_and_kept(tmp_path) -> None:
     import stat
 
-    from conftest import make_config
+    from mcp_kit import make_config
 
     from effects.mcp_manager import serve_process_manager
 

@@ -4,7 +4,7 @@ processes, and racing to start one shared name (exactly one process may result).
 from __future__ import annotations
 
 import trio
-from conftest import TOKEN, Scripts, alive, call, open_client
+from mcp_kit import TOKEN, Scripts, alive, call, open_client
 
 from effects.mcp_manager import ProcessManager
 

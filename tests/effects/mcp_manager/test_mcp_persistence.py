@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import trio
-from conftest import TOKEN, Scripts, alive, call, make_config, open_client, wait_for_output
+from mcp_kit import TOKEN, Scripts, alive, call, make_config, open_client, wait_for_output
 
 from effects.mcp_manager import serve_process_manager
 

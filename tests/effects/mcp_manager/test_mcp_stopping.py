@@ -8,7 +8,7 @@ import time
 
 import psutil
 import trio
-from conftest import TOKEN, Scripts, alive, call, open_client, wait_for_output
+from mcp_kit import TOKEN, Scripts, alive, call, open_client, wait_for_output
 
 from effects.mcp_manager import ProcessManager
 

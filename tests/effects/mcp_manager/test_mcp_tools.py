@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from conftest import TOKEN, Scripts, alive, call, call_error, open_client, wait_for_output
+from mcp_kit import TOKEN, Scripts, alive, call, call_error, open_client, wait_for_output
 
 from effects.mcp_manager import ProcessManager
 
@@ -203,7 +203,7 @@ async def test_env_is_added_to_the_environment(
 async def test_max_processes_per_thread(
     nursery: trio.Nursery, tmp_path: Path, scripts: Scripts
 ) -> None:
-    from conftest import make_config
+    from mcp_kit import make_config
 
     from effects.mcp_manager import serve_process_manager
 
