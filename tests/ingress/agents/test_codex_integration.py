@@ -558,3 +558,20 @@ async def test_file_edit_approvals(fake: OpenAIResponsesFake, tmp_path: Path) ->
             assert finished.tool_id == started.tool_id and finished.is_error is not allow
             assert (work / "patched.txt").exists() is allow
     assert (work / "patched.txt").read_text() == "patched by the fake\n"
+
+
+async def test_an_unknown_session_is_reported_and_a_new_one_started(
+    fake: OpenAIResponsesFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    opts = codex_options(fake.base_url, tmp_path / "home")
+    gone = "01a20000-0000-7000-8000-000000000000"
+    async with running(opts, work, session_id=gone) as s:
+        assert s.adapter.session_id not in (None, gone)
+        end = await s.turn("r1", "hello")
+        assert isinstance(end.event, TurnCompleted) and end.event.session_id != gone
+        (error,) = s.of("r1", AgentError)  # told with the first run, not dropped before it
+        assert gone in error.message and "could not resume" in error.message
+        started = s.of("r1", SessionStarted)
+        assert started and started[0].session_id == s.adapter.session_id
