@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import trio
@@ -36,17 +35,22 @@ CHAT_TYPES = {
     "reply",
 }
 
+THREADS = ("t1", "t2")
+
 ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("say"), st.sampled_from(TEXTS)),
-        st.tuples(st.just("queue"), st.sampled_from(TEXTS)),
-        st.tuples(st.just("abort")),
-        st.tuples(st.just("answer"), st.booleans()),
-        st.tuples(st.just("crash")),
-        st.tuples(st.just("fail_start")),
-        st.tuples(st.just("fail_chat"), st.integers(1, 3)),
-        st.tuples(st.just("wait"), st.sampled_from([0.0, 0.02, 0.3, 2.0, 40.0])),
-        st.tuples(st.just("restart")),
+    st.tuples(
+        st.sampled_from(THREADS),
+        st.one_of(
+            st.tuples(st.just("say"), st.sampled_from(TEXTS)),
+            st.tuples(st.just("queue"), st.sampled_from(TEXTS)),
+            st.tuples(st.just("abort")),
+            st.tuples(st.just("answer"), st.booleans()),
+            st.tuples(st.just("crash")),
+            st.tuples(st.just("fail_start")),
+            st.tuples(st.just("fail_chat"), st.integers(1, 3)),
+            st.tuples(st.just("wait"), st.sampled_from([0.0, 0.02, 0.3, 2.0, 40.0])),
+            st.tuples(st.just("restart")),
+        ),
     ),
     min_size=1,
     max_size=25,
@@ -62,19 +66,21 @@ async def drive(tmp: Path, steps: list[tuple]) -> None:
     while True:
         async with running(tmp, agents=agents, chat=chat_world) as rt:
             serve_calls_before = agents.serve_calls
-            chat = Chat(rt, "t1", str(tmp))
+            chats = {t: Chat(rt, t, str(tmp)) for t in THREADS}
             if first_life:
-                await chat.start()
+                for chat in chats.values():
+                    await chat.start()
                 first_life = False
             restart = False
             while remaining and not restart:
-                op = remaining.pop(0)
-                restart = await apply_op(rt, chat, op, counter)
+                thread_id, op = remaining.pop(0)
+                restart = await apply_op(rt, chats[thread_id], op, counter)
             if restart:
                 stops = agents.stops
                 # leaving the block disposes every thread: a clean shutdown, then a restart
             else:
-                await settle(rt, chat)
+                for chat in chats.values():
+                    await settle(rt, chat)
                 check_invariants(rt, serve_calls_before, stops_at_shutdown)
                 return
         stops_at_shutdown += agents.stops - stops
@@ -84,13 +90,13 @@ async def apply_op(rt, chat: Chat, op: tuple, counter) -> bool:
     """Apply one generated operation; True when it asks for a runtime restart."""
     kind = op[0]
     if kind == "say":
-        await chat.say(f"{op[1]} #{next(counter)}")
+        await chat.say(f"{op[1]} #{next(counter)} @{chat.thread_id}")
     elif kind == "queue":
-        await chat.queue(f"{op[1]} #{next(counter)}")
+        await chat.queue(f"{op[1]} #{next(counter)} @{chat.thread_id}")
     elif kind == "abort":
         await chat.abort()
     elif kind == "answer":
-        for blocker in rt.snapshot("t1").blockers:
+        for blocker in rt.snapshot(chat.thread_id).blockers:
             await chat.allow(blocker.request_id, op[1])
     elif kind == "crash":
         rt.agents.crash_all()
@@ -108,12 +114,13 @@ async def apply_op(rt, chat: Chat, op: tuple, counter) -> bool:
 async def settle(rt, chat: Chat) -> None:
     """Answer whatever is still asked; everything must settle (in mock time) soon."""
     rt.chat.fail_next = 0
+    thread_id = chat.thread_id
     with trio.fail_after(5_000):
         while True:
-            state = rt.snapshot("t1")
+            state = rt.snapshot(thread_id)
             for blocker in state.blockers:
                 await chat.allow(blocker.request_id)
-            actor = rt.get("t1")
+            actor = rt.get(thread_id)
             quiet = actor is None or (
                 actor.is_quiet()
                 and (not actor.listener.running or actor.listener.adapter is not None)
@@ -124,36 +131,44 @@ async def settle(rt, chat: Chat) -> None:
 
 
 def check_invariants(rt, serve_calls_before: int, stops_at_shutdown: int) -> None:
-    state = rt.snapshot("t1")
-    c = state.counters
-    # Idempotent output: no key posted twice.
+    # Idempotent output: no key posted twice, in any thread.
     assert rt.chat.duplicate_keys == []
-    keys = rt.chat.keys("t1")
+    keys = rt.chat.keys()
     assert len(keys) == len(set(keys))
+    # Each prompt reached an agent at most once.
+    texts = [t for _, t in rt.agents.delivered]
+    assert len(texts) == len(set(texts))
+    # Listener continuity: aborts and interrupts never stopped an agent (only shutdowns).
+    assert rt.agents.stops == stops_at_shutdown
+    starts = sum(rt.statistics(t).listener_starts for t in THREADS if rt.get(t) is not None)
+    assert starts == rt.agents.serve_calls - serve_calls_before
+    rt.log.flush()
+    for thread_id in THREADS:
+        check_thread(rt, thread_id)
+
+
+def check_thread(rt, thread_id: str) -> None:
+    state = rt.snapshot(thread_id)
+    c = state.counters
     # Every enqueued prompt was dispatched or explicitly removed; nothing is stuck.
     assert state.queue == () and state.run is None and not state.blockers
     assert c.queued == c.dequeued + c.removed
     assert c.runs == c.dequeued
-    # Each prompt reached the agent at most once, under its own run id.
-    delivered_runs = [r for r, _ in rt.agents.delivered]
+    # Session demux: only this thread's prompts ran here, each under its own run id.
+    mine = [(r, t) for r, t in rt.agents.delivered if t.endswith(f"@{thread_id}")]
+    delivered_runs = [r for r, _ in mine]
     assert len(delivered_runs) == len(set(delivered_runs))
-    texts = [t for _, t in rt.agents.delivered]
-    assert len(texts) == len(set(texts))
-    # Listener continuity: aborts and interrupts never stopped the agent (only shutdowns).
-    assert rt.agents.stops == stops_at_shutdown
-    stats = rt.statistics("t1")
-    assert stats.listener_starts == rt.agents.serve_calls - serve_calls_before
+    assert all(t.endswith(f"@{thread_id}") for t in rt.chat.texts(thread_id, "marker") if "@" in t)
     # The log is gapless and its replay is exactly what the runtime applied (minus the
     # chat calls that failed, each reported as EffectFailed).
-    rt.log.flush()
-    entries = list(rt.log.read("t1"))
+    entries = list(rt.log.read(thread_id))
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
     replayed = [
         json.loads(line)["effect"]
         for line in effect_lines(replay_actions((e.seq, e.action) for e in entries))
     ]
     replayed_chat = [e for e in replayed if e["type"] in CHAT_TYPES]
-    applied = [e.model_dump(mode="json") for e in rt.chat.of_thread("t1")]
+    applied = [e.model_dump(mode="json") for e in rt.chat.of_thread(thread_id)]
     failed_chat = [
         e.action
         for e in entries
@@ -162,23 +177,22 @@ def check_invariants(rt, serve_calls_before: int, stops_at_shutdown: int) -> Non
     assert len(replayed_chat) == len(applied) + len(failed_chat)
     it = iter(replayed_chat)
     assert all(any(a == r for r in it) for a in applied)  # applied is a subsequence
-    # No prompt silently vanished: every run reached the agent or the thread says why.
+    # No prompt silently vanished: every run reached the agent, was interrupted by the
+    # user, or the thread says why (unless that very notice was a failed chat call).
     prompted = [e["run_id"] for e in replayed if e["type"] == "prompt_agent"]
     interrupted = {e["run_id"] for e in replayed if e["type"] == "interrupt_agent"}
-    notices = Counter(k.split("/")[1] for k in keys if "/r" in k)
+    outputs = rt.chat.outputs.values()
     for run_id in prompted:
-        if run_id not in delivered_runs and run_id not in interrupted:
-            assert (
-                any(
-                    o.key.startswith(f"t1/{run_id}/") and o.kind == "notice"
-                    for o in rt.chat.outputs.values()
-                )
-                or notices[run_id] == 0
-                and any(
-                    isinstance(e.action, A.EffectFailed) and e.action.effect in CHAT_TYPES
-                    for e in entries
-                )
-            ), f"run {run_id} was never delivered and no notice says why"
+        if run_id in delivered_runs or run_id in interrupted:
+            continue
+        noticed = any(
+            o.key.startswith(f"{thread_id}/{run_id}/") and o.kind == "notice" for o in outputs
+        )
+        notice_failed = any(
+            e["type"] == "post_output" and e["run_id"] == run_id and e["kind"] == "notice"
+            for e in replayed
+        ) and bool(failed_chat)
+        assert noticed or notice_failed, f"{thread_id} {run_id}: not delivered, no notice"
 
 
 @settings(
