@@ -52,6 +52,8 @@ from ingress.agents.opencode_server import (
     ServerStartError,
     acquire_server,
     release_server,
+    remove_private_config,
+    write_private_config,
 )
 from runtime.agent_events import AgentError, AgentEvent, SessionStarted, TurnAborted
 from runtime.effects import PromptAgent, StartAgent
@@ -223,6 +225,7 @@ class OpencodeAdapter(AgentAdapter):
         self._aborting_run: str | None = None
         self._turn_proc: ManagedProcess | None = None
         self._turn_done: trio.Event | None = None
+        self._turn_env: dict[str, str] = {}
 
     # serve ------------------------------------------------------------------------------
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: Any) -> None:
@@ -366,10 +369,26 @@ class OpencodeAdapter(AgentAdapter):
     # per-turn fall-back ---------------------------------------------------------------------
     async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
         self._session_id = start.session_id
-        task_status.started()
-        if start.session_id:
-            await self._emit_event(SessionStarted(session_id=start.session_id, model=start.model))
-        await trio.sleep_forever()
+        config = private_config(self.options)
+        config_dir = None
+        self._turn_env = opencode_env(self.options)
+        try:
+            if config:
+                config_dir, path = write_private_config(json.dumps(config))
+                self._turn_env["OPENCODE_CONFIG"] = path
+            task_status.started()
+            if start.session_id:
+                await self._emit_event(
+                    SessionStarted(session_id=start.session_id, model=start.model)
+                )
+            await trio.sleep_forever()
+        finally:
+            if config_dir is not None:
+                with trio.CancelScope(shield=True):
+                    if self._turn_done is not None:
+                        with trio.move_on_after(self.options.stop_grace_s * 3):
+                            await self._turn_done.wait()
+                remove_private_config(config_dir)
 
     async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
         parser = OpencodeRunParser(self._stats)
@@ -385,7 +404,10 @@ class OpencodeAdapter(AgentAdapter):
         )
         try:
             proc = await ManagedProcess.spawn(
-                argv, env=opencode_env(self.options), cwd=prompt.workdir, stdin=False
+                argv,
+                env=self._turn_env or opencode_env(self.options),
+                cwd=prompt.workdir,
+                stdin=False,
             )
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))

@@ -44,6 +44,8 @@ __all__ = [
     "acquire_server",
     "live_servers",
     "release_server",
+    "remove_private_config",
+    "write_private_config",
 ]
 
 USERNAME = "opencode"
@@ -338,22 +340,29 @@ class OpencodeServer:
             if self.exit_code is None:
                 self.exit_code = self.process.returncode
         if self._config_dir is not None:
-            _remove_tree(self._config_dir)
+            remove_private_config(self._config_dir)
             self._config_dir = None
         self.ready.set()
         self.stopped.set()
 
     def _write_config(self) -> str:
-        self._config_dir = tempfile.mkdtemp(prefix="spindle-opencode-")
-        path = os.path.join(self._config_dir, "opencode.json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(self.spec.config)
+        self._config_dir, path = write_private_config(self.spec.config)
         return path
 
 
-def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def write_private_config(content: str) -> tuple[str, str]:
+    """``content`` as ``opencode.json`` (0600) in a fresh private temp dir: (dir, path).
+    The caller removes the dir (``remove_private_config``) when the process is gone."""
+    directory = tempfile.mkdtemp(prefix="spindle-opencode-")
+    path = os.path.join(directory, "opencode.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(content)
+    return directory, path
+
+
+def remove_private_config(directory: str) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # --- the pool --------------------------------------------------------------------------------

@@ -383,15 +383,23 @@ async def test_server_killed_mid_turn_then_the_session_resumes(
         )
 
 
-async def test_per_turn_fallback_text_then_a_resumed_turn_interrupted(
+async def test_per_turn_fallback_mcp_tool_then_a_resumed_turn_interrupted(
     fake: OpenAIChatFake, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    options = opencode_options(fake, tmp_path / "home", per_turn=True)
+    mcp = FakeModelServer()
+    mcp.route("*", "/mcp", _mcp_reply)
+    mcp.start()
+    options = opencode_options(fake, tmp_path / "home", per_turn=True).model_copy(
+        update={"mcp_servers": (McpServer(name="probe", url=mcp.base_url + "/mcp"),)}
+    )
     async with running(options, work) as thread:
-        first = await thread.turn("hello")
-        assert _text(first) == HELLO
+        # The MCP server reaches each `opencode run` through the same private config.
+        first = await thread.turn("MCPTEST restart it")
+        mcp.stop()
+        assert "restarted web" in _of(first, ToolFinished)[0].result
+        assert _text(first) == "Tool said: restarted web"
         session_id = _of(first, SessionStarted)[0].session_id
         assert _of(first, TurnCompleted)[-1].session_id == session_id
         pid_first = {e.event.session_id for e in first if isinstance(e.event, SessionStarted)}
