@@ -11,25 +11,17 @@ Every event is stamped with the run id of the turn it belongs to (codex turn id 
 id of the ``prompt`` that started it) and with the codex thread id as session id. A process
 that exits while a turn is open ends that turn with ``TurnAborted`` (exit code, stderr tail).
 
-Launch spec (pure, ``launch_argv``/``launch_env``): ``--disable unbounded_connection_retries``
-so a dead model server fails the turn instead of retrying forever; MCP servers as
-``-c mcp_servers.<name>.url=...`` with the bearer token passed through an environment
-variable (``bearer_token_env_var``), never on the command line; the system instruction as
-``developerInstructions`` (app-server) or ``-c developer_instructions=...`` (exec); the model
-as a ``thread/start``/``turn/start`` parameter or ``-m``. A private ``options.home`` becomes
-``HOME`` and ``CODEX_HOME``, so nothing of the user's own config is read or changed.
+The launch spec is in ``codex_launch`` (argv, env, ``-c`` overrides), the wire formats in
+``codex_parser``, the JSON-RPC plumbing in ``codex_rpc``, the session listing in
+``codex_sessions``; this module re-exports their public names. The system instruction goes
+in natively (``developerInstructions`` / ``-c developer_instructions=...``), the model as a
+``thread/start``/``turn/start`` parameter or ``-m``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import signal
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -37,8 +29,19 @@ import trio
 
 from effects.process import ManagedProcess, tree_pids
 from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.codex_launch import (
+    codex_home,
+    config_override,
+    ensure_codex_home,
+    launch_argv,
+    launch_env,
+    mcp_token_env,
+    prompt_text,
+    turn_input,
+)
 from ingress.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
 from ingress.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
+from ingress.agents.codex_sessions import CodexConversation, list_conversations, sessions_in
 from runtime.agent_events import (
     AgentError,
     AgentEvent,
@@ -47,7 +50,6 @@ from runtime.agent_events import (
     TurnCompleted,
 )
 from runtime.effects import PromptAgent, StartAgent
-from runtime.model import Attachment
 
 __all__ = [
     "Adapter",
@@ -58,253 +60,16 @@ __all__ = [
     "launch_argv",
     "launch_env",
     "list_conversations",
+    "mcp_token_env",
     "prompt_text",
+    "turn_input",
 ]
 
 CLIENT_INFO = {"name": "spindle", "title": "Spindle", "version": "0.1.0"}
-DEFAULT_BINARY = "codex"
-_PROJECT_BINARY = (
-    Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "codex"
-)
 TURN_START_TIMEOUT_S = 30.0
 INTERRUPT_TIMEOUT_S = 5.0
 STDERR_TAIL_LINES = 10
 _BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
-
-
-# ---------------------------------------------------------------------------------------
-# launch spec (pure)
-
-
-def _toml_string(value: str) -> str:
-    # A JSON string is a valid TOML basic string (same escapes), and -c parses TOML.
-    return json.dumps(value)
-
-
-def _mcp_key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "mcp"
-
-
-def mcp_token_env(name: str) -> str:
-    return "SPINDLE_MCP_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-
-
-def config_overrides(options: AgentOptions) -> list[str]:
-    """The ``-c``/``--disable`` flags every codex process gets."""
-    args = [
-        "--disable",
-        "unbounded_connection_retries",
-        "-c",
-        "check_for_update_on_startup=false",
-    ]
-    for server in options.mcp_servers:
-        key = _mcp_key(server.name)
-        args += ["-c", f"mcp_servers.{key}.url={_toml_string(server.url)}"]
-        if server.bearer_token:
-            env_name = _toml_string(mcp_token_env(server.name))
-            args += ["-c", f"mcp_servers.{key}.bearer_token_env_var={env_name}"]
-    return args
-
-
-def config_override(options: AgentOptions, key: str) -> str | None:
-    """The value of ``-c <key>=<value>`` in ``options.extra_args`` (TOML quotes removed)."""
-    args = list(options.extra_args)
-    found: str | None = None
-    for flag, value in zip(args, args[1:], strict=False):
-        if flag in ("-c", "--config") and value.startswith(f"{key}="):
-            found = value[len(key) + 1 :].strip().strip("'\"")
-    return found
-
-
-def resolve_binary(options: AgentOptions) -> str:
-    if options.binary:
-        return options.binary
-    found = shutil.which(DEFAULT_BINARY)
-    if found:
-        return found
-    if _PROJECT_BINARY.exists():
-        return str(_PROJECT_BINARY)
-    return DEFAULT_BINARY
-
-
-def launch_argv(
-    options: AgentOptions,
-    *,
-    per_turn: bool,
-    session_id: str | None = None,
-    model: str | None = None,
-    system_instruction: str | None = None,
-    sandbox: str = "workspace-write",
-) -> list[str]:
-    """The command line; a per-turn command reads its prompt from stdin (``-``)."""
-    binary = resolve_binary(options)
-    if not per_turn:
-        return [binary, "app-server", *config_overrides(options), *options.extra_args]
-    argv = [binary, "exec"]
-    if session_id:
-        argv.append("resume")
-    argv += ["--json", "--skip-git-repo-check", *config_overrides(options)]
-    argv += ["-c", f"sandbox_mode={_toml_string(sandbox)}"]
-    if model:
-        argv += ["-m", model]
-    if system_instruction:
-        argv += ["-c", f"developer_instructions={_toml_string(system_instruction)}"]
-    argv += list(options.extra_args)
-    if session_id:
-        argv.append(session_id)
-    argv.append("-")
-    return argv
-
-
-def codex_home(options: AgentOptions) -> Path:
-    if options.home:
-        return Path(options.home) / ".codex"
-    env = dict(options.env)
-    if "CODEX_HOME" in env:
-        return Path(env["CODEX_HOME"])
-    if os.environ.get("CODEX_HOME"):
-        return Path(os.environ["CODEX_HOME"])
-    return Path.home() / ".codex"
-
-
-def ensure_codex_home(options: AgentOptions) -> None:
-    """Codex refuses to start when ``CODEX_HOME`` does not exist."""
-    codex_home(options).mkdir(parents=True, exist_ok=True)
-
-
-def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
-    env.setdefault("RUST_LOG", "warn")
-    env.update(dict(options.env))
-    if options.home:
-        env["HOME"] = options.home
-        env["CODEX_HOME"] = str(codex_home(options))
-    elif "CODEX_HOME" in env:
-        env["CODEX_HOME"] = str(codex_home(options))
-    for server in options.mcp_servers:
-        if server.bearer_token:
-            env[mcp_token_env(server.name)] = server.bearer_token
-    return env
-
-
-def prompt_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
-    """The user's text plus what codex can read of the attachments (images go separately)."""
-    parts = [text]
-    for att in attachments:
-        if att.inline_text is not None:
-            parts.append(f'<attachment name="{att.name}">\n{att.inline_text}\n</attachment>')
-        elif att.path and not (att.content_type or "").startswith("image/"):
-            parts.append(f"[attached file: {att.path}]")
-        elif att.url and not att.path:
-            parts.append(f"[attachment {att.name}: {att.url}]")
-    return "\n\n".join(p for p in parts if p)
-
-
-def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = [
-        {"type": "text", "text": prompt_text(text, attachments), "text_elements": []}
-    ]
-    for att in attachments:
-        if att.path and (att.content_type or "").startswith("image/"):
-            items.append({"type": "localImage", "path": att.path})
-    return items
-
-
-# ---------------------------------------------------------------------------------------
-# conversations
-
-
-@dataclass(frozen=True, slots=True)
-class CodexConversation:
-    """One past codex session (same fields as the Claude adapter's ``ConversationInfo``)."""
-
-    session_id: str
-    title: str  # the first prompt, shortened
-    updated_at: float  # POSIX time of the last write
-    path: str  # the rollout file
-    workdir: str | None = None
-
-
-def _first_user_text(path: Path, max_lines: int = 400) -> tuple[str | None, str | None, str]:
-    """(session id, cwd, first user prompt) from a rollout file's first lines."""
-    session_id = cwd = None
-    title = ""
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if n >= max_lines:
-                break
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict):
-                continue
-            payload = rec.get("payload")
-            if not isinstance(payload, dict):
-                continue
-            if rec.get("type") == "session_meta":
-                session_id = payload.get("id") if isinstance(payload.get("id"), str) else None
-                cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-            elif (
-                rec.get("type") == "response_item"
-                and payload.get("type") == "message"
-                and payload.get("role") == "user"
-            ):
-                content = payload.get("content")
-                texts = (
-                    [
-                        c.get("text", "")
-                        for c in content
-                        if isinstance(c, dict) and isinstance(c.get("text"), str)
-                    ]
-                    if isinstance(content, list)
-                    else []
-                )
-                text = "".join(texts).strip()
-                if text and not text.startswith("<"):
-                    title = text
-                    break
-    return session_id, cwd, title
-
-
-def list_conversations(
-    workdir: str | None = None, home: str | None = None, limit: int = 25
-) -> list[CodexConversation]:
-    """Past codex sessions from ``<codex home>/sessions/**/rollout-*.jsonl``, newest first;
-    only those of ``workdir`` when given. ``home`` is a private HOME (as
-    ``AgentOptions.home``); None means ``$CODEX_HOME`` or ``~/.codex``. Best effort: never
-    raises, unreadable files are left out."""
-    return sessions_in(codex_home(AgentOptions(home=home)), workdir, limit)
-
-
-def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[CodexConversation]:
-    root = codex_dir / "sessions"
-    files: list[tuple[float, Path]] = []
-    try:
-        for path in root.rglob("rollout-*.jsonl"):
-            try:
-                files.append((path.stat().st_mtime, path))
-            except OSError:
-                continue
-    except OSError:
-        return []
-    files.sort(key=lambda f: f[0], reverse=True)
-    want = os.path.realpath(workdir) if workdir else None
-    out: list[CodexConversation] = []
-    for mtime, path in files:
-        try:
-            session_id, cwd, title = _first_user_text(path)
-        except OSError:
-            continue
-        if session_id is None:
-            continue
-        if want is not None and (cwd is None or os.path.realpath(cwd) != want):
-            continue
-        short = title.splitlines()[0] if title else ""
-        out.append(CodexConversation(session_id, short[:100], mtime, str(path), cwd))
-        if len(out) >= limit:
-            break
-    return out
 
 
 # ---------------------------------------------------------------------------------------
