@@ -5,6 +5,9 @@ is not JSON, has the wrong shape or wrong types is counted as malformed and skip
 well-formed message with no common meaning (rate limits, status changes, warnings ...) is
 counted as skipped, by method. Nothing here raises on input.
 
+This module holds the app-server parser; ``ExecParser`` lives in ``codex_exec_parser`` and
+is re-exported here, the typed field readers both use in ``codex_fields``.
+
 The app-server parser also keeps what the adapter needs to answer the server's requests:
 each approval or question the agent asks gets a ``request_id`` unique to this process
 (``"<prefix>:<json-rpc id>"``) and stays pending until ``take_request`` hands it out with
@@ -34,17 +37,26 @@ Mapping (app-server, 0.169.0; ``long-lived/REPORT.md`` section 1):
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ingress.agents.base import ParserStats, clean_tool_name
+from ingress.agents.codex_exec_parser import ExecParser
+from ingress.agents.codex_fields import (
+    MAX_RESULT_CHARS,
+    MAX_SUMMARY_CHARS,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    cut,
+    shell_command_summary,
+)
 from runtime.agent_events import (
     AgentError,
     AgentEvent,
     PermissionRequested,
     QuestionAsked,
-    SessionStarted,
     TextDelta,
     ThinkingDelta,
     ToolFinished,
@@ -64,37 +76,6 @@ __all__ = [
     "TurnEvent",
     "shell_command_summary",
 ]
-
-MAX_RESULT_CHARS = 100_000  # a tool result longer than this is cut: the chat shows a tail anyway
-MAX_SUMMARY_CHARS = 500
-
-_BASH_WRAPPER = re.compile(r"^/bin/(?:ba|z)?sh -lc '(.*)'$", re.DOTALL)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def shell_command_summary(command: str) -> str:
-    """``/bin/bash -lc 'echo hi'`` -> ``echo hi`` (the wrapper says nothing to a reader)."""
-    m = _BASH_WRAPPER.match(command.strip())
-    return m.group(1) if m else command
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +137,7 @@ _QUESTION_METHODS = {"item/tool/requestUserInput"}
 def _usage_numbers(raw: dict[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for key in ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "outputTokens"):
-        n = _int(raw.get(key))
+        n = as_int(raw.get(key))
         if n is not None:
             out[key] = n
     return out
@@ -249,7 +230,7 @@ class AppServerParser:
     def _server_request(
         self, rpc_id: int | str, method: str, params: dict[str, Any], out: ParsedLine
     ) -> None:
-        turn_id = _str(params.get("turnId"))
+        turn_id = as_str(params.get("turnId"))
         request_id = self.request_id_for(rpc_id)
         if method in _PERMISSION_METHODS:
             event = PermissionRequested(
@@ -262,20 +243,20 @@ class AppServerParser:
             out.request = ServerRequest(rpc_id, method, params, handled=True)
             return
         if method in _QUESTION_METHODS:
-            questions = [_dict(q) for q in _list(params.get("questions"))]
+            questions = [as_dict(q) for q in as_list(params.get("questions"))]
             if not questions:
                 self.stats.malformed += 1
                 out.request = ServerRequest(rpc_id, method, params, handled=False)
                 return
             first = questions[0]
             text = "\n\n".join(
-                " — ".join(s for s in (_str(q.get("header")), _str(q.get("question"))) if s)
+                " — ".join(s for s in (as_str(q.get("header")), as_str(q.get("question"))) if s)
                 for q in questions
             )
             options = tuple(
                 label
-                for o in _list(first.get("options"))
-                if (label := _str(_dict(o).get("label"))) is not None
+                for o in as_list(first.get("options"))
+                if (label := as_str(as_dict(o).get("label"))) is not None
             )
             question = QuestionAsked(request_id=request_id, question=text, options=options)
             self._pending[request_id] = PendingRequest(rpc_id, method, "question", params)
@@ -286,27 +267,27 @@ class AppServerParser:
         out.request = ServerRequest(rpc_id, method, params, handled=False)
 
     def _permission_detail(self, method: str, params: dict[str, Any]) -> str:
-        reason = _str(params.get("reason"))
+        reason = as_str(params.get("reason"))
         if method in ("item/commandExecution/requestApproval", "execCommandApproval"):
             command = params.get("command")
             if isinstance(command, list):
                 command = " ".join(str(c) for c in command)
             text = shell_command_summary(command) if isinstance(command, str) else ""
-            cwd = _str(params.get("cwd"))
+            cwd = as_str(params.get("cwd"))
             detail = text + (f"\n(in {cwd})" if cwd else "")
         elif method == "item/fileChange/requestApproval":
-            item = _str(params.get("itemId")) or ""
-            detail = self._file_changes.get(item, "") or _str(params.get("grantRoot")) or ""
+            item = as_str(params.get("itemId")) or ""
+            detail = self._file_changes.get(item, "") or as_str(params.get("grantRoot")) or ""
         elif method == "applyPatchApproval":
-            detail = "\n".join(str(k) for k in _dict(params.get("fileChanges")))
+            detail = "\n".join(str(k) for k in as_dict(params.get("fileChanges")))
         elif method == "mcpServer/elicitation/request":
-            server = _str(params.get("serverName")) or "MCP server"
-            detail = f"{server}: {_str(params.get('message')) or ''}"
+            server = as_str(params.get("serverName")) or "MCP server"
+            detail = f"{server}: {as_str(params.get('message')) or ''}"
         else:
             detail = json.dumps(params.get("permissions"), default=str)
         if reason:
             detail = f"{detail}\n{reason}" if detail else reason
-        return _cut(detail, 2000)
+        return cut(detail, 2000)
 
     @staticmethod
     def permission_result(pending: PendingRequest, allow: bool) -> dict[str, Any]:
@@ -315,7 +296,7 @@ class AppServerParser:
         if pending.method in ("execCommandApproval", "applyPatchApproval"):
             return {"decision": "approved" if allow else "denied"}
         if pending.method == "item/permissions/requestApproval":
-            granted = _dict(pending.params.get("permissions")) if allow else {}
+            granted = as_dict(pending.params.get("permissions")) if allow else {}
             return {"permissions": granted, "scope": "turn"}
         if pending.method == "mcpServer/elicitation/request":
             return {"action": "accept", "content": {}} if allow else {"action": "decline"}
@@ -324,17 +305,17 @@ class AppServerParser:
     @staticmethod
     def question_result(pending: PendingRequest, answer: str | None) -> dict[str, Any]:
         answers: dict[str, Any] = {}
-        for q in _list(pending.params.get("questions")):
-            qid = _str(_dict(q).get("id"))
+        for q in as_list(pending.params.get("questions")):
+            qid = as_str(as_dict(q).get("id"))
             if qid is not None:
                 answers[qid] = {"answers": [answer] if answer is not None else []}
         return {"answers": answers}
 
     # notifications ---------------------------------------------------------------------
     def _notification(self, method: str, params: dict[str, Any], out: ParsedLine) -> None:
-        turn_id = _str(params.get("turnId"))
+        turn_id = as_str(params.get("turnId"))
         if method == "item/agentMessage/delta":
-            delta, item = _str(params.get("delta")), _str(params.get("itemId"))
+            delta, item = as_str(params.get("delta")), as_str(params.get("itemId"))
             if delta is None or item is None:
                 self.stats.malformed += 1
                 return
@@ -345,7 +326,7 @@ class AppServerParser:
                 self.stats.skip(f"{method}:empty")
             return
         if method in ("item/reasoning/textDelta", "item/reasoning/summaryTextDelta"):
-            delta, item = _str(params.get("delta")), _str(params.get("itemId"))
+            delta, item = as_str(params.get("delta")), as_str(params.get("itemId"))
             if delta is None:
                 self.stats.malformed += 1
                 return
@@ -357,14 +338,14 @@ class AppServerParser:
                 self.stats.skip(f"{method}:empty")
             return
         if method == "item/started":
-            self._item_started(_dict(params.get("item")), turn_id, out)
+            self._item_started(as_dict(params.get("item")), turn_id, out)
             return
         if method == "item/completed":
-            self._item_completed(_dict(params.get("item")), turn_id, out)
+            self._item_completed(as_dict(params.get("item")), turn_id, out)
             return
         if method == "turn/started":
-            turn = _dict(params.get("turn"))
-            out.turn_started = _str(turn.get("id"))
+            turn = as_dict(params.get("turn"))
+            out.turn_started = as_str(turn.get("id"))
             self.stats.skip(method)
             return
         if method == "turn/completed":
@@ -375,9 +356,9 @@ class AppServerParser:
             self.stats.skip(method)
             return
         if method == "error":
-            err = _dict(params.get("error"))
-            message = _str(err.get("message")) or "codex reported an error"
-            details = _str(err.get("additionalDetails"))
+            err = as_dict(params.get("error"))
+            message = as_str(err.get("message")) or "codex reported an error"
+            details = as_str(err.get("additionalDetails"))
             if details:
                 message = f"{message} ({details})"
             retry = params.get("willRetry") is True
@@ -391,8 +372,8 @@ class AppServerParser:
             return
         if method == "mcpServer/startupStatus/updated" and params.get("status") == "failed":
             # The agent runs without that server's tools: the thread should know why.
-            name = _str(params.get("name")) or "?"
-            why = _str(params.get("error")) or "no reason given"
+            name = as_str(params.get("name")) or "?"
+            why = as_str(params.get("error")) or "no reason given"
             message = f"MCP server {name} failed to start: {why}"
             out.events.append(TurnEvent(None, AgentError(message=message)))
             return
@@ -402,52 +383,52 @@ class AppServerParser:
             if isinstance(rid, (int, str)) and not isinstance(rid, bool):
                 self._pending.pop(self.request_id_for(rid), None)
         if method == "model/rerouted":
-            model = _str(params.get("toModel")) or _str(params.get("model"))
+            model = as_str(params.get("toModel")) or as_str(params.get("model"))
             if model:
                 self.model = model
         self.stats.skip(method)
 
     def _tool_started(self, item: dict[str, Any]) -> ToolStarted | None:
-        kind, item_id = _str(item.get("type")), _str(item.get("id"))
+        kind, item_id = as_str(item.get("type")), as_str(item.get("id"))
         if kind is None or item_id is None:
             return None
         name: str | None = None
         summary = ""
         if kind == "commandExecution":
             name = "Shell"
-            actions = _list(item.get("commandActions"))
-            first = _dict(actions[0]) if len(actions) == 1 else {}
-            command = _str(first.get("command")) or _str(item.get("command")) or ""
+            actions = as_list(item.get("commandActions"))
+            first = as_dict(actions[0]) if len(actions) == 1 else {}
+            command = as_str(first.get("command")) or as_str(item.get("command")) or ""
             summary = shell_command_summary(command)
         elif kind == "fileChange":
             name = "Edit"
-            paths = [_str(_dict(c).get("path")) or "" for c in _list(item.get("changes"))]
+            paths = [as_str(as_dict(c).get("path")) or "" for c in as_list(item.get("changes"))]
             summary = "\n".join(p for p in paths if p)
             self._file_changes[item_id] = summary
         elif kind == "mcpToolCall":
-            server, tool = _str(item.get("server")) or "mcp", _str(item.get("tool")) or "tool"
+            server, tool = as_str(item.get("server")) or "mcp", as_str(item.get("tool")) or "tool"
             name = f"mcp__{server}__{tool}"
             summary = json.dumps(item.get("arguments"), default=str)
         elif kind == "dynamicToolCall":
-            name = _str(item.get("tool")) or "tool"
+            name = as_str(item.get("tool")) or "tool"
             summary = json.dumps(item.get("arguments"), default=str)
         elif kind == "webSearch":
-            name, summary = "WebSearch", _str(item.get("query")) or ""
+            name, summary = "WebSearch", as_str(item.get("query")) or ""
         elif kind == "imageView":
-            name, summary = "ViewImage", _str(item.get("path")) or ""
+            name, summary = "ViewImage", as_str(item.get("path")) or ""
         elif kind == "collabAgentToolCall":
-            name, summary = _str(item.get("tool")) or "Agent", _str(item.get("prompt")) or ""
+            name, summary = as_str(item.get("tool")) or "Agent", as_str(item.get("prompt")) or ""
         if name is None:
             return None
         return ToolStarted(
             tool_id=item_id,
             name=name,
             display_name=clean_tool_name(name),
-            input_summary=_cut(summary, MAX_SUMMARY_CHARS),
+            input_summary=cut(summary, MAX_SUMMARY_CHARS),
         )
 
     def _item_started(self, item: dict[str, Any], turn_id: str | None, out: ParsedLine) -> None:
-        kind = _str(item.get("type"))
+        kind = as_str(item.get("type"))
         if kind is None:
             self.stats.malformed += 1
             return
@@ -458,12 +439,12 @@ class AppServerParser:
         out.events.append(TurnEvent(turn_id, started))
 
     def _item_completed(self, item: dict[str, Any], turn_id: str | None, out: ParsedLine) -> None:
-        kind, item_id = _str(item.get("type")), _str(item.get("id"))
+        kind, item_id = as_str(item.get("type")), as_str(item.get("id"))
         if kind is None or item_id is None:
             self.stats.malformed += 1
             return
         if kind == "agentMessage":
-            text = _str(item.get("text")) or ""
+            text = as_str(item.get("text")) or ""
             streamed = self._streamed.pop(item_id, "")
             rest = text[len(streamed) :] if text.startswith(streamed) else ""
             if rest:
@@ -473,8 +454,10 @@ class AppServerParser:
             return
         if kind == "reasoning":
             streamed = self._streamed.pop(item_id, "")
-            parts = _list(item.get("summary")) or _list(item.get("content"))
-            text = "\n".join(p for p in (_str(x) or _str(_dict(x).get("text")) for x in parts) if p)
+            parts = as_list(item.get("summary")) or as_list(item.get("content"))
+            text = "\n".join(
+                p for p in (as_str(x) or as_str(as_dict(x).get("text")) for x in parts) if p
+            )
             if text and not streamed:
                 out.events.append(TurnEvent(turn_id, ThinkingDelta(text=text)))
             else:
@@ -487,12 +470,12 @@ class AppServerParser:
         out.events.append(TurnEvent(turn_id, finished))
 
     def _tool_finished(self, kind: str, item_id: str, item: dict[str, Any]) -> ToolFinished | None:
-        status = _str(item.get("status")) or ""
+        status = as_str(item.get("status")) or ""
         failed = status in ("failed", "declined")
         result = ""
         if kind == "commandExecution":
-            result = _str(item.get("aggregatedOutput")) or ""
-            code = _int(item.get("exitCode"))
+            result = as_str(item.get("aggregatedOutput")) or ""
+            code = as_int(item.get("exitCode"))
             failed = failed or (code is not None and code != 0)
             if status == "declined" and not result:
                 result = "declined"
@@ -502,30 +485,30 @@ class AppServerParser:
             err = item.get("error")
             if err:
                 failed = True
-                result = _str(_dict(err).get("message")) or json.dumps(err, default=str)
+                result = as_str(as_dict(err).get("message")) or json.dumps(err, default=str)
             else:
-                res = _dict(item.get("result"))
-                texts = [_str(_dict(c).get("text")) for c in _list(res.get("content"))]
+                res = as_dict(item.get("result"))
+                texts = [as_str(as_dict(c).get("text")) for c in as_list(res.get("content"))]
                 result = "\n".join(t for t in texts if t) or json.dumps(
                     res.get("structuredContent") or res or "", default=str
                 )
         elif kind == "dynamicToolCall":
-            texts = [_str(_dict(c).get("text")) for c in _list(item.get("contentItems"))]
+            texts = [as_str(as_dict(c).get("text")) for c in as_list(item.get("contentItems"))]
             result = "\n".join(t for t in texts if t)
             failed = failed or item.get("success") is False
         elif kind in ("webSearch", "imageView", "collabAgentToolCall"):
             result = status
         else:
             return None
-        return ToolFinished(tool_id=item_id, result=_cut(result, MAX_RESULT_CHARS), is_error=failed)
+        return ToolFinished(tool_id=item_id, result=cut(result, MAX_RESULT_CHARS), is_error=failed)
 
     def _token_usage(self, params: dict[str, Any]) -> None:
-        usage = _dict(params.get("tokenUsage"))
-        window = _int(usage.get("modelContextWindow"))
+        usage = as_dict(params.get("tokenUsage"))
+        window = as_int(usage.get("modelContextWindow"))
         if window is not None:
             self.context_window = window
-        total = _usage_numbers(_dict(usage.get("total")))
-        turn_id = _str(params.get("turnId"))
+        total = _usage_numbers(as_dict(usage.get("total")))
+        turn_id = as_str(params.get("turnId"))
         # Codex repeats the totals (after an interrupt, after a resume): only growth counts.
         if turn_id is not None:
             acc = self._turn_usage.setdefault(turn_id, {})
@@ -536,9 +519,9 @@ class AppServerParser:
         self._last_total = total
 
     def _turn_completed(self, params: dict[str, Any], out: ParsedLine) -> None:
-        turn = _dict(params.get("turn"))
-        turn_id = _str(turn.get("id"))
-        status = _str(turn.get("status"))
+        turn = as_dict(params.get("turn"))
+        turn_id = as_str(turn.get("id"))
+        status = as_str(turn.get("status"))
         if turn_id is None or status is None:
             self.stats.malformed += 1
             return
@@ -552,183 +535,25 @@ class AppServerParser:
             cache_write_tokens=used.get("cacheWriteInputTokens"),
             context_window=self.context_window,
         )
-        thread_id = _str(params.get("threadId"))
-        duration = _int(turn.get("durationMs"))
+        thread_id = as_str(params.get("threadId"))
+        duration = as_int(turn.get("durationMs"))
         held = self._held_errors.pop(turn_id, None)
         if held is not None and status != "failed":
             out.events.append(TurnEvent(turn_id, AgentError(message=held)))
         if status == "interrupted":
             event: AgentEvent = TurnAborted(reason="interrupted")
         elif status == "failed":
-            err = _dict(turn.get("error"))
+            err = as_dict(turn.get("error"))
             event = TurnCompleted(
                 session_id=thread_id,
                 duration_ms=duration,
                 usage=usage,
                 model=self.model,
                 is_error=True,
-                error=_str(err.get("message")) or held or "the turn failed",
+                error=as_str(err.get("message")) or held or "the turn failed",
             )
         else:
             event = TurnCompleted(
                 session_id=thread_id, duration_ms=duration, usage=usage, model=self.model
             )
         out.events.append(TurnEvent(turn_id, event))
-
-
-class ExecParser:
-    """``codex exec --json`` stdout (one JSON event a line) -> agent events.
-
-    Text is not streamed in this mode: each ``agent_message`` arrives whole.
-    """
-
-    def __init__(self) -> None:
-        self.stats = ParserStats()
-        self.session_id: str | None = None
-        self.model: str | None = None
-        self.ended = False  # turn.completed / turn.failed seen
-        self.held_error: str | None = None  # a final error waiting for its turn.failed
-
-    def feed_line(self, line: str) -> list[AgentEvent]:
-        self.stats.lines += 1
-        if not line.strip():
-            self.stats.skip("blank")
-            return []
-        try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):
-            self.stats.malformed += 1
-            return []
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            self.stats.malformed += 1
-            return []
-        try:
-            events = self._event(msg)
-        except Exception:  # an unforeseen shape must not end the turn's reader
-            self.stats.malformed += 1
-            return []
-        self.stats.events += len(events)
-        return events
-
-    def _event(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        kind: str = msg["type"]
-        if kind == "thread.started":
-            tid = _str(msg.get("thread_id"))
-            if tid is None:
-                self.stats.malformed += 1
-                return []
-            self.session_id = tid
-            return [SessionStarted(session_id=tid, model=self.model)]
-        if kind in ("item.started", "item.updated", "item.completed"):
-            return self._item(kind, _dict(msg.get("item")))
-        if kind == "turn.completed":
-            self.ended = True
-            held, self.held_error = self.held_error, None
-            raw = _dict(msg.get("usage"))
-            usage = Usage(
-                input_tokens=_int(raw.get("input_tokens")),
-                output_tokens=_int(raw.get("output_tokens")),
-                cache_read_tokens=_int(raw.get("cached_input_tokens")),
-                cache_write_tokens=_int(raw.get("cache_write_input_tokens")),
-            )
-            done = TurnCompleted(session_id=self.session_id, usage=usage, model=self.model)
-            return [AgentError(message=held), done] if held else [done]
-        if kind == "turn.failed":
-            self.ended = True
-            held, self.held_error = self.held_error, None
-            message = _str(_dict(msg.get("error")).get("message")) or held or "the turn failed"
-            return [
-                TurnCompleted(
-                    session_id=self.session_id, model=self.model, is_error=True, error=message
-                )
-            ]
-        if kind == "error":
-            message = _str(msg.get("message")) or "codex reported an error"
-            # "Reconnecting... 2/5" is codex retrying by itself; a final failure says otherwise.
-            if message.startswith("Reconnecting"):
-                return [AgentError(message=message, retryable=True)]
-            # A final error is followed by turn.failed with the same text: told once, there.
-            self.held_error = message
-            self.stats.skip("error:held")
-            return []
-        self.stats.skip(kind)
-        return []
-
-    def _item(self, kind: str, item: dict[str, Any]) -> list[AgentEvent]:
-        item_type, item_id = _str(item.get("type")), _str(item.get("id"))
-        if item_type is None:
-            self.stats.malformed += 1
-            return []
-        if item_type in ("agent_message", "reasoning") and kind == "item.completed":
-            text = _str(item.get("text")) or ""
-            if not text:
-                self.stats.skip(f"{kind}:{item_type}:empty")
-                return []
-            if item_type == "reasoning":
-                return [ThinkingDelta(text=text)]
-            return [TextDelta(text=text, block=item_id)]
-        if item_type == "error" and kind == "item.completed":
-            # Non-fatal warnings (e.g. unknown model metadata): the turn goes on.
-            message = _str(item.get("message")) or "codex warning"
-            return [AgentError(message=message, retryable=True)]
-        if item_id is None:
-            self.stats.skip(f"{kind}:{item_type}")
-            return []
-        if kind == "item.started":
-            started = self._tool_started(item_type, item_id, item)
-            if started is not None:
-                return [started]
-        elif kind == "item.completed":
-            finished = self._tool_finished(item_type, item_id, item)
-            if finished is not None:
-                return [finished]
-        self.stats.skip(f"{kind}:{item_type}")
-        return []
-
-    @staticmethod
-    def _tool_started(item_type: str, item_id: str, item: dict[str, Any]) -> ToolStarted | None:
-        if item_type == "command_execution":
-            name, summary = "Shell", shell_command_summary(_str(item.get("command")) or "")
-        elif item_type == "file_change":
-            paths = [_str(_dict(c).get("path")) or "" for c in _list(item.get("changes"))]
-            name, summary = "Edit", "\n".join(p for p in paths if p)
-        elif item_type == "mcp_tool_call":
-            server, tool = _str(item.get("server")) or "mcp", _str(item.get("tool")) or "tool"
-            name = f"mcp__{server}__{tool}"
-            summary = json.dumps(item.get("arguments"), default=str)
-        elif item_type == "web_search":
-            name, summary = "WebSearch", _str(item.get("query")) or ""
-        else:
-            return None
-        return ToolStarted(
-            tool_id=item_id,
-            name=name,
-            display_name=clean_tool_name(name),
-            input_summary=_cut(summary, MAX_SUMMARY_CHARS),
-        )
-
-    @staticmethod
-    def _tool_finished(item_type: str, item_id: str, item: dict[str, Any]) -> ToolFinished | None:
-        status = _str(item.get("status")) or ""
-        failed = status in ("failed", "declined")
-        if item_type == "command_execution":
-            result = _str(item.get("aggregated_output")) or ""
-            code = _int(item.get("exit_code"))
-            failed = failed or (code is not None and code != 0)
-        elif item_type == "file_change":
-            paths = [_str(_dict(c).get("path")) or "" for c in _list(item.get("changes"))]
-            result = "\n".join(p for p in paths if p) or status
-        elif item_type == "mcp_tool_call":
-            err = item.get("error")
-            failed = failed or bool(err)
-            if err:
-                result = _str(_dict(err).get("message")) or json.dumps(err, default=str)
-            else:
-                res = _dict(item.get("result"))
-                texts = [_str(_dict(c).get("text")) for c in _list(res.get("content"))]
-                result = "\n".join(t for t in texts if t)
-        elif item_type == "web_search":
-            result = status
-        else:
-            return None
-        return ToolFinished(tool_id=item_id, result=_cut(result, MAX_RESULT_CHARS), is_error=failed)
