@@ -22,9 +22,9 @@ import psutil
 import pytest
 import trio
 
-from effects.process import tree_pids
+from effects.process import ManagedProcess, tree_pids
 from ingress.agents.base import AgentOptions, McpServer, StampedEvent
-from ingress.agents.codex import CodexAdapter, CodexStartError, list_conversations
+from ingress.agents.codex import CodexAdapter, CodexStartError, ProcessWatch, list_conversations
 from runtime.agent_events import (
     AgentError,
     PermissionRequested,
@@ -575,3 +575,19 @@ async def test_an_unknown_session_is_reported_and_a_new_one_started(
         assert gone in error.message and "could not resume" in error.message
         started = s.of("r1", SessionStarted)
         assert started and started[0].session_id == s.adapter.session_id
+
+
+async def test_process_watch_ends_what_the_launcher_left_behind() -> None:
+    """The launcher exits first (as node does around the native codex binary): its child is
+    no longer in any tree, and the watch still ends it."""
+    launcher = await ManagedProcess.spawn(["sh", "-c", "sleep 30 & sleep 0.3"], stdin=False)
+    watch = ProcessWatch()
+    with trio.fail_after(5):  # until the background sleep shows up in the tree
+        while "sleep 30" not in [_cmdline(p) for p in tree_pids(launcher.pid)]:
+            await trio.sleep(0.01)
+    watch.note(launcher.pid)
+    await launcher.wait()
+    orphans = watch.alive()
+    assert [" ".join(p.cmdline()) for p in orphans] == ["sleep 30"]
+    assert await watch.finish(grace=2.0)
+    assert watch.alive() == [] and _alive([p.pid for p in orphans]) == []
