@@ -14,9 +14,13 @@ Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <ses
 per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
 CLI auto-rejects permission requests in this mode.
 
-MCP servers and nothing else go into a private config file (0600, in a private temp dir,
-removed with the server) named by ``OPENCODE_CONFIG``, which opencode merges over the user's
-own config: no user file is touched, no token is on a command line.
+MCP servers: in long-lived mode each thread registers its own on the shared server
+(``POST /mcp``, named ``<name>-<tag of url+token>``) and its session's permission ruleset
+denies every other thread's registration of that name, so threads with different bearer
+tokens share one server and each sees (and calls, with its token) only its own tools. In
+per-turn mode they go into a private config file (0600, private temp dir, removed after the
+last turn) named by ``OPENCODE_CONFIG``, which opencode merges over the user's config. No
+user file is touched, no token is on a command line.
 
 Guards against hangs: opencode retries a failing model call by itself (5 times, 2 s doubling,
 about a minute of silence when the model server is down); after ``max_model_retries``
@@ -32,6 +36,7 @@ at most one turn-ending event per turn; ``stop`` returns once this thread's refe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -62,14 +67,17 @@ from runtime.model import Attachment
 __all__ = [
     "Adapter",
     "ConversationInfo",
+    "McpRegistration",
     "OpencodeAdapter",
     "OpencodeStartError",
     "list_conversations",
+    "mcp_registrations",
     "opencode_env",
     "private_config",
     "prompt_body",
     "run_argv",
     "serve_spec",
+    "session_rules",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,17 +129,49 @@ def private_config(options: AgentOptions) -> dict[str, Any]:
 def serve_spec(
     options: AgentOptions, workdir: str, base_env: Mapping[str, str] | None = None
 ) -> ServerSpec:
-    """``opencode serve`` on a free loopback port, in ``workdir``."""
+    """``opencode serve`` on a free loopback port, in ``workdir``. MCP servers are not part
+    of it: each thread registers its own on the shared server (``mcp_registrations``), so
+    threads with different MCP tokens still share one server."""
     binary = options.binary or DEFAULT_BINARY
     argv = (binary, "serve", "--hostname", "127.0.0.1", "--port", "0", *options.extra_args)
     env = opencode_env(options, base_env)
-    config = private_config(options)
-    return ServerSpec(
-        argv=argv,
-        env=tuple(sorted(env.items())),
-        cwd=workdir,
-        config=json.dumps(config, sort_keys=True) if config else "",
-    )
+    return ServerSpec(argv=argv, env=tuple(sorted(env.items())), cwd=workdir)
+
+
+@dataclass(frozen=True)
+class McpRegistration:
+    """One thread's MCP server on a shared opencode server: registered as ``name`` (the
+    configured name plus a tag derived from its URL and token); its tools are then named
+    ``<name>_<tool>``."""
+
+    base: str
+    name: str
+    config: dict[str, Any]
+
+
+def mcp_registrations(options: AgentOptions) -> list[McpRegistration]:
+    found = []
+    for server in options.mcp_servers:
+        digest = hashlib.sha256(f"{server.url}\0{server.bearer_token or ''}".encode())
+        config: dict[str, Any] = {"type": "remote", "url": server.url, "enabled": True}
+        if server.bearer_token:
+            config["headers"] = {"Authorization": f"Bearer {server.bearer_token}"}
+        name = f"{server.name}-{digest.hexdigest()[:10]}"
+        found.append(McpRegistration(base=server.name, name=name, config=config))
+    return found
+
+
+def session_rules(permission: str | None, mcp: list[McpRegistration]) -> list[dict[str, str]]:
+    """A session's own permission ruleset (the last matching rule wins): ask before the
+    risky tools when ``permission == "ask"``; of the MCP servers registered by threads on
+    the same opencode server, only this thread's tools."""
+    rules = []
+    if permission == "ask":
+        rules += [{"permission": p, "pattern": "*", "action": "ask"} for p in ASK_PERMISSIONS]
+    for reg in mcp:
+        rules.append({"permission": f"{reg.base}-*", "pattern": "*", "action": "deny"})
+        rules.append({"permission": f"{reg.name}_*", "pattern": "*", "action": "allow"})
+    return rules
 
 
 def run_argv(
@@ -226,6 +266,7 @@ class OpencodeAdapter(AgentAdapter):
         self._turn_proc: ManagedProcess | None = None
         self._turn_done: trio.Event | None = None
         self._turn_env: dict[str, str] = {}
+        self._mcp_names: list[str] = []
 
     # serve ------------------------------------------------------------------------------
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: Any) -> None:
@@ -265,12 +306,15 @@ class OpencodeAdapter(AgentAdapter):
         session_id: str | None = None
         handle = None
         try:
+            problems = await self._register_mcp(server)
             session_id = await self._open_session(server, start.session_id)
             self._session_id = session_id
             handle, events = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
             task_status.started()
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
+            for problem in problems:
+                await self._emit_event(AgentError(message=problem))
             if start.session_id and start.session_id != session_id:
                 await self._emit_event(
                     AgentError(
@@ -297,18 +341,19 @@ class OpencodeAdapter(AgentAdapter):
                 if session_id is not None and handle is not None:
                     server.unsubscribe(session_id, handle)
                 self._server = None
+                await self._unregister_mcp(server)
                 await release_server(server)
 
     async def _open_session(self, server: OpencodeServer, resume: str | None) -> str:
+        mcp = mcp_registrations(self.options)
+        rules = session_rules(self.permission, mcp)
         if resume:
             response = await server.request("GET", f"/session/{resume}")
             if response.status_code == 200:
+                if mcp:
+                    await self._update_rules(server, resume, response.json(), mcp)
                 return resume
-        body: dict[str, Any] = {}
-        if self.permission == "ask":
-            body["permission"] = [
-                {"permission": p, "pattern": "*", "action": "ask"} for p in ASK_PERMISSIONS
-            ]
+        body: dict[str, Any] = {"permission": rules} if rules else {}
         response = await server.request("POST", "/session", json_body=body)
         if response.status_code != 200:
             raise OpencodeStartError(
@@ -318,6 +363,58 @@ class OpencodeAdapter(AgentAdapter):
         if not isinstance(session, dict) or not isinstance(session.get("id"), str):
             raise OpencodeStartError(f"opencode: unexpected session reply {str(session)[:200]}")
         return str(session["id"])
+
+    async def _update_rules(
+        self, server: OpencodeServer, session_id: str, session: Any, mcp: list[McpRegistration]
+    ) -> None:
+        """A resumed session keeps its ruleset; swap its MCP rules for this thread's."""
+        old = session.get("permission") if isinstance(session, dict) else None
+        bases = tuple(f"{reg.base}-" for reg in mcp)
+        kept = [
+            r
+            for r in (old if isinstance(old, list) else [])
+            if isinstance(r, dict) and not str(r.get("permission", "")).startswith(bases)
+        ]
+        rules = kept + session_rules(None, mcp)
+        response = await server.request(
+            "PATCH", f"/session/{session_id}", json_body={"permission": rules}
+        )
+        if response.status_code != 200:
+            raise OpencodeStartError(
+                f"opencode: could not update session {session_id}: {response.status_code}"
+            )
+
+    async def _register_mcp(self, server: OpencodeServer) -> list[str]:
+        """Register this thread's MCP servers on the shared server; the problems, if any."""
+        problems = []
+        for reg in mcp_registrations(self.options):
+            server.mcp_refs[reg.name] = server.mcp_refs.get(reg.name, 0) + 1
+            self._mcp_names.append(reg.name)
+            try:
+                response = await server.request(
+                    "POST", "/mcp", json_body={"name": reg.name, "config": reg.config}
+                )
+                status = response.json().get(reg.name) if response.status_code == 200 else None
+            except Exception as exc:  # noqa: BLE001 - reported, the thread goes on without it
+                problems.append(f"MCP server {reg.base!r} could not be added: {exc!r}")
+                continue
+            state = status.get("status") if isinstance(status, dict) else None
+            if state != "connected":
+                detail = status.get("error") if isinstance(status, dict) else response.text
+                problems.append(f"MCP server {reg.base!r} is {state or 'unknown'}: {detail}")
+        return problems
+
+    async def _unregister_mcp(self, server: OpencodeServer) -> None:
+        for name in self._mcp_names:
+            server.mcp_refs[name] = server.mcp_refs.get(name, 1) - 1
+            if server.mcp_refs[name] <= 0 and server.alive:
+                server.mcp_refs.pop(name, None)
+                with trio.move_on_after(5):
+                    try:
+                        await server.request("POST", f"/mcp/{name}/disconnect")
+                    except Exception:  # noqa: BLE001 - the server may be going away
+                        pass
+        self._mcp_names = []
 
     async def _handle(self, event: dict[str, Any]) -> None:
         assert self._parser is not None

@@ -106,6 +106,7 @@ class OpencodeServer:
         self._subscribers: dict[str, list[trio.MemorySendChannel[dict[str, Any]]]] = {}
         self._cancel = trio.CancelScope()
         self._config_dir: str | None = None
+        self.mcp_refs: dict[str, int] = {}  # MCP registrations (by name) -> threads using them
         self.stats = ServerStatistics()
 
     # public --------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from runtime.agent_events import (
 )
 from runtime.effects import PromptAgent, StartAgent
 from testkit.fake_model.base import FakeModelServer, JSONResponse, RecordedRequest
-from testkit.fake_model.openai_chat import HELLO, OpenAIChatFake, last_user_text
+from testkit.fake_model.openai_chat import HELLO, OpenAIChatFake, last_user_text, tool_names
 
 ROOT = Path(__file__).resolve().parents[3]
 OPENCODE = ROOT / ".agents" / "node_modules" / ".bin" / "opencode"
@@ -449,51 +449,80 @@ def _mcp_reply(req: RecordedRequest) -> JSONResponse:
     return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 
-async def test_mcp_server_injected_through_a_private_config(
+def _auth(req: RecordedRequest) -> str | None:
+    return {k.lower(): v for k, v in req.headers.items()}.get("authorization")
+
+
+async def test_mcp_servers_per_thread_on_one_shared_server(
     fake: OpenAIChatFake, tmp_path: Path
 ) -> None:
+    """Two threads of one directory, each with its own MCP token (as the app hands them
+    out), share one server; each session is offered only its own thread's MCP tools and
+    calls them with its own token."""
     mcp = FakeModelServer()
     mcp.route("*", "/mcp", _mcp_reply)
     mcp.start()
     work = tmp_path / "work"
     work.mkdir()
     home = tmp_path / "home"
-    options = opencode_options(fake, home).model_copy(
-        update={
-            "system_instruction": "Answer in haiku. SYSMARK-42",
-            "mcp_servers": (
-                McpServer(name="probe", url=mcp.base_url + "/mcp", bearer_token="s3cret"),
-            ),
-        }
-    )
+
+    def with_token(token: str) -> AgentOptions:
+        server = McpServer(name="process-manager", url=mcp.base_url + "/mcp", bearer_token=token)
+        return opencode_options(fake, home).model_copy(
+            update={"system_instruction": "Answer in haiku. SYSMARK-42", "mcp_servers": (server,)}
+        )
+
     user_config = home / ".config" / "opencode" / "opencode.json"
+    options_a, options_b = with_token("tokA"), with_token("tokB")  # writes the home config
     before = user_config.read_text()
     try:
-        async with running(options, work) as thread:
-            server = thread.adapter.server
+        async with (
+            running(options_a, work) as one,
+            running(options_b, work) as two,
+        ):
+            server = one.adapter.server
             assert server is not None and server.process is not None
+            assert two.adapter.server is server and server.refs == 2
             for pid in tree_pids(server.process.pid):
                 try:
-                    assert "s3cret" not in " ".join(psutil.Process(pid).cmdline())
+                    assert "tok" not in " ".join(psutil.Process(pid).cmdline())
                 except psutil.Error:
                     pass
-            events = await thread.turn("MCPTEST restart the web process")
+
+            calls_before = len(mcp.requests)
+            events = await one.turn("MCPTEST restart the web process")
             started = _of(events, ToolStarted)
-            assert started and "restart_process" in started[0].name
+            assert started and started[0].name.endswith("_restart_process")
             finished = _of(events, ToolFinished)
             assert finished and "restarted web" in finished[0].result
             assert "Tool said: restarted web" in _text(events)
+            offered = tool_names(fake.agent_requests()[-1].body)
+            mine = [n for n in offered if n.startswith("process-manager")]
+            assert mine == [started[0].name]  # thread two's tools are not offered here
+            call = [
+                r
+                for r in mcp.requests[calls_before:]
+                if r.body and isinstance(r.body, dict) and r.body.get("method") == "tools/call"
+            ]
+            assert [_auth(r) for r in call] == ["Bearer tokA"]
             # The system instruction rides on the prompt (prompt_async "system").
             system = fake.agent_requests()[-1].body["messages"][0]["content"]
             assert "SYSMARK-42" in json.dumps(system)
+
+            other = await two.turn("MCPTEST restart it again")
+            other_tool = _of(other, ToolStarted)[0].name
+            assert other_tool.endswith("_restart_process") and other_tool != started[0].name
+            offered = tool_names(fake.agent_requests()[-1].body)
+            assert [n for n in offered if n.startswith("process-manager")] == [other_tool]
+            calls = [
+                r
+                for r in mcp.requests
+                if isinstance(r.body, dict) and r.body.get("method") == "tools/call"
+            ]
+            assert _auth(calls[-1]) == "Bearer tokB"
     finally:
         mcp.stop()
     assert user_config.read_text() == before  # the user's own config is untouched
-    # Nothing of ours landed in the user's tree (opencode adds its own .gitignore etc.).
-    for path in home.rglob("*"):
+    for path in home.rglob("*"):  # no token landed in the user's tree
         if path.is_file() and path.suffix in (".json", ".jsonc", ".toml", ".md", ""):
-            assert b"s3cret" not in path.read_bytes(), path
-    methods = [r.body.get("method") for r in mcp.requests if isinstance(r.body, dict)]
-    assert "initialize" in methods and "tools/call" in methods
-    auth = {{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in mcp.requests}
-    assert auth == {"Bearer s3cret"}
+            assert b"tokA" not in path.read_bytes() and b"tokB" not in path.read_bytes(), path

@@ -3,7 +3,6 @@ bodies, and the conversation list read from opencode's SQLite database."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
@@ -12,13 +11,16 @@ import pytest
 from ingress.agents import adapter_class
 from ingress.agents.base import AgentOptions, McpServer
 from ingress.agents.opencode import (
+    McpRegistration,
     OpencodeAdapter,
     list_conversations,
+    mcp_registrations,
     opencode_env,
     private_config,
     prompt_body,
     run_argv,
     serve_spec,
+    session_rules,
 )
 from runtime.effects import PromptAgent
 from runtime.model import Attachment
@@ -82,10 +84,36 @@ def test_serve_spec_is_loopback_and_a_stable_pool_key() -> None:
     assert spec.cwd == "/work" and spec.config == ""
     assert spec.key == serve_spec(options, "/work", {"PATH": "/bin"}).key
     assert spec.key != serve_spec(options, "/other", {"PATH": "/bin"}).key
+    # MCP servers (per-thread tokens) do not split the pool: threads still share a server.
     with_mcp = options.model_copy(
         update={"mcp_servers": (McpServer(name="pm", url="http://127.0.0.1:9/mcp"),)}
     )
-    assert json.loads(serve_spec(with_mcp, "/work", {}).config)["mcp"]["pm"]["url"]
+    assert serve_spec(with_mcp, "/work", {"PATH": "/bin"}).key == spec.key
+
+
+def test_mcp_registrations_are_per_token_and_sessions_see_only_theirs() -> None:
+    def regs(token: str | None) -> list[McpRegistration]:
+        server = McpServer(name="process-manager", url="http://127.0.0.1:9/mcp", bearer_token=token)
+        return mcp_registrations(AgentOptions(mcp_servers=(server,)))
+
+    (a,), (b,), (a_again,) = regs("tokA"), regs("tokB"), regs("tokA")
+    assert a.name != b.name and a.name == a_again.name
+    assert a.name.startswith("process-manager-") and a.base == "process-manager"
+    assert a.config == {
+        "type": "remote",
+        "url": "http://127.0.0.1:9/mcp",
+        "enabled": True,
+        "headers": {"Authorization": "Bearer tokA"},
+    }
+    assert "headers" not in regs(None)[0].config
+    assert session_rules(None, [a]) == [
+        {"permission": "process-manager-*", "pattern": "*", "action": "deny"},
+        {"permission": f"{a.name}_*", "pattern": "*", "action": "allow"},
+    ]
+    asking = session_rules("ask", [])
+    assert {r["permission"] for r in asking} == {"bash", "edit", "webfetch", "external_directory"}
+    assert all(r["action"] == "ask" for r in asking)
+    assert session_rules(None, []) == []
 
 
 def test_run_argv_resumes_and_keeps_a_dash_prompt_safe() -> None:
