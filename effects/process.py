@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import psutil
 import trio
 
-__all__ = ["LineReader", "ManagedProcess", "kill_tree", "tree_pids"]
+__all__ = ["LineReader", "ManagedProcess", "group_pids", "kill_tree", "tree_pids"]
 
 MAX_LINE = 32 * 1024 * 1024  # a longer line is cut: a runaway line must not eat memory
 
@@ -66,6 +66,19 @@ def tree_pids(pid: int) -> list[int]:
         return []
 
 
+def group_pids(pgid: int) -> list[int]:
+    """Live processes of a process group, found by scanning: a launcher that exited first
+    (node's ``.bin`` wrappers) leaves its group members with no living ancestor to find."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                found.append(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
+
+
 def _signal_all(pids: Sequence[int], sig: int, pgid: int | None) -> None:
     if pgid is not None:
         try:
@@ -101,8 +114,9 @@ async def kill_tree(
 ) -> bool:
     """Signal the tree rooted at ``pid`` with ``first_signal``, then SIGKILL what is left
     after ``grace`` seconds. Returns True when psutil confirms every process is gone."""
-    pids = list(dict.fromkeys(tree_pids(pid) + list(extra_pids)))
-    if not pids:
+    group = group_pids(pgid) if pgid is not None else []
+    pids = list(dict.fromkeys(tree_pids(pid) + list(extra_pids) + group))
+    if not _alive(pids):
         return True
     _signal_all(pids, first_signal, pgid)
     with trio.move_on_after(grace):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ingress.agents.base import AgentOptions
+from ingress.agents.base import AgentOptions, agent_environment
 from runtime.model import Attachment
 
 __all__ = [
@@ -138,7 +138,7 @@ def ensure_codex_home(options: AgentOptions) -> None:
 
 
 def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    env = dict(agent_environment() if base is None else base)
     env.setdefault("RUST_LOG", "warn")
     env.update(dict(options.env))
     if options.home:
