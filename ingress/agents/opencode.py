@@ -134,6 +134,7 @@ class OpencodeAdapter(AgentAdapter):
         self._turn_done: trio.Event | None = None
         self._turn_env: dict[str, str] = {}
         self._mcp_names: list[str] = []
+        self._problems: list[str] = []  # start-up problems told once the thread is ready
 
     # serve ------------------------------------------------------------------------------
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: Any) -> None:
@@ -173,14 +174,14 @@ class OpencodeAdapter(AgentAdapter):
         session_id: str | None = None
         handle = None
         try:
-            problems = await self._register_mcp(server)
+            self._problems = await self._register_mcp(server)
             session_id = await self._open_session(server, start.session_id)
             self._session_id = session_id
             handle, events = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
             task_status.started()
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
-            for problem in problems:
+            for problem in self._problems:
                 await self._emit_event(AgentError(message=problem))
             if start.session_id and start.session_id != session_id:
                 await self._emit_event(
@@ -247,8 +248,10 @@ class OpencodeAdapter(AgentAdapter):
             "PATCH", f"/session/{session_id}", json_body={"permission": rules}
         )
         if response.status_code != 200:
-            raise OpencodeStartError(
-                f"opencode: could not update session {session_id}: {response.status_code}"
+            # Not fatal: the thread goes on, told that its MCP tools may be missing.
+            self._problems.append(
+                f"could not give resumed session {session_id} this thread's MCP tools "
+                f"({response.status_code})"
             )
 
     async def _register_mcp(self, server: OpencodeServer) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from effects.process import tree_pids
-from ingress.agents.base import AgentOptions, StampedEvent
+from ingress.agents.base import AgentOptions, McpServer, StampedEvent
 from ingress.agents.opencode import OpencodeAdapter, OpencodeStartError
 from ingress.agents.opencode_server import live_servers
 from runtime.agent_events import (
@@ -172,3 +172,26 @@ async def test_resume_a_known_session_or_say_a_new_one_was_started(tmp_path: Pat
             started, error = heard.events[0].event, heard.events[1].event
             assert isinstance(started, SessionStarted) and started.session_id == fresh.session_id
             assert isinstance(error, AgentError) and "ses_gone" in error.message
+
+
+async def test_mcp_servers_that_cannot_be_added_are_reported_not_fatal(tmp_path: Path) -> None:
+    """The stand-in has no ``/mcp`` (nor ``PATCH /session``): the thread still starts, says
+    why its MCP tools are missing, and works."""
+    opts = options(tmp_path).model_copy(
+        update={
+            "mcp_servers": (McpServer(name="pm", url="http://127.0.0.1:9/mcp", bearer_token="t"),)
+        }
+    )
+    async with serving(opts, tmp_path) as (first, heard):
+        errors = [e.event for e in heard.events if isinstance(e.event, AgentError)]
+        assert isinstance(heard.events[0].event, SessionStarted)
+        assert len(errors) == 1 and "MCP server 'pm'" in errors[0].message
+        await first.prompt(prompt("r1", tmp_path))
+        assert isinstance((await heard.end_of("r1")).event, TurnCompleted)
+        known = first.session_id
+        async with serving(opts, tmp_path, resume=known) as (again, heard_again):
+            assert again.session_id == known
+            messages = [
+                e.event.message for e in heard_again.events if isinstance(e.event, AgentError)
+            ]
+            assert any("resumed session" in m for m in messages)
