@@ -237,10 +237,13 @@ class Runtime:
                 actors = [self._actors[thread_id]] if thread_id in self._actors else []
             else:
                 actors = list(self._actors.values())
-            busy = [a for a in actors if not a.is_quiet()]
-            if not busy:
+            waited = False
+            for actor in actors:  # one pass: O(threads), not O(threads^2)
+                if not actor.is_quiet():
+                    await actor.wait_quiet()
+                    waited = True
+            if not waited:
                 return
-            await busy[0].wait_quiet()
 
     # --- disposal ------------------------------------------------------------------------
 
