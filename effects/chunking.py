@@ -29,7 +29,6 @@ import re
 __all__ = [
     "THINKING_PREVIEW_CHARS",
     "MessageChunker",
-    "fence_after",
     "fit_message",
     "is_blank",
     "parse_component_action",
@@ -104,13 +103,6 @@ def _next_fence(fence: str | None, line: str) -> str | None:
     return None if marker.strip("`") == "" else fence
 
 
-def fence_after(text: str, fence: str | None = None) -> str | None:
-    """The fence still open after ``text`` (read as whole lines), starting from ``fence``."""
-    for line in text.split("\n"):
-        fence = _next_fence(fence, line)
-    return fence
-
-
 class MessageChunker:
     """Cuts a streamed text into messages of at most ``budget`` characters.
 
@@ -136,7 +128,6 @@ class MessageChunker:
         self._pending = ""  # the current line, not yet complete
         self._pending_at_line_start = True
         self._closed: list[str] = []
-        self.messages_closed = 0
         self.finished = False
 
     # -- input ---------------------------------------------------------------------------
@@ -285,7 +276,6 @@ class MessageChunker:
         if self._fence is not None:
             suffix = FENCE if body.endswith("\n") else "\n" + FENCE
         self._closed.append(self._prefix + body + suffix)
-        self.messages_closed += 1
         self._prefix = self._reopen_prefix()
         self._parts = []
         self._body_len = 0
