@@ -2,8 +2,10 @@
 
 ``AgentListener`` owns the thread's agent connection: it runs ``adapter.serve`` in a task,
 turns every ``StampedEvent`` into an ``AgentEventReceived`` action posted to the thread's
-queue, and posts ``AgentConnected`` on each (re)start and ``AgentExited`` when ``serve``
-returns. Invariants:
+queue, posts ``AgentConnected`` each time an agent gets ready and ``AgentExited`` when one
+that got ready ends by itself (or is stopped by disposal; a stop the core asked for is not
+reported back, see ``stop``). A start that fails is reported by the caller of ``ensure``.
+Invariants:
 
 - It outlives runs: interrupting or aborting a turn goes to the adapter in-band and never
   stops the listener (listener continuity). Only ``stop`` (a ``StopAgent`` effect, or
