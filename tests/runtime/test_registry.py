@@ -15,7 +15,7 @@ from runtime_harness import Chat, running, until
 from ingress.agents.base import AgentOptions, StampedEvent
 from ingress.agents.claude import ClaudeAdapter
 from runtime import agent_events as E
-from runtime.listener import SessionDemux
+from runtime.listener import Backoff, SessionDemux
 from runtime.model import Phase
 from testkit.fake_agent import FakeAgentServer, fake_claude_binary
 
@@ -274,3 +274,25 @@ async def test_a_crashed_agent_process_is_respawned_resuming_its_session(tmp_pat
         await until(lambda: rt.snapshot("t1").counters.completed == 2, timeout=30, step=0.02)
         assert rt.snapshot("t1").conversation.session_id == session  # resumed, not new
         assert rt.statistics("t1").listener_starts == 2
+
+
+def test_backoff_doubles_to_its_cap_resets_when_healthy_and_limits_starts() -> None:
+    backoff = Backoff()
+    now, delays = 0.0, []
+    for _ in range(8):  # an agent that dies at once, every time
+        backoff.record_start(now)
+        delay = backoff.delay(now, uptime_s=0.1)
+        delays.append(delay)
+        now += delay
+    assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert all(d <= 60.0 for d in delays) and max(delays) >= 30.0
+    starts = []
+    now = 0.0
+    backoff = Backoff(initial_s=0.1, max_s=0.1)  # tiny delays: only the window cap holds
+    for _ in range(12):
+        backoff.record_start(now)
+        starts.append(now)
+        now += backoff.delay(now, uptime_s=0.0)
+    assert all(b - a >= 60.0 - 1e-9 for a, b in zip(starts, starts[5:], strict=False))
+    backoff.record_start(now)
+    assert backoff.delay(now + 120, uptime_s=120.0) == backoff.initial_s  # healthy: reset
