@@ -379,7 +379,11 @@ class EventLog:
         )
         for (raw,) in cur:
             data = json.loads(raw)
-            posted[data["key"]] = tuple(data.get("message_ids", ()))
+            # Each OutputPosted names the messages that apply newly posted for the key (a
+            # long output grows into several): the key's ids are all of them, in order.
+            key = data["key"]
+            new = [m for m in data.get("message_ids", ()) if m not in posted.get(key, ())]
+            posted[key] = posted.get(key, ()) + tuple(new)
         return posted
 
     def statistics(self) -> dict[str, int]:

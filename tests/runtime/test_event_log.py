@@ -154,3 +154,21 @@ async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) ->
         pass
     with pytest.raises(RuntimeClosed):
         await rt.post(UserMessage(thread_id="t", action_id="x", at=0.0, author_id="u", text="hi"))
+
+
+def test_posted_outputs_gathers_every_message_of_a_key(tmp_path: Path) -> None:
+    from runtime.actions import OutputPosted
+    from runtime.log import EventLog
+
+    log = EventLog(tmp_path / "log.sqlite3").open()
+    try:
+        for i, ids in enumerate([("m1",), ("m2", "m3"), ("m3",)]):
+            log.append(
+                OutputPosted(
+                    thread_id="t", action_id=f"p{i}", at=float(i), key="k", message_ids=ids
+                )
+            )
+        log.flush()
+        assert log.posted_outputs("t") == {"k": ("m1", "m2", "m3")}
+    finally:
+        log.close()
