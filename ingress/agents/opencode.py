@@ -527,6 +527,9 @@ class OpencodeAdapter(AgentAdapter):
         if self._run_id is not None:
             with trio.move_on_after(self.options.stop_grace_s):
                 await self.interrupt(self._run_id)
+                # Let the abort land (session idle) before this thread leaves the server.
+                while self._parser is not None and self._parser.turn_open:
+                    await trio.sleep(0.02)
         if self._serve_scope is not None:
             self._serve_scope.cancel()
         with trio.move_on_after(self.options.stop_grace_s * 3 + 5):

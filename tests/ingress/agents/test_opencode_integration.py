@@ -381,6 +381,14 @@ async def test_server_killed_mid_turn_then_the_session_resumes(
         assert "PELICAN" in history and last_user_text(fake.agent_requests()[-1].body) == (
             "what was the word?"
         )
+        # stop() in the middle of a turn: in-band abort first, then the server goes.
+        busy_run = await again.prompt("SLOWTEST")
+        await again.wait_for(lambda e: e.run_id == busy_run and isinstance(e.event, TextDelta))
+        second_pids = tree_pids(again.adapter.server.process.pid)
+    stopped = [e.event for e in again.events if e.run_id == busy_run and _ends_turn(e)]
+    assert len(stopped) == 1 and isinstance(stopped[0], TurnAborted)
+    assert stopped[0].reason == "interrupted"
+    _assert_gone(second_pids)
 
 
 async def test_per_turn_fallback_mcp_tool_then_a_resumed_turn_interrupted(
