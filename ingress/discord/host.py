@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import discord
@@ -38,6 +40,7 @@ from runtime.model import Policy, ThreadState
 from runtime.registry import Runtime, open_runtime
 
 __all__ = [
+    "DiscordApp",
     "DiscordRenderers",
     "RuntimePort",
     "hosted_bot",
@@ -207,6 +210,21 @@ class DiscordRenderers:
         return renderer
 
 
+@dataclass(frozen=True)
+class DiscordApp:
+    """What ``run_discord_runtime`` started with, for tests and tools to look at, and
+    ``stop()``: a graceful end (runs closed, last edits made, client closed, in that
+    order). Cancelling the task ends it too, but cuts those drains short."""
+
+    runtime: Runtime
+    bot: SpindleBot
+    renderers: DiscordRenderers
+    stopping: trio.Event
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
 async def _wind_down(runtime: Runtime, renderers: DiscordRenderers) -> None:
     """Before the client closes: dispose every thread (runs end, prompts close), then
     make the renderers' last paced edits, while Discord can still be reached."""
@@ -221,11 +239,14 @@ async def run_discord_runtime(
     adapter_factory: AdapterFactory,
     policy: Policy,
     limits: PlatformLimits | None = None,
+    stop_on_signals: bool = False,
     task_status: Any = trio.TASK_STATUS_IGNORED,
     **runtime_kwargs: Any,
 ) -> None:
-    """The whole Discord bot: runtime, renderers and client, until cancelled. Starts
-    (``task_status``) with ``(runtime, bot)`` once the bot is ready."""
+    """The whole Discord bot: runtime, renderers and client, until ``stop()`` or
+    cancelled. Starts (``task_status``) with a ``DiscordApp`` once the bot is ready.
+    ``stop_on_signals`` (main thread only): SIGINT/SIGTERM stop it gracefully instead of
+    interrupting it, so runs are closed and the last edits made before the client goes."""
     async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
         async with open_runtime(
             log=log,
@@ -239,5 +260,18 @@ async def run_discord_runtime(
             ) as bot:
                 renderers.attach(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
-                task_status.started((runtime, bot))
-                await trio.sleep_forever()
+                app = DiscordApp(runtime, bot, renderers, trio.Event())
+                task_status.started(app)
+                async with trio.open_nursery() as nursery:
+                    if stop_on_signals:
+                        nursery.start_soon(_stop_on_signals, app)
+                    await app.stopping.wait()
+                    nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signals(app: DiscordApp) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            _log.info("signal %s: stopping the Discord bot", signum)
+            app.stop()
+            return

@@ -23,17 +23,18 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import trio_asyncio  # type: ignore[import-untyped]
+import trio
 
 from ingress.discord.bot import SpindleBot
-from ingress.discord.host import DiscordRenderers, hosted_bot
+from ingress.discord.host import DiscordApp, DiscordRenderers, run_discord_runtime
 from runtime.agent_events import TextDelta, ToolFinished, ToolStarted
 from runtime.log import EventLog
 from runtime.model import Policy
-from runtime.registry import Runtime, open_runtime
+from runtime.registry import Runtime
 from testkit.fake_agent import FakeAgentWorld, Step, default_script
 from testkit.fake_discord.harness import World, wait_for
 from testkit.fake_discord.store import FakeMessage
@@ -145,31 +146,35 @@ class Stack:
             timeout,
         )
         await self.runtime.wait_quiet(str(thread))
-        for renderer in self.renderers.renderers.values():
-            await renderer.flush()
+        # The renderers' last paced edits (they make them in their own tasks, inside the
+        # trio-asyncio loop; this task is outside it, so it only watches).
+        await wait_for(
+            lambda: [r.statistics().dirty_messages for r in self.renderers.renderers.values()],
+            lambda dirty: not any(dirty),
+            timeout,
+        )
         return self.world.fake.messages(thread) if messages else messages
 
 
 @asynccontextmanager
 async def discord_stack(world: World, tmp_path: Path, **settings: Any) -> AsyncIterator[Stack]:
+    """The production wiring (``run_discord_runtime``) with the fake agent, on a log in
+    ``tmp_path`` (the same path again: a restart)."""
     agents = FakeAgentWorld(script=SCRIPT)
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
-    async with trio_asyncio.open_loop(), DiscordRenderers() as renderers:
-        with EventLog(tmp_path / "events.sqlite3") as log:
-            async with open_runtime(
-                log=log,
-                renderer_factory=renderers.renderer,
-                adapter_factory=agents.factory,
-                policy=policy,
-                tick_interval_s=0.25,
-            ) as runtime:
-
-                async def wind_down() -> None:
-                    await runtime.dispose_all()
-                    await renderers.flush()
-
-                async with hosted_bot(
-                    world.settings(**settings), runtime, before_close=wind_down
-                ) as bot:
-                    renderers.attach(bot.platform)
-                    yield Stack(world, runtime, bot, agents, renderers)
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with trio.open_nursery() as nursery:
+            app: DiscordApp = await nursery.start(
+                partial(
+                    run_discord_runtime,
+                    world.settings(**settings),
+                    log=log,
+                    adapter_factory=agents.factory,
+                    policy=policy,
+                    tick_interval_s=0.25,
+                )
+            )
+            try:
+                yield Stack(world, app.runtime, app.bot, agents, app.renderers)
+            finally:
+                app.stop()

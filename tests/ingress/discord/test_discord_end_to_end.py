@@ -4,13 +4,20 @@ a real SQLite log, stream renderer over DiscordPlatform, scripted fake agent
 
 from __future__ import annotations
 
+import os
+import signal
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from ingress.discord.bot import REFUSAL
+from ingress.discord.host import DiscordApp, run_discord_runtime
+from runtime.log import EventLog
+from runtime.model import Policy
+from testkit.fake_agent import FakeAgentWorld
 from testkit.fake_discord.harness import World, wait_for
-from testkit.fake_discord.stack import Stack, discord_stack, is_footer, long_answer
+from testkit.fake_discord.stack import SCRIPT, Stack, discord_stack, is_footer, long_answer
 from testkit.fake_discord.store import FakeMessage
 
 FENCE = "```"
@@ -377,3 +384,35 @@ async def test_under_discord_style_rate_limits_discord_py_paces_and_nothing_is_l
         sent = [c.at for c in posts if c.status == 200]
         for start in sent:
             assert len([t for t in sent if start <= t < start + 0.95]) <= 2
+
+
+async def test_sigterm_stops_the_bot_gracefully(world: World, tmp_path: Path) -> None:
+    agents = FakeAgentWorld(script=SCRIPT)
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with trio.open_nursery() as nursery:
+            app: DiscordApp = await nursery.start(
+                partial(
+                    run_discord_runtime,
+                    world.settings(),
+                    log=log,
+                    adapter_factory=agents.factory,
+                    policy=Policy(allowed_roots=(os.path.realpath(world.workdir),)),
+                    stop_on_signals=True,
+                )
+            )
+            stack = Stack(world, app.runtime, app.bot, agents, app.renderers)
+            thread = await stack.start_thread()
+            world.fake.send_message(thread, world.alice, "SLOW work")
+            await wait_for(
+                lambda: world.fake.messages(thread), lambda ms: "slow2" in ms[-1].content
+            )
+            with trio.fail_after(20):
+                os.kill(os.getpid(), signal.SIGTERM)
+                await app.stopping.wait()
+        # Stopped by the signal, not cancelled: the run was closed in the thread, with
+        # its text as far as it got, and the client closed last.
+        assert app.bot.is_closed()
+        texts = [m.content for m in world.fake.messages(thread)]
+        assert any("slow2" in t for t in texts)
+        assert texts[-1].startswith("⚠")  # the run's closing notice was still delivered
+        assert stack.agents.live() == []
