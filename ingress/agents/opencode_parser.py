@@ -22,6 +22,7 @@ twice when the completed part arrives. A ``session.idle`` seen before the new tu
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from runtime.agent_events import (
 
 __all__ = [
     "ABORTED_ERROR",
+    "display_name",
     "OpencodeEventParser",
     "OpencodeRunParser",
     "error_message",
@@ -82,6 +84,20 @@ _NOISE = frozenset(
         "mcp.tools.changed",
     }
 )
+
+
+# An MCP tool of a server the adapter registered per thread: ``<name>-<10 hex>_<tool>``.
+_REGISTERED_MCP_TOOL = re.compile(r"^(?P<server>.+)-[0-9a-f]{10}_(?P<tool>.+)$")
+
+
+def display_name(tool: str) -> str:
+    """A tool's name for display: ``process-manager-0123456789_start_process`` (an MCP tool
+    the adapter registered) -> ``Process Manager · Start Process``; others as opencode
+    names them (``bash``, ``read``, ``myserver_tool``)."""
+    match = _REGISTERED_MCP_TOOL.match(tool)
+    if match:
+        return clean_tool_name(f"mcp__{match['server']}__{match['tool']}")
+    return clean_tool_name(tool)
 
 
 def session_of(event: Any) -> str | None:
@@ -466,7 +482,7 @@ class OpencodeEventParser:
                 ToolStarted(
                     tool_id=call_id,
                     name=tool,
-                    display_name=clean_tool_name(tool),
+                    display_name=display_name(tool),
                     input_summary=input_summary(tool, state),
                 )
             )
@@ -631,7 +647,7 @@ class OpencodeRunParser:
             ToolStarted(
                 tool_id=str(call_id),
                 name=tool,
-                display_name=clean_tool_name(tool),
+                display_name=display_name(tool),
                 input_summary=input_summary(tool, state),
             )
         ]

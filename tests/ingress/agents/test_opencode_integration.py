@@ -501,6 +501,7 @@ async def test_mcp_servers_per_thread_on_one_shared_server(
             events = await one.turn("MCPTEST restart the web process")
             started = _of(events, ToolStarted)
             assert started and started[0].name.endswith("_restart_process")
+            assert started[0].display_name == "Process Manager · Restart Process"
             finished = _of(events, ToolFinished)
             assert finished and "restarted web" in finished[0].result
             assert "Tool said: restarted web" in _text(events)

@@ -21,6 +21,7 @@ from ingress.agents.base import ParserStats
 from ingress.agents.opencode_parser import (
     OpencodeEventParser,
     OpencodeRunParser,
+    display_name,
     error_message,
     input_summary,
     session_of,
@@ -342,6 +343,14 @@ def test_end_turn_aborted_from_outside_happens_once() -> None:
     parser.begin_turn()
     assert parser.end_turn_aborted("watchdog") == [TurnAborted(reason="watchdog")]
     assert parser.end_turn_aborted("watchdog") == []
+
+
+def test_display_names() -> None:
+    assert display_name("process-manager-0123456789_start_process") == (
+        "Process Manager · Start Process"
+    )
+    assert display_name("bash") == "bash"
+    assert display_name("myserver_do_thing") == "myserver_do_thing"  # not one of ours
 
 
 def test_helpers() -> None:
