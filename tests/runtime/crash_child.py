@@ -3,12 +3,13 @@ fake agent, driven over stdin. Not a test by itself.
 
     crash_child.py DB POSTED_FILE DELIVERED_FILE
 
-stdin lines: ``start <id>`` (start the conversation), ``msg <id>`` / ``queue <id>`` (a plain
-or /queue prompt whose text names the id), ``drain`` (print ``idle`` once every prompt is
-done), ``quit``. Each prompt is acknowledged with ``ack <id>`` on stdout once its action is
-durable. Every chat output key the renderer posts is appended to POSTED_FILE and every
-prompt the agent receives to DELIVERED_FILE, each with one unbuffered write, so what the
-outside world saw survives the kill.
+stdin lines: ``start <id> <thread>`` (start the thread's conversation), ``msg <id>
+<thread>`` / ``queue <id> <thread>`` (a plain or /queue prompt whose text names the id),
+``drain`` (print ``idle`` once every prompt of every thread is done), ``quit``. Each prompt
+is acknowledged with ``ack <id>`` on stdout once its action is durable. Every chat output
+key the renderer posts is appended to POSTED_FILE and every prompt the agent receives to
+DELIVERED_FILE, each with one unbuffered write, so what the outside world saw survives the
+kill.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from runtime.registry import open_runtime  # noqa: E402
 from testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
 from testkit.fake_chat import RenderWorld  # noqa: E402
 
-THREAD = "t1"
+THREADS = ("t1", "t2")
 
 
 def script(text: str) -> list[Step]:
@@ -39,6 +40,12 @@ def script(text: str) -> list[Step]:
     for i in range(4):
         steps += [Step("event", TextDelta(text=f"{text} part{i} ")), Step("sleep", seconds=0.015)]
     return steps
+
+
+def _settled(rt, thread_id: str) -> bool:
+    state, actor = rt.snapshot(thread_id), rt.get(thread_id)
+    idle = state is None or (state.run is None and not state.queue)
+    return idle and (actor is None or actor.is_quiet())
 
 
 def appender(path: str):
@@ -74,18 +81,12 @@ async def main(db: str, posted_path: str, delivered_path: str) -> None:
                 buf += chunk
                 while b"\n" in buf:
                     raw, buf = buf.split(b"\n", 1)
-                    verb, _, ident = raw.decode().strip().partition(" ")
-                    base = {"thread_id": THREAD, "action_id": ident, "at": trio.current_time()}
+                    verb, ident, thread_id = (raw.decode().split() + ["", "", THREADS[0]])[:3]
+                    base = {"thread_id": thread_id, "action_id": ident, "at": trio.current_time()}
                     if verb == "quit":
                         return
                     if verb == "drain":
-                        while True:
-                            s = rt.snapshot(THREAD)
-                            actor = rt.get(THREAD)
-                            if (s is None or (s.run is None and not s.queue)) and (
-                                actor is None or actor.is_quiet()
-                            ):
-                                break
+                        while not all(_settled(rt, t) for t in THREADS):
                             await trio.sleep(0.02)
                         print("idle", flush=True)
                         continue

@@ -1,8 +1,9 @@
-"""Kill the runtime process with SIGKILL at seeded random moments, restart it on the same
-log, and prove what survives: every acknowledged prompt is in the log, was dispatched to
-the agent exactly once, or is still queued, or was the run the crash cut short (which the
-restarted runtime reports as interrupted in the thread); no chat output key is ever
-posted twice. Set SPINDLE_CRASH_SEED to replay one sequence of kill points."""
+"""Kill the runtime process (two busy threads) with SIGKILL at seeded random moments,
+restart it on the same log, and prove what survives: every acknowledged prompt is in the
+log, was dispatched to the agent exactly once, or is still queued, or was the run the crash
+cut short (which the restarted runtime reports as interrupted in the thread); no chat
+output key is ever posted twice. Set SPINDLE_CRASH_SEED to replay one sequence of kill
+points."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from runtime.transitions import transition
 
 CHILD = Path(__file__).with_name("crash_child.py")
 KILLS = 20
+THREADS = ("t1", "t2")
 
 
 class Child:
@@ -94,10 +96,12 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
     for life in range(KILLS + 1):
         child = Child(tmp_path)
         if life == 0:
-            child.send("start c0")
+            for thread_id in THREADS:
+                child.send(f"start c-{thread_id} {thread_id}")
         for _ in range(rng.randint(1, 4)):
             next_id += 1
-            child.send(f"{rng.choice(['msg', 'queue', 'queue'])} p{next_id}")
+            verb = rng.choice(["msg", "queue", "queue"])
+            child.send(f"{verb} p{next_id} {rng.choice(THREADS)}")
             time.sleep(rng.uniform(0, 0.06))
         if life < KILLS:
             time.sleep(rng.uniform(0, 0.25))
@@ -120,33 +124,40 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
     assert twice == [], f"seed {seed}: prompts dispatched twice: {twice}"
 
     with EventLog(tmp_path / "events.sqlite3") as log:
-        entries = list(log.read("t1"))
+        entries = {t: list(log.read(t)) for t in THREADS}
         store, _ = rebuild_from_log(log, transition)
-    logged = {e.action.action_id for e in entries}
+    logged = {e.action.action_id for es in entries.values() for e in es}
     lost = [p for p in acked if p not in logged]
     assert lost == [], f"seed {seed}: acknowledged prompts missing from the log: {lost}"
 
-    # Which prompts were the active run when a restart found it (reported interrupted).
     cut_short: set[str] = set()
-    state_run_prompt: str | None = None
-    for _, action, result in replay_actions((e.seq, e.action) for e in entries):
-        if action.kind == "runtime_recovered" and state_run_prompt is not None:
-            cut_short.add(state_run_prompt)
-        run = result.state.run
-        state_run_prompt = run.prompt.id if run is not None else None
-    final = store.get("t1")
-    still_queued = {q.id for q in final.queue}
-    prompts = {
-        e.action.action_id for e in entries if e.action.kind in ("user_message", "queue_command")
-    }
-    unaccounted = [
-        p
-        for p in sorted(prompts)
-        if p not in delivered and p not in still_queued and p not in cut_short
-    ]
-    assert unaccounted == [], f"seed {seed}: prompts neither dispatched, queued nor reported"
-    assert final.run is None and final.queue == ()  # the last life drained everything
-    recoveries = sum(1 for e in entries if e.action.kind == "runtime_recovered")
+    for thread_id in THREADS:
+        # Which prompts were the active run when a restart found it (reported interrupted).
+        run_prompt: str | None = None
+        for _, action, result in replay_actions((e.seq, e.action) for e in entries[thread_id]):
+            if action.kind == "runtime_recovered" and run_prompt is not None:
+                cut_short.add(run_prompt)
+            run = result.state.run
+            run_prompt = run.prompt.id if run is not None else None
+        final = store.get(thread_id)
+        still_queued = {q.id for q in final.queue}
+        prompts = {
+            e.action.action_id
+            for e in entries[thread_id]
+            if e.action.kind in ("user_message", "queue_command")
+        }
+        unaccounted = [
+            p
+            for p in sorted(prompts)
+            if p not in delivered and p not in still_queued and p not in cut_short
+        ]
+        assert unaccounted == [], (
+            f"seed {seed}: {thread_id}: {unaccounted} neither dispatched, queued nor reported"
+        )
+        assert final.run is None and final.queue == ()  # the last life drained everything
+    recoveries = sum(
+        1 for es in entries.values() for e in es if e.action.kind == "runtime_recovered"
+    )
     print(
         f"seed {seed}: {len(acked)} acked, {len(set(delivered))} dispatched, "
         f"{len(cut_short)} cut short by a kill, {recoveries} recoveries, {len(posted)} outputs"
