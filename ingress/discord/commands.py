@@ -1,7 +1,8 @@
 """The slash commands: their definitions (names, options, descriptions, autocomplete) and
 what each one posts. Each handler refuses, or defers and posts one action through
 ``SpindleBot.command`` / ``start_conversation``; ``/<agent> conversations`` is read-only and
-answered here. See docs/commands.md.
+answered here from the CLI's own store (``ingress.agents.list_conversations``). See
+docs/commands.md.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
+from ingress.agents import list_conversations
 from ingress.discord import translate
-from ingress.discord.sessions import list_sessions
 from runtime.actions import (
     AbortRequested,
     ConversationEnded,
@@ -119,11 +120,11 @@ def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:
     ) -> list[app_commands.Choice[str]]:
         if not bot.allowed(interaction.user):
             return []
-        sessions = list_sessions(agent, _workdir_for_listing(bot, interaction))
+        sessions = list_conversations(agent, _workdir_for_listing(bot, interaction))
         return [
-            app_commands.Choice(name=f"{s.id[:36]} {s.title}"[:100], value=s.id)
+            app_commands.Choice(name=f"{s.session_id[:36]} {s.title}"[:100], value=s.session_id)
             for s in sessions
-            if s.id.startswith(current.strip())
+            if s.session_id.startswith(current.strip()) and len(s.session_id) <= 100
         ][:25]
 
     start.autocomplete("workdir")(_workdir_completer(bot))
@@ -170,11 +171,11 @@ async def _list_sessions(bot: SpindleBot, interaction: discord.Interaction, agen
         await bot.refuse(interaction)
         return
     workdir = _workdir_for_listing(bot, interaction)
-    sessions = list_sessions(agent, workdir)
+    sessions = list_conversations(agent, workdir)
     if not sessions:
         text = f"No {agent} sessions found for `{workdir}`."
     else:
-        lines = [f"`{s.id}`  {s.title}" for s in sessions[:15]]
+        lines = [f"`{s.session_id}`  {s.title}" for s in sessions[:15]]
         text = f"Recent {agent} sessions in `{workdir}`:\n" + "\n".join(lines)
         text += f"\nResume one with `/{agent} resume <id>`."
     await interaction.response.send_message(text[:1900], ephemeral=True)

@@ -296,7 +296,7 @@ async def test_workdir_and_session_ids_are_autocompleted(
         slug = "".join(ch if ch.isalnum() else "-" for ch in os.path.realpath(world.workdir))
         (sessions / slug).mkdir(parents=True)
         (sessions / slug / "0b5e-session.jsonl").write_text(
-            '{"message": {"role": "user", "content": "fix the parser"}}\n'
+            '{"type": "user", "message": {"role": "user", "content": "fix the parser"}}\n'
         )
         bot.settings = bot.settings.model_copy(
             update={"default_workdir": os.path.realpath(world.workdir)}
