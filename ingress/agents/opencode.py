@@ -426,11 +426,18 @@ class OpencodeAdapter(AgentAdapter):
             self._turn_done = trio.Event()
             self._nursery.start_soon(self._run_turn, prompt, self._turn_done)
             return
-        self._run_id = prompt.run_id
-        self._aborting_run = None
         server, parser = self._server, self._parser
         if server is None or parser is None or self._session_id is None:
             raise RuntimeError("opencode adapter: no live session")
+        if parser.turn_open and self._run_id is not None:
+            # One turn at a time: a prompt sent while opencode is busy would be queued by it
+            # and the old turn's idle would end the new one. The open turn ends first.
+            await self.interrupt(self._run_id)
+            with trio.move_on_after(self.interrupt_grace_s + 1.0):
+                while parser.turn_open:
+                    await trio.sleep(0.01)
+        self._run_id = prompt.run_id
+        self._aborting_run = None
         parser.begin_turn()
         if not prompt.system_instruction and self.options.system_instruction:
             prompt = prompt.model_copy(

@@ -245,6 +245,14 @@ async def test_long_lived_turns_tools_interrupt_and_shared_server(
         assert _text(after) == HELLO and _of(after, TurnCompleted)
         assert server.process.pid == pid
 
+        # A prompt while a turn runs (no interrupt asked): the running turn ends first.
+        busy_run = await thread.prompt("SLOWTEST")
+        await thread.wait_for(lambda e: e.run_id == busy_run and isinstance(e.event, TextDelta))
+        next_turn = await thread.turn("hello while busy")
+        ended = [e.event for e in thread.events if e.run_id == busy_run and _ends_turn(e)]
+        assert len(ended) == 1 and isinstance(ended[0], TurnAborted)
+        assert _text(next_turn) == HELLO and isinstance(next_turn[-1].event, TurnCompleted)
+
         # 4. the agent asks a question: answered, then (a second time) dismissed.
         run_q = await thread.prompt("QUESTIONTEST pick one")
         asked_q = await thread.wait_for(
