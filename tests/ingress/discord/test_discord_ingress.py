@@ -306,6 +306,9 @@ async def test_workdir_and_session_ids_are_autocompleted(
         choices = await wait_for(lambda: world.fake.suggestions(asked))
         assert [c["value"] for c in choices] == ["0b5e-session"]
         assert "fix the parser" in choices[0]["name"]
+        listed = world.fake.run_command(world.channel, world.alice, "claude conversations")
+        (reply,) = await wait_for(lambda: world.fake.interaction_replies(listed))
+        assert reply.ephemeral and "`0b5e-session`  fix the parser" in reply.content
 
 
 async def test_a_thread_that_cannot_be_opened_is_explained_and_posts_nothing(
