@@ -306,8 +306,13 @@ async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
     """Run a ``Runtime`` (arguments as for ``Runtime``) for the body of the block; on the
     way out every thread is disposed and the log flushed."""
     runtime = Runtime(**kwargs)
-    async with trio.open_nursery() as nursery:
-        await runtime._start(nursery)
+    async with trio.open_nursery() as outer:
+        # The runtime's own tasks (actors, reactors, listeners, the log flusher) live in a
+        # shielded nursery: when the code using the runtime is cancelled (Ctrl-C, a failing
+        # sibling task), they keep working long enough to park every thread (its run stopped
+        # with a notice, its queue kept) and flush the log; only then are they cancelled.
+        service, scope = await outer.start(_shielded_nursery)
+        await runtime._start(service)
         try:
             yield runtime
         finally:
@@ -316,4 +321,11 @@ async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
                 with trio.move_on_after(30):
                     await runtime.dispose_all()
                 runtime.log.flush()
-            nursery.cancel_scope.cancel()
+            scope.cancel()
+
+
+async def _shielded_nursery(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    with trio.CancelScope(shield=True) as scope:
+        async with trio.open_nursery() as nursery:
+            task_status.started((nursery, scope))
+            await trio.sleep_forever()

@@ -296,3 +296,42 @@ def test_backoff_doubles_to_its_cap_resets_when_healthy_and_limits_starts() -> N
     assert all(b - a >= 60.0 - 1e-9 for a, b in zip(starts, starts[5:], strict=False))
     backoff.record_start(now)
     assert backoff.delay(now + 120, uptime_s=120.0) == backoff.initial_s  # healthy: reset
+
+
+async def test_cancelling_the_user_of_the_runtime_still_parks_threads_in_order(
+    tmp_path, autojump_clock
+):
+    """Ctrl-C cancels the code around the runtime: its own tasks must still park every
+    thread (the run stopped with a notice, the queue kept) before they are cancelled."""
+    from runtime.log import EventLog
+    from runtime.model import Policy
+    from runtime.registry import open_runtime
+    from testkit.fake_agent import FakeAgentWorld, Step
+    from testkit.fake_chat import RenderWorld
+    from testkit.thread_script import ThreadScript
+
+    world = FakeAgentWorld(script=lambda text: [Step("sleep", seconds=1e6)])
+    chat = RenderWorld()
+    log = EventLog(tmp_path / "log.sqlite3").open()
+    s = ThreadScript("t1")
+    with trio.CancelScope() as outside:
+        async with open_runtime(
+            log=log,
+            renderer_factory=chat.renderer,
+            adapter_factory=world.factory,
+            policy=Policy(allowed_roots=("/",)),
+        ) as rt:
+            await rt.post(s.start("fake", "/tmp", "/tmp"))
+            await rt.post(s.user("long job"))
+            await rt.post(s.queue("next"))
+            await rt.wait_quiet()
+            await trio.sleep(1)
+            outside.cancel()
+            await trio.sleep_forever()
+    state = rt.snapshot("t1")
+    log.close()
+    assert state.parked and state.run is None
+    assert [q.text for q in state.queue] == ["next"]
+    notices = [e.text for t, _, e in chat.effects if getattr(e, "kind", "") == "notice"]
+    assert any("Spindle stopped this run" in n for n in notices)
+    assert world.live() == []
