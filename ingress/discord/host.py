@@ -173,11 +173,17 @@ class DiscordRenderers:
     """The runtime's ``renderer_factory`` for Discord: one ``StreamRenderer`` per thread
     (a Discord thread is a channel) over the bot's platform, each with its background task
     (paced edits, typing refresh) in this object's nursery. Use as an async context
-    manager around the runtime; ``attach(bot.platform)`` once the bot is ready."""
+    manager around the runtime; ``attach(bot.platform)`` once the bot is ready.
+
+    A thread's actor is made again after a disposal (idle sweep, archive): its new
+    renderer replaces the old one, which makes its last edits and then stops, so tasks
+    do not pile up over the bot's lifetime."""
 
     def __init__(self, limits: PlatformLimits | None = None) -> None:
         self.platform = _PendingPlatform(limits or PlatformLimits())
         self.renderers: dict[str, StreamRenderer] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+        self.running = 0  # renderer background tasks alive
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
 
@@ -204,10 +210,31 @@ class DiscordRenderers:
 
     def renderer(self, thread_id: str) -> StreamRenderer:
         assert self._nursery is not None, "use DiscordRenderers as an async context manager"
+        old, old_scope = self.renderers.get(thread_id), self._scopes.get(thread_id)
+        if old is not None and old_scope is not None:
+            self._nursery.start_soon(self._retire, old, old_scope)
         renderer = StreamRenderer(self.platform, thread_id)
+        scope = trio.CancelScope()
         self.renderers[thread_id] = renderer
-        self._nursery.start_soon(renderer.run)
+        self._scopes[thread_id] = scope
+        self._nursery.start_soon(self._run, renderer, scope)
         return renderer
+
+    async def _run(self, renderer: StreamRenderer, scope: trio.CancelScope) -> None:
+        self.running += 1
+        try:
+            with scope:
+                await renderer.run()
+        finally:
+            self.running -= 1
+
+    async def _retire(self, renderer: StreamRenderer, scope: trio.CancelScope) -> None:
+        with trio.move_on_after(30):
+            try:
+                await renderer.aclose()
+            except Exception as error:
+                _log.warning("could not flush the renderer of %s: %s", renderer.channel_id, error)
+        scope.cancel()
 
 
 @dataclass(frozen=True)

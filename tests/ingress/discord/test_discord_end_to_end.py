@@ -416,3 +416,16 @@ async def test_sigterm_stops_the_bot_gracefully(world: World, tmp_path: Path) ->
         assert any("slow2" in t for t in texts)
         assert texts[-1].startswith("⚠")  # the run's closing notice was still delivered
         assert stack.agents.live() == []
+
+
+async def test_a_thread_used_again_after_its_disposal_leaves_no_renderer_behind(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        for n in range(3):
+            world.fake.send_message(thread, world.alice, f"hi {n}")
+            await stack.until_footers(thread, n + 1)
+            assert await stack.runtime.dispose(str(thread))  # as the idle sweep would
+        await wait_for(lambda: stack.renderers.running, lambda running: running == 1)
+        assert _delivered(stack) == ["hi 0", "hi 1", "hi 2"]
