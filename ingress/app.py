@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from functools import partial
 from typing import Any
 
@@ -99,7 +100,10 @@ async def _serve(
                     f"{exc}. Agents run without it (set mcp.port, or --no-mcp)."
                 )
         factory = _AgentFactory(settings, mcp)
-        runtime_kwargs = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
+        runtime_kwargs: dict[str, Any] = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
+        if mcp is not None:
+            runtime_kwargs["enrich"] = partial(_with_processes, mcp)
+            runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
         if console_agent is None:
             from ingress.discord.host import run_discord_runtime
             from ingress.discord.settings import settings_from_config
@@ -132,7 +136,7 @@ async def _console(
     factory: _AgentFactory,
     policy: Policy,
     agent: str,
-    runtime_kwargs: dict,
+    runtime_kwargs: dict[str, Any],
     stop_input: trio.CancelScope,
 ) -> None:
     from effects.console_platform import ConsolePlatform
@@ -184,6 +188,18 @@ async def _console(
             await stdin.aclose()
         platform.close()
         nursery.cancel_scope.cancel()
+
+
+def _with_processes(mcp: Any, action: Any) -> Any:
+    """``/status`` learns the thread's managed processes here, in ingress: the core only
+    prints what the action carries."""
+    from runtime.actions import StatusRequested
+
+    if not isinstance(action, StatusRequested):
+        return action
+    now = time.time()
+    lines = tuple(p.summary(now) for p in mcp.processes_for_thread(action.thread_id))
+    return action.replace(processes=lines) if lines else action
 
 
 async def _quit_on_signal(scope: trio.CancelScope) -> None:

@@ -155,7 +155,11 @@ class ModelChanged(ActionBase):
 
 
 class StatusRequested(ActionBase):
+    """``/status``. ``processes`` is what ingress knows that the core cannot (one line per
+    process the thread's agent started through the process manager)."""
+
     kind: Literal["status"] = "status"
+    processes: tuple[str, ...] = ()
 
 
 class PermissionAnswered(ActionBase):

@@ -25,7 +25,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -83,6 +83,8 @@ class Runtime:
         idle_timeout_s: float | None = None,
         sweep_interval_s: float = 60.0,
         backoff: Callable[[], Backoff] = Backoff,
+        enrich: Callable[[Action], Action] | None = None,
+        on_dispose: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         if transition is None:
             from runtime.transitions import transition as core_transition
@@ -100,6 +102,12 @@ class Runtime:
         self.idle_timeout_s = idle_timeout_s
         self.sweep_interval_s = sweep_interval_s
         self._backoff = backoff
+        # Ingress-side additions to an action before it is queued (and logged), e.g. the
+        # process manager's view of a thread for /status: I/O the core must not do.
+        self._enrich = enrich
+        # Run after a thread is disposed while the runtime keeps running (not at shutdown),
+        # e.g. to stop the processes the thread's agent started.
+        self._on_dispose = on_dispose
         self._actors: dict[str, ThreadActor] = {}
         self._disposing: dict[str, trio.Event] = {}
         self._channels: dict[str, str] = {}
@@ -145,6 +153,8 @@ class Runtime:
             await self._disposing[action.thread_id].wait()
         if channel_id is not None:
             self._channels[action.thread_id] = channel_id
+        if self._enrich is not None:
+            action = self._enrich(action)
         return self._post_nowait(action)
 
     def _post_nowait(self, action: Action) -> Receipt:
@@ -263,6 +273,13 @@ class Runtime:
         logger.info(
             "disposed: %s", reason, extra={"thread_id": thread_id, "run": "", "action": "dispose"}
         )
+        if self._on_dispose is not None and not self.closed:
+            try:
+                await self._on_dispose(thread_id)
+            except Exception:
+                logger.exception(
+                    "after disposal", extra={"thread_id": thread_id, "run": "", "action": "dispose"}
+                )
         return True
 
     async def dispose_for_directory(self, directory: str, channel: str | None = None) -> list[str]:

@@ -475,7 +475,10 @@ def _status_text(state: ThreadState) -> str:
 
 
 def _on_status(step: _Step, a: A.StatusRequested) -> None:
-    step.reply(_status_text(step.state), ephemeral=True)
+    text = _status_text(step.state)
+    if a.processes:
+        text += "\nProcesses:\n" + "\n".join(f"  {line}" for line in a.processes)
+    step.reply(text, ephemeral=True)
 
 
 def _find_blocker(step: _Step, request_id: str, kind: str) -> Blocker | None:

@@ -335,3 +335,43 @@ async def test_cancelling_the_user_of_the_runtime_still_parks_threads_in_order(
     notices = [e.text for t, _, e in chat.effects if getattr(e, "kind", "") == "notice"]
     assert any("Spindle stopped this run" in n for n in notices)
     assert world.live() == []
+
+
+async def test_enrich_and_on_dispose_hooks(tmp_path, autojump_clock):
+    from runtime.actions import StatusRequested
+    from runtime.effects import ReplyToCommand
+    from runtime.log import EventLog
+    from runtime.model import Policy
+    from runtime.registry import open_runtime
+    from testkit.fake_agent import FakeAgentWorld
+    from testkit.fake_chat import RenderWorld
+    from testkit.thread_script import ThreadScript
+
+    disposed: list[str] = []
+
+    async def on_dispose(thread_id: str) -> None:
+        disposed.append(thread_id)
+
+    def enrich(action):
+        if isinstance(action, StatusRequested):
+            return action.replace(processes=("web: running",))
+        return action
+
+    chat = RenderWorld()
+    log = EventLog(tmp_path / "log.sqlite3").open()
+    async with open_runtime(
+        log=log,
+        renderer_factory=chat.renderer,
+        adapter_factory=FakeAgentWorld().factory,
+        policy=Policy(allowed_roots=("/",)),
+        enrich=enrich,
+        on_dispose=on_dispose,
+    ) as rt:
+        for name in ("a", "b"):
+            await rt.post(ThreadScript(name).status())
+        await rt.wait_quiet()
+        await rt.dispose("a")
+    log.close()
+    replies = [e.text for t, _, e in chat.effects if isinstance(e, ReplyToCommand)]
+    assert all(r.endswith("Processes:\n  web: running") for r in replies) and len(replies) == 2
+    assert disposed == ["a"]  # disposal while running; not the shutdown of "b"

@@ -409,3 +409,14 @@ def test_a_user_message_wakes_a_parked_thread():
     effects = t.do(t.s.user("hello again"))
     assert [p.text for p in of(effects, F.PromptAgent)] == ["hello again"]
     assert not t.state.parked
+
+
+def test_status_lists_the_processes_ingress_found():
+    from runtime.actions import StatusRequested
+
+    t = Thread().started()
+    action = StatusRequested(
+        thread_id="t1", action_id="st", at=2000.0, processes=("web: running, pid 42, up 3s",)
+    )
+    text = of(t.do(action), F.ReplyToCommand)[0].text
+    assert text.endswith("Processes:\n  web: running, pid 42, up 3s")
