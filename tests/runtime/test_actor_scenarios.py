@@ -11,7 +11,7 @@ from runtime_harness import Chat, running, until
 
 from ingress.agents.base import AgentOptions
 from runtime import agent_events as E
-from runtime.actions import AgentEventReceived, EffectFailed, UserMessage
+from runtime.actions import AgentEventReceived, EffectFailed, QuestionAnswered, UserMessage
 from runtime.effects import KEYED_POSTS, PromptAgent
 from runtime.model import Phase
 from runtime.replay import replay_actions
@@ -272,3 +272,30 @@ async def test_an_agent_that_never_gets_ready_is_given_up(tmp_path, autojump) ->
         assert any("within 60 s" in t for t in notices), notices
         assert rt.snapshot("t1").counters.failed == 1
     assert rt.statistics("t1").listener_running is False
+
+
+async def test_a_pending_question_holds_the_queue_until_it_is_answered(tmp_path, autojump) -> None:
+    async with running(tmp_path) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("QUESTION first")
+        await until(lambda: bool(rt.snapshot("t1").blockers))
+        await chat.queue("waits for the answer")
+        await trio.sleep(300)  # however long it takes, nothing is dispatched meanwhile
+        assert [t for _, t in rt.agents.delivered] == ["QUESTION first"]
+        assert rt.snapshot("t1").queue[0].text == "waits for the answer"
+        blocker = rt.snapshot("t1").blockers[0]
+        await chat.send(
+            QuestionAnswered(
+                thread_id="t1",
+                action_id="qa1",
+                at=trio.current_time(),
+                request_id=blocker.request_id,
+                answer="b",
+            )
+        )
+        await until(lambda: rt.snapshot("t1").counters.completed == 2)
+        await rt.wait_quiet("t1")
+        assert rt.agents.answers == [("q1", "b")]
+        assert rt.chat.outputs[blocker.key].dismissed == "Answered: b"
+        assert [t for _, t in rt.agents.delivered] == ["QUESTION first", "waits for the answer"]
