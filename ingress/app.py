@@ -211,11 +211,16 @@ async def _quit_on_signal(scope: trio.CancelScope) -> None:
 
 
 def run_app(settings: Settings, args: argparse.Namespace) -> int:
-    configure_logging(settings.log_level, settings.log_path, terminal=True)
+    console = args.console or settings.token() is None
+    # The console chat shares the terminal with the log: only warnings go there unless a
+    # level was asked for; the JSON log file under the data dir gets everything anyway.
+    level = settings.log_level
+    if console and getattr(args, "log_level", None) is None:
+        level = "warning"
+    configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
-    console = args.console or settings.token() is None
     if not console:
         try:
             from ingress.discord.settings import settings_from_config
