@@ -149,7 +149,10 @@ class Reactor:
         assert self._nursery is not None
         listener = self.listener
         if isinstance(effect, StartAgent):
-            await listener.ensure(self._nursery, effect)
+            # Starting an agent takes seconds: do not hold the thread's chat output (the
+            # "Started ..." reply comes right after this effect) until it is ready. A
+            # PromptAgent after it waits for the same start; a failure is still reported.
+            self._nursery.start_soon(self._start_agent, effect)
         elif isinstance(effect, PromptAgent):
             start = StartAgent(
                 agent=effect.agent,
@@ -182,6 +185,16 @@ class Reactor:
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
+
+    async def _start_agent(self, effect: StartAgent) -> None:
+        assert self._nursery is not None
+        try:
+            await self.listener.ensure(self._nursery, effect)
+        except Exception as exc:
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
+            self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
 
     def _ctx(self, effect: Effect) -> dict[str, str]:
         run_id = getattr(effect, "run_id", None) or ""

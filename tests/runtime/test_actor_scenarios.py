@@ -15,7 +15,7 @@ from runtime.actions import AgentEventReceived, EffectFailed, QuestionAnswered, 
 from runtime.effects import KEYED_POSTS, PromptAgent
 from runtime.model import Phase
 from runtime.replay import replay_actions
-from testkit.fake_agent import ScriptedAgent
+from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 
 
 @pytest.fixture
@@ -299,3 +299,22 @@ async def test_a_pending_question_holds_the_queue_until_it_is_answered(tmp_path,
         assert rt.agents.answers == [("q1", "b")]
         assert rt.chat.outputs[blocker.key].dismissed == "Answered: b"
         assert [t for _, t in rt.agents.delivered] == ["QUESTION first", "waits for the answer"]
+
+
+async def test_a_slow_agent_start_does_not_hold_the_chat(tmp_path, autojump) -> None:
+    class SlowStart(ScriptedAgent):
+        async def serve(self, start, emit, task_status=trio.TASK_STATUS_IGNORED) -> None:
+            await trio.sleep(5)  # a CLI that takes its time to come up
+            await super().serve(start, emit, task_status)
+
+    agents = FakeAgentWorld()
+    factory = lambda name: SlowStart(AgentOptions(), world=agents)  # noqa: E731
+    async with running(tmp_path, agents=agents, adapter_factory=factory) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        started = trio.current_time()
+        await chat.start()
+        await until(lambda: rt.chat.keys("t1") != [], step=0.01)
+        assert trio.current_time() - started < 1  # the reply did not wait for the agent
+        await chat.say("hello")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        assert agents.serve_calls == 1  # the prompt waited for that same start
