@@ -7,7 +7,7 @@ so every scenario is short):
 
 - ``SLOW``: 10 text deltas 0.2 s apart (2 s: long enough to interrupt);
 - ``BURST``: 60 deltas 0.05 s apart (20 deltas a second for 3 s);
-- ``TOOLS``: three tool calls of 0.1 s each, text between them;
+- ``TOOLS``: three tool calls of 0.1 s each, text between them (``TOOLS WAITING``: 1 s);
 - ``LONGTOOL``: a tool call that takes 30 s (to be aborted);
 - ``LONG``: a ~6000-character answer with code blocks, in 12 deltas (``LONG STREAMED``:
   0.25 s apart);
@@ -92,12 +92,13 @@ def SCRIPT(prompt: str) -> list[Step]:  # noqa: N802 - a constant-like script ta
     if "LONGTOOL" in prompt:
         return [_say("Starting a long tool. "), *_tool(1, "sleep 30", 30.0), _say("never")]
     if "TOOLS" in prompt:
+        seconds = 1.0 if "WAITING" in prompt else 0.1
         return [
             _say("Three tools. "),
-            *_tool(1, "ls", 0.1),
+            *_tool(1, "ls", seconds),
             _say("Then grep. "),
-            *_tool(2, "grep -r TODO", 0.1),
-            *_tool(3, "pytest -q", 0.1),
+            *_tool(2, "grep -r TODO", seconds),
+            *_tool(3, "pytest -q", seconds),
             _say("All done."),
         ]
     if "LONG" in prompt:
