@@ -476,6 +476,8 @@ class RestApi:
         interaction.ephemeral = bool(int(data.get("flags") or 0) & EPHEMERAL)
         resource: dict[str, Any] = {"type": kind}
         if kind in (4, 5):  # a message, or "thinking..." to be filled by the first followup
+            # Simplification: a pending "thinking..." message is left out of transcripts
+            # until its first followup fills it (Discord shows a placeholder meanwhile).
             message = self._bot_message(
                 interaction, data, ephemeral=interaction.ephemeral or kind == 5
             )
