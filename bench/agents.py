@@ -176,6 +176,7 @@ class Probe:
     writes: list[tuple[float, float]] = field(default_factory=list)  # (began, returned)
     first_feed: float | None = None  # the parser began the first line that yielded events
     first_event: float | None = None
+    first_kind: str | None = None
     first_text: float | None = None
     end: float | None = None
     done: trio.Event = field(default_factory=trio.Event)
@@ -193,12 +194,31 @@ class Probe:
             return  # a straggler of an earlier turn
         if self.first_event is None:
             self.first_event = now
+            self.first_kind = type(stamped.event).__name__
         if isinstance(stamped.event, TextDelta) and self.first_text is None:
             self.first_text = now
             self.text_seen.set()
         if isinstance(stamped.event, ENDS) and self.end is None:
             self.end = now
             self.done.set()
+
+    async def streaming(self) -> None:
+        """Until the turn streams text, or (a CLI mode that sends its text only whole, such as
+        ``codex exec``) 0.3 s after its first event: the moment to interrupt it."""
+        async with trio.open_nursery() as nursery:
+
+            async def settled() -> None:
+                while self.first_event is None:
+                    await trio.sleep(0.005)
+                await trio.sleep(0.3)
+                nursery.cancel_scope.cancel()
+
+            async def text() -> None:
+                await self.text_seen.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(settled)
+            nursery.start_soon(text)
 
     def overhead(self) -> tuple[float, float, float] | None:
         """(in, out, cli) seconds of the last turn, or None when a mark is missing."""
@@ -282,6 +302,7 @@ class Samples:
     first_text: list[float] = field(default_factory=list)
     turn_end: list[float] = field(default_factory=list)
     interrupt_to_end: list[float] = field(default_factory=list)
+    first_kinds: dict[str, int] = field(default_factory=dict)
     spindle_in: list[float] = field(default_factory=list)
     spindle_out: list[float] = field(default_factory=list)
     cli_start: list[float] = field(default_factory=list)
@@ -324,6 +345,8 @@ async def measure_mode(
                     t0 = probe.prompted
                     assert probe.first_event is not None
                     out.first_event.append(probe.first_event - t0)
+                    kind = probe.first_kind or "?"
+                    out.first_kinds[kind] = out.first_kinds.get(kind, 0) + 1
                     out.first_text.append((probe.first_text or probe.end) - t0)
                     out.turn_end.append(probe.end - t0)
                     split = probe.overhead()
@@ -334,7 +357,7 @@ async def measure_mode(
                 for i in range(interrupts):
                     await turn(f"s{i}", "SLOWTEST")
                     with trio.fail_after(TURN_TIMEOUT_S):
-                        await probe.text_seen.wait()
+                        await probe.streaming()
                     asked = time.perf_counter()
                     await adapter.interrupt(f"s{i}")
                     with trio.fail_after(30):
@@ -442,13 +465,20 @@ async def abort_through_runtime(cli: Cli, base_url: str, aborts: int) -> dict[st
 
 
 async def measure_cli(
-    cli: Cli, turns: int, per_turn_turns: int, interrupts: int, aborts: int
+    cli: Cli,
+    turns: int,
+    per_turn_turns: int,
+    interrupts: int,
+    per_turn_interrupts: int,
+    aborts: int,
 ) -> dict[str, Any]:
+    """Long-lived then per-turn mode against one fake model server, then /abort through the
+    runtime; the figures of one CLI."""
     server = cli.server()
     base_url = server.start()
     try:
         warm = await measure_mode(cli, base_url, False, turns, interrupts)
-        cold = await measure_mode(cli, base_url, True, per_turn_turns, 0)
+        cold = await measure_mode(cli, base_url, True, per_turn_turns, per_turn_interrupts)
         live = await abort_through_runtime(cli, base_url, aborts) if aborts else {}
     finally:
         server.stop()
@@ -459,6 +489,7 @@ async def measure_cli(
         "per_turn_first_event_ms": pt,
         "ratio": round(pt / ll, 1) if ll and pt else None,
         "interrupt_to_end_ms": _median_ms(warm.interrupt_to_end),
+        "per_turn_interrupt_to_end_ms": _median_ms(cold.interrupt_to_end),
         "spindle_overhead_ms": _median_ms(spindle),
         "spindle_in_ms": _median_ms(warm.spindle_in),
         "spindle_out_ms": _median_ms(warm.spindle_out),
@@ -470,6 +501,9 @@ async def measure_cli(
         "long_lived_first_event_all_ms": [round(v * 1000, 1) for v in warm.first_event],
         "per_turn_first_event_all_ms": [round(v * 1000, 1) for v in cold.first_event],
         "interrupt_to_end_all_ms": [round(v * 1000, 1) for v in warm.interrupt_to_end],
+        "per_turn_interrupt_to_end_all_ms": [round(v * 1000, 1) for v in cold.interrupt_to_end],
+        "long_lived_first_event_kinds": warm.first_kinds,
+        "per_turn_first_event_kinds": cold.first_kinds,
         "long_lived_start_s": round(warm.start_s, 2),
         "turns_measured": len(warm.first_event),
         "per_turn_turns_measured": len(cold.first_event),
@@ -486,13 +520,13 @@ def run(quick: bool = False) -> dict[str, Any]:
     if missing:
         raise RuntimeError(f"agent CLIs missing ({', '.join(missing)}): run `make agents`")
     if quick:  # the smoke run: one CLI, one measured turn each way, one interrupt, one /abort
-        return {"claude": trio.run(measure_cli, CLIS[0], 2, 1, 1, 1)}
+        return {"claude": trio.run(measure_cli, CLIS[0], 2, 1, 1, 0, 1)}
     out: dict[str, Any] = {}
     for cli in CLIS:
         started = time.perf_counter()
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         try:
-            out[cli.name] = trio.run(measure_cli, cli, 6, 3, 3, 3)
+            out[cli.name] = trio.run(measure_cli, cli, 6, 3, 3, 2, 3)
         except Exception as exc:  # one CLI failing must not hide the others' numbers
             out[cli.name] = {"failed": f"{type(exc).__name__}: {exc}"}
         out[cli.name]["seconds"] = round(time.perf_counter() - started, 1)

@@ -25,7 +25,8 @@ from typing import Any
 
 from ingress.agents.base import ParserStats
 from ingress.agents.claude_parser import ClaudeStreamParser
-from ingress.agents.codex_parser import AppServerParser, ExecParser
+from ingress.agents.codex_exec_parser import ExecParser
+from ingress.agents.codex_parser import AppServerParser
 from ingress.agents.gemini_parser import AcpParser, StreamJsonParser
 from ingress.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
 

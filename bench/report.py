@@ -42,22 +42,54 @@ def _targets(r: dict) -> list[list[Any]]:
         rows.append([name, target, value, verdict])
 
     one = _get(r, "core", "actor", "1_threads_sqlite", "actions_per_s")
-    check("actions/s through one actor, durable log", "≥ 20,000", one, None if one is None else one >= 20_000)
+    check(
+        "actions/s through one actor, durable log",
+        "≥ 20,000",
+        one,
+        None if one is None else one >= 20_000,
+    )
     p99 = _get(r, "latency", "1000_threads", "ingress_to_effect", "p99_ms")
-    check("p99 ingress→effect, 1,000 threads × 20 deltas/s", "≤ 20 ms", p99, None if p99 is None else p99 <= 20)
+    check(
+        "p99 ingress→effect, 1,000 threads × 20 deltas/s",
+        "≤ 20 ms",
+        p99,
+        None if p99 is None else p99 <= 20,
+    )
     idle = _get(r, "memory", "idle", "per_thread_kb")
     check("RSS per idle thread actor", "≤ 30 KB", idle, None if idle is None else idle <= 30)
     parsers = _get(r, "parsers")
     if isinstance(parsers, dict) and "error" not in parsers:
-        worst = min((v.get("lines_per_s", 0) for v in parsers.values() if isinstance(v, dict)), default=None)
-        check("agent lines/s per parser (slowest)", "≥ 100,000", worst, None if worst is None else worst >= 100_000)
+        worst = min(
+            (v.get("lines_per_s", 0) for v in parsers.values() if isinstance(v, dict)), default=None
+        )
+        check(
+            "agent lines/s per parser (slowest)",
+            "≥ 100,000",
+            worst,
+            None if worst is None else worst >= 100_000,
+        )
     ratio = _get(r, "render_cost", "linearity", "cpu_ratio")
     size = _get(r, "render_cost", "linearity", "size_ratio")
-    check(f"rendering CPU, {size}× larger answer", f"≤ {size}×", ratio, None if ratio is None else ratio <= (size or 10))
+    check(
+        f"rendering CPU, {size}× larger answer",
+        f"≤ {size}×",
+        ratio,
+        None if ratio is None else ratio <= (size or 10),
+    )
     calls = _get(r, "render_cost", "long_answer", "calls_ratio_spindle_vs_seed")
-    check("chat API calls vs the seed's coordinator", "≤ 1.0×", calls, None if calls is None else calls <= 1.0)
+    check(
+        "chat API calls vs the seed's coordinator",
+        "≤ 1.0×",
+        calls,
+        None if calls is None else calls <= 1.0,
+    )
     rebuild = _get(r, "durability", "rebuild_1000000", "with_snapshots_s")
-    check("rebuild a 1M-action log with snapshots", "< 3 s", rebuild, None if rebuild is None else rebuild < 3)
+    check(
+        "rebuild a 1M-action log with snapshots",
+        "< 3 s",
+        rebuild,
+        None if rebuild is None else rebuild < 3,
+    )
     return rows
 
 
@@ -110,9 +142,21 @@ def _parsers_section(parsers: Any) -> list[str]:
     for name, v in sorted(rows_of, key=lambda kv: -(kv[1].get("lines_per_s") or 0)):
         rate = v.get("lines_per_s")
         verdict = "—" if rate is None else ("met" if rate >= 100_000 else "short")
-        rows.append([name, v.get("lines"), rate, v.get("lines_per_cpu_s"), v.get("us_per_line"),
-                     v.get("bytes_per_line"), v.get("mb_per_s"), v.get("events"),
-                     v.get("skipped"), v.get("malformed"), verdict])
+        rows.append(
+            [
+                name,
+                v.get("lines"),
+                rate,
+                v.get("lines_per_cpu_s"),
+                v.get("us_per_line"),
+                v.get("bytes_per_line"),
+                v.get("mb_per_s"),
+                v.get("events"),
+                v.get("skipped"),
+                v.get("malformed"),
+                verdict,
+            ]
+        )
     rounds = max((v.get("rounds") or 0 for _, v in rows_of), default=0)
     load = next((v.get("load_average") for _, v in rows_of if v.get("load_average")), None)
     return [
@@ -128,8 +172,22 @@ def _parsers_section(parsers: Any) -> list[str]:
         + ". Skipped: well-formed lines with no common meaning; malformed: not JSON or the "
         "wrong shape.",
         "",
-        _table(["parser", "lines", "lines/s", "lines per CPU-s", "µs/line", "bytes/line", "MB/s",
-                "events", "skipped", "malformed", "≥ 100,000/s"], rows),
+        _table(
+            [
+                "parser",
+                "lines",
+                "lines/s",
+                "lines per CPU-s",
+                "µs/line",
+                "bytes/line",
+                "MB/s",
+                "events",
+                "skipped",
+                "malformed",
+                "≥ 100,000/s",
+            ],
+            rows,
+        ),
         "",
         *_profiles(rows_of),
     ]
@@ -146,8 +204,12 @@ def _profiles(rows_of: list[tuple[str, dict]]) -> list[str]:
         out.append(f"- **{name}**: {top}")
     if not out:
         return []
-    return ["Where the time goes in the parsers below 100,000 lines/s (own time, cProfile):", "",
-            *out, ""]
+    return [
+        "Where the time goes in the parsers below 100,000 lines/s (own time, cProfile):",
+        "",
+        *out,
+        "",
+    ]
 
 
 def _agents_section(agents: Any) -> list[str]:
@@ -161,16 +223,37 @@ def _agents_section(agents: Any) -> list[str]:
         if "failed" in v:
             failed.append(f"- `{name}`: {v['failed']}")
             continue
-        rows.append([name, v.get("long_lived_first_event_ms"), v.get("per_turn_first_event_ms"),
-                     v.get("ratio"), v.get("interrupt_to_end_ms"), v.get("spindle_overhead_ms"),
-                     v.get("cli_turn_start_ms"), v.get("abort_to_turn_end_ms")])
-    detail = [[name, v.get("long_lived_first_text_ms"), v.get("per_turn_first_text_ms"),
-               v.get("long_lived_turn_end_ms"), v.get("per_turn_turn_end_ms"),
-               v.get("spindle_in_ms"), v.get("spindle_out_ms"), v.get("abort_to_interrupt_call_ms"),
-               f"{v.get('turns_measured')}/{v.get('per_turn_turns_measured')}/"
-               f"{len(v.get('interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}",
-               v.get("load_average")]
-              for name, v in agents.items() if isinstance(v, dict) and "failed" not in v]
+        rows.append(
+            [
+                name,
+                v.get("long_lived_first_event_ms"),
+                v.get("per_turn_first_event_ms"),
+                v.get("ratio"),
+                v.get("interrupt_to_end_ms"),
+                v.get("spindle_overhead_ms"),
+                v.get("cli_turn_start_ms"),
+                v.get("abort_to_turn_end_ms"),
+            ]
+        )
+    detail = [
+        [
+            name,
+            v.get("long_lived_first_text_ms"),
+            v.get("per_turn_first_text_ms"),
+            v.get("long_lived_turn_end_ms"),
+            v.get("per_turn_turn_end_ms"),
+            v.get("per_turn_interrupt_to_end_ms"),
+            v.get("spindle_in_ms"),
+            v.get("spindle_out_ms"),
+            v.get("abort_to_interrupt_call_ms"),
+            f"{v.get('turns_measured')}/{v.get('per_turn_turns_measured')}/"
+            f"{len(v.get('interrupt_to_end_all_ms') or [])}/"
+            f"{len(v.get('per_turn_interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}",
+            v.get("load_average"),
+        ]
+        for name, v in agents.items()
+        if isinstance(v, dict) and "failed" not in v
+    ]
     parts = [
         "## Agents: long-lived vs one process per turn",
         "",
@@ -178,23 +261,45 @@ def _agents_section(agents: Any) -> list[str]:
         "model servers (`testkit/fake_model`). Medians, in ms. *Warm turn*: `prompt()` → the "
         "turn's first event, turns 2..N of one long-lived process. *Spawn per turn*: the same "
         "with a fresh process per turn (`per_turn`). *Ratio*: spawn per turn / warm (the "
-        "headline). *Interrupt*: `interrupt()` after the first text delta → the turn's end "
-        "event. *Spindle overhead*: the part of the warm turn start spent in Spindle — "
+        "headline). *Interrupt*: `interrupt()` after the first text delta (for a mode that "
+        "sends text only whole, 0.3 s after the first event) → the turn's end event. "
+        "*Spindle overhead*: the part of the warm turn start spent in Spindle — "
         "`prompt()` → the prompt handed to the OS (stdin write returned; for `opencode serve` "
         "the `prompt_async` request issued) plus the parse of the first event-bearing line → "
         "its emit; *CLI turn start* is the rest (the CLI's own warm turn start, pipe wake-up "
         "included). */abort via runtime*: `AbortRequested` posted to a live `Runtime` (durable "
         "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run.",
         "",
-        _table(["CLI", "warm turn → first event", "spawn per turn → first event", "ratio",
-                "interrupt → turn end", "Spindle overhead", "CLI turn start",
-                "/abort via runtime → turn end"], rows),
+        _table(
+            [
+                "CLI",
+                "warm turn → first event",
+                "spawn per turn → first event",
+                "ratio",
+                "interrupt → turn end",
+                "Spindle overhead",
+                "CLI turn start",
+                "/abort via runtime → turn end",
+            ],
+            rows,
+        ),
         "",
-        _table(["CLI", "warm → first text", "per turn → first text", "warm → turn end",
-                "per turn → turn end", "overhead: in", "overhead: out",
-                "/abort → adapter interrupt()", "samples (turns/per-turn/interrupts/aborts)",
-                "load average"],
-               detail),
+        _table(
+            [
+                "CLI",
+                "warm → first text",
+                "per turn → first text",
+                "warm → turn end",
+                "per turn → turn end",
+                "per turn: interrupt → turn end",
+                "overhead: in",
+                "overhead: out",
+                "/abort → adapter interrupt()",
+                "samples: turns / per-turn turns / interrupts / per-turn interrupts / aborts",
+                "load average",
+            ],
+            detail,
+        ),
         "",
     ]
     if failed:
@@ -222,10 +327,17 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     ]
     core = r.get("core", {})
     if "transition" in core:
-        parts += ["## Core", "", f"`transition`: **{_fmt(core['transition']['calls_per_s'])} calls/s** "
-                  f"on a realistic mix of {_fmt(core['transition']['actions'])} actions.", ""]
-        rows = [[k.replace("_", " "), v["threads"], v["actions"], v["actions_per_s"]]
-                for k, v in core.get("actor", {}).items()]
+        parts += [
+            "## Core",
+            "",
+            f"`transition`: **{_fmt(core['transition']['calls_per_s'])} calls/s** "
+            f"on a realistic mix of {_fmt(core['transition']['actions'])} actions.",
+            "",
+        ]
+        rows = [
+            [k.replace("_", " "), v["threads"], v["actions"], v["actions_per_s"]]
+            for k, v in core.get("actor", {}).items()
+        ]
         parts += [_table(["actors and log", "threads", "actions", "actions/s"], rows), ""]
     lat = r.get("latency", {})
     if lat and "error" not in lat:
@@ -233,41 +345,105 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         for k, v in lat.items():
             for what in ("ingress_to_effect", "queue_reply", "abort_to_interrupt"):
                 s = v.get(what, {})
-                rows.append([k.replace("_", " "), what.replace("_", " "), s.get("n"), s.get("p50_ms"),
-                             s.get("p99_ms"), s.get("max_ms")])
-        parts += ["## Latency under load", "",
-                  "Each thread's agent streams 20 deltas/s; users send `/queue` meanwhile, then `/abort`.", "",
-                  _table(["load", "path", "samples", "p50 ms", "p99 ms", "max ms"], rows), ""]
+                rows.append(
+                    [
+                        k.replace("_", " "),
+                        what.replace("_", " "),
+                        s.get("n"),
+                        s.get("p50_ms"),
+                        s.get("p99_ms"),
+                        s.get("max_ms"),
+                    ]
+                )
+        parts += [
+            "## Latency under load",
+            "",
+            "Each thread's agent streams 20 deltas/s; users send `/queue` meanwhile, then `/abort`.",
+            "",
+            _table(["load", "path", "samples", "p50 ms", "p99 ms", "max ms"], rows),
+            "",
+        ]
     mem = r.get("memory", {})
     if mem and "error" not in mem:
-        rows = [[k, v["threads"], v["rss_before_mb"], v["rss_after_mb"], v["per_thread_kb"]] for k, v in mem.items()]
-        parts += ["## Memory", "", _table(["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows), ""]
+        rows = [
+            [k, v["threads"], v["rss_before_mb"], v["rss_after_mb"], v["per_thread_kb"]]
+            for k, v in mem.items()
+        ]
+        parts += [
+            "## Memory",
+            "",
+            _table(
+                ["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows
+            ),
+            "",
+        ]
     parts += _parsers_section(r.get("parsers", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]
-        rows = [[name, la[name]["sends"], la[name]["edits"], la[name]["calls"], la[name]["cpu_s"]]
-                for name in ("spindle", "seed_coordinator", "post_per_part")]
-        parts += ["## Rendering and chat-API cost", "",
-                  f"The same answer ({_fmt(la['deltas'])} deltas, {_fmt(la['chars'])} characters, code blocks, "
-                  f"{la['tool_calls']} tool calls, 50 deltas/s) through each strategy:", "",
-                  _table(["strategy", "sends", "edits", "API calls", "CPU s"], rows), ""]
+        rows = [
+            [name, la[name]["sends"], la[name]["edits"], la[name]["calls"], la[name]["cpu_s"]]
+            for name in ("spindle", "seed_coordinator", "post_per_part")
+        ]
+        parts += [
+            "## Rendering and chat-API cost",
+            "",
+            f"The same answer ({_fmt(la['deltas'])} deltas, {_fmt(la['chars'])} characters, code blocks, "
+            f"{la['tool_calls']} tool calls, 50 deltas/s) through each strategy:",
+            "",
+            _table(["strategy", "sends", "edits", "API calls", "CPU s"], rows),
+            "",
+        ]
         lin = rc.get("linearity", {})
-        rows = [[k, v["deltas"], v["calls"], v["cpu_s"]] for k, v in lin.items() if isinstance(v, dict)]
-        parts += [_table(["answer", "deltas", "API calls", "CPU s"], rows), "",
-                  f"CPU ratio {lin.get('cpu_ratio')} for a {lin.get('size_ratio')}× larger answer.", ""]
+        rows = [
+            [k, v["deltas"], v["calls"], v["cpu_s"]] for k, v in lin.items() if isinstance(v, dict)
+        ]
+        parts += [
+            _table(["answer", "deltas", "API calls", "CPU s"], rows),
+            "",
+            f"CPU ratio {lin.get('cpu_ratio')} for a {lin.get('size_ratio')}× larger answer.",
+            "",
+        ]
     dur = r.get("durability", {})
     if dur and "error" not in dur:
-        parts += ["## Durability and replay", "", f"Replay: **{_fmt(dur.get('replay_actions_per_s'))} actions/s**.", ""]
-        rows = [[v["actions"], v["file_mb"], v["with_snapshots_s"], v["folded_with_snapshots"],
-                 v["without_snapshots_s"], v["folded_without_snapshots"]]
-                for k, v in dur.items() if k.startswith("rebuild_")]
-        parts += [_table(["log actions", "file MB", "rebuild with snapshots (s)", "folded",
-                          "without snapshots (s)", "folded"], rows), ""]
+        parts += [
+            "## Durability and replay",
+            "",
+            f"Replay: **{_fmt(dur.get('replay_actions_per_s'))} actions/s**.",
+            "",
+        ]
+        rows = [
+            [
+                v["actions"],
+                v["file_mb"],
+                v["with_snapshots_s"],
+                v["folded_with_snapshots"],
+                v["without_snapshots_s"],
+                v["folded_without_snapshots"],
+            ]
+            for k, v in dur.items()
+            if k.startswith("rebuild_")
+        ]
+        parts += [
+            _table(
+                [
+                    "log actions",
+                    "file MB",
+                    "rebuild with snapshots (s)",
+                    "folded",
+                    "without snapshots (s)",
+                    "folded",
+                ],
+                rows,
+            ),
+            "",
+        ]
     parts += _agents_section(r.get("agents", {}))
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
     if errors:
-        parts += ["## Sections that failed", ""] + [f"- `{k}`: {v}" for k, v in errors.items()] + [""]
+        parts += (
+            ["## Sections that failed", ""] + [f"- `{k}`: {v}" for k, v in errors.items()] + [""]
+        )
     for image in _plots(r, plot_dir):
         parts += [f"![{image}]({image})", ""]
     parts += ["Section run times (s): " + json.dumps(r.get("section_seconds", {})), ""]
