@@ -295,6 +295,20 @@ def _one_round(work: Workload, lines: int) -> tuple[float, float, ParserStats]:
     return time.perf_counter() - started, time.process_time() - cpu, _sum(totals)
 
 
+def json_only_cpu_us(work: Workload, lines: int) -> float:
+    """CPU µs per line of ``json.loads`` alone on the same lines: the floor under any parser
+    written on the standard library's decoder (the rest of the parser's time is its own)."""
+    fed = [v for p in work.processes for kind, v in p if kind == "line"]
+    loads = json.loads
+    done = 0
+    cpu = time.process_time()
+    while done < lines:
+        for line in fed:
+            loads(line)
+        done += len(fed)
+    return (time.process_time() - cpu) * 1e6 / done
+
+
 def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str, Any]:
     """Median lines/s over ``rounds`` rounds of ``total_lines / rounds`` lines each."""
     per_round = max(work.lines_per_pass, total_lines // rounds)
@@ -312,6 +326,8 @@ def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str,
             break
     total = _sum(totals)
     once = _sum([work.replay(steps) for steps in work.processes])  # one pass, for the ratios
+    cpu_us = 1e6 / statistics.median(cpu_rates)
+    json_us = json_only_cpu_us(work, max(work.lines_per_pass, total_lines // 10))
     return {
         "lines": total.lines,
         "lines_per_s": round(statistics.median(rates)),
@@ -320,6 +336,9 @@ def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str,
         "lines_per_cpu_s": round(statistics.median(cpu_rates)),
         "rounds": len(rates),
         "us_per_line": round(1e6 / statistics.median(rates), 2),
+        "cpu_us_per_line": round(cpu_us, 2),
+        "json_loads_cpu_us_per_line": round(json_us, 2),
+        "json_loads_share": round(min(1.0, json_us / cpu_us), 2),
         "bytes_per_line": round(work.bytes_per_line),
         "mb_per_s": round(statistics.median(rates) * work.bytes_per_line / 1e6, 1),
         "events": total.events,
