@@ -66,6 +66,7 @@ __all__ = ["CLIS", "run"]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".agents" / "node_modules" / ".bin"
 TURN_TIMEOUT_S = 90.0
+CLI_BUDGET_S = 240.0  # one CLI's whole measurement (usually 10-120 s): keeps `make bench` bounded
 ENDS = (TurnCompleted, TurnAborted)
 
 
@@ -514,19 +515,24 @@ async def measure_cli(
     }
 
 
+async def _bounded(cli: Cli, *counts: int) -> dict[str, Any]:
+    with trio.fail_after(CLI_BUDGET_S):
+        return await measure_cli(cli, *counts)
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """Per CLI: warm first event, spawn-per-turn first event, ratio, interrupt, overhead."""
     missing = [c.name for c in CLIS if not (BIN / c.name).exists()]
     if missing:
         raise RuntimeError(f"agent CLIs missing ({', '.join(missing)}): run `make agents`")
     if quick:  # the smoke run: one CLI, one measured turn each way, one interrupt, one /abort
-        return {"claude": trio.run(measure_cli, CLIS[0], 2, 1, 1, 0, 1)}
+        return {"claude": trio.run(_bounded, CLIS[0], 2, 1, 1, 0, 1)}
     out: dict[str, Any] = {}
     for cli in CLIS:
         started = time.perf_counter()
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         try:
-            out[cli.name] = trio.run(measure_cli, cli, 6, 3, 3, 2, 3)
+            out[cli.name] = trio.run(_bounded, cli, 6, 3, 3, 2, 3)
         except Exception as exc:  # one CLI failing must not hide the others' numbers
             out[cli.name] = {"failed": f"{type(exc).__name__}: {exc}"}
         out[cli.name]["seconds"] = round(time.perf_counter() - started, 1)
