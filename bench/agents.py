@@ -176,6 +176,8 @@ class Probe:
     prompt_returned: float = 0.0
     writes: list[tuple[float, float]] = field(default_factory=list)  # (began, returned)
     first_feed: float | None = None  # the parser began the first line that yielded events
+    line_began: float | None = None  # the last event-bearing line, until its first emit
+    line_to_emit: list[float] = field(default_factory=list)  # every line: parse -> emit
     first_event: float | None = None
     first_kind: str | None = None
     first_text: float | None = None
@@ -191,6 +193,9 @@ class Probe:
 
     async def emit(self, stamped: StampedEvent) -> None:
         now = time.perf_counter()
+        if self.line_began is not None:
+            self.line_to_emit.append(now - self.line_began)
+            self.line_began = None
         if stamped.run_id != self.run_id:
             return  # a straggler of an earlier turn
         if self.first_event is None:
@@ -273,8 +278,10 @@ def instrumented(probe: Probe) -> Iterator[None]:
         def feed(self: Any, line: Any) -> Any:
             began = time.perf_counter()
             result = original(self, line)
-            if probe.first_feed is None and getattr(result, "events", result):
-                probe.first_feed = began
+            if getattr(result, "events", result):
+                if probe.first_feed is None:
+                    probe.first_feed = began
+                probe.line_began = began  # its first event's emit closes the sample
             return result
 
         return feed
@@ -293,6 +300,13 @@ def instrumented(probe: Probe) -> Iterator[None]:
 # --- one adapter, one mode ------------------------------------------------------------------
 
 
+def _percentile_us(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1e6, 1)
+
+
 def _median_ms(values: list[float]) -> float | None:
     return round(statistics.median(values) * 1000, 1) if values else None
 
@@ -304,6 +318,7 @@ class Samples:
     turn_end: list[float] = field(default_factory=list)
     interrupt_to_end: list[float] = field(default_factory=list)
     first_kinds: dict[str, int] = field(default_factory=dict)
+    line_to_emit: list[float] = field(default_factory=list)
     spindle_in: list[float] = field(default_factory=list)
     spindle_out: list[float] = field(default_factory=list)
     cli_start: list[float] = field(default_factory=list)
@@ -367,6 +382,7 @@ async def measure_mode(
                     out.interrupt_to_end.append(probe.end - asked)
                 await adapter.stop()
                 out.processes = getattr(adapter, "processes_started", None)
+                out.line_to_emit = list(probe.line_to_emit)
                 nursery.cancel_scope.cancel()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -494,6 +510,9 @@ async def measure_cli(
         "spindle_overhead_ms": _median_ms(spindle),
         "spindle_in_ms": _median_ms(warm.spindle_in),
         "spindle_out_ms": _median_ms(warm.spindle_out),
+        "line_to_emit_us_p50": _percentile_us(warm.line_to_emit, 50),
+        "line_to_emit_us_p99": _percentile_us(warm.line_to_emit, 99),
+        "line_to_emit_samples": len(warm.line_to_emit),
         "cli_turn_start_ms": _median_ms(warm.cli_start),
         "long_lived_first_text_ms": _median_ms(warm.first_text),
         "per_turn_first_text_ms": _median_ms(cold.first_text),
