@@ -319,6 +319,7 @@ class Samples:
     interrupt_to_end: list[float] = field(default_factory=list)
     first_kinds: dict[str, int] = field(default_factory=dict)
     line_to_emit: list[float] = field(default_factory=list)
+    to_model: list[float] = field(default_factory=list)  # prompt() -> model request arrived
     spindle_in: list[float] = field(default_factory=list)
     spindle_out: list[float] = field(default_factory=list)
     cli_start: list[float] = field(default_factory=list)
@@ -326,8 +327,36 @@ class Samples:
     processes: int | None = None
 
 
+class ArrivalLog(list):
+    """Stands in for a fake model server's ``requests`` list: also notes when each request
+    arrived (the server appends from its own thread once the body is read)."""
+
+    def __init__(self, existing: list) -> None:
+        super().__init__(existing)
+        self.arrived: list[float] = []
+
+    def append(self, item: Any) -> None:
+        self.arrived.append(time.perf_counter())
+        super().append(item)
+
+    def first_after(self, moment: float) -> float | None:
+        return next((t for t in list(self.arrived) if t >= moment), None)
+
+
+def timed_requests(server: Any) -> ArrivalLog:
+    """Install an ``ArrivalLog`` on a fake model server (or the server inside a fake)."""
+    inner = getattr(server, "server", server)
+    inner.requests = ArrivalLog(inner.requests)
+    return inner.requests
+
+
 async def measure_mode(
-    cli: Cli, base_url: str, per_turn: bool, turns: int, interrupts: int
+    cli: Cli,
+    base_url: str,
+    per_turn: bool,
+    turns: int,
+    interrupts: int,
+    arrivals: ArrivalLog | None = None,
 ) -> Samples:
     """Turn 1 (excluded), ``turns`` measured turns, then ``interrupts`` interrupted ones."""
     tmp = Path(tempfile.mkdtemp(prefix=f"spindle-bench-{cli.name}-"))
@@ -365,6 +394,9 @@ async def measure_mode(
                     out.first_kinds[kind] = out.first_kinds.get(kind, 0) + 1
                     out.first_text.append((probe.first_text or probe.end) - t0)
                     out.turn_end.append(probe.end - t0)
+                    asked = arrivals.first_after(t0) if arrivals is not None else None
+                    if asked is not None and asked <= probe.end:
+                        out.to_model.append(asked - t0)
                     split = probe.overhead()
                     if split is not None and not per_turn:
                         out.spindle_in.append(split[0])
@@ -493,9 +525,12 @@ async def measure_cli(
     runtime; the figures of one CLI."""
     server = cli.server()
     base_url = server.start()
+    arrivals = timed_requests(server)
     try:
-        warm = await measure_mode(cli, base_url, False, turns, interrupts)
-        cold = await measure_mode(cli, base_url, True, per_turn_turns, per_turn_interrupts)
+        warm = await measure_mode(cli, base_url, False, turns, interrupts, arrivals)
+        cold = await measure_mode(
+            cli, base_url, True, per_turn_turns, per_turn_interrupts, arrivals
+        )
         live = await abort_through_runtime(cli, base_url, aborts) if aborts else {}
     finally:
         server.stop()
@@ -514,6 +549,8 @@ async def measure_cli(
         "line_to_emit_us_p99": _percentile_us(warm.line_to_emit, 99),
         "line_to_emit_samples": len(warm.line_to_emit),
         "cli_turn_start_ms": _median_ms(warm.cli_start),
+        "long_lived_to_model_request_ms": _median_ms(warm.to_model),
+        "per_turn_to_model_request_ms": _median_ms(cold.to_model),
         "long_lived_first_text_ms": _median_ms(warm.first_text),
         "per_turn_first_text_ms": _median_ms(cold.first_text),
         "long_lived_turn_end_ms": _median_ms(warm.turn_end),

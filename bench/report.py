@@ -241,6 +241,7 @@ def _agents_section(agents: Any) -> list[str]:
     detail = [
         [
             name,
+            v.get("long_lived_to_model_request_ms"),
             v.get("long_lived_first_text_ms"),
             v.get("per_turn_first_text_ms"),
             v.get("long_lived_turn_end_ms"),
@@ -271,7 +272,10 @@ def _agents_section(agents: Any) -> list[str]:
         "the `prompt_async` request issued) plus the parse of the first event-bearing line → "
         "its emit; *CLI turn start* is the rest (the CLI's own warm turn start, pipe wake-up "
         "included). */abort via runtime*: `AbortRequested` posted to a live `Runtime` (durable "
-        "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run.",
+        "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run. "
+        "*Warm → model request arrives*: `prompt()` → the CLI's first request of the turn read "
+        "by the fake model server (how much of the warm turn start the CLI spends before it "
+        "asks the model).",
         "",
         _table(
             [
@@ -290,6 +294,7 @@ def _agents_section(agents: Any) -> list[str]:
         _table(
             [
                 "CLI",
+                "warm → model request arrives",
                 "warm → first text",
                 "per turn → first text",
                 "warm → turn end",
