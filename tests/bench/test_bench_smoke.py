@@ -61,7 +61,8 @@ def test_quick_bench_fills_every_section_and_writes_the_report(tmp_path: Path) -
     for name, row in parsers.items():
         assert row["lines"] > 0 and row["events"] > 0, name
         assert row["lines_per_s"] > 0, name
-        assert row["malformed"] == 0, f"{name}: recorded CLI output counted as malformed"
+        # Genuine CLI output parses; at most a process's last line may be cut off (a kill).
+        assert row["recorded_malformed"] <= row["processes"], f"{name}: malformed lines"
     for cli, row in results["agents"].items():
         assert "failed" not in row, f"{cli}: {row.get('failed')}"
         for key in (
