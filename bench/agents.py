@@ -11,8 +11,13 @@ columns mean the same thing for every CLI:
   event, for turns 2..N of one conversation (turn 1 pays start-up in both modes); median.
 * **spawn per turn → first event**: the same with ``per_turn=True`` (a fresh process each
   turn, resuming the session); median. **ratio** = spawn-per-turn / long-lived (headline).
-* **interrupt → turn end**: on a slow stream, after the first text delta, ``interrupt()``
-  called → the adapter emits ``TurnAborted``/``TurnCompleted``; long-lived mode; median.
+* **interrupt → turn end**: on a slow stream, after the first text delta (0.3 s after the
+  first event for a mode that sends text only whole, ``codex exec``), ``interrupt()``
+  called → the adapter emits ``TurnAborted``/``TurnCompleted``; both modes; median.
+* **→ model request**: ``prompt()`` → the CLI's first request of the turn read by the fake
+  model server (recorded by an ``ArrivalLog`` standing in for the server's request list).
+* **per line: parse → emit**: every event-bearing CLI line of the warm turns, the parser's
+  start → the line's first event emitted (p50/p99, µs).
 * **Spindle overhead** (long-lived, warm turn): the part of prompt → first event spent in
   Spindle's code rather than in the CLI. Measured inside the same turn:
   ``in`` = ``prompt()`` called → the prompt's bytes are handed to the OS (the last stdin
