@@ -220,6 +220,18 @@ def _sse_capture(path: Path) -> list[Step]:
     return steps
 
 
+# Which parser class each workload measures (the smoke test checks every parser is here).
+PARSER_CLASSES: dict[str, type] = {
+    "claude stream-json": ClaudeStreamParser,
+    "codex app-server": AppServerParser,
+    "codex exec --json": ExecParser,
+    "gemini --acp": AcpParser,
+    "gemini stream-json": StreamJsonParser,
+    "opencode serve SSE": OpencodeEventParser,
+    "opencode run --format json": OpencodeRunParser,
+}
+
+
 def workloads() -> list[Workload]:
     claude = _files("claude", "claude-*.jsonl")
     codex_exec = [p for p in _files("codex", "codex-*.jsonl") if ".dialog." not in p.name]

@@ -5,6 +5,8 @@ and writes its results and report. It keeps the benchmarks working; it asserts n
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import SECTIONS
+from bench.parsers import PARSER_CLASSES, workloads
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS_INSTALLED = ROOT / ".agents" / ".installed"
@@ -80,3 +83,22 @@ def test_quick_bench_fills_every_section_and_writes_the_report(tmp_path: Path) -
     for heading in ("## Targets", "## Parsers", "## Agents"):
         assert heading in report
     assert "## Sections that failed" not in report
+
+
+def test_the_parser_bench_covers_every_agent_parser() -> None:
+    """A parser added under ``ingress/agents/*_parser.py`` must get a workload in
+    ``bench/parsers.py`` (on its recorded transcripts), or this fails."""
+    found = set()
+    for path in sorted((ROOT / "ingress" / "agents").glob("*_parser.py")):
+        module = importlib.import_module(f"ingress.agents.{path.stem}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and (
+                callable(getattr(cls, "feed", None)) or callable(getattr(cls, "feed_line", None))
+            ):
+                found.add(cls)
+    assert found, "no parser classes found"
+    assert found == set(PARSER_CLASSES.values())
+    names = [w.name for w in workloads()]
+    assert sorted(names) == sorted(PARSER_CLASSES)
+    for work in workloads():
+        assert work.lines_per_pass > 0, f"{work.name}: no recorded lines"
