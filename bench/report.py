@@ -241,6 +241,7 @@ def _agents_section(agents: Any) -> list[str]:
     detail = [
         [
             name,
+            v.get("long_lived_start_s"),
             v.get("long_lived_to_model_request_ms"),
             v.get("long_lived_first_text_ms"),
             v.get("per_turn_first_text_ms"),
@@ -294,6 +295,7 @@ def _agents_section(agents: Any) -> list[str]:
         _table(
             [
                 "CLI",
+                "long-lived process ready (s)",
                 "warm → model request arrives",
                 "warm → first text",
                 "per turn → first text",
