@@ -25,6 +25,7 @@ from runtime.frozen import Frozen
 __all__ = [
     "AgentAdapter",
     "AgentOptions",
+    "ConversationInfo",
     "EmitEvent",
     "McpServer",
     "ParserStats",
@@ -55,6 +56,18 @@ class AgentOptions(Frozen):
     per_turn: bool = False  # fall back to one process per turn
     start_timeout_s: float = 60.0
     stop_grace_s: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One past session of an agent CLI, from the CLI's own store (``/<agent>
+    conversations``)."""
+
+    session_id: str
+    title: str  # the session's summary or first prompt, shortened
+    updated_at: float  # POSIX time of the last update
+    path: str  # where the CLI keeps it (a file, or a directory)
+    workdir: str | None = None  # when the store records it
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from effects.process import ManagedProcess
 from ingress.agents.base import (
     AgentAdapter,
     AgentOptions,
+    ConversationInfo,
     EmitEvent,
     ParserStats,
     StampedEvent,
@@ -617,14 +618,6 @@ Adapter = ClaudeAdapter
 
 
 # --- past conversations --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationInfo:
-    session_id: str
-    title: str  # the first prompt, shortened
-    updated_at: float  # POSIX time of the last write
-    path: str
 
 
 def project_slug(workdir: str) -> str:

@@ -28,7 +28,14 @@ import psutil
 import trio
 
 from effects.process import ManagedProcess, tree_pids
-from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.base import (
+    AgentAdapter,
+    AgentOptions,
+    ConversationInfo,
+    EmitEvent,
+    ParserStats,
+    StampedEvent,
+)
 from ingress.agents.codex_launch import (
     codex_home,
     config_override,
@@ -41,7 +48,7 @@ from ingress.agents.codex_launch import (
 )
 from ingress.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
 from ingress.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
-from ingress.agents.codex_sessions import CodexConversation, list_conversations, sessions_in
+from ingress.agents.codex_sessions import list_conversations, sessions_in
 from runtime.agent_events import (
     AgentError,
     AgentEvent,
@@ -54,7 +61,7 @@ from runtime.effects import PromptAgent, StartAgent
 __all__ = [
     "Adapter",
     "CodexAdapter",
-    "CodexConversation",
+    "ConversationInfo",
     "CodexStartError",
     "ProcessWatch",
     "launch_argv",
@@ -199,7 +206,7 @@ class CodexAdapter(AgentAdapter):
     def statistics(self) -> ParserStats:
         return self._exec_stats if self.options.per_turn else self._parser.stats
 
-    def conversations(self, workdir: str | None = None, limit: int = 25) -> list[CodexConversation]:
+    def conversations(self, workdir: str | None = None, limit: int = 25) -> list[ConversationInfo]:
         return sessions_in(codex_home(self.options), workdir, limit)
 
     async def _send(self, run_id: str | None, event: AgentEvent) -> None:

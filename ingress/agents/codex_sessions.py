@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from ingress.agents.base import AgentOptions
+from ingress.agents.base import AgentOptions, ConversationInfo
 from ingress.agents.codex_launch import codex_home
 
-__all__ = ["CodexConversation", "list_conversations", "sessions_in"]
-
-
-@dataclass(frozen=True, slots=True)
-class CodexConversation:
-    """One past codex session (same fields as the Claude adapter's ``ConversationInfo``)."""
-
-    session_id: str
-    title: str  # the first prompt, shortened
-    updated_at: float  # POSIX time of the last write
-    path: str  # the rollout file
-    workdir: str | None = None
+__all__ = ["ConversationInfo", "list_conversations", "sessions_in"]
 
 
 def _first_user_text(path: Path, max_lines: int = 400) -> tuple[str | None, str | None, str]:
@@ -74,7 +62,7 @@ def _first_user_text(path: Path, max_lines: int = 400) -> tuple[str | None, str 
 
 def list_conversations(
     workdir: str | None = None, home: str | None = None, limit: int = 25
-) -> list[CodexConversation]:
+) -> list[ConversationInfo]:
     """Past codex sessions from ``<codex home>/sessions/**/rollout-*.jsonl``, newest first;
     only those of ``workdir`` when given. ``home`` is a private HOME (as
     ``AgentOptions.home``); None means ``$CODEX_HOME`` or ``~/.codex``. Best effort: never
@@ -82,7 +70,7 @@ def list_conversations(
     return sessions_in(codex_home(AgentOptions(home=home)), workdir, limit)
 
 
-def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[CodexConversation]:
+def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[ConversationInfo]:
     root = codex_dir / "sessions"
     files: list[tuple[float, Path]] = []
     try:
@@ -95,7 +83,7 @@ def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[C
         return []
     files.sort(key=lambda f: f[0], reverse=True)
     want = os.path.realpath(workdir) if workdir else None
-    out: list[CodexConversation] = []
+    out: list[ConversationInfo] = []
     for mtime, path in files:
         try:
             session_id, cwd, title = _first_user_text(path)
@@ -106,7 +94,7 @@ def sessions_in(codex_dir: Path, workdir: str | None, limit: int = 25) -> list[C
         if want is not None and (cwd is None or os.path.realpath(cwd) != want):
             continue
         short = title.splitlines()[0] if title else ""
-        out.append(CodexConversation(session_id, short[:100], mtime, str(path), cwd))
+        out.append(ConversationInfo(session_id, short[:100], mtime, str(path), cwd))
         if len(out) >= limit:
             break
     return out

@@ -30,11 +30,10 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ingress.agents.base import AgentOptions
+from ingress.agents.base import AgentOptions, ConversationInfo
 
 __all__ = [
     "ConversationInfo",
@@ -212,14 +211,6 @@ def avoid_same_minute_collision(
 
 
 # --- past conversations --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)  # no slots: callers may read it as ``vars(info)``
-class ConversationInfo:
-    session_id: str
-    title: str  # the session's summary, else its first prompt, shortened
-    updated_at: float  # POSIX time of the last update
-    path: str
 
 
 def _text_of(content: Any) -> str:

@@ -40,13 +40,19 @@ import json
 import logging
 import os
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from effects.process import ManagedProcess
-from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, ParserStats, StampedEvent
+from ingress.agents.base import (
+    AgentAdapter,
+    AgentOptions,
+    ConversationInfo,
+    EmitEvent,
+    ParserStats,
+    StampedEvent,
+)
 from ingress.agents.opencode_launch import (
     McpRegistration,
     mcp_registrations,
@@ -572,14 +578,6 @@ Adapter = OpencodeAdapter
 
 
 # --- past conversations -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)  # no slots: callers may read it as ``vars(info)``
-class ConversationInfo:
-    session_id: str
-    title: str
-    updated_at: float  # POSIX time of the last update
-    path: str  # the session's directory
 
 
 def _conversations(rows: list[Any]) -> list[ConversationInfo]:

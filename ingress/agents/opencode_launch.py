@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ingress.agents.base import AgentOptions
+from ingress.agents.base import AgentOptions, agent_environment
 from ingress.agents.opencode_server import ServerSpec
 from runtime.effects import PromptAgent
 from runtime.model import Attachment
@@ -45,7 +45,7 @@ ASK_PERMISSIONS = ("bash", "edit", "webfetch", "external_directory")
 def opencode_env(options: AgentOptions, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment: the caller's, a private HOME/XDG tree when ``options.home``
     is set, the quiet defaults, then ``options.env``."""
-    env = dict(os.environ if base is None else base)
+    env = dict(agent_environment() if base is None else base)
     if options.home:
         home = options.home
         env.update(

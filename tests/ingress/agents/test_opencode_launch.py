@@ -193,7 +193,7 @@ def test_list_conversations_newest_first_roots_only(tmp_path: Path) -> None:
         ("ses_new", "New one", 9.0),
         ("ses_old", "Old one", 2.0),
     ]
-    assert vars(found[0])["title"] == "New one"  # the console reads it this way
+    assert found[0].title == "New one"
 
 
 @pytest.mark.parametrize("content", [None, b"not a database at all"])
