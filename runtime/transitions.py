@@ -549,6 +549,24 @@ def _footer(run: Run, ev: E.TurnCompleted, at: float) -> str:
     return " · ".join(parts)
 
 
+def _append_delta(step: _Step, run: Run, ev: E.AgentEvent, **run_update: object) -> bool:
+    """Fast path: a text/thinking delta that continues the open part becomes one
+    ``AppendOutput`` and one copy of the run. False when it is anything else."""
+    part = run.open_part
+    if part is None:
+        return False
+    if isinstance(ev, E.TextDelta):
+        if part.kind != "text" or part.block != ev.block:
+            return False
+    elif not (isinstance(ev, E.ThinkingDelta) and part.kind == "thinking"):
+        return False
+    seq = part.seq + 1
+    # Built without validation: every field comes from state the core itself made.
+    step.emit(F.AppendOutput.model_construct(key=part.key, seq=seq, text=ev.text))
+    step.set_run(open_part=part.replace(seq=seq), **run_update)
+    return True
+
+
 def _stream(step: _Step, kind: str, text: str, block: str | None) -> None:
     run = step.state.run
     assert run is not None
@@ -589,11 +607,11 @@ def _on_agent_event(step: _Step, a: A.AgentEventReceived) -> None:
         step.record(f"stale {ev.type} of session {a.session_id} (current: {known})", "stale_drops")
         return
     target = next_phase(run.phase, "agent_event")
-    if target is not None and target is not run.phase:
-        step.set_run(last_event_at=a.at, phase=target)
-    else:
-        step.set_run(last_event_at=a.at)
-    interrupting = step.state.run.phase is Phase.INTERRUPTING
+    moved = {"phase": target} if target is not None and target is not run.phase else {}
+    interrupting = (target or run.phase) is Phase.INTERRUPTING
+    if not interrupting and _append_delta(step, run, ev, last_event_at=a.at, **moved):
+        return  # the common case, a delta continuing the open part: one copy of the run
+    step.set_run(last_event_at=a.at, **moved)
 
     if isinstance(ev, E.SessionStarted):
         if conv is not None:
