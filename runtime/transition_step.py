@@ -95,7 +95,9 @@ class Step:
     def thread(self) -> str:
         return self.state.thread_id
 
-    def reply(self, text: str, *, ephemeral: bool = False, buttons: tuple = ()) -> None:
+    def reply(
+        self, text: str, *, ephemeral: bool = False, buttons: tuple[F.Button, ...] = ()
+    ) -> None:
         self.count("replies")
         self.emit(
             F.ReplyToCommand(
@@ -116,7 +118,9 @@ class Step:
 
     def post(self, kind: F.OutputKind, text: str) -> str:
         key = self.new_run_key()
-        self.emit(F.PostOutput(key=key, kind=kind, text=text, run_id=self.state.run.id))
+        run = self.state.run
+        assert run is not None
+        self.emit(F.PostOutput(key=key, kind=kind, text=text, run_id=run.id))
         return key
 
     def seal_open_part(self) -> None:

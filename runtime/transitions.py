@@ -27,6 +27,7 @@ eventually dispatched" easy to see.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from runtime import actions as A
 from runtime import effects as F
@@ -38,7 +39,8 @@ from runtime.transition_step import MARKER_CHARS, RECENT_ACTIONS, Step, Transiti
 
 __all__ = ["HANDLERS", "Transition", "transition"]
 
-HANDLERS: dict[type, Callable[[Step, object], None]] = {
+# Each handler takes the action type it is registered for.
+HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.UserMessage: user.on_user_message,
     A.QueueCommand: user.on_queue_command,
     A.AbortRequested: user.on_abort,
@@ -46,8 +48,8 @@ HANDLERS: dict[type, Callable[[Step, object], None]] = {
     A.QueuedItemRemoved: user.on_remove_queued,
     A.SourceMessageEdited: user.on_source_edited,
     A.SourceMessageDeleted: user.on_source_deleted,
-    A.ConversationStarted: lambda s, a: user.open_conversation(s, a, None),
-    A.ConversationResumed: lambda s, a: user.open_conversation(s, a, a.session_id),
+    A.ConversationStarted: user.on_conversation_started,
+    A.ConversationResumed: user.on_conversation_resumed,
     A.ConversationEnded: user.on_conversation_ended,
     A.WorkdirSet: user.on_workdir_set,
     A.ModelChanged: user.on_model_changed,

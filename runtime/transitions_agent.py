@@ -172,9 +172,11 @@ def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
         step.seal_open_part()
         header = f"{ev.display_name}({ev.input_summary})"
         key = step.post("tool", header)
+        current = step.state.run
+        assert current is not None
         step.set_run(
-            tool_keys=step.state.run.tool_keys + ((ev.tool_id, key),),
-            tool_headers=step.state.run.tool_headers + ((ev.tool_id, header),),
+            tool_keys=current.tool_keys + ((ev.tool_id, key),),
+            tool_headers=current.tool_headers + ((ev.tool_id, header),),
         )
     elif isinstance(ev, E.ToolFinished):
         result = (
@@ -185,7 +187,9 @@ def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
             )
         )
         mark = "✗ " if ev.is_error else "→ "
-        found = _tool_key(step.state.run, ev.tool_id)
+        current = step.state.run
+        assert current is not None
+        found = _tool_key(current, ev.tool_id)
         if found is None:
             step.seal_open_part()
             step.post("tool", f"(tool {ev.tool_id})\n{mark}{result}")

@@ -139,7 +139,8 @@ def on_clear_queue(step: Step, a: A.QueueCleared) -> None:
         )
         step.record("clear-queue position out of range", "rejected")
         return
-    _remove_items(step, lambda i, q: i != a.position - 1)
+    index = a.position - 1
+    _remove_items(step, lambda i, q: i != index)
     step.reply(f"Removed the queued prompt at position {a.position}.")
 
 
@@ -163,6 +164,14 @@ def on_source_edited(step: Step, a: A.SourceMessageEdited) -> None:
 def on_source_deleted(step: Step, a: A.SourceMessageDeleted) -> None:
     if not _remove_items(step, lambda i, q: q.source_message_id != a.source_message_id):
         step.record("delete of a message that is not queued")
+
+
+def on_conversation_started(step: Step, a: A.ConversationStarted) -> None:
+    open_conversation(step, a, None)
+
+
+def on_conversation_resumed(step: Step, a: A.ConversationResumed) -> None:
+    open_conversation(step, a, a.session_id)
 
 
 def open_conversation(
