@@ -22,6 +22,12 @@ open when the process ends gets exactly one ``TurnAborted`` (exit code, stderr t
 
 ``per_turn=True`` falls back to one process per prompt (``--resume`` the last session),
 same wire format, the process closed after its ``result``.
+
+A session the CLI does not have (``/claude resume <unknown id>``: it exits 1 at start with
+"No conversation found with session ID ...") is not an error that a restart could mend: the
+adapter starts the same process again without ``--resume`` (a new session), never tries that
+id again, and tells the thread once with an ``AgentError`` stamped with the first prompt's
+run (an event stamped with no run is dropped by the core as stale).
 """
 
 from __future__ import annotations
@@ -54,8 +60,13 @@ from ingress.agents.base import (
     StampedEvent,
     agent_environment,
 )
-from ingress.agents.claude_parser import ASK_USER_QUESTION, ClaudeStreamParser, PendingControl
-from runtime.agent_events import AgentEvent, SessionStarted, TurnAborted
+from ingress.agents.claude_parser import (
+    ASK_USER_QUESTION,
+    ClaudeStreamParser,
+    PendingControl,
+    is_unknown_session,
+)
+from runtime.agent_events import AgentError, AgentEvent, SessionStarted, TurnAborted, TurnCompleted
 from runtime.effects import PromptAgent, StartAgent
 from runtime.model import Attachment
 
@@ -88,6 +99,9 @@ RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what the API takes
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the API's limit per image
 INTERRUPT_GRACE_S = 10.0  # in-band interrupt unanswered for this long: SIGINT
+UNKNOWN_SESSION_NOTICE = (
+    "Could not resume Claude Code session {} (not found); started a new session."
+)
 
 
 class AgentStartError(RuntimeError):
@@ -257,6 +271,9 @@ class ClaudeAdapter(AgentAdapter):
         self._queued_runs: set[str] = set()  # per-turn prompts waiting for their process
         self._prompts_in: trio.MemorySendChannel[PromptAgent] | None = None
         self._prompts_out: trio.MemoryReceiveChannel[PromptAgent] | None = None
+        self.unknown_sessions: set[str] = set()  # ids the CLI could not resume: not retried
+        self._notice: str | None = None  # told the thread with the next prompt's run
+        self._startup_error = ""  # the error of a `result` that came before any prompt
 
     # lifecycle -----------------------------------------------------------------------------
     async def serve(
@@ -281,19 +298,29 @@ class ClaudeAdapter(AgentAdapter):
             self._remove_mcp_config()
 
     async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
-        proc = await self._spawn(start.workdir, self.session_id)
-        async with trio.open_nursery() as nursery:
-            self._proc_nursery = nursery
-            nursery.start_soon(proc.pump_stderr)
-            reader_done = trio.Event()
-            nursery.start_soon(self._read_stdout, proc, reader_done)
-            not_ready = await self._initialize(proc)
+        if self.session_id in self.unknown_sessions:
+            self.session_id = None
+        while True:
+            session = self.session_id
+            proc = await self._spawn(start.workdir, session)
+            async with trio.open_nursery() as nursery:
+                self._proc_nursery = nursery
+                nursery.start_soon(proc.pump_stderr)
+                reader_done = trio.Event()
+                nursery.start_soon(self._read_stdout, proc, reader_done)
+                not_ready = await self._initialize(proc)
+                if not_ready is None:
+                    task_status.started()
+                    await self._wait_exit(proc, reader_done)
+                nursery.cancel_scope.cancel()
             if not_ready is None:
-                task_status.started()
-                await self._wait_exit(proc, reader_done)
-            nursery.cancel_scope.cancel()
-        if not_ready is not None:
-            raise AgentStartError(not_ready)
+                return
+            if not self._forget_unknown_session(session, not_ready):
+                raise AgentStartError(not_ready)
+            # The CLI has no such session: the same start again, in a new session. At most
+            # once, since there is no session id left to forget.
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
 
     async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
         self._prompts_in, self._prompts_out = trio.open_memory_channel[PromptAgent](16)
@@ -305,36 +332,63 @@ class ClaudeAdapter(AgentAdapter):
                     continue
                 self._queued_runs.discard(prompt.run_id)
                 session = self.session_id or prompt.session_id
+                if session in self.unknown_sessions:
+                    session = None
                 try:
-                    proc = await self._spawn(
-                        prompt.workdir or start.workdir,
-                        session,
-                        model=prompt.model,
-                        system_instruction=prompt.system_instruction,
-                    )
+                    proc, not_ready = await self._one_turn(start, prompt, session)
+                    if not_ready is not None and self._forget_unknown_session(session, not_ready):
+                        # No such session: this same prompt in a new one (told the thread).
+                        proc, not_ready = await self._one_turn(start, prompt, None)
                 except (AgentStartError, OSError) as exc:
                     # This turn cannot run; the next prompt may (a workdir comes back ...).
                     await self._emit_event(TurnAborted(reason=str(exc)), prompt.run_id)
+                    self._proc = None
                     continue
-                async with trio.open_nursery() as nursery:
-                    self._proc_nursery = nursery
-                    nursery.start_soon(proc.pump_stderr)
-                    reader_done = trio.Event()
-                    nursery.start_soon(self._read_stdout, proc, reader_done)
-                    not_ready = await self._initialize(proc)
-                    if not_ready is None:
-                        await self._send_prompt(proc, prompt)
-                        nursery.start_soon(self._close_after_turn, proc)
-                        await self._wait_exit(proc, reader_done)
-                    nursery.cancel_scope.cancel()
                 if not_ready is not None:
                     aborted = TurnAborted(reason=not_ready, exit_code=proc.returncode)
                     await self._emit_event(aborted, prompt.run_id)
-                    with trio.CancelScope(shield=True):
-                        await proc.stop(grace=self.options.stop_grace_s)
                 self._proc = None
                 if self._stopping:
                     return
+
+    async def _one_turn(
+        self, start: StartAgent, prompt: PromptAgent, session: str | None
+    ) -> tuple[ManagedProcess, str | None]:
+        """Per-turn mode: one process for ``prompt``, to its end. Returns the process and
+        why it never got ready (None when it ran the turn); a process that never got ready
+        is stopped here, so the caller may start another."""
+        proc = await self._spawn(
+            prompt.workdir or start.workdir,
+            session,
+            model=prompt.model,
+            system_instruction=prompt.system_instruction,
+        )
+        async with trio.open_nursery() as nursery:
+            self._proc_nursery = nursery
+            nursery.start_soon(proc.pump_stderr)
+            reader_done = trio.Event()
+            nursery.start_soon(self._read_stdout, proc, reader_done)
+            not_ready = await self._initialize(proc)
+            if not_ready is None:
+                await self._send_prompt(proc, prompt)
+                nursery.start_soon(self._close_after_turn, proc)
+                await self._wait_exit(proc, reader_done)
+            nursery.cancel_scope.cancel()
+        if not_ready is not None:
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
+        return proc, not_ready
+
+    def _forget_unknown_session(self, session: str | None, not_ready: str) -> bool:
+        """True when the start failed because the CLI has no session ``session``: that id
+        is not tried again, and the thread is told with the next prompt."""
+        if not session or not is_unknown_session(f"{not_ready}\n{self._startup_error}"):
+            return False
+        self.unknown_sessions.add(session)
+        if self.session_id == session:
+            self.session_id = None
+        self._notice = UNKNOWN_SESSION_NOTICE.format(session)
+        return True
 
     async def _spawn(
         self,
@@ -361,6 +415,7 @@ class ClaudeAdapter(AgentAdapter):
         proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd)
         self._proc = proc
         self.processes_started += 1
+        self._startup_error = ""
         self.parser.process_started()
         self._turn_done = trio.Event()
         return proc
@@ -456,6 +511,8 @@ class ClaudeAdapter(AgentAdapter):
             self._prompt_sent_at = None
         if run_id is None:
             run_id = self.current_run
+            if run_id is None and isinstance(event, TurnCompleted) and event.error:
+                self._startup_error = event.error  # e.g. a failed --resume, before any prompt
         if run_id is not None:
             self.run_id = run_id  # a stray line after the turn still belongs to it
         if self.run_id is None:
@@ -494,6 +551,11 @@ class ClaudeAdapter(AgentAdapter):
         await self._send_prompt(proc, prompt)
 
     async def _send_prompt(self, proc: ManagedProcess, prompt: PromptAgent) -> None:
+        if self._notice is not None:
+            # Learnt before any run existed (a session that could not be resumed): told
+            # with this run, since the core drops an event of no run as stale.
+            notice, self._notice = self._notice, None
+            await self._emit_event(AgentError(message=notice), prompt.run_id)
         self.current_run = prompt.run_id
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()

@@ -18,12 +18,14 @@ Mapping (CLI 2.1.197, see ``docs/agents.md``): ``system/init`` -> ``SessionStart
 ``TurnCompleted`` (``TurnAborted`` when the CLI says the turn was aborted);
 ``control_cancel_request`` withdraws a pending request. Everything else
 is counted as skipped; a line that is not a JSON object of the expected shape is counted as
-malformed.
+malformed. ``is_unknown_session(text)`` recognises the start-up error of a ``--resume`` the
+CLI cannot honour (the adapter then starts a new session).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +45,7 @@ from runtime.agent_events import (
     Usage,
 )
 
-__all__ = ["ClaudeStreamParser", "PendingControl", "summarize_tool_input"]
+__all__ = ["ClaudeStreamParser", "PendingControl", "is_unknown_session", "summarize_tool_input"]
 
 ASK_USER_QUESTION = "AskUserQuestion"
 SYNTHETIC_MODEL = "<synthetic>"
@@ -87,6 +89,20 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+# What Claude Code 2.1.197 says (stderr, and the `errors` of its start-up `result`) when it
+# exits at start because `--resume` names a session it does not have: a UUID with no
+# transcript in this project, or a value that is neither a UUID nor a session title.
+_UNKNOWN_SESSION = re.compile(
+    r"No conversation found with session ID"
+    r"|--resume requires a valid session ID or session title"
+)
+
+
+def is_unknown_session(text: str) -> bool:
+    """True when the CLI's start-up error says the session to resume does not exist."""
+    return _UNKNOWN_SESSION.search(text) is not None
 
 
 def _clip(text: str, limit: int) -> str:

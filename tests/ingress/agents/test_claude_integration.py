@@ -502,17 +502,93 @@ async def test_a_cli_that_cannot_start_is_a_clear_error(
     with trio.fail_after(30), pytest.raises(AgentStartError, match="no-such-flag"):
         await bad_flag.serve(start, Session(bad_flag, tmp_path, tmp_path).emit)
     assert bad_flag._proc is not None and bad_flag._proc.returncode is not None
-    # Resuming a session the CLI does not know: a clear error, and no event without a run.
-    unknown = "11111111-2222-3333-4444-555555555555"
-    stale = ClaudeAdapter(_options(fake, tmp_path / "home"))
-    seen = Session(stale, tmp_path, tmp_path)
-    resume = StartAgent(agent="claude", workdir=str(tmp_path), session_id=unknown)
-    with trio.fail_after(30), pytest.raises(AgentStartError, match="No conversation found"):
-        await stale.serve(resume, seen.emit)
-    assert seen.events == []
+    assert bad_flag.processes_started == 1  # not taken for an unknown session: no second try
     missing = ClaudeAdapter(AgentOptions(binary=str(tmp_path / "no-claude")))
     with pytest.raises(AgentStartError, match="not found"):
         await missing.serve(start, Session(missing, tmp_path, tmp_path).emit)
+
+
+UNKNOWN_SESSION = "11111111-2222-3333-4444-555555555555"
+
+
+def _notices(s: Session) -> list[StampedEvent]:
+    return [e for e in s.events if isinstance(e.event, AgentError) and not e.event.retryable]
+
+
+def _claude_processes_with(text: str) -> list[int]:
+    """Live processes of this test whose command line holds ``text``."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and text in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+async def test_resuming_an_unknown_session_starts_a_new_one(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """``/claude resume <unknown id>``: the CLI exits at start ("No conversation found");
+    the adapter gets ready in a new session, tells the thread with the first run, and never
+    tries that id again."""
+    async with running_claude(tmp_path, fake, session_id=UNKNOWN_SESSION) as s:
+        assert s.adapter.processes_started == 2  # the failed --resume, then a new session
+        assert s.events == []  # nothing of no run: the core would drop it as stale
+        assert _claude_processes_with(UNKNOWN_SESSION) == []  # the failed one is gone
+        assert "--resume" not in psutil.Process(s.adapter._proc.pid).cmdline()
+        first = await s.turn("r1", "hello")
+        assert isinstance(first.event, TurnCompleted) and not first.event.is_error
+        assert s.text_of("r1") == "Hello from fake model."
+        [notice] = _notices(s)
+        assert notice.run_id == "r1"
+        assert UNKNOWN_SESSION in notice.event.message
+        assert "started a new session" in notice.event.message
+        # Told before the turn's own events, and the new session is the turn's.
+        assert s.events.index(notice) == 0
+        new_session = first.event.session_id
+        assert new_session and new_session != UNKNOWN_SESSION
+        started = [e for e in s.of_run("r1") if isinstance(e, SessionStarted)]
+        assert [e.session_id for e in started] == [new_session]
+        second = await s.turn("r2", "hello again")
+        assert isinstance(second.event, TurnCompleted) and second.session_id == new_session
+        assert len(_notices(s)) == 1  # told once
+        assert s.adapter.processes_started == 2
+        assert s.adapter.unknown_sessions == {UNKNOWN_SESSION}
+    assert [c.session_id for c in list_conversations(str(s.workdir), str(s.home))] == [new_session]
+    assert _claude_processes_with(str(CLAUDE)) == []
+
+
+async def test_per_turn_mode_resuming_an_unknown_session_starts_a_new_one(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with running_claude(tmp_path, fake, session_id=UNKNOWN_SESSION, per_turn=True) as s:
+        first = await s.turn("r1", "hello")
+        assert isinstance(first.event, TurnCompleted) and not first.event.is_error
+        assert s.text_of("r1") == "Hello from fake model."
+        assert s.adapter.processes_started == 2  # this turn: the failed --resume, then anew
+        [notice] = _notices(s)
+        assert notice.run_id == "r1" and UNKNOWN_SESSION in notice.event.message
+        assert not [e for e in s.events if e.run_id is None]
+        new_session = first.event.session_id
+        assert new_session and new_session != UNKNOWN_SESSION
+        # The next turn resumes the new session at once, even when the prompt still names
+        # the unknown one (the core learns the new id only from this turn's events).
+        prompt = _prompt("r2", "TOOLTEST", s.workdir).model_copy(
+            update={"session_id": UNKNOWN_SESSION}
+        )
+        await s.adapter.prompt(prompt)
+        second = await s.wait_for(
+            lambda e: e.run_id == "r2" and isinstance(e.event, TurnCompleted | TurnAborted)
+        )
+        assert isinstance(second.event, TurnCompleted) and second.session_id == new_session
+        assert s.text_of("r2") == "Tool said: hi"
+        assert s.adapter.processes_started == 3
+        assert len(_notices(s)) == 1
+    history = fake.messages_requests()[-2].body["messages"]
+    assert any("hello" in user_text(m) for m in history if m.get("role") == "user")
+    assert _claude_processes_with(str(CLAUDE)) == []
 
 
 async def test_mcp_tool_of_the_real_process_manager(tmp_path: Path, fake: FakeAnthropic) -> None:

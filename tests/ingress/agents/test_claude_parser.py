@@ -12,7 +12,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingress.agents.claude_parser import ClaudeStreamParser, summarize_tool_input
+from ingress.agents.claude_parser import (
+    ClaudeStreamParser,
+    is_unknown_session,
+    summarize_tool_input,
+)
 from runtime.agent_events import (
     AgentError,
     PermissionRequested,
@@ -261,6 +265,38 @@ def test_api_retry_and_error_result() -> None:
     )
     assert isinstance(events[1], TurnCompleted) and events[1].is_error
     assert events[1].error == "API Error: Unable to connect to API (ConnectionRefused)"
+
+
+# Claude Code 2.1.197's genuine output (stdout line, then stderr) when ``--resume`` names a
+# session it does not have; it exits 1 before reading any prompt.
+UNKNOWN_UUID_RESULT = (
+    '{"type":"result","subtype":"error_during_execution","duration_ms":0,"duration_api_ms":0,'
+    '"is_error":true,"num_turns":0,"stop_reason":null,'
+    '"session_id":"11111111-2222-3333-4444-555555555555","total_cost_usd":0,'
+    '"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,'
+    '"output_tokens":0},"modelUsage":{},"permission_denials":[],'
+    '"uuid":"16e543c4-499c-4c6d-abbe-9581865d9cdd",'
+    '"errors":["No conversation found with session ID: 11111111-2222-3333-4444-555555555555"]}'
+)
+UNKNOWN_UUID_STDERR = "No conversation found with session ID: 11111111-2222-3333-4444-555555555555"
+NOT_A_UUID_STDERR = (
+    "Error: --resume requires a valid session ID or session title when used with --print. "
+    'Usage: claude -p --resume <session-id|title>. Provided value "not-a-uuid" is not a UUID '
+    "and does not match any session title."
+)
+
+
+def test_a_session_the_cli_does_not_have_is_recognised() -> None:
+    parser = ClaudeStreamParser()
+    [end] = parser.feed(UNKNOWN_UUID_RESULT)
+    assert isinstance(end, TurnCompleted) and end.is_error
+    assert end.error is not None and is_unknown_session(end.error)
+    assert is_unknown_session(UNKNOWN_UUID_STDERR)
+    assert is_unknown_session(NOT_A_UUID_STDERR)
+    # Other start-up failures are not taken for it: they must still fail the start.
+    assert not is_unknown_session("error: unknown option '--no-such-flag'")
+    assert not is_unknown_session("API Error: Unable to connect to API (ConnectionRefused)")
+    assert not is_unknown_session("")
 
 
 def test_thinking_from_whole_blocks_when_not_streamed() -> None:
