@@ -5,7 +5,13 @@ Invariants:
 - Effects of an action are applied only once that action is durable in the log
   (``EventLog.wait_durable``), so a crash can lose an effect but never show one whose
   cause the log forgot.
-- Effects are applied one at a time in the order the actor committed them.
+- Effects go into two lanes, each applied one at a time in commit order: the **agent
+  lane** (start, prompt, interrupt, stop, answers) and the **chat lane** (everything the
+  renderer shows). A chat effect stuck in a long 429 ``retry_after`` (the renderer waits
+  and retries) must not hold an ``InterruptAgent`` behind it, or ``/abort`` would take as
+  long as Discord's rate limit. Nothing needs an order *between* the lanes: the core only
+  asks the agent something the user answered in the chat, which the chat lane showed first.
+- A ``PromptAgent`` whose run the core has ended by the time it is sent is not sent.
 - The reactor changes no state. It reports only by posting actions into the thread's
   queue: ``OutputPosted`` for each (key, message ids) the renderer reports,
   ``EffectFailed`` for an effect that raised (the actor never sees the exception).
@@ -80,9 +86,10 @@ class Reactor:
         self._post = post
         self._clock = clock
         self._ids = ids
-        self._send, self._recv = trio.open_memory_channel[tuple[int, tuple[Effect, ...]]](math.inf)
+        self._agent_lane = _Lane("agent")
+        self._chat_lane = _Lane("chat")
         self._nursery: trio.Nursery | None = None
-        self.pending = 0  # effects handed over and not yet applied
+        self.pending = 0  # effects handed over and not yet applied (both lanes)
         self.applied = 0
         self.failed = 0
         self.skipped_prompts = 0
@@ -94,28 +101,42 @@ class Reactor:
         if not effects:
             return
         self.pending += len(effects)
-        self._idle = trio.Event() if self._idle.is_set() else self._idle
-        self._send.send_nowait((ticket, effects))
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        agent: list[Effect] = []
+        chat: list[Effect] = []
+        for effect in effects:
+            (agent if isinstance(effect, _AGENT_EFFECTS) else chat).append(effect)
+        if agent:
+            self._agent_lane.submit(ticket, agent)
+        if chat:
+            self._chat_lane.submit(ticket, chat)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
     async def run(self, nursery: trio.Nursery) -> None:
-        """Apply batches until cancelled. ``nursery`` hosts the listener task."""
+        """Run both lanes until cancelled. ``nursery`` hosts the listener task."""
         self._nursery = nursery
-        async for first in self._recv:
+        async with trio.open_nursery() as lanes:
+            lanes.start_soon(self._run_lane, self._agent_lane)
+            lanes.start_soon(self._run_lane, self._chat_lane)
+
+    async def _run_lane(self, lane: _Lane) -> None:
+        async for first in lane.recv:
             # Take every batch already committed: tickets grow in commit order, so once the
             # last one is durable all are, and one wait covers them (one log flush).
             batches = [first]
             while True:
                 try:
-                    batches.append(self._recv.receive_nowait())
+                    batches.append(lane.recv.receive_nowait())
                 except trio.WouldBlock:
                     break
             await self._log.wait_durable(batches[-1][0])
             for _, effects in batches:
                 for effect in effects:
                     await self.apply(effect)
+                    lane.pending -= 1
                     self.pending -= 1
             if self.pending == 0:
                 self._idle.set()
@@ -204,4 +225,26 @@ class Reactor:
         self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))
 
     def statistics(self) -> dict[str, int]:
-        return {"pending": self.pending, "applied": self.applied, "failed": self.failed}
+        return {
+            "pending": self.pending,
+            "agent_pending": self._agent_lane.pending,
+            "chat_pending": self._chat_lane.pending,
+            "applied": self.applied,
+            "failed": self.failed,
+            "skipped_prompts": self.skipped_prompts,
+        }
+
+
+class _Lane:
+    """One ordered queue of (durability ticket, effects) batches and its count."""
+
+    __slots__ = ("name", "send", "recv", "pending")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.send, self.recv = trio.open_memory_channel[tuple[int, list[Effect]]](math.inf)
+        self.pending = 0
+
+    def submit(self, ticket: int, effects: list[Effect]) -> None:
+        self.pending += len(effects)
+        self.send.send_nowait((ticket, effects))

@@ -1,0 +1,160 @@
+"""The reactor's two lanes: agent effects never wait behind chat effects, each lane keeps
+commit order, and a prompt of a run the core already ended is still not sent.
+
+The runtime is the real one (real SQLite log, scripted fake agent); the renderer is the
+recording one, made to block on one kind of chat effect for 30 s the way a long Discord
+429 ``retry_after`` holds the stream renderer. trio's MockClock jumps over the waits, so a
+delay shows as trio time, not as wall time."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from runtime_harness import Chat, running, until
+
+from ingress.agents.base import AgentOptions
+from runtime import actions as A
+from runtime.effects import Effect, ReplyToCommand
+from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from testkit.fake_chat import RecordingRenderer, RenderWorld
+
+BLOCK_S = 30.0
+
+
+@pytest.fixture
+def autojump(autojump_clock: trio.testing.MockClock) -> trio.testing.MockClock:
+    return autojump_clock
+
+
+class StuckChat(RenderWorld):
+    """A chat whose renderer, once armed, holds every ``ReplyToCommand`` for 30 s."""
+
+    armed = False
+    replies_done: list[float]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replies_done = []
+
+    def renderer(self, thread_id: str) -> RecordingRenderer:
+        world = self
+
+        class Stuck(RecordingRenderer):
+            async def apply(self, effect: Effect) -> list[tuple[str, tuple[str, ...]]]:
+                if world.armed and isinstance(effect, ReplyToCommand):
+                    await trio.sleep(BLOCK_S)
+                    posted = await super().apply(effect)
+                    world.replies_done.append(trio.current_time())
+                    return posted
+                return await super().apply(effect)
+
+        return Stuck(thread_id, self)
+
+
+class TimedAgents(FakeAgentWorld):
+    """Records the trio time of every interrupt the agent receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupt_times: list[float] = []
+
+    def factory(self, name: str) -> ScriptedAgent:
+        world = self
+
+        class Timed(ScriptedAgent):
+            async def interrupt(self, run_id: str) -> None:
+                world.interrupt_times.append(trio.current_time())
+                await super().interrupt(run_id)
+
+        adapter = Timed(AgentOptions(), world=self)
+        self.adapters.append(adapter)
+        return adapter
+
+
+async def test_an_abort_is_not_held_behind_a_stuck_chat_effect(tmp_path, autojump) -> None:
+    chat_world, agents = StuckChat(), TimedAgents()
+    async with running(tmp_path, chat=chat_world, agents=agents) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("please SILENT")  # a turn that runs until interrupted
+        await until(lambda: agents.delivered != [], step=0.01)
+        chat_world.armed = True
+        seen_before = len(chat_world.of_thread("t1"))
+        t0 = trio.current_time()
+        # /status first: its reply is the chat effect stuck in a 30 s "rate limit" ...
+        await chat.send(A.StatusRequested(**chat._base()))
+        # ... then /abort, committed after it.
+        await chat.abort()
+        await until(lambda: agents.interrupts != [], step=0.01)
+        assert agents.interrupt_times[0] - t0 < 1.0  # applied at once, not after 30 s
+        assert rt.get("t1").reactor.statistics()["chat_pending"] >= 1  # the reply still waits
+        await until(lambda: rt.get("t1").is_quiet() and rt.snapshot("t1").run is None)
+        # The stuck reply did get out, after its 30 s, and the chat lane kept commit order:
+        # the reply (committed before the abort) comes before the abort's chat effects.
+        assert chat_world.replies_done and chat_world.replies_done[0] - t0 >= BLOCK_S
+        after = chat_world.of_thread("t1")[seen_before:]
+        assert isinstance(after[0], ReplyToCommand)  # first, though it took 30 s
+        assert len(after) > 1  # the abort's chat effects (its notice, typing off) follow
+        assert agents.interrupts == ["r1"]
+        assert rt.snapshot("t1").counters.aborts == 1
+
+
+async def test_agent_effects_keep_commit_order_among_themselves(tmp_path, autojump) -> None:
+    """A permission answer committed after a prompt reaches the agent after it, even with
+    the chat lane stuck: each lane is ordered on its own."""
+    chat_world, agents = StuckChat(), TimedAgents()
+    async with running(tmp_path, chat=chat_world, agents=agents) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        chat_world.armed = True
+        await chat.send(A.StatusRequested(**chat._base()))  # stuck for 30 s
+        t0 = trio.current_time()
+        await chat.say("PERMISSION please")
+        await until(lambda: rt.snapshot("t1").blockers != (), step=0.01)
+        await chat.allow("perm1")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1, step=0.01)
+        # The whole turn (prompt, question, answer) happened while the reply was stuck.
+        assert trio.current_time() - t0 < BLOCK_S
+        assert [t for _, t in agents.delivered] == ["PERMISSION please"]
+        assert agents.answers == [("perm1", True)]
+        await until(lambda: rt.get("t1").is_quiet())
+        assert chat_world.replies_done and chat_world.duplicate_keys == []
+
+
+async def test_a_prompt_of_a_run_ended_while_it_waited_is_not_sent(tmp_path, autojump) -> None:
+    """The agent takes 5 s to start; the conversation is ended meanwhile (the core ends the
+    run at once). The prompt, which was waiting in the agent lane for that start, must not
+    reach the agent."""
+
+    class SlowStart(TimedAgents):
+        def factory(self, name: str) -> ScriptedAgent:
+            world = self
+
+            class Slow(ScriptedAgent):
+                async def serve(self, start, emit, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    await trio.sleep(5)
+                    await super().serve(start, emit, task_status)
+
+                async def interrupt(self, run_id: str) -> None:
+                    world.interrupt_times.append(trio.current_time())
+                    await super().interrupt(run_id)
+
+            adapter = Slow(AgentOptions(), world=self)
+            self.adapters.append(adapter)
+            return adapter
+
+    agents = SlowStart()
+    async with running(tmp_path, agents=agents) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("hello")
+        await chat.end()  # while the agent is still starting
+        assert rt.snapshot("t1").run is None
+        await until(lambda: agents.serve_calls == 1 and rt.get("t1").is_quiet(), step=0.01)
+        reactor = rt.get("t1").reactor
+        assert agents.delivered == [] and reactor.skipped_prompts == 1
+        # A new conversation's prompt does go through.
+        await chat.start()
+        await chat.say("again")
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        assert [t for _, t in agents.delivered] == ["again"]
