@@ -38,6 +38,7 @@ QUICK_LINES = 2_000
 ROUNDS = 5
 TARGET_LINES_PER_S = 100_000  # issue 8
 TIME_CAP_S = 25.0  # per parser: a pathologically slow parser must not stall `make bench`
+LONG_ANSWER_DELTAS = (5_000, 20_000)  # 250 KB and 1 MB of answer in one turn
 
 # One recorded process: ("line", text) to feed, ("begin", arg) where the driver prompted.
 Step = tuple[str, Any]
@@ -386,6 +387,100 @@ def profile(work: Workload, lines: int = 30_000, top: int = 6) -> list[dict[str,
     return out
 
 
+# --- one long streamed answer: is a parser linear in the length of a turn? -------------------
+
+
+def _claude_delta(obj: dict) -> str | None:
+    event = obj.get("event") if obj.get("type") == "stream_event" else None
+    delta = event.get("delta") if isinstance(event, dict) else None
+    if isinstance(delta, dict) and delta.get("type") == "text_delta":
+        return delta.get("text")
+    return None
+
+
+def _codex_delta(obj: dict) -> str | None:
+    if obj.get("method") == "item/agentMessage/delta":
+        return (obj.get("params") or {}).get("delta")
+    return None
+
+
+def _acp_delta(obj: dict) -> str | None:
+    update = (obj.get("params") or {}).get("update") or {}
+    if (
+        obj.get("method") == "session/update"
+        and update.get("sessionUpdate") == "agent_message_chunk"
+    ):
+        return (update.get("content") or {}).get("text")
+    return None
+
+
+def _gemini_stream_delta(obj: dict) -> str | None:
+    if obj.get("type") == "message" and obj.get("role") == "assistant" and obj.get("delta"):
+        return obj.get("content")
+    return None
+
+
+def _opencode_delta(obj: dict) -> str | None:
+    if obj.get("type") == "message.part.delta":
+        return (obj.get("properties") or {}).get("delta")
+    return None
+
+
+# The streaming formats, and how to find a recorded text delta in each.
+STREAMED_TEXT: dict[str, Callable[[dict], str | None]] = {
+    "claude stream-json": _claude_delta,
+    "codex app-server": _codex_delta,
+    "gemini --acp": _acp_delta,
+    "gemini stream-json": _gemini_stream_delta,
+    "opencode serve SSE": _opencode_delta,
+}
+CHUNK = "x" * 49 + " "  # 50 bytes of answer per delta
+
+
+def long_answer(work: Workload, extract: Callable[[dict], str | None], sizes: tuple[int, int]):
+    """One turn of ``sizes[0]`` then ``sizes[1]`` text deltas (a recorded delta line, its text
+    made 50 bytes) after the recorded lines that lead up to it; CPU seconds of each and the
+    growth. A parser linear in the answer's length grows by ``sizes[1] / sizes[0]``."""
+    for steps in work.processes:
+        for i, (kind, value) in enumerate(steps):
+            if kind != "line":
+                continue
+            try:
+                obj = json.loads(value)
+            except ValueError:
+                continue
+            text = extract(obj) if isinstance(obj, dict) else None
+            if text:
+                prefix, line = steps[:i], value
+                break
+        else:
+            continue
+        break
+    else:
+        return {"error": "no text delta in the recordings"}
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+    if line.count(escaped) == 1:
+        line, per_delta = line.replace(escaped, CHUNK), len(CHUNK)
+    else:
+        per_delta = len(text.encode())
+    seconds = []
+    for n in sizes:
+        cpu = time.process_time()
+        stats = work.replay([*prefix, *[("line", line)] * n])
+        seconds.append(time.process_time() - cpu)
+        if stats.events < n:
+            return {"error": f"{n} deltas gave only {stats.events} events"}
+    small, large = sizes
+    return {
+        "deltas": list(sizes),
+        "answer_kb": [round(n * per_delta / 1024) for n in sizes],
+        "cpu_s": [round(t, 3) for t in seconds],
+        "us_per_delta": [round(t * 1e6 / n, 1) for t, n in zip(seconds, sizes, strict=True)],
+        "growth": round(seconds[1] / max(seconds[0], 1e-9), 1),
+        "linear_growth": round(large / small, 1),
+    }
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """One entry per parser: lines, median lines/s, events, malformed/skipped counts."""
     lines = QUICK_LINES if quick else FULL_LINES
@@ -396,6 +491,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         row["load_average"] = load
         if row["lines_per_cpu_s"] < TARGET_LINES_PER_S or row["lines_per_s"] < TARGET_LINES_PER_S:
             row["profile"] = profile(work, 1_000 if quick else 30_000)
+        if work.name in STREAMED_TEXT:
+            sizes = (500, 2_000) if quick else LONG_ANSWER_DELTAS
+            row["long_answer"] = long_answer(work, STREAMED_TEXT[work.name], sizes)
     return out
 
 

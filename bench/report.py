@@ -192,7 +192,45 @@ def _parsers_section(parsers: Any) -> list[str]:
             rows,
         ),
         "",
+        *_long_answers(rows_of),
         *_profiles(rows_of),
+    ]
+
+
+def _long_answers(rows_of: list[tuple[str, dict]]) -> list[str]:
+    """One long streamed turn per streaming parser: is its cost linear in the answer?"""
+    rows = []
+    for name, v in rows_of:
+        la = v.get("long_answer")
+        if not isinstance(la, dict) or "error" in la:
+            continue
+        growth, linear = la.get("growth"), la.get("linear_growth")
+        verdict = "—"
+        if isinstance(growth, int | float) and isinstance(linear, int | float):
+            verdict = "linear" if growth <= 1.5 * linear else "super-linear"
+        small, large = la["deltas"]
+        kb_small, kb_large = la["answer_kb"]
+        rows.append(
+            [
+                name,
+                f"{small:,} / {large:,}",
+                f"{kb_small:,} / {kb_large:,}",
+                f"{la['cpu_s'][0]} / {la['cpu_s'][1]}",
+                f"{la['us_per_delta'][0]} / {la['us_per_delta'][1]}",
+                f"{growth}× (linear: {linear}×)",
+                verdict,
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "One long streamed answer in one turn (a recorded text-delta line, its text made 50 "
+        "bytes, repeated after the recorded lines leading up to it; one fresh parser):",
+        "",
+        _table(
+            ["parser", "deltas", "answer KB", "CPU s", "µs per delta", "growth", "verdict"], rows
+        ),
+        "",
     ]
 
 
