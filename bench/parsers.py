@@ -322,22 +322,45 @@ def json_only_cpu_us(work: Workload, lines: int) -> float:
     return (time.process_time() - cpu) * 1e6 / done
 
 
+@dataclass
+class Rounds:
+    """One parser's rounds so far."""
+
+    rates: list[float] = field(default_factory=list)  # lines per wall second
+    cpu_rates: list[float] = field(default_factory=list)  # lines per CPU second
+    totals: list[ParserStats] = field(default_factory=list)
+    spent: float = 0.0
+
+    def add(self, work: Workload, lines: int) -> None:
+        if self.spent > TIME_CAP_S:
+            return
+        seconds, cpu_seconds, stats = _one_round(work, max(work.lines_per_pass, lines))
+        self.rates.append(stats.lines / seconds)
+        self.cpu_rates.append(stats.lines / max(cpu_seconds, 1e-9))
+        self.totals.append(stats)
+        self.spent += seconds
+
+
+def measure_all(works: list[Workload], total_lines: int, rounds: int) -> dict[str, Rounds]:
+    """``rounds`` rounds of ``total_lines / rounds`` lines per parser, the parsers taking
+    turns round by round, so a burst of load from other jobs on the machine is spread over
+    all of them instead of falling on one."""
+    done = {work.name: Rounds() for work in works}
+    for _ in range(rounds):
+        for work in works:
+            done[work.name].add(work, total_lines // rounds)
+    return done
+
+
 def measure(work: Workload, total_lines: int, rounds: int = ROUNDS) -> dict[str, Any]:
     """Median lines/s over ``rounds`` rounds of ``total_lines / rounds`` lines each."""
-    per_round = max(work.lines_per_pass, total_lines // rounds)
-    rates: list[float] = []
-    cpu_rates: list[float] = []
-    totals: list[ParserStats] = []
-    spent = 0.0
-    for _ in range(rounds):
-        seconds, cpu_seconds, stats = _one_round(work, per_round)
-        rates.append(stats.lines / seconds)
-        cpu_rates.append(stats.lines / max(cpu_seconds, 1e-9))
-        totals.append(stats)
-        spent += seconds
-        if spent > TIME_CAP_S:
-            break
-    total = _sum(totals)
+    return summarize(work, measure_all([work], total_lines, rounds)[work.name], total_lines)
+
+
+def summarize(work: Workload, measured: Rounds, total_lines: int) -> dict[str, Any]:
+    """The figures of one parser's rounds (and of ``json.loads`` on the same lines)."""
+    rates, cpu_rates = measured.rates, measured.cpu_rates
+    total = _sum(measured.totals)
     once = _sum([work.replay(steps) for steps in work.processes])  # one pass, for the ratios
     cpu_us = 1e6 / statistics.median(cpu_rates)
     json_us = json_only_cpu_us(work, max(work.lines_per_pass, total_lines // 10))
@@ -485,9 +508,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     """One entry per parser: lines, median lines/s, events, malformed/skipped counts."""
     lines = QUICK_LINES if quick else FULL_LINES
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    works = workloads()
+    measured = measure_all(works, lines, 2 if quick else ROUNDS)
     out = {}
-    for work in workloads():
-        out[work.name] = row = measure(work, lines, 2 if quick else ROUNDS)
+    for work in works:
+        out[work.name] = row = summarize(work, measured[work.name], lines)
         row["load_average"] = load
         if row["lines_per_cpu_s"] < TARGET_LINES_PER_S or row["lines_per_s"] < TARGET_LINES_PER_S:
             row["profile"] = profile(work, 1_000 if quick else 30_000)

@@ -166,7 +166,9 @@ def _parsers_section(parsers: Any) -> list[str]:
         "Each adapter's parser fed the genuine CLI output recorded in "
         "`tests/ingress/agents/fixtures/` as its adapter feeds it (a fresh parser per recorded "
         "process, `begin_turn` where a prompt was sent, `opencode serve` payloads decoded and "
-        f"routed by session), replayed over and over; median of {rounds} rounds, one core. "
+        f"routed by session), replayed over and over: {rounds} rounds per parser, the parsers "
+        "taking turns round by round (a burst of load from other jobs is spread over all); "
+        "median round, one core. "
         "*lines/s* is wall clock (the verdict uses it); *lines per CPU-s* divides by this "
         "process's CPU time instead, which the other jobs on a shared machine do not inflate"
         + (f" (load average {load} when the section started)" if load else "")
