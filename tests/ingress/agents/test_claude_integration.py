@@ -538,6 +538,7 @@ async def test_resuming_an_unknown_session_starts_a_new_one(
         assert s.events == []  # nothing of no run: the core would drop it as stale
         assert _claude_processes_with(UNKNOWN_SESSION) == []  # the failed one is gone
         assert "--resume" not in psutil.Process(s.adapter._proc.pid).cmdline()
+        assert _claude_processes_with(str(CLAUDE)) == [s.adapter._proc.pid]
         first = await s.turn("r1", "hello")
         assert isinstance(first.event, TurnCompleted) and not first.event.is_error
         assert s.text_of("r1") == "Hello from fake model."

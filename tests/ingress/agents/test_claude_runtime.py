@@ -5,9 +5,11 @@ Anthropic API on 127.0.0.1 -> agent events -> chat outputs in a recording render
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import trio
 
@@ -45,6 +47,17 @@ class ChatUser:
             A.ConversationStarted(
                 **self._base(),
                 agent="claude",
+                requested_workdir=str(workdir),
+                resolved_workdir=str(workdir),
+            )
+        )
+
+    async def resume(self, workdir: Path, session_id: str) -> None:
+        await self.send(
+            A.ConversationResumed(
+                **self._base(),
+                agent="claude",
+                session_id=session_id,
                 requested_workdir=str(workdir),
                 resolved_workdir=str(workdir),
             )
@@ -128,5 +141,79 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
                 assert made[0].processes_started == 1  # type: ignore[attr-defined]
                 assert not chat_world.duplicate_keys
         assert made[0].stopped_clean is True  # type: ignore[attr-defined]
+    finally:
+        fake.stop()
+
+
+def _live_claude_pids() -> list[int]:
+    """This test's live Claude Code processes (psutil)."""
+    found = []
+    for child in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and str(CLAUDE) in child.cmdline():
+                found.append(child.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+async def test_resuming_an_unknown_session_through_the_runtime(tmp_path: Path) -> None:
+    """``/claude resume <unknown id>``: the first turn runs in a new session, the thread is
+    told once, the listener starts once (no retry loop) and no process is left."""
+    assert CLAUDE.exists(), "run `make agents` first"
+    (tmp_path / "home").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    unknown = "11111111-2222-3333-4444-555555555555"
+    fake = FakeAnthropic()
+    fake.start()
+    options = AgentOptions(
+        binary=str(CLAUDE),
+        home=str(tmp_path / "home"),
+        env=(("ANTHROPIC_BASE_URL", fake.base_url), ("ANTHROPIC_API_KEY", "sk-ant-fake")),
+    )
+    made: list[ClaudeAdapter] = []
+
+    def factory(name: str) -> AgentAdapter:
+        made.append(ClaudeAdapter(options))
+        return made[-1]
+
+    chat_world = RenderWorld()
+    try:
+        with EventLog(tmp_path / "events.sqlite3") as log:
+            async with open_runtime(
+                log=log,
+                renderer_factory=chat_world.renderer,
+                adapter_factory=factory,
+                policy=Policy(allowed_roots=(str(tmp_path),)),
+                clock=trio.current_time,
+            ) as runtime:
+                chat = ChatUser(runtime)
+                await chat.resume(work, unknown)
+                await chat.say("hello")
+                await until(lambda: chat_world.texts(THREAD, "footer"))
+                assert "Hello from fake model." in chat_world.texts(THREAD, "text")
+                told = [t for t in chat_world.texts(THREAD, "notice") if unknown in t]
+                assert len(told) == 1 and "started a new session" in told[0]
+                state = runtime.snapshot(THREAD)
+                assert state is not None and state.conversation is not None
+                new_session = state.conversation.session_id
+                assert new_session and new_session != unknown  # later starts resume this one
+
+                await chat.say("hello again")
+                await until(lambda: len(chat_world.texts(THREAD, "footer")) == 2)
+                await trio.sleep(1.0)  # room for a retry loop to show itself
+                assert len([t for t in chat_world.texts(THREAD, "notice") if unknown in t]) == 1
+                assert len(made) == 1  # one listener start: no retries with the bad id
+                assert made[0].processes_started == 2  # the failed --resume, then anew
+                state = runtime.snapshot(THREAD)
+                assert state is not None and state.counters.listener_starts == 1
+                assert state.counters.completed == 2 and state.counters.failed == 0
+                assert state.conversation is not None
+                assert state.conversation.session_id == new_session
+                assert made[0]._proc is not None
+                assert _live_claude_pids() == [made[0]._proc.pid]  # the bad one is gone
+        assert made[0].stopped_clean is True
+        assert _live_claude_pids() == []
     finally:
         fake.stop()
