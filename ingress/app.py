@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from effects.platform import PlatformLimits
 from ingress.agents import adapter_class
 from ingress.agents.base import AgentAdapter
 from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -81,12 +82,9 @@ async def _serve(
     policy = settings.runtime.policy()
     async with trio.open_nursery() as nursery:
         # Ctrl-C and SIGTERM end the program the orderly way: the console stops reading
-        # input, Discord is unwound; either way the runtime then parks every thread (runs
-        # stopped with a notice, queues kept) before anything closes.
+        # input, the Discord bot is asked to stop; either way the runtime then parks every
+        # thread (runs stopped with a notice, queues kept) before anything closes.
         stop_input = trio.CancelScope()
-        nursery.start_soon(
-            _quit_on_signal, stop_input if console_agent is not None else nursery.cancel_scope
-        )
         mcp = None
         if settings.mcp.enabled and not args.no_mcp:
             from effects.mcp_manager.server import config_from_settings, serve_process_manager
@@ -108,20 +106,30 @@ async def _serve(
             from ingress.discord.host import run_discord_runtime
             from ingress.discord.settings import settings_from_config
 
-            runtime, _bot = await nursery.start(
-                partial(
-                    run_discord_runtime,
-                    settings_from_config(settings),
-                    log=log,
-                    adapter_factory=factory,
-                    policy=policy,
-                    **runtime_kwargs,
-                )
-            )
-            factory.runtime = runtime
+            limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
+            done = trio.Event()
+
+            async def discord_bot(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    await run_discord_runtime(
+                        settings_from_config(settings),
+                        log=log,
+                        adapter_factory=factory,
+                        policy=policy,
+                        limits=limits,
+                        stop_on_signals=True,
+                        task_status=task_status,
+                        **runtime_kwargs,
+                    )
+                finally:
+                    done.set()
+
+            app = await nursery.start(discord_bot)
+            factory.runtime = app.runtime
             _say("Connected to Discord. Stop with Ctrl-C.")
-            await trio.sleep_forever()
+            await done.wait()
         else:
+            nursery.start_soon(_quit_on_signal, stop_input)
             await _console(
                 settings, args, log, factory, policy, console_agent, runtime_kwargs, stop_input
             )

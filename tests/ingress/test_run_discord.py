@@ -1,0 +1,106 @@
+"""``spindle run`` with a Discord token: the real command, as a process, against the fake
+Discord on 127.0.0.1, configured only through its config file and environment."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from testkit.fake_discord.harness import fake_world
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_spindle_run_serves_discord_and_survives_a_restart(tmp_path: Path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with fake_world(work) as world:
+        config = tmp_path / "spindle.toml"
+        config.write_text(
+            f"""
+[runtime]
+allowed_roots = ["{work}"]
+default_agent = "echo"
+
+[discord]
+guild_ids = [{world.guild}]
+allowed_user_ids = [{world.alice}]
+rest_base_url = "{world.fake.rest_base}"
+gateway_url = "{world.fake.gateway_url}"
+
+[discord.project_channels."{world.project_channel}"]
+agent = "echo"
+workdir = "{work}"
+"""
+        )
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+            "SPINDLE_DATA_DIR": str(tmp_path / "data"),
+            "SPINDLE_DISCORD_TOKEN": "fake-token",
+            "SPINDLE_MCP__PORT": "0",
+        }
+
+        def start() -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ingress.cli", "--config", str(config), "run"],
+                env=env,
+                cwd=work,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+
+        bot = start()
+        try:
+            wait_for(lambda: world.fake.commands(world.guild), 60, "slash commands")
+            # A message in the project channel opens a thread running the echo agent.
+            world.fake.send_message(world.project_channel, world.alice, "hello from discord")
+            thread = wait_for(lambda: world.fake.threads(world.project_channel), 30, "a thread")[0]
+            wait_for(lambda: "echo (demo agent)" in world.fake.transcript(thread), 30, "a footer")
+            transcript = world.fake.transcript(thread)
+            assert "hello from discord" in transcript
+            # Someone not on the allow-list is refused and nothing runs for them.
+            world.fake.send_message(thread, world.mallory, "let me in")
+            # A long prompt, then SIGTERM mid-run with a prompt queued behind it.
+            world.fake.send_message(thread, world.alice, " ".join(f"w{i}" for i in range(60)))
+            world.fake.send_message(thread, world.alice, "after the restart. queue")
+            wait_for(lambda: "Queued (position 1)" in world.fake.transcript(thread), 30, "queued")
+            wait_for(lambda: "spindle: w0" in world.fake.transcript(thread), 30, "streaming")
+            bot.send_signal(signal.SIGTERM)
+            out, err = bot.communicate(timeout=60)
+            assert bot.returncode == 0, err
+            stopped = world.fake.transcript(thread)
+            assert "Spindle stopped this run" in stopped and "1 queued prompt(s)" in stopped
+            assert "after the restart" not in stopped.split("Spindle stopped this run")[1]
+            # The next process picks the queue up where it was.
+            bot = start()
+            wait_for(
+                lambda: world.fake.transcript(thread).count("echo (demo agent)") >= 2,
+                60,
+                "the queued prompt after the restart",
+            )
+            final = world.fake.transcript(thread)
+            assert "» alice: after the restart" in final
+            assert "let me in" not in final.split("let me in", 1)[1]  # never echoed back
+        finally:
+            if bot.poll() is None:
+                bot.send_signal(signal.SIGTERM)
+                try:
+                    bot.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    bot.kill()
