@@ -417,6 +417,24 @@ class StreamRenderer:
             out.chunker = None  # its text is in the messages now
         elif out.mode == "preview":
             await self._show(out, now=True)
+        await self._settle(out)
+
+    async def _settle(self, out: _Output) -> None:
+        """Make a sealed output's outstanding sends and edits now, waiting out their pacing:
+        whatever the chat shows after it (the footer, the next tool card) must come after
+        its final text, not before its last paced edit."""
+        for message in sorted(
+            (m for m, o in self._unsent.items() if o is out), key=lambda m: m.seq
+        ):
+            if message in self._unsent:
+                await self._send(out, message)
+        while pending := sorted(
+            (m for m, o in self._dirty.items() if o is out), key=lambda m: m.seq
+        ):
+            message = pending[0]
+            await trio.sleep_until(self._due(message))
+            if message in self._dirty:
+                await self._edit(self._dirty.pop(message), message)
 
     async def _edit_output(self, effect: EditOutput) -> None:
         out = self._outputs.get(effect.key)

@@ -521,3 +521,16 @@ async def test_a_platform_bug_in_the_background_is_reported_not_fatal(
         # Later effects are not blamed for it.
         posted = await renderer.apply(PostOutput(key="f", kind="footer", text="1s"))
         assert posted == [("f", ("m2",))]
+
+
+async def test_what_follows_a_sealed_stream_comes_after_its_final_text(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    # Deltas faster than the pacing: when the stream is sealed its last edit is still due.
+    await stream(renderer, "t/r1/0", "".join(f"slow{i} " for i in range(10)), step=6, every=0.1)
+    await renderer.apply(PostOutput(key="t/r1/1", kind="footer", text="1.0s · $0.01 · m"))
+    calls = [c for c in platform.calls if c.kind in ("send", "edit")]
+    footer = next(i for i, c in enumerate(calls) if c.text and "$0.01" in c.text)
+    text_calls = [i for i, c in enumerate(calls) if c.text and "slow" in c.text]
+    assert max(text_calls) < footer  # the final edit of the answer went out first
+    assert calls[max(text_calls)].text.rstrip().endswith("slow9")
