@@ -301,6 +301,8 @@ class ThreadActor:
             await self.wait_quiet()
         with trio.move_on_after(drain_timeout_s / 2):
             await self._dismiss_leftover_prompts(reason)
+            await self._flush_renderer()
+            await self.wait_quiet()  # commit the OutputPosted of that last flush
         self._send.close()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
@@ -316,9 +318,11 @@ class ThreadActor:
             return
         for blocker in state.blockers:
             try:
-                await self.reactor.renderer.apply(
+                posted = await self.reactor.renderer.apply(
                     DismissPrompt(key=blocker.key, request_id=blocker.request_id, outcome=reason)
                 )
+                for key, message_ids in posted:
+                    self.reactor.report_posted(key, message_ids)
             except Exception as exc:
                 logger.warning(
                     "could not dismiss %s: %s",
@@ -326,6 +330,21 @@ class ThreadActor:
                     exc,
                     extra=self._ctx(blocker.run_id, "dispose"),
                 )
+
+    async def _flush_renderer(self) -> None:
+        """The renderer's last paced sends and edits, while the actor can still log what
+        they posted (and what an earlier failed call left unreported): a renderer with
+        ``aclose() -> list[(key, message ids)]`` (the StreamRenderer) is flushed here."""
+        aclose = getattr(self.reactor.renderer, "aclose", None)
+        if not callable(aclose):
+            return
+        try:
+            posted = await aclose()
+        except Exception as exc:
+            logger.warning("last renderer flush failed: %s", exc, extra=self._ctx(None, "dispose"))
+            return
+        for key, message_ids in posted or ():
+            self.reactor.report_posted(key, message_ids)
 
     def statistics(self) -> ThreadStatistics:
         base = self._store.statistics(self.thread_id, self._log.last_seq(self.thread_id))

@@ -19,7 +19,10 @@ Invariants:
 
 Chat effects go to a renderer: any object with ``async apply(effect) -> list[tuple[str,
 tuple[str, ...]]]`` (``effects.render.StreamRenderer`` in production, a recorder in
-tests). Agent effects go to the thread's ``AgentListener`` and its adapter.
+tests). A renderer that also posts on its own (the StreamRenderer's background task sends
+a stream's first message one pacing interval after it opens) and has an ``on_posted``
+callback gets the reactor's ``report_posted`` there, so those posts become
+``OutputPosted`` too. Agent effects go to the thread's ``AgentListener`` and its adapter.
 """
 
 from __future__ import annotations
@@ -95,6 +98,31 @@ class Reactor:
         self.skipped_prompts = 0
         self._idle = trio.Event()
         self._idle.set()
+        self._wire_background_posts()
+
+    def _wire_background_posts(self) -> None:
+        """Make ``report_posted`` the renderer's callback for the posts it makes by itself,
+        keeping (and still calling) one its owner set."""
+        renderer = self.renderer
+        # ``_on_posted``: today's StreamRenderer keeps its constructor's callback there;
+        # the public ``on_posted`` is looked for first.
+        attribute = next((a for a in ("on_posted", "_on_posted") if hasattr(renderer, a)), None)
+        if attribute is None:
+            return
+        owner_callback = getattr(renderer, attribute)
+        if owner_callback is None:
+            setattr(renderer, attribute, self.report_posted)
+            return
+
+        def both(key: str, message_ids: Sequence[str]) -> None:
+            owner_callback(key, message_ids)
+            self.report_posted(key, message_ids)
+
+        setattr(renderer, attribute, both)
+
+    def report_posted(self, key: str, message_ids: Sequence[str]) -> None:
+        """Report an output the renderer posted (``OutputPosted``), whoever made the call."""
+        self._report(OutputPosted, key=key, message_ids=tuple(message_ids))
 
     def submit(self, ticket: int, effects: tuple[Effect, ...]) -> None:
         """Queue the effects of the action with durability ``ticket`` (actor only)."""
@@ -154,7 +182,7 @@ class Reactor:
                 )
             else:
                 for key, message_ids in await self.renderer.apply(effect):
-                    self._report(OutputPosted, key=key, message_ids=tuple(message_ids))
+                    self.report_posted(key, message_ids)
             self.applied += 1
         except trio.Cancelled:
             raise

@@ -99,9 +99,9 @@ async def running(
     kwargs.setdefault("clock", trio.current_time)
     kwargs.setdefault("adapter_factory", agents.factory)
     with EventLog(tmp_path / log_name, **(log_options or {})) as log:
+        kwargs.setdefault("renderer_factory", chat.renderer)
         async with open_runtime(
             log=log,
-            renderer_factory=chat.renderer,
             **kwargs,
         ) as runtime:
             runtime.agents = agents  # type: ignore[attr-defined]
