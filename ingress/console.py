@@ -6,7 +6,7 @@ commands of docs/commands.md work the same way (``/claude start .``, ``/queue``,
 ``/status`` ...). Console-only commands manage the named threads (``/thread new NAME``,
 ``/thread switch NAME``, ``/threads``), answer prompts that Discord shows as buttons
 (``/allow``, ``/deny``, ``/answer``), and help scripts (``/wait`` blocks until the current
-thread is idle with an empty queue; ``/quit``).
+thread is idle with an empty queue, or waits for an answer; ``/quit``).
 
 It decides nothing: every line becomes an action posted to the runtime, and what the user
 sees comes back through the console platform.
@@ -47,7 +47,7 @@ its turn instead of interrupting. Commands:
   /allow [id] | /deny [id]     answer the pending permission prompt
   /answer <id> <text>          answer the pending question
   /thread new NAME | /thread switch NAME | /threads
-  /wait                        wait until this thread is idle with an empty queue
+  /wait                        wait until this thread is idle, or a prompt needs an answer
   /help | /quit"""
 
 
@@ -238,8 +238,11 @@ class ConsoleChat:
                     )
                 )
         elif head == "answer" and args:
-            request = self._pending("question", args[0] if len(args) > 1 else None)
-            answer = " ".join(args[1:]) if len(args) > 1 else args[0]
+            # "/answer <id> <text>" when the first word names a pending question, else the
+            # whole line answers the oldest one.
+            named = len(args) > 1 and args[0] in self._pending_ids("question")
+            request = self._pending("question", args[0] if named else None)
+            answer = " ".join(args[1:]) if named else rest
             if request:
                 await self.post(
                     A.QuestionAnswered(
@@ -252,9 +255,12 @@ class ConsoleChat:
             self.say(f"Unknown command /{head} (try /help).")
         return True
 
-    def _pending(self, kind: str, request_id: str | None) -> str | None:
+    def _pending_ids(self, kind: str) -> list[str]:
         state = self.state()
-        pending = [b.request_id for b in (state.blockers if state else ()) if b.kind == kind]
+        return [b.request_id for b in (state.blockers if state else ()) if b.kind == kind]
+
+    def _pending(self, kind: str, request_id: str | None) -> str | None:
+        pending = self._pending_ids(kind)
         if request_id is not None:
             return request_id  # the core says so if it is not pending
         if not pending:
@@ -285,8 +291,8 @@ class ConsoleChat:
             while True:
                 await self.runtime.wait_quiet(self.thread_id)
                 state = self.state()
-                if state is None or (state.run is None and not state.queue):
-                    break
+                if state is None or (state.run is None and not state.queue) or state.blockers:
+                    break  # idle, or a permission/question needs the user
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")

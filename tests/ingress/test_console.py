@@ -291,3 +291,31 @@ def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
     assert "1 queued prompt(s) will run when it is back" in out
     status = spindle(place, "status")
     assert "console:main" in status.stdout and " 1 " in status.stdout.splitlines()[-1]
+
+
+def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines(
+            "please ask first",
+            "/wait",
+            "/allow",
+            "/wait",
+            "ask again please",
+            "/wait",
+            "/deny",
+            "/wait",
+            "/status",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "May I echo this?" in text
+    assert "please ask first" in text.split("Allowed", 1)[1]  # echoed once allowed
+    assert "(permission denied: not echoing)" in text
+    assert "No permission is waiting" not in text
