@@ -336,7 +336,8 @@ class ClaudeAdapter(AgentAdapter):
                     session = None
                 try:
                     proc, not_ready = await self._one_turn(start, prompt, session)
-                    if not_ready is not None and self._forget_unknown_session(session, not_ready):
+                    retry = not_ready is not None and not self._stopping
+                    if retry and self._forget_unknown_session(session, not_ready or ""):
                         # No such session: this same prompt in a new one (told the thread).
                         proc, not_ready = await self._one_turn(start, prompt, None)
                 except (AgentStartError, OSError) as exc:
