@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
 
@@ -28,6 +29,7 @@ from ingress.config import Settings
 from ingress.logs import configure_logging, redact
 from runtime.log import EventLog, LogError
 from runtime.model import Policy
+from runtime.tuning import tune_gc
 
 __all__ = ["run_app"]
 
@@ -148,18 +150,26 @@ async def _console(
     stop_input: trio.CancelScope,
 ) -> None:
     from effects.console_platform import ConsolePlatform
-    from effects.process import LineReader
     from effects.render import StreamRenderer
-    from ingress.console import ConsoleChat
+    from ingress.console import ConsoleChat, read_piped_lines, read_terminal_lines
     from runtime.registry import open_runtime
 
     workdir = os.path.realpath(os.path.expanduser(args.workdir or "."))
     # In the console the directory you start from is yours to work in.
     if workdir not in policy.allowed_roots:
         policy = policy.replace(allowed_roots=policy.allowed_roots + (workdir,))
-    platform = ConsolePlatform(sys.stdout)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    async with trio.open_nursery() as nursery:
+    async with AsyncExitStack() as stack:
+        if interactive:
+            # A terminal: prompt_toolkit owns the input line (history, editing, a live status
+            # toolbar) and keeps it below the output that streams in (patch_stdout).
+            import trio_asyncio
+            from prompt_toolkit.patch_stdout import patch_stdout
+
+            await stack.enter_async_context(trio_asyncio.open_loop())
+            stack.enter_context(patch_stdout(raw=True))
+        platform = ConsolePlatform(sys.stdout, rich=False)
+        nursery = await stack.enter_async_context(trio.open_nursery())
 
         def renderer(thread_id: str) -> StreamRenderer:
             r = StreamRenderer(platform, thread_id)
@@ -181,19 +191,11 @@ async def _console(
             else:
                 _say(f"Using {agent}. Type /help for commands, /quit to leave.")
             await chat.ensure_conversation()
-            stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-            if interactive:
-                sys.stdout.write(chat.prompt_label())
-                sys.stdout.flush()
             with stop_input:
-                async for line in LineReader(stdin):
-                    if not await chat.handle_line(line):
-                        break
-                    if interactive:
-                        await runtime.wait_quiet(chat.thread_id)
-                        sys.stdout.write(chat.prompt_label())
-                        sys.stdout.flush()
-            await stdin.aclose()
+                if interactive:
+                    await read_terminal_lines(chat)
+                else:
+                    await read_piped_lines(chat)
         platform.close()
         nursery.cancel_scope.cancel()
 
@@ -244,6 +246,7 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     except LogError as exc:
         _say(f"Cannot start: {exc}")
         return EXIT_DATABASE
+    tune_gc()  # thousands of threads' states: see runtime/tuning.py
     try:
         return trio.run(_serve, settings, args, log, agent)
     except KeyboardInterrupt:

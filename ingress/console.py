@@ -27,9 +27,10 @@ from ingress.discord.translate import resolve_workdir, split_queue_suffix
 from runtime import actions as A
 from runtime.model import ThreadState
 
-__all__ = ["ConsoleChat", "HELP", "thread_id_for"]
+__all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "thread_id_for"]
 
 AGENTS = ("claude", "codex", "gemini", "opencode", "echo", "command")
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 HELP = """\
 Plain lines are prompts for the current thread's agent; a line ending in " queue" waits
@@ -100,10 +101,16 @@ class ConsoleChat:
         return self.runtime.snapshot(self.thread_id)
 
     def prompt_label(self) -> str:
+        """``[thread · agent · ⠙ running · queue 2] > ``: where you are and what runs."""
         state = self.state()
         agent = state.conversation.agent if state and state.conversation else "no agent"
         queue = len(state.queue) if state else 0
-        busy = " · running" if state and state.run else ""
+        busy = ""
+        if state and state.blockers:
+            busy = " · ? waiting for your answer (/allow, /deny, /answer)"
+        elif state and state.run:
+            frame = _SPINNER[int(time.monotonic() * 10) % len(_SPINNER)]
+            busy = f" · {frame} {state.run.phase.value}"
         return f"[{self.current} · {agent}{busy} · queue {queue}] > "
 
     async def post(self, action: A.Action) -> None:
@@ -296,6 +303,37 @@ class ConsoleChat:
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")
+
+
+async def read_piped_lines(chat: ConsoleChat) -> None:
+    """Lines from a pipe or a file, until end of input or ``/quit``."""
+    from effects.process import LineReader
+
+    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+    try:
+        async for line in LineReader(stdin):
+            if not await chat.handle_line(line):
+                break
+    finally:
+        await stdin.aclose()
+
+
+async def read_terminal_lines(chat: ConsoleChat) -> None:
+    """Lines typed in a terminal, with prompt_toolkit (run inside ``trio_asyncio``): line
+    editing and history, and a prompt that shows the thread, its agent, a spinner while a
+    run is active and the queue length, refreshed as they change. Ctrl-D or Ctrl-C quits."""
+    import trio_asyncio
+    from prompt_toolkit import PromptSession
+
+    session: PromptSession[str] = PromptSession()
+    prompt = trio_asyncio.aio_as_trio(session.prompt_async)
+    while True:
+        try:
+            line = await prompt(chat.prompt_label, refresh_interval=0.1)
+        except (EOFError, KeyboardInterrupt):
+            return
+        if not await chat.handle_line(line):
+            return
 
 
 def _list_conversations(agent: str, workdir: str) -> list[str]:
