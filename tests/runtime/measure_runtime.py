@@ -7,6 +7,9 @@
    and with none (the whole fold).
 
     .venv/bin/python tests/runtime/measure_runtime.py [N_ACTIONS]
+
+The collector is tuned as ``run_app`` tunes it (``runtime.tuning.tune_gc``); prefix
+``SPINDLE_GC=default`` to measure with CPython's default thresholds.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from runtime.model import Policy, ThreadState  # noqa: E402
 from runtime.registry import open_runtime  # noqa: E402
 from runtime.store import rebuild_from_log  # noqa: E402
 from runtime.transitions import transition  # noqa: E402
+from runtime.tuning import tune_gc  # noqa: E402
 from testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
 from testkit.fake_chat import RenderWorld  # noqa: E402
 
@@ -157,6 +161,7 @@ def rebuild_time(path: Path) -> tuple[float, int]:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    tune_gc()
     with tempfile.TemporaryDirectory() as tmp:
         for in_thread in (False, True):
             rate, stats = trio.run(throughput, Path(tmp), n, in_thread)
