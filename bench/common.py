@@ -51,11 +51,13 @@ async def bench_runtime(log_path: str | Path, *, world: Any = None, renderers: A
     from runtime.log import EventLog
     from runtime.model import Policy
     from runtime.registry import open_runtime
+    from runtime.tuning import tune_gc
     from testkit.fake_agent import FakeAgentWorld
     from testkit.fake_chat import RenderWorld
 
     world = world or FakeAgentWorld()
     renderers = renderers or RenderWorld()
+    tune_gc()  # as run_app does (SPINDLE_GC=default keeps CPython's thresholds)
     log = EventLog(log_path, snapshot_every=snapshot_every).open()
     try:
         async with open_runtime(
