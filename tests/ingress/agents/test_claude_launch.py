@@ -11,12 +11,11 @@ from ingress.agents.base import AgentOptions, McpServer
 from ingress.agents.claude import (
     claude_launch_spec,
     image_blocks,
-    list_conversations,
     mcp_config,
-    project_slug,
     prompt_line,
     prompt_text,
 )
+from ingress.agents.claude_sessions import list_conversations, project_slug
 from runtime.model import Attachment
 
 
