@@ -168,7 +168,9 @@ class ThreadActor:
                     for _ in range(BATCH - 1):
                         try:
                             action, receipt = self._recv.receive_nowait()
-                        except trio.WouldBlock:
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            # EndOfChannel: ``close`` shut the mailbox while this batch ran
+                            # (an agent's late event was the last action): the loop ends.
                             break
                         self._mailbox -= 1
                         self._commit(action, receipt)
