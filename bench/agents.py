@@ -325,6 +325,7 @@ class Samples:
     first_kinds: dict[str, int] = field(default_factory=dict)
     line_to_emit: list[float] = field(default_factory=list)
     to_model: list[float] = field(default_factory=list)  # prompt() -> model request arrived
+    prompt_call: list[float] = field(default_factory=list)  # how long prompt() itself took
     spindle_in: list[float] = field(default_factory=list)
     spindle_out: list[float] = field(default_factory=list)
     cli_start: list[float] = field(default_factory=list)
@@ -399,6 +400,7 @@ async def measure_mode(
                     out.first_kinds[kind] = out.first_kinds.get(kind, 0) + 1
                     out.first_text.append((probe.first_text or probe.end) - t0)
                     out.turn_end.append(probe.end - t0)
+                    out.prompt_call.append(probe.prompt_returned - t0)
                     asked = arrivals.first_after(t0) if arrivals is not None else None
                     if asked is not None and asked <= probe.end:
                         out.to_model.append(asked - t0)
@@ -555,6 +557,9 @@ async def measure_cli(
         "line_to_emit_samples": len(warm.line_to_emit),
         "cli_turn_start_ms": _median_ms(warm.cli_start),
         "long_lived_to_model_request_ms": _median_ms(warm.to_model),
+        # prompt() returns after the write (claude, gemini), after turn/start's answer
+        # (codex), after the prompt_async HTTP answer (opencode): CLI time included there.
+        "long_lived_prompt_call_ms": _median_ms(warm.prompt_call),
         "per_turn_to_model_request_ms": _median_ms(cold.to_model),
         "long_lived_first_text_ms": _median_ms(warm.first_text),
         "per_turn_first_text_ms": _median_ms(cold.first_text),

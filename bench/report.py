@@ -282,6 +282,7 @@ def _agents_section(agents: Any) -> list[str]:
         [
             name,
             v.get("long_lived_start_s"),
+            v.get("long_lived_prompt_call_ms"),
             v.get("long_lived_to_model_request_ms"),
             v.get("long_lived_first_text_ms"),
             v.get("per_turn_first_text_ms"),
@@ -316,7 +317,9 @@ def _agents_section(agents: Any) -> list[str]:
         "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run. "
         "*Warm → model request arrives*: `prompt()` → the CLI's first request of the turn read "
         "by the fake model server (how much of the warm turn start the CLI spends before it "
-        "asks the model).",
+        "asks the model). *Warm prompt() call*: how long `prompt()` itself takes (it returns "
+        "after the stdin write for Claude and Gemini, after `turn/start`'s answer for Codex, "
+        "after the `prompt_async` HTTP answer for opencode).",
         "",
         _table(
             [
@@ -336,6 +339,7 @@ def _agents_section(agents: Any) -> list[str]:
             [
                 "CLI",
                 "long-lived process ready (s)",
+                "warm prompt() call",
                 "warm → model request arrives",
                 "warm → first text",
                 "per turn → first text",
