@@ -119,7 +119,7 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
 
 
 def run(quick: bool) -> dict:
-    shapes = [(20, 1.0)] if quick else [(100, 5.0), (1000, 5.0)]
+    shapes = [(20, 1.0)] if quick else [(100, 5.0), (1000, 3.0)]
     result = {}
     with tempfile.TemporaryDirectory() as tmp:
         for threads, seconds in shapes:
