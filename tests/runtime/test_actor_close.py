@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import trio
-from runtime_harness import Chat, running
+from runtime_harness import Chat, running, until
 
 from runtime import actions as A
 
@@ -26,6 +26,8 @@ async def test_the_mailbox_closed_mid_batch_ends_the_actor_without_error(
         chat = Chat(rt, "t1", str(tmp_path))
         await chat.start()
         actor = rt.get("t1")
+        # Let the agent's start (and its AgentConnected) settle first: nothing else posts.
+        await until(lambda: rt.agents.serving == 1 and actor.is_quiet())
         before = actor.committed
         # Two actions waiting, then the mailbox shut (as close() does): the actor takes the
         # first with its async for, the second in the batch, then meets the end.
