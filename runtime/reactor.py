@@ -12,6 +12,10 @@ Invariants:
   long as Discord's rate limit. Nothing needs an order *between* the lanes: the core only
   asks the agent something the user answered in the chat, which the chat lane showed first.
 - A ``PromptAgent`` whose run the core has ended by the time it is sent is not sent.
+- Consecutive ``AppendOutput``s of one output (same key, consecutive ``seq``) that are
+  waiting together are handed to the renderer as one append of their joined text, with
+  the last ``seq``: the chat shows the same text, and a stream of deltas committed in a
+  batch (or piled up behind a rate-limited call) costs one renderer call, not one each.
 - The reactor changes no state. It reports only by posting actions into the thread's
   queue: ``OutputPosted`` for each (key, message ids) the renderer reports,
   ``EffectFailed`` for an effect that raised (the actor never sees the exception).
@@ -38,6 +42,7 @@ from runtime.actions import Action, EffectFailed, OutputPosted
 from runtime.effects import (
     AnswerPermission,
     AnswerQuestion,
+    AppendOutput,
     Effect,
     InterruptAgent,
     LogNote,
@@ -96,6 +101,7 @@ class Reactor:
         self.applied = 0
         self.failed = 0
         self.skipped_prompts = 0
+        self.coalesced = 0  # appends handed to the renderer inside another one
         self._idle = trio.Event()
         self._idle.set()
         self._wire_background_posts()
@@ -161,11 +167,11 @@ class Reactor:
                 except trio.WouldBlock:
                     break
             await self._log.wait_durable(batches[-1][0])
-            for _, effects in batches:
-                for effect in effects:
-                    await self.apply(effect)
-                    lane.pending -= 1
-                    self.pending -= 1
+            for effect, count in _coalesce_appends(batches):
+                await self.apply(effect)
+                lane.pending -= count
+                self.pending -= count
+                self.coalesced += count - 1
             if self.pending == 0:
                 self._idle.set()
 
@@ -260,7 +266,43 @@ class Reactor:
             "applied": self.applied,
             "failed": self.failed,
             "skipped_prompts": self.skipped_prompts,
+            "coalesced": self.coalesced,
         }
+
+
+def _coalesce_appends(
+    batches: Sequence[tuple[int, Sequence[Effect]]],
+) -> list[tuple[Effect, int]]:
+    """The batches' effects in order, each with how many committed effects it stands for:
+    a run of ``AppendOutput``s continuing one another (same key, ``seq`` one more each
+    time) becomes one append of the joined text carrying the last ``seq``."""
+    merged: list[tuple[Effect, int]] = []
+    texts: list[str] = []  # the run of appends being joined (joined once, at its end)
+
+    def close_run() -> None:
+        if len(texts) > 1:
+            last, count = merged[-1]
+            assert isinstance(last, AppendOutput)
+            # Built without validation: key, seq and texts come from validated effects.
+            joined = AppendOutput.model_construct(key=last.key, seq=last.seq, text="".join(texts))
+            merged[-1] = (joined, count)
+        texts.clear()
+
+    for _, effects in batches:
+        for effect in effects:
+            if type(effect) is AppendOutput and texts:
+                last, count = merged[-1]
+                if last.key == effect.key and effect.seq == last.seq + 1:  # type: ignore[attr-defined]
+                    texts.append(effect.text)
+                    # Keep the newest seq in the slot; the text is joined at the end.
+                    merged[-1] = (effect, count + 1)
+                    continue
+            close_run()
+            merged.append((effect, 1))
+            if type(effect) is AppendOutput:
+                texts.append(effect.text)
+    close_run()
+    return merged
 
 
 class _Lane:

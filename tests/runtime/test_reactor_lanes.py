@@ -158,3 +158,50 @@ async def test_a_prompt_of_a_run_ended_while_it_waited_is_not_sent(tmp_path, aut
         await chat.say("again")
         await until(lambda: rt.snapshot("t1").counters.completed == 1)
         assert [t for _, t in agents.delivered] == ["again"]
+
+
+def test_consecutive_appends_of_one_output_are_joined() -> None:
+    from runtime.effects import AppendOutput, Typing
+    from runtime.reactor import _coalesce_appends
+
+    def app(key: str, seq: int, text: str) -> AppendOutput:
+        return AppendOutput(key=key, seq=seq, text=text)
+
+    batches = [
+        (1, [app("k", 1, "a")]),
+        (2, [app("k", 2, "b"), app("k", 3, "c")]),
+        (3, [Typing(on=True)]),  # anything else ends a run
+        (4, [app("k", 4, "d"), app("j", 1, "x")]),  # another key ends a run
+        (5, [app("j", 3, "y")]),  # a gap in seq ends a run
+        (6, [app("j", 4, "z")]),
+    ]
+    merged = _coalesce_appends(batches)
+    assert merged == [
+        (app("k", 3, "abc"), 3),
+        (Typing(on=True), 1),
+        (app("k", 4, "d"), 1),
+        (app("j", 1, "x"), 1),
+        (app("j", 4, "yz"), 2),
+    ]
+    assert sum(count for _, count in merged) == 8  # every committed effect accounted for
+
+
+async def test_deltas_piled_up_behind_a_stuck_chat_call_go_out_as_one_append(
+    tmp_path, autojump
+) -> None:
+    chat_world, agents = StuckChat(), TimedAgents()
+    async with running(tmp_path, chat=chat_world, agents=agents) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("SLOW please")  # 20 chunks, one every 0.5 s
+        await until(lambda: any("chunk0" in t for t in chat_world.texts("t1", "text")))
+        chat_world.armed = True
+        seen_before = len(chat_world.of_thread("t1"))
+        await chat.send(A.StatusRequested(**chat._base()))  # the chat lane is stuck 30 s
+        await until(lambda: rt.snapshot("t1").counters.completed == 1)
+        await until(lambda: rt.get("t1").is_quiet())
+        text = chat_world.texts("t1", "text")[0]
+        assert text == "".join(f"chunk{i} " for i in range(20))  # nothing lost, in order
+        appends = [e for e in chat_world.of_thread("t1")[seen_before:] if e.type == "append_output"]
+        assert len(appends) <= 2  # the ~19 deltas that waited went out together
+        assert rt.get("t1").reactor.statistics()["coalesced"] >= 15
