@@ -120,6 +120,9 @@ class ThreadActor:
             current_run=self._current_run_id,
         )
         self.committed = 0
+        self._batch_effects: list[Any] = []  # visible effects of the batch being committed
+        self._batch_ticket = 0
+        self._committed_before_batch = 0
         self.skipped_ticks = 0
         self.dropped_posts = 0  # posted after the actor closed
         self.last_activity = trio.current_time()
@@ -174,6 +177,7 @@ class ThreadActor:
                             break
                         self._mailbox -= 1
                         self._commit(action, receipt)
+                    self._end_batch()
                     if self._mailbox == 0:
                         self._quiet.set()
                 nursery.cancel_scope.cancel()
@@ -192,19 +196,13 @@ class ThreadActor:
                 receipt._commit(None, "transition raised")
             return
         new_state: ThreadState = result.state
-        effects = tuple(result.effects)
-        run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
-        context = self._ctx(run_id, action.kind)
-        if result.note:
-            logger.info("%s", result.note, extra=context)
-        visible = []
-        for effect in effects:
-            if isinstance(effect, LogNote):
-                logger.log(
-                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
-                )
-            else:
-                visible.append(effect)
+        effects = result.effects
+        if result.note or any(isinstance(effect, LogNote) for effect in effects):
+            run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
+            self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
+            visible = [effect for effect in effects if not isinstance(effect, LogNote)]
+        else:
+            visible = list(effects)
         if isinstance(action, Tick) and not visible and new_state == state:
             # A tick that changed nothing is not worth a log row: replay is the same without.
             self.skipped_ticks += 1
@@ -214,15 +212,37 @@ class ThreadActor:
         ticket = self._log.append(action, new_state)
         self._store.swap(self.thread_id, new_state)
         self.committed += 1
-        self.last_activity = trio.current_time()
         if receipt is not None:
             receipt._commit(ticket, result.note)
-        self.reactor.submit(ticket, tuple(visible))
+        if visible:
+            self._batch_effects.extend(visible)
+            self._batch_ticket = ticket
         busy = new_state.run is not None
         if busy != self._busy:
             self._busy = busy
             changed, self._busy_changed = self._busy_changed, trio.Event()
             changed.set()
+
+    def _end_batch(self) -> None:
+        """Hand the batch's effects to the reactor in one go, in commit order, under the
+        ticket of the last action that had any: the log flushes the whole batch in one
+        transaction, so they would all become applicable at the same moment anyway."""
+        if self._batch_effects:
+            effects, self._batch_effects = self._batch_effects, []
+            self.reactor.submit(self._batch_ticket, tuple(effects))
+        if self.committed != self._committed_before_batch:  # a skipped tick is no activity
+            self._committed_before_batch = self.committed
+            self.last_activity = trio.current_time()
+
+    @staticmethod
+    def _log_notes(note: str | None, effects: tuple[Any, ...], context: dict[str, str]) -> None:
+        if note:
+            logger.info("%s", note, extra=context)
+        for effect in effects:
+            if isinstance(effect, LogNote):
+                logger.log(
+                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
+                )
 
     def _ctx(self, run_id: str | None, action_kind: str) -> dict[str, str]:
         """The structured fields every runtime log record carries (``thread_id``, ``run``,
