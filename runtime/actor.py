@@ -7,7 +7,9 @@ the actor handles them one at a time. Handling one is a *commit*:
 1. ``transition(state, action)`` (pure);
 2. append the action to the durable log (buffered; the log flushes once per tick);
 3. swap the new state into the central store;
-4. hand the effects to the thread's reactor, which applies them once the action is durable.
+4. hand the effects to the thread's reactor, which applies them once the action is durable
+   (the effects of every action committed in one batch go over in one hand-over, in
+   commit order, under the batch's last ticket: the log flushes a batch in one transaction).
 
 So the log order is the commit order (serialized mutation), no side effect ever happens
 inside a transition or before the commit, and an exception in an effect cannot reach the
