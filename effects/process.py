@@ -18,7 +18,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import psutil
 import trio
 
-__all__ = ["LineReader", "ManagedProcess", "group_pids", "kill_tree", "tree_pids"]
+__all__ = [
+    "LineReader",
+    "ManagedProcess",
+    "alive",
+    "group_pids",
+    "kill_tree",
+    "signal_all",
+    "tree_pids",
+]
 
 MAX_LINE = 32 * 1024 * 1024  # a longer line is cut: a runaway line must not eat memory
 
@@ -79,7 +87,9 @@ def group_pids(pgid: int) -> list[int]:
     return found
 
 
-def _signal_all(pids: Sequence[int], sig: int, pgid: int | None) -> None:
+def signal_all(pids: Sequence[int], sig: int, pgid: int | None = None) -> None:
+    """Send ``sig`` to the process group ``pgid`` (if given) and to each pid; gone ones are
+    skipped."""
     if pgid is not None:
         try:
             os.killpg(pgid, sig)
@@ -92,16 +102,17 @@ def _signal_all(pids: Sequence[int], sig: int, pgid: int | None) -> None:
             pass
 
 
-def _alive(pids: Sequence[int]) -> list[int]:
-    alive = []
+def alive(pids: Sequence[int]) -> list[int]:
+    """The pids that still run (zombies count as gone)."""
+    running = []
     for pid in pids:
         try:
             p = psutil.Process(pid)
             if p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
+                running.append(pid)
         except psutil.NoSuchProcess:
             pass
-    return alive
+    return running
 
 
 async def kill_tree(
@@ -116,21 +127,21 @@ async def kill_tree(
     after ``grace`` seconds. Returns True when psutil confirms every process is gone."""
     group = group_pids(pgid) if pgid is not None else []
     pids = list(dict.fromkeys(tree_pids(pid) + list(extra_pids) + group))
-    if not _alive(pids):
+    if not alive(pids):
         return True
-    _signal_all(pids, first_signal, pgid)
+    signal_all(pids, first_signal, pgid)
     with trio.move_on_after(grace):
-        while _alive(pids):
+        while alive(pids):
             await trio.sleep(0.02)
-    left = _alive(pids)
+    left = alive(pids)
     if left:
         # Descendants may have forked since: take a fresh look before the final blow.
         more = [q for p in left for q in tree_pids(p)]
-        _signal_all(list(dict.fromkeys(left + more)), signal.SIGKILL, pgid)
+        signal_all(list(dict.fromkeys(left + more)), signal.SIGKILL, pgid)
         with trio.move_on_after(2.0):
-            while _alive(left + more):
+            while alive(left + more):
                 await trio.sleep(0.01)
-        left = _alive(left + more)
+        left = alive(left + more)
     return not left
 
 
@@ -208,4 +219,4 @@ class ManagedProcess:
         gone = await kill_tree(self.pid, grace=grace, pgid=self.pid, extra_pids=extra)
         with trio.move_on_after(1.0):
             await self.proc.wait()
-        return gone and not _alive(extra)
+        return gone and not alive(extra)

@@ -10,14 +10,12 @@ confirms with psutil that none is left.
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Sequence
 
 import psutil
 import trio
 
-from effects.process import kill_tree, tree_pids
+from effects.process import alive, kill_tree, signal_all, tree_pids
 
 from .state_store import same_process
 
@@ -69,11 +67,11 @@ class ProcessTree:
             return True, False
         pgid = self.pid if self.pid in pids else None  # never a group we cannot vouch for
         if not force:
-            _signal(pids, signal.SIGTERM, pgid)
+            signal_all(pids, signal.SIGTERM, pgid)
             with trio.move_on_after(grace):
-                while _alive(pids):
+                while alive(pids):
                     await trio.sleep(0.02)
-            left = _alive(pids)
+            left = alive(pids)
             if not left:
                 return True, False
             pids = left
@@ -81,27 +79,3 @@ class ProcessTree:
             pids[0], grace=0.0, first_signal=signal.SIGKILL, pgid=pgid, extra_pids=pids
         )
         return gone, True
-
-
-def _signal(pids: Sequence[int], sig: int, pgid: int | None) -> None:
-    if pgid is not None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _alive(pids: Sequence[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
