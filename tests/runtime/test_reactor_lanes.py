@@ -205,3 +205,33 @@ async def test_deltas_piled_up_behind_a_stuck_chat_call_go_out_as_one_append(
         appends = [e for e in chat_world.of_thread("t1")[seen_before:] if e.type == "append_output"]
         assert len(appends) <= 2  # the ~19 deltas that waited went out together
         assert rt.get("t1").reactor.statistics()["coalesced"] >= 15
+
+
+async def test_an_abort_is_not_held_behind_a_real_429_retry_after(tmp_path, autojump) -> None:
+    """The same with the real StreamRenderer over RecordingPlatform: the /status reply gets
+    a 429 with a 30 s Retry-After, which the renderer waits out and retries."""
+    from effects.render import StreamRenderer
+    from testkit.recording_platform import RecordingPlatform
+
+    platform, agents = RecordingPlatform(), TimedAgents()
+    async with running(
+        tmp_path, agents=agents, renderer_factory=lambda t: StreamRenderer(platform, t)
+    ) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await chat.say("please SILENT")
+        await until(lambda: agents.delivered != [], step=0.01)
+        platform.rate_limit(kind="reply", retry_after=BLOCK_S)
+        t0 = trio.current_time()
+        await chat.send(A.StatusRequested(**chat._base()))
+        await chat.abort()
+        await until(lambda: agents.interrupts != [], step=0.01)
+        assert agents.interrupt_times[0] - t0 < 1.0
+        await until(lambda: rt.get("t1").is_quiet() and rt.snapshot("t1").run is None)
+        status = [c for c in platform.calls if c.kind == "reply" and "Queue:" in (c.text or "")]
+        assert [c.error is None for c in status] == [False, True]  # a 429, then sent
+        assert status[-1].at - t0 >= BLOCK_S
+        # The abort's own reply kept its place in the chat lane: after the status reply.
+        abort_reply = next(c for c in platform.calls if "Aborted" in (c.text or ""))
+        assert abort_reply.at >= status[-1].at
+        assert rt.get("t1").reactor.statistics()["failed"] == 0
