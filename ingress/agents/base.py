@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from runtime.agent_events import AgentEvent
 from runtime.effects import PromptAgent, StartAgent
 from runtime.frozen import Frozen
+from runtime.model import Attachment
 
 __all__ = [
     "AgentAdapter",
@@ -32,6 +33,7 @@ __all__ = [
     "StampedEvent",
     "agent_environment",
     "clean_tool_name",
+    "prompt_with_attachments",
 ]
 
 
@@ -127,6 +129,26 @@ class AgentAdapter(ABC):
 
     def statistics(self) -> ParserStats:
         return ParserStats()
+
+
+def prompt_with_attachments(
+    text: str, attachments: Sequence[Attachment] = (), *, images_apart: bool = False
+) -> str:
+    """The prompt as text with its attachments named: small text files inline, saved files
+    by path, the rest by URL. ``images_apart``: the CLI gets saved images another way (as
+    image input), so they are not named here."""
+    parts = [text]
+    for attachment in attachments:
+        image = (attachment.content_type or "").startswith("image/")
+        if attachment.inline_text is not None:
+            parts.append(
+                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
+            )
+        elif attachment.path and not (images_apart and image):
+            parts.append(f"[Attached file: {attachment.path}]")
+        elif attachment.url and not attachment.path:
+            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
+    return "\n\n".join(p for p in parts if p)
 
 
 def agent_environment() -> dict[str, str]:

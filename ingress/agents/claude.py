@@ -57,6 +57,7 @@ from ingress.agents.base import (
     ParserStats,
     StampedEvent,
     agent_environment,
+    prompt_with_attachments,
 )
 from ingress.agents.claude_parser import (
     ASK_USER_QUESTION,
@@ -173,17 +174,7 @@ def claude_launch_spec(
 
 def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
     """The prompt with its attachments named (saved files by path, small texts inline)."""
-    parts = [text]
-    for attachment in attachments:
-        if attachment.inline_text is not None:
-            parts.append(
-                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
-            )
-        elif attachment.path:
-            parts.append(f"[Attached file: {attachment.path}]")
-        elif attachment.url:
-            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
-    return "\n\n".join(p for p in parts if p)
+    return prompt_with_attachments(text, attachments)
 
 
 def image_blocks(attachments: tuple[Attachment, ...]) -> list[dict[str, Any]]:

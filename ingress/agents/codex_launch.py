@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ingress.agents.base import AgentOptions, agent_environment
+from ingress.agents.base import AgentOptions, agent_environment, prompt_with_attachments
 from runtime.model import Attachment
 
 __all__ = [
@@ -154,15 +154,7 @@ def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dic
 
 def prompt_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
     """The user's text plus what codex can read of the attachments (images go separately)."""
-    parts = [text]
-    for att in attachments:
-        if att.inline_text is not None:
-            parts.append(f'<attachment name="{att.name}">\n{att.inline_text}\n</attachment>')
-        elif att.path and not (att.content_type or "").startswith("image/"):
-            parts.append(f"[attached file: {att.path}]")
-        elif att.url and not att.path:
-            parts.append(f"[attachment {att.name}: {att.url}]")
-    return "\n\n".join(p for p in parts if p)
+    return prompt_with_attachments(text, attachments, images_apart=True)
 
 
 def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[str, Any]]:

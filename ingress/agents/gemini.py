@@ -46,6 +46,7 @@ from ingress.agents.base import (
     ParserStats,
     StampedEvent,
     agent_environment,
+    prompt_with_attachments,
 )
 from ingress.agents.gemini_home import (
     ConversationInfo,
@@ -142,22 +143,10 @@ def prompt_text(
 ) -> str:
     """The prompt with its attachments named; a system instruction goes first (Gemini has
     no flag that adds to its system prompt, only ``GEMINI_SYSTEM_MD`` which replaces it)."""
-    parts = (
-        [f"<system_instruction>\n{system_instruction}\n</system_instruction>"]
-        if (system_instruction)
-        else []
-    )
-    parts.append(text)
-    for attachment in attachments:
-        if attachment.inline_text is not None:
-            parts.append(
-                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
-            )
-        elif attachment.path:
-            parts.append(f"[Attached file: {attachment.path}]")
-        elif attachment.url:
-            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
-    return "\n\n".join(p for p in parts if p)
+    prompt = prompt_with_attachments(text, attachments)
+    if system_instruction:
+        return f"<system_instruction>\n{system_instruction}\n</system_instruction>\n\n{prompt}"
+    return prompt
 
 
 def _rpc(method: str, params: dict[str, Any], rpc_id: int | None = None) -> str:

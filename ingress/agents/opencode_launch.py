@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ingress.agents.base import AgentOptions, agent_environment
+from ingress.agents.base import AgentOptions, agent_environment, prompt_with_attachments
 from ingress.agents.opencode_server import ServerSpec
 from runtime.effects import PromptAgent
 from runtime.model import Attachment
@@ -140,17 +140,7 @@ def run_argv(
 
 def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
     """The prompt with its attachments named (saved files by path, small texts inline)."""
-    parts = [text]
-    for attachment in attachments:
-        if attachment.inline_text is not None:
-            parts.append(
-                f'<attachment name="{attachment.name}">\n{attachment.inline_text}\n</attachment>'
-            )
-        elif attachment.path:
-            parts.append(f"[Attached file: {attachment.path}]")
-        elif attachment.url:
-            parts.append(f"[Attached: {attachment.name} {attachment.url}]")
-    return "\n\n".join(p for p in parts if p)
+    return prompt_with_attachments(text, attachments)
 
 
 def _model_ref(model: str | None) -> dict[str, str] | None:
