@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import PydanticUndefined
 
 
 class Frozen(BaseModel):
     """Immutable pydantic model; equality and hashing by value."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    _defaults: ClassVar[dict[type, dict[str, Any]]] = {}
+
+    @classmethod
+    def trusted(cls, **values: Any) -> Self:
+        """An instance built without validation, for the transition's hot path, from values
+        the core made itself (``model_construct`` costs several times more). Fields not
+        given take their declared defaults; a field with a default factory must be given."""
+        defaults = Frozen._defaults.get(cls)
+        if defaults is None:
+            defaults = Frozen._defaults[cls] = {
+                name: field.default
+                for name, field in cls.model_fields.items()
+                if field.default is not PydanticUndefined
+            }
+        new = object.__new__(cls)
+        object.__setattr__(new, "__dict__", {**defaults, **values})
+        object.__setattr__(new, "__pydantic_fields_set__", set(values))
+        object.__setattr__(new, "__pydantic_extra__", None)
+        object.__setattr__(new, "__pydantic_private__", None)
+        return new
 
     def replace(self, **update: Any) -> Self:
         """A copy with some fields replaced, without validation.

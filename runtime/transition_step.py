@@ -88,7 +88,7 @@ class Step:
             update["last_note"] = self.note
         if update:
             state = state.replace(**update)
-        return Transition.model_construct(state=state, effects=tuple(self.effects), note=self.note)
+        return Transition.trusted(state=state, effects=tuple(self.effects), note=self.note)
 
     # output helpers ----------------------------------------------------------------------
     @property

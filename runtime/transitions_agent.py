@@ -60,7 +60,7 @@ def _append_delta(step: Step, run: Run, ev: E.AgentEvent, **run_update: object) 
         return False
     seq = part.seq + 1
     # Built without validation: every field comes from state the core itself made.
-    step.emit(F.AppendOutput.model_construct(key=part.key, seq=seq, text=ev.text))
+    step.emit(F.AppendOutput.trusted(key=part.key, seq=seq, text=ev.text))
     step.set_run(open_part=part.replace(seq=seq), **run_update)
     return True
 
