@@ -190,7 +190,7 @@ class StreamRenderer:
         self.channel_id = channel_id
         self.limits = platform.limits
         self._clock = clock
-        self._on_posted = on_posted
+        self.on_posted = on_posted
         self._budget = self.limits.char_limit - self.limits.split_margin
         # A terminal that only appends (the plain console) needs text that only grows by
         # whole lines: no temporary fence closers, no rewritten links, no half lines.
@@ -759,9 +759,9 @@ class StreamRenderer:
     def _report_background_posts(self) -> None:
         """Posts made by the background task go to ``on_posted`` when there is one, else
         out with the next ``apply``/``flush``."""
-        if self._on_posted is not None:
+        if self.on_posted is not None:
             for key, ids in self._take_posted():
-                self._on_posted(key, ids)
+                self.on_posted(key, ids)
 
     def _background_failed(self, error: RenderError) -> None:
         """A paced send/edit failed for good in the background, where no effect is being

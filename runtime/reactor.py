@@ -110,21 +110,18 @@ class Reactor:
         """Make ``report_posted`` the renderer's callback for the posts it makes by itself,
         keeping (and still calling) one its owner set."""
         renderer = self.renderer
-        # ``_on_posted``: today's StreamRenderer keeps its constructor's callback there;
-        # the public ``on_posted`` is looked for first.
-        attribute = next((a for a in ("on_posted", "_on_posted") if hasattr(renderer, a)), None)
-        if attribute is None:
-            return
-        owner_callback = getattr(renderer, attribute)
+        if not hasattr(renderer, "on_posted"):
+            return  # a renderer that never posts by itself (test recorders)
+        owner_callback = renderer.on_posted
         if owner_callback is None:
-            setattr(renderer, attribute, self.report_posted)
+            renderer.on_posted = self.report_posted
             return
 
         def both(key: str, message_ids: Sequence[str]) -> None:
             owner_callback(key, message_ids)
             self.report_posted(key, message_ids)
 
-        setattr(renderer, attribute, both)
+        renderer.on_posted = both
 
     def report_posted(self, key: str, message_ids: Sequence[str]) -> None:
         """Report an output the renderer posted (``OutputPosted``), whoever made the call."""
