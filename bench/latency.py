@@ -9,6 +9,7 @@ applied, so ingress->effect latency is measured per delta. Meanwhile each thread
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import tempfile
@@ -24,23 +25,34 @@ from testkit.thread_script import ThreadScript
 __all__ = ["StreamingAgent", "run"]
 
 DELTA_INTERVAL_S = 0.05
+DRAIN_LIMIT_S = 120.0  # an overloaded run reports what it measured instead of waiting on
 
 
 class StreamingAgent(ScriptedAgent):
-    """Streams a stamped delta every 50 ms until interrupted."""
+    """Streams a stamped delta every 50 ms until interrupted, or until the load period ends
+    (``world.stop_at``): an overloaded runtime must not be fed for ever."""
 
     async def _turns(self) -> None:
         async for prompt in self._recv:
             with trio.CancelScope() as scope:
                 self._turn = (prompt.run_id, scope)
-                while True:
+                await self.world.go.wait()  # every thread set up first: then the load starts
+                while trio.current_time() < self.world.stop_at:
                     await self._say(prompt.run_id, E.TextDelta(text=f"@{trio.current_time():.6f} "))
                     await trio.sleep(DELTA_INTERVAL_S)
             self._turn = None
-            await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
+            if scope.cancelled_caught:
+                await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
+            else:
+                await self._say(prompt.run_id, E.TurnCompleted(session_id=self.session_id))
 
 
 class StreamingWorld(FakeAgentWorld):
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = trio.Event()
+        self.stop_at = math.inf
+
     def factory(self, name: str) -> ScriptedAgent:
         adapter = StreamingAgent(
             self.adapters[0].options if self.adapters else _options(), world=self
@@ -68,25 +80,39 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         queued_at: dict[str, float] = {}
         rng = random.Random(1)
 
+        # The abort's reply is applied right after its InterruptAgent (same transition), so
+        # its application time bounds abort -> interrupt applied. A tenth of the threads are
+        # aborted in the second half of the load, while the others keep streaming.
+        aborted_at: dict[str, float] = {}
+        abort_from = len(scripts) - max(1, len(scripts) // 10)
+
         async def users() -> None:
             end = trio.current_time() + seconds
+            aborts = iter(scripts[abort_from:])
             while trio.current_time() < end:
-                s = rng.choice(scripts)
+                s = rng.choice(scripts[:abort_from] or scripts)
                 action = s.queue("later")
                 queued_at[f"{s.thread_id}/reply/{action.action_id}"] = trio.current_time()
                 await rt.post(action)
+                if trio.current_time() > end - seconds / 2:
+                    victim = next(aborts, None)
+                    if victim is not None:
+                        abort = victim.abort()
+                        aborted_at[f"{victim.thread_id}/reply/{abort.action_id}"] = (
+                            trio.current_time()
+                        )
+                        await rt.post(abort)
                 await trio.sleep(seconds / max(1, threads))
 
+        world.stop_at = trio.current_time() + seconds
+        world.go.set()
         await users()
-        # The abort's reply is applied right after its InterruptAgent (same transition,
-        # effects in order), so its application time bounds abort -> interrupt applied.
-        aborted_at: dict[str, float] = {}
-        for s in scripts:
-            action = s.abort()
-            aborted_at[f"{s.thread_id}/reply/{action.action_id}"] = trio.current_time()
-            await rt.post(action)
-        await rt.wait_quiet()
-        await trio.sleep(0.5)
+        drained = False
+        with trio.move_on_after(DRAIN_LIMIT_S):
+            await rt.wait_quiet()
+            await trio.sleep(0.5)
+            await rt.wait_quiet()
+            drained = True
         delta_lat, reply_lat, abort_lat = [], [], []
         for _thread, applied, effect in renderers.effects[start_index:]:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
@@ -115,6 +141,7 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         "queue_reply": summary(reply_lat),
         "abort_to_interrupt": summary(abort_lat),
         "interrupts_applied": interrupts,
+        "drained_within_limit": drained,
     }
 
 
