@@ -152,7 +152,9 @@ class AppServerParser:
         self.model: str | None = None  # set by the adapter from thread/start|resume
         self.context_window: int | None = None
         self._pending: dict[str, PendingRequest] = {}
-        self._streamed: dict[str, str] = {}  # item id -> text streamed so far
+        # item id -> the deltas streamed so far, joined only at completion (appending to a
+        # string would copy it on every delta: quadratic on long answers)
+        self._streamed: dict[str, list[str]] = {}
         self._file_changes: dict[str, str] = {}  # item id -> paths, for approval details
         self._last_total: dict[str, int] = {}  # thread token totals, last seen
         self._turn_usage: dict[str, dict[str, int]] = {}  # turn id -> tokens used in it
@@ -319,7 +321,7 @@ class AppServerParser:
             if delta is None or item is None:
                 self.stats.malformed += 1
                 return
-            self._streamed[item] = self._streamed.get(item, "") + delta
+            self._streamed.setdefault(item, []).append(delta)
             if delta:
                 out.events.append(TurnEvent(turn_id, TextDelta(text=delta, block=item)))
             else:
@@ -331,7 +333,7 @@ class AppServerParser:
                 self.stats.malformed += 1
                 return
             if item is not None:
-                self._streamed[item] = self._streamed.get(item, "") + delta
+                self._streamed.setdefault(item, []).append(delta)
             if delta:
                 out.events.append(TurnEvent(turn_id, ThinkingDelta(text=delta)))
             else:
@@ -445,7 +447,7 @@ class AppServerParser:
             return
         if kind == "agentMessage":
             text = as_str(item.get("text")) or ""
-            streamed = self._streamed.pop(item_id, "")
+            streamed = "".join(self._streamed.pop(item_id, ()))
             rest = text[len(streamed) :] if text.startswith(streamed) else ""
             if rest:
                 out.events.append(TurnEvent(turn_id, TextDelta(text=rest, block=item_id)))
@@ -453,7 +455,7 @@ class AppServerParser:
                 self.stats.skip("item/completed:agentMessage")
             return
         if kind == "reasoning":
-            streamed = self._streamed.pop(item_id, "")
+            streamed = "".join(self._streamed.pop(item_id, ()))
             parts = as_list(item.get("summary")) or as_list(item.get("content"))
             text = "\n".join(
                 p for p in (as_str(x) or as_str(as_dict(x).get("text")) for x in parts) if p

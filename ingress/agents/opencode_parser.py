@@ -265,7 +265,9 @@ class OpencodeEventParser:
         self._turn = _Turn()
         self._roles: dict[str, str] = {}
         self._part_kinds: dict[str, str] = {}
-        self._streamed: dict[str, str] = {}  # part id -> text already emitted for it
+        # part id -> the text already emitted for it, as chunks joined only when read
+        # (appending to a string would copy it on every delta: quadratic on long answers)
+        self._streamed: dict[str, list[str]] = {}
         self._delta_parts: set[str] = set()  # parts that streamed deltas
         self._tools_started: set[str] = set()
         self._tools_finished: set[str] = set()
@@ -437,13 +439,13 @@ class OpencodeEventParser:
             raise _Skip  # a part opening (empty) or an update while deltas stream
         if not self.turn_open:
             raise _Skip  # a late copy after the turn ended (abort): already streamed
-        done = self._streamed.get(pid, "")
+        done = "".join(self._streamed.get(pid, ()))
         if pid in self._delta_parts and not text.startswith(done):
             raise _Skip
         rest = text[len(done) :]
         if not rest:
             raise _Skip
-        self._streamed[pid] = text
+        self._streamed[pid] = [text]
         return [self._delta(kind, rest, pid)]
 
     def _delta(self, kind: str, text: str, pid: str) -> AgentEvent:
@@ -464,7 +466,7 @@ class OpencodeEventParser:
         if kind not in ("text", "reasoning"):
             raise _Skip
         self._delta_parts.add(pid)
-        self._streamed[pid] = self._streamed.get(pid, "") + delta
+        self._streamed.setdefault(pid, []).append(delta)
         return [self._delta(kind, delta, pid)]
 
     def _on_tool_part(self, part: dict[str, Any]) -> list[AgentEvent]:
