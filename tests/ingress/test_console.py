@@ -24,6 +24,17 @@ def place(tmp_path: Path) -> dict[str, Path]:
     return {"work": work, "home": home, "data": tmp_path / "data", "config": tmp_path / "none.toml"}
 
 
+def environment(place: dict[str, Path], extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        **(extra or {}),
+        "PATH": "/usr/bin:/bin",  # no agent CLI on it: the echo demo is offered
+        "HOME": str(place["home"]),
+        "SPINDLE_DATA_DIR": str(place["data"]),
+        "SPINDLE_CONFIG": str(place["config"]),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
 def spindle(
     place: dict[str, Path],
     *args: str,
@@ -31,14 +42,7 @@ def spindle(
     timeout: float = 60,
     env: dict[str, str] | None = None,
 ):
-    env = {
-        **(env or {}),
-        "PATH": "/usr/bin:/bin",  # no agent CLI on it: the echo demo is offered
-        "HOME": str(place["home"]),
-        "SPINDLE_DATA_DIR": str(place["data"]),
-        "SPINDLE_CONFIG": str(place["config"]),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = environment(place, env)
     return subprocess.run(
         [sys.executable, "-m", "ingress.cli", *args],
         input=stdin,
@@ -260,13 +264,7 @@ def test_run_hosts_the_process_manager_and_logs_json_lines(place):
 def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
     import time
 
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(place["home"]),
-        "SPINDLE_DATA_DIR": str(place["data"]),
-        "SPINDLE_CONFIG": str(place["config"]),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = environment(place)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ingress.cli", "run", "--no-mcp", "--agent", "echo"],
         stdin=subprocess.PIPE,
