@@ -317,3 +317,41 @@ def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
     assert "please ask first" in text.split("Allowed", 1)[1]  # echoed once allowed
     assert "(permission denied: not echoing)" in text
     assert "No permission is waiting" not in text
+
+
+def test_the_console_drives_the_genuine_claude_cli(place):
+    """`spindle run` through a pipe with the genuine Claude Code CLI (installed by `make test`)
+    against the fake Anthropic server: a turn, a queued one, and the footer of each."""
+    from testkit.fake_model.anthropic import FakeAnthropic
+
+    claude = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
+    assert claude.exists(), "run `make agents` first"
+    fake = FakeAnthropic(slow_chunks=5, slow_delay=0.1)
+    fake.start()
+    try:
+        home = place["home"]
+        place["config"].write_text(
+            f"""
+[agents.claude]
+binary = "{claude}"
+home = "{home}"
+env = {{ ANTHROPIC_BASE_URL = "{fake.base_url}", ANTHROPIC_API_KEY = "sk-ant-fake-key" }}
+"""
+        )
+        out = spindle(
+            place,
+            "run",
+            "--no-mcp",
+            "--agent",
+            "claude",
+            stdin=lines("say hello", "/wait", "/queue and again", "/wait", "/status", "/quit"),
+            timeout=180,
+        )
+    finally:
+        fake.stop()
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert f"Started claude in {place['work']}." in text
+    assert text.count("Hello from fake model.") >= 2
+    assert "Runs: 2 (completed 2, failed 0" in text
+    assert any(r.path.startswith("/v1/messages") for r in fake.requests)
