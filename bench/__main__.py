@@ -46,8 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.out or (ROOT / "bench" / "out" if args.quick else ROOT / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: dict = {"machine": machine(), "quick": args.quick,
-                     "command": "make bench" if not args.quick else "python -m bench --quick"}
+    results: dict = {
+        "machine": machine(),
+        "quick": args.quick,
+        "command": "make bench" if not args.quick else "python -m bench --quick",
+    }
     previous = out_dir / "results.json"
     if args.only and previous.exists():
         results = {**json.loads(previous.read_text()), **results}

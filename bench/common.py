@@ -45,8 +45,14 @@ class timed:
 
 
 @asynccontextmanager
-async def bench_runtime(log_path: str | Path, *, world: Any = None, renderers: Any = None,
-                        tick_interval_s: float = 3600.0, snapshot_every: int = 1000):
+async def bench_runtime(
+    log_path: str | Path,
+    *,
+    world: Any = None,
+    renderers: Any = None,
+    tick_interval_s: float = 3600.0,
+    snapshot_every: int = 1000,
+):
     """A live ``Runtime`` with the recording renderer and the scripted fake agent."""
     from runtime.log import EventLog
     from runtime.model import Policy

@@ -426,7 +426,8 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         "`bench/results.json`. Medians of several runs where a section repeats; ratios are "
         "measured in the same run. Machines are shared and noisy: compare ratios, not absolutes.",
         "",
-        f"Machine: Python {m.get('python')}, {m.get('os')}, {m.get('cpu')}, {m.get('cores')} cores, "
+        f"Machine: Python {m.get('python')}, {m.get('os')}, {m.get('cpu')}, "
+        f"{m.get('cores')} cores, "
         f"{m.get('date')}. Command: `{r.get('command')}`.",
         "",
         "## Targets",
@@ -467,7 +468,8 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         parts += [
             "## Latency under load",
             "",
-            "Each thread's agent streams 20 deltas/s; users send `/queue` meanwhile, then `/abort`.",
+            "Each thread's agent streams 20 deltas/s; users send `/queue` meanwhile, "
+            "and a tenth of the threads get an `/abort` during the load.",
             "",
             _table(["load", "path", "samples", "p50 ms", "p99 ms", "max ms"], rows),
             "",
@@ -497,7 +499,8 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         parts += [
             "## Rendering and chat-API cost",
             "",
-            f"The same answer ({_fmt(la['deltas'])} deltas, {_fmt(la['chars'])} characters, code blocks, "
+            f"The same answer ({_fmt(la['deltas'])} deltas, {_fmt(la['chars'])} characters, "
+            "code blocks, "
             f"{la['tool_calls']} tool calls, 50 deltas/s) through each strategy:",
             "",
             _table(["strategy", "sends", "edits", "API calls", "CPU s"], rows),
