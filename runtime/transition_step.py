@@ -73,6 +73,11 @@ class Step:
         self.count(counter)
         self.note = reason
 
+    def refuse(self, text: str, reason: str, counter: str = "ignored") -> None:
+        """Tell the user (only them) why their command did nothing, and record it."""
+        self.reply(text, ephemeral=True)
+        self.record(reason, counter)
+
     def finish(self) -> Transition:
         state = self.state
         update: dict[str, object] = {}

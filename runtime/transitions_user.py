@@ -26,7 +26,6 @@ from runtime.transition_step import (
     find_blocker,
     interrupt_run,
     restart_agent,
-    start_agent,
     workdir_problem,
 )
 
@@ -105,8 +104,7 @@ def on_queue_command(step: Step, a: A.QueueCommand) -> None:
 
 def on_abort(step: Step, a: A.AbortRequested) -> None:
     if step.state.run is None:
-        step.reply("Nothing to abort: no run is active.", ephemeral=True)
-        step.record("abort while idle")
+        step.refuse("Nothing to abort: no run is active.", "abort while idle")
         return
     if step.state.blockers:
         dismiss_blockers(step, "Dismissed: the run was aborted.", answer_agent=True)
@@ -148,8 +146,7 @@ def on_remove_queued(step: Step, a: A.QueuedItemRemoved) -> None:
     if _remove_items(step, lambda i, q: q.id != a.item_id):
         step.reply("Removed from the queue.", ephemeral=True)
     else:
-        step.reply("That prompt is no longer queued.", ephemeral=True)
-        step.record("remove of an item no longer queued")
+        step.refuse("That prompt is no longer queued.", "remove of an item no longer queued")
 
 
 def on_source_edited(step: Step, a: A.SourceMessageEdited) -> None:
@@ -180,17 +177,17 @@ def open_conversation(
     session_id: str | None,
 ) -> None:
     if is_busy(step.state):
-        step.reply("A run is active: /abort it (or /conversation end) first.", ephemeral=True)
-        step.record("conversation start while busy", "rejected")
+        step.refuse(
+            "A run is active: /abort it (or /conversation end) first.",
+            "conversation start while busy",
+            "rejected",
+        )
         return
     problem = workdir_problem(step, a.requested_workdir, a.resolved_workdir)
     if problem:
-        step.reply(problem, ephemeral=True)
-        step.record(problem, "rejected")
+        step.refuse(problem, problem, "rejected")
         return
     assert a.resolved_workdir is not None
-    if step.state.agent_status is not AgentStatus.STOPPED:
-        step.emit(F.StopAgent(reason="a new conversation was started"))
     step.set(
         conversation=Conversation(
             agent=a.agent,
@@ -200,7 +197,7 @@ def open_conversation(
             system_instruction=a.system_instruction,
         )
     )
-    start_agent(step)
+    restart_agent(step, "a new conversation was started")
     verb = f"Resumed {a.agent} session {session_id}" if session_id else f"Started {a.agent}"
     step.reply(f"{verb} in {a.resolved_workdir}.")
 
@@ -208,8 +205,7 @@ def open_conversation(
 def on_conversation_ended(step: Step, a: A.ConversationEnded) -> None:
     conv = step.state.conversation
     if conv is None:
-        step.reply("There is no conversation to end.", ephemeral=True)
-        step.record("end without a conversation")
+        step.refuse("There is no conversation to end.", "end without a conversation")
         return
     if step.state.run is not None:
         step.set_run(end_reason="conversation ended")
@@ -228,17 +224,22 @@ def on_conversation_ended(step: Step, a: A.ConversationEnded) -> None:
 def on_workdir_set(step: Step, a: A.WorkdirSet) -> None:
     conv = step.state.conversation
     if conv is None:
-        step.reply("No conversation: start one with /<agent> start <workdir>.", ephemeral=True)
-        step.record("workdir without a conversation", "rejected")
+        step.refuse(
+            "No conversation: start one with /<agent> start <workdir>.",
+            "workdir without a conversation",
+            "rejected",
+        )
         return
     if is_busy(step.state):
-        step.reply("A run is active: /abort it first, then change the workdir.", ephemeral=True)
-        step.record("workdir change while busy", "rejected")
+        step.refuse(
+            "A run is active: /abort it first, then change the workdir.",
+            "workdir change while busy",
+            "rejected",
+        )
         return
     problem = workdir_problem(step, a.requested_workdir, a.resolved_workdir)
     if problem:
-        step.reply(problem, ephemeral=True)
-        step.record(problem, "rejected")
+        step.refuse(problem, problem, "rejected")
         return
     # Agent sessions are tied to their directory: a new workdir starts a new session.
     step.set(conversation=conv.replace(workdir=a.resolved_workdir, session_id=None))
@@ -249,8 +250,11 @@ def on_workdir_set(step: Step, a: A.WorkdirSet) -> None:
 def on_model_changed(step: Step, a: A.ModelChanged) -> None:
     conv = step.state.conversation
     if conv is None:
-        step.reply("No conversation: start one first, then choose its model.", ephemeral=True)
-        step.record("model without a conversation", "rejected")
+        step.refuse(
+            "No conversation: start one first, then choose its model.",
+            "model without a conversation",
+            "rejected",
+        )
         return
     step.set(conversation=conv.replace(model=a.model))
     run = step.state.run
@@ -306,8 +310,10 @@ def _after_answer(step: Step, blocker: Blocker) -> None:
 def on_permission_answered(step: Step, a: A.PermissionAnswered) -> None:
     blocker = find_blocker(step, a.request_id, "permission")
     if blocker is None:
-        step.reply("That permission request is no longer pending.", ephemeral=True)
-        step.record("answer to a permission that is not pending")
+        step.refuse(
+            "That permission request is no longer pending.",
+            "answer to a permission that is not pending",
+        )
         return
     step.emit(F.AnswerPermission(request_id=a.request_id, allow=a.allow))
     who = f" by <@{a.author_id}>" if a.author_id else ""
@@ -324,8 +330,9 @@ def on_permission_answered(step: Step, a: A.PermissionAnswered) -> None:
 def on_question_answered(step: Step, a: A.QuestionAnswered) -> None:
     blocker = find_blocker(step, a.request_id, "question")
     if blocker is None:
-        step.reply("That question is no longer pending.", ephemeral=True)
-        step.record("answer to a question that is not pending")
+        step.refuse(
+            "That question is no longer pending.", "answer to a question that is not pending"
+        )
         return
     step.emit(F.AnswerQuestion(request_id=a.request_id, answer=a.answer))
     step.emit(
