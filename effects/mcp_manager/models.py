@@ -72,7 +72,13 @@ class ProcessManagerConfig(BaseModel):
     allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: (Path.home(),))
     ring_buffer_chars: int = Field(default=200_000, gt=0)  # per stream, per process
     ring_buffer_lines: int | None = Field(default=5000, gt=0)  # per stream, per process
-    max_log_bytes: int = Field(default=8 * 1024 * 1024, gt=0)  # an output file is emptied past this
+    # On disk per stream: the file being written and the one before, each at most half of
+    # this (output_writer.py rotates them while the process writes).
+    max_log_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # A line longer than this is cut (and marked) on its way into the ring.
+    max_line_bytes: int = Field(default=64 * 1024, gt=0)
+    # Read per stream per poll at most; a larger backlog is skipped to its newest part.
+    max_read_bytes: int = Field(default=256 * 1024, gt=0)
     max_processes_per_thread: int = Field(default=8, gt=0)  # live ones (starting/running/stopping)
     max_records_per_thread: int = Field(default=32, gt=0)  # finished ones are forgotten past this
     stop_grace_s: float = Field(default=5.0, ge=0)  # SIGTERM -> SIGKILL
@@ -110,6 +116,8 @@ class ProcessRecord(BaseModel):
     stderr_path: str = ""
     stdout_offset: int = 0  # bytes of the file already in the ring
     stderr_offset: int = 0
+    stdout_inode: int = 0  # which file the offset and marks are in (0: not known)
+    stderr_inode: int = 0
     stdout_marks: list[tuple[int, int]] = []  # (seq, end offset) of the newest chunks
     stderr_marks: list[tuple[int, int]] = []
     last_seq: int = 0

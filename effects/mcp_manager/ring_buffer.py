@@ -6,9 +6,12 @@ one ``OutputRing`` per stream. Both rings of a process draw their sequence numbe
 
 Invariants: a ring never holds more than ``max_chars`` characters, nor (but for its newest
 chunk) more than ``max_lines`` lines: the oldest chunks are evicted first, and a single
-oversized chunk keeps only its tail of characters; sequence numbers only
-grow; a chunk's text is exactly what the process wrote (newlines included), so joining
-chunks reproduces the output.
+oversized chunk keeps only its tail of characters; sequence numbers only grow; a chunk's
+text is what the process wrote (newlines included), so joining chunks reproduces the
+output, except where Spindle says otherwise in the text itself: a line cut at
+``max_line_bytes`` (``LINE_CUT_NOTE``) or output skipped unread (``output_tail.py``).
+``LineAssembler`` holds at most ``max_line_bytes`` of an unfinished line, whatever the
+process writes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-__all__ = ["LineAssembler", "OutputChunk", "OutputRing", "SequenceCounter"]
+__all__ = ["LINE_CUT_NOTE", "LineAssembler", "OutputChunk", "OutputRing", "SequenceCounter"]
 
 
 class SequenceCounter:
@@ -67,6 +70,13 @@ class OutputRing:
             self.evicted_chars += len(old.text)
             self.evicted_through_seq = max(self.evicted_through_seq, old.seq)
 
+    def note_skipped(self, seq: int, skipped: int) -> None:
+        """``skipped`` characters written before chunk ``seq`` never reached the ring (read
+        past: written faster than they could be kept): a caller who saw less than ``seq``
+        missed them."""
+        self.evicted_chars += skipped
+        self.evicted_through_seq = max(self.evicted_through_seq, seq)
+
     def _too_many_lines(self) -> bool:
         # The newest chunk always stays, even when it alone has more lines than allowed.
         return self.max_lines is not None and self._lines > self.max_lines and len(self._chunks) > 1
@@ -93,22 +103,45 @@ class OutputRing:
         return text, missed
 
 
+LINE_CUT_NOTE = " [spindle: line cut, longer than {limit} bytes]\n"
+
+
+def _char_start(data: bytes, index: int) -> int:
+    """``index`` moved back to the first byte of the UTF-8 character it falls in."""
+    for _ in range(3):
+        if index <= 0 or data[index] & 0xC0 != 0x80:
+            break
+        index -= 1
+    return index
+
+
 class LineAssembler:
-    """Turns raw bytes read from a stream into text made of whole lines.
+    """Turns raw bytes read from a stream into text made of whole lines, holding at most
+    ``max_line_bytes`` of a line that has not ended yet.
 
     Complete lines are released at once. A trailing partial line is held until its newline
     comes, or until nothing more has arrived for ``hold_s`` seconds (a prompt such as
     ``Password:`` must not wait for a newline that never comes; ``print`` writes the text
     and the newline separately, so one empty read is not enough to call a line finished).
-    The caller passes the time: this class reads no clock. Text is cut only after a newline
-    byte, which in UTF-8 never sits inside a character, so a character split across two
-    reads stays whole; invalid bytes become U+FFFD. ``pending_bytes`` says how many bytes
-    read are not released yet (the supervisor's file offsets must not count them)."""
+    A line longer than ``max_line_bytes`` is cut: its first ``max_line_bytes`` are released
+    with ``LINE_CUT_NOTE`` (which ends the line), the rest of it, up to its newline, is
+    dropped (``cat /dev/zero`` writes one endless line: without the cut it would be held
+    whole). The caller passes the time: this class reads no clock. Text is cut after a
+    newline byte, which in UTF-8 never sits inside a character, or at the start of a
+    character, so a character split across two reads stays whole; invalid bytes become
+    U+FFFD. ``pending_bytes`` says how many bytes read are not released yet (the
+    supervisor's file offsets must not count them); dropped bytes count as released."""
 
-    def __init__(self, hold_s: float = 0.5) -> None:
+    def __init__(self, hold_s: float = 0.5, max_line_bytes: int = 64 * 1024) -> None:
+        if max_line_bytes <= 0:
+            raise ValueError("max_line_bytes must be positive")
         self.hold_s = hold_s
+        self.max_line_bytes = max_line_bytes
+        self._note = LINE_CUT_NOTE.format(limit=max_line_bytes).encode()
         self._pending = b""
         self._pending_since = 0.0
+        self._dropping = False  # inside a line that was cut: skip to its newline
+        self.cut_lines = 0
 
     @property
     def pending_bytes(self) -> int:
@@ -120,14 +153,59 @@ class LineAssembler:
             if self._pending and now - self._pending_since >= self.hold_s:
                 return self.flush()
             return ""
+        if self._dropping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return ""
+            self._dropping = False
+            data = data[newline + 1 :]
+            if not data:
+                return ""
         if not self._pending:
             self._pending_since = now
-        data = self._pending + data
-        cut = data.rfind(b"\n") + 1
-        if cut:
+        buf = self._pending + data
+        parts, start = self._cut_long_lines(buf)
+        if self._dropping:
+            self._pending = b""
+        else:
+            cut = buf.rfind(b"\n", start) + 1
+            if cut:
+                parts.append(buf[start:cut])
+                start = cut
+            self._pending = buf[start:]
+        if parts:
             self._pending_since = now
-        self._pending = data[cut:]
-        return data[:cut].decode("utf-8", "replace")
+        return b"".join(parts).decode("utf-8", "replace")
+
+    def _cut_long_lines(self, buf: bytes) -> tuple[list[bytes], int]:
+        """Cut every line of ``buf`` longer than the limit. Returns the released pieces and
+        where the uncut rest starts; after it the partial line at the end (if any) is at
+        most ``max_line_bytes`` long, or ``_dropping`` is set."""
+        limit, end = self.max_line_bytes, len(buf)
+        parts: list[bytes] = []
+        start = pos = 0  # start: first byte not yet released; pos: a line start
+        # Hop from line start to line start through the last newline of each window of
+        # limit + 1 bytes: a window without one holds a line longer than the limit. Text of
+        # short lines is crossed in big steps, not line by line.
+        while pos + limit < end:
+            newline = buf.rfind(b"\n", pos, pos + limit + 1)
+            if newline >= 0:
+                pos = newline + 1
+                continue
+            head = _char_start(buf, pos + limit)
+            parts += (buf[start:head], self._note)
+            self.cut_lines += 1
+            newline = buf.find(b"\n", pos + limit)
+            if newline < 0:
+                self._dropping = True
+                return parts, end
+            start = pos = newline + 1
+        return parts, start
+
+    def discard(self) -> int:
+        """Forget the partial line held (the bytes after it were skipped); its length."""
+        dropped, self._pending, self._dropping = len(self._pending), b"", False
+        return dropped
 
     def flush(self) -> str:
         text, self._pending = self._pending.decode("utf-8", "replace"), b""

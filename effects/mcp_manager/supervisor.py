@@ -7,11 +7,13 @@ Theory of operation:
   all). One ``trio.Lock`` per key serializes start/stop/restart of that key, so ten callers
   starting the same name at once get one process.
 - Every process leads its own session (``start_new_session``), so its group can be signalled
-  at once and it survives Spindle being killed. Its stdout and stderr go to two files under
-  the data dir (``O_APPEND``), not pipes: a pipe would die with Spindle, a file keeps the
-  output of an orphan readable by the next Spindle. One watcher task per process tails the
-  files into bounded rings (``output_tail.py``), samples the process tree (so grandchildren
-  that left the group are still known at stop time), and records the exit.
+  at once and it survives Spindle being killed. Its stdout and stderr are pipes to its own
+  writer process (``output_writer.py``, in a session of its own too), which writes them to
+  two capped files under the data dir: a pipe read by Spindle would die with Spindle, a
+  file written by the process itself could not be capped; the files keep the output of an
+  orphan readable by the next Spindle. One watcher task per process tails the files into
+  bounded rings (``output_tail.py``), samples the process tree (so grandchildren that left
+  the group are still known at stop time), and records the exit.
 - Stop (``process_tree.py``): SIGTERM to the group and every known descendant, wait
   ``stop_grace_s``, then SIGKILL through ``effects.process.kill_tree``, which confirms with
   psutil that none is left.
@@ -30,6 +32,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import trio
 
+from . import output_writer
 from .auth import Caller
 from .models import (
     OutputResult,
@@ -58,6 +62,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
 _PRIVATE_ENV_PREFIX = "SPINDLE_"
 _SEQ_BLOCK = 10_000  # sequence numbers reserved per save
+_WRITER_DRAIN_S = 1.0  # after an exit, how long the writer may take to write the rest
 
 
 def _inherited_env() -> dict[str, str]:
@@ -88,6 +93,8 @@ class _Entry:
     out: StreamTail
     err: StreamTail
     proc: trio.Process | None = None
+    writer: trio.Process | None = None  # None when adopted: it is not our child then
+    writer_done: trio.Event = field(default_factory=trio.Event)
     adopted: bool = False
     stop_requested: bool = False
     done: trio.Event = field(default_factory=trio.Event)
@@ -201,13 +208,13 @@ class ProcessSupervisor:
             )
 
     def list_processes(self, caller: Caller) -> list[ProcessInfo]:
+        # No file is read here: /status and list_processes answer from memory at once,
+        # however much output is waiting (the watchers read it).
         entries = [
             e
             for (thread, _), e in self._entries.items()
             if caller.sees_all or thread == caller.thread_id
         ]
-        for e in entries:
-            self._pump(e)
         return [
             _info(e) for e in sorted(entries, key=lambda e: (e.record.thread_id, e.record.name))
         ]
@@ -333,34 +340,77 @@ class ProcessSupervisor:
         await self._spawn(entry, executable, full_env)
         return _info(entry)
 
+    def _fresh_output_files(self, entry: _Entry) -> None:
+        """New, empty output files (new inodes: a writer of an earlier incarnation still
+        held open by a daemon writes into its own unlinked file, not into these)."""
+        Path(entry.record.stdout_path).parent.mkdir(parents=True, exist_ok=True)
+        for stream in entry.streams:
+            for path in (stream.path, stream.path + ".1"):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            fd = os.open(stream.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            stream.inode = os.fstat(fd).st_ino
+            os.close(fd)
+
+    async def _start_writer(self, entry: _Entry, read_ends: Sequence[int]) -> trio.Process:
+        """The process's output writer (``output_writer.py``) on the pipes' read ends."""
+        argv = [sys.executable, "-I", "-S", output_writer.__file__]
+        argv.append(str(self.config.max_log_bytes // 2))
+        for fd, stream in zip(read_ends, entry.streams, strict=True):
+            argv += [str(fd), stream.path]
+        writer = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=tuple(read_ends),
+            env={},
+            start_new_session=True,  # outlives Spindle, like the process it serves
+        )
+        entry.writer = writer
+        self._nursery.start_soon(self._reap_writer, entry, writer)
+        return writer
+
+    @staticmethod
+    async def _reap_writer(entry: _Entry, writer: trio.Process) -> None:
+        await writer.wait()
+        entry.writer_done.set()
+
     async def _spawn(self, entry: _Entry, executable: str, env: Mapping[str, str]) -> None:
         r = entry.record
         r.status = ProcessStatus.starting
         r.started_at = time.time()
         self._save()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        Path(r.stdout_path).parent.mkdir(parents=True, exist_ok=True)
-        out_fd = os.open(r.stdout_path, flags, 0o600)
-        err_fd = os.open(r.stderr_path, flags, 0o600)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
         try:
-            proc = await trio.lowlevel.open_process(
-                [executable, *r.args],
-                stdin=subprocess.DEVNULL,
-                stdout=out_fd,
-                stderr=err_fd,
-                cwd=r.cwd,
-                env=dict(env),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            r.status = ProcessStatus.failed
-            r.stopped_at = time.time()
-            r.error = f"could not start {r.command!r}: {exc.strerror or exc}"
-            self._save()
-            raise ProcessError(r.error) from exc
+            try:
+                self._fresh_output_files(entry)
+                await self._start_writer(entry, (out_read, err_read))
+            except OSError as exc:
+                raise self._spawn_failed(
+                    entry, f"could not start its output writer: {exc}"
+                ) from exc
+            try:
+                proc = await trio.lowlevel.open_process(
+                    [executable, *r.args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_write,
+                    stderr=err_write,
+                    cwd=r.cwd,
+                    env=dict(env),
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                # The writer sees the pipes close and ends by itself.
+                raise self._spawn_failed(
+                    entry, f"could not start {r.command!r}: {exc.strerror or exc}"
+                ) from exc
         finally:
-            os.close(out_fd)
-            os.close(err_fd)
+            for fd in (out_read, out_write, err_read, err_write):
+                os.close(fd)
         entry.proc = proc
         r.pid = proc.pid
         r.create_time = create_time(proc.pid)
@@ -369,6 +419,14 @@ class ProcessSupervisor:
         self._spawned += 1
         self._save()
         self._nursery.start_soon(self._watch, entry)
+
+    def _spawn_failed(self, entry: _Entry, error: str) -> ProcessError:
+        r = entry.record
+        r.status = ProcessStatus.failed
+        r.stopped_at = time.time()
+        r.error = error
+        self._save()
+        return ProcessError(error)
 
     def _resolve_cwd(self, caller: Caller, cwd: str | None) -> str:
         base = caller.workdir or self._thread_workdirs.get(caller.thread_id)
@@ -424,14 +482,28 @@ class ProcessSupervisor:
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
         r = record
+        limits = {
+            "max_read_bytes": self.config.max_read_bytes,
+            "max_line_bytes": self.config.max_line_bytes,
+        }
         return _Entry(
             record=r,
             seq=SequenceCounter(max(r.last_seq, r.seq_ceiling)),
             out=StreamTail(
-                r.stdout_path, r.stdout_offset, OutputRing(chars, lines), r.stdout_marks
+                r.stdout_path,
+                r.stdout_offset,
+                OutputRing(chars, lines),
+                r.stdout_marks,
+                inode=r.stdout_inode,
+                **limits,
             ),
             err=StreamTail(
-                r.stderr_path, r.stderr_offset, OutputRing(chars, lines), r.stderr_marks
+                r.stderr_path,
+                r.stderr_offset,
+                OutputRing(chars, lines),
+                r.stderr_marks,
+                inode=r.stderr_inode,
+                **limits,
             ),
         )
 
@@ -447,11 +519,12 @@ class ProcessSupervisor:
         excess = len(finished) - self.config.max_records_per_thread
         for e in finished[: max(0, excess)]:
             del self._entries[(thread_id, e.record.name)]
-            for path in (e.record.stdout_path, e.record.stderr_path):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+            for stream in e.streams:
+                for path in (stream.path, stream.path + ".1"):
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
 
     # ---- watching --------------------------------------------------------------------
 
@@ -464,7 +537,7 @@ class ProcessSupervisor:
             r.seq_ceiling = entry.seq.value + _SEQ_BLOCK
             self._save()
         for stream in entry.streams:
-            if stream.read_new(entry.seq, self.config.max_log_bytes):
+            if stream.read_new(entry.seq):
                 entry.dirty = True
 
     def _flush(self, entry: _Entry) -> None:
@@ -487,6 +560,11 @@ class ProcessSupervisor:
             if entry.proc is not None and entry.proc.poll() is not None:
                 break
             await trio.sleep(self.config.poll_interval_s)
+        if entry.writer is not None:
+            # What the process wrote last may still be in the pipe: let its writer finish
+            # (it ends once every holder of the pipe is gone; a daemon may keep it longer).
+            with trio.move_on_after(_WRITER_DRAIN_S):
+                await entry.writer_done.wait()
         self._flush(entry)
         r.exit_code = entry.proc.returncode if entry.proc is not None else None
         r.stopped_at = time.time()
@@ -516,6 +594,7 @@ class ProcessSupervisor:
             r = e.record
             r.stdout_offset, r.stdout_marks = e.out.delivered, list(e.out.marks)
             r.stderr_offset, r.stderr_marks = e.err.delivered, list(e.err.marks)
+            r.stdout_inode, r.stderr_inode = e.out.inode, e.err.inode
             r.last_seq = e.seq.value
             e.dirty = False
             records.append(r)

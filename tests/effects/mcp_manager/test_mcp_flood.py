@@ -1,0 +1,129 @@
+"""Processes that write as fast as they can (issue 19.1): ``cat /dev/zero`` (one endless line,
+no newline ever) and ``yes`` (short lines) run for 20 s at once. Spindle's memory, the output
+files on disk, and the time ``/status`` and ``list_processes`` take all stay within the
+documented bounds (docs/process-manager.md, "Limits"), and ``stop_process`` stops both.
+
+Before the fix the manager read each file's whole backlog on the trio thread and held an
+unfinished line without limit: its memory grew by gigabytes, ``/status`` took tens of
+seconds, and the files passed their 8 MiB cap by far. The loop below gives up at the first
+bound broken, so a regression fails in seconds instead of filling the machine."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import trio
+from mcp_kit import TOKEN, alive, call, make_config, open_client
+
+from effects.mcp_manager import serve_process_manager
+from effects.mcp_manager.ring_buffer import LINE_CUT_NOTE
+
+THREAD_ID = "thread-flood"
+FLOOD_S = 20.0
+SAMPLE_S = 0.25
+RSS_GROWTH_BOUND = 64 * 1024 * 1024  # the documented bound for these two processes
+ANSWER_BOUND_S = 1.0
+
+
+def _output_files(data_dir: Path, name: str) -> list[Path]:
+    return sorted(data_dir.glob(f"processes/*/{name}.std*.log*"))
+
+
+def _writer_pids() -> list[int]:
+    return [
+        p.pid
+        for p in psutil.Process().children()
+        if any("output_writer" in part for part in p.cmdline())
+    ]
+
+
+async def test_two_floods_stay_bounded_answer_fast_and_stop(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path, poll_interval_s=0.05)
+    manager = await nursery.start(serve_process_manager, config)
+    me = psutil.Process()
+    pids: list[int] = []
+    try:
+        async with open_client(manager.url, TOKEN, {"X-Spindle-Thread": THREAD_ID}) as client:
+            await call(client, "list_processes")  # the SDK and HTTP paths warmed up
+            baseline = me.memory_info().rss
+            for name, command, args in (("zero", "cat", ["/dev/zero"]), ("yes", "yes", [])):
+                started = await call(
+                    client,
+                    "start_process",
+                    name=name,
+                    command=command,
+                    args=args,
+                    cwd=str(tmp_path),
+                )
+                pids.append(started["pid"])
+            peak_rss = baseline
+            slowest_status = slowest_list = worst_lag = 0.0
+            largest_stream = 0
+            end = trio.current_time() + FLOOD_S
+            while trio.current_time() < end:
+                t0 = time.monotonic()
+                status_lines = [
+                    p.summary(time.time()) for p in manager.processes_for_thread(THREAD_ID)
+                ]
+                t1 = time.monotonic()
+                with trio.fail_after(30):
+                    listed = await call(client, "list_processes")
+                t2 = time.monotonic()
+                slowest_status = max(slowest_status, t1 - t0)
+                slowest_list = max(slowest_list, t2 - t1)
+                assert [p["status"] for p in listed["processes"]] == ["running", "running"]
+                assert len(status_lines) == 2
+                peak_rss = max(peak_rss, me.memory_info().rss)
+                for name in ("zero", "yes"):
+                    for stream in ("stdout", "stderr"):
+                        files = [
+                            p for p in _output_files(config.data_dir, name) if stream in p.name
+                        ]
+                        size = sum(p.stat().st_size for p in files if p.exists())
+                        largest_stream = max(largest_stream, size)
+                # Give up at the first broken bound (before the fix: gigabytes in seconds).
+                assert peak_rss - baseline < RSS_GROWTH_BOUND, peak_rss - baseline
+                assert largest_stream <= config.max_log_bytes, largest_stream
+                assert max(slowest_status, slowest_list) < ANSWER_BOUND_S
+                before_sleep = trio.current_time()
+                await trio.sleep(SAMPLE_S)
+                worst_lag = max(worst_lag, trio.current_time() - before_sleep - SAMPLE_S)
+            assert worst_lag < ANSWER_BOUND_S  # the event loop never stalled
+
+            zero = await call(client, "get_output", name="zero", tail=200_000)
+            assert LINE_CUT_NOTE.format(limit=config.max_line_bytes) in zero["stdout"]
+            assert len(zero["stdout"]) <= config.ring_buffer_chars
+            yes = await call(client, "get_output", name="yes", tail=200_000)
+            lines = yes["stdout"].split("\n")
+            assert "y" in lines
+            assert all(line in ("y", "") or line.startswith("[spindle: ") for line in lines)
+            writers = _writer_pids()
+            assert len(writers) == 2  # one output writer per process
+
+            for name, pid in zip(("zero", "yes"), pids, strict=True):
+                with trio.fail_after(15):
+                    stopped = await call(client, "stop_process", name=name)
+                assert stopped["tree_gone"] is True
+                assert stopped["process"]["status"] == "stopped"
+                assert not alive(pid)
+            with trio.fail_after(5):
+                while any(alive(pid) for pid in writers):
+                    await trio.sleep(0.05)  # the writers end with their process
+            listed = await call(client, "list_processes")
+            assert {p["status"] for p in listed["processes"]} == {"stopped"}
+        print(
+            f"rss growth {(peak_rss - baseline) / 2**20:.1f} MiB, largest stream on disk "
+            f"{largest_stream / 2**20:.2f} MiB, slowest /status {slowest_status * 1000:.1f} ms, "
+            f"slowest list_processes {slowest_list * 1000:.1f} ms, worst loop lag "
+            f"{worst_lag * 1000:.1f} ms"
+        )
+    finally:
+        for pid in pids:  # whatever happened above, leave nothing flooding the machine
+            try:
+                psutil.Process(pid).kill()
+            except psutil.NoSuchProcess:
+                pass
