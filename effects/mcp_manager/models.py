@@ -112,12 +112,13 @@ class ProcessRecord(BaseModel):
     stopped_at: float | None = None
     restarts: int = 0
     error: str | None = None
+    # Output files: ``<path>.<generation>.log`` (output_writer.py); a path per start.
     stdout_path: str = ""
     stderr_path: str = ""
-    stdout_offset: int = 0  # bytes of the file already in the ring
+    stdout_generation: int = 0  # the file being read, which the offset and marks are in
+    stderr_generation: int = 0
+    stdout_offset: int = 0  # bytes of that file already in the ring
     stderr_offset: int = 0
-    stdout_inode: int = 0  # which file the offset and marks are in (0: not known)
-    stderr_inode: int = 0
     stdout_marks: list[tuple[int, int]] = []  # (seq, end offset) of the newest chunks
     stderr_marks: list[tuple[int, int]] = []
     last_seq: int = 0

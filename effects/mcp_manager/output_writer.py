@@ -8,20 +8,21 @@ process with it, SIGPIPE, and an orphan's output would be lost). This writer run
 own session, so it outlives Spindle exactly like the process does, and it ends by itself
 when the last holder of the pipes' write ends (the process and its descendants) is gone.
 
-The cap: each stream is at most two files, ``<path>`` (the one being written) and
-``<path>.1`` (the one before), each at most ``limit`` bytes. When the next write would take
-``<path>`` past ``limit``, it is renamed to ``<path>.1`` (replacing the older one) and a new
-``<path>`` is started; a reader that kept the old file open, or knows its inode, finishes
-it under its new name. A write that fails (disk full) is dropped, and the next write that
-succeeds is preceded by a note saying how much was lost. Reads are at most 64 KiB, and a
-full pipe blocks the writing process until this writer has caught up: memory stays
-bounded however fast the process writes.
+The cap: a stream is written to numbered files ``<base>.<n>.log`` (``generation_path``),
+at most ``limit`` bytes each. When the next write would take file ``n`` past ``limit``, file
+``n + 1`` is started and file ``n - 1`` deleted: at most two files, ``2 * limit`` bytes, are
+on disk per stream. A name is never used twice, so a reader knows by the name alone which
+file it is reading and that a file ``n + 1`` means ``n`` is complete (an inode number would
+not do: a deleted file's number is soon given to a new one). A write that fails (disk full)
+is dropped, and the next write that succeeds is preceded by a note saying how much was
+lost. Reads are at most 64 KiB, and a full pipe blocks the writing process until this
+writer has caught up: memory stays bounded however fast the process writes.
 
 It is started by path with ``python -I -S`` (``supervisor.py``) and imports only the
 standard library: it starts in milliseconds and holds a few megabytes.
 
-Usage: ``output_writer.py LIMIT FD PATH [FD PATH ...]``: FD is the read end of a pipe,
-PATH the file its output goes to (created by the caller; its content is kept).
+Usage: ``output_writer.py LIMIT FD BASE [FD BASE ...]``: FD is the read end of a pipe, BASE
+names the files its output goes to.
 """
 
 from __future__ import annotations
@@ -31,64 +32,74 @@ import select
 import signal
 import sys
 
-__all__ = ["READ_BYTES", "CappedFile", "main", "pump"]
+__all__ = ["READ_BYTES", "CappedFile", "generation_path", "main", "pump"]
 
 READ_BYTES = 64 * 1024
 
 
-class CappedFile:
-    """One output file that never grows past ``limit`` bytes (see the module docstring)."""
+def generation_path(base: str, generation: int) -> str:
+    """The file holding generation ``generation`` of the stream named ``base``."""
+    return f"{base}.{generation}.log"
 
-    def __init__(self, path: str, limit: int) -> None:
+
+class CappedFile:
+    """One output stream in files that never grow past ``limit`` bytes (see the module
+    docstring)."""
+
+    def __init__(self, base: str, limit: int) -> None:
         if limit <= 0:
             raise ValueError("limit must be positive")
-        self.path = path
+        self.base = base
         self.limit = limit
         self.read_size = min(READ_BYTES, limit)  # so that one read always fits in a file
-        self.fd = self._open()
+        self.generation = 0
+        self.fd = self._open(0, truncate=False)
         self.size = os.fstat(self.fd).st_size
         self.lost = 0  # bytes dropped since the last successful write
         self.lost_reason = ""
 
-    def _open(self) -> int:
+    def _open(self, generation: int, *, truncate: bool) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        return os.open(self.path, flags, 0o600)
+        if truncate:
+            flags |= os.O_TRUNC
+        return os.open(generation_path(self.base, generation), flags, 0o600)
 
     def write(self, data: bytes) -> None:
         if self.lost:
             note = f"\n[spindle: {self.lost} bytes of output lost: {self.lost_reason}]\n"
-            if not self._put(note.encode()):
-                self.lost += len(data)
-                return
-            self.lost = 0
-        if not self._put(data):
-            self.lost += len(data)
+            data = note.encode() + data
+        unwritten = self._put(data)
+        self.lost = self.lost + unwritten if unwritten else 0
 
-    def _put(self, data: bytes) -> bool:
+    def _put(self, data: bytes) -> int:
+        """Write ``data``; the number of its bytes that could not be written."""
+        view = memoryview(data)[-self.limit :]
         try:
-            if self.size + len(data) > self.limit:
+            if self.size + len(view) > self.limit:
                 self._rotate()
-            view = memoryview(data)[-self.limit :]
             while view:
                 written = os.write(self.fd, view)
                 self.size += written
                 view = view[written:]
-            return True
         except OSError as exc:
             self.lost_reason = exc.strerror or str(exc)
-            return False
+        return len(view)
 
     def _rotate(self) -> None:
         try:
-            os.replace(self.path, self.path + ".1")
-            fresh = self._open()
+            fresh = self._open(self.generation + 1, truncate=True)
         except OSError:
-            # Cannot rename or create (read-only directory?): empty the file in place
-            # instead; the cap holds either way.
+            # Cannot create a file (read-only directory?): empty this one in place instead;
+            # the cap holds either way.
             os.ftruncate(self.fd, 0)
         else:
             os.close(self.fd)
             self.fd = fresh
+            self.generation += 1
+            try:
+                os.unlink(generation_path(self.base, self.generation - 2))
+            except FileNotFoundError:
+                pass
         self.size = 0
 
     def close(self) -> None:
@@ -120,12 +131,14 @@ def main(argv: list[str]) -> int:
     # Spindle must not end it either (the process it serves would get SIGPIPE).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A file-size limit inherited from Spindle's caller: a failed write (noted), not death.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if len(argv) < 3 or len(argv) % 2 == 0:
-        print("usage: output_writer.py LIMIT FD PATH [FD PATH ...]", file=sys.stderr)
+        print("usage: output_writer.py LIMIT FD BASE [FD BASE ...]", file=sys.stderr)
         return 2
     limit = int(argv[0])
     sources = {
-        int(fd): CappedFile(path, limit) for fd, path in zip(argv[1::2], argv[2::2], strict=True)
+        int(fd): CappedFile(base, limit) for fd, base in zip(argv[1::2], argv[2::2], strict=True)
     }
     pump(sources)
     return 0

@@ -19,7 +19,14 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-__all__ = ["LINE_CUT_NOTE", "LineAssembler", "OutputChunk", "OutputRing", "SequenceCounter"]
+__all__ = [
+    "LINE_CUT_NOTE",
+    "LineAssembler",
+    "OutputChunk",
+    "OutputRing",
+    "SequenceCounter",
+    "char_start",
+]
 
 
 class SequenceCounter:
@@ -106,10 +113,11 @@ class OutputRing:
 LINE_CUT_NOTE = " [spindle: line cut, longer than {limit} bytes]\n"
 
 
-def _char_start(data: bytes, index: int) -> int:
-    """``index`` moved back to the first byte of the UTF-8 character it falls in."""
+def char_start(data: bytes, index: int, low: int = 0) -> int:
+    """``index`` moved back (not below ``low``) to the first byte of the UTF-8 character it
+    falls in."""
     for _ in range(3):
-        if index <= 0 or data[index] & 0xC0 != 0x80:
+        if index <= low or data[index] & 0xC0 != 0x80:
             break
         index -= 1
     return index
@@ -192,7 +200,7 @@ class LineAssembler:
             if newline >= 0:
                 pos = newline + 1
                 continue
-            head = _char_start(buf, pos + limit)
+            head = char_start(buf, pos + limit, pos)
             parts += (buf[start:head], self._note)
             self.cut_lines += 1
             newline = buf.find(b"\n", pos + limit)

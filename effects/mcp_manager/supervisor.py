@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -51,7 +52,7 @@ from .models import (
     ProcessStatus,
     StopResult,
 )
-from .output_tail import StreamTail
+from .output_tail import StreamTail, output_files
 from .process_tree import ProcessTree, create_time
 from .ring_buffer import OutputRing, SequenceCounter
 from .state_store import StateStore, same_process
@@ -336,30 +337,18 @@ class ProcessSupervisor:
             record.last_seq = record.seq_ceiling = previous.seq.value
         entry = self._new_entry(record)
         self._entries[(thread, name)] = entry
+        if previous is not None:
+            self._delete_output(previous)
         self._forget_old_records(thread)
         await self._spawn(entry, executable, full_env)
         return _info(entry)
-
-    def _fresh_output_files(self, entry: _Entry) -> None:
-        """New, empty output files (new inodes: a writer of an earlier incarnation still
-        held open by a daemon writes into its own unlinked file, not into these)."""
-        Path(entry.record.stdout_path).parent.mkdir(parents=True, exist_ok=True)
-        for stream in entry.streams:
-            for path in (stream.path, stream.path + ".1"):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-            fd = os.open(stream.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            stream.inode = os.fstat(fd).st_ino
-            os.close(fd)
 
     async def _start_writer(self, entry: _Entry, read_ends: Sequence[int]) -> trio.Process:
         """The process's output writer (``output_writer.py``) on the pipes' read ends."""
         argv = [sys.executable, "-I", "-S", output_writer.__file__]
         argv.append(str(self.config.max_log_bytes // 2))
         for fd, stream in zip(read_ends, entry.streams, strict=True):
-            argv += [str(fd), stream.path]
+            argv += [str(fd), stream.base]
         writer = await trio.lowlevel.open_process(
             argv,
             stdin=subprocess.DEVNULL,
@@ -387,7 +376,7 @@ class ProcessSupervisor:
         err_read, err_write = os.pipe()
         try:
             try:
-                self._fresh_output_files(entry)
+                Path(r.stdout_path).parent.mkdir(parents=True, exist_ok=True)
                 await self._start_writer(entry, (out_read, err_read))
             except OSError as exc:
                 raise self._spawn_failed(
@@ -474,10 +463,22 @@ class ProcessSupervisor:
         return found
 
     def _output_paths(self, thread_id: str, name: str) -> tuple[Path, Path]:
-        # Thread ids are arbitrary text: a digest keeps them out of the file system's way.
+        """The bases of a new incarnation's output files (``output_writer.generation_path``).
+        Thread ids are arbitrary text: a digest keeps them out of the file system's way. A
+        token per start keeps a writer of an earlier incarnation, still fed by a daemon
+        that outlived it, away from the new files."""
         folder = hashlib.sha256(thread_id.encode()).hexdigest()[:16]
-        base = self.config.data_dir / "processes" / folder
-        return base / f"{name}.stdout.log", base / f"{name}.stderr.log"
+        base = self.config.data_dir / "processes" / folder / f"{name}.{secrets.token_hex(4)}"
+        return Path(f"{base}.stdout"), Path(f"{base}.stderr")
+
+    @staticmethod
+    def _delete_output(entry: _Entry) -> None:
+        for stream in entry.streams:
+            for path in output_files(stream.base).values():
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
 
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
@@ -494,7 +495,7 @@ class ProcessSupervisor:
                 r.stdout_offset,
                 OutputRing(chars, lines),
                 r.stdout_marks,
-                inode=r.stdout_inode,
+                generation=r.stdout_generation,
                 **limits,
             ),
             err=StreamTail(
@@ -502,7 +503,7 @@ class ProcessSupervisor:
                 r.stderr_offset,
                 OutputRing(chars, lines),
                 r.stderr_marks,
-                inode=r.stderr_inode,
+                generation=r.stderr_generation,
                 **limits,
             ),
         )
@@ -519,12 +520,7 @@ class ProcessSupervisor:
         excess = len(finished) - self.config.max_records_per_thread
         for e in finished[: max(0, excess)]:
             del self._entries[(thread_id, e.record.name)]
-            for stream in e.streams:
-                for path in (stream.path, stream.path + ".1"):
-                    try:
-                        os.unlink(path)
-                    except FileNotFoundError:
-                        pass
+            self._delete_output(e)
 
     # ---- watching --------------------------------------------------------------------
 
@@ -594,7 +590,7 @@ class ProcessSupervisor:
             r = e.record
             r.stdout_offset, r.stdout_marks = e.out.delivered, list(e.out.marks)
             r.stderr_offset, r.stderr_marks = e.err.delivered, list(e.err.marks)
-            r.stdout_inode, r.stderr_inode = e.out.inode, e.err.inode
+            r.stdout_generation, r.stderr_generation = e.out.generation, e.err.generation
             r.last_seq = e.seq.value
             e.dirty = False
             records.append(r)

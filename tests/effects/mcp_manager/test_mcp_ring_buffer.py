@@ -1,11 +1,18 @@
-"""The bounded output rings and the line assembler, without processes or HTTP."""
+"""The bounded output rings and the line assembler (with its line cap), without processes or
+HTTP."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.mcp_manager.ring_buffer import LineAssembler, OutputRing, SequenceCounter
+from effects.mcp_manager.ring_buffer import (
+    LINE_CUT_NOTE,
+    LineAssembler,
+    OutputRing,
+    SequenceCounter,
+    char_start,
+)
 
 
 def test_reads_everything_then_only_what_is_new() -> None:
@@ -89,3 +96,68 @@ def test_assembled_text_is_the_decoded_input(data: bytes, cuts: list[int]) -> No
     out.append(asm.feed(data[pos:], now=len(cuts) * 0.3))
     out.append(asm.flush())
     assert "".join(out) == data.decode("utf-8", "replace")
+
+
+def _reference_cut(data: bytes, limit: int) -> str:
+    """What the assembler must release for ``data`` read in any pieces (no hold timeouts):
+    each line whose text is longer than ``limit`` bytes becomes its head plus the note."""
+    note = LINE_CUT_NOTE.format(limit=limit).encode()
+    pieces = data.split(b"\n")
+    lines = [p + b"\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    out = []
+    for line in lines:
+        body = line.removesuffix(b"\n")
+        out.append(body[: char_start(body, limit)] + note if len(body) > limit else line)
+    return b"".join(out).decode("utf-8", "replace")
+
+
+def test_a_line_longer_than_the_limit_is_cut_marked_and_the_rest_dropped() -> None:
+    asm = LineAssembler(hold_s=0.5, max_line_bytes=8)
+    note = LINE_CUT_NOTE.format(limit=8)
+    assert asm.feed(b"short\n0123456789abcdef", now=0.0) == "short\n01234567" + note
+    assert asm.pending_bytes == 0
+    assert asm.feed(b"x" * 100_000, now=0.1) == ""  # still the same line: dropped
+    assert asm.pending_bytes == 0
+    assert asm.feed(b"yz\nnext\n", now=0.2) == "next\n"
+    assert asm.cut_lines == 1
+    # A character is never split by the cut.
+    assert asm.feed("1234567€€\n".encode(), now=0.3) == "1234567" + note
+
+
+def test_an_endless_line_holds_no_more_than_the_limit() -> None:
+    asm = LineAssembler(hold_s=0.5, max_line_bytes=1024)
+    released = [asm.feed(b"\0" * 65536, now=i * 0.01) for i in range(100)]
+    assert released[0] == "\0" * 1024 + LINE_CUT_NOTE.format(limit=1024)
+    assert set(released[1:]) == {""}
+    assert asm.pending_bytes == 0
+
+
+@given(
+    st.lists(st.sampled_from([b"a", b"bc", b"\n", "€".encode(), b"\xff", b"x" * 7]), max_size=60),
+    st.lists(st.integers(1, 9), max_size=30),
+    st.integers(1, 12),
+)
+def test_cut_lines_are_the_same_however_the_bytes_arrive(
+    tokens: list[bytes], cuts: list[int], limit: int
+) -> None:
+    data = b"".join(tokens)
+    asm, out, pos = LineAssembler(hold_s=0.5, max_line_bytes=limit), [], 0
+    for cut in cuts:
+        out.append(asm.feed(data[pos : pos + cut], now=0.0))
+        pos += cut
+        assert asm.pending_bytes <= limit
+    out.append(asm.feed(data[pos:], now=0.0))
+    assert asm.pending_bytes <= limit
+    out.append(asm.flush())
+    assert "".join(out) == _reference_cut(data, limit)
+
+
+def test_skipped_output_counts_as_missed_for_an_older_since_seq() -> None:
+    ring, seq = OutputRing(1000), SequenceCounter()
+    ring.append(seq.next(), "a\n")
+    seen = seq.value
+    ring.append(seq.next(), "[note]\n")
+    ring.note_skipped(seq.value, 500)
+    assert ring.read(1000, since_seq=seen) == ("[note]\n", True)
+    assert ring.read(1000, since_seq=seq.value) == ("", False)
+    assert ring.read(1000)[1] is True
