@@ -27,13 +27,10 @@ is meant for the agent; anything else escaping a tool is a bug.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import secrets
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -42,7 +39,6 @@ from pathlib import Path
 
 import trio
 
-from . import output_writer
 from .auth import Caller
 from .models import (
     OutputResult,
@@ -52,7 +48,8 @@ from .models import (
     ProcessStatus,
     StopResult,
 )
-from .output_tail import StreamTail, output_files
+from .output_pipes import delete_output, output_bases, start_output_writer
+from .output_tail import StreamTail
 from .process_tree import ProcessTree, create_time
 from .ring_buffer import OutputRing, SequenceCounter
 from .state_store import StateStore, same_process
@@ -319,7 +316,7 @@ class ProcessSupervisor:
         extra_env = self._check_env(env or {})
         full_env = {**_inherited_env(), **extra_env}
         executable = self._resolve_command(command, workdir, full_env.get("PATH", os.defpath))
-        out_path, err_path = self._output_paths(thread, name)
+        out_base, err_base = output_bases(self.config.data_dir, thread, name)
         record = ProcessRecord(
             thread_id=thread,
             name=name,
@@ -328,8 +325,8 @@ class ProcessSupervisor:
             cwd=workdir,
             env=extra_env,
             restarts=restarts,
-            stdout_path=str(out_path),
-            stderr_path=str(err_path),
+            stdout_path=out_base,
+            stderr_path=err_base,
         )
         previous = self._entries.get((thread, name))
         if previous is not None:
@@ -338,29 +335,10 @@ class ProcessSupervisor:
         entry = self._new_entry(record)
         self._entries[(thread, name)] = entry
         if previous is not None:
-            self._delete_output(previous)
+            delete_output(s.base for s in previous.streams)
         self._forget_old_records(thread)
         await self._spawn(entry, executable, full_env)
         return _info(entry)
-
-    async def _start_writer(self, entry: _Entry, read_ends: Sequence[int]) -> trio.Process:
-        """The process's output writer (``output_writer.py``) on the pipes' read ends."""
-        argv = [sys.executable, "-I", "-S", output_writer.__file__]
-        argv.append(str(self.config.max_log_bytes // 2))
-        for fd, stream in zip(read_ends, entry.streams, strict=True):
-            argv += [str(fd), stream.base]
-        writer = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=tuple(read_ends),
-            env={},
-            start_new_session=True,  # outlives Spindle, like the process it serves
-        )
-        entry.writer = writer
-        self._nursery.start_soon(self._reap_writer, entry, writer)
-        return writer
 
     @staticmethod
     async def _reap_writer(entry: _Entry, writer: trio.Process) -> None:
@@ -372,34 +350,32 @@ class ProcessSupervisor:
         r.status = ProcessStatus.starting
         r.started_at = time.time()
         self._save()
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
         try:
-            try:
-                Path(r.stdout_path).parent.mkdir(parents=True, exist_ok=True)
-                await self._start_writer(entry, (out_read, err_read))
-            except OSError as exc:
-                raise self._spawn_failed(
-                    entry, f"could not start its output writer: {exc}"
-                ) from exc
-            try:
-                proc = await trio.lowlevel.open_process(
-                    [executable, *r.args],
-                    stdin=subprocess.DEVNULL,
-                    stdout=out_write,
-                    stderr=err_write,
-                    cwd=r.cwd,
-                    env=dict(env),
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                # The writer sees the pipes close and ends by itself.
-                raise self._spawn_failed(
-                    entry, f"could not start {r.command!r}: {exc.strerror or exc}"
-                ) from exc
+            writer, (out_fd, err_fd) = await start_output_writer(
+                (r.stdout_path, r.stderr_path), self.config.max_log_bytes // 2
+            )
+        except OSError as exc:
+            raise self._spawn_failed(entry, f"could not start its output writer: {exc}") from exc
+        entry.writer = writer
+        self._nursery.start_soon(self._reap_writer, entry, writer)
+        try:
+            proc = await trio.lowlevel.open_process(
+                [executable, *r.args],
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=err_fd,
+                cwd=r.cwd,
+                env=dict(env),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            # Its writer sees the pipes close and ends by itself.
+            raise self._spawn_failed(
+                entry, f"could not start {r.command!r}: {exc.strerror or exc}"
+            ) from exc
         finally:
-            for fd in (out_read, out_write, err_read, err_write):
-                os.close(fd)
+            os.close(out_fd)
+            os.close(err_fd)
         entry.proc = proc
         r.pid = proc.pid
         r.create_time = create_time(proc.pid)
@@ -462,24 +438,6 @@ class ProcessSupervisor:
             raise ProcessError(f"command not found: {command!r} (not on PATH)")
         return found
 
-    def _output_paths(self, thread_id: str, name: str) -> tuple[Path, Path]:
-        """The bases of a new incarnation's output files (``output_writer.generation_path``).
-        Thread ids are arbitrary text: a digest keeps them out of the file system's way. A
-        token per start keeps a writer of an earlier incarnation, still fed by a daemon
-        that outlived it, away from the new files."""
-        folder = hashlib.sha256(thread_id.encode()).hexdigest()[:16]
-        base = self.config.data_dir / "processes" / folder / f"{name}.{secrets.token_hex(4)}"
-        return Path(f"{base}.stdout"), Path(f"{base}.stderr")
-
-    @staticmethod
-    def _delete_output(entry: _Entry) -> None:
-        for stream in entry.streams:
-            for path in output_files(stream.base).values():
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
         r = record
@@ -520,7 +478,7 @@ class ProcessSupervisor:
         excess = len(finished) - self.config.max_records_per_thread
         for e in finished[: max(0, excess)]:
             del self._entries[(thread_id, e.record.name)]
-            self._delete_output(e)
+            delete_output(s.base for s in e.streams)
 
     # ---- watching --------------------------------------------------------------------
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
@@ -73,6 +75,33 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def launch_manager(tmp_path: Path) -> tuple[trio.Process, str]:
+    """``python -m effects.mcp_manager`` (= ``spindle mcp``) as its own process, on any free
+    port; returns it and its URL once it listens."""
+    argv = [sys.executable, "-m", "effects.mcp_manager", "--port", "0"]
+    argv += ["--data-dir", str(tmp_path / "data"), "--allowed-root", str(tmp_path)]
+    argv += ["--stop-grace", "1"]
+    proc = await trio.lowlevel.open_process(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "SPINDLE_MCP_TOKEN": TOKEN},
+        cwd=str(ROOT),
+    )
+    buf = b""
+    with trio.fail_after(30):
+        while b"\n" not in buf:
+            chunk = await proc.stdout.receive_some(4096)
+            assert chunk, "spindle mcp exited before it was listening"
+            buf += chunk
+    line = buf.decode().splitlines()[0]
+    assert line.startswith("process manager on http://127.0.0.1:")
+    return proc, line.split()[3]
 
 
 def make_config(tmp_path: Path, **overrides: Any) -> ProcessManagerConfig:

@@ -1,7 +1,8 @@
 """Processes that write as fast as they can (issue 19.1): ``cat /dev/zero`` (one endless line,
 no newline ever) and ``yes`` (short lines) run for 20 s at once. Spindle's memory, the output
 files on disk, and the time ``/status`` and ``list_processes`` take all stay within the
-documented bounds (docs/process-manager.md, "Limits"), and ``stop_process`` stops both.
+documented bounds (docs/process-manager.md, "Limits"), and ``stop_process`` stops both. And
+with no Spindle at all (killed), an orphaned flood's files stay capped all the same.
 
 Before the fix the manager read each file's whole backlog on the trio thread and held an
 unfinished line without limit: its memory grew by gigabytes, ``/status`` took tens of
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import psutil
 import trio
-from mcp_kit import TOKEN, alive, call, make_config, open_client
+from mcp_kit import TOKEN, alive, call, launch_manager, make_config, open_client
 
-from effects.mcp_manager import serve_process_manager
+from effects.mcp_manager import ProcessManagerConfig, serve_process_manager
 from effects.mcp_manager.ring_buffer import LINE_CUT_NOTE
 
 THREAD_ID = "thread-flood"
@@ -135,3 +136,51 @@ async def test_two_floods_stay_bounded_answer_fast_and_stop(
                 psutil.Process(pid).kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+async def test_an_orphaned_flood_stays_capped_with_no_spindle_running(tmp_path: Path) -> None:
+    """``spindle mcp`` SIGKILLed while ``yes`` runs: the writer, not Spindle, keeps the cap,
+    so the orphan neither fills the disk (70 GB before the fix) nor dies of SIGPIPE; the
+    next manager adopts it and stops it."""
+    cap = ProcessManagerConfig().max_log_bytes
+    data_dir = tmp_path / "data"
+    thread = {"X-Spindle-Thread": THREAD_ID}
+    first, url = await launch_manager(tmp_path)
+    try:
+        async with open_client(url, TOKEN, thread) as client:
+            started = await call(
+                client, "start_process", name="yes", command="yes", cwd=str(tmp_path)
+            )
+    finally:
+        first.kill()
+        await first.wait()
+    pid = started["pid"]
+    try:
+        largest = 0
+        end = trio.current_time() + 3.0
+        while trio.current_time() < end:
+            largest = max(largest, _stream_bytes(data_dir, "yes", "stdout"))
+            assert largest <= cap, largest  # give up at once (before the fix: GB per second)
+            await trio.sleep(0.05)
+        assert alive(pid)  # still writing: its pipe has a reader, its writer
+        assert largest > cap // 4  # and it did write plenty meanwhile
+
+        second, url = await launch_manager(tmp_path)
+        try:
+            async with open_client(url, TOKEN, thread) as client:
+                proc = (await call(client, "list_processes"))["processes"][0]
+                assert proc["adopted"] is True and proc["status"] == "running"
+                out = await call(client, "get_output", name="yes")
+                assert out["stdout"].endswith("y\n")
+                stopped = await call(client, "stop_process", name="yes")
+                assert stopped["tree_gone"] is True
+        finally:
+            second.kill()
+            await second.wait()
+        assert not alive(pid)
+        assert _stream_bytes(data_dir, "yes", "stdout") <= cap
+    finally:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.NoSuchProcess:
+            pass

@@ -7,13 +7,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import trio
-from mcp_kit import TOKEN, Scripts, alive, call, make_config, open_client, wait_for_output
+from mcp_kit import (
+    TOKEN,
+    Scripts,
+    alive,
+    call,
+    launch_manager,
+    make_config,
+    open_client,
+    wait_for_output,
+)
 
 from effects.mcp_manager import serve_process_manager
 
@@ -142,37 +149,7 @@ async def test_spindle_mcp_killed_and_started_again_adopts_its_orphan(
 ) -> None:
     """The real thing: ``python -m effects.mcp_manager`` (= ``spindle mcp``) is SIGKILLed;
     its process lives on (own session), and the next one finds it, reads it, stops it."""
-    argv = [
-        sys.executable,
-        "-m",
-        "effects.mcp_manager",
-        "--port",
-        "0",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--allowed-root",
-        str(tmp_path),
-        "--stop-grace",
-        "1",
-    ]
-    env = {**os.environ, "SPINDLE_MCP_TOKEN": TOKEN}
-    cwd = str(Path(__file__).resolve().parents[3])
-
-    async def launch() -> tuple[trio.Process, str]:
-        proc = await trio.lowlevel.open_process(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
-        )
-        buf = b""
-        with trio.fail_after(30):
-            while b"\n" not in buf:
-                chunk = await proc.stdout.receive_some(4096)
-                assert chunk, "spindle mcp exited before it was listening"
-                buf += chunk
-        line = buf.decode().splitlines()[0]
-        assert line.startswith("process manager on http://127.0.0.1:")
-        return proc, line.split()[3]
-
-    first, url = await launch()
+    first, url = await launch_manager(tmp_path)
     try:
         async with open_client(url, TOKEN, THREAD) as client:
             started = await call(client, "start_process", **scripts.start_args("orphan", COUNTER))
@@ -185,7 +162,7 @@ async def test_spindle_mcp_killed_and_started_again_adopts_its_orphan(
     assert alive(pid)
     assert psutil.Process(pid).ppid() != first.pid
 
-    second, url = await launch()
+    second, url = await launch_manager(tmp_path)
     try:
         async with open_client(url, TOKEN, THREAD) as client:
             proc = (await call(client, "list_processes"))["processes"][0]
