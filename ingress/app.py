@@ -89,16 +89,19 @@ async def _serve(
         stop_input = trio.CancelScope()
         mcp = None
         if settings.mcp.enabled and not args.no_mcp:
-            from effects.mcp_manager.server import config_from_settings, serve_process_manager
+            from effects.mcp_manager.server import (
+                PortUnavailable,
+                config_from_settings,
+                serve_process_manager,
+            )
 
             try:
                 mcp = await nursery.start(serve_process_manager, config_from_settings(settings))
-                logger.info("MCP process manager on %s", mcp.url)
-            except OSError as exc:
-                _say(
-                    f"The MCP process manager could not listen on port {settings.mcp.port}: "
-                    f"{exc}. Agents run without it (set mcp.port, or --no-mcp)."
-                )
+            except PortUnavailable as exc:
+                # Only a fixed port can be taken (the default, 0, is any free one).
+                _say(f"Cannot start: mcp.port = {exc.port}: {exc}. Set another, or 0 (any free).")
+                return EXIT_USAGE
+            logger.info("MCP process manager on %s", mcp.url)
         factory = _AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
         if mcp is not None:

@@ -138,7 +138,7 @@ class AgentSettings(_Section):
 
 class McpSettings(_Section):
     enabled: bool = True
-    port: int = Field(8901, ge=0, le=65535)
+    port: int = Field(0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
     token: SecretStr | None = None  # generated at start-up when not set
     keep_on_shutdown: bool = False
     max_processes_per_thread: int = Field(10, ge=1)

@@ -17,6 +17,7 @@ from .models import (
 )
 from .server import (
     SERVER_NAME,
+    PortUnavailable,
     ProcessManager,
     cli_main,
     config_from_settings,
@@ -30,6 +31,7 @@ __all__ = [
     "SERVER_NAME",
     "Caller",
     "OutputResult",
+    "PortUnavailable",
     "ProcessError",
     "ProcessInfo",
     "ProcessList",

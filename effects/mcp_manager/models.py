@@ -26,7 +26,7 @@ __all__ = [
     "StopResult",
 ]
 
-DEFAULT_PORT = 8901
+DEFAULT_PORT = 0  # any free port: two Spindles (or anything on a fixed port) never collide
 LIVE = frozenset({"starting", "running", "stopping"})
 
 
@@ -63,7 +63,7 @@ class ProcessManagerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
-    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)  # 0: any free port (tests)
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)  # 0: any free port
     path: str = "/mcp"
     # The operator token. None: read ``<data_dir>/mcp-token``, creating it on first use, so
     # thread tokens (derived from it) stay valid across a restart of Spindle.

@@ -2,19 +2,24 @@
 trio program by hypercorn's trio worker.
 
 ``serve_process_manager(config, task_status)`` runs it inside ``spindle run`` (it hands a
-``ProcessManager`` to ``task_status.started``: the URL, the tokens, and the thread-level
-calls the runtime needs); ``main()`` runs it alone as ``spindle mcp``. The official SDK's
-``MCPServer`` serves the tools; its ASGI app sits behind ``BearerGuard`` (401 without a
-valid token). A tool turns a ``ProcessError`` into an MCP tool error (``isError``) with a
-message for the agent; the server never goes down because of one call.
+``ProcessManager`` to ``task_status.started``: the URL with the port really bound, the
+tokens, and the thread-level calls the runtime needs); ``main()`` runs it alone as
+``spindle mcp``. The port is bound before anything else starts: one that cannot be had
+raises ``PortUnavailable`` (one line for the user), and no managed process is touched.
+The official SDK's ``MCPServer`` serves the tools; its ASGI app sits behind
+``BearerGuard`` (401 without a valid token). A tool turns a ``ProcessError`` into an MCP
+tool error (``isError``) with a message for the agent; the server never goes down because
+of one call.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +45,7 @@ from .supervisor import ProcessError, ProcessSupervisor
 
 __all__ = [
     "SERVER_NAME",
+    "PortUnavailable",
     "ProcessManager",
     "build_mcp_server",
     "cli_main",
@@ -49,7 +55,32 @@ __all__ = [
 ]
 
 SERVER_NAME = "process-manager"
+EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (ingress/cli.py)
 log = logging.getLogger(__name__)
+
+
+class PortUnavailable(Exception):
+    """The configured port cannot be listened on (taken, or not allowed)."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        self.host, self.port, self.error = host, port, error
+        if error.errno == errno.EADDRINUSE:
+            super().__init__(f"{host}:{port} is already in use (another Spindle?)")
+        else:
+            super().__init__(f"cannot listen on {host}:{port}: {error.strerror or error}")
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: any free one), or ``PortUnavailable``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortUnavailable(host, port, exc) from None
+    return sock
 
 
 class ProcessManager:
@@ -230,28 +261,39 @@ async def serve_process_manager(
     task_status: trio.TaskStatus[ProcessManager] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; on the way out stop every managed process (unless
-    ``keep_on_shutdown``) and save the list."""
-    secret = config.token or load_or_create_secret(config.data_dir)
-    authority = TokenAuthority(secret)
-    async with ProcessSupervisor.open(config) as supervisor:
-        guard = build_app(supervisor, authority, config)
-        hconfig = HypercornConfig()
-        host = f"[{config.host}]" if ":" in config.host else config.host
-        hconfig.bind = [f"{host}:{config.port}"]
-        hconfig.accesslog = None
-        hconfig.errorlog = logging.getLogger("hypercorn.error")
-        hconfig.graceful_timeout = 1.0
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(hypercorn_serve, guard, hconfig)
-            url = binds[0].rstrip("/") + config.path
-            task_status.started(ProcessManager(url, authority, supervisor, guard))
-            await trio.sleep_forever()
+    ``keep_on_shutdown``) and save the list. ``PortUnavailable`` when the port cannot be
+    had (before anything else is done)."""
+    sock = _listening_socket(config.host, config.port)
+    # hypercorn takes the bound socket by its descriptor (its documented ``fd://`` bind)
+    # and owns it from then on; binding here first means a busy port is one clean error,
+    # not a traceback from inside the server's task group.
+    fd = sock.detach()
+    handed_over = False
+    try:
+        secret = config.token or load_or_create_secret(config.data_dir)
+        authority = TokenAuthority(secret)
+        async with ProcessSupervisor.open(config) as supervisor:
+            guard = build_app(supervisor, authority, config)
+            hconfig = HypercornConfig()
+            hconfig.bind = [f"fd://{fd}"]
+            hconfig.accesslog = None
+            hconfig.errorlog = logging.getLogger("hypercorn.error")
+            hconfig.graceful_timeout = 1.0
+            async with trio.open_nursery() as nursery:
+                handed_over = True
+                binds = await nursery.start(hypercorn_serve, guard, hconfig)
+                url = binds[0].rstrip("/") + config.path
+                task_status.started(ProcessManager(url, authority, supervisor, guard))
+                await trio.sleep_forever()
+    finally:
+        if not handed_over:
+            os.close(fd)
 
 
 def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
     p = argparse.ArgumentParser(prog="spindle mcp", description="Serve the MCP process manager.")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default 0: any free port")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument(
         "--allowed-root", type=Path, action="append", default=None, help="repeatable; default ~"
@@ -279,10 +321,15 @@ def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
     return ProcessManagerConfig(**fields)
 
 
-async def _serve_until_signalled(config: ProcessManagerConfig) -> None:
+async def _serve_until_signalled(config: ProcessManagerConfig, port_key: str) -> int:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            manager: ProcessManager = await nursery.start(serve_process_manager, config)
+            try:
+                manager: ProcessManager = await nursery.start(serve_process_manager, config)
+            except PortUnavailable as exc:
+                say = f"spindle mcp: {exc}. Set {port_key} to another port, or 0 for any free one."
+                print(say, file=sys.stderr)
+                return EXIT_USAGE
             token_note = (
                 "the configured token"
                 if config.token
@@ -292,6 +339,7 @@ async def _serve_until_signalled(config: ProcessManagerConfig) -> None:
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break
+    return 0
 
 
 def config_from_settings(settings: Any, port: int | None = None) -> ProcessManagerConfig:
@@ -320,9 +368,8 @@ def cli_main(settings: Any, port: int | None = None) -> int:
         config = config_from_settings(settings, port)
     except ValueError as exc:
         print(f"spindle mcp: {exc}", file=sys.stderr)
-        return 2
-    trio.run(_serve_until_signalled, config)
-    return 0
+        return EXIT_USAGE
+    return trio.run(_serve_until_signalled, config, "mcp.port" if port is None else "--port")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,7 +378,6 @@ def main(argv: list[str] | None = None) -> int:
         config = _parse_args(argv)
     except ValueError as exc:
         print(f"spindle mcp: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING)
-    trio.run(_serve_until_signalled, config)
-    return 0
+    return trio.run(_serve_until_signalled, config, "--port")
