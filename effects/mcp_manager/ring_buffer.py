@@ -5,7 +5,8 @@ one ``OutputRing`` per stream. Both rings of a process draw their sequence numbe
 ``SequenceCounter``, so a single ``since_seq`` reads what is new on either stream.
 
 Invariants: a ring never holds more than ``max_chars`` characters, nor (but for its newest
-chunk) more than ``max_lines`` lines: the oldest chunks are evicted first, and a single
+chunk) more than ``max_lines`` lines, a chunk counting as one line at least (so at most
+``max_lines + 1`` chunks): the oldest chunks are evicted first, and a single
 oversized chunk keeps only its tail of characters; sequence numbers only grow; a chunk's
 text is what the process wrote (newlines included), so joining chunks reproduces the
 output, except where Spindle says otherwise in the text itself: a line cut at
@@ -46,6 +47,12 @@ class OutputChunk:
     text: str
 
 
+def _lines_in(text: str) -> int:
+    # A chunk without a newline (a partial line released after its wait) counts as one
+    # line: so the line bound also bounds the number of chunks, and their overhead.
+    return max(1, text.count("\n"))
+
+
 class OutputRing:
     """The newest ``max_chars`` characters of one stream, as sequence-numbered chunks."""
 
@@ -56,7 +63,7 @@ class OutputRing:
         self.max_lines = max_lines
         self._chunks: collections.deque[OutputChunk] = collections.deque()
         self._chars = 0
-        self._lines = 0  # newlines held
+        self._lines = 0  # lines held (_lines_in)
         self.evicted_chars = 0  # characters dropped to keep the bound
         self.evicted_through_seq = 0  # every chunk with seq <= this is (at least partly) gone
 
@@ -69,11 +76,11 @@ class OutputRing:
             text = text[-self.max_chars :]
         self._chunks.append(OutputChunk(seq, text))
         self._chars += len(text)
-        self._lines += text.count("\n")
+        self._lines += _lines_in(text)
         while self._chars > self.max_chars or self._too_many_lines():
             old = self._chunks.popleft()
             self._chars -= len(old.text)
-            self._lines -= old.text.count("\n")
+            self._lines -= _lines_in(old.text)
             self.evicted_chars += len(old.text)
             self.evicted_through_seq = max(self.evicted_through_seq, old.seq)
 
@@ -91,6 +98,10 @@ class OutputRing:
     @property
     def chars(self) -> int:
         return self._chars
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self._chunks)
 
     @property
     def last_seq(self) -> int:

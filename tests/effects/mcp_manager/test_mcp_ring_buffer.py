@@ -161,3 +161,12 @@ def test_skipped_output_counts_as_missed_for_an_older_since_seq() -> None:
     assert ring.read(1000, since_seq=seen) == ("[note]\n", True)
     assert ring.read(1000, since_seq=seq.value) == ("", False)
     assert ring.read(1000)[1] is True
+
+
+def test_chunks_without_newlines_are_bounded_in_number_too() -> None:
+    # Progress dots, one released every half second: each is a chunk of its own.
+    ring, seq = OutputRing(10_000, max_lines=50), SequenceCounter()
+    for _ in range(5000):
+        ring.append(seq.next(), ".")
+    assert ring.chunk_count <= 51
+    assert ring.read(10_000) == ("." * 50, True)
