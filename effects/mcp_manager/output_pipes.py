@@ -35,11 +35,13 @@ def output_bases(data_dir: Path, thread_id: str, name: str) -> tuple[str, str]:
 
 
 def delete_output(bases: Iterable[str]) -> None:
+    """Delete the files of these streams (and a file named exactly like a base: the single
+    output file of a record written by a Spindle from before the writer)."""
     for base in bases:
-        for path in output_files(base).values():
+        for path in [base, *output_files(base).values()]:
             try:
                 os.unlink(path)
-            except FileNotFoundError:
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 pass
 
 
