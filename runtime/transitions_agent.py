@@ -213,6 +213,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
         if ev.session_id and conv is not None:
             step.set(conversation=conv.replace(session_id=ev.session_id))
         if run.end_reason is None:
+            # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
                 step.post(
                     "notice", f"⚠ The turn failed: {ev.error or 'the agent reported an error'}"
@@ -220,7 +221,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
                 step.count("failed")
             else:
                 step.count("completed")
-            step.post("footer", _footer(run, ev, step.action.at))
+                step.post("footer", _footer(run, ev, step.action.at))
     elif run.end_reason is None:
         detail = f" (exit code {ev.exit_code})" if ev.exit_code is not None else ""
         tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""

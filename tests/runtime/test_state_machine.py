@@ -98,14 +98,37 @@ class ThreadMachine(RuleBasedStateMachine):
         expected = self.expected_queue(before, action, after, bool(prompts))
         assert [q.id for q in after.queue] == expected
 
-        # The footer: exactly one per completed run, none for an interrupted one.
-        footers = [e for e in effects if isinstance(e, F.PostOutput) and e.kind == "footer"]
-        if footers:
-            assert before.run is not None and before.run.end_reason is None
-            assert len(footers) == 1
+        self.check_run_end(before, action, effects)
 
         # State round-trips through JSON unchanged.
         assert ThreadState.model_validate_json(after.model_dump_json()) == after
+
+    def check_run_end(self, before, action, effects) -> None:
+        """How a run ends: exactly one footer for a completed run; one "⚠ The turn failed"
+        notice and no footer for a failed one; neither for an interrupted one. No footer
+        at any other time."""
+        footers = [e for e in effects if isinstance(e, F.PostOutput) and e.kind == "footer"]
+        failures = [
+            e
+            for e in effects
+            if isinstance(e, F.PostOutput) and e.text.startswith("⚠ The turn failed")
+        ]
+        completion = (
+            isinstance(action, A.AgentEventReceived)
+            and isinstance(action.event, E.TurnCompleted)
+            and before.run is not None
+            and action.run_id == before.run.id
+        )
+        if not completion:
+            assert footers == [] and failures == []
+            return
+        ended = action.event
+        if before.run.end_reason is not None:  # interrupted, aborted, timed out
+            assert footers == [] and failures == []
+        elif ended.is_error:
+            assert footers == [] and len(failures) == 1
+        else:
+            assert len(footers) == 1 and failures == []
 
     def expected_queue(self, before, action, after, dispatched: bool) -> list[str]:
         """The reference model: the queue predicted from the action's meaning alone."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runtime import agent_events as E
 from runtime import effects as F
 from runtime.model import AgentStatus, Phase, Policy, ThreadState
 from runtime.transitions import Transition, transition
@@ -125,6 +126,18 @@ def test_a_completed_run_gets_exactly_one_footer():
     assert of(effects, F.EditOutput)[1].text.endswith("✗ bad")
     assert effects[-1] == F.Typing(on=False)  # typing stops after the footer
     assert t.state.counters.completed == 1
+
+
+def test_a_failed_run_ends_with_one_notice_and_no_footer():
+    t = Thread().started()
+    t.do(t.s.user("go"), t.s.text("r1", "partial"))
+    failed = t.s.agent("r1", E.TurnCompleted(session_id="s1", is_error=True, error="API down"))
+    effects = t.do(failed)
+    assert posts(effects, "footer") == []
+    assert [p.text for p in posts(effects, "notice")] == ["⚠ The turn failed: API down"]
+    assert effects[-1] == F.Typing(on=False)
+    assert t.state.run is None
+    assert t.state.counters.failed == 1 and t.state.counters.completed == 0
 
 
 def test_an_aborted_run_gets_no_footer_and_the_queue_goes_on():
