@@ -162,12 +162,14 @@ def dismiss_blockers(step: Step, outcome: str, *, answer_agent: bool) -> None:
 
 
 def interrupt_run(step: Step, reason: str) -> None:
-    """Ask the agent to end the active run in-band; the run gets no footer."""
+    """Ask the agent to end the active run in-band; the run gets no footer. Typing stops
+    now: nothing the run does from here on is shown, however long the agent takes to stop."""
     run = step.state.run
     assert run is not None
     if run.phase is not Phase.INTERRUPTING:
         step.seal_open_part()
         step.emit(F.InterruptAgent(run_id=run.id))
+        step.emit(F.Typing(on=False))
         step.set_run(interrupt_at=step.action.at)
     if run.end_reason is None:
         step.set_run(end_reason=reason)

@@ -99,9 +99,22 @@ class ThreadMachine(RuleBasedStateMachine):
         assert [q.id for q in after.queue] == expected
 
         self.check_run_end(before, action, effects)
+        self.check_typing(before, after, effects)
 
         # State round-trips through JSON unchanged.
         assert ThreadState.model_validate_json(after.model_dump_json()) == after
+
+    def check_typing(self, before, after, effects) -> None:
+        """Typing shows only while a run works: a step that leaves the thread without a run,
+        or its run interrupting, ends with typing off (an /abort or a new message turns it
+        off at once, not when the agent has stopped)."""
+        typing = [e.on for e in effects if isinstance(e, F.Typing)]
+        quiet = after.run is None or after.run.phase is Phase.INTERRUPTING
+        was_working = before.run is not None and before.run.phase is not Phase.INTERRUPTING
+        if quiet and typing:
+            assert typing[-1] is False
+        if quiet and was_working:
+            assert typing and typing[-1] is False
 
     def check_run_end(self, before, action, effects) -> None:
         """How a run ends: exactly one footer for a completed run; one "⚠ The turn failed"

@@ -146,6 +146,8 @@ def test_an_aborted_run_gets_no_footer_and_the_queue_goes_on():
     effects = t.do(t.s.abort())
     assert of(effects, F.InterruptAgent) == [F.InterruptAgent(run_id="r1")]
     assert "1 queued prompt(s) follow" in of(effects, F.ReplyToCommand)[0].text
+    # Typing stops with the abort (before its reply), not when the agent has stopped.
+    assert effects.index(F.Typing(on=False)) < effects.index(of(effects, F.ReplyToCommand)[0])
     effects = t.do(t.s.done("r1"))  # a CLI may still say "completed" after an interrupt
     assert posts(effects, "footer") == []
     assert [p.text for p in of(effects, F.PromptAgent)] == ["next"]

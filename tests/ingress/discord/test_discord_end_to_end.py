@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from functools import partial
 from pathlib import Path
 
@@ -162,6 +163,30 @@ async def test_typing_stops_after_the_footer(world: World, tmp_path: Path) -> No
         typing = world.fake.typing_times(thread)
         assert typing, "the typing indicator was shown during the run"
         assert max(typing) <= footer_at
+
+
+async def test_abort_stops_typing_at_once(world: World, tmp_path: Path) -> None:
+    """The abort's reply is a post, after which the renderer would refresh typing: the
+    abort must turn typing off itself, not leave it to the turn's end (the agent takes 2 s
+    to stop here, as a CLI finishing its step does)."""
+    async with discord_stack(world, tmp_path) as stack:
+        stack.agents.interrupt_delay_s = 2.0
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "LONGTOOL please")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "sleep 30" in ms[-1].content)
+        assert world.fake.typing_times(thread), "typing was shown during the run"
+        abort = world.fake.run_command(thread, world.alice, "abort")
+        await wait_for(
+            lambda: world.fake.interaction_replies(abort),
+            lambda replies: any("Aborted" in r.content for r in replies),
+        )
+        replied_at = time.time()
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)), lambda s: s is not None and s.run is None
+        )
+        await trio.sleep(1.5)  # longer than the renderer's after-post typing delay
+        late = [t - replied_at for t in world.fake.typing_times(thread) if t > replied_at]
+        assert late == [], f"typing requested {late} s after the abort was answered"
 
 
 async def test_a_new_message_dismisses_a_pending_permission(world: World, tmp_path: Path) -> None:
