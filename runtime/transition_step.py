@@ -28,6 +28,7 @@ __all__ = [
     "interrupt_run",
     "move",
     "restart_agent",
+    "retry_summary",
     "start_agent",
     "workdir_problem",
 ]
@@ -36,6 +37,7 @@ RECENT_ACTIONS = 64  # how many action ids are remembered to drop duplicate deli
 RECENT_KEYS = 256  # how many emitted output keys the state keeps
 TOOL_RESULT_CHARS = 600  # a tool card shows at most this much of the result
 MARKER_CHARS = 200
+RETRY_DETAIL_CHARS = 200  # the retry status line shows this much of the CLI's error
 
 
 class Transition(Frozen):
@@ -176,12 +178,25 @@ def interrupt_run(step: Step, reason: str) -> None:
     move(step, "interrupt")
 
 
-def end_run(step: Step, event: str) -> None:
-    """The active run is over: close its outputs and prompts, stop typing."""
+def retry_summary(retries: int, *, answered: bool) -> str:
+    """The final text of a run's retry status line."""
+    times = f"{retries} retr{'y' if retries == 1 else 'ies'}"
+    if answered:
+        return f"The model API was unreachable — it answered after {times}."
+    return f"⚠ The model API was unreachable — {times}, then the run ended."
+
+
+def end_run(step: Step, event: str, *, answered: bool = False) -> None:
+    """The active run is over: close its outputs and prompts, finalise its retry status
+    line (``answered``: the run completed), stop typing."""
     run = step.state.run
     assert run is not None
     move(step, event)
     step.seal_open_part()
+    if run.retry_key is not None:
+        step.emit(
+            F.EditOutput(key=run.retry_key, text=retry_summary(run.retries, answered=answered))
+        )
     dismiss_blockers(step, "Expired: the run ended.", answer_agent=False)
     step.emit(F.Typing(on=False))
     step.set(run=None, last_prompt=run.prompt)

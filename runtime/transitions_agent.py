@@ -16,6 +16,7 @@ from runtime.model import (
 )
 from runtime.phase_table import next_phase
 from runtime.transition_step import (
+    RETRY_DETAIL_CHARS,
     TOOL_RESULT_CHARS,
     Step,
     end_run,
@@ -199,9 +200,30 @@ def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
     elif isinstance(ev, E.AgentError):
         if ev.retryable:
             step.emit(F.LogNote(level="warning", message=f"agent retrying: {ev.message}"))
+            _show_retry(step, ev)
         else:
             step.seal_open_part()
             step.post("notice", f"⚠ {ev.message}")
+
+
+def _show_retry(step: Step, ev: E.AgentError) -> None:
+    """The CLI retries a failed model call: one status line per run says so, edited in
+    place at each retry and finalised when the run ends (``end_run``)."""
+    run = step.state.run
+    assert run is not None
+    attempt = ev.attempt if ev.attempt is not None else run.retries + 1
+    of = f" of {ev.max_retries}" if ev.max_retries else ""
+    text = f"⚠ The model API is unreachable — retry {attempt}{of}"
+    detail = " ".join(ev.message.split())[:RETRY_DETAIL_CHARS]
+    if detail:
+        text += f"\n-# {detail}"
+    if run.retry_key is None:
+        step.seal_open_part()
+        key = step.post("status", text)
+        step.set_run(retry_key=key, retries=attempt)
+    else:
+        step.emit(F.EditOutput(key=run.retry_key, text=text))
+        step.set_run(retries=attempt)
 
 
 def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
@@ -212,6 +234,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
         conv = step.state.conversation
         if ev.session_id and conv is not None:
             step.set(conversation=conv.replace(session_id=ev.session_id))
+        answered = run.end_reason is None and not ev.is_error
         if run.end_reason is None:
             # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
@@ -227,7 +250,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
         tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
         step.count("failed")
-    end_run(step, "turn_end")
+    end_run(step, "turn_end", answered=isinstance(ev, E.TurnCompleted) and answered)
 
 
 # --- effect feedback, timers, runtime -------------------------------------------------

@@ -435,3 +435,62 @@ def test_status_lists_the_processes_ingress_found():
     )
     text = of(t.do(action), F.ReplyToCommand)[0].text
     assert text.endswith("Processes:\n  web: running, pid 42, up 3s")
+
+
+def _retry(t: Thread, attempt: int, of: int | None = 3) -> object:
+    error = E.AgentError(
+        message="API request failed (overloaded, HTTP 529)",
+        retryable=True,
+        attempt=attempt,
+        max_retries=of,
+    )
+    return t.s.agent("r1", error)
+
+
+def test_model_api_retries_show_as_one_status_line_edited_in_place():
+    t = Thread().started()
+    t.do(t.s.user("go"))
+    first = t.do(_retry(t, 1))
+    (line,) = posts(first, "status")
+    assert line.text == (
+        "⚠ The model API is unreachable — retry 1 of 3\n"
+        "-# API request failed (overloaded, HTTP 529)"
+    )
+    second = t.do(_retry(t, 2))
+    assert posts(second, "status") == []
+    (edit,) = of(second, F.EditOutput)
+    assert edit.key == line.key and edit.text.startswith(
+        "⚠ The model API is unreachable — retry 2 of 3"
+    )
+    # The model answers at last: the line is finalised, the run gets its footer.
+    done = t.do(t.s.text("r1", "hi"), t.s.done("r1"))
+    finals = [e for e in of(done, F.EditOutput) if e.key == line.key]
+    assert [e.text for e in finals] == [
+        "The model API was unreachable — it answered after 2 retries."
+    ]
+    assert len(posts(done, "footer")) == 1
+
+
+def test_a_run_that_gives_up_retrying_finalises_its_status_line_and_fails():
+    t = Thread().started()
+    t.do(t.s.user("go"), _retry(t, 1, of=None))
+    key = t.state.run.retry_key
+    failed = t.s.agent("r1", E.TurnCompleted(is_error=True, error="API Error: 529"))
+    effects = t.do(failed)
+    finals = [e.text for e in of(effects, F.EditOutput) if e.key == key]
+    assert finals == ["⚠ The model API was unreachable — 1 retry, then the run ended."]
+    assert [p.text for p in posts(effects, "notice")] == ["⚠ The turn failed: API Error: 529"]
+    assert posts(effects, "footer") == []
+
+
+def test_an_aborted_run_finalises_its_retry_line_too():
+    t = Thread().started()
+    t.do(t.s.user("go"), _retry(t, 1), _retry(t, 2))
+    key = t.state.run.retry_key
+    t.do(t.s.abort())
+    effects = t.do(t.s.aborted("r1"))
+    finals = [e.text for e in of(effects, F.EditOutput) if e.key == key]
+    assert finals == ["⚠ The model API was unreachable — 2 retries, then the run ended."]
+    # The next run starts without one.
+    t.do(t.s.user("again"))
+    assert t.state.run.retry_key is None
