@@ -9,6 +9,7 @@ import signal
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -454,3 +455,47 @@ async def test_a_thread_used_again_after_its_disposal_leaves_no_renderer_behind(
             assert await stack.runtime.dispose(str(thread))  # as the idle sweep would
         await wait_for(lambda: stack.renderers.running, lambda running: running == 1)
         assert _delivered(stack) == ["hi 0", "hi 1", "hi 2"]
+
+
+async def test_echo_start_opens_a_thread_with_the_echo_demo_agent(
+    world: World, tmp_path: Path
+) -> None:
+    """``/echo start`` is a registered slash command and runs the built-in echo demo agent
+    (the real adapter, as ``spindle run`` builds it), as a project channel's ``agent =
+    "echo"`` does."""
+    from ingress.agents import adapter_class
+    from ingress.agents.base import AgentOptions
+
+    def echo_only(name: str) -> Any:
+        assert name == "echo"
+        return adapter_class(name)(AgentOptions())
+
+    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with trio.open_nursery() as nursery:
+            app: DiscordApp = await nursery.start(
+                partial(
+                    run_discord_runtime,
+                    world.settings(),
+                    log=log,
+                    adapter_factory=echo_only,
+                    policy=policy,
+                    tick_interval_s=0.25,
+                )
+            )
+            try:
+                names = {c["name"] for c in world.fake.commands(world.guild)}
+                assert "echo" in names
+                before = set(world.fake.threads(world.channel))
+                world.fake.run_command(world.channel, world.alice, "echo start")
+                (thread,) = await wait_for(lambda: set(world.fake.threads(world.channel)) - before)
+                world.fake.send_message(thread, world.alice, "hello there")
+                messages = await wait_for(
+                    lambda: world.fake.messages(thread),
+                    lambda ms: any("echo (demo agent)" in m.content for m in ms),
+                )
+                assert any(
+                    m.content == "hello there" for m in messages if m.author_id != world.alice
+                )
+            finally:
+                app.stop()
