@@ -25,6 +25,7 @@ __all__ = [
     "dismiss_blockers",
     "end_run",
     "find_blocker",
+    "finish_retry_line",
     "interrupt_run",
     "move",
     "restart_agent",
@@ -186,17 +187,25 @@ def retry_summary(retries: int, *, answered: bool) -> str:
     return f"⚠ The model API was unreachable — {times}, then the run ended."
 
 
-def end_run(step: Step, event: str, *, answered: bool = False) -> None:
-    """The active run is over: close its outputs and prompts, finalise its retry status
-    line (``answered``: the run completed), stop typing."""
+def finish_retry_line(step: Step, *, answered: bool) -> None:
+    """The run's retry status line (if it has one) gets its final text (``answered``: the
+    model answered in the end)."""
+    run = step.state.run
+    if run is not None and run.retry_key is not None:
+        step.emit(
+            F.EditOutput(key=run.retry_key, text=retry_summary(run.retries, answered=answered))
+        )
+        step.set_run(retry_key=None)
+
+
+def end_run(step: Step, event: str) -> None:
+    """The active run is over: close its outputs, retry status line and prompts, stop
+    typing."""
     run = step.state.run
     assert run is not None
     move(step, event)
     step.seal_open_part()
-    if run.retry_key is not None:
-        step.emit(
-            F.EditOutput(key=run.retry_key, text=retry_summary(run.retries, answered=answered))
-        )
+    finish_retry_line(step, answered=False)
     dismiss_blockers(step, "Expired: the run ended.", answer_agent=False)
     step.emit(F.Typing(on=False))
     step.set(run=None, last_prompt=run.prompt)

@@ -21,6 +21,7 @@ from runtime.transition_step import (
     Step,
     end_run,
     find_blocker,
+    finish_retry_line,
     interrupt_run,
 )
 
@@ -230,11 +231,13 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     run = step.state.run
     assert run is not None
     step.seal_open_part()
+    # The retry line first, so the thread reads in order: finalised, then the outcome.
+    completed = isinstance(ev, E.TurnCompleted) and not ev.is_error
+    finish_retry_line(step, answered=completed and run.end_reason is None)
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
             step.set(conversation=conv.replace(session_id=ev.session_id))
-        answered = run.end_reason is None and not ev.is_error
         if run.end_reason is None:
             # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
@@ -250,7 +253,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
         tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
         step.count("failed")
-    end_run(step, "turn_end", answered=isinstance(ev, E.TurnCompleted) and answered)
+    end_run(step, "turn_end")
 
 
 # --- effect feedback, timers, runtime -------------------------------------------------
