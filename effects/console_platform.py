@@ -3,15 +3,18 @@
 Two faces, chosen by whether the output is a terminal:
 
 - **rich** (a TTY): messages render as markdown (code blocks highlighted, ``-# `` subtext
-  dimmed, buttons and menus as a line of choices) in a ``rich.live.Live`` area holding the
+  dimmed, buttons and menus as the commands to type) in a ``rich.live.Live`` area holding the
   last few messages, so an edit re-renders in place; older messages scroll up for good and
   a later edit of one is printed again, marked ``✎``.
 - **plain** (a pipe, a file, a test's StringIO): whole lines are only ever appended, so
   the output reads like a transcript and is deterministic. A message prints as its lines;
   an edit that extends the last message prints just the new lines (streamed text reads as
   it streams); any other edit prints the whole new text on a line starting with ``✎ ``; a
-  deletion prints ``✗ removed: <first line>``; controls print as ``[Accept] [Deny]`` or
-  ``{a | b}`` on a line of their own; typing prints nothing. Its ``streams_append_only``
+  deletion prints ``✗ removed: <first line>``; controls print on a line of their own as the
+  commands that answer them (``→ Accept: /allow <id>  ·  Deny: /deny <id>``); typing prints
+  nothing. Subtext and mentions are shown as a terminal can (``effects.console_markup``;
+  subtext dimmed when ``color``, by default when the output is a terminal). Its
+  ``streams_append_only``
   tells the stream renderer to keep streamed text growing by whole lines (no temporary
   fence closers, no rewritten links, no half-written line).
 
@@ -31,6 +34,7 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
+from effects.console_markup import render_controls, render_line, render_text
 from effects.platform import PlatformError, PlatformLimits, SelectMenu
 from runtime.effects import Button
 
@@ -75,9 +79,12 @@ class ConsolePlatform:
         limits: PlatformLimits = CONSOLE_LIMITS,
         label_channels: bool = False,
         console: Console | None = None,
+        color: bool | None = None,
     ) -> None:
         self.out = out if out is not None else sys.stdout
         self.rich = self.out.isatty() if rich is None else rich
+        # plain: dim the subtext with an escape sequence (a terminal, not a pipe or a file)
+        self.color = (not self.rich and self.out.isatty()) if color is None else color
         self.limits = limits
         self.streams_append_only = not self.rich
         self.label_channels = label_channels
@@ -149,7 +156,7 @@ class ConsolePlatform:
         if self.rich:
             self._rich_delete(message)
         else:
-            first = message.text.strip().split("\n", 1)[0][:60]
+            first = render_line(message.text.strip().split("\n", 1)[0][:60])
             self._plain_print(f"✗ removed: {first}")
             self._cursor = None
 
@@ -214,12 +221,15 @@ class ConsolePlatform:
         self.out.write(text + ("\n" if self._added_newline else ""))
         self.out.flush()
 
+    def _shown(self, text: str) -> str:
+        return render_text(text, color=self.color)
+
     def _plain_add(self, message: ConsoleMessage) -> None:
-        self._plain_print(self._label(message) + message.prefix + message.text)
+        self._plain_print(self._label(message) + message.prefix + self._shown(message.text))
         self._plain_controls(message)
 
     def _plain_controls(self, message: ConsoleMessage) -> None:
-        controls = _controls(message.buttons, message.menu)
+        controls = render_controls(message.buttons, message.menu)
         if controls:
             self._plain_print(controls)
             self._cursor = None  # the controls line ends it: nothing continues it
@@ -235,18 +245,19 @@ class ConsolePlatform:
             and message.text.startswith(old_text)
             and controls == old_controls
         ):
+            # What is printed always starts a line: render the new lines alone.
             suffix = message.text[len(old_text) :]
             if not self._added_newline:
-                self._plain_print(suffix)
+                self._plain_print(self._shown(suffix))
                 return
             if suffix.startswith("\n"):
                 # The newline printed after the old text was this one.
                 if suffix != "\n":
-                    self._plain_print(suffix[1:])
+                    self._plain_print(self._shown(suffix[1:]))
                 else:
                     self._added_newline = False
                 return
-        self._plain_print("✎ " + self._label(message) + message.prefix + message.text)
+        self._plain_print("✎ " + self._label(message) + message.prefix + self._shown(message.text))
         self._plain_controls(message)
 
     # -- rich: a live area of the last messages ----------------------------------------------
@@ -264,11 +275,11 @@ class ConsolePlatform:
         for line in text.split("\n"):
             if line.startswith("-# "):
                 flush_markdown()
-                parts.append(Text(line[3:], style="dim"))
+                parts.append(Text(render_line(line), style="dim"))
             else:
-                block.append(line)
+                block.append(render_line(line))
         flush_markdown()
-        controls = _controls(message.buttons, message.menu)
+        controls = render_controls(message.buttons, message.menu)
         if controls:
             parts.append(Text(controls, style="bold cyan"))
         return Group(*parts)

@@ -66,7 +66,12 @@ class _AgentFactory:
     def __init__(self, settings: Settings, mcp: Any | None) -> None:
         self.settings = settings
         self.mcp = mcp
-        self.runtime: Any = None  # set once the runtime exists: workdirs come from its store
+        self.runtime: Any = None  # workdirs come from its store (``attach``)
+
+    def attach(self, runtime: Any) -> None:
+        """``open_runtime(on_open=...)``: the runtime, before any thread can start an agent
+        (the console's and the Discord bot's alike)."""
+        self.runtime = runtime
 
     def __call__(self, agent: str, thread_id: str | None = None) -> AgentAdapter:
         options = self.settings.agent(agent).options()
@@ -81,6 +86,8 @@ class _AgentFactory:
 async def _serve(
     settings: Settings, args: argparse.Namespace, log: EventLog, console_agent: str | None
 ) -> int:
+    if console_agent is not None:
+        settings = _with_console_workdir(settings, args)
     policy = settings.runtime.policy()
     async with trio.open_nursery() as nursery:
         # Ctrl-C and SIGTERM end the program the orderly way: the console stops reading
@@ -103,7 +110,10 @@ async def _serve(
                 return EXIT_USAGE
             logger.info("MCP process manager on %s", mcp.url)
         factory = _AgentFactory(settings, mcp)
-        runtime_kwargs: dict[str, Any] = {"idle_timeout_s": settings.runtime.idle_actor_timeout_s}
+        runtime_kwargs: dict[str, Any] = {
+            "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            "on_open": factory.attach,
+        }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
@@ -129,8 +139,7 @@ async def _serve(
                 finally:
                     done.set()
 
-            app = await nursery.start(discord_bot)
-            factory.runtime = app.runtime
+            await nursery.start(discord_bot)
             _say("Connected to Discord. Stop with Ctrl-C.")
             await done.wait()
         else:
@@ -157,10 +166,7 @@ async def _console(
     from ingress.console import ConsoleChat, read_piped_lines, read_terminal_lines
     from runtime.registry import open_runtime
 
-    workdir = os.path.realpath(os.path.expanduser(args.workdir or "."))
-    # In the console the directory you start from is yours to work in.
-    if workdir not in policy.allowed_roots:
-        policy = policy.replace(allowed_roots=policy.allowed_roots + (workdir,))
+    workdir = console_workdir(args)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     async with AsyncExitStack() as stack:
         if interactive:
@@ -201,6 +207,22 @@ async def _console(
                     await read_piped_lines(chat)
         platform.close()
         nursery.cancel_scope.cancel()
+
+
+def console_workdir(args: argparse.Namespace) -> str:
+    return os.path.realpath(os.path.expanduser(args.workdir or "."))
+
+
+def _with_console_workdir(settings: Settings, args: argparse.Namespace) -> Settings:
+    """In the console the directory you start from is yours to work in: an allowed root of
+    the conversations and of the processes their agents start (the process manager's roots
+    come from the same setting)."""
+    workdir = console_workdir(args)
+    roots = settings.runtime.allowed_roots
+    if workdir in (os.path.realpath(os.path.expanduser(r)) for r in roots):
+        return settings
+    runtime = settings.runtime.model_copy(update={"allowed_roots": [*roots, workdir]})
+    return settings.model_copy(update={"runtime": runtime})
 
 
 def _with_processes(mcp: Any, action: Any) -> Any:

@@ -122,6 +122,7 @@ class AgentSettings(_Section):
     system_instruction: str | None = None
     per_turn: bool = False
     home: str | None = None
+    max_retries: int = Field(2, ge=0, le=10)  # model API retries before a turn fails
     command: list[str] = []  # only for the generic "command" agent
 
     def options(self) -> AgentOptions:
@@ -133,6 +134,7 @@ class AgentSettings(_Section):
             model=self.model,
             system_instruction=self.system_instruction,
             per_turn=self.per_turn,
+            max_retries=self.max_retries,
         )
 
 

@@ -117,11 +117,15 @@ class TurnAborted(Frozen):
 
 
 class AgentError(Frozen):
-    """An error the agent reported; ``retryable`` when the CLI will try again by itself."""
+    """An error the agent reported; ``retryable`` when the CLI will try again by itself.
+    A retry says which one it is when the adapter knows: ``attempt`` (1 for the first
+    retry) of at most ``max_retries``."""
 
     type: Literal["agent_error"] = "agent_error"
     message: str
     retryable: bool = False
+    attempt: int | None = None
+    max_retries: int | None = None
 
 
 AgentEvent = Annotated[

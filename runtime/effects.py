@@ -37,7 +37,8 @@ __all__ = [
     "Typing",
 ]
 
-OutputKind = Literal["text", "thinking", "tool", "footer", "notice", "marker"]
+# "status": one line the run keeps up to date by ``EditOutput`` (the model API's retries).
+OutputKind = Literal["text", "thinking", "tool", "footer", "notice", "marker", "status"]
 
 
 class Button(Frozen):

@@ -103,6 +103,8 @@ class Run(Frozen):
     open_part: OpenPart | None = None
     tool_keys: tuple[tuple[str, str], ...] = ()  # (tool_id, output key)
     tool_headers: tuple[tuple[str, str], ...] = ()  # (tool_id, header text)
+    retry_key: str | None = None  # the status line showing the model API's retries
+    retries: int = 0  # the last retry it showed
 
 
 class Blocker(Frozen):

@@ -319,10 +319,16 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    *, on_open: Callable[[Runtime], None] | None = None, **kwargs: Any
+) -> AsyncIterator[Runtime]:
     """Run a ``Runtime`` (arguments as for ``Runtime``) for the body of the block; on the
-    way out every thread is disposed and the log flushed."""
+    way out every thread is disposed and the log flushed. ``on_open`` is handed the runtime
+    before it starts, so whatever it wires up is there before any thread acts (start-up
+    recovery can start agents before the block's body runs)."""
     runtime = Runtime(**kwargs)
+    if on_open is not None:
+        on_open(runtime)
     async with trio.open_nursery() as outer:
         # The runtime's own tasks (actors, reactors, listeners, the log flusher) live in a
         # shielded nursery: when the code using the runtime is cancelled (Ctrl-C, a failing

@@ -25,9 +25,11 @@ __all__ = [
     "dismiss_blockers",
     "end_run",
     "find_blocker",
+    "finish_retry_line",
     "interrupt_run",
     "move",
     "restart_agent",
+    "retry_summary",
     "start_agent",
     "workdir_problem",
 ]
@@ -36,6 +38,7 @@ RECENT_ACTIONS = 64  # how many action ids are remembered to drop duplicate deli
 RECENT_KEYS = 256  # how many emitted output keys the state keeps
 TOOL_RESULT_CHARS = 600  # a tool card shows at most this much of the result
 MARKER_CHARS = 200
+RETRY_DETAIL_CHARS = 200  # the retry status line shows this much of the CLI's error
 
 
 class Transition(Frozen):
@@ -162,24 +165,47 @@ def dismiss_blockers(step: Step, outcome: str, *, answer_agent: bool) -> None:
 
 
 def interrupt_run(step: Step, reason: str) -> None:
-    """Ask the agent to end the active run in-band; the run gets no footer."""
+    """Ask the agent to end the active run in-band; the run gets no footer. Typing stops
+    now: nothing the run does from here on is shown, however long the agent takes to stop."""
     run = step.state.run
     assert run is not None
     if run.phase is not Phase.INTERRUPTING:
         step.seal_open_part()
         step.emit(F.InterruptAgent(run_id=run.id))
+        step.emit(F.Typing(on=False))
         step.set_run(interrupt_at=step.action.at)
     if run.end_reason is None:
         step.set_run(end_reason=reason)
     move(step, "interrupt")
 
 
+def retry_summary(retries: int, *, answered: bool) -> str:
+    """The final text of a run's retry status line."""
+    times = f"{retries} retr{'y' if retries == 1 else 'ies'}"
+    if answered:
+        return f"The model API was unreachable — it answered after {times}."
+    return f"⚠ The model API was unreachable — {times}, then the run ended."
+
+
+def finish_retry_line(step: Step, *, answered: bool) -> None:
+    """The run's retry status line (if it has one) gets its final text (``answered``: the
+    model answered in the end)."""
+    run = step.state.run
+    if run is not None and run.retry_key is not None:
+        step.emit(
+            F.EditOutput(key=run.retry_key, text=retry_summary(run.retries, answered=answered))
+        )
+        step.set_run(retry_key=None)
+
+
 def end_run(step: Step, event: str) -> None:
-    """The active run is over: close its outputs and prompts, stop typing."""
+    """The active run is over: close its outputs, retry status line and prompts, stop
+    typing."""
     run = step.state.run
     assert run is not None
     move(step, event)
     step.seal_open_part()
+    finish_retry_line(step, answered=False)
     dismiss_blockers(step, "Expired: the run ended.", answer_agent=False)
     step.emit(F.Typing(on=False))
     step.set(run=None, last_prompt=run.prompt)

@@ -16,10 +16,12 @@ from runtime.model import (
 )
 from runtime.phase_table import next_phase
 from runtime.transition_step import (
+    RETRY_DETAIL_CHARS,
     TOOL_RESULT_CHARS,
     Step,
     end_run,
     find_blocker,
+    finish_retry_line,
     interrupt_run,
 )
 
@@ -199,20 +201,45 @@ def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
     elif isinstance(ev, E.AgentError):
         if ev.retryable:
             step.emit(F.LogNote(level="warning", message=f"agent retrying: {ev.message}"))
+            _show_retry(step, ev)
         else:
             step.seal_open_part()
             step.post("notice", f"⚠ {ev.message}")
+
+
+def _show_retry(step: Step, ev: E.AgentError) -> None:
+    """The CLI retries a failed model call: one status line per run says so, edited in
+    place at each retry and finalised when the run ends (``end_run``)."""
+    run = step.state.run
+    assert run is not None
+    attempt = ev.attempt if ev.attempt is not None else run.retries + 1
+    of = f" of {ev.max_retries}" if ev.max_retries else ""
+    text = f"⚠ The model API is unreachable — retry {attempt}{of}"
+    detail = " ".join(ev.message.split())[:RETRY_DETAIL_CHARS]
+    if detail:
+        text += f"\n-# {detail}"
+    if run.retry_key is None:
+        step.seal_open_part()
+        key = step.post("status", text)
+        step.set_run(retry_key=key, retries=attempt)
+    else:
+        step.emit(F.EditOutput(key=run.retry_key, text=text))
+        step.set_run(retries=attempt)
 
 
 def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     run = step.state.run
     assert run is not None
     step.seal_open_part()
+    # The retry line first, so the thread reads in order: finalised, then the outcome.
+    completed = isinstance(ev, E.TurnCompleted) and not ev.is_error
+    finish_retry_line(step, answered=completed and run.end_reason is None)
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
             step.set(conversation=conv.replace(session_id=ev.session_id))
         if run.end_reason is None:
+            # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
                 step.post(
                     "notice", f"⚠ The turn failed: {ev.error or 'the agent reported an error'}"
@@ -220,7 +247,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
                 step.count("failed")
             else:
                 step.count("completed")
-            step.post("footer", _footer(run, ev, step.action.at))
+                step.post("footer", _footer(run, ev, step.action.at))
     elif run.end_reason is None:
         detail = f" (exit code {ev.exit_code})" if ev.exit_code is not None else ""
         tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""

@@ -11,7 +11,8 @@ prompt is chosen by words in the prompt text (like the fake model server's scena
 - anything else: ``Hello from fake agent.`` in two deltas.
 
 Every turn starts with ``SessionStarted`` and ends with ``TurnCompleted``, or with
-``TurnAborted("interrupted")`` when interrupted in-band. All adapters made by one
+``TurnAborted("interrupted")`` when interrupted in-band (``interrupt_delay_s`` later: a CLI
+takes a moment to stop). All adapters made by one
 ``FakeAgentWorld`` share its records (prompts delivered, serve calls, interrupts), so a test
 sees across agent restarts.
 
@@ -136,6 +137,8 @@ class FakeAgentWorld:
     serving: int = 0  # adapters whose serve() is running now
     stops: int = 0
     fail_start: int = 0  # the next N serve() calls fail before they are ready
+    # How long a turn takes to end after an in-band interrupt (a CLI finishing its step).
+    interrupt_delay_s: float = 0.0
     on_prompt: Callable[[PromptAgent], None] | None = None
     adapters: list[ScriptedAgent] = field(default_factory=list)
     _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -171,6 +174,7 @@ class ScriptedAgent(AgentAdapter):
         self._turn: tuple[str, trio.CancelScope] | None = None
         self._answers: dict[str, trio.Event] = {}
         self._interrupted: set[str] = set()
+        self._nursery: trio.Nursery | None = None
 
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -189,6 +193,7 @@ class ScriptedAgent(AgentAdapter):
         world.serving += 1
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._turns)
                 task_status.started()
                 await self._exit.wait()
@@ -242,7 +247,16 @@ class ScriptedAgent(AgentAdapter):
         self.world.interrupts.append(run_id)
         self._interrupted.add(run_id)
         if self._turn is not None and self._turn[0] == run_id:
-            self._turn[1].cancel()
+            scope = self._turn[1]
+            if self.world.interrupt_delay_s > 0 and self._nursery is not None:
+                self._nursery.start_soon(self._cancel_later, scope, self.world.interrupt_delay_s)
+            else:
+                scope.cancel()
+
+    @staticmethod
+    async def _cancel_later(scope: trio.CancelScope, delay: float) -> None:
+        await trio.sleep(delay)
+        scope.cancel()
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         self.world.answers.append((request_id, allow))

@@ -56,6 +56,9 @@ class AgentOptions(Frozen):
     system_instruction: str | None = None
     mcp_servers: tuple[McpServer, ...] = ()
     per_turn: bool = False  # fall back to one process per turn
+    # How often the CLI retries a failed model call before the turn fails (each adapter
+    # applies it the CLI's own way: docs/agents.md, "Retries").
+    max_retries: int = 2
     start_timeout_s: float = 60.0
     stop_grace_s: float = 3.0
 

@@ -166,6 +166,8 @@ def claude_launch_spec(
         env.pop(name, None)
     for name, value in DEFAULT_ENV.items():
         env.setdefault(name, value)
+    # The CLI's own retry count (default 10, ~3 minutes of backoff with the API down).
+    env["CLAUDE_CODE_MAX_RETRIES"] = str(options.max_retries)
     if options.home:
         env["HOME"] = options.home
     env.update(dict(options.env))

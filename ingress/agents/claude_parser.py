@@ -72,6 +72,10 @@ def _str(value: Any, what: str) -> str:
     return value
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _dict(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MalformedLine(f"{what} is not an object")
@@ -247,9 +251,14 @@ class ClaudeStreamParser:
             status = obj.get("error_status")
             what = f"API request failed ({error if isinstance(error, str) else 'error'}"
             what += f", HTTP {status})" if isinstance(status, int) else ")"
-            if isinstance(attempt, int) and isinstance(most, int):
-                what += f"; retry {attempt} of {most}"
-            return [AgentError(message=what, retryable=True)]
+            return [
+                AgentError(
+                    message=what,
+                    retryable=True,
+                    attempt=attempt if _is_int(attempt) else None,
+                    max_retries=most if _is_int(most) else None,
+                )
+            ]
         self.stats.skip(f"system/{subtype}")
         return []
 

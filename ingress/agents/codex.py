@@ -47,6 +47,7 @@ from ingress.agents.codex_launch import (
     turn_input,
 )
 from ingress.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
+from ingress.agents.codex_retries import RetryCap
 from ingress.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
 from ingress.agents.codex_sessions import list_conversations, sessions_in
 from runtime.agent_events import (
@@ -174,6 +175,8 @@ class CodexAdapter(AgentAdapter):
         self._ready = trio.Event()
         self._gone = trio.Event()  # the process (or, per turn, the adapter) ended
         self._run_id: str | None = None
+        self._retry_cap = RetryCap(options.max_retries)
+        self._tasks: trio.Nursery | None = None  # where an interrupt of our own runs
         self._turn_runs: dict[str, str] = {}
         self._ended_turns: set[str] = set()
         self._active_turn: str | None = None
@@ -214,6 +217,16 @@ class CodexAdapter(AgentAdapter):
             # No run yet: the core would drop it as stale. It is told with the first prompt.
             self._before_runs.append(event)
             return
+        if run_id is not None:
+            decision = self._retry_cap.on_event(
+                run_id, event, session_id=self._thread_id, model=self._model
+            )
+            nursery = self._turn_nursery if self.options.per_turn else self._tasks
+            if decision.interrupt and nursery is not None:
+                nursery.start_soon(self.interrupt, run_id)  # not here: the reader is waiting
+            if decision.event is None:
+                return
+            event = decision.event
         if self._emit is not None:
             await self._emit(StampedEvent(run_id, self._thread_id, event))
 
@@ -307,6 +320,7 @@ class CodexAdapter(AgentAdapter):
         failure: Exception | None = None
         try:
             async with trio.open_nursery() as nursery:
+                self._tasks = nursery
                 nursery.start_soon(proc.pump_stderr)
                 nursery.start_soon(self._read_app_server, proc, rpc)
                 try:
@@ -325,6 +339,7 @@ class CodexAdapter(AgentAdapter):
                 message = f"codex app-server did not start: {failure!r}"
                 raise CodexStartError(message + (f"\n{tail}" if tail else "")) from failure
         finally:
+            self._tasks = None
             self._ready.set()  # wake prompt() callers; they see the process is gone
             self._gone.set()
             rpc.close("codex exited")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import signal
 import uuid
 from collections.abc import Mapping
@@ -55,6 +54,7 @@ from ingress.agents.gemini_home import (
     write_private_settings,
 )
 from ingress.agents.gemini_parser import AcpParser, RpcResponse, StreamJsonParser
+from ingress.agents.gemini_retries import DEBUG_LOG_ENV, DebugLogWatch, retry_event
 from runtime.agent_events import (
     AgentError,
     AgentEvent,
@@ -79,14 +79,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_BINARY = "gemini"
-DEFAULT_MAX_ATTEMPTS = 2  # one retry (after ~5 s): a dead server fails in seconds, not minutes
+# The first try and AgentOptions.max_retries retries (5-30 s apart); "fetch failed" (nothing
+# listening) is not retried at all (gemini_home), so a dead server fails in seconds.
+DEFAULT_MAX_ATTEMPTS = AgentOptions().max_retries + 1
 ACP_PROTOCOL_VERSION = 1
 DEFAULT_ENV = {
     "GEMINI_CLI_NO_RELAUNCH": "true",
     "GEMINI_CLI_TRUST_WORKSPACE": "true",
     "GEMINI_TELEMETRY_ENABLED": "false",
 }
-RETRY_LINE = re.compile(r"Attempt \d+ failed")
 METHOD_NOT_FOUND = -32601
 RESUME_FAILED_EXIT = 42  # gemini -p -r <unknown session>
 
@@ -180,12 +181,13 @@ class GeminiAdapter(AgentAdapter):
         self,
         options: AgentOptions,
         *,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_attempts: int | None = None,
         interrupt_grace_s: float = 5.0,
         load_settle_s: float = 2.0,
     ) -> None:
         super().__init__(options)
-        self.max_attempts = max_attempts
+        # The CLI's maxAttempts counts the first try: options.max_retries + 1.
+        self.max_attempts = options.max_retries + 1 if max_attempts is None else max_attempts
         self.interrupt_grace_s = interrupt_grace_s
         self.load_settle_s = load_settle_s
         servers = tuple(s.name for s in options.mcp_servers)
@@ -338,9 +340,16 @@ class GeminiAdapter(AgentAdapter):
         if start.session_id:
             avoid_same_minute_collision(Path(self._gemini_home), start.session_id)
         spec = gemini_launch_spec(self.options, start.workdir, self._gemini_home, model=self.model)
+        env = dict(spec.env)
+        # In ACP mode the CLI tells its retries only to its debug log (gemini_retries).
+        watch = None if DEBUG_LOG_ENV in env else DebugLogWatch(self._gemini_home)
+        if watch is not None:
+            env[DEBUG_LOG_ENV] = watch.path
         try:
-            proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd)
+            proc = await ManagedProcess.spawn(spec.argv, env=env, cwd=spec.cwd)
         except OSError as exc:
+            if watch is not None:
+                watch.close()
             raise AgentStartError(f"cannot start {spec.argv[0]}: {exc}") from exc
         self._proc = proc
         reader_done = trio.Event()
@@ -348,6 +357,8 @@ class GeminiAdapter(AgentAdapter):
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._pump_stderr, proc)
+                if watch is not None:
+                    nursery.start_soon(watch.follow, self._on_cli_log_line)
                 nursery.start_soon(self._read_acp, proc, reader_done)
                 try:
                     with trio.fail_after(self.options.start_timeout_s):
@@ -365,6 +376,8 @@ class GeminiAdapter(AgentAdapter):
             if proc.returncode is None:
                 with trio.CancelScope(shield=True):
                     self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
+            if watch is not None:
+                watch.close()
 
     async def _handshake(self, proc: ManagedProcess, start: StartAgent) -> None:
         capabilities = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
@@ -595,8 +608,15 @@ class GeminiAdapter(AgentAdapter):
             if not line.strip():
                 continue
             proc.stderr_tail.append(line)
-            if self.turn_open and RETRY_LINE.search(line):
-                await self._emit_event(AgentError(message=line.strip()[:300], retryable=True))
+            await self._on_cli_log_line(line)
+
+    async def _on_cli_log_line(self, line: str) -> None:
+        """A line of the CLI's stderr or debug log: a retry notice during a turn becomes a
+        retryable error."""
+        if self.turn_open:
+            retry = retry_event(line, max_retries=self.max_attempts - 1)
+            if retry is not None:
+                await self._emit_event(retry)
 
     async def _request(
         self,

@@ -117,12 +117,14 @@ class OpencodeAdapter(AgentAdapter):
         options: AgentOptions,
         *,
         permission: str | None = None,
-        max_model_retries: int = 2,
+        max_model_retries: int | None = None,  # None: options.max_retries
         interrupt_grace_s: float = 5.0,
     ) -> None:
         super().__init__(options)
         self.permission = permission
-        self.max_model_retries = max_model_retries
+        self.max_model_retries = (
+            options.max_retries if max_model_retries is None else max_model_retries
+        )
         self.interrupt_grace_s = interrupt_grace_s
         self._stats = ParserStats()
         self._server: OpencodeServer | None = None
@@ -298,9 +300,13 @@ class OpencodeAdapter(AgentAdapter):
             if self._parser.turn_open and self._nursery is not None:
                 self._nursery.start_soon(self._check_missed_end, self._run_id)
             return
-        for agent_event in self._parser.feed(event):
-            await self._emit_event(agent_event)
         parser = self._parser
+        for agent_event in parser.feed(event):
+            if isinstance(agent_event, AgentError) and agent_event.retryable:
+                if parser.retries > self.max_model_retries:
+                    continue  # one retry too many: the turn is stopped just below
+                agent_event = agent_event.model_copy(update={"max_retries": self.max_model_retries})
+            await self._emit_event(agent_event)
         if (
             parser.turn_open
             and parser.retries > self.max_model_retries

@@ -356,10 +356,11 @@ class OpencodeEventParser:
             text = message if isinstance(message, str) and message else "retrying"
             self.last_retry_message = text
             attempt = _int(status.get("attempt"))
-            suffix = f" (attempt {attempt})" if attempt is not None else ""
             return [
                 AgentError(
-                    message=f"model request failed, retrying: {text}{suffix}", retryable=True
+                    message=f"model request failed, retrying: {text}",
+                    retryable=True,
+                    attempt=attempt if attempt is not None else self.retries,
                 )
             ]
         raise _Skip  # idle: session.idle is the one we act on

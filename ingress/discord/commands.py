@@ -100,7 +100,8 @@ def build_commands(bot: SpindleBot) -> None:
 
 
 def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:
-    group = app_commands.Group(name=agent, description=f"Conversations with {agent}")
+    who = "the echo demo agent (no CLI needed)" if agent == "echo" else agent
+    group = app_commands.Group(name=agent, description=f"Conversations with {who}")
 
     @group.command(name="start", description=f"Start a {agent} conversation")
     @app_commands.describe(workdir="Directory to work in (default: the configured one)")

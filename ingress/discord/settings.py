@@ -11,9 +11,17 @@ from typing import Any
 
 from runtime.frozen import Frozen
 
-__all__ = ["AGENT_NAMES", "DiscordSettings", "ProjectChannel", "settings_from_config"]
+__all__ = [
+    "AGENT_NAMES",
+    "SLASH_AGENTS",
+    "DiscordSettings",
+    "ProjectChannel",
+    "settings_from_config",
+]
 
 AGENT_NAMES = ("claude", "codex", "gemini", "opencode")
+# Each gets its /<agent> start|resume|conversations commands; "echo" is the built-in demo.
+SLASH_AGENTS = (*AGENT_NAMES, "echo")
 
 DISCORD_REST_BASE = "https://discord.com/api/v10"
 DISCORD_GATEWAY = "wss://gateway.discord.gg/"
@@ -36,7 +44,7 @@ class DiscordSettings(Frozen):
     allowed_role_ids: tuple[int, ...] = ()
     project_channels: tuple[ProjectChannel, ...] = ()
     default_workdir: str = "~"
-    agents: tuple[str, ...] = AGENT_NAMES
+    agents: tuple[str, ...] = SLASH_AGENTS
     inline_text_limit: int = 64 * 1024  # text attachments up to this size are inlined
     # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError
     # (discord.py raises anything below 30 s to 30 s).

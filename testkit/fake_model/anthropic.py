@@ -8,8 +8,9 @@ message (``role: "system"`` messages, which the CLI appends after the user's, ar
 - a ``tool_result`` in it -> ``Tool said: <the result>`` (the second half of a tool call);
 - ``TOOLTEST`` -> a ``Bash`` call running ``echo hi``;
 - ``TOUCHTEST`` -> a ``Bash`` call running ``touch touched.txt`` (needs permission);
-- ``MCPTEST [name]`` -> a call (no arguments) of the offered ``mcp__*`` tool ending in
-  ``name``, else the first one (text when none is offered);
+- ``MCPTEST [name] [{json arguments}]`` -> a call of the offered ``mcp__*`` tool ending in
+  ``name``, else the first one (text when none is offered), with those arguments (none by
+  default);
 - ``PWDTEST`` -> a ``Bash`` call running ``pwd`` (where do tools run?);
 - ``SLEEPTEST`` -> a ``Bash`` call running ``sleep 30`` (a tool to interrupt);
 - ``ASKTEST`` -> an ``AskUserQuestion`` call (Red or Blue?);
@@ -84,8 +85,23 @@ def _mcp_tool(body: dict[str, Any], text: str) -> str | None:
     ]
     wanted = re.search(r"MCPTEST\s+(\w+)", text)
     if wanted:
-        names = [n for n in names if n.endswith(wanted.group(1))] or names
+        # The tool itself ("start_process"), not one whose name ends the same way
+        # ("restart_process").
+        exact = [n for n in names if n.endswith("__" + wanted.group(1))]
+        names = exact or [n for n in names if n.endswith(wanted.group(1))] or names
     return names[0] if names else None
+
+
+def _mcp_arguments(text: str) -> dict[str, Any]:
+    """``MCPTEST name {"a": 1}``: the JSON object after the tool's name, else none."""
+    found = re.search(r"MCPTEST\s+\w+\s+(\{.*\})", text, re.S)
+    if found is None:
+        return {}
+    try:
+        arguments = json.loads(found.group(1))
+    except ValueError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def _tool_result(message: dict[str, Any] | None) -> str | None:
@@ -151,7 +167,7 @@ class FakeAnthropic(FakeModelServer):
             tool = _mcp_tool(body, text)
             if tool is None:
                 return self._stream(model, [("text", ["No MCP tools offered."])], "end_turn")
-            return self._tool(model, tool, {})
+            return self._tool(model, tool, _mcp_arguments(text))
         if "PWDTEST" in text:
             return self._tool(model, "Bash", {"command": "pwd", "description": "Print cwd"})
         if "SLEEPTEST" in text:

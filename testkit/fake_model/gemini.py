@@ -14,7 +14,8 @@ Scenarios (``base.scenario_of``): ``TOOLTEST`` calls ``run_shell_command`` with 
 ``SLOWTEST`` (and ``CRASHTEST``) stream 40 chunks ``slow_delay`` seconds apart; ``MCPTEST
 <tool>`` calls the offered MCP tool (``mcp_<server>_<tool>``; the first one when not named)
 with no arguments; anything else
-answers ``Hello from fake model.`` after a short thought.
+answers ``Hello from fake model.`` after a short thought. ``error_replies`` makes the next
+model turns fail with an HTTP error (a 503, a 500 ...).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class FakeGeminiServer(FakeModelServer):
         super().__init__()
         self.slow_delay = slow_delay
         self.slow_chunks = slow_chunks
+        # (HTTP status, message) answered to the next streamGenerateContent requests.
+        self.error_replies: list[tuple[int, str]] = []
         self.route("POST", "/v1beta/models/", self._models)
         self.route("GET", "/v1beta/models", self._list_models)
 
@@ -118,6 +121,10 @@ class FakeGeminiServer(FakeModelServer):
     def _models(self, req: RecordedRequest) -> JSONResponse | SSEResponse:
         bare = req.path.split("?", 1)[0]
         if bare.endswith(":streamGenerateContent"):
+            if self.error_replies:
+                status, message = self.error_replies.pop(0)
+                error = {"code": status, "message": message, "status": "UNAVAILABLE"}
+                return JSONResponse({"error": error}, status)
             return SSEResponse(self._stream(req.body))
         if bare.endswith(":countTokens"):
             return JSONResponse({"totalTokens": 10})

@@ -9,10 +9,13 @@ import os
 import trio
 from rich.console import Console
 
+from effects.chunking import question_menu_id
 from effects.console_platform import LIVE_MESSAGES, ConsolePlatform
+from effects.platform import SelectMenu
 from effects.render import StreamRenderer
 from runtime.effects import (
     AppendOutput,
+    Button,
     DismissPrompt,
     EditOutput,
     PostOutput,
@@ -53,8 +56,8 @@ async def play_a_run(platform: ConsolePlatform) -> StreamRenderer:
 
 PLAIN_TRANSCRIPT = """\
 » you: list files
--# 💭 Let me look at the dir
--# 🔧 `Bash(ls)`
+💭 Let me look at the dir
+🔧 `Bash(ls)`
 ```
 a.py
 b.py
@@ -67,10 +70,10 @@ print(2)
 Done.
 🔐 **Permission needed:** `Write`
 `a.txt`
-[Accept] [Deny]
+→ Accept: /allow p1  ·  Deny: /deny p1
 ✎ 🔐 **Permission needed:** `Write`
 `a.txt`
--# Answered: allow
+Answered: allow
 3s · $0.0100 · sonnet
 """
 
@@ -168,3 +171,24 @@ async def test_rich_reply_and_typing() -> None:
     platform.close()
     assert posted == [("c/reply/a", ("c1",))]
     assert "↳ Done" in out.getvalue()
+
+
+async def test_plain_output_shows_discord_markup_as_a_terminal_can() -> None:
+    out = io.StringIO()
+    platform = ConsolePlatform(out, color=True)  # as on a terminal: subtext dimmed
+    await platform.send("c", "-# 🔧 `Bash(ls)`\nasked by <@you> in <#42>, role <@&7>")
+    menu = SelectMenu(custom_id=question_menu_id("q1"), options=("Red", "Blue"))
+    await platform.send("c", "❓ **Question:** Which?", menu=menu)
+    remove = Button(label="Remove from queue", action="remove_queued:a1")
+    await platform.send("c", "Queued (position 1).", buttons=(remove,))
+    assert out.getvalue() == (
+        "\x1b[2m🔧 `Bash(ls)`\x1b[22m\n"
+        "asked by @you in #42, role @7\n"
+        "❓ **Question:** Which?\n"
+        "→ /answer q1 <Red | Blue>\n"
+        "Queued (position 1).\n"
+        "[Remove from queue]\n"
+    )
+    # What the platform keeps is the message as sent: the console ingress and the edits
+    # compare against it.
+    assert platform.messages["c1"].text.startswith("-# 🔧")

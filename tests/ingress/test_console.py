@@ -6,6 +6,7 @@ the built-in echo agent (no genuine CLI is installed in that HOME's PATH).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -317,6 +318,11 @@ def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
     assert "please ask first" in text.split("Allowed", 1)[1]  # echoed once allowed
     assert "(permission denied: not echoing)" in text
     assert "No permission is waiting" not in text
+    # Discord markup is shown as a terminal can: the commands instead of buttons, plain
+    # mentions and subtext (issue 11.7).
+    assert "→ Accept: /allow " in text and "Deny: /deny " in text
+    assert "Allowed by @you." in text
+    assert "<@" not in text and "-# " not in text and "[Accept]" not in text
 
 
 def test_the_console_drives_the_genuine_claude_cli(place):
@@ -355,3 +361,41 @@ env = {{ ANTHROPIC_BASE_URL = "{fake.base_url}", ANTHROPIC_API_KEY = "sk-ant-fak
     assert text.count("Hello from fake model.") >= 2
     assert "Runs: 2 (completed 2, failed 0" in text
     assert any(r.path.startswith("/v1/messages") for r in fake.requests)
+
+
+def test_console_agents_get_the_process_manager_bound_to_their_workdir(place):
+    """Issue 11.7: the console's agent factory is given the runtime, so an agent's
+    ``start_process`` without a ``cwd`` runs in the conversation's workdir (genuine Claude
+    Code CLI, the real MCP process manager, the fake Anthropic server)."""
+    from testkit.fake_model.anthropic import FakeAnthropic
+
+    claude = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
+    assert claude.exists(), "run `make agents` first"
+    fake = FakeAnthropic()
+    fake.start()
+    try:
+        place["config"].write_text(
+            f"""
+[agents.claude]
+binary = "{claude}"
+home = "{place["home"]}"
+env = {{ ANTHROPIC_BASE_URL = "{fake.base_url}", ANTHROPIC_API_KEY = "sk-ant-fake-key" }}
+"""
+        )
+        start = 'MCPTEST start_process {"name": "where", "command": "pwd"}'
+        out = spindle(
+            place,
+            "run",
+            "--agent",
+            "claude",
+            stdin=lines(start, "/wait", "/allow", "/wait", "/quit"),
+            env={"SPINDLE_MCP__PORT": "0"},
+            timeout=180,
+        )
+    finally:
+        fake.stop()
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stdout.splitlines() if line.startswith("Tool said:")]
+    assert said, out.stdout
+    assert "cwd is required" not in out.stdout
+    assert f'"cwd":"{os.path.realpath(place["work"])}"' in said[0].replace(" ", ""), said[0]

@@ -40,6 +40,7 @@ class ThreadMachine(RuleBasedStateMachine):
         self.runs_started = 0
         self.runs_ended = 0
         self.request_ids: list[str] = []
+        self.status_runs: set[str] = set()
         self.n_req = 0
 
     # --- applying one action and checking the step -----------------------------------
@@ -98,14 +99,69 @@ class ThreadMachine(RuleBasedStateMachine):
         expected = self.expected_queue(before, action, after, bool(prompts))
         assert [q.id for q in after.queue] == expected
 
-        # The footer: exactly one per completed run, none for an interrupted one.
-        footers = [e for e in effects if isinstance(e, F.PostOutput) and e.kind == "footer"]
-        if footers:
-            assert before.run is not None and before.run.end_reason is None
-            assert len(footers) == 1
+        self.check_run_end(before, action, effects)
+        self.check_typing(before, after, effects)
+        self.check_retry_line(before, after, effects)
 
         # State round-trips through JSON unchanged.
         assert ThreadState.model_validate_json(after.model_dump_json()) == after
+
+    def check_retry_line(self, before, after, effects) -> None:
+        """The model API's retries: at most one status line per run, posted for the current
+        run, and finalised (edited, no longer "retry N") in the step that ends the run."""
+        statuses = [e for e in effects if isinstance(e, F.PostOutput) and e.kind == "status"]
+        for post in statuses:
+            assert post.run_id not in self.status_runs, f"second status line in {post.run_id}"
+            self.status_runs.add(post.run_id)
+            assert after.run is not None and post.run_id == after.run.id
+            assert after.run.retry_key == post.key
+        ended = before.run is not None and (after.run is None or after.run.id != before.run.id)
+        if ended and before.run.retry_key is not None:
+            finals = [
+                e.text
+                for e in effects
+                if isinstance(e, F.EditOutput) and e.key == before.run.retry_key
+            ]
+            assert len(finals) == 1 and "— retry " not in finals[0]
+
+    def check_typing(self, before, after, effects) -> None:
+        """Typing shows only while a run works: a step that leaves the thread without a run,
+        or its run interrupting, ends with typing off (an /abort or a new message turns it
+        off at once, not when the agent has stopped)."""
+        typing = [e.on for e in effects if isinstance(e, F.Typing)]
+        quiet = after.run is None or after.run.phase is Phase.INTERRUPTING
+        was_working = before.run is not None and before.run.phase is not Phase.INTERRUPTING
+        if quiet and typing:
+            assert typing[-1] is False
+        if quiet and was_working:
+            assert typing and typing[-1] is False
+
+    def check_run_end(self, before, action, effects) -> None:
+        """How a run ends: exactly one footer for a completed run; one "⚠ The turn failed"
+        notice and no footer for a failed one; neither for an interrupted one. No footer
+        at any other time."""
+        footers = [e for e in effects if isinstance(e, F.PostOutput) and e.kind == "footer"]
+        failures = [
+            e
+            for e in effects
+            if isinstance(e, F.PostOutput) and e.text.startswith("⚠ The turn failed")
+        ]
+        completion = (
+            isinstance(action, A.AgentEventReceived)
+            and isinstance(action.event, E.TurnCompleted)
+            and before.run is not None
+            and action.run_id == before.run.id
+        )
+        if not completion:
+            assert footers == [] and failures == []
+            return
+        ended = action.event
+        if before.run.end_reason is not None:  # interrupted, aborted, timed out
+            assert footers == [] and failures == []
+        elif ended.is_error:
+            assert footers == [] and len(failures) == 1
+        else:
+            assert len(footers) == 1 and failures == []
 
     def expected_queue(self, before, action, after, dispatched: bool) -> list[str]:
         """The reference model: the queue predicted from the action's meaning alone."""
@@ -210,6 +266,7 @@ class ThreadMachine(RuleBasedStateMachine):
                 E.ToolFinished(tool_id="t9", result="x" * 900, is_error=True),
                 E.SessionStarted(session_id="s1"),
                 E.AgentError(message="overloaded", retryable=True),
+                E.AgentError(message="HTTP 529", retryable=True, attempt=2, max_retries=3),
                 E.AgentError(message="bad request"),
                 E.TurnCompleted(session_id="s1", cost_usd=0.1),
                 E.TurnCompleted(is_error=True, error="boom"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runtime import agent_events as E
 from runtime import effects as F
 from runtime.model import AgentStatus, Phase, Policy, ThreadState
 from runtime.transitions import Transition, transition
@@ -127,12 +128,26 @@ def test_a_completed_run_gets_exactly_one_footer():
     assert t.state.counters.completed == 1
 
 
+def test_a_failed_run_ends_with_one_notice_and_no_footer():
+    t = Thread().started()
+    t.do(t.s.user("go"), t.s.text("r1", "partial"))
+    failed = t.s.agent("r1", E.TurnCompleted(session_id="s1", is_error=True, error="API down"))
+    effects = t.do(failed)
+    assert posts(effects, "footer") == []
+    assert [p.text for p in posts(effects, "notice")] == ["⚠ The turn failed: API down"]
+    assert effects[-1] == F.Typing(on=False)
+    assert t.state.run is None
+    assert t.state.counters.failed == 1 and t.state.counters.completed == 0
+
+
 def test_an_aborted_run_gets_no_footer_and_the_queue_goes_on():
     t = Thread().started()
     t.do(t.s.user("long"), t.s.tool("r1", "k"), t.s.queue("next"))
     effects = t.do(t.s.abort())
     assert of(effects, F.InterruptAgent) == [F.InterruptAgent(run_id="r1")]
     assert "1 queued prompt(s) follow" in of(effects, F.ReplyToCommand)[0].text
+    # Typing stops with the abort (before its reply), not when the agent has stopped.
+    assert effects.index(F.Typing(on=False)) < effects.index(of(effects, F.ReplyToCommand)[0])
     effects = t.do(t.s.done("r1"))  # a CLI may still say "completed" after an interrupt
     assert posts(effects, "footer") == []
     assert [p.text for p in of(effects, F.PromptAgent)] == ["next"]
@@ -420,3 +435,62 @@ def test_status_lists_the_processes_ingress_found():
     )
     text = of(t.do(action), F.ReplyToCommand)[0].text
     assert text.endswith("Processes:\n  web: running, pid 42, up 3s")
+
+
+def _retry(t: Thread, attempt: int, of: int | None = 3) -> object:
+    error = E.AgentError(
+        message="API request failed (overloaded, HTTP 529)",
+        retryable=True,
+        attempt=attempt,
+        max_retries=of,
+    )
+    return t.s.agent("r1", error)
+
+
+def test_model_api_retries_show_as_one_status_line_edited_in_place():
+    t = Thread().started()
+    t.do(t.s.user("go"))
+    first = t.do(_retry(t, 1))
+    (line,) = posts(first, "status")
+    assert line.text == (
+        "⚠ The model API is unreachable — retry 1 of 3\n"
+        "-# API request failed (overloaded, HTTP 529)"
+    )
+    second = t.do(_retry(t, 2))
+    assert posts(second, "status") == []
+    (edit,) = of(second, F.EditOutput)
+    assert edit.key == line.key and edit.text.startswith(
+        "⚠ The model API is unreachable — retry 2 of 3"
+    )
+    # The model answers at last: the line is finalised, the run gets its footer.
+    done = t.do(t.s.text("r1", "hi"), t.s.done("r1"))
+    finals = [e for e in of(done, F.EditOutput) if e.key == line.key]
+    assert [e.text for e in finals] == [
+        "The model API was unreachable — it answered after 2 retries."
+    ]
+    assert len(posts(done, "footer")) == 1
+
+
+def test_a_run_that_gives_up_retrying_finalises_its_status_line_and_fails():
+    t = Thread().started()
+    t.do(t.s.user("go"), _retry(t, 1, of=None))
+    key = t.state.run.retry_key
+    failed = t.s.agent("r1", E.TurnCompleted(is_error=True, error="API Error: 529"))
+    effects = t.do(failed)
+    finals = [e.text for e in of(effects, F.EditOutput) if e.key == key]
+    assert finals == ["⚠ The model API was unreachable — 1 retry, then the run ended."]
+    assert [p.text for p in posts(effects, "notice")] == ["⚠ The turn failed: API Error: 529"]
+    assert posts(effects, "footer") == []
+
+
+def test_an_aborted_run_finalises_its_retry_line_too():
+    t = Thread().started()
+    t.do(t.s.user("go"), _retry(t, 1), _retry(t, 2))
+    key = t.state.run.retry_key
+    t.do(t.s.abort())
+    effects = t.do(t.s.aborted("r1"))
+    finals = [e.text for e in of(effects, F.EditOutput) if e.key == key]
+    assert finals == ["⚠ The model API was unreachable — 2 retries, then the run ended."]
+    # The next run starts without one.
+    t.do(t.s.user("again"))
+    assert t.state.run.retry_key is None

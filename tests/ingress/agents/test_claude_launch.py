@@ -71,6 +71,21 @@ def test_launch_spec_minimal_and_start_overrides() -> None:
     assert spec.argv[spec.argv.index("--model") + 1] == "sonnet"
 
 
+def test_max_retries_caps_the_cli_retries_through_its_own_variable() -> None:
+    inherited = {"CLAUDE_CODE_MAX_RETRIES": "10"}  # a shell's setting does not win
+    spec = claude_launch_spec(AgentOptions(max_retries=3), workdir="/w", base_env=inherited)
+    assert spec.env["CLAUDE_CODE_MAX_RETRIES"] == "3"
+    assert (
+        claude_launch_spec(AgentOptions(), workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"]
+        == "2"
+    )
+    explicit = AgentOptions(max_retries=3, env=(("CLAUDE_CODE_MAX_RETRIES", "0"),))
+    assert (
+        claude_launch_spec(explicit, workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"]
+        == "0"
+    )  # the agent's own env entry is the most specific
+
+
 def test_mcp_config_carries_the_bearer_token_in_a_header() -> None:
     options = AgentOptions(
         mcp_servers=(

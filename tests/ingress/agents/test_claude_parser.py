@@ -261,7 +261,7 @@ def test_api_retry_and_error_result() -> None:
     assert parser.feed(_line(synthetic)) == []  # said once, as the turn's error
     events = parser.feed(_line(retry)) + parser.feed(_line(result))
     assert events[0] == AgentError(
-        message="API request failed (unknown); retry 1 of 1", retryable=True
+        message="API request failed (unknown)", retryable=True, attempt=1, max_retries=1
     )
     assert isinstance(events[1], TurnCompleted) and events[1].is_error
     assert events[1].error == "API Error: Unable to connect to API (ConnectionRefused)"

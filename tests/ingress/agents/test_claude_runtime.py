@@ -217,3 +217,61 @@ async def test_resuming_an_unknown_session_through_the_runtime(tmp_path: Path) -
         assert _live_claude_pids() == []
     finally:
         fake.stop()
+
+
+@pytest.mark.parametrize("failure", ["overloaded", "down"])
+async def test_model_api_retries_show_in_the_thread_and_end_at_the_cap(
+    tmp_path: Path, failure: str
+) -> None:
+    """Issue 11.3: with the model API failing, the thread shows one retry status line
+    within seconds (edited at each retry) and the turn ends after ``max_retries`` retries
+    with its ⚠ notice; the status line is finalised."""
+    assert CLAUDE.exists(), "run `make agents` first"
+    (tmp_path / "home").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    fake = FakeAnthropic()
+    fake.start()
+    if failure == "overloaded":
+        fake.error_replies = [(529, "overloaded_error")] * 20
+    options = AgentOptions(
+        binary=str(CLAUDE),
+        home=str(tmp_path / "home"),
+        env=(("ANTHROPIC_BASE_URL", fake.base_url), ("ANTHROPIC_API_KEY", "sk-ant-fake")),
+        max_retries=2,
+    )
+    chat_world = RenderWorld()
+    try:
+        with EventLog(tmp_path / "events.sqlite3") as log:
+            async with open_runtime(
+                log=log,
+                renderer_factory=chat_world.renderer,
+                adapter_factory=lambda name: ClaudeAdapter(options),
+                policy=Policy(allowed_roots=(str(tmp_path),)),
+                clock=trio.current_time,
+            ) as runtime:
+                chat = ChatUser(runtime)
+                await chat.start(work)
+                await until(lambda: runtime.snapshot(THREAD).agent_status.value == "ready")
+                if failure == "down":
+                    fake.down()  # the CLI started; now nothing answers on that port
+                asked_at = trio.current_time()
+                await chat.say("hello")
+                await until(lambda: chat_world.texts(THREAD, "status"), timeout=30)
+                shown_after = trio.current_time() - asked_at
+                await until(lambda: runtime.snapshot(THREAD).run is None, timeout=60)
+                await runtime.wait_quiet(THREAD)
+    finally:
+        fake.stop()
+    (key,) = [k for k, o in chat_world.outputs.items() if o.kind == "status"]
+    shown = [e.text for _, _, e in chat_world.effects if getattr(e, "key", None) == key]
+    assert shown[0].startswith("⚠ The model API is unreachable — retry 1 of 2\n-# API request")
+    assert shown[1].startswith("⚠ The model API is unreachable — retry 2 of 2")
+    assert shown[-1] == "⚠ The model API was unreachable — 2 retries, then the run ended."
+    assert len(shown) == 3  # one line: posted once, edited in place
+    notices = chat_world.texts(THREAD, "notice")
+    assert len(notices) == 1 and notices[0].startswith("⚠ The turn failed")
+    assert chat_world.texts(THREAD, "footer") == []
+    assert shown_after < 15, f"the first retry showed {shown_after:.1f}s after the prompt"
+    if failure == "overloaded":
+        assert len(fake.messages_requests()) == 3  # the first try and two retries

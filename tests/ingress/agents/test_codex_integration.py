@@ -337,6 +337,40 @@ async def test_model_server_down_fails_the_turn_quickly(tmp_path: Path) -> None:
         assert took < 20, f"a dead model server took {took:.1f}s to fail the turn"
 
 
+@pytest.mark.parametrize("per_turn", [False, True], ids=["app-server", "exec"])
+async def test_retries_of_the_builtin_provider_are_capped_at_max_retries(
+    tmp_path: Path, per_turn: bool
+) -> None:
+    """The built-in ``openai`` provider's retry counts cannot be configured (codex refuses
+    ``model_providers.openai.*``) and retry for ~30 s: the adapter numbers the retries and
+    stops the turn after ``max_retries``, which then fails saying why."""
+    dead = OpenAIResponsesFake()
+    dead.start()
+    base_url = dead.base_url
+    dead.down()
+    work = tmp_path / "work"
+    work.mkdir()
+    custom = codex_options(base_url, tmp_path / "home", per_turn=per_turn)
+    pairs = zip(custom.extra_args[::2], custom.extra_args[1::2], strict=True)  # "-c", value
+    builtin = [x for flag, value in pairs if "model_provider" not in value for x in (flag, value)]
+    opts = custom.model_copy(
+        update={
+            "extra_args": (*builtin, "-c", f'openai_base_url="{base_url}/v1"'),
+            "env": (("OPENAI_API_KEY", "sk-fake"),),
+            "max_retries": 1,
+        }
+    )
+    async with running(opts, work) as s:
+        t0 = time.monotonic()
+        end = await s.turn("r1", "hello", timeout=60)
+        took = time.monotonic() - t0
+        retries = [e.event for e in s.events if isinstance(e.event, AgentError)]
+        assert [(e.retryable, e.attempt, e.max_retries) for e in retries] == [(True, 1, 1)]
+        assert isinstance(end.event, TurnCompleted) and end.event.is_error
+        assert "gave up after 1 retries" in (end.event.error or "")
+        assert took < 20, f"{took:.1f}s: the retries were not capped"
+
+
 async def test_a_crash_mid_turn_aborts_the_turn(fake: OpenAIResponsesFake, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

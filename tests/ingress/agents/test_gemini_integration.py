@@ -137,7 +137,7 @@ async def running_gemini(
     fake: FakeGeminiServer,
     *,
     session_id: str | None = None,
-    max_attempts: int = 1,
+    max_attempts: int | None = 1,  # None: from the options' max_retries
     **overrides: object,
 ) -> AsyncIterator[Session]:
     _require_cli()
@@ -319,6 +319,24 @@ async def test_model_server_down_ends_the_turn_with_an_error(
         assert trio.current_time() - started < 20
         # The process survives a failed turn.
         assert s.adapter._proc is not None and s.adapter._proc.returncode is None
+
+
+@pytest.mark.parametrize("per_turn", [False, True], ids=["acp", "per-turn"])
+async def test_model_errors_are_retried_max_retries_times_and_said_so(
+    tmp_path: Path, fake: FakeGeminiServer, per_turn: bool
+) -> None:
+    """ACP mode tells its retries only to the CLI's debug log, ``-p`` to stderr: either way
+    each retry is a retryable ``AgentError`` saying which one, and ``max_retries`` caps
+    them."""
+    fake.error_replies = [(503, "The model is overloaded.")] * 5
+    running = running_gemini(tmp_path, fake, max_attempts=None, max_retries=1, per_turn=per_turn)
+    async with running as s:
+        end = await s.turn("r1", "hello", timeout=90)
+        retries = [e for e in s.of_run("r1") if isinstance(e, AgentError) and e.retryable]
+        assert [(e.attempt, e.max_retries) for e in retries] == [(1, 1)]
+        assert "Attempt 1 failed" in retries[0].message
+        assert isinstance(end.event, TurnCompleted) and end.event.is_error
+    assert len(fake.stream_requests()) == 2  # the first try and one retry
 
 
 async def test_cli_killed_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeGeminiServer) -> None:

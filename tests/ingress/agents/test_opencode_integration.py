@@ -332,11 +332,15 @@ async def test_permission_yes_and_no_then_the_model_server_goes_down(
         # The model server goes away: opencode would retry for a minute in silence; the
         # turn ends with a clear error instead, and the server stays usable.
         fake.down()
+        thread.adapter.max_model_retries = 1  # the cap ([agents.opencode] max_retries)
         t0 = time.monotonic()
         events = await thread.turn("hello while the model is down", timeout=30)
         elapsed = time.monotonic() - t0
         errors = _of(events, AgentError)
-        assert any(e.retryable for e in errors) and any(not e.retryable for e in errors)
+        # The one retry allowed is announced (which, of how many); the next one is not
+        # made: the turn is stopped instead.
+        assert [(e.attempt, e.max_retries) for e in errors if e.retryable] == [(1, 1)]
+        assert any(not e.retryable for e in errors)
         end = events[-1].event
         assert isinstance(end, TurnCompleted) and end.is_error
         assert end.error is not None and "Unable to connect" in end.error, end.error

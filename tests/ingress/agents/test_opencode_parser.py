@@ -299,7 +299,7 @@ def test_model_retry_and_error_then_idle() -> None:
     events = parser.feed(ev("session.status", status=retry))
     assert events == [
         AgentError(
-            message="model request failed, retrying: Unable to connect (attempt 1)", retryable=True
+            message="model request failed, retrying: Unable to connect", retryable=True, attempt=1
         )
     ]
     assert parser.retries == 1

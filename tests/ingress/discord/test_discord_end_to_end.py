@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -162,6 +164,30 @@ async def test_typing_stops_after_the_footer(world: World, tmp_path: Path) -> No
         typing = world.fake.typing_times(thread)
         assert typing, "the typing indicator was shown during the run"
         assert max(typing) <= footer_at
+
+
+async def test_abort_stops_typing_at_once(world: World, tmp_path: Path) -> None:
+    """The abort's reply is a post, after which the renderer would refresh typing: the
+    abort must turn typing off itself, not leave it to the turn's end (the agent takes 2 s
+    to stop here, as a CLI finishing its step does)."""
+    async with discord_stack(world, tmp_path) as stack:
+        stack.agents.interrupt_delay_s = 2.0
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "LONGTOOL please")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "sleep 30" in ms[-1].content)
+        assert world.fake.typing_times(thread), "typing was shown during the run"
+        abort = world.fake.run_command(thread, world.alice, "abort")
+        await wait_for(
+            lambda: world.fake.interaction_replies(abort),
+            lambda replies: any("Aborted" in r.content for r in replies),
+        )
+        replied_at = time.time()
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)), lambda s: s is not None and s.run is None
+        )
+        await trio.sleep(1.5)  # longer than the renderer's after-post typing delay
+        late = [t - replied_at for t in world.fake.typing_times(thread) if t > replied_at]
+        assert late == [], f"typing requested {late} s after the abort was answered"
 
 
 async def test_a_new_message_dismisses_a_pending_permission(world: World, tmp_path: Path) -> None:
@@ -429,3 +455,47 @@ async def test_a_thread_used_again_after_its_disposal_leaves_no_renderer_behind(
             assert await stack.runtime.dispose(str(thread))  # as the idle sweep would
         await wait_for(lambda: stack.renderers.running, lambda running: running == 1)
         assert _delivered(stack) == ["hi 0", "hi 1", "hi 2"]
+
+
+async def test_echo_start_opens_a_thread_with_the_echo_demo_agent(
+    world: World, tmp_path: Path
+) -> None:
+    """``/echo start`` is a registered slash command and runs the built-in echo demo agent
+    (the real adapter, as ``spindle run`` builds it), as a project channel's ``agent =
+    "echo"`` does."""
+    from ingress.agents import adapter_class
+    from ingress.agents.base import AgentOptions
+
+    def echo_only(name: str) -> Any:
+        assert name == "echo"
+        return adapter_class(name)(AgentOptions())
+
+    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with trio.open_nursery() as nursery:
+            app: DiscordApp = await nursery.start(
+                partial(
+                    run_discord_runtime,
+                    world.settings(),
+                    log=log,
+                    adapter_factory=echo_only,
+                    policy=policy,
+                    tick_interval_s=0.25,
+                )
+            )
+            try:
+                names = {c["name"] for c in world.fake.commands(world.guild)}
+                assert "echo" in names
+                before = set(world.fake.threads(world.channel))
+                world.fake.run_command(world.channel, world.alice, "echo start")
+                (thread,) = await wait_for(lambda: set(world.fake.threads(world.channel)) - before)
+                world.fake.send_message(thread, world.alice, "hello there")
+                messages = await wait_for(
+                    lambda: world.fake.messages(thread),
+                    lambda ms: any("echo (demo agent)" in m.content for m in ms),
+                )
+                assert any(
+                    m.content == "hello there" for m in messages if m.author_id != world.alice
+                )
+            finally:
+                app.stop()

@@ -6,7 +6,8 @@ as they were recorded):
     .venv/bin/python tests/runtime/golden/record_golden.py [--all]
 
 When the core changes on purpose, regenerate only the expected files of the old logs
-(replay them) and review the diff before committing.
+(``--expected``: replays each recorded log, leaves the logs alone) and review the diff
+before committing.
 """
 
 from __future__ import annotations
@@ -90,9 +91,24 @@ async def scenarios(tmp: Path) -> dict[str, str]:
     return names
 
 
+def write_expected(log: Path) -> None:
+    """What replaying ``log`` gives, next to it: effects and transcript."""
+    (HERE / f"{log.stem}.effects.jsonl").write_text("\n".join(replay_file(log)) + "\n")
+    (HERE / f"{log.stem}.transcript.txt").write_text(
+        "\n".join(replay_file(log, transcript=True)) + "\n"
+    )
+
+
 def main() -> None:
     """Record the scenarios that have no golden file yet (``--all``: every one). Existing
-    golden logs stay as they were recorded: old logs must keep replaying."""
+    golden logs stay as they were recorded: old logs must keep replaying. ``--expected``:
+    only replay the recorded logs again."""
+    if "--expected" in sys.argv:
+        for log in sorted(HERE.glob("*.jsonl")):
+            if not log.name.endswith(".effects.jsonl"):
+                write_expected(log)
+                print(f"replayed {log.stem}")
+        return
     everything = "--all" in sys.argv
     with tempfile.TemporaryDirectory() as tmp:
         names = trio.run(scenarios, Path(tmp), clock=trio.testing.MockClock(autojump_threshold=0))
@@ -103,10 +119,7 @@ def main() -> None:
             export_thread(Path(tmp) / "events.sqlite3", thread_id, buf)
             log = HERE / f"{name}.jsonl"
             log.write_text(buf.getvalue())
-            (HERE / f"{name}.effects.jsonl").write_text("\n".join(replay_file(log)) + "\n")
-            (HERE / f"{name}.transcript.txt").write_text(
-                "\n".join(replay_file(log, transcript=True)) + "\n"
-            )
+            write_expected(log)
             print(f"recorded {name}: {buf.getvalue().count(chr(10))} actions")
 
 
