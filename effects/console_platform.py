@@ -16,6 +16,8 @@ Two faces, chosen by whether the output is a terminal:
   fence closers, no rewritten links, no half-written line).
 
 Both keep every message in ``messages`` (id -> text) for the console ingress and tests.
+What reaches the terminal has its escape sequences and control characters removed
+(``effects.terminal_text``): agent text must not drive the user's terminal.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from effects.platform import PlatformError, PlatformLimits, SelectMenu
+from effects.terminal_text import terminal_safe
 from runtime.effects import Button
 
 __all__ = ["CONSOLE_LIMITS", "ConsoleMessage", "ConsolePlatform"]
@@ -164,7 +167,7 @@ class ConsolePlatform:
         """Print a line of the console's own (help, a prompt label, a log line) above the
         live area (rich) or between messages (plain), without disturbing either."""
         if self.rich:
-            self._live_print(Text(text))
+            self._live_print(Text(terminal_safe(text)))
         else:
             self._plain_print(text)
             self._cursor = None
@@ -209,7 +212,9 @@ class ConsolePlatform:
     # -- plain: append-only text ----------------------------------------------------------
 
     def _plain_print(self, text: str) -> None:
-        """Write ``text`` as whole lines: a newline is added when it lacks one."""
+        """Write ``text`` as whole lines: a newline is added when it lacks one. Every line
+        written goes through here, escape sequences removed (``terminal_safe``)."""
+        text = terminal_safe(text)
         self._added_newline = not text.endswith("\n")
         self.out.write(text + ("\n" if self._added_newline else ""))
         self.out.flush()
@@ -260,7 +265,7 @@ class ConsolePlatform:
                 parts.append(Markdown("\n".join(block)))
                 block.clear()
 
-        text = self._label(message) + message.prefix + message.text
+        text = terminal_safe(self._label(message) + message.prefix + message.text)
         for line in text.split("\n"):
             if line.startswith("-# "):
                 flush_markdown()
@@ -268,7 +273,7 @@ class ConsolePlatform:
             else:
                 block.append(line)
         flush_markdown()
-        controls = _controls(message.buttons, message.menu)
+        controls = terminal_safe(_controls(message.buttons, message.menu))
         if controls:
             parts.append(Text(controls, style="bold cyan"))
         return Group(*parts)
@@ -312,7 +317,7 @@ class ConsolePlatform:
             self._live_ids.remove(message.id)
             self._rich_refresh()
         else:
-            first = message.text.strip().split("\n", 1)[0][:60]
+            first = terminal_safe(message.text.strip().split("\n", 1)[0][:60])
             self._live_print(Text(f"✗ removed: {first}", style="dim"))
 
     def _live_print(self, renderable: RenderableType) -> None:
