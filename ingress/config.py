@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ingress.agents import known_agents, unknown_agent_message
 from ingress.agents.base import AgentOptions
 from runtime.model import Policy
 
@@ -52,6 +53,13 @@ class ProjectChannel(_Section):
 
     agent: str = "claude"
     workdir: str
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
 
 
 class DiscordSettings(_Section):
@@ -181,10 +189,8 @@ class Settings(BaseSettings):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
         for name in v:
-            if name not in (*AGENT_NAMES, "echo", "command"):
-                raise ValueError(
-                    f"unknown agent {name!r}: expected one of {', '.join(AGENT_NAMES)}"
-                )
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
         return v
 
     # derived values ----------------------------------------------------------------------
