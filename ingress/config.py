@@ -72,6 +72,9 @@ class DiscordSettings(_Section):
     rest_base_url: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
     project_channels: dict[str, ProjectChannel] = {}
+    # An attachment larger than this refuses its message with a reply (streamed to disk,
+    # never held in memory, so the cap is about disk use and download time).
+    attachment_max_mib: float = Field(25.0, gt=0, le=1024)
 
     @field_validator("token")
     @classmethod

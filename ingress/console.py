@@ -205,6 +205,7 @@ class ConsoleChat:
         except ValueError:
             words = text[1:].split()
         if not words:
+            self.say("A command needs a name after the slash (try /help).")
             return True
         head, args = words[0].lower(), words[1:]
         rest = text[1:].strip()[len(words[0]) :].strip()

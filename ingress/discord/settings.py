@@ -96,4 +96,5 @@ def settings_from_config(config: Any) -> DiscordSettings:
             for channel_id, p in section.project_channels.items()
         ),
         default_workdir=roots[0],
+        attachment_max_bytes=int(section.attachment_max_mib * 1024 * 1024),
     )
