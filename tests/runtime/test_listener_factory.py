@@ -24,10 +24,15 @@ async def test_an_unknown_agent_is_a_notice_not_a_crash(tmp_path: Path, autojump
         broken = Chat(rt, "broken", str(tmp_path))
         other = Chat(rt, "other", str(tmp_path))
         await broken.start("bogus")
+        await until(
+            lambda: any(
+                "could not start" in t and "unknown agent 'bogus'" in t
+                for t in rt.chat.texts("broken")
+            )
+        )
         await broken.say("hello")
         await until(lambda: rt.snapshot("broken").counters.failed == 1)
         said = rt.chat.texts("broken")
-        assert any("could not start" in t and "unknown agent 'bogus'" in t for t in said)
         assert any("could not take the prompt" in t and "expected one of" in t for t in said)
         assert rt.statistics("broken").actor_running
         # Another thread is untouched, and the broken one recovers with a known agent.
