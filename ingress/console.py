@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import trio
 
 from effects.terminal_text import terminal_safe
+from ingress.agents import known_agents
 from ingress.discord.translate import resolve_workdir, split_queue_suffix
 from ingress.input_checks import InputRefused, check_path, check_word, parse_position, shown
 from runtime import actions as A
@@ -36,7 +37,7 @@ __all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "th
 
 logger = logging.getLogger("spindle.console")
 
-AGENTS = ("claude", "codex", "gemini", "opencode", "echo", "command")
+AGENTS = known_agents()  # "/<agent> start" for each; any other name is an unknown command
 MAX_THREAD_NAME = 64
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

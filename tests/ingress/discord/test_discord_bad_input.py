@@ -144,6 +144,7 @@ COMMAND = st.one_of(
     ),
     st.tuples(st.sampled_from(["status", "abort", "conversation end"]), st.just({})),
     st.tuples(st.just("message"), st.fixed_dictionaries({"text": TEXT})),
+    st.tuples(st.just("attachment"), st.fixed_dictionaries({"name": TEXT})),
 )
 
 
@@ -166,6 +167,9 @@ async def test_any_command_is_answered_and_the_bot_survives(
             for name, options in commands:
                 if name == "message":
                     fake.send_message(thread, world.alice, options["text"])
+                elif name == "attachment":
+                    file = (options["name"], b"\x00bytes", "application/octet-stream")
+                    fake.send_message(thread, world.alice, "see file", attachments=(file,))
                 else:
                     interactions.append(fake.run_command(thread, world.alice, name, **options))
             for interaction in interactions:
