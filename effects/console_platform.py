@@ -19,6 +19,8 @@ Two faces, chosen by whether the output is a terminal:
   fence closers, no rewritten links, no half-written line).
 
 Both keep every message in ``messages`` (id -> text) for the console ingress and tests.
+What reaches the terminal has its escape sequences and control characters removed
+(``effects.terminal_text``): agent text must not drive the user's terminal.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from rich.text import Text
 
 from effects.console_markup import render_controls, render_line, render_text
 from effects.platform import PlatformError, PlatformLimits, SelectMenu
+from effects.terminal_text import terminal_safe
 from runtime.effects import Button
 
 __all__ = ["CONSOLE_LIMITS", "ConsoleMessage", "ConsolePlatform"]
@@ -156,7 +159,7 @@ class ConsolePlatform:
         if self.rich:
             self._rich_delete(message)
         else:
-            first = render_line(message.text.strip().split("\n", 1)[0][:60])
+            first = render_line(terminal_safe(message.text.strip().split("\n", 1)[0][:60]))
             self._plain_print(f"✗ removed: {first}")
             self._cursor = None
 
@@ -171,9 +174,9 @@ class ConsolePlatform:
         """Print a line of the console's own (help, a prompt label, a log line) above the
         live area (rich) or between messages (plain), without disturbing either."""
         if self.rich:
-            self._live_print(Text(text))
+            self._live_print(Text(terminal_safe(text)))
         else:
-            self._plain_print(text)
+            self._plain_print(terminal_safe(text))
             self._cursor = None
 
     def close(self) -> None:
@@ -216,20 +219,26 @@ class ConsolePlatform:
     # -- plain: append-only text ----------------------------------------------------------
 
     def _plain_print(self, text: str) -> None:
-        """Write ``text`` as whole lines: a newline is added when it lacks one."""
+        """Write ``text`` as whole lines: a newline is added when it lacks one. Every caller
+        hands it text already made safe (``terminal_safe``) before the console's own
+        markup (``_shown``'s dimming) was added, so that markup survives and nothing an
+        agent wrote reaches the terminal raw."""
         self._added_newline = not text.endswith("\n")
         self.out.write(text + ("\n" if self._added_newline else ""))
         self.out.flush()
 
     def _shown(self, text: str) -> str:
-        return render_text(text, color=self.color)
+        return render_text(terminal_safe(text), color=self.color)
+
+    def _safe_label(self, message: ConsoleMessage) -> str:
+        return terminal_safe(self._label(message) + message.prefix)
 
     def _plain_add(self, message: ConsoleMessage) -> None:
-        self._plain_print(self._label(message) + message.prefix + self._shown(message.text))
+        self._plain_print(self._safe_label(message) + self._shown(message.text))
         self._plain_controls(message)
 
     def _plain_controls(self, message: ConsoleMessage) -> None:
-        controls = render_controls(message.buttons, message.menu)
+        controls = terminal_safe(render_controls(message.buttons, message.menu))
         if controls:
             self._plain_print(controls)
             self._cursor = None  # the controls line ends it: nothing continues it
@@ -257,7 +266,7 @@ class ConsolePlatform:
                 else:
                     self._added_newline = False
                 return
-        self._plain_print("✎ " + self._label(message) + message.prefix + self._shown(message.text))
+        self._plain_print("✎ " + self._safe_label(message) + self._shown(message.text))
         self._plain_controls(message)
 
     # -- rich: a live area of the last messages ----------------------------------------------
@@ -271,7 +280,7 @@ class ConsolePlatform:
                 parts.append(Markdown("\n".join(block)))
                 block.clear()
 
-        text = self._label(message) + message.prefix + message.text
+        text = terminal_safe(self._label(message) + message.prefix + message.text)
         for line in text.split("\n"):
             if line.startswith("-# "):
                 flush_markdown()
@@ -279,7 +288,7 @@ class ConsolePlatform:
             else:
                 block.append(render_line(line))
         flush_markdown()
-        controls = render_controls(message.buttons, message.menu)
+        controls = terminal_safe(render_controls(message.buttons, message.menu))
         if controls:
             parts.append(Text(controls, style="bold cyan"))
         return Group(*parts)
@@ -323,7 +332,7 @@ class ConsolePlatform:
             self._live_ids.remove(message.id)
             self._rich_refresh()
         else:
-            first = message.text.strip().split("\n", 1)[0][:60]
+            first = terminal_safe(message.text.strip().split("\n", 1)[0][:60])
             self._live_print(Text(f"✗ removed: {first}", style="dim"))
 
     def _live_print(self, renderable: RenderableType) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from effects.platform import PlatformLimits
-from ingress.agents import adapter_class
+from ingress.agents import adapter_class, known_agents, unknown_agent_message
 from ingress.agents.base import AgentAdapter
 from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from ingress.config import Settings
@@ -246,6 +246,10 @@ async def _quit_on_signal(scope: trio.CancelScope) -> None:
 
 
 def run_app(settings: Settings, args: argparse.Namespace) -> int:
+    requested_agent = getattr(args, "agent", None)
+    if requested_agent is not None and requested_agent not in known_agents():
+        _say(f"--agent: {unknown_agent_message(requested_agent)}.")
+        return EXIT_USAGE
     console = args.console or settings.token() is None
     # The console chat shares the terminal with the log: only warnings go there unless a
     # level was asked for; the JSON log file under the data dir gets everything anyway.

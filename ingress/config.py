@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ingress.agents import known_agents, unknown_agent_message
 from ingress.agents.base import AgentOptions
 from runtime.model import Policy
 
@@ -53,6 +54,13 @@ class ProjectChannel(_Section):
     agent: str = "claude"
     workdir: str
 
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
 
 class DiscordSettings(_Section):
     token: SecretStr | None = None
@@ -64,6 +72,9 @@ class DiscordSettings(_Section):
     rest_base_url: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
     project_channels: dict[str, ProjectChannel] = {}
+    # An attachment larger than this refuses its message with a reply (streamed to disk,
+    # never held in memory, so the cap is about disk use and download time).
+    attachment_max_mib: float = Field(25.0, gt=0, le=1024)
 
     @field_validator("token")
     @classmethod
@@ -183,10 +194,8 @@ class Settings(BaseSettings):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
         for name in v:
-            if name not in (*AGENT_NAMES, "echo", "command"):
-                raise ValueError(
-                    f"unknown agent {name!r}: expected one of {', '.join(AGENT_NAMES)}"
-                )
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
         return v
 
     # derived values ----------------------------------------------------------------------

@@ -9,11 +9,14 @@ commands of docs/commands.md work the same way (``/claude start .``, ``/queue``,
 thread is idle with an empty queue, or waits for an answer; ``/quit``).
 
 It decides nothing: every line becomes an action posted to the runtime, and what the user
-sees comes back through the console platform.
+sees comes back through the console platform. What it checks is the text itself, where it
+enters (``ingress.input_checks``): a path, a name or a position that cannot be one is
+answered with the reason, and nothing typed can raise out of ``handle_line``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -23,13 +26,19 @@ from typing import Any, TextIO
 
 import trio
 
+from effects.terminal_text import terminal_safe
+from ingress.agents import known_agents
 from ingress.discord.translate import resolve_workdir, split_queue_suffix
+from ingress.input_checks import InputRefused, check_path, check_word, parse_position, shown
 from runtime import actions as A
 from runtime.model import ThreadState
 
 __all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "thread_id_for"]
 
-AGENTS = ("claude", "codex", "gemini", "opencode", "echo", "command")
+logger = logging.getLogger("spindle.console")
+
+AGENTS = known_agents()  # "/<agent> start" for each; any other name is an unknown command
+MAX_THREAD_NAME = 64
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 HELP = """\
@@ -94,7 +103,7 @@ class ConsoleChat:
         }
 
     def say(self, text: str) -> None:
-        self.out.write(text + "\n")
+        self.out.write(terminal_safe(text) + "\n")
         self.out.flush()
 
     def state(self) -> ThreadState | None:
@@ -125,10 +134,21 @@ class ConsoleChat:
         if state is None or state.conversation is None:
             await self.start_conversation(self.default_agent, self.default_workdir)
 
+    def workdir_base(self) -> str:
+        """Where a relative path is taken from: the conversation's workdir, else the
+        directory the console started in (as on Discord: docs/commands.md)."""
+        state = self.state()
+        if state is not None and state.conversation is not None:
+            return state.conversation.workdir
+        return self.default_workdir
+
     async def start_conversation(
         self, agent: str, workdir: str, session: str | None = None
     ) -> None:
-        resolved = resolve_workdir(workdir, base=os.getcwd())
+        check_path(workdir)
+        if session is not None:
+            check_word(session, "session id")
+        resolved = resolve_workdir(workdir, base=self.workdir_base())
         if session:
             await self.post(
                 A.ConversationResumed(
@@ -151,7 +171,19 @@ class ConsoleChat:
 
     # --- one line -------------------------------------------------------------------------
     async def handle_line(self, line: str) -> bool:
-        """Handle one typed line; False when the user asked to quit."""
+        """Handle one typed line; False when the user asked to quit. Never raises (but
+        for cancellation): a refused value is answered with its reason, anything else
+        that goes wrong with a warning, and the chat goes on."""
+        try:
+            return await self._handle_line(line)
+        except InputRefused as refused:
+            self.say(str(refused))
+        except Exception as exc:
+            logger.exception("could not handle a console line")
+            self.say(f"⚠ Could not handle that line: {type(exc).__name__}: {shown(str(exc))}")
+        return True
+
+    async def _handle_line(self, line: str) -> bool:
         text = line.rstrip("\n")
         if not text.strip():
             return True
@@ -174,6 +206,7 @@ class ConsoleChat:
         except ValueError:
             words = text[1:].split()
         if not words:
+            self.say("A command needs a name after the slash (try /help).")
             return True
         head, args = words[0].lower(), words[1:]
         rest = text[1:].strip()[len(words[0]) :].strip()
@@ -218,21 +251,24 @@ class ConsoleChat:
         elif head == "abort":
             await self.post(A.AbortRequested(**self._base(), author_id=self.author))
         elif head == "clear-queue":
-            position = int(args[0]) if args and args[0].isdigit() else None
+            if len(args) > 1:
+                raise InputRefused("usage: /clear-queue [position]")
+            position = parse_position(args[0]) if args else None
             await self.post(A.QueueCleared(**self._base(), position=position))
         elif head == "status":
             await self.post(A.StatusRequested(**self._base()))
         elif head == "workdir" and args[:1] == ["set"] and len(args) >= 2:
-            path = " ".join(args[1:])
+            path = check_path(" ".join(args[1:]))
             await self.post(
                 A.WorkdirSet(
                     **self._base(),
                     requested_workdir=path,
-                    resolved_workdir=resolve_workdir(path, base=os.getcwd()),
+                    resolved_workdir=resolve_workdir(path, base=self.workdir_base()),
                 )
             )
         elif head == "model" and args:
-            await self.post(A.ModelChanged(**self._base(), model=args[0]))
+            model = check_word(args[0], "model name")
+            await self.post(A.ModelChanged(**self._base(), model=model))
         elif head in ("allow", "deny"):
             request = self._pending("permission", args[0] if args else None)
             if request:
@@ -259,7 +295,7 @@ class ConsoleChat:
         elif head == "wait":
             await self.wait_idle()
         else:
-            self.say(f"Unknown command /{head} (try /help).")
+            self.say(f"Unknown command /{shown(head, 40)} (try /help).")
         return True
 
     def _pending_ids(self, kind: str) -> list[str]:
@@ -277,7 +313,7 @@ class ConsoleChat:
 
     async def _thread_command(self, args: list[str]) -> None:
         if len(args) >= 2 and args[0] in ("new", "switch"):
-            name = args[1]
+            name = check_word(args[1], "thread name", MAX_THREAD_NAME)
             if args[0] == "new" and name in self.names:
                 self.say(f"Thread {name} exists: /thread switch {name}")
                 return

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from effects.terminal_text import terminal_safe
+
 __all__ = ["configure_logging", "redact"]
 
 _SECRETS: set[str] = set()
@@ -58,6 +60,9 @@ class _JsonFormatter(logging.Formatter):
 
 
 class _HumanFormatter(logging.Formatter):
+    """One readable line (plus a traceback) for the terminal. Log messages quote agents'
+    stderr and output: escape sequences are removed before they reach the terminal."""
+
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         where = " ".join(f"{n}={getattr(record, n)}" for n in _FIELDS if getattr(record, n, ""))
@@ -66,7 +71,7 @@ class _HumanFormatter(logging.Formatter):
             text += f"  [{where}]"
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        return terminal_safe(text)
 
 
 def configure_logging(level: str, log_file: Path | None, *, terminal: bool = True) -> None:

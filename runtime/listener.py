@@ -128,10 +128,11 @@ class AgentListener:
                     if self.adapter is not None:
                         return self.adapter
                     if not self.running:
+                        first = self._make_adapter(start.agent)
                         self._stopping = self._report_stop = False
                         self.running = True
                         self._done = trio.Event()
-                        nursery.start_soon(self._run, start)
+                        nursery.start_soon(self._run, start, first)
                     elif self._stopping:
                         raise AgentUnavailable("the agent is stopping")
                     elif (
@@ -170,11 +171,23 @@ class AgentListener:
 
     # --- the task ------------------------------------------------------------------------
 
-    async def _run(self, start: StartAgent) -> None:
+    def _make_adapter(self, agent: str) -> AgentAdapter:
+        """A fresh adapter from the factory. One it cannot make (an unknown agent name, say
+        one recorded in an old log) is ``AgentUnavailable`` for whoever asked: reported to
+        the thread, never raised into the thread's nursery."""
+        try:
+            return self._factory(agent)
+        except Exception as exc:
+            self._last_error = _describe(exc)
+            logger.warning("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
+            raise AgentUnavailable(_reason(exc)) from None
+
+    async def _run(self, start: StartAgent, first: AgentAdapter | None = None) -> None:
         try:
             while not self._stopping:
                 started_at = trio.current_time()
-                connected = await self._serve_once(start)
+                connected = await self._serve_once(start, first)
+                first = None
                 if self._stopping:
                     break
                 next_start = self._current_start()
@@ -207,16 +220,17 @@ class AgentListener:
             self._done.set()
             self._notify()
 
-    async def _serve_once(self, start: StartAgent) -> bool:
+    async def _serve_once(self, start: StartAgent, adapter: AgentAdapter | None = None) -> bool:
         """One agent process/connection, start to end; True if it got ready. Only an agent
         that got ready is reported: AgentConnected on ready, AgentExited when it ends. A
         failed start is reported by whoever asked for it (``ensure`` raises)."""
-        adapter = self._factory(start.agent)
         self.starts += 1
         self.backoff.record_start(trio.current_time())
         self._last_error = ""
         connected = False
         try:
+            if adapter is None:
+                adapter = self._make_adapter(start.agent)
             async with trio.open_nursery() as nursery:
                 # A start that hangs is given up after start_timeout_s, and stop() cancels
                 # one in progress (there is no adapter to stop yet).
@@ -285,6 +299,12 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def _reason(exc: BaseException) -> str:
+    """What an exception says, for a user (a KeyError's quotes and all)."""
+    text = str(exc)
+    return text or type(exc).__name__
 
 
 class SessionDemux:

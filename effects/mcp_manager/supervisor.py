@@ -56,7 +56,8 @@ from .state_store import StateStore, same_process
 
 __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Matched whole (fullmatch): "$" would let a trailing newline through ("web\n").
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
 _PRIVATE_ENV_PREFIX = "SPINDLE_"
 _SEQ_BLOCK = 10_000  # sequence numbers reserved per save
@@ -169,7 +170,7 @@ class ProcessSupervisor:
     ) -> ProcessInfo:
         """Start ``name``; when it is already starting or running, return it untouched."""
         self._check_open()
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ProcessError(
                 f"invalid process name {name!r}: use 1-64 letters, digits, '.', '_' or '-'"
             )
@@ -312,6 +313,7 @@ class ProcessSupervisor:
                 f"this thread already runs {live} processes (the limit is "
                 f"{self.config.max_processes_per_thread}); stop one first"
             )
+        _check_no_nul(command, args, cwd)
         workdir = self._resolve_cwd(caller, cwd)
         extra_env = self._check_env(env or {})
         full_env = {**_inherited_env(), **extra_env}
@@ -655,3 +657,14 @@ class ProcessSupervisor:
     def _check_open(self) -> None:
         if self.closed:
             raise ProcessError("the process manager is shutting down")
+
+
+def _check_no_nul(command: str, args: Sequence[str], cwd: str | None) -> None:
+    """A NUL cannot be in a path or an argv (the OS would raise a bare ValueError)."""
+    if "\0" in command:
+        raise ProcessError("command contains a NUL character")
+    if cwd is not None and "\0" in cwd:
+        raise ProcessError("cwd contains a NUL character")
+    for n, arg in enumerate(args):
+        if "\0" in arg:
+            raise ProcessError(f"args[{n}] contains a NUL character")

@@ -14,7 +14,15 @@ from typing import Any
 
 from ingress.agents.base import AgentAdapter
 
-__all__ = ["ADAPTERS", "ADAPTER_MODULES", "adapter_class", "list_conversations"]
+__all__ = [
+    "ADAPTERS",
+    "ADAPTER_MODULES",
+    "UnknownAgent",
+    "adapter_class",
+    "known_agents",
+    "list_conversations",
+    "unknown_agent_message",
+]
 
 # agent name -> module that defines ``Adapter`` (one line per agent).
 ADAPTER_MODULES: dict[str, str] = {
@@ -27,17 +35,31 @@ ADAPTER_MODULES: dict[str, str] = {
 }
 
 
+def known_agents() -> tuple[str, ...]:
+    """Every agent name Spindle can drive, in ``ADAPTER_MODULES`` order."""
+    return tuple(ADAPTER_MODULES)
+
+
+def unknown_agent_message(name: str) -> str:
+    """The one sentence for an agent name that is not known, naming those that are."""
+    return f"unknown agent {name!r}: expected one of {', '.join(known_agents())}"
+
+
+class UnknownAgent(KeyError):
+    """An agent name with no adapter; ``str()`` names the known ones (without the quotes
+    ``KeyError`` would add)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown agent"
+
+
 def adapter_class(name: str) -> type[AgentAdapter]:
-    """The adapter class for ``name`` (KeyError for an unknown agent name)."""
-    module_name = ADAPTER_MODULES.get(name, f"ingress.agents.{name}")
-    if not name.isidentifier():
-        raise KeyError(f"unknown agent {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise KeyError(f"unknown agent {name!r}") from exc
-        raise
+    """The adapter class for ``name`` (``UnknownAgent``, a KeyError, for a name that is not
+    in ``ADAPTER_MODULES``: only those modules are ever imported)."""
+    module_name = ADAPTER_MODULES.get(name)
+    if module_name is None:
+        raise UnknownAgent(unknown_agent_message(name))
+    module = importlib.import_module(module_name)
     adapter = getattr(module, "Adapter", None)
     if not (isinstance(adapter, type) and issubclass(adapter, AgentAdapter)):
         raise KeyError(f"{module_name} has no Adapter class")
@@ -66,8 +88,11 @@ def list_conversations(agent: str, workdir: str, home: str | None = None) -> lis
     """Past sessions of ``agent`` for ``workdir`` from the CLI's own store, newest first
     (each with ``session_id``, ``title``, ``updated_at``, ``path``). Best effort: an agent
     without a listing, or a store that cannot be read, gives ``[]``."""
+    module_name = ADAPTER_MODULES.get(agent)
+    if module_name is None:
+        return []
     try:
-        module = importlib.import_module(ADAPTER_MODULES.get(agent, f"ingress.agents.{agent}"))
+        module = importlib.import_module(module_name)
     except ImportError:
         return []
     lister = getattr(module, "list_conversations", None)

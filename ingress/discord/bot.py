@@ -11,20 +11,20 @@ What it does itself, because only Discord can do it at that moment:
   ``ReplyToCommand`` answers later through the followup (``DiscordPlatform.reply``);
 - opening the thread for ``/<agent> start`` in a channel and for a message in a project
   channel (the action needs the new thread's id);
-- attachments: small text files inlined, others saved under the conversation's workdir.
+- attachments: small text files inlined, others saved under the conversation's workdir
+  (``ingress.discord.attachments``); a message whose attachment cannot be taken is
+  answered with the reason and not sent to the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import discord
@@ -32,8 +32,9 @@ import trio
 import trio_asyncio  # type: ignore[import-untyped]
 from discord import app_commands
 
-from effects.discord_platform import DiscordPlatform
+from effects.discord_platform import DiscordPlatform, discord_nonce
 from ingress.discord import translate
+from ingress.discord.attachments import AttachmentLimits, AttachmentRefused, take_attachments
 from ingress.discord.commands import build_commands
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import (
@@ -52,19 +53,6 @@ _log = logging.getLogger(__name__)
 
 REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
 _REMEMBERED_MESSAGES = 2048
-_TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/xml")
-_TEXT_SUFFIXES = (
-    ".txt",
-    ".md",
-    ".py",
-    ".json",
-    ".yaml",
-    ".yml",
-    ".toml",
-    ".log",
-    ".diff",
-    ".patch",
-)
 
 
 @dataclass(frozen=True)
@@ -214,6 +202,11 @@ class SpindleBot(discord.Client):
             self.refusals += 1
             _log.info("ignoring a message from %s: not allow-listed", message.author.id)
             return
+        try:
+            attachments = await self._attachments(message, self.workdir_of(thread_id))
+        except AttachmentRefused as refused:
+            await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+            return
         action = translate.message_action(
             thread_id=thread_id,
             message_id=message.id,
@@ -221,7 +214,7 @@ class SpindleBot(discord.Client):
             author_name=message.author.display_name,
             text=message.content,
             at=self._clock(),
-            attachments=await self._attachments(message, self.workdir_of(thread_id)),
+            attachments=attachments,
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not action.interrupt)
@@ -248,8 +241,15 @@ class SpindleBot(discord.Client):
             at=self._clock(),
             agent=agent,
             requested_workdir=workdir,
-            resolved_workdir=translate.resolve_workdir(workdir),
+            resolved_workdir=translate.resolve_workdir(workdir, self.settings.default_workdir),
         )
+        try:
+            attachments = await self._attachments(message, start.resolved_workdir)
+        except AttachmentRefused as refused:
+            # The thread is open and its conversation starts; only the prompt is refused.
+            await emit(IngressItem((start,), channel_id=str(message.channel.id)))
+            await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+            return
         prompt = translate.message_action(
             thread_id=thread_id,
             message_id=message.id,
@@ -257,7 +257,7 @@ class SpindleBot(discord.Client):
             author_name=message.author.display_name,
             text=message.content,
             at=self._clock(),
-            attachments=await self._attachments(message, start.resolved_workdir),
+            attachments=attachments,
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not prompt.interrupt)
@@ -267,34 +267,28 @@ class SpindleBot(discord.Client):
         self, message: discord.Message, workdir: str | None
     ) -> tuple[Attachment, ...]:
         """Small text files inlined; others saved under ``<workdir>/.spindle/attachments``
-        (or only linked when there is no workdir yet)."""
-        found = []
-        for attachment in message.attachments:
-            content_type = attachment.content_type or ""
-            is_text = content_type.startswith(_TEXT_TYPES) or attachment.filename.lower().endswith(
-                _TEXT_SUFFIXES
+        (or only linked when there is no workdir yet); ``AttachmentRefused`` says why one
+        cannot be taken."""
+        limits = AttachmentLimits(
+            inline_text_bytes=self.settings.inline_text_limit,
+            max_bytes=self.settings.attachment_max_bytes,
+        )
+        return await take_attachments(
+            message.attachments, message_id=message.id, workdir=workdir, limits=limits
+        )
+
+    async def _answer_message(self, message: discord.Message, text: str) -> None:
+        """Answer a message ingress could not take (a gateway redelivery of it gets the
+        same nonce, so the answer is not posted twice)."""
+        try:
+            await message.reply(
+                text,
+                mention_author=False,
+                nonce=discord_nonce(f"refused/{message.id}"),
+                allowed_mentions=discord.AllowedMentions.none(),
             )
-            inline_text: str | None = None
-            path: str | None = None
-            if is_text and attachment.size <= self.settings.inline_text_limit:
-                inline_text = (await attachment.read()).decode("utf-8", errors="replace")
-            elif workdir is not None:
-                folder = os.path.join(workdir, ".spindle", "attachments")
-                os.makedirs(folder, exist_ok=True)
-                safe_name = os.path.basename(attachment.filename) or "file"
-                path = os.path.join(folder, f"{message.id}-{safe_name}")
-                await attachment.save(Path(path))
-            found.append(
-                Attachment(
-                    name=attachment.filename,
-                    content_type=attachment.content_type,
-                    size=attachment.size,
-                    path=path,
-                    url=attachment.url,
-                    inline_text=inline_text,
-                )
-            )
-        return tuple(found)
+        except discord.HTTPException as error:
+            _log.warning("could not answer message %s: %s", message.id, error)
 
     def _remember(self, message_id: int, *, queued: bool) -> None:
         self._forwarded[message_id] = queued
@@ -442,6 +436,9 @@ class SpindleBot(discord.Client):
         requested = workdir or self.settings.default_workdir
         channel = interaction.channel
         thread_id = str(interaction.channel_id)
+        # A relative path is taken from where the user is: this thread's workdir, else the
+        # default one (as the autocomplete offers it), never from Spindle's own directory.
+        base = self.workdir_of(thread_id) or self.settings.default_workdir
         if isinstance(channel, discord.TextChannel):
             # Started in a channel: the conversation gets its own thread.
             try:
@@ -459,7 +456,7 @@ class SpindleBot(discord.Client):
                 return
             thread_id = str(thread.id)
         self._starting[thread_id] = translate.interaction_action_id(interaction.id)
-        resolved = translate.resolve_workdir(requested)
+        resolved = translate.resolve_workdir(requested, base)
 
         def build(target: str, common: dict[str, Any]) -> Action:
             if session_id is not None:

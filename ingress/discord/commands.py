@@ -3,10 +3,17 @@ what each one posts. Each handler refuses, or defers and posts one action throug
 ``SpindleBot.command`` / ``start_conversation``; ``/<agent> conversations`` is read-only and
 answered here from the CLI's own store (``ingress.agents.list_conversations``). See
 docs/commands.md.
+
+Options are checked before anything else happens (``ingress.input_checks``): a workdir, a
+model name or a session id that cannot be one raises ``InputRefused``, and the tree's
+error handler (``answer_command_error``) answers it to the user alone, as it answers
+anything else that goes wrong in a command: no slash command is left without an answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -16,6 +23,7 @@ from discord import app_commands
 
 from ingress.agents import list_conversations
 from ingress.discord import translate
+from ingress.input_checks import InputRefused, check_path, check_word, shown
 from runtime.actions import (
     AbortRequested,
     ConversationEnded,
@@ -29,12 +37,15 @@ from runtime.actions import (
 if TYPE_CHECKING:
     from ingress.discord.bot import SpindleBot
 
-__all__ = ["build_commands"]
+__all__ = ["answer_command_error", "build_commands"]
+
+_log = logging.getLogger(__name__)
 
 
 def build_commands(bot: SpindleBot) -> None:
     """Add every slash command to ``bot.tree`` (registered per guild in ``setup_hook``)."""
     tree = bot.tree
+    tree.error(answer_command_error)
     for agent in bot.settings.agents:
         tree.add_command(_agent_group(bot, agent))
 
@@ -49,6 +60,7 @@ def build_commands(bot: SpindleBot) -> None:
     @workdir.command(name="set", description="Move the conversation to another directory")
     @app_commands.describe(path="A directory inside the allowed roots")
     async def set_workdir(interaction: discord.Interaction, path: str) -> None:
+        check_path(path)
         base = bot.workdir_of(str(interaction.channel_id))
         resolved = translate.resolve_workdir(path, base)
         await bot.command(
@@ -64,6 +76,7 @@ def build_commands(bot: SpindleBot) -> None:
 
     @app_commands.command(name="model", description="Switch model (retries the active prompt)")
     async def model(interaction: discord.Interaction, name: str) -> None:
+        check_word(name, "model name")
         await bot.command(interaction, lambda t, c: ModelChanged(**c, model=name))
 
     @app_commands.command(name="queue", description="Queue a prompt without interrupting")
@@ -99,6 +112,32 @@ def build_commands(bot: SpindleBot) -> None:
         tree.add_command(command)
 
 
+async def answer_command_error(
+    interaction: discord.Interaction, error: app_commands.AppCommandError
+) -> None:
+    """The answer to a slash command that raised: a refused option says why; anything
+    else is logged and answered with a short notice. Only the user sees it."""
+    original = getattr(error, "original", error)
+    if isinstance(original, InputRefused):
+        text = str(original)
+    elif isinstance(error, app_commands.TransformerError):
+        text = f"Invalid value for {error.type.name.lower()} option: {shown(str(error.value))!r}."
+    else:
+        _log.error("slash command failed: %s", original, exc_info=original)
+        text = f"⚠ That command failed ({type(original).__name__}); the bot's log has the details."
+    try:
+        if interaction.response.is_done():
+            # Deferred: the public "thinking..." message would take the answer and show it
+            # to everyone; remove it so the followup is only the user's.
+            with contextlib.suppress(discord.NotFound):
+                await interaction.delete_original_response()
+            await interaction.followup.send(text, ephemeral=True)
+        else:
+            await interaction.response.send_message(text, ephemeral=True)
+    except discord.HTTPException as exc:
+        _log.warning("could not answer a failed command: %s", exc)
+
+
 def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:
     who = "the echo demo agent (no CLI needed)" if agent == "echo" else agent
     group = app_commands.Group(name=agent, description=f"Conversations with {who}")
@@ -106,10 +145,15 @@ def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:
     @group.command(name="start", description=f"Start a {agent} conversation")
     @app_commands.describe(workdir="Directory to work in (default: the configured one)")
     async def start(interaction: discord.Interaction, workdir: str | None = None) -> None:
+        if workdir is not None:
+            check_path(workdir)
         await bot.start_conversation(interaction, agent, workdir)
 
     @group.command(name="resume", description=f"Resume a {agent} session by id")
     async def resume(interaction: discord.Interaction, id: str, workdir: str | None = None) -> None:
+        check_word(id, "session id")
+        if workdir is not None:
+            check_path(workdir)
         await bot.start_conversation(interaction, agent, workdir, session_id=id)
 
     @group.command(name="conversations", description=f"List recent {agent} sessions")

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import field_validator
+
+from ingress.agents import known_agents, unknown_agent_message
 from runtime.frozen import Frozen
 
 __all__ = [
@@ -34,6 +37,13 @@ class ProjectChannel(Frozen):
     agent: str = "claude"
     workdir: str
 
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
 
 class DiscordSettings(Frozen):
     token: str
@@ -46,12 +56,22 @@ class DiscordSettings(Frozen):
     default_workdir: str = "~"
     agents: tuple[str, ...] = SLASH_AGENTS
     inline_text_limit: int = 64 * 1024  # text attachments up to this size are inlined
+    # A larger attachment refuses its message (with a reply); see ingress/discord/attachments.
+    attachment_max_bytes: int = 25 * 1024 * 1024
     # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError
     # (discord.py raises anything below 30 s to 30 s).
     max_ratelimit_timeout_s: float = 30.0
     queue_suffix: str = " queue"
     # How long discord.py waits for more GUILD_CREATEs before it reports ready.
     guild_ready_timeout_s: float = 2.0
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
+        return v
 
     def project_channel(self, channel_id: int) -> ProjectChannel | None:
         return next((p for p in self.project_channels if p.channel_id == channel_id), None)
@@ -84,4 +104,5 @@ def settings_from_config(config: Any) -> DiscordSettings:
             for channel_id, p in section.project_channels.items()
         ),
         default_workdir=roots[0],
+        attachment_max_bytes=int(section.attachment_max_mib * 1024 * 1024),
     )

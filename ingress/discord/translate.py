@@ -119,25 +119,32 @@ def delete_action(*, thread_id: str, message_id: int, at: float) -> SourceMessag
 
 def resolve_workdir(requested: str, base: str | None = None) -> str | None:
     """The real path of an existing directory (``~`` expanded, relative to ``base``), or
-    None. Symlinks and ``..`` are resolved so the core judges where the path lands."""
-    path = os.path.expanduser(requested.strip() or "~")
-    if not os.path.isabs(path) and base:
-        path = os.path.join(os.path.expanduser(base), path)
-    real = os.path.realpath(path)
-    return real if os.path.isdir(real) else None
+    None. Symlinks and ``..`` are resolved so the core judges where the path lands.
+
+    Never raises: a path the OS cannot take (a NUL, too long, a loop of symlinks) is None
+    too. Ingress refuses such text before it gets here (``input_checks.check_path``); this
+    is the last line, so a path no check foresaw still cannot take the ingress loop down."""
+    try:
+        path = os.path.expanduser(requested.strip() or "~")
+        if not os.path.isabs(path) and base:
+            path = os.path.join(os.path.expanduser(base), path)
+        real = os.path.realpath(path)
+        return real if os.path.isdir(real) else None
+    except (OSError, ValueError):
+        return None
 
 
 def complete_directory(current: str, base: str | None = None, limit: int = 25) -> list[str]:
     """Directories to offer while a path is typed: the children of what is typed so far
     whose names start with its last part (hidden ones only when asked for), sorted."""
     typed = current.strip() or (base or "~")
-    path = os.path.expanduser(typed)
-    if not os.path.isabs(path) and base:
-        path = os.path.join(os.path.expanduser(base), path)
-    folder, prefix = (path, "") if typed.endswith("/") else os.path.split(path)
-    try:
+    try:  # ValueError: a NUL in what was typed (``~user`` lookups raise it too)
+        path = os.path.expanduser(typed)
+        if not os.path.isabs(path) and base:
+            path = os.path.join(os.path.expanduser(base), path)
+        folder, prefix = (path, "") if typed.endswith("/") else os.path.split(path)
         names = sorted(os.listdir(folder or "/"))
-    except OSError:
+    except (OSError, ValueError):
         return []
     shown = typed if typed.endswith("/") else typed[: len(typed) - len(prefix)]
     found = []

@@ -3,5 +3,6 @@ connects to, with a test API to act as users, inject faults and read threads bac
 
 from testkit.fake_discord.rest import Fault, RestCall
 from testkit.fake_discord.server import FakeDiscord
+from testkit.fake_discord.store import GeneratedBytes
 
-__all__ = ["FakeDiscord", "Fault", "RestCall"]
+__all__ = ["FakeDiscord", "Fault", "GeneratedBytes", "RestCall"]

@@ -328,6 +328,10 @@ class RestApi:
             components=body.get("components") or [],
             nonce=str(nonce) if nonce is not None else None,
         )
+        message.allowed_mentions = body.get("allowed_mentions")
+        reference = body.get("message_reference") or {}
+        if reference.get("message_id"):
+            message.reply_to = int(reference["message_id"])
         if nonce is not None:
             self._nonces[(channel_id, str(nonce))] = message.id
         self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
@@ -344,6 +348,8 @@ class RestApi:
     def _apply_edit(self, message: FakeMessage, body: dict[str, Any]) -> None:
         if "content" in body:
             message.content = body["content"] or ""
+        if "allowed_mentions" in body:
+            message.allowed_mentions = body["allowed_mentions"]
         if "components" in body:
             message.components = body["components"] or []
         if body.get("flags") is not None:
@@ -455,6 +461,7 @@ class RestApi:
         message.ephemeral = ephemeral
         message.interaction_id = interaction.id
         message.webhook_id = self.world.application_id
+        message.allowed_mentions = data.get("allowed_mentions")
         return message
 
     async def interaction_callback(
@@ -524,6 +531,7 @@ class RestApi:
             message.components = body.get("components") or []
             message.flags = int(body.get("flags") or 0) & ~EPHEMERAL
             message.ephemeral = interaction.ephemeral
+            message.allowed_mentions = body.get("allowed_mentions")
         else:
             message = self._bot_message(interaction, body, ephemeral=ephemeral)
         interaction.followup_ids.append(message.id)

@@ -29,6 +29,7 @@ from testkit.fake_discord.store import (
     FakeAttachment,
     FakeInteraction,
     FakeMessage,
+    GeneratedBytes,
     World,
 )
 
@@ -91,7 +92,7 @@ class FakeDiscord:
         self._stopped = asyncio.Event()
         app = web.Application()
         app.router.add_get("/gateway", self.gateway.handle)
-        app.router.add_get("/attachments/{id}/{name}", self._attachment)
+        app.router.add_get("/attachments/{id}/{name:.*}", self._attachment)
         app.router.add_route("*", "/api/v10/{tail:.*}", self.rest.handle)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -109,10 +110,21 @@ class FakeDiscord:
         attachment = self.world.attachments.get(int(request.match_info["id"]))
         if attachment is None:
             return web.Response(status=404)
-        return web.Response(
-            body=attachment.content,
-            content_type=attachment.content_type or "application/octet-stream",
-        )
+        content_type = attachment.content_type or "application/octet-stream"
+        if isinstance(attachment.content, GeneratedBytes):
+            response = web.StreamResponse(headers={"Content-Type": content_type})
+            await response.prepare(request)
+            chunk = b"x" * 65536
+            left = attachment.content.size
+            try:
+                while left > 0:
+                    await response.write(chunk[: min(left, len(chunk))])
+                    left -= len(chunk)
+            except ConnectionError:
+                return response  # the client stopped reading (a refused file): fine
+            await response.write_eof()
+            return response
+        return web.Response(body=attachment.content, content_type=content_type)
 
     def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the server's loop and return its result."""
@@ -187,9 +199,10 @@ class FakeDiscord:
         author_id: int,
         content: str,
         *,
-        attachments: tuple[tuple[str, bytes, str | None], ...] = (),
+        attachments: tuple[tuple[str, bytes | GeneratedBytes, str | None], ...] = (),
     ) -> int:
-        """Post as ``author_id``; ``attachments`` are (filename, content, content type)."""
+        """Post as ``author_id``; ``attachments`` are (filename, content, content type),
+        the content made while served when it is ``GeneratedBytes``."""
 
         def act() -> int:
             files = []

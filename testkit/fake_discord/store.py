@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "GeneratedBytes",
     "FakeAttachment",
     "FakeChannel",
     "FakeGuild",
@@ -118,19 +120,36 @@ class FakeChannel:
         return data
 
 
+@dataclass(frozen=True)
+class GeneratedBytes:
+    """Attachment content made while it is served (``size`` bytes of ``x``, streamed), so a
+    test can send hundreds of MiB without holding them; ``declared`` is the size the
+    message payload claims (a lie when it differs from ``size``)."""
+
+    size: int
+    declared: int | None = None
+
+
 @dataclass
 class FakeAttachment:
     id: int
     filename: str
-    content: bytes
+    content: bytes | GeneratedBytes
     content_type: str | None = None
 
+    @property
+    def declared_size(self) -> int:
+        if isinstance(self.content, GeneratedBytes):
+            return self.content.size if self.content.declared is None else self.content.declared
+        return len(self.content)
+
     def payload(self, base_url: str) -> dict[str, Any]:
-        url = f"{base_url}/attachments/{self.id}/{self.filename}"
+        # Any file name (a NUL, a slash, 300 characters) survives in the URL, quoted.
+        url = f"{base_url}/attachments/{self.id}/{urllib.parse.quote(self.filename, safe='')}"
         data: dict[str, Any] = {
             "id": str(self.id),
             "filename": self.filename,
-            "size": len(self.content),
+            "size": self.declared_size,
             "url": url,
             "proxy_url": url,
         }
@@ -157,6 +176,8 @@ class FakeMessage:
     interaction_id: int | None = None  # a followup or response of this interaction
     webhook_id: int | None = None
     edits: int = 0
+    allowed_mentions: dict[str, Any] | None = None  # as the bot sent it (None: not given)
+    reply_to: int | None = None  # the message it answers (its message_reference)
 
     def payload(self, world: World) -> dict[str, Any]:
         author = world.users[self.author_id]

@@ -192,3 +192,12 @@ async def test_plain_output_shows_discord_markup_as_a_terminal_can() -> None:
     # What the platform keeps is the message as sent: the console ingress and the edits
     # compare against it.
     assert platform.messages["c1"].text.startswith("-# 🔧")
+
+
+async def test_the_console_dims_subtext_but_strips_what_the_agent_wrote() -> None:
+    """Sanitizing comes before the console's own markup: the dimming survives, an escape
+    sequence from the agent does not."""
+    out = io.StringIO()
+    platform = ConsolePlatform(out, color=True)
+    await platform.send("c", "-# thinking \x1b[31mred\x1b]0;title\x07\nplain \x1b[2J")
+    assert out.getvalue() == "\x1b[2mthinking red\x1b[22m\nplain \n"

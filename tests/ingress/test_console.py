@@ -11,18 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def place(tmp_path: Path) -> dict[str, Path]:
-    work = tmp_path / "work"
-    work.mkdir()
-    home = tmp_path / "home"
-    home.mkdir()
-    return {"work": work, "home": home, "data": tmp_path / "data", "config": tmp_path / "none.toml"}
 
 
 def environment(place: dict[str, Path], extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from effects.render import permission_action, question_menu_id
-from ingress.config import load_settings
+from ingress.config import ConfigError, load_settings
 from ingress.discord import translate
-from ingress.discord.settings import DiscordSettings, settings_from_config
+from ingress.discord.settings import DiscordSettings, ProjectChannel, settings_from_config
 from runtime.actions import SourceMessageDeleted, SourceMessageEdited
 
 
@@ -103,3 +103,37 @@ def test_settings_from_the_spindle_configuration(
     project = settings.project_channel(42)
     assert project is not None and project.agent == "codex"
     assert settings.default_workdir == "~/code"
+
+
+def test_a_project_channel_with_an_unknown_agent_is_refused_by_the_config(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[discord.project_channels."42"]\nagent = "cluade"\nworkdir = "~/code"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config)
+    text = str(refused.value)
+    assert "discord.project_channels.42.agent" in text
+    assert "unknown agent 'cluade'" in text and "claude, codex, gemini, opencode" in text
+    with pytest.raises(ValueError, match="unknown agent 'cluade'"):
+        ProjectChannel(channel_id=1, agent="cluade", workdir="/")
+    with pytest.raises(ValueError, match="unknown agent 'bogus'"):
+        DiscordSettings(token="t", agents=("claude", "bogus"))
+
+
+def test_the_attachment_cap_comes_from_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[discord]\nattachment_max_mib = 2.5\n")
+    settings = settings_from_config(
+        load_settings(config, discord_token="M" * 24 + ".abcdef.ghijklmnop")
+    )
+    assert settings.attachment_max_bytes == int(2.5 * 1024 * 1024)
+    config.write_text("[discord]\nattachment_max_mib = 0\n")
+    with pytest.raises(ConfigError, match="discord.attachment_max_mib"):
+        load_settings(config)
+
+
+def test_resolving_a_workdir_never_raises(tmp_path: Path) -> None:
+    for bad in ("a\0b", "~nobody\0/x", "x" * 5000, "/" + "a/" * 3000):
+        assert translate.resolve_workdir(bad, str(tmp_path)) is None
+        assert translate.complete_directory(bad, str(tmp_path)) == []
