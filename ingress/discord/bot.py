@@ -11,7 +11,11 @@ What it does itself, because only Discord can do it at that moment:
   ``ReplyToCommand`` answers later through the followup (``DiscordPlatform.reply``);
 - opening the thread for ``/<agent> start`` in a channel and for a message in a project
   channel (the action needs the new thread's id);
-- attachments: small text files inlined, others saved under the conversation's workdir.
+- attachments: small text files inlined, others saved under the conversation's workdir;
+- catching up, on every fresh gateway session (``on_connect``), on the messages posted to
+  open threads and project channels while it had none (``ingress.discord.catchup`` says
+  how it knows where it left off): they go through the same path as live messages, queued
+  in order, with a line in the thread saying what was caught up.
 """
 
 from __future__ import annotations
@@ -21,9 +25,8 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,9 @@ from discord import app_commands
 
 from effects.discord_platform import DiscordPlatform
 from ingress.discord import translate
+from ingress.discord.catchup import CatchUpMixin, SeenHistory, discord_id, from_a_person
 from ingress.discord.commands import build_commands
+from ingress.discord.items import Emit, IngressItem
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import (
     Action,
@@ -67,27 +72,18 @@ _TEXT_SUFFIXES = (
 )
 
 
-@dataclass(frozen=True)
-class IngressItem:
-    """What crosses from discord.py into trio: actions to post, or a thread to dispose."""
-
-    actions: tuple[Action, ...] = ()
-    dispose_thread: str | None = None
-    channel_id: str | None = None  # the thread's parent channel, when known
-
-
-Emit = Callable[[IngressItem], Awaitable[None]]
-
-
-class SpindleBot(discord.Client):
+class SpindleBot(CatchUpMixin, discord.Client):
     def __init__(
         self,
         settings: DiscordSettings,
         *,
         events: trio.MemorySendChannel[IngressItem],
         snapshot: Callable[[str], ThreadState | None],
+        history: SeenHistory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``history``: where Spindle left off (``catchup.LoggedHistory``); without it
+        nothing is caught up after a fresh session."""
         intents = discord.Intents.default()
         intents.message_content = True
         super().__init__(
@@ -109,12 +105,23 @@ class SpindleBot(discord.Client):
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
         self._tail: asyncio.Future[None] | None = None  # the last handler in line (_ordered)
+        self._history = history
+        # Per thread, the newest Discord id emitted for it by this process (the log may not
+        # hold it yet): where a catch-up after a lost session starts.
+        self._seen: dict[str, int] = {}
+        self._offline_since: float | None = None  # when this process lost its session
+        self._caught_up_once = False
+        self.caught_up = 0  # messages fed in by catch-ups
         build_commands(self)
 
     # --- plumbing ---------------------------------------------------------------------
 
     async def _emit(self, item: IngressItem) -> None:
         await trio_asyncio.trio_as_aio(self._events.send)(item)
+        for action in item.actions:
+            seen = discord_id(action.action_id)
+            if seen is not None and seen > self._seen.get(action.thread_id, 0):
+                self._seen[action.thread_id] = seen
 
     async def _emit_in_order(self, item: IngressItem) -> None:
         async with self._ordered() as emit:
@@ -185,18 +192,32 @@ class SpindleBot(discord.Client):
         self.refusals += 1
         await interaction.response.send_message(REFUSAL, ephemeral=True)
 
+    async def _author_allowed(self, message: discord.Message) -> bool:
+        """``allowed`` for a message's author. A live message names a member (with roles);
+        one read from history names a user, so its member is looked up for its roles."""
+        author: discord.abc.User = message.author
+        if (
+            not isinstance(author, discord.Member)
+            and message.guild is not None
+            and self.settings.allowed_role_ids
+            and not self.settings.is_allowed(author.id, ())
+        ):
+            try:
+                author = message.guild.get_member(author.id) or await message.guild.fetch_member(
+                    author.id
+                )
+            except discord.HTTPException as error:  # left the guild: no roles
+                _log.info("could not look up member %s: %s", author.id, error)
+        if self.allowed(author):
+            return True
+        self.refusals += 1
+        _log.info("ignoring a message from %s: not allow-listed", author.id)
+        return False
+
     # --- messages ---------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:
-        if (
-            message.author.bot
-            or message.webhook_id is not None
-            or message.type
-            not in (
-                discord.MessageType.default,
-                discord.MessageType.reply,
-            )
-        ):
+        if not from_a_person(message):
             return
         channel = message.channel
         async with self._ordered() as emit:
@@ -208,11 +229,7 @@ class SpindleBot(discord.Client):
                 await self._project_message(message, project.agent, project.workdir, emit)
 
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
-        if not self.has_conversation(thread_id):
-            return
-        if not self.allowed(message.author):
-            self.refusals += 1
-            _log.info("ignoring a message from %s: not allow-listed", message.author.id)
+        if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
         action = translate.message_action(
             thread_id=thread_id,
@@ -229,17 +246,26 @@ class SpindleBot(discord.Client):
         await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
 
     async def _project_message(
-        self, message: discord.Message, agent: str, workdir: str, emit: Emit
-    ) -> None:
-        if not self.allowed(message.author):
-            self.refusals += 1
-            return
+        self,
+        message: discord.Message,
+        agent: str,
+        workdir: str,
+        emit: Emit,
+        *,
+        notice: str | None = None,
+    ) -> bool:
+        """Open a thread for the message and start its conversation there, ``notice``
+        first in the thread. False when it did not (not allowed, no thread)."""
+        if not await self._author_allowed(message):
+            return False
         name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
         try:
             thread = await message.create_thread(name=name)
+            if notice is not None:
+                await thread.send(notice, allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as error:
             _log.warning("could not open a thread for message %s: %s", message.id, error)
-            return
+            return False
         thread_id = str(thread.id)
         self._starting[thread_id] = f"start-{message.id}"
         start = ConversationStarted(
@@ -262,6 +288,7 @@ class SpindleBot(discord.Client):
         )
         self._remember(message.id, queued=not prompt.interrupt)
         await emit(IngressItem((start, prompt), channel_id=str(message.channel.id)))
+        return True
 
     async def _attachments(
         self, message: discord.Message, workdir: str | None

@@ -1,0 +1,172 @@
+"""Catching up on messages posted while Spindle was away (stopped, or reconnected without
+a RESUME): the whole bot through the real discord.py client against the fake Discord, on
+a real SQLite log, with the scripted fake agent (``testkit.fake_discord.stack``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingress.discord.catchup import discord_id
+from runtime.actions import UserMessage
+from runtime.model import Conversation, Policy, ThreadState
+from runtime.transitions import transition
+from testkit.fake_discord.harness import World, wait_for
+from testkit.fake_discord.stack import Stack, discord_stack, is_footer
+from testkit.fake_discord.store import FakeMessage
+
+NOTICE_TWO = "2 messages sent while Spindle was offline are queued."
+
+
+def _delivered(stack: Stack) -> list[str]:
+    return [text for _, text in stack.agents.delivered]
+
+
+def _contents(messages: list[FakeMessage]) -> list[str]:
+    return [m.content for m in messages]
+
+
+async def test_messages_sent_while_stopped_are_answered_once_in_order(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "hi")
+        await stack.until_footers(thread, 1)
+    # Spindle is stopped: Discord keeps these, but no session will ever deliver them.
+    world.fake.send_message(thread, world.alice, "first while down")
+    world.fake.send_message(thread, world.mallory, "let me in")  # not on the allow-list
+    world.fake.send_message(thread, world.bob, "second while down. queue")  # by role
+    async with discord_stack(world, tmp_path) as stack:
+        messages = await stack.until_footers(thread, 3, timeout=30)
+        assert _delivered(stack) == ["first while down", "second while down."]
+        texts = _contents(messages)
+        assert texts.count(NOTICE_TWO) == 1
+        # Said before either was answered, and neither interrupted the other.
+        assert texts.index(NOTICE_TWO) < texts.index("» bob: second while down.")
+        assert sum(map(is_footer, messages)) == 3
+        assert stack.bot.caught_up == 2 and stack.bot.refusals >= 1
+        state = stack.runtime.snapshot(str(thread))
+        assert state is not None and state.counters.interrupts == 0
+    before = _contents(world.fake.messages(thread))
+    async with discord_stack(world, tmp_path) as stack:
+        # Nothing twice: a live message is the only thing this process answers.
+        world.fake.send_message(thread, world.alice, "still here?")
+        messages = await stack.until_footers(thread, 4, timeout=30)
+        assert _delivered(stack) == ["still here?"]
+        assert stack.bot.caught_up == 0
+        assert _contents(messages)[: len(before)] == before
+        assert _contents(messages).count(NOTICE_TWO) == 1
+
+
+async def test_a_reconnect_that_cannot_resume_catches_up_without_interrupting(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: _delivered(stack))
+        # The session is lost (not resumable) and the bot stays offline for a moment.
+        world.fake.invalidate_session(hold=True)
+        world.fake.send_message(thread, world.alice, "one")
+        world.fake.send_message(thread, world.alice, "two")
+        world.fake.release_gateway()
+        messages = await stack.until_footers(thread, 3, timeout=30)
+        assert _delivered(stack) == ["SLOW work", "one", "two"]
+        texts = _contents(messages)
+        assert texts.count(NOTICE_TWO) == 1
+        assert any("slow9" in t for t in texts)  # the run went on to its end
+        counts = world.fake.gateway_counts()
+        assert counts["identifies"] == 2 and counts["invalid_sessions"] == 1
+        # And again: only what is new since the last catch-up.
+        world.fake.invalidate_session(hold=True)
+        world.fake.send_message(thread, world.alice, "three")
+        world.fake.release_gateway()
+        messages = await stack.until_footers(thread, 4, timeout=30)
+        assert _delivered(stack) == ["SLOW work", "one", "two", "three"]
+        assert "1 message sent while Spindle was offline is queued." in _contents(messages)
+
+
+async def test_queued_prompts_edited_or_deleted_while_stopped_follow_their_messages(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: _delivered(stack))
+        world.fake.send_message(thread, world.alice, "SLOW again. queue")
+        edited = world.fake.send_message(thread, world.alice, "add tests. queue")
+        deleted = world.fake.send_message(thread, world.alice, "add docs. queue")
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)),
+            lambda s: s is not None and len(s.queue) == 3,
+        )
+    # Stopped mid-run with three prompts queued; two of their messages change meanwhile.
+    world.fake.edit_message(edited, "add more tests. queue")
+    world.fake.delete_message(deleted)
+    async with discord_stack(world, tmp_path) as stack:
+        messages = await stack.until_footers(thread, 2, timeout=30)
+        assert _delivered(stack) == ["SLOW again.", "add more tests."]
+        texts = _contents(messages)
+        assert "1 queued prompt edited while Spindle was offline is updated." in "\n".join(texts)
+        assert "1 queued prompt deleted while Spindle was offline is removed from the queue." in (
+            "\n".join(texts)
+        )
+        # Remembered now: a live delete after the restart still withdraws its prompt.
+        world.fake.send_message(thread, world.alice, "SLOW third. queue")
+        gone = world.fake.send_message(thread, world.alice, "never mind this. queue")
+        await wait_for(
+            lambda: stack.runtime.snapshot(str(thread)),
+            lambda s: s is not None and any(q.text == "never mind this." for q in s.queue),
+        )
+        world.fake.delete_message(gone)
+        await stack.until_footers(thread, 3, timeout=30)
+        assert _delivered(stack) == ["SLOW again.", "add more tests.", "SLOW third."]
+
+
+async def test_a_project_channel_message_sent_while_stopped_opens_its_thread(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        world.fake.send_message(world.project_channel, world.alice, "hello project")
+        (first,) = await wait_for(lambda: world.fake.threads(world.project_channel))
+        await stack.until_footers(first, 1)
+    world.fake.send_message(world.project_channel, world.alice, "while you were out")
+    world.fake.send_message(world.project_channel, world.mallory, "me too")  # refused
+    async with discord_stack(world, tmp_path) as stack:
+        threads = await wait_for(
+            lambda: world.fake.threads(world.project_channel), lambda t: len(t) == 2
+        )
+        second = threads[-1]
+        messages = await stack.until_footers(second, 1, timeout=30)
+        assert _contents(messages)[0] == "1 message sent while Spindle was offline is queued."
+        assert _delivered(stack) == ["while you were out"]
+        state = stack.runtime.snapshot(str(second))
+        assert state is not None and state.conversation is not None
+        assert state.conversation.agent == "codex"
+    async with discord_stack(world, tmp_path) as stack:
+        world.fake.send_message(world.project_channel, world.alice, "a live one")
+        threads = await wait_for(
+            lambda: world.fake.threads(world.project_channel), lambda t: len(t) == 3
+        )
+        await stack.until_footers(threads[-1], 1, timeout=30)
+        assert _delivered(stack) == ["a live one"]  # none reopened
+        assert len(world.fake.threads(world.project_channel)) == 3
+
+
+def test_a_message_both_caught_up_and_delivered_live_is_one_prompt() -> None:
+    # Posted while the catch-up read the history: it comes once from the history (queued)
+    # and once live (interrupting). The action id, made from the message id, is the same:
+    # the core drops the second delivery.
+    state = ThreadState.new("t", Policy(allowed_roots=("/w",))).replace(
+        conversation=Conversation(agent="claude", workdir="/w")
+    )
+    live = UserMessage(
+        thread_id="t", action_id="msg-42", at=1.0, author_id="1", text="hi", source_message_id="42"
+    )
+    caught_up = live.replace(interrupt=False)
+    first = transition(state, caught_up)
+    second = transition(first.state, live.replace(at=2.0))
+    assert second.effects == () and second.state.run == first.state.run
+    assert second.state.queue == first.state.queue
+    assert second.state.counters.duplicates == 1 and second.state.counters.interrupts == 0
+    assert discord_id(live.action_id) == 42
