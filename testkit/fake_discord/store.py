@@ -33,6 +33,7 @@ _DISCORD_EPOCH_MS = 1_420_070_400_000
 def snowflake_at(ts: float) -> int:
     return (int(ts * 1000) - _DISCORD_EPOCH_MS) << 22
 
+
 TEXT_CHANNEL = 0
 PUBLIC_THREAD = 11
 
