@@ -160,12 +160,17 @@ class Stack:
 
 @asynccontextmanager
 async def discord_stack(
-    world: World, tmp_path: Path, *, limits: PlatformLimits | None = None, **settings: Any
+    world: World,
+    tmp_path: Path,
+    *,
+    limits: PlatformLimits | None = None,
+    queue_limit: int = 50,
+    **settings: Any,
 ) -> AsyncIterator[Stack]:
     """The production wiring (``run_discord_runtime``) with the fake agent, on a log in
     ``tmp_path`` (the same path again: a restart); ``limits`` for the renderers."""
     agents = FakeAgentWorld(script=SCRIPT)
-    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
+    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:
             app: DiscordApp = await nursery.start(

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingress.discord.catchup import discord_id
-from runtime.actions import UserMessage
+from ingress.discord.catchup import LoggedHistory, catch_up_notice, discord_id
+from runtime.actions import OutputPosted, StatusRequested, UserMessage
+from runtime.log import EventLog
 from runtime.model import Conversation, Policy, ThreadState
 from runtime.transitions import transition
 from testkit.fake_discord.harness import World, wait_for
@@ -153,6 +154,23 @@ async def test_a_project_channel_message_sent_while_stopped_opens_its_thread(
         assert len(world.fake.threads(world.project_channel)) == 3
 
 
+async def test_no_more_is_caught_up_than_the_queue_holds(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path, queue_limit=2) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "hi")
+        await stack.until_footers(thread, 1)
+    for n in range(5):
+        world.fake.send_message(thread, world.alice, f"backlog {n}")
+    async with discord_stack(world, tmp_path, queue_limit=2) as stack:
+        messages = await stack.until_footers(thread, 3, timeout=30)
+        assert _delivered(stack) == ["backlog 0", "backlog 1"]
+        texts = _contents(messages)
+        assert "2 messages sent while Spindle was offline are queued." in "\n".join(texts)
+        assert "3 messages sent while Spindle was offline did not fit in the queue." in (
+            "\n".join(texts)
+        )
+
+
 def test_a_message_both_caught_up_and_delivered_live_is_one_prompt() -> None:
     # Posted while the catch-up read the history: it comes once from the history (queued)
     # and once live (interrupting). The action id, made from the message id, is the same:
@@ -170,3 +188,40 @@ def test_a_message_both_caught_up_and_delivered_live_is_one_prompt() -> None:
     assert second.state.queue == first.state.queue
     assert second.state.counters.duplicates == 1 and second.state.counters.interrupts == 0
     assert discord_id(live.action_id) == 42
+
+
+def test_where_a_thread_left_off_is_its_newest_discord_id_in_the_log(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "log.sqlite3") as log:
+        for action_id in ("int-100", "msg-180", "edit-170-2025", "cmp-150", "rt-boot-1"):
+            log.append(StatusRequested(thread_id="t", action_id=action_id, at=1.0))
+        log.append(UserMessage(thread_id="t", action_id="msg-200", at=2.0, author_id="u", text="x"))
+        log.append(
+            OutputPosted(thread_id="t", action_id="rt-2", at=3.0, key="k", message_ids=("999",))
+        )
+        log.flush()
+        ended = ThreadState.new("ended")
+        on = ThreadState.new("t").replace(conversation=Conversation(agent="claude", workdir="/w"))
+        history = LoggedHistory(log, lambda: {"t": on, "ended": ended}, last_alive=3.0)
+        # The bot's own posts (999) are not what Spindle *saw*; an edit names an old message.
+        assert history.last_seen("t") == 200
+        assert history.last_seen("ended") is None
+        assert history.open_threads() == ["t"]
+    assert [discord_id(a) for a in ("msg-5", "int-6", "cmp-7", "start-8", "del-9", "msg-x")] == [
+        5,
+        6,
+        7,
+        8,
+        None,
+        None,
+    ]
+
+
+def test_the_catch_up_notice_says_what_happened() -> None:
+    assert catch_up_notice(queued=0) is None
+    assert catch_up_notice(queued=1) == "1 message sent while Spindle was offline is queued."
+    assert catch_up_notice(queued=2, not_queued=1, edited=2, removed=1) == (
+        "2 messages sent while Spindle was offline are queued.\n"
+        "1 message sent while Spindle was offline did not fit in the queue.\n"
+        "2 queued prompts edited while Spindle was offline are updated.\n"
+        "1 queued prompt deleted while Spindle was offline is removed from the queue."
+    )
