@@ -112,6 +112,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
         self._offline_since: float | None = None  # when this process lost its session
         self._caught_up_once = False
         self.caught_up = 0  # messages fed in by catch-ups
+        self.catch_ups = 0  # catch-ups finished (one per fresh session)
         build_commands(self)
 
     # --- plumbing ---------------------------------------------------------------------
@@ -255,8 +256,15 @@ class SpindleBot(CatchUpMixin, discord.Client):
         notice: str | None = None,
     ) -> bool:
         """Open a thread for the message and start its conversation there, ``notice``
-        first in the thread. False when it did not (not allowed, no thread)."""
+        first in the thread. False when it did not (not allowed, no thread, or already:
+        a message can come both live and from a catch-up, or twice from the gateway, and
+        each would open a thread of its own; so it is claimed before the first await)."""
+        if message.id in self._forwarded:
+            return False
+        suffixed = translate.split_queue_suffix(message.content, self.settings.queue_suffix)[1]
+        self._remember(message.id, queued=suffixed)
         if not await self._author_allowed(message):
+            self._forwarded.pop(message.id, None)
             return False
         name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
         try:
@@ -265,6 +273,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
                 await thread.send(notice, allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as error:
             _log.warning("could not open a thread for message %s: %s", message.id, error)
+            self._forwarded.pop(message.id, None)
             return False
         thread_id = str(thread.id)
         self._starting[thread_id] = f"start-{message.id}"

@@ -152,7 +152,8 @@ class CatchUpMixin:
     """The catching-up half of ``SpindleBot``: its gateway-session handlers and what they
     do. State it uses, kept by the bot: ``_history``, ``_seen`` (per thread, the newest
     Discord id emitted by this process, which the log may not hold yet),
-    ``_offline_since``, ``_caught_up_once`` and the ``caught_up`` count."""
+    ``_offline_since``, ``_caught_up_once``, and the ``caught_up`` (messages) and
+    ``catch_ups`` (finished) counts."""
 
     async def on_disconnect(self: SpindleBot) -> None:
         if self._offline_since is None:
@@ -178,9 +179,12 @@ class CatchUpMixin:
 
     async def _catch_up(self: SpindleBot, emit: Emit) -> None:
         assert self._history is not None
+        # Since when project channels went unheard: at start-up, since the previous
+        # process's last sign of life (this one may have failed to connect a few times
+        # first); later, since this process lost its session.
         since = self._offline_since
-        if since is None and not self._caught_up_once:
-            since = self._history.last_alive  # the previous process's last sign of life
+        if not self._caught_up_once and self._history.last_alive is not None:
+            since = self._history.last_alive
         self._offline_since = None
         self._caught_up_once = True
         for thread_id in self._history.open_threads():
@@ -191,8 +195,13 @@ class CatchUpMixin:
                     await self._catch_up_thread(thread, emit)
                 except discord.HTTPException as error:
                     _log.warning("could not catch up on thread %s: %s", thread_id, error)
-        if since is None:
-            return  # a first start: nothing to catch up in project channels
+        if since is not None:  # else a first start: no project channel went unheard
+            await self._catch_up_projects(since, emit)
+        self.catch_ups += 1
+
+    async def _catch_up_projects(self: SpindleBot, since: float, emit: Emit) -> None:
+        """Open the threads that project-channel messages posted since ``since`` would
+        have opened (a message a thread was started from was handled already)."""
         after = discord.Object(
             id=discord.utils.time_snowflake(datetime.fromtimestamp(since - _CLOCK_MARGIN_S, UTC))
         )
@@ -202,7 +211,6 @@ class CatchUpMixin:
                 continue
             try:
                 async for message in channel.history(limit=None, after=after, oldest_first=True):
-                    # A message a thread was started from was handled already.
                     if from_a_person(message) and not message.flags.has_thread:
                         notice = catch_up_notice(queued=1)
                         if await self._project_message(

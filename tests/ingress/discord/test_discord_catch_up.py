@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from ingress.discord.catchup import LoggedHistory, catch_up_notice, discord_id
 from runtime.actions import OutputPosted, StatusRequested, UserMessage
 from runtime.log import EventLog
 from runtime.model import Conversation, Policy, ThreadState
 from runtime.transitions import transition
-from testkit.fake_discord.harness import World, wait_for
+from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 from testkit.fake_discord.stack import Stack, discord_stack, is_footer
 from testkit.fake_discord.store import FakeMessage
 
@@ -50,7 +52,10 @@ async def test_messages_sent_while_stopped_are_answered_once_in_order(
         assert state is not None and state.counters.interrupts == 0
     before = _contents(world.fake.messages(thread))
     async with discord_stack(world, tmp_path) as stack:
-        # Nothing twice: a live message is the only thing this process answers.
+        # Nothing twice: a live message is the only thing this process answers. (Posted
+        # before the catch-up has read the thread, it would be read back too, and queued
+        # with a notice: still one prompt.)
+        await wait_for(lambda: stack.bot.catch_ups)
         world.fake.send_message(thread, world.alice, "still here?")
         messages = await stack.until_footers(thread, 4, timeout=30)
         assert _delivered(stack) == ["still here?"]
@@ -145,6 +150,7 @@ async def test_a_project_channel_message_sent_while_stopped_opens_its_thread(
         assert state is not None and state.conversation is not None
         assert state.conversation.agent == "codex"
     async with discord_stack(world, tmp_path) as stack:
+        await wait_for(lambda: stack.bot.catch_ups)
         world.fake.send_message(world.project_channel, world.alice, "a live one")
         threads = await wait_for(
             lambda: world.fake.threads(world.project_channel), lambda t: len(t) == 3
@@ -169,6 +175,18 @@ async def test_no_more_is_caught_up_than_the_queue_holds(world: World, tmp_path:
         assert "3 messages sent while Spindle was offline did not fit in the queue." in (
             "\n".join(texts)
         )
+
+
+async def test_a_project_message_delivered_twice_opens_one_thread(world: World) -> None:
+    # Live and read back by a catch-up, or replayed by the gateway: one thread, one start.
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        message = world.fake.send_message(world.project_channel, world.alice, "open once")
+        world.fake.redeliver_message(message)
+        await wait_for(lambda: runtime.of_kind("user_message"))
+        await trio.sleep(0.5)  # a second thread would be opened by now
+        assert len(world.fake.threads(world.project_channel)) == 1
+        assert len(runtime.of_kind("conversation_started")) == 1
 
 
 def test_a_message_both_caught_up_and_delivered_live_is_one_prompt() -> None:
