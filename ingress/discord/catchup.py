@@ -4,8 +4,8 @@ Discord delivers a message once, over the gateway session that is live when it i
 A message posted while the bot was stopped, or while it had lost its session (a reconnect
 that could not RESUME and got a fresh READY), is never delivered. So on every fresh session
 the bot (``SpindleBot.on_connect``) reads what it missed from each open thread's history
-and feeds it through the same ingress path as live messages. This module holds the parts
-of that which need no Discord connection:
+and feeds it through the same ingress path as live messages. This module holds how, and
+``CatchUpMixin``, the half of ``SpindleBot`` that does it:
 
 - **Where Spindle left off** is derived from the event log, not kept a second time: ingress
   names each action after the Discord id it came from (``msg-<message id>``,
@@ -22,6 +22,11 @@ of that which need no Discord connection:
   before this process wrote to it) or since this process lost its session, and takes
   those no thread was started from.
 - **What to say**: ``catch_up_notice``.
+- **Nothing twice**: the catch-up holds its place in the bot's event order, so live events
+  of the new session wait behind it; a message both read back and delivered live (posted
+  while the history was read) has the same action id both times, and the core drops the
+  second delivery; a project-channel message is claimed before any await, so it opens
+  one thread.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ __all__ = [
     "from_a_person",
 ]
 
-_log = logging.getLogger("ingress.discord.bot")
+_log = logging.getLogger(__name__)
 
 _READY_WAIT_S = 120.0  # a fresh session's guilds (its active threads) arrive within this
 # Project channels are read from a little before Spindle went away: our clock and the one
