@@ -487,6 +487,9 @@ class StreamRenderer:
         message.buttons = ()  # no more answers
         message.clear_components = True
         self._mark_dirty(out, message)
+        # Now, not at the next paced flush: what the chat shows after the dismissal (the
+        # next run's answer and footer) must not appear while the buttons are still there.
+        await self._settle(out)
 
     async def _reply(self, effect: ReplyToCommand) -> None:
         out = self._outputs[effect.key] = _Output(effect.key, "reply", text=effect.text)

@@ -29,7 +29,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,6 +385,32 @@ class EventLog:
             new = [m for m in data.get("message_ids", ()) if m not in posted.get(key, ())]
             posted[key] = posted.get(key, ()) + tuple(new)
         return posted
+
+    def action_ids(self, thread_id: str, kinds: Collection[str]) -> list[str]:
+        """The ids of the thread's durable actions of these kinds, in commit order (ingress
+        derives from them what it last saw of a chat, e.g. the newest Discord message)."""
+        if not kinds:
+            return []
+        marks = ",".join("?" * len(kinds))
+        cur = self.conn.execute(
+            f"SELECT json_extract(action, '$.action_id') FROM actions "
+            f"WHERE thread_id=? AND kind IN ({marks}) ORDER BY seq",
+            (thread_id, *kinds),
+        )
+        return [row[0] for row in cur if row[0] is not None]
+
+    def last_action_at(self) -> float | None:
+        """The newest ``at`` among the last durable action of each thread (None: an empty
+        log): about when the process that wrote the log last did anything."""
+        newest: float | None = None
+        for thread_id in self.thread_ids():
+            row = self.conn.execute(
+                "SELECT at FROM actions WHERE thread_id=? ORDER BY seq DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            if row is not None and (newest is None or row[0] > newest):
+                newest = float(row[0])
+        return newest
 
     def statistics(self) -> dict[str, int]:
         return {

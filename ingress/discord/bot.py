@@ -13,7 +13,11 @@ What it does itself, because only Discord can do it at that moment:
   channel (the action needs the new thread's id);
 - attachments: small text files inlined, others saved under the conversation's workdir
   (``ingress.discord.attachments``); a message whose attachment cannot be taken is
-  answered with the reason and not sent to the agent.
+  answered with the reason and not sent to the agent;
+- catching up, on every fresh gateway session (``on_connect``), on the messages posted to
+  open threads and project channels while it had none (``ingress.discord.catchup`` says
+  how it knows where it left off): they go through the same path as live messages, queued
+  in order, with a line in the thread saying what was caught up.
 """
 
 from __future__ import annotations
@@ -22,9 +26,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -35,7 +38,9 @@ from discord import app_commands
 from effects.discord_platform import DiscordPlatform, discord_nonce
 from ingress.discord import translate
 from ingress.discord.attachments import AttachmentLimits, AttachmentRefused, take_attachments
+from ingress.discord.catchup import CatchUpMixin, SeenHistory, discord_id, from_a_person
 from ingress.discord.commands import build_commands
+from ingress.discord.items import Emit, IngressItem
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import (
     Action,
@@ -55,27 +60,18 @@ REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add 
 _REMEMBERED_MESSAGES = 2048
 
 
-@dataclass(frozen=True)
-class IngressItem:
-    """What crosses from discord.py into trio: actions to post, or a thread to dispose."""
-
-    actions: tuple[Action, ...] = ()
-    dispose_thread: str | None = None
-    channel_id: str | None = None  # the thread's parent channel, when known
-
-
-Emit = Callable[[IngressItem], Awaitable[None]]
-
-
-class SpindleBot(discord.Client):
+class SpindleBot(CatchUpMixin, discord.Client):
     def __init__(
         self,
         settings: DiscordSettings,
         *,
         events: trio.MemorySendChannel[IngressItem],
         snapshot: Callable[[str], ThreadState | None],
+        history: SeenHistory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``history``: where Spindle left off (``catchup.LoggedHistory``); without it
+        nothing is caught up after a fresh session."""
         intents = discord.Intents.default()
         intents.message_content = True
         super().__init__(
@@ -97,12 +93,24 @@ class SpindleBot(discord.Client):
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
         self._tail: asyncio.Future[None] | None = None  # the last handler in line (_ordered)
+        self._history = history
+        # Per thread, the newest Discord id emitted for it by this process (the log may not
+        # hold it yet): where a catch-up after a lost session starts.
+        self._seen: dict[str, int] = {}
+        self._offline_since: float | None = None  # when this process lost its session
+        self._caught_up_once = False
+        self.caught_up = 0  # messages fed in by catch-ups
+        self.catch_ups = 0  # catch-ups finished (one per fresh session)
         build_commands(self)
 
     # --- plumbing ---------------------------------------------------------------------
 
     async def _emit(self, item: IngressItem) -> None:
         await trio_asyncio.trio_as_aio(self._events.send)(item)
+        for action in item.actions:
+            seen = discord_id(action.action_id)
+            if seen is not None and seen > self._seen.get(action.thread_id, 0):
+                self._seen[action.thread_id] = seen
 
     async def _emit_in_order(self, item: IngressItem) -> None:
         async with self._ordered() as emit:
@@ -173,18 +181,32 @@ class SpindleBot(discord.Client):
         self.refusals += 1
         await interaction.response.send_message(REFUSAL, ephemeral=True)
 
+    async def _author_allowed(self, message: discord.Message) -> bool:
+        """``allowed`` for a message's author. A live message names a member (with roles);
+        one read from history names a user, so its member is looked up for its roles."""
+        author: discord.abc.User = message.author
+        if (
+            not isinstance(author, discord.Member)
+            and message.guild is not None
+            and self.settings.allowed_role_ids
+            and not self.settings.is_allowed(author.id, ())
+        ):
+            try:
+                author = message.guild.get_member(author.id) or await message.guild.fetch_member(
+                    author.id
+                )
+            except discord.HTTPException as error:  # left the guild: no roles
+                _log.info("could not look up member %s: %s", author.id, error)
+        if self.allowed(author):
+            return True
+        self.refusals += 1
+        _log.info("ignoring a message from %s: not allow-listed", author.id)
+        return False
+
     # --- messages ---------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:
-        if (
-            message.author.bot
-            or message.webhook_id is not None
-            or message.type
-            not in (
-                discord.MessageType.default,
-                discord.MessageType.reply,
-            )
-        ):
+        if not from_a_person(message):
             return
         channel = message.channel
         async with self._ordered() as emit:
@@ -196,11 +218,7 @@ class SpindleBot(discord.Client):
                 await self._project_message(message, project.agent, project.workdir, emit)
 
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
-        if not self.has_conversation(thread_id):
-            return
-        if not self.allowed(message.author):
-            self.refusals += 1
-            _log.info("ignoring a message from %s: not allow-listed", message.author.id)
+        if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
         try:
             attachments = await self._attachments(message, self.workdir_of(thread_id))
@@ -222,17 +240,34 @@ class SpindleBot(discord.Client):
         await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
 
     async def _project_message(
-        self, message: discord.Message, agent: str, workdir: str, emit: Emit
-    ) -> None:
-        if not self.allowed(message.author):
-            self.refusals += 1
-            return
+        self,
+        message: discord.Message,
+        agent: str,
+        workdir: str,
+        emit: Emit,
+        *,
+        notice: str | None = None,
+    ) -> bool:
+        """Open a thread for the message and start its conversation there, ``notice``
+        first in the thread. False when it did not (not allowed, no thread, or already:
+        a message can come both live and from a catch-up, or twice from the gateway, and
+        each would open a thread of its own; so it is claimed before the first await)."""
+        if message.id in self._forwarded:
+            return False
+        suffixed = translate.split_queue_suffix(message.content, self.settings.queue_suffix)[1]
+        self._remember(message.id, queued=suffixed)
+        if not await self._author_allowed(message):
+            self._forwarded.pop(message.id, None)
+            return False
         name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
         try:
             thread = await message.create_thread(name=name)
+            if notice is not None:
+                await thread.send(notice, allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as error:
             _log.warning("could not open a thread for message %s: %s", message.id, error)
-            return
+            self._forwarded.pop(message.id, None)
+            return False
         thread_id = str(thread.id)
         self._starting[thread_id] = f"start-{message.id}"
         start = ConversationStarted(
@@ -262,6 +297,7 @@ class SpindleBot(discord.Client):
         )
         self._remember(message.id, queued=not prompt.interrupt)
         await emit(IngressItem((start, prompt), channel_id=str(message.channel.id)))
+        return True
 
     async def _attachments(
         self, message: discord.Message, workdir: str | None

@@ -9,7 +9,9 @@ On exit ``client.close()`` is awaited shielded, then the tasks are cancelled.
 
 It must run inside ``trio_asyncio.open_loop()``, and so must the reactor that drives
 ``bot.platform``: both cross into the same asyncio loop. ``run_discord_runtime`` puts it
-all together: the loop, the renderers (``DiscordRenderers``), the runtime and the bot.
+all together: the loop, the renderers (``DiscordRenderers``), the runtime and the bot,
+with the log's account of where Spindle left off (``catchup.LoggedHistory``) so that the
+bot catches up on what was posted while it was away.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import yarl
 from effects.platform import ChatPlatform, PlatformLimits
 from effects.render import StreamRenderer
 from ingress.discord.bot import IngressItem, SpindleBot
+from ingress.discord.catchup import LoggedHistory, SeenHistory
 from ingress.discord.settings import DiscordSettings
 from runtime.actions import Action
 from runtime.listener import AdapterFactory
@@ -98,12 +101,14 @@ async def hosted_bot(
     ready_timeout_s: float = 30.0,
     on_bot: Callable[[SpindleBot], None] | None = None,
     before_close: Callable[[], Awaitable[object]] | None = None,
+    history: SeenHistory | None = None,
 ) -> AsyncIterator[SpindleBot]:
     """``before_close`` runs (shielded) while the client is still connected, so what it
-    causes can still be shown: the runtime's ``dispose_all`` closes runs and prompts."""
+    causes can still be shown: the runtime's ``dispose_all`` closes runs and prompts.
+    ``history`` (where Spindle left off) turns on catching up after each fresh session."""
     point_discord_at(settings)
     send, receive = trio.open_memory_channel[IngressItem](math.inf)
-    bot = SpindleBot(settings, events=send, snapshot=runtime.snapshot)
+    bot = SpindleBot(settings, events=send, snapshot=runtime.snapshot, history=history)
     if on_bot is not None:
         on_bot(bot)
     async with trio.open_nursery() as nursery:
@@ -274,6 +279,8 @@ async def run_discord_runtime(
     cancelled. Starts (``task_status``) with a ``DiscordApp`` once the bot is ready.
     ``stop_on_signals`` (main thread only): SIGINT/SIGTERM stop it gracefully instead of
     interrupting it, so runs are closed and the last edits made before the client goes."""
+    # Read before the runtime logs anything: when the previous process last did something.
+    last_alive = log.last_action_at()
     async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
         async with open_runtime(
             log=log,
@@ -282,8 +289,12 @@ async def run_discord_runtime(
             policy=policy,
             **runtime_kwargs,
         ) as runtime:
+            history = LoggedHistory(log, runtime.snapshots, last_alive)
             async with hosted_bot(
-                settings, runtime, before_close=lambda: _wind_down(runtime, renderers)
+                settings,
+                runtime,
+                before_close=lambda: _wind_down(runtime, renderers),
+                history=history,
             ) as bot:
                 renderers.attach(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)

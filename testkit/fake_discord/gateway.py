@@ -6,6 +6,12 @@ GUILD_CREATE per guild after IDENTIFY, and on RESUME a replay of every dispatch 
 missed followed by RESUMED. Every dispatch of a session is kept in order with its sequence
 number, so a disconnect loses nothing: a resumed connection's writer starts after the
 client's last seen sequence.
+
+``invalidate_session`` is the other kind of outage: the session is gone (as when Discord
+lets one expire), so the client's RESUME gets INVALID_SESSION and it IDENTIFYs afresh; what
+was dispatched while it had no session is never delivered, as on Discord. With
+``hold=True`` new connections wait for HELLO until ``release``, so a test can act while
+the bot is offline.
 """
 
 from __future__ import annotations
@@ -54,7 +60,10 @@ class Gateway:
         self.current: GatewaySession | None = None
         self.identifies = 0
         self.resumes = 0
+        self.invalid_sessions = 0  # RESUMEs refused: the session was gone
         self.heartbeats = 0
+        self._open = asyncio.Event()  # cleared: connections wait for HELLO (an outage)
+        self._open.set()
 
     # --- the world's side -------------------------------------------------------------
 
@@ -77,11 +86,28 @@ class Gateway:
             socket, session.socket = session.socket, None
             await socket.close(code=code)
 
+    async def invalidate_session(self, *, hold: bool = False) -> None:
+        """Forget the bot's session and drop its socket: it cannot RESUME. Dispatches
+        until it IDENTIFYs again go nowhere. ``hold``: keep it offline until ``release``."""
+        if hold:
+            self._open.clear()
+        session, self.current = self.current, None
+        if session is not None:
+            self.sessions.pop(session.id, None)
+            if session.socket is not None:
+                socket, session.socket = session.socket, None
+                await socket.close(code=4000)
+
+    def release(self) -> None:
+        """End an outage begun with ``invalidate_session(hold=True)``."""
+        self._open.set()
+
     # --- the websocket ----------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.WebSocketResponse:
         socket = web.WebSocketResponse()
         await socket.prepare(request)
+        await self._open.wait()
         await socket.send_str(json.dumps({"op": OP_HELLO, "d": {"heartbeat_interval": 41250}}))
         writer: asyncio.Task[None] | None = None
         try:
@@ -99,6 +125,7 @@ class Gateway:
                 elif op == OP_RESUME:
                     session = self.sessions.get(str(data.get("session_id")))
                     if session is None:
+                        self.invalid_sessions += 1
                         await socket.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
                         continue
                     self.resumes += 1

@@ -19,7 +19,13 @@ from typing import Any
 from aiohttp import web
 
 from testkit.fake_discord.gateway import Gateway
-from testkit.fake_discord.store import PUBLIC_THREAD, FakeInteraction, FakeMessage, World
+from testkit.fake_discord.store import (
+    HAS_THREAD,
+    PUBLIC_THREAD,
+    FakeInteraction,
+    FakeMessage,
+    World,
+)
 
 __all__ = ["Fault", "RateLimit", "RestApi", "RestCall"]
 
@@ -127,6 +133,8 @@ class RestApi:
         )
         route("GET", r"/applications/(?P<app>\d+)/commands", self.get_commands)
         route("POST", r"/channels/(?P<channel>\d+)/messages", self.post_message)
+        route("GET", r"/channels/(?P<channel>\d+)/messages", self.list_messages)
+        route("GET", r"/guilds/(?P<guild>\d+)/members/(?P<user>\d+)", self.get_member)
         route("GET", r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)", self.get_message)
         route("PATCH", r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)", self.patch_message)
         route(
@@ -337,6 +345,35 @@ class RestApi:
         self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
         return json_response(message.payload(self.world))
 
+    async def list_messages(
+        self, request: web.Request, args: dict[str, str], body: dict[str, Any]
+    ) -> web.Response:
+        """A page of the channel's history (``limit`` 1-100, default 50; ``after`` or
+        ``before``), newest first, as Discord pages it."""
+        if (missing := self._channel_or_404(args["channel"])) is not None:
+            return missing
+        query = request.query
+        if "around" in query:
+            return json_response({"message": "the fake does not page around", "code": 0}, 400)
+        try:
+            limit = int(query.get("limit", 50))
+            after = int(query["after"]) if "after" in query else None
+            before = int(query["before"]) if "before" in query else None
+        except ValueError:
+            return json_response({"message": "Invalid Form Body", "code": 50035}, 400)
+        if not 1 <= limit <= 100:
+            return json_response({"message": "Invalid Form Body", "code": 50035}, 400)
+        page = self.world.history(int(args["channel"]), limit=limit, after=after, before=before)
+        return json_response([m.payload(self.world) for m in page])
+
+    async def get_member(
+        self, request: web.Request, args: dict[str, str], body: dict[str, Any]
+    ) -> web.Response:
+        user = self.world.users.get(int(args["user"]))
+        if user is None or int(args["guild"]) not in self.world.guilds:
+            return json_response({"message": "Unknown Member", "code": 10007}, 404)
+        return json_response(user.member_payload(0))
+
     async def get_message(
         self, request: web.Request, args: dict[str, str], body: dict[str, Any]
     ) -> web.Response:
@@ -402,6 +439,8 @@ class RestApi:
         self, request: web.Request, args: dict[str, str], body: dict[str, Any]
     ) -> web.Response:
         parent = self.world.channels[int(args["channel"])]
+        if "message" in args:
+            self.world.messages[int(args["message"])].flags |= HAS_THREAD
         thread = self.world.add_channel(
             parent.guild_id,
             body.get("name") or "thread",

@@ -210,6 +210,11 @@ class FakeDiscord:
                 attachment = FakeAttachment(self.world.next_id(), filename, data, content_type)
                 self.world.attachments[attachment.id] = attachment
                 files.append(attachment)
+            channel = self.world.channels[channel_id]
+            if channel.archived:
+                # As on Discord, a message in an archived thread brings it back.
+                channel.archived = False
+                self.gateway.dispatch("THREAD_UPDATE", channel.payload())
             message = self.world.add_message(channel_id, author_id, content, attachments=files)
             self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
             return message.id
@@ -431,6 +436,18 @@ class FakeDiscord:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self.gateway.disconnect(code), self._loop).result(10)
 
+    def invalidate_session(self, *, hold: bool = False) -> None:
+        """End the bot's gateway session so that it cannot RESUME: it IDENTIFYs again and
+        gets a fresh READY; what happens meanwhile is never delivered to it. ``hold``:
+        it stays offline until ``release_gateway``."""
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(
+            self.gateway.invalidate_session(hold=hold), self._loop
+        ).result(10)
+
+    def release_gateway(self) -> None:
+        self._call(self.gateway.release)
+
     # --- reading back -----------------------------------------------------------------
 
     def messages(self, channel_id: int) -> list[FakeMessage]:
@@ -484,6 +501,7 @@ class FakeDiscord:
             lambda: {
                 "identifies": self.gateway.identifies,
                 "resumes": self.gateway.resumes,
+                "invalid_sessions": self.gateway.invalid_sessions,
                 "heartbeats": self.gateway.heartbeats,
             }
         )

@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from effects.platform import PlatformLimits
 from ingress.discord.bot import SpindleBot
 from ingress.discord.host import DiscordApp, DiscordRenderers, run_discord_runtime
 from runtime.agent_events import TextDelta, ToolFinished, ToolStarted
@@ -158,11 +159,18 @@ class Stack:
 
 
 @asynccontextmanager
-async def discord_stack(world: World, tmp_path: Path, **settings: Any) -> AsyncIterator[Stack]:
+async def discord_stack(
+    world: World,
+    tmp_path: Path,
+    *,
+    limits: PlatformLimits | None = None,
+    queue_limit: int = 50,
+    **settings: Any,
+) -> AsyncIterator[Stack]:
     """The production wiring (``run_discord_runtime``) with the fake agent, on a log in
-    ``tmp_path`` (the same path again: a restart)."""
+    ``tmp_path`` (the same path again: a restart); ``limits`` for the renderers."""
     agents = FakeAgentWorld(script=SCRIPT)
-    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
+    policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:
             app: DiscordApp = await nursery.start(
@@ -172,6 +180,7 @@ async def discord_stack(world: World, tmp_path: Path, **settings: Any) -> AsyncI
                     log=log,
                     adapter_factory=agents.factory,
                     policy=policy,
+                    limits=limits,
                     tick_interval_s=0.25,
                 )
             )

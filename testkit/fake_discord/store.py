@@ -9,7 +9,6 @@ shapes follow the Discord API v10 documents as far as discord.py 2.x reads them.
 
 from __future__ import annotations
 
-import itertools
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -27,11 +26,20 @@ __all__ = [
     "World",
 ]
 
-# Discord snowflakes are 64-bit ints; ours only need to be unique and increasing.
-_EPOCH_SNOWFLAKE = 1_300_000_000_000_000_000
+# Discord snowflakes: milliseconds since Discord's epoch shifted left 22 bits, plus
+# sequence bits. Ours are made the same way (and strictly increasing), so that a message's
+# id says when it was posted, as clients rely on (history ``after`` a point in time).
+_DISCORD_EPOCH_MS = 1_420_070_400_000
+
+
+def snowflake_at(ts: float) -> int:
+    return (int(ts * 1000) - _DISCORD_EPOCH_MS) << 22
+
 
 TEXT_CHANNEL = 0
 PUBLIC_THREAD = 11
+
+HAS_THREAD = 1 << 5  # message flag: a thread was started from this message
 
 # All permissions: the fake never refuses the bot.
 _ALL_PERMISSIONS = str((1 << 50) - 1)
@@ -264,7 +272,7 @@ class World:
     """All the state of the fake Discord. ``base_url`` is the server's HTTP root."""
 
     def __init__(self) -> None:
-        self._ids = itertools.count(_EPOCH_SNOWFLAKE)
+        self._last_id = 0
         self.base_url = ""
         self.users: dict[int, FakeUser] = {}
         self.guilds: dict[int, FakeGuild] = {}
@@ -280,7 +288,8 @@ class World:
         self.application_id = self.bot.id
 
     def next_id(self) -> int:
-        return next(self._ids)
+        self._last_id = max(self._last_id + 1, snowflake_at(time.time()))
+        return self._last_id
 
     # --- building the world -----------------------------------------------------------
 
@@ -359,10 +368,14 @@ class World:
             for c in self.channels.values()
             if c.guild_id == guild.id and c.type == TEXT_CHANNEL and not c.deleted
         ]
+        # As on Discord, only the active threads: an archived one is not in the cache.
         threads = [
             c.payload()
             for c in self.channels.values()
-            if c.guild_id == guild.id and c.type == PUBLIC_THREAD and not c.deleted
+            if c.guild_id == guild.id
+            and c.type == PUBLIC_THREAD
+            and not c.deleted
+            and not c.archived
         ]
         return {
             "id": str(guild.id),
@@ -402,6 +415,26 @@ class World:
             for m in self.messages.values()
             if m.channel_id == channel_id and not m.deleted and not m.ephemeral
         ]
+
+    def history(
+        self,
+        channel_id: int,
+        *,
+        limit: int = 50,
+        after: int | None = None,
+        before: int | None = None,
+    ) -> list[FakeMessage]:
+        """``GET /channels/{id}/messages`` as Discord answers it: with ``after``, the
+        ``limit`` oldest messages after it; otherwise the ``limit`` newest (before
+        ``before``, when given). Newest first either way."""
+        found = sorted(self.visible_messages(channel_id), key=lambda m: m.id)
+        if before is not None:
+            found = [m for m in found if m.id < before]
+        if after is not None:
+            page = [m for m in found if m.id > after][:limit]
+        else:
+            page = found[-limit:] if limit else []
+        return page[::-1]
 
     def transcript(self, channel_id: int) -> str:
         lines = []

@@ -534,3 +534,23 @@ async def test_what_follows_a_sealed_stream_comes_after_its_final_text(
     text_calls = [i for i, c in enumerate(calls) if c.text and "slow" in c.text]
     assert max(text_calls) < footer  # the final edit of the answer went out first
     assert calls[max(text_calls)].text.rstrip().endswith("slow9")
+
+
+async def test_a_dismissal_shows_before_anything_posted_after_it(
+    renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    # A new message dismisses a prompt sent a moment ago (its edit is not due yet), and the
+    # next run answers at once: the buttons must be gone before that answer shows.
+    prompt = ShowPermissionPrompt(key="t/r1/2", request_id="p1", tool="Bash", detail="rm x")
+    [(key, (prompt_id,))] = await renderer.apply(prompt)
+    await renderer.apply(DismissPrompt(key=key, request_id="p1", outcome="Dismissed"))
+    await renderer.apply(PostOutput(key="t/r2/0", kind="text", text="Hello."))
+    await renderer.apply(SealOutput(key="t/r2/0"))
+    await renderer.apply(PostOutput(key="t/r2/1", kind="footer", text="1.0s · $0.01 · m"))
+    calls = [c for c in platform.calls if c.kind in ("send", "edit")]
+    dismissal = [i for i, c in enumerate(calls) if c.kind == "edit" and c.message_id == prompt_id]
+    later_sends = [
+        i for i, c in enumerate(calls) if c.kind == "send" and "Bash" not in (c.text or "")
+    ]
+    assert dismissal and len(later_sends) == 2 and dismissal[0] < min(later_sends), calls
+    assert platform.message(CHANNEL, prompt_id).buttons == ()

@@ -172,3 +172,17 @@ def test_posted_outputs_gathers_every_message_of_a_key(tmp_path: Path) -> None:
         assert log.posted_outputs("t") == {"k": ("m1", "m2", "m3")}
     finally:
         log.close()
+
+
+def test_action_ids_of_some_kinds_and_the_last_action_time(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "log.sqlite3") as log:
+        assert log.last_action_at() is None
+        log.append(UserMessage(thread_id="a", action_id="msg-7", at=5.0, author_id="u", text="x"))
+        log.append(_status("a", 9))
+        log.append(UserMessage(thread_id="a", action_id="msg-3", at=6.0, author_id="u", text="y"))
+        log.append(_status("b", 4))
+        log.flush()
+        assert log.action_ids("a", ("user_message",)) == ["msg-7", "msg-3"]  # commit order
+        assert log.action_ids("a", ("user_message", "status")) == ["msg-7", "s9", "msg-3"]
+        assert log.action_ids("b", ("user_message",)) == [] == log.action_ids("a", ())
+        assert log.last_action_at() == 6.0  # thread a's last action; b's was at 4.0

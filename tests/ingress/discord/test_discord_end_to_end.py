@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from effects.platform import PlatformLimits
 from ingress.discord.bot import REFUSAL
 from ingress.discord.host import DiscordApp, run_discord_runtime
 from runtime.log import EventLog
@@ -206,6 +207,23 @@ async def test_a_new_message_dismisses_a_pending_permission(world: World, tmp_pa
         assert dismissed.content != prompt[0].content
         assert _delivered(stack) == ["PERMISSION needed", "never mind"]
         assert sum(map(is_footer, messages)) == 1
+
+
+async def test_a_dismissed_permission_loses_its_buttons_before_the_next_answer_shows(
+    world: World, tmp_path: Path
+) -> None:
+    # Edits paced 3 s apart: the prompt is dismissed (and the next run answers) well within
+    # its pacing interval. Read the moment the footer shows, not after the renderer is quiet.
+    async with discord_stack(
+        world, tmp_path, limits=PlatformLimits(min_edit_interval_s=3.0)
+    ) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "PERMISSION needed")
+        (prompt,) = await wait_for(lambda: [m for m in world.fake.messages(thread) if m.components])
+        world.fake.send_message(thread, world.alice, "never mind")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: any(map(is_footer, ms)))
+        assert world.fake.message(prompt.id).components == []
+        assert _delivered(stack) == ["PERMISSION needed", "never mind"]
 
 
 async def test_accepting_a_permission_lets_the_run_finish(world: World, tmp_path: Path) -> None:
