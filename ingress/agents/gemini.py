@@ -47,6 +47,7 @@ from ingress.agents.base import (
     StampedEvent,
     agent_environment,
     prompt_with_attachments,
+    spawn_agent,
 )
 from ingress.agents.gemini_home import (
     ConversationInfo,
@@ -339,7 +340,7 @@ class GeminiAdapter(AgentAdapter):
             avoid_same_minute_collision(Path(self._gemini_home), start.session_id)
         spec = gemini_launch_spec(self.options, start.workdir, self._gemini_home, model=self.model)
         try:
-            proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd)
+            proc = await spawn_agent(self.options, spec.argv, env=spec.env, cwd=spec.cwd)
         except OSError as exc:
             raise AgentStartError(f"cannot start {spec.argv[0]}: {exc}") from exc
         self._proc = proc
@@ -544,7 +545,9 @@ class GeminiAdapter(AgentAdapter):
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
         try:
-            proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd, stdin=False)
+            proc = await spawn_agent(
+                self.options, spec.argv, env=spec.env, cwd=spec.cwd, stdin=False
+            )
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
             return None

@@ -1,0 +1,228 @@
+"""The guard: a tiny parent between Spindle and each child it runs, so the child's whole tree
+dies with Spindle, however Spindle dies.
+
+Run as ``python -I -S process_guard.py LIFELINE_FD -- COMMAND ARGS...`` (standard library
+only, no site packages: it starts in a few milliseconds). Spindle spawns it as the leader of
+a new session; it runs the command as its child in that same process group and then:
+
+- **notices Spindle's death through the lifeline**: ``LIFELINE_FD`` is the read end of a pipe
+  whose only write end Spindle holds (close-on-exec, never inherited). The kernel closes it
+  when Spindle exits, by SIGKILL too, and the guard reads EOF. This does not depend on which
+  of Spindle's threads forked the guard (trio forks in a worker thread, and the parent-death
+  signal fires when *that thread* ends, so it cannot be used for the guard itself), and it
+  has no start-up race: a lifeline whose writer is already gone reads EOF at once.
+- **keeps every descendant in reach**: it is a child subreaper (``PR_SET_CHILD_SUBREAPER``),
+  so a grandchild that daemonizes (double fork, ``setsid``) is re-parented to the guard,
+  not to init, and stays in the guard's tree where Spindle's stop (psutil) and the guard's
+  own sweep find it.
+- **takes its child along if the guard itself is killed**: the child gets the parent-death
+  signal SIGKILL (``PR_SET_PDEATHSIG``), set by the guard, a single-threaded process whose
+  forking thread lives exactly as long as the guard.
+- **ends the tree**: on lifeline EOF it sends SIGTERM to every descendant and group member,
+  waits ``GRACE_S``, then SIGKILLs what is left; when the child exits by itself it sweeps
+  the leftovers the same way. It exits only when none is left, with the child's status (its
+  exit code, or the same signal), so Spindle sees the child's own result.
+
+Signals sent to the process group (Spindle's SIGINT to interrupt, SIGTERM to stop) reach the
+child directly; the guard only notes them and keeps waiting for its child, so an interrupt
+is delivered once, as the child expects. SIGKILL to the group ends both at once.
+
+On systems without ``prctl`` (not Linux) the lifeline and the group sweep still work; the
+subreaper and the parent-death signal are skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+GRACE_S = 0.5  # SIGTERM -> SIGKILL when Spindle is gone: the tree must end within a second
+LEFTOVER_GRACE_S = 2.0  # SIGTERM -> SIGKILL for processes the child left behind
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+_NOTED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(option, value, 0, 0, 0)) == 0
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, process group) of a live, non-zombie process, read from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # the name may hold spaces and parens
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[1]), int(fields[2])
+
+
+def descendants(root: int) -> list[int]:
+    """Live processes below ``root`` or in its process group (``root`` excluded)."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    parent: dict[int, int] = {}
+    found: set[int] = set()
+    for pid in pids:
+        info = _stat(pid)
+        if info is None:
+            continue
+        parent[pid] = info[0]
+        if info[1] == root:
+            found.add(pid)
+    for pid in parent:
+        seen = 0
+        up = parent.get(pid)
+        while up is not None and up > 1 and seen < 4096:
+            if up == root:
+                found.add(pid)
+                break
+            up = parent.get(up)
+            seen += 1
+    found.discard(root)
+    return sorted(found)
+
+
+class Guard:
+    def __init__(self, lifeline: int | None, command: list[str]) -> None:
+        self.lifeline = lifeline
+        self.command = command
+        self.me = os.getpid()
+        self.child_status: int | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+
+    def _child_setup(self) -> None:
+        # In the forked child, before exec: die with the guard; a guard already gone means
+        # the child must not start at all.
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.me:
+            os._exit(1)
+
+    def start(self) -> None:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        for sig in _NOTED:
+            # A handler (not SIG_IGN): handlers reset to the default at exec, so the child
+            # still reacts to SIGINT/SIGTERM as usual.
+            signal.signal(sig, lambda *_: None)
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.child = subprocess.Popen(self.command, preexec_fn=self._child_setup)
+        # The child has the only copies of Spindle's pipes now: EOF must follow its exit.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+
+    def reap(self) -> None:
+        """Collect every exited child (orphans adopted as subreaper too)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.child is not None and pid == self.child.pid:
+                self.child_status = status
+                self.child.returncode = 0  # reaped here: keep Popen from waiting on it
+
+    def orphaned(self) -> bool:
+        if self.lifeline is None:
+            return False
+        try:
+            return os.read(self.lifeline, 64) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def watch(self) -> bool:
+        """Wait until the child exits (False) or Spindle is gone (True)."""
+        watched = [self.wake_r] + ([self.lifeline] if self.lifeline is not None else [])
+        while True:
+            self.reap()
+            if self.child_status is not None:
+                return False
+            try:
+                ready, _, _ = select.select(watched, [], [], 1.0)
+            except InterruptedError:
+                continue
+            if self.lifeline is not None and self.lifeline in ready and self.orphaned():
+                return True
+            with contextlib.suppress(OSError):
+                os.read(self.wake_r, 4096)
+
+    def sweep(self, grace: float) -> None:
+        """SIGTERM every descendant and group member, wait ``grace``, SIGKILL the rest."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            pids = descendants(self.me)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                self.reap()
+                if not descendants(self.me):
+                    return
+                time.sleep(0.01)
+
+    def exit(self) -> None:
+        self.reap()
+        status = self.child_status
+        if status is None:
+            os._exit(1)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            with contextlib.suppress(ValueError, OSError):
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core of the guard
+                signal.signal(sig, signal.SIG_DFL)
+                signal.set_wakeup_fd(-1)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+                os.kill(self.me, sig)
+            os._exit(128 + sig)
+        os._exit(os.waitstatus_to_exitcode(status))
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 4 or argv[2] != "--":
+        sys.stderr.write("usage: process_guard.py LIFELINE_FD|- -- COMMAND [ARGS...]\n")
+        os._exit(2)
+    lifeline = None if argv[1] == "-" else int(argv[1])
+    if lifeline is not None:
+        os.set_blocking(lifeline, False)
+    guard = Guard(lifeline, argv[3:])
+    try:
+        guard.start()
+    except OSError as exc:
+        sys.stderr.write(f"spindle: cannot run {argv[3]}: {exc.strerror or exc}\n")
+        os._exit(127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1)
+    orphaned = guard.watch()
+    guard.sweep(GRACE_S if orphaned else LEFTOVER_GRACE_S)
+    guard.exit()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
