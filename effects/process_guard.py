@@ -23,9 +23,12 @@ a new session; it runs the command as its child in that same process group and t
   the leftovers the same way. It exits only when none is left, with the child's status (its
   exit code, or the same signal), so Spindle sees the child's own result.
 
-Signals sent to the process group (Spindle's SIGINT to interrupt, SIGTERM to stop) reach the
-child directly; the guard only notes them and keeps waiting for its child, so an interrupt
-is delivered once, as the child expects. SIGKILL to the group ends both at once.
+The command runs in a process group of its own; the guard forwards every catchable signal
+it gets (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH) to that group. So a
+signal sent to the guard's pid or group (Spindle's SIGINT to interrupt, SIGTERM to stop, an
+agent's ``kill <pid>`` of a process it started) reaches the command exactly once, as it
+would without a guard. SIGKILL ends the guard, and the command with it (parent-death
+signal); its other descendants are in the guard's tree, where Spindle's stop finds them.
 
 On systems without ``prctl`` (not Linux) the lifeline and the group sweep still work; the
 subreaper and the parent-death signal are skipped.
@@ -46,7 +49,15 @@ GRACE_S = 0.5  # SIGTERM -> SIGKILL when Spindle is gone: the tree must end with
 LEFTOVER_GRACE_S = 2.0  # SIGTERM -> SIGKILL for processes the child left behind
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-_NOTED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -108,24 +119,33 @@ class Guard:
         self.child: subprocess.Popen[bytes] | None = None
 
     def _child_setup(self) -> None:
-        # In the forked child, before exec: die with the guard; a guard already gone means
-        # the child must not start at all.
+        # In the forked child, before exec: a group of its own (signals come through the
+        # guard, once), and death with the guard; a guard already gone means the child must
+        # not start at all.
+        os.setpgid(0, 0)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != self.me:
             os._exit(1)
 
+    def _forward(self, signum: int, _frame: object) -> None:
+        if self.child is not None and self.child_status is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.child.pid, signum)
+
     def start(self) -> None:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        for sig in _NOTED:
+        for sig in _FORWARDED:
             # A handler (not SIG_IGN): handlers reset to the default at exec, so the child
-            # still reacts to SIGINT/SIGTERM as usual.
-            signal.signal(sig, lambda *_: None)
+            # still reacts to these signals as usual.
+            signal.signal(sig, self._forward)
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.child = subprocess.Popen(self.command, preexec_fn=self._child_setup)
+        with contextlib.suppress(OSError):  # also here: no window where its group is missing
+            os.setpgid(self.child.pid, self.child.pid)
         # The child has the only copies of Spindle's pipes now: EOF must follow its exit.
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):

@@ -159,3 +159,31 @@ async def test_a_killed_guard_takes_its_child_along():
     os.kill(proc.pid, signal.SIGKILL)
     await proc.wait()
     assert _wait_gone([child], 1.0) == []
+
+
+COUNTER = textwrap.dedent("""
+    import signal, sys, time
+    got = []
+    signal.signal(signal.SIGINT, lambda *_: got.append("INT"))
+    signal.signal(signal.SIGUSR1, lambda *_: got.append("USR1"))
+    print("ready", flush=True)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(" ".join(got), flush=True)
+""")
+
+
+async def test_a_signal_to_the_guard_reaches_the_command_exactly_once(tmp_path):
+    """Spindle interrupts with SIGINT to the group; an agent may `kill` the pid it was told:
+    either way the command gets the signal once (a second SIGINT makes CLIs quit)."""
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER)
+    proc = await ManagedProcess.spawn([sys.executable, str(script)], stdin=False)
+    lines = proc.stdout_lines().__aiter__()
+    assert await lines.__anext__() == "ready"
+    proc.signal(signal.SIGINT)  # to the guard's process group
+    await trio.sleep(0.2)
+    os.kill(proc.pid, signal.SIGUSR1)  # to the guard's pid alone
+    assert await lines.__anext__() == "INT USR1"
+    assert await proc.wait() == 0
