@@ -36,12 +36,10 @@ subreaper and the parent-death signal are skipped.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -60,13 +58,18 @@ _FORWARDED = (
 )
 
 
+_libc = None  # (contextlib and subprocess are not imported: they slow the start-up)
+
+
 def _prctl(option: int, value: int) -> bool:
+    global _libc
     if not sys.platform.startswith("linux"):
         return False
-    import ctypes
+    if _libc is None:
+        import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(option, value, 0, 0, 0)) == 0
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return int(_libc.prctl(option, value, 0, 0, 0)) == 0
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -116,21 +119,34 @@ class Guard:
         self.command = command
         self.me = os.getpid()
         self.child_status: int | None = None
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: int | None = None  # its pid
 
-    def _child_setup(self) -> None:
-        # In the forked child, before exec: a group of its own (signals come through the
-        # guard, once), and death with the guard; a guard already gone means the child must
-        # not start at all.
-        os.setpgid(0, 0)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self.me:
-            os._exit(1)
+    def _exec_child(self) -> None:
+        """In the forked child: a group of its own (signals come through the guard, once),
+        death with the guard (a guard already gone means the child must not start at all),
+        the default signal dispositions back, then the command."""
+        try:
+            os.setpgid(0, 0)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != self.me:
+                os._exit(1)
+            signal.set_wakeup_fd(-1)
+            for sig in (*_FORWARDED, signal.SIGCHLD, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execvp(self.command[0], self.command)
+        except OSError as exc:
+            os.write(2, f"spindle: cannot run {self.command[0]}: {exc.strerror}\n".encode())
+            code = 127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 126
+            os._exit(code)
+        finally:
+            os._exit(127)
 
     def _forward(self, signum: int, _frame: object) -> None:
         if self.child is not None and self.child_status is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.child.pid, signum)
+            try:
+                os.killpg(self.child, signum)
+            except OSError:
+                pass
 
     def start(self) -> None:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -143,9 +159,16 @@ class Guard:
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        self.child = subprocess.Popen(self.command, preexec_fn=self._child_setup)
-        with contextlib.suppress(OSError):  # also here: no window where its group is missing
-            os.setpgid(self.child.pid, self.child.pid)
+        # A plain fork (the guard is single-threaded), not subprocess: importing subprocess
+        # would double the guard's start-up time.
+        pid = os.fork()
+        if pid == 0:
+            self._exec_child()
+        self.child = pid
+        try:  # also here: no window where its group is missing
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
         # The child has the only copies of Spindle's pipes now: EOF must follow its exit.
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -161,9 +184,8 @@ class Guard:
                 return
             if pid == 0:
                 return
-            if self.child is not None and pid == self.child.pid:
+            if pid == self.child:
                 self.child_status = status
-                self.child.returncode = 0  # reaped here: keep Popen from waiting on it
 
     def orphaned(self) -> bool:
         if self.lifeline is None:
@@ -188,8 +210,10 @@ class Guard:
                 continue
             if self.lifeline is not None and self.lifeline in ready and self.orphaned():
                 return True
-            with contextlib.suppress(OSError):
+            try:
                 os.read(self.wake_r, 4096)
+            except OSError:
+                pass
 
     def sweep(self, grace: float) -> None:
         """SIGTERM every descendant and group member, wait ``grace``, SIGKILL the rest."""
@@ -198,8 +222,10 @@ class Guard:
             if not pids:
                 return
             for pid in pids:
-                with contextlib.suppress(OSError):
+                try:
                     os.kill(pid, sig)
+                except OSError:
+                    pass
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 self.reap()
@@ -214,7 +240,7 @@ class Guard:
             os._exit(1)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            with contextlib.suppress(ValueError, OSError):
+            try:
                 import resource
 
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core of the guard
@@ -222,6 +248,8 @@ class Guard:
                 signal.set_wakeup_fd(-1)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
                 os.kill(self.me, sig)
+            except (ValueError, OSError):
+                pass
             os._exit(128 + sig)
         os._exit(os.waitstatus_to_exitcode(status))
 
@@ -233,12 +261,13 @@ def main(argv: list[str]) -> None:
     lifeline = None if argv[1] == "-" else int(argv[1])
     if lifeline is not None:
         os.set_blocking(lifeline, False)
+        os.set_inheritable(lifeline, False)  # the command has no business with it
     guard = Guard(lifeline, argv[3:])
     try:
         guard.start()
     except OSError as exc:
-        sys.stderr.write(f"spindle: cannot run {argv[3]}: {exc.strerror or exc}\n")
-        os._exit(127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1)
+        sys.stderr.write(f"spindle: cannot start the guard for {argv[3]}: {exc}\n")
+        os._exit(1)
     orphaned = guard.watch()
     guard.sweep(GRACE_S if orphaned else LEFTOVER_GRACE_S)
     guard.exit()
