@@ -240,16 +240,21 @@ class Guard:
             os._exit(1)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
+            # Die of the same signal, so Spindle sees the child's own end (-9, -15 ...).
             try:
                 import resource
 
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core of the guard
-                signal.signal(sig, signal.SIG_DFL)
-                signal.set_wakeup_fd(-1)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-                os.kill(self.me, sig)
             except (ValueError, OSError):
                 pass
+            signal.set_wakeup_fd(-1)
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be caught anyway
+                try:
+                    signal.signal(sig, signal.SIG_DFL)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+                except (ValueError, OSError):
+                    pass
+            os.kill(self.me, sig)
             os._exit(128 + sig)
         os._exit(os.waitstatus_to_exitcode(status))
 

@@ -187,3 +187,8 @@ async def test_a_signal_to_the_guard_reaches_the_command_exactly_once(tmp_path):
     os.kill(proc.pid, signal.SIGUSR1)  # to the guard's pid alone
     assert await lines.__anext__() == "INT USR1"
     assert await proc.wait() == 0
+
+
+async def test_a_command_killed_by_sigkill_is_reported_as_killed():
+    proc = await ManagedProcess.spawn(["sh", "-c", "kill -KILL $$"], stdin=False)
+    assert await proc.wait() == -signal.SIGKILL
