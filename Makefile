@@ -9,7 +9,12 @@ AGENTS_STAMP := $(AGENTS_DIR)/.installed
 AGENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 \
                   @google/gemini-cli@0.61.0 opencode-ai@1.18.33
 
-.PHONY: setup agents run test bench lint clean
+# Debian's bubblewrap for the agent-sandbox tests, unpacked under .tools/ and NOT installed
+# on PATH: Codex prefers any `bwrap` on PATH for its own sandbox and fails with Debian 12's
+# 0.8.0 (no --argv0), while it works with the copy it bundles.
+BWRAP := .tools/bubblewrap/usr/bin/bwrap
+
+.PHONY: setup agents bwrap run test bench lint clean
 
 setup: $(STAMP)
 
@@ -29,10 +34,18 @@ $(AGENTS_STAMP): Makefile
 	npm install --prefix $(AGENTS_DIR) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	touch $(AGENTS_STAMP)
 
+bwrap: $(BWRAP)
+
+$(BWRAP):
+	mkdir -p .tools
+	cd .tools && { apt-get download bubblewrap 2>/dev/null || { apt-get update -qq && apt-get download bubblewrap; }; }
+	cd .tools && dpkg-deb -x bubblewrap_*.deb bubblewrap && rm -f bubblewrap_*.deb
+	test -x $(BWRAP)
+
 run: setup
 	$(BIN)/spindle run
 
-test: setup agents
+test: setup agents bwrap
 	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q
 
 bench: setup agents
@@ -44,4 +57,4 @@ lint: setup
 	$(BIN)/mypy --strict runtime/frozen.py runtime/model.py runtime/actions.py runtime/agent_events.py runtime/effects.py runtime/guards.py runtime/phase_table.py runtime/transition_step.py runtime/transitions.py runtime/transitions_user.py runtime/transitions_agent.py
 
 clean:
-	rm -rf $(VENV) $(AGENTS_DIR)
+	rm -rf $(VENV) $(AGENTS_DIR) .tools

@@ -5,28 +5,111 @@ spawn with ``start_new_session`` so the child leads its own process group; read 
 lines with a size guard; keep the last stderr lines for error reports; stop with an
 escalation (SIGINT, SIGTERM to the group, SIGKILL) and confirm with psutil that no process
 of the tree is left, including grandchildren that left the group.
+
+Every child runs under a guard (``process_guard.py``, see its docstring for the design):
+the guard leads the group, the command runs as its child, and the whole tree ends when
+Spindle does, by SIGKILL too. The guard learns of Spindle's death from the *lifeline*, a
+pipe whose write end only this process holds. Each spawned guard is recorded in the child
+registry (``child_registry.py``) when one is in use, so that the next start-up can stop a
+tree that survived anyway. ``sandbox`` (``sandbox.py``) runs the command under bubblewrap.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 
 import psutil
 import trio
 
+from .child_registry import ChildRegistry
+from .sandbox import Sandbox, sandbox_argv
+
 __all__ = [
+    "GUARD",
     "LineReader",
     "ManagedProcess",
     "alive",
     "group_pids",
+    "guarded_argv",
     "kill_tree",
+    "lifeline_fd",
+    "forget_child",
+    "note_child",
+    "record_children",
+    "resolve_executable",
     "signal_all",
     "tree_pids",
 ]
+
+GUARD = str(Path(__file__).with_name("process_guard.py"))
+_lifeline: tuple[int, int, int] | None = None  # (owner pid, read end, write end)
+_registry: ChildRegistry | None = None
+
+
+def lifeline_fd() -> int:
+    """The read end of this process's lifeline (made once; see the module docstring). Both
+    ends are close-on-exec: only a guard, through ``pass_fds``, gets the read end, and no
+    child ever holds the write end, so it closes exactly when this process ends."""
+    global _lifeline
+    if _lifeline is None or _lifeline[0] != os.getpid():
+        read_end, write_end = os.pipe()
+        _lifeline = (os.getpid(), read_end, write_end)
+    return _lifeline[1]
+
+
+def guarded_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` run under the guard, tied to this process's lifeline (pass
+    ``pass_fds=(lifeline_fd(),)`` to the spawn)."""
+    return [sys.executable, "-I", "-S", GUARD, str(lifeline_fd()), "--", *argv]
+
+
+def record_children(registry: ChildRegistry | None) -> None:
+    """Record every guard spawned from now on in ``registry`` (``spindle run`` does, with
+    ``<data_dir>/agent-processes.json``); None stops recording."""
+    global _registry
+    _registry = registry
+
+
+def note_child(pid: int, label: str) -> None:
+    """Record a guarded child spawned outside ``ManagedProcess`` (the MCP manager's)."""
+    if _registry is not None:
+        _registry.add(pid, label)
+
+
+def forget_child(pid: int) -> None:
+    if _registry is not None:
+        _registry.discard(pid)
+
+
+def resolve_executable(
+    program: str, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> str:
+    """The file ``program`` names, found as exec would (a path, or a search of ``PATH``);
+    raises ``FileNotFoundError``/``PermissionError``/``NotADirectoryError`` as a direct
+    spawn would have, since the guard, not Spindle, execs it."""
+    if cwd is not None and not os.path.isdir(cwd):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
+    if os.sep in program:
+        path = program if os.path.isabs(program) or cwd is None else os.path.join(cwd, program)
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        return os.path.abspath(path)
+    search = (env if env is not None else os.environ).get("PATH", os.defpath)
+    found = shutil.which(program, path=search)
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return found
+
 
 MAX_LINE = 32 * 1024 * 1024  # a longer line is cut: a runaway line must not eat memory
 
@@ -162,16 +245,28 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bool = True,
+        sandbox: Sandbox | None = None,
+        home: str | None = None,
+        expose: Sequence[str] = (),
     ) -> ManagedProcess:
+        """Start ``argv`` under a guard (it dies with Spindle). With ``sandbox`` it runs in
+        bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only)
+        and the files in ``expose``."""
+        command = [resolve_executable(argv[0], env, cwd), *argv[1:]]
+        if sandbox is not None:
+            command = sandbox_argv(sandbox, command, workdir=cwd, home=home, expose=expose)
+            command[0] = resolve_executable(command[0], env)
         proc = await trio.lowlevel.open_process(
-            list(argv),
+            guarded_argv(command),
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
+            pass_fds=(lifeline_fd(),),
         )
+        note_child(proc.pid, os.path.basename(argv[0]))
         return cls(proc)
 
     def stdout_lines(self) -> LineReader:
@@ -206,7 +301,9 @@ class ManagedProcess:
         return self.proc.poll()
 
     async def wait(self) -> int:
-        return await self.proc.wait()
+        code = await self.proc.wait()
+        forget_child(self.pid)
+        return code
 
     async def stop(self, *, grace: float = 3.0, interrupt_first: bool = True) -> bool:
         """SIGINT (if asked), then SIGTERM to the group, then SIGKILL; True when the
@@ -218,5 +315,5 @@ class ManagedProcess:
                 await self.proc.wait()
         gone = await kill_tree(self.pid, grace=grace, pgid=self.pid, extra_pids=extra)
         with trio.move_on_after(1.0):
-            await self.proc.wait()
+            await self.wait()
         return gone and not alive(extra)

@@ -1,7 +1,10 @@
 """``spindle run``: put the parts together and run until told to stop.
 
-It opens the event log (a corrupt or locked file stops start-up with a message naming it),
-starts the MCP process manager, and runs either the Discord bot (a token is configured) or
+It makes its own process unreadable to its children (non-dumpable) and its files private,
+opens the event log (a corrupt or locked file stops start-up with a message naming it),
+stops whatever the previous run's agents left running (before any conversation resumes:
+``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
+only), and runs either the Discord bot (a token is configured) or
 the console chat (no token, or ``--console``). Agents get the process manager through
 their adapters' own config mechanism (``AgentOptions.mcp_servers``), each thread with its
 own token so its processes stay its own.
@@ -12,16 +15,23 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import sys
 import time
 from contextlib import AsyncExitStack
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from effects.child_registry import FILE_NAME as CHILDREN_FILE
+from effects.child_registry import ChildRegistry, stop_recorded_children
 from effects.platform import PlatformLimits
+from effects.process import record_children
+from effects.sandbox import SandboxUnavailable, check_sandbox
+from effects.self_protection import make_non_dumpable, private_dir, private_file
 from ingress.agents import adapter_class, known_agents, unknown_agent_message
 from ingress.agents.base import AgentAdapter
 from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -75,6 +85,7 @@ class _AgentFactory:
 
     def __call__(self, agent: str, thread_id: str | None = None) -> AgentAdapter:
         options = self.settings.agent(agent).options()
+        options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
         if self.mcp is not None and thread_id is not None:
             state = self.runtime.snapshot(thread_id) if self.runtime is not None else None
             workdir = state.conversation.workdir if state and state.conversation else None
@@ -102,8 +113,16 @@ async def _serve(
                 serve_process_manager,
             )
 
+            mcp_config = config_from_settings(settings)
+            mcp_config = mcp_config.model_copy(
+                update={
+                    # Memory only: a token in a file is a token an agent can read.
+                    "token": mcp_config.token or secrets.token_urlsafe(32),
+                    "sandbox": _process_sandbox(settings),
+                }
+            )
             try:
-                mcp = await nursery.start(serve_process_manager, config_from_settings(settings))
+                mcp = await nursery.start(serve_process_manager, mcp_config)
             except PortUnavailable as exc:
                 # Only a fixed port can be taken (the default, 0, is any free one).
                 _say(f"Cannot start: mcp.port = {exc.port}: {exc}. Set another, or 0 (any free).")
@@ -245,11 +264,50 @@ async def _quit_on_signal(scope: trio.CancelScope) -> None:
             return
 
 
+def _process_sandbox(settings: Settings) -> Any:
+    """MCP-managed processes run sandboxed when any agent does: else a sandboxed agent
+    could ask the process manager to run, outside, what it may not run itself."""
+    from ingress.config import AGENT_NAMES
+
+    for agent in (*AGENT_NAMES, "command", "echo"):
+        sandbox = settings.sandbox_for(agent)
+        if sandbox is not None:
+            return sandbox
+    return None
+
+
+def _protect(settings: Settings) -> None:
+    """Before any secret is used or any file written: this process unreadable to same-user
+    processes (``/proc/<pid>/environ`` holds the bot token), its files private."""
+    make_non_dumpable()
+    private_dir(settings.data_path)
+    private_file(settings.log_path)
+    db = settings.database_path
+    private_dir(db.parent) if db.parent == settings.data_path else None
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path == db or path.exists():
+            private_file(path)
+
+
+def _stop_leftovers(settings: Settings) -> None:
+    """What the previous run's agents left running is stopped before any conversation is
+    resumed (it would write into the session being resumed); then this run's are recorded."""
+    path = settings.data_path / CHILDREN_FILE
+    stopped = stop_recorded_children(path)
+    if stopped:
+        _say(
+            f"Stopped {len(stopped)} agent process tree(s) left running by the previous run "
+            f"({', '.join(c.label or str(c.pid) for c in stopped)})."
+        )
+    record_children(ChildRegistry(path))
+
+
 def run_app(settings: Settings, args: argparse.Namespace) -> int:
     requested_agent = getattr(args, "agent", None)
     if requested_agent is not None and requested_agent not in known_agents():
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
+    _protect(settings)
     console = args.console or settings.token() is None
     # The console chat shares the terminal with the log: only warnings go there unless a
     # level was asked for; the JSON log file under the data dir gets everything anyway.
@@ -268,6 +326,12 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         except ValueError as exc:
             _say(f"Cannot start the Discord bot: {exc}")
             return EXIT_USAGE
+    if _process_sandbox(settings) is not None:
+        try:
+            check_sandbox(_process_sandbox(settings))
+        except SandboxUnavailable as exc:
+            _say(f"Cannot start: {exc}")
+            return EXIT_USAGE
     agent = choose_console_agent(settings, args.agent) if console else None
     log = EventLog(settings.database_path)
     try:
@@ -275,6 +339,7 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     except LogError as exc:
         _say(f"Cannot start: {exc}")
         return EXIT_DATABASE
+    _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
     tune_gc()  # thousands of threads' states: see runtime/tuning.py
     try:
         return trio.run(_serve, settings, args, log, agent)
@@ -284,4 +349,5 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         logger.exception("spindle run stopped on an error")
         return EXIT_FAILURE
     finally:
+        record_children(None)
         log.close()

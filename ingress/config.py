@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from effects.sandbox import Sandbox
 from ingress.agents import known_agents, unknown_agent_message
 from ingress.agents.base import AgentOptions
 from runtime.model import Policy
@@ -99,6 +100,10 @@ class RuntimeSettings(_Section):
     idle_actor_timeout_s: float = Field(3600.0, gt=0)
     allowed_roots: list[str] = ["~"]
     default_agent: str = "auto"  # "auto": the first genuine CLI found, else echo
+    # "bwrap": every agent CLI (and the processes it starts through the process manager)
+    # runs under bubblewrap; docs/security.md says what that protects.
+    agent_sandbox: Literal["none", "bwrap"] = "none"
+    agent_sandbox_binary: str = "bwrap"  # a path, or a name on PATH
 
     @field_validator("allowed_roots")
     @classmethod
@@ -135,6 +140,7 @@ class AgentSettings(_Section):
     home: str | None = None
     max_retries: int = Field(2, ge=0, le=10)  # model API retries before a turn fails
     command: list[str] = []  # only for the generic "command" agent
+    sandbox: Literal["none", "bwrap"] | None = None  # None: runtime.agent_sandbox
 
     def options(self) -> AgentOptions:
         return AgentOptions(
@@ -175,6 +181,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
 
     _toml_path: Path | None = None
+    _config_file: Path | None = None  # the file these settings were read from, if any
 
     @classmethod
     def settings_customise_sources(
@@ -223,6 +230,23 @@ class Settings(BaseSettings):
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())
 
+    def sandbox_for(self, agent: str) -> Sandbox | None:
+        """The sandbox agent ``agent`` runs in, or None. It hides Spindle's data dir, the
+        database and the config file, and every allowed root but the thread's workdir."""
+        mode = self.agent(agent).sandbox or self.runtime.agent_sandbox
+        if mode == "none":
+            return None
+        db = str(self.database_path)
+        hidden = [str(self.data_path), db, db + "-wal", db + "-shm", db + ".lock"]
+        for config in (self._config_file, default_config_path()):
+            if config is not None:
+                hidden.append(str(config))
+        return Sandbox(
+            binary=os.path.expanduser(self.runtime.agent_sandbox_binary),
+            hidden=tuple(hidden),
+            roots=tuple(self.runtime.allowed_roots),
+        )
+
 
 def looks_like_discord_token(token: str) -> bool:
     parts = token.split(".")
@@ -260,7 +284,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         path = None  # type: ignore[assignment]
     Settings._toml_path = path
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        settings._config_file = path
+        return settings
     except ValidationError as exc:
         raise ConfigError(_describe(exc.errors(), str(path or "environment"))) from None
     except ValueError as exc:  # a TOML syntax error

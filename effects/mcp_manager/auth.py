@@ -5,12 +5,12 @@ Two kinds of token, both checked in constant time:
 - the **operator token** (the secret itself), held by Spindle and ``spindle mcp`` users. A
   request with it acts for the thread named in the ``X-Spindle-Thread`` header (and may name
   a default working directory in ``X-Spindle-Workdir``); without that header it acts as the
-  operator, who sees every thread's processes.
+  operator, who sees every thread's processes. ``spindle run`` keeps it in memory only.
 - a **thread token**, ``spt1.<thread id, base64url>.<HMAC-SHA256(secret, thread id)>``,
   which Spindle hands to the agent it launches for that thread (it fits the agents' plain
   ``bearer_token`` MCP config, no custom header needed). It can only ever act for its own
-  thread: a header naming another thread is ignored. Thread tokens are derived, not stored,
-  so they survive a restart of Spindle as long as the secret does.
+  thread: a header naming another thread, or a workdir, is ignored. Thread tokens are
+  derived, not stored, so they survive a restart of Spindle as long as the secret does.
 
 The guard answers 401 to a request without a valid token and 403 to a client that is not on
 loopback (the listener is bound to loopback anyway; this is the second lock).
@@ -99,7 +99,9 @@ class TokenAuthority:
             return None
         if not hmac.compare_digest(parts[2].encode(), self._mac(thread_id).encode()):
             return None
-        return Caller(thread_id=thread_id, workdir=workdir)
+        # A thread token's workdir is the one Spindle bound to its thread, never a header:
+        # an agent must not point its processes at another thread's workdir.
+        return Caller(thread_id=thread_id)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -14,6 +14,8 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from effects.sandbox import Sandbox
+
 __all__ = [
     "DEFAULT_PORT",
     "OutputResult",
@@ -66,7 +68,8 @@ class ProcessManagerConfig(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)  # 0: any free port
     path: str = "/mcp"
     # The operator token. None: read ``<data_dir>/mcp-token``, creating it on first use, so
-    # thread tokens (derived from it) stay valid across a restart of Spindle.
+    # thread tokens (derived from it) stay valid across a restart (``spindle mcp``);
+    # ``spindle run`` makes one in memory instead, so no agent can find it in a file.
     token: str | None = None
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("spindle"))
     allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: (Path.home(),))
@@ -82,7 +85,8 @@ class ProcessManagerConfig(BaseModel):
     max_processes_per_thread: int = Field(default=8, gt=0)  # live ones (starting/running/stopping)
     max_records_per_thread: int = Field(default=32, gt=0)  # finished ones are forgotten past this
     stop_grace_s: float = Field(default=5.0, ge=0)  # SIGTERM -> SIGKILL
-    keep_on_shutdown: bool = False
+    keep_on_shutdown: bool = False  # False: processes die with Spindle (under the guard)
+    sandbox: Sandbox | None = None  # run processes in bubblewrap, seeing the thread's workdir
     poll_interval_s: float = Field(default=0.05, gt=0)  # how often output files are read
 
     @field_validator("host")

@@ -322,6 +322,10 @@ def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
 
 
 async def _serve_until_signalled(config: ProcessManagerConfig, port_key: str) -> int:
+    # It holds the operator token: not readable by the processes it runs (as spindle run).
+    from effects.self_protection import make_non_dumpable
+
+    make_non_dumpable()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             try:

@@ -58,7 +58,10 @@ class StateStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         data = StateFile(processes=records).model_dump_json(indent=1)
-        with open(tmp, "w") as f:
+        # 0600: records hold the environment values agents passed (API keys, passwords).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -7,19 +7,24 @@ Theory of operation:
   all). One ``trio.Lock`` per key serializes start/stop/restart of that key, so ten callers
   starting the same name at once get one process.
 - Every process leads its own session (``start_new_session``), so its group can be signalled
-  at once and it survives Spindle being killed. Its stdout and stderr are pipes to its own
-  writer process (``output_writer.py``, in a session of its own too), which writes them to
-  two capped files under the data dir: a pipe read by Spindle would die with Spindle, a
-  file written by the process itself could not be capped; the files keep the output of an
-  orphan readable by the next Spindle. One watcher task per process tails the files into
-  bounded rings (``output_tail.py``), samples the process tree (so grandchildren that left
-  the group are still known at stop time), and records the exit.
+  at once. Unless ``keep_on_shutdown``, it runs under the guard (``effects/process_guard.py``)
+  and dies with Spindle, by SIGKILL too; with it, it survives Spindle and is adopted by the
+  next one. With ``sandbox`` it runs in bubblewrap, seeing only its thread's workdir (its
+  ``cwd`` must be inside it), like the agent that asked for it. Its stdout and stderr are
+  pipes to its own writer process (``output_writer.py``, in a session of its own too),
+  which writes them to two capped files under the data dir: a pipe read by Spindle would
+  die with Spindle, a file written by the process itself could not be capped; the files
+  keep the output of a kept process readable by the next Spindle. One watcher task per
+  process tails the files into bounded rings (``output_tail.py``), samples the process tree
+  (so grandchildren that left the group are still known at stop time), and records the
+  exit.
 - Stop (``process_tree.py``): SIGTERM to the group and every known descendant, wait
   ``stop_grace_s``, then SIGKILL through ``effects.process.kill_tree``, which confirms with
   psutil that none is left.
 - The list is saved (``state_store.py``) on every status change and, for output offsets,
   at most once a second. On start-up a live record whose pid and create time still match is
-  adopted; any other is marked ``lost``.
+  adopted (only kept processes can be: ``spindle run`` stops the others first); any other
+  is marked ``lost``.
 
 Refusals (unknown name, bad cwd, command not found, limits) raise ``ProcessError`` whose text
 is meant for the agent; anything else escaping a tool is a bug.
@@ -38,6 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
+
+from effects.process import forget_child, guarded_argv, lifeline_fd, note_child
+from effects.sandbox import sandbox_argv
 
 from .auth import Caller
 from .models import (
@@ -68,6 +76,11 @@ def _inherited_env() -> dict[str, str]:
     """Spindle's environment without its own settings and secrets (``SPINDLE_*``: the
     Discord token, the MCP token): an agent can read a managed process's environment."""
     return {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_ENV_PREFIX)}
+
+
+def _inside(path: str, directory: str) -> bool:
+    directory = os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 class ProcessError(Exception):
@@ -360,15 +373,17 @@ class ProcessSupervisor:
             raise self._spawn_failed(entry, f"could not start its output writer: {exc}") from exc
         entry.writer = writer
         self._nursery.start_soon(self._reap_writer, entry, writer)
+        argv, pass_fds = self._launch_argv(entry, executable)
         try:
             proc = await trio.lowlevel.open_process(
-                [executable, *r.args],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out_fd,
                 stderr=err_fd,
                 cwd=r.cwd,
                 env=dict(env),
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         except OSError as exc:
             # Its writer sees the pipes close and ends by itself.
@@ -379,6 +394,8 @@ class ProcessSupervisor:
             os.close(out_fd)
             os.close(err_fd)
         entry.proc = proc
+        if pass_fds:
+            note_child(proc.pid, f"process {r.name!r}")  # stopped at start-up if it survives
         r.pid = proc.pid
         r.create_time = create_time(proc.pid)
         entry.tree = ProcessTree(r.pid, r.create_time)
@@ -394,6 +411,21 @@ class ProcessSupervisor:
         r.error = error
         self._save()
         return ProcessError(error)
+
+    def _launch_argv(self, entry: _Entry, executable: str) -> tuple[list[str], tuple[int, ...]]:
+        """The command line: in the sandbox if configured, under the guard unless kept."""
+        r = entry.record
+        argv = [executable, *r.args]
+        keep = self.config.keep_on_shutdown
+        if self.config.sandbox is not None:
+            workdir = self._thread_workdirs.get(r.thread_id, r.cwd)
+            argv = sandbox_argv(
+                self.config.sandbox, argv, workdir=workdir, die_with_parent=not keep, chdir=r.cwd
+            )
+            argv[:1] = [shutil.which(argv[0]) or argv[0]]
+        if keep:
+            return argv, ()
+        return guarded_argv(argv), (lifeline_fd(),)
 
     def _resolve_cwd(self, caller: Caller, cwd: str | None) -> str:
         base = caller.workdir or self._thread_workdirs.get(caller.thread_id)
@@ -415,6 +447,12 @@ class ProcessSupervisor:
             )
         if not os.path.isdir(real):
             raise ProcessError(f"cwd {real!r} does not exist or is not a directory")
+        workdir = self._thread_workdirs.get(caller.thread_id)
+        if self.config.sandbox is not None and workdir is not None and not _inside(real, workdir):
+            raise ProcessError(
+                f"cwd {real!r} is outside this thread's workdir {workdir!r} (agents are "
+                "sandboxed: a process sees only its thread's workdir)"
+            )
         return real
 
     @staticmethod
@@ -522,6 +560,8 @@ class ProcessSupervisor:
             with trio.move_on_after(_WRITER_DRAIN_S):
                 await entry.writer_done.wait()
         self._flush(entry)
+        if entry.proc is not None:
+            forget_child(entry.proc.pid)
         r.exit_code = entry.proc.returncode if entry.proc is not None else None
         r.stopped_at = time.time()
         if entry.stop_requested or r.exit_code == 0:

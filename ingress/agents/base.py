@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from effects.process import ManagedProcess
+from effects.sandbox import Sandbox
 from runtime.agent_events import AgentEvent
 from runtime.effects import PromptAgent, StartAgent
 from runtime.frozen import Frozen
@@ -34,6 +36,7 @@ __all__ = [
     "agent_environment",
     "clean_tool_name",
     "prompt_with_attachments",
+    "spawn_agent",
 ]
 
 
@@ -61,6 +64,7 @@ class AgentOptions(Frozen):
     max_retries: int = 2
     start_timeout_s: float = 60.0
     stop_grace_s: float = 3.0
+    sandbox: Sandbox | None = None  # run the CLI under bubblewrap (effects/sandbox.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,29 @@ def prompt_with_attachments(
         elif attachment.url and not attachment.path:
             parts.append(f"[Attached: {attachment.name} {attachment.url}]")
     return "\n\n".join(p for p in parts if p)
+
+
+async def spawn_agent(
+    options: AgentOptions,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    stdin: bool = True,
+    expose: Sequence[str | None] = (),
+) -> ManagedProcess:
+    """Every adapter's one way to start its CLI: under the guard (it dies with Spindle), and
+    in the sandbox when one is configured, seeing ``cwd``, the agent's home and the private
+    files Spindle wrote for it (``expose``: its MCP config)."""
+    return await ManagedProcess.spawn(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=stdin,
+        sandbox=options.sandbox,
+        home=options.home,
+        expose=tuple(p for p in expose if p),
+    )
 
 
 def agent_environment() -> dict[str, str]:

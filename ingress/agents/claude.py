@@ -58,6 +58,7 @@ from ingress.agents.base import (
     StampedEvent,
     agent_environment,
     prompt_with_attachments,
+    spawn_agent,
 )
 from ingress.agents.claude_parser import (
     ASK_USER_QUESTION,
@@ -260,6 +261,7 @@ class ClaudeAdapter(AgentAdapter):
         self._turn_done = trio.Event()
         self._stopping = False
         self._mcp_dir: str | None = None
+        self._mcp_config: str | None = None
         self._queued_runs: set[str] = set()  # per-turn prompts waiting for their process
         self._prompts_in: trio.MemorySendChannel[PromptAgent] | None = None
         self._prompts_out: trio.MemoryReceiveChannel[PromptAgent] | None = None
@@ -403,9 +405,12 @@ class ClaudeAdapter(AgentAdapter):
             session_id=session_id,
             model=model or self._start.model,
             system_instruction=system_instruction or self._start.system_instruction,
-            mcp_config_path=self._write_mcp_config(),
+            mcp_config_path=(mcp_path := self._write_mcp_config()),
         )
-        proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd)
+        self._mcp_config = mcp_path
+        proc = await spawn_agent(
+            self.options, spec.argv, env=spec.env, cwd=spec.cwd, expose=(self._mcp_config,)
+        )
         self._proc = proc
         self.processes_started += 1
         self._startup_error = ""

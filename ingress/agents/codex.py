@@ -35,6 +35,7 @@ from ingress.agents.base import (
     EmitEvent,
     ParserStats,
     StampedEvent,
+    spawn_agent,
 )
 from ingress.agents.codex_launch import (
     codex_home,
@@ -305,8 +306,8 @@ class CodexAdapter(AgentAdapter):
         argv = launch_argv(self.options, per_turn=False)
         try:
             ensure_codex_home(self.options)
-            proc = await ManagedProcess.spawn(
-                argv, env=launch_env(self.options), cwd=start.workdir, stdin=True
+            proc = await spawn_agent(
+                self.options, argv, env=launch_env(self.options), cwd=start.workdir
             )
         except OSError as exc:
             self._gone.set()
@@ -598,8 +599,8 @@ class CodexAdapter(AgentAdapter):
             t0 = trio.current_time()
             try:
                 ensure_codex_home(self.options)
-                proc = await ManagedProcess.spawn(
-                    argv, env=launch_env(self.options), cwd=prompt.workdir, stdin=True
+                proc = await spawn_agent(
+                    self.options, argv, env=launch_env(self.options), cwd=prompt.workdir
                 )
             except OSError as exc:
                 await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))

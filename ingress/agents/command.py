@@ -18,7 +18,9 @@ object with a ``type`` is an event:
 
 Other JSON objects are skipped and counted; a known type with wrong fields is malformed.
 The command sees ``SPINDLE_RUN_ID``, ``SPINDLE_SESSION_ID``, ``SPINDLE_MODEL`` and
-``SPINDLE_SYSTEM_INSTRUCTION`` in its environment (empty when unknown).
+``SPINDLE_SYSTEM_INSTRUCTION`` in its environment (empty when unknown), and, when the process
+manager runs, ``SPINDLE_MCP_SERVERS``: a JSON list of ``{"name", "url", "bearer_token"}`` (its
+thread's own token), the MCP config the other CLIs get through their own mechanisms.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ingress.agents.base import (
     StampedEvent,
     agent_environment,
     clean_tool_name,
+    spawn_agent,
 )
 from runtime.agent_events import (
     AgentError,
@@ -186,7 +189,7 @@ class CommandAdapter(AgentAdapter):
         began = time.monotonic()
         self.parser.result = {}
         try:
-            proc = await ManagedProcess.spawn(argv, env=self._env(prompt), cwd=workdir)
+            proc = await spawn_agent(self.options, argv, env=self._env(prompt), cwd=workdir)
         except OSError as exc:
             await self._send(TurnAborted(reason=f"the command could not start: {exc}"))
             return
@@ -233,6 +236,10 @@ class CommandAdapter(AgentAdapter):
             or self.options.system_instruction
             or "",
         )
+        if self.options.mcp_servers:
+            env["SPINDLE_MCP_SERVERS"] = json.dumps(
+                [s.model_dump() for s in self.options.mcp_servers]
+            )
         env.update(dict(self.options.env))
         return env
 

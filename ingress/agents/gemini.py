@@ -46,6 +46,7 @@ from ingress.agents.base import (
     StampedEvent,
     agent_environment,
     prompt_with_attachments,
+    spawn_agent,
 )
 from ingress.agents.gemini_home import (
     ConversationInfo,
@@ -346,7 +347,7 @@ class GeminiAdapter(AgentAdapter):
         if watch is not None:
             env[DEBUG_LOG_ENV] = watch.path
         try:
-            proc = await ManagedProcess.spawn(spec.argv, env=env, cwd=spec.cwd)
+            proc = await spawn_agent(self.options, spec.argv, env=env, cwd=spec.cwd)
         except OSError as exc:
             if watch is not None:
                 watch.close()
@@ -557,7 +558,9 @@ class GeminiAdapter(AgentAdapter):
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
         try:
-            proc = await ManagedProcess.spawn(spec.argv, env=spec.env, cwd=spec.cwd, stdin=False)
+            proc = await spawn_agent(
+                self.options, spec.argv, env=spec.env, cwd=spec.cwd, stdin=False
+            )
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
             return None

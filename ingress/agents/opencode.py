@@ -52,6 +52,7 @@ from ingress.agents.base import (
     EmitEvent,
     ParserStats,
     StampedEvent,
+    spawn_agent,
 )
 from ingress.agents.opencode_launch import (
     McpRegistration,
@@ -382,11 +383,14 @@ class OpencodeAdapter(AgentAdapter):
             prompt.model or self.options.model,
         )
         try:
-            proc = await ManagedProcess.spawn(
+            env = self._turn_env or opencode_env(self.options)
+            proc = await spawn_agent(
+                self.options,
                 argv,
-                env=self._turn_env or opencode_env(self.options),
+                env=env,
                 cwd=prompt.workdir,
                 stdin=False,
+                expose=(env.get("OPENCODE_CONFIG"),),
             )
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))

@@ -85,7 +85,13 @@ def serve_spec(
     binary = options.binary or DEFAULT_BINARY
     argv = (binary, "serve", "--hostname", "127.0.0.1", "--port", "0", *options.extra_args)
     env = opencode_env(options, base_env)
-    return ServerSpec(argv=argv, env=tuple(sorted(env.items())), cwd=workdir)
+    return ServerSpec(
+        argv=argv,
+        env=tuple(sorted(env.items())),
+        cwd=workdir,
+        sandbox=options.sandbox,
+        home=options.home,
+    )
 
 
 @dataclass(frozen=True)

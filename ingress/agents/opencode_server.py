@@ -33,6 +33,7 @@ import httpx
 import trio
 
 from effects.process import ManagedProcess
+from effects.sandbox import Sandbox
 from ingress.agents.opencode_parser import session_of
 
 __all__ = [
@@ -66,10 +67,12 @@ class ServerSpec:
     env: tuple[tuple[str, str], ...]
     cwd: str
     config: str = ""  # the private config file's JSON content (written by the server)
+    sandbox: Sandbox | None = None  # bubblewrap, seeing cwd and home (effects/sandbox.py)
+    home: str | None = None
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.argv, self.env, self.cwd, self.config)
+        return (self.argv, self.env, self.cwd, self.config, self.sandbox, self.home)
 
 
 @dataclass(slots=True)
@@ -193,7 +196,13 @@ class OpencodeServer:
             env["OPENCODE_CONFIG"] = self._write_config()
         try:
             self.process = await ManagedProcess.spawn(
-                self.spec.argv, env=env, cwd=self.spec.cwd, stdin=False
+                self.spec.argv,
+                env=env,
+                cwd=self.spec.cwd,
+                stdin=False,
+                sandbox=self.spec.sandbox,
+                home=self.spec.home,
+                expose=tuple(p for p in (env.get("OPENCODE_CONFIG"),) if p),
             )
         except OSError as exc:
             self.start_error = f"cannot start {self.spec.argv[0]}: {exc}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 
@@ -28,28 +29,47 @@ async def test_stop_kills_a_child_that_ignores_sigterm_and_its_grandchild(tmp_pa
         assert line == "ready"
         break
     tree = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-    assert len(tree) == 2
+    assert len(tree) == 3  # the guard, the script, its child
     assert await proc.stop(grace=0.5)
     assert not [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
 
 
-async def test_the_group_is_stopped_when_its_launcher_already_exited(tmp_path):
-    # A launcher (like node's .bin wrapper) starts the real program and exits first.
+LAUNCHER = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+"""
+
+
+def _gone(pid: int) -> bool:
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+async def test_what_a_command_leaves_behind_is_ended_before_its_exit_is_reported(tmp_path):
+    # A launcher (like node's .bin wrapper) starts the real program and exits first: the
+    # guard ends the orphan before it exits itself, so nothing outlives the agent.
     script = tmp_path / "launcher.py"
-    script.write_text(
-        textwrap.dedent("""
-        import subprocess, sys
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        print(child.pid, flush=True)
-    """)
-    )
+    script.write_text(LAUNCHER)
     proc = await ManagedProcess.spawn([sys.executable, str(script)], stdin=False)
     child_pid = None
     async for line in proc.stdout_lines():
         child_pid = int(line)
         break
+    assert await proc.wait() == 0
+    assert child_pid is not None and _gone(child_pid)
+
+
+async def test_the_group_is_stopped_when_its_launcher_already_exited(tmp_path):
+    # Without a guard (MCP processes kept across restarts): the group scan finds the orphan.
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None
+    child_pid = int((await proc.stdout.receive_some(100)).decode())
     await proc.wait()
-    assert child_pid is not None and psutil.pid_exists(child_pid)
+    assert psutil.pid_exists(child_pid)
     assert child_pid in group_pids(proc.pid)
     assert await kill_tree(proc.pid, grace=1.0, pgid=proc.pid)
     with trio.move_on_after(5):

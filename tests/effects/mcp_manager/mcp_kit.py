@@ -80,12 +80,12 @@ def alive(pid: int) -> bool:
 ROOT = Path(__file__).resolve().parents[3]
 
 
-async def launch_manager(tmp_path: Path) -> tuple[trio.Process, str]:
+async def launch_manager(tmp_path: Path, *extra: str) -> tuple[trio.Process, str]:
     """``python -m effects.mcp_manager`` (= ``spindle mcp``) as its own process, on any free
-    port; returns it and its URL once it listens."""
+    port, with ``extra`` arguments; returns it and its URL once it listens."""
     argv = [sys.executable, "-m", "effects.mcp_manager", "--port", "0"]
     argv += ["--data-dir", str(tmp_path / "data"), "--allowed-root", str(tmp_path)]
-    argv += ["--stop-grace", "1"]
+    argv += ["--stop-grace", "1", *extra]
     proc = await trio.lowlevel.open_process(
         argv,
         stdout=subprocess.PIPE,

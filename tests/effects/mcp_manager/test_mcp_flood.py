@@ -140,13 +140,13 @@ async def test_two_floods_stay_bounded_answer_fast_and_stop(
 
 
 async def test_an_orphaned_flood_stays_capped_with_no_spindle_running(tmp_path: Path) -> None:
-    """``spindle mcp`` SIGKILLed while ``yes`` runs: the writer, not Spindle, keeps the cap,
-    so the orphan neither fills the disk (70 GB before the fix) nor dies of SIGPIPE; the
-    next manager adopts it and stops it."""
+    """``spindle mcp --keep-on-shutdown`` SIGKILLed while ``yes`` runs (kept, so it outlives
+    Spindle): the writer, not Spindle, keeps the cap, so the orphan neither fills the disk
+    (70 GB before the fix) nor dies of SIGPIPE; the next manager adopts it and stops it."""
     cap = ProcessManagerConfig().max_log_bytes
     data_dir = tmp_path / "data"
     thread = {"X-Spindle-Thread": THREAD_ID}
-    first, url = await launch_manager(tmp_path)
+    first, url = await launch_manager(tmp_path, "--keep-on-shutdown")
     try:
         async with open_client(url, TOKEN, thread) as client:
             started = await call(

@@ -144,12 +144,13 @@ async def test_shutdown_stops_processes_unless_kept(tmp_path: Path, scripts: Scr
     assert '"status": "stopped"' in state
 
 
-async def test_spindle_mcp_killed_and_started_again_adopts_its_orphan(
+async def test_spindle_mcp_killed_and_started_again_adopts_its_kept_orphan(
     tmp_path: Path, scripts: Scripts
 ) -> None:
-    """The real thing: ``python -m effects.mcp_manager`` (= ``spindle mcp``) is SIGKILLed;
-    its process lives on (own session), and the next one finds it, reads it, stops it."""
-    first, url = await launch_manager(tmp_path)
+    """The real thing: ``python -m effects.mcp_manager`` (= ``spindle mcp``) with
+    ``--keep-on-shutdown`` is SIGKILLed; its process lives on (own session, no guard), and
+    the next one finds it, reads it, stops it."""
+    first, url = await launch_manager(tmp_path, "--keep-on-shutdown")
     try:
         async with open_client(url, TOKEN, THREAD) as client:
             started = await call(client, "start_process", **scripts.start_args("orphan", COUNTER))
@@ -165,6 +166,7 @@ async def test_spindle_mcp_killed_and_started_again_adopts_its_orphan(
     second, url = await launch_manager(tmp_path)
     try:
         async with open_client(url, TOKEN, THREAD) as client:
+            # Kept processes are adopted; this manager stops them when it stops.
             proc = (await call(client, "list_processes"))["processes"][0]
             assert proc["pid"] == pid and proc["adopted"] is True and proc["status"] == "running"
             out = await call(client, "get_output", name="orphan", tail=100_000)
@@ -182,3 +184,32 @@ async def test_spindle_mcp_killed_and_started_again_adopts_its_orphan(
     with trio.fail_after(5):
         while alive(pid):
             await trio.sleep(0.02)
+
+
+async def test_a_process_not_kept_dies_with_a_sigkilled_manager(
+    tmp_path: Path, scripts: Scripts
+) -> None:
+    """Without ``keep_on_shutdown`` a managed process runs under the guard: when ``spindle
+    mcp`` is SIGKILLed its whole tree is gone within a second, and the next manager
+    reports it lost instead of adopting it."""
+    proc, url = await launch_manager(tmp_path)
+    try:
+        async with open_client(url, TOKEN, THREAD) as client:
+            started = await call(client, "start_process", **scripts.start_args("mortal", COUNTER))
+            await wait_for_output(client, "mortal", "line 2")
+        tree = [started["pid"]] + [
+            c.pid for c in psutil.Process(started["pid"]).children(recursive=True)
+        ]
+        assert len(tree) >= 2  # the guard and the script
+    finally:
+        proc.kill()
+        await proc.wait()
+    with trio.fail_after(1.0):
+        while any(alive(pid) for pid in tree):
+            await trio.sleep(0.02)
+    async with trio.open_nursery() as nursery:
+        manager = await nursery.start(serve_process_manager, make_config(tmp_path))
+        async with open_client(manager.url, TOKEN, THREAD) as client:
+            [info] = (await call(client, "list_processes"))["processes"]
+            assert info["status"] == "lost" and info["adopted"] is False
+        nursery.cancel_scope.cancel()

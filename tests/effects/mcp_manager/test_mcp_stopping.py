@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import psutil
 import trio
-from mcp_kit import TOKEN, Scripts, alive, call, open_client, wait_for_output
+from mcp_kit import TOKEN, Scripts, alive, call, make_config, open_client, wait_for_output
 
-from effects.mcp_manager import ProcessManager
+from effects.mcp_manager import ProcessManager, serve_process_manager
 
 THREAD = {"X-Spindle-Thread": "thread-stop"}
 
@@ -107,7 +108,8 @@ async def test_stop_leaves_no_process_of_the_tree(
                     break
                 await trio.sleep(0.05)
         pids = [int(line.split()[1]) for line in out["stdout"].splitlines()]
-        assert len(pids) == 5 and pids[0] == started["pid"]
+        # started["pid"] is the guard's (it leads the group; signals to it are forwarded)
+        assert len(pids) == 5 and psutil.Process(pids[0]).ppid() == started["pid"]
         escaped = [p for p in pids if os.getsid(p) != os.getsid(pids[0])]
         assert len(escaped) == 1  # one grandchild really left the session
         # Let the watcher see the tree at least once (it samples every half second).
@@ -148,8 +150,12 @@ async def test_disposing_a_thread_stops_only_its_processes(
 
 
 async def test_a_daemon_that_left_the_tree_is_still_stopped(
-    manager: ProcessManager, scripts: Scripts
+    nursery: trio.Nursery, tmp_path: Path, scripts: Scripts
 ) -> None:
+    # Kept processes run without the guard (whose subreaper would keep the daemon in the
+    # tree, see the next test): the remembered descendants find it all the same.
+    config = make_config(tmp_path, keep_on_shutdown=True)
+    manager = await nursery.start(serve_process_manager, config)
     async with open_client(manager.url, TOKEN, THREAD) as client:
         started = await call(client, "start_process", **scripts.start_args("daemon", DAEMON))
         out = await wait_for_output(client, "daemon", "daemon ")
@@ -163,3 +169,17 @@ async def test_a_daemon_that_left_the_tree_is_still_stopped(
         assert stopped["tree_gone"] is True
         assert not alive(daemon)
         assert not alive(started["pid"])
+
+
+async def test_under_the_guard_a_daemon_never_leaves_the_tree(
+    manager: ProcessManager, scripts: Scripts
+) -> None:
+    async with open_client(manager.url, TOKEN, THREAD) as client:
+        started = await call(client, "start_process", **scripts.start_args("daemon", DAEMON))
+        out = await wait_for_output(client, "daemon", "daemon ")
+        daemon = int(out["stdout"].split("daemon ")[1].split()[0])
+        await trio.sleep(1.5)  # its parent has exited: it was re-parented to the guard
+        assert psutil.Process(daemon).ppid() == started["pid"]
+        stopped = await call(client, "stop_process", name="daemon")
+        assert stopped["tree_gone"] is True
+        assert not alive(daemon)

@@ -516,12 +516,15 @@ def _notices(s: Session) -> list[StampedEvent]:
 
 
 def _claude_processes_with(text: str) -> list[int]:
-    """Live processes of this test whose command line holds ``text``."""
+    """Live processes of this test whose command line holds ``text``, each named by the pid
+    of its guard (what ``ManagedProcess.pid`` is)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and text in " ".join(child.cmdline()):
-                found.append(child.pid)
+            cmdline = " ".join(child.cmdline())
+            if child.status() != psutil.STATUS_ZOMBIE and text in cmdline:
+                if "process_guard.py" not in cmdline:
+                    found.append(child.ppid())
         except psutil.Error:
             pass
     return found

@@ -146,12 +146,15 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
 
 
 def _live_claude_pids() -> list[int]:
-    """This test's live Claude Code processes (psutil)."""
+    """This test's live Claude Code processes (psutil), each named by the pid of its guard
+    (what ``ManagedProcess.pid`` is)."""
     found = []
     for child in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and str(CLAUDE) in child.cmdline():
-                found.append(child.pid)
+            cmdline = child.cmdline()
+            if child.status() != psutil.STATUS_ZOMBIE and str(CLAUDE) in cmdline:
+                if not any(part.endswith("process_guard.py") for part in cmdline):
+                    found.append(child.ppid())
         except psutil.Error:
             pass
     return found

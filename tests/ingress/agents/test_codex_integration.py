@@ -22,7 +22,7 @@ import psutil
 import pytest
 import trio
 
-from effects.process import ManagedProcess, tree_pids
+from effects.process import tree_pids
 from ingress.agents.base import AgentOptions, McpServer, StampedEvent
 from ingress.agents.codex import CodexAdapter, CodexStartError, ProcessWatch, list_conversations
 from runtime.agent_events import (
@@ -614,7 +614,11 @@ async def test_an_unknown_session_is_reported_and_a_new_one_started(
 async def test_process_watch_ends_what_the_launcher_left_behind() -> None:
     """The launcher exits first (as node does around the native codex binary): its child is
     no longer in any tree, and the watch still ends it."""
-    launcher = await ManagedProcess.spawn(["sh", "-c", "sleep 30 & sleep 0.3"], stdin=False)
+    # A bare process (no guard: the guard would end the orphan itself, see
+    # tests/effects/test_process.py), to test the watch alone.
+    launcher = await trio.lowlevel.open_process(
+        ["sh", "-c", "sleep 30 & sleep 0.3"], start_new_session=True
+    )
     watch = ProcessWatch()
     with trio.fail_after(5):  # until the background sleep shows up in the tree
         while "sleep 30" not in [_cmdline(p) for p in tree_pids(launcher.pid)]:

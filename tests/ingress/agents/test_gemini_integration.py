@@ -344,7 +344,9 @@ async def test_cli_killed_mid_turn_aborts_the_turn(tmp_path: Path, fake: FakeGem
         await s.adapter.prompt(_prompt("r1", "SLOWTEST", s.workdir))
         await s.wait_for(lambda e: e.run_id == "r1" and isinstance(e.event, TextDelta))
         assert s.adapter._proc is not None
-        os.kill(s.adapter._proc.pid, signal.SIGKILL)
+        # The CLI itself (the guard's child; the guard then reports its exit).
+        [cli] = psutil.Process(s.adapter._proc.pid).children()
+        os.kill(cli.pid, signal.SIGKILL)
         end = await s.wait_for(lambda e: e.event.type == "turn_aborted", timeout=15)
         assert end.run_id == "r1"
         assert end.event.exit_code == -signal.SIGKILL

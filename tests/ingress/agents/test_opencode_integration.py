@@ -367,7 +367,10 @@ async def test_server_killed_mid_turn_then_the_session_resumes(
             pids = tree_pids(server.process.pid)
             run_id = await thread.prompt("CRASHTEST stream slowly")
             await thread.wait_for(lambda e: e.run_id == run_id and isinstance(e.event, TextDelta))
-            os.killpg(server.process.pid, signal.SIGKILL)
+            # The server itself crashes: SIGKILL to its process group (the command's own,
+            # under the guard, which then reports the exit).
+            [command] = psutil.Process(server.process.pid).children()
+            os.killpg(command.pid, signal.SIGKILL)
             end = await thread.wait_for(lambda e: e.run_id == run_id and _ends_turn(e), timeout=15)
             # serve() returns on its own once the process is gone (the listener restarts it).
     assert isinstance(end.event, TurnAborted)
