@@ -122,12 +122,31 @@ def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
         primary = _SQLITE_STORAGE[code & 0xFF]
         if primary == "full":
             return LogUnwritable(path, "the disk is full")
+        # SQLite reports a full disk met while growing its side files, or a read-only
+        # mount, as an I/O or open error: the file system itself says which.
+        seen = _file_system_state(path)
+        if seen is not None:
+            return LogUnwritable(path, seen)
         if primary == "read-only":
             return LogUnwritable(path, f"it is read-only ({exc})")
-        return LogUnwritable(path, f"{exc} (a full disk or a read-only file system?)")
+        return LogUnwritable(path, f"{exc} (SQLite error {code})")
     if isinstance(exc, OSError) and exc.errno in _OS_STORAGE:
         where = f" ({exc.filename})" if exc.filename else ""
         return LogUnwritable(path, f"{_OS_STORAGE[exc.errno]}{where}")
+    return None
+
+
+def _file_system_state(path: Path) -> str | None:
+    """ "the file system is read-only" or "the disk is full" when the file system holding
+    ``path`` says so, else None."""
+    try:
+        stats = os.statvfs(path.parent)
+    except OSError:
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return "the file system is read-only"
+    if stats.f_bavail * stats.f_frsize < 64 * 1024:
+        return "the disk is full"
     return None
 
 

@@ -75,9 +75,10 @@ _MADE_BY_THE_RUNTIME = (
 
 def unwritable_notice(error: LogUnwritable) -> str:
     return (
-        f"⚠ Spindle cannot save anything right now: {error.reason} ({error.path}). New "
-        "prompts and commands are refused until it can write again, and the agent's output "
-        "waits; nothing already accepted is lost. /status still answers."
+        f"⚠ Spindle cannot save anything right now: {error.reason} ({error.path}). Until it "
+        "can, new prompts and commands are refused and the agent's output waits; what was "
+        "sent just before this is held and saved then. Nothing already accepted is lost. "
+        "/status still answers."
     )
 
 
