@@ -130,16 +130,13 @@ class _FileHandler(logging.FileHandler):
             )
 
     def _reopen(self) -> bool:
-        """Try the file again: end a line a failed write left half-written, then say how
-        many records were dropped. False when it still cannot be written."""
+        """Try the file again: cut a record a failed write left half-written (the file stays
+        one JSON object per line), then say how many records were dropped. False when it
+        still cannot be written."""
         stream = None
         try:
+            _cut_partial_line(Path(self.baseFilename))
             stream = self._open()
-            if stream.tell() > 0:
-                with open(self.baseFilename, "rb") as tail:
-                    tail.seek(-1, os.SEEK_END)
-                    if tail.read(1) != b"\n":
-                        stream.write("\n")
             note = logging.LogRecord(
                 "spindle.logs",
                 logging.WARNING,
@@ -162,6 +159,29 @@ class _FileHandler(logging.FileHandler):
         self.stream = stream
         self.failure, self.dropped = None, 0
         return True
+
+
+def _cut_partial_line(path: Path, chunk: int = 64 * 1024) -> None:
+    """Truncate ``path`` after its last newline (a record whose write failed half-way)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - chunk)
+            f.seek(start)
+            data = f.read(end - start)
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        else:
+            keep = 0
+    if keep != size:
+        os.truncate(path, keep)
 
 
 def configure_logging(level: str, log_file: Path | None, *, terminal: bool = True) -> None:
