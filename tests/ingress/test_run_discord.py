@@ -68,6 +68,8 @@ workdir = "{work}"
         bot = start()
         try:
             wait_for(lambda: world.fake.commands(world.guild), 60, "slash commands")
+            # Posted before the bot has a gateway session, it would never be delivered.
+            wait_for(lambda: world.fake.gateway_counts()["identifies"], 60, "the gateway")
             # A message in the project channel opens a thread running the echo agent.
             world.fake.send_message(world.project_channel, world.alice, "hello from discord")
             thread = wait_for(lambda: world.fake.threads(world.project_channel), 30, "a thread")[0]
