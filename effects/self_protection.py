@@ -45,16 +45,18 @@ def is_dumpable() -> bool:
 
 
 def private_dir(path: Path) -> None:
-    """Create ``path`` (and parents) if needed; make it 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` (and parents) if needed; make it 0700. A directory that cannot be
+    made (a full or read-only disk) is left to whoever writes into it next: opening the
+    event log reports that in one line, with its exit code."""
     with contextlib.suppress(OSError):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(path, 0o700)
 
 
 def private_file(path: Path) -> None:
     """Create ``path`` empty if it is missing; make it 0600 either way (before anything is
     written into it, so no secret is ever in a world-readable file)."""
-    with contextlib.suppress(FileExistsError):
+    with contextlib.suppress(OSError):  # exists already, or cannot be made (see private_dir)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     with contextlib.suppress(OSError):
         os.chmod(path, 0o600)

@@ -1,7 +1,8 @@
 """``spindle run``: put the parts together and run until told to stop.
 
 It makes its own process unreadable to its children (non-dumpable) and its files private,
-opens the event log (a corrupt or locked file stops start-up with a message naming it),
+opens the event log first (a corrupt or locked file, a row that cannot be read, a full or
+read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
 only), and runs either the Discord bot (a token is configured) or
@@ -34,10 +35,10 @@ from effects.sandbox import SandboxUnavailable, check_sandbox
 from effects.self_protection import make_non_dumpable, private_dir, private_file
 from ingress.agents import adapter_class, known_agents, unknown_agent_message
 from ingress.agents.base import AgentAdapter
-from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from ingress.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
 from ingress.config import Settings
 from ingress.logs import configure_logging, redact
-from runtime.log import EventLog, LogError
+from runtime.log import EventLog, LogError, LogUnwritable
 from runtime.model import Policy
 from runtime.tuning import tune_gc
 
@@ -158,8 +159,11 @@ async def _serve(
                 finally:
                     done.set()
 
-            await nursery.start(discord_bot)
-            _say("Connected to Discord. Stop with Ctrl-C.")
+            app = await nursery.start(discord_bot)
+            if _early_stop.requested:  # SIGTERM while it was starting: stop the same way
+                app.stop()
+            else:
+                _say("Connected to Discord. Stop with Ctrl-C.")
             await done.wait()
         else:
             nursery.start_soon(_quit_on_signal, stop_input)
@@ -256,9 +260,36 @@ def _with_processes(mcp: Any, action: Any) -> Any:
     return action.replace(processes=lines) if lines else action
 
 
+class _EarlyStop:
+    """SIGTERM before the console or the bot listens for signals (opening the log, folding
+    it, connecting): remembered, and the start-up then ends in the orderly stop (threads
+    parked, queues kept), instead of the process dying half-started. A second SIGTERM
+    after the stop has begun ends the process at once, as without a handler."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        self.requested = True
+
+
+_early_stop = _EarlyStop()
+
+
 async def _quit_on_signal(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        if _early_stop.requested:
+            logger.info("stopping on SIGTERM received while starting")
+            scope.cancel()
+            return
         async for signum in signals:
+            _early_stop.requested = True
             logger.info("stopping on %s", signal.Signals(signum).name)
             scope.cancel()
             return
@@ -302,22 +333,39 @@ def _stop_leftovers(settings: Settings) -> None:
     record_children(ChildRegistry(path))
 
 
+def _log_failure(exc: BaseException) -> LogError | None:
+    """The ``LogError`` that ended the run, also from inside trio's exception groups."""
+    if isinstance(exc, LogError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _log_failure(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _say_log_failure(failure: LogError, starting: bool) -> int:
+    if isinstance(failure, LogUnwritable):
+        _say(
+            f"{'Cannot start' if starting else 'Stopped'}: {failure}. Free some space or make "
+            "it writable, then start again; nothing that was saved is lost."
+        )
+        return EXIT_STORAGE
+    _say(f"{'Cannot start' if starting else 'Stopped'}: {failure}")
+    if starting:
+        _say("No row was changed or removed. `spindle doctor` lists every problem of the file.")
+    return EXIT_DATABASE
+
+
 def run_app(settings: Settings, args: argparse.Namespace) -> int:
+    _early_stop.install()
     requested_agent = getattr(args, "agent", None)
     if requested_agent is not None and requested_agent not in known_agents():
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
     _protect(settings)
     console = args.console or settings.token() is None
-    # The console chat shares the terminal with the log: only warnings go there unless a
-    # level was asked for; the JSON log file under the data dir gets everything anyway.
-    level = settings.log_level
-    if console and getattr(args, "log_level", None) is None:
-        level = "warning"
-    configure_logging(level, settings.log_path, terminal=True)
-    redact(settings.token())
-    if settings.mcp.token is not None:
-        redact(settings.mcp.token.get_secret_value())
     if not console:
         try:
             from ingress.discord.settings import settings_from_config
@@ -332,22 +380,46 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         except SandboxUnavailable as exc:
             _say(f"Cannot start: {exc}")
             return EXIT_USAGE
-    agent = choose_console_agent(settings, args.agent) if console else None
+    # The event log first: a file that cannot be used is one line and an exit code, before
+    # the log file, the agents or the terminal are touched.
     log = EventLog(settings.database_path)
     try:
         log.open()
     except LogError as exc:
-        _say(f"Cannot start: {exc}")
-        return EXIT_DATABASE
+        return _say_log_failure(exc, starting=True)
+    # The console chat shares the terminal with the log: only warnings go there unless a
+    # level was asked for; the JSON log file under the data dir gets everything anyway.
+    level = settings.log_level
+    if console and getattr(args, "log_level", None) is None:
+        level = "warning"
+    configure_logging(level, settings.log_path, terminal=True)
+    redact(settings.token())
+    if settings.mcp.token is not None:
+        redact(settings.mcp.token.get_secret_value())
+    agent = choose_console_agent(settings, args.agent) if console else None
     _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
     tune_gc()  # thousands of threads' states: see runtime/tuning.py
+    code = EXIT_OK
     try:
-        return trio.run(_serve, settings, args, log, agent)
+        code = trio.run(_serve, settings, args, log, agent)
     except KeyboardInterrupt:
-        return EXIT_OK
-    except Exception:
-        logger.exception("spindle run stopped on an error")
-        return EXIT_FAILURE
+        code = EXIT_OK
+    except BaseException as exc:
+        failure = _log_failure(exc)
+        if failure is None:
+            logger.exception("spindle run stopped on an error")
+            code = EXIT_FAILURE
+        else:
+            code = _say_log_failure(failure, starting=log.flushes == 0)
     finally:
         record_children(None)
-        log.close()
+        try:
+            log.close()
+        except LogUnwritable as exc:
+            _say(
+                f"Stopped while {exc.path} cannot be written ({exc.reason}): {exc.unsaved} "
+                "action(s) recorded since then were not saved. Nothing that was shown or "
+                "acknowledged is among them."
+            )
+            code = EXIT_STORAGE
+    return code

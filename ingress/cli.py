@@ -1,9 +1,11 @@
 """The ``spindle`` command line: run, status, doctor, init, replay, log export, mcp.
 
-Exit codes (also in docs/cli.md): 0 success; 1 a runtime failure (the bot stopped on an
-error, a replay check found a difference); 2 bad usage or configuration (the message names
-the key); 3 ``doctor`` found something that fails; 4 the database is corrupt, locked or not
-a Spindle log.
+Exit codes (also in docs/commands.md and README.md): 0 success; 1 a runtime failure (the bot
+stopped on an error, a replay check found a difference); 2 bad usage or configuration (the
+message names the key); 3 ``doctor`` found something that fails; 4 the database is corrupt,
+locked, not a Spindle log, or has a row that cannot be read (the message names the file, the
+thread and the seq); 5 the data directory cannot be written (disk full, read-only file
+system, no permission: the message names the path and the reason).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DOCTOR, EXIT_DATABASE = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DOCTOR, EXIT_DATABASE, EXIT_STORAGE = 0, 1, 2, 3, 4, 5
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="spindle",
         description="One long-lived actor per chat thread, driving a coding-agent CLI.",
         epilog="Exit codes: 0 ok, 1 failure, 2 usage/config error, 3 doctor found a failure, "
-        "4 database unusable.",
+        "4 database unusable (corrupt, locked, a row that cannot be read), 5 data directory "
+        "not writable (disk full, read-only).",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

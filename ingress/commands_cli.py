@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from importlib import resources
 from pathlib import Path
 
-from ingress.cli import EXIT_DATABASE, EXIT_DOCTOR, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from ingress.cli import (
+    EXIT_DATABASE,
+    EXIT_DOCTOR,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+)
 from ingress.config import ConfigError, Settings, default_config_path, load_settings
 
 __all__ = ["dispatch"]
@@ -73,17 +81,30 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_DOCTOR if failed else EXIT_OK
 
 
+def _unreadable(exc: Exception, db: Path) -> int:
+    """One line for a database that cannot be read: ``LogError`` already names the file (and
+    the thread and seq of a bad row); anything else from SQLite gets the file added."""
+    from runtime.log import LogError
+
+    text = str(exc) if isinstance(exc, LogError) else f"cannot read {db}: {exc}"
+    print(f"{text[:1].upper()}{text[1:]}", file=sys.stderr)
+    print("`spindle doctor` lists every problem of the file.", file=sys.stderr)
+    return EXIT_DATABASE
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    import sqlite3
+
     from ingress.status import format_status, read_status
+    from runtime.log import LogError
 
     try:
         rows = read_status(settings.database_path)
     except FileNotFoundError:
         print(f"No database yet at {settings.database_path}: run `spindle run` first.")
         return EXIT_OK
-    except Exception as exc:  # corrupt, locked, not ours: say which file
-        print(f"Cannot read {settings.database_path}: {exc}", file=sys.stderr)
-        return EXIT_DATABASE
+    except (LogError, sqlite3.Error) as exc:  # corrupt, locked, not ours: say which file
+        return _unreadable(exc, settings.database_path)
     print(format_status(rows))
     return EXIT_OK
 
@@ -118,24 +139,41 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    import sqlite3
+
     from runtime import replay
+    from runtime.log import LogError
 
     if args.log_command != "export":
         print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
+    db = settings.database_path
+    if not db.exists():
+        print(f"No database at {db}.", file=sys.stderr)
+        return EXIT_DATABASE
     try:
         if args.output:
-            with args.output.open("w") as out:
-                count = replay.export_thread(settings.database_path, args.thread, out)
+            # Written beside the target and renamed at the end: a failed export leaves no
+            # half file (and no old file overwritten).
+            partial = args.output.with_name(f".{args.output.name}.partial")
+            try:
+                with partial.open("w") as out:
+                    count = replay.export_thread(db, args.thread, out)
+                partial.replace(args.output)
+            finally:
+                partial.unlink(missing_ok=True)
             print(f"Wrote {count} actions of {args.thread} to {args.output}.", file=sys.stderr)
         else:
-            replay.export_thread(settings.database_path, args.thread, sys.stdout)
-    except FileNotFoundError:
-        print(f"No database at {settings.database_path}.", file=sys.stderr)
-        return EXIT_DATABASE
+            replay.export_thread(db, args.thread, sys.stdout)
     except KeyError as exc:
-        print(f"No thread {exc.args[0]!r} in {settings.database_path}.", file=sys.stderr)
+        print(f"No thread {exc.args[0]!r} in {db}.", file=sys.stderr)
         return EXIT_FAILURE
+    except (LogError, sqlite3.Error) as exc:
+        return _unreadable(exc, db)
+    except OSError as exc:  # the output file (the database was found above)
+        print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        full = exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
+        return EXIT_STORAGE if full else EXIT_FAILURE
     return EXIT_OK
 
 

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Literal
 
 from ingress.config import AGENT_NAMES, Settings, looks_like_discord_token
+from runtime.log_read import LogError, LogReader, check_schema, open_read_only
 
 __all__ = ["AgentFound", "Check", "detect_agents", "pick_default_agent", "run_checks"]
 
 Status = Literal["ok", "warn", "fail"]
+
+LOW_DISK_BYTES = 100 * 2**20  # doctor warns below this much free space for the data
 
 # Where each CLI keeps its login, and the environment variables that stand for one.
 _LOGIN_FILES = {
@@ -147,31 +150,82 @@ def _check_data_dir(settings: Settings) -> Check:
 
 
 def _check_database(settings: Settings) -> Check:
+    """The file opens, SQLite finds it sound, it is a Spindle log, and every row reads: first
+    what ``spindle run`` reads at start-up (it refuses the file otherwise), then every row
+    of every thread (what ``spindle log export`` and replay need)."""
     db = settings.database_path
     if not db.exists():
         return Check("database", "ok", f"{db} (created on first run)")
+    move_aside = (
+        "restore it from a backup, or move it aside to start afresh (nothing is "
+        "overwritten automatically)"
+    )
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
+        conn = open_read_only(db, check=False)
         try:
             result = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if result != "ok":
+                return Check("database", "fail", f"{db}: integrity check says {result}", move_aside)
+            check_schema(conn, db)
+            reader = LogReader(conn, db)
+            try:
+                _read_like_start_up(reader)
+            except LogError as exc:
+                return Check("database", "fail", f"`spindle run` refuses it: {exc}", move_aside)
+            problems, count = reader.problems()
+            threads = len(reader.last_seqs())
         finally:
             conn.close()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, LogError) as exc:
         return Check(
             "database",
             "fail",
             f"{db}: {exc}",
-            "the file is not a usable SQLite database: move it aside (nothing is "
-            "overwritten automatically)",
+            "the file is not a usable Spindle log: " + move_aside,
         )
-    if result != "ok":
+    if problems:
+        shown = "; ".join(str(p).removeprefix(f"event log {db}: ") for p in problems[:3])
+        more = f" (and {count - 3} more)" if count > 3 else ""
         return Check(
             "database",
             "fail",
-            f"{db}: integrity check says {result}",
-            "restore from a backup or move the file aside",
+            f"{db}: {count} row problem(s) below a snapshot: {shown}{more}",
+            "`spindle run` still starts (the threads' snapshots cover them) but `spindle "
+            "log export` and replay of those threads fail: " + move_aside,
         )
-    return Check("database", "ok", f"{db} ({db.stat().st_size // 1024} KiB)")
+    size = db.stat().st_size // 1024
+    return Check("database", "ok", f"{db} ({size} KiB, {threads} thread(s), every row reads)")
+
+
+def _read_like_start_up(reader: LogReader) -> None:
+    """Read what ``spindle run`` reads at start-up, with the same checks (``LogCorrupt``)."""
+    snapshots = reader.snapshots()
+    for thread_id in reader.thread_ids():
+        after = snapshots[thread_id][0] if thread_id in snapshots else 0
+        for _ in reader.actions(thread_id, after):
+            pass
+    reader.check_posted_outputs()
+
+
+def _check_disk_space(settings: Settings) -> Check:
+    """Free space where the data lives: Spindle stops taking prompts when it runs out."""
+    path = settings.database_path.parent
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError as exc:
+        return Check("disk space", "warn", f"{path}: {exc.strerror or exc}")
+    found = f"{free / 2**20:,.0f} MiB free on {path}"
+    if free < LOW_DISK_BYTES:
+        return Check(
+            "disk space",
+            "warn",
+            found,
+            "free some space: when the disk is full Spindle refuses new prompts until it "
+            "can save again",
+        )
+    return Check("disk space", "ok", found)
 
 
 def _check_discord(settings: Settings) -> list[Check]:
@@ -254,6 +308,7 @@ def run_checks(settings: Settings) -> list[Check]:
         )
     rows.append(_check_data_dir(settings))
     rows.append(_check_database(settings))
+    rows.append(_check_disk_space(settings))
     rows.extend(_check_discord(settings))
     roots = settings.runtime.policy().allowed_roots
     missing = [r for r in roots if not os.path.isdir(r)]

@@ -3,12 +3,18 @@
 Every record carries ``thread_id``, ``run`` and ``action`` (empty when not about one), so a
 thread's story can be read back with ``grep``. Secrets registered with ``redact`` are
 replaced by ``***`` in every message before any handler sees it.
+
+A log file that cannot be written (a full disk, a read-only file system) is said once, in
+one line on the terminal, never as a traceback per record: its records are dropped (the
+terminal still gets its own), it is tried again every ``_FileHandler.retry_s`` seconds, and
+once it can be written again a record says how many were dropped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -74,6 +80,115 @@ class _HumanFormatter(logging.Formatter):
         return terminal_safe(text)
 
 
+class _FileHandler(logging.FileHandler):
+    """A ``FileHandler`` that survives a disk refusing writes (see the module docstring)."""
+
+    retry_s = 5.0
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+        self.failure: OSError | None = None
+        self.dropped = 0
+        self._retry_at = 0.0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failure is not None:
+            if time.monotonic() < self._retry_at:
+                self.dropped += 1
+                return
+            if not self._reopen():
+                self.dropped += 1
+                return
+        try:
+            if self.stream is None:
+                self.stream = self._open()
+        except OSError as exc:
+            self._failed(exc)
+            self.dropped += 1
+            return
+        super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            self._failed(exc)
+            self.dropped += 1
+            return
+        super().handleError(record)
+
+    def _failed(self, exc: OSError) -> None:
+        if self.stream is not None:
+            try:
+                self.stream.close()
+            except OSError:
+                pass  # the buffered rest is what could not be written
+            self.stream = None  # type: ignore[assignment]
+        self._retry_at = time.monotonic() + self.retry_s
+        if self.failure is None:
+            self.failure = exc
+            print(
+                f"spindle: cannot write the log file {self.baseFilename}: "
+                f"{exc.strerror or exc}; its records are dropped until it can be written "
+                "again (the terminal still shows warnings).",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _reopen(self) -> bool:
+        """Try the file again: cut a record a failed write left half-written (the file stays
+        one JSON object per line), then say how many records were dropped. False when it
+        still cannot be written."""
+        stream = None
+        try:
+            _cut_partial_line(Path(self.baseFilename))
+            stream = self._open()
+            note = logging.LogRecord(
+                "spindle.logs",
+                logging.WARNING,
+                __file__,
+                0,
+                "the log file could not be written for a while (%s): %d record(s) dropped",
+                (self.failure.strerror if self.failure else "", self.dropped),
+                None,
+            )
+            stream.write(self.format(note) + self.terminator)
+            stream.flush()
+        except OSError:
+            self._retry_at = time.monotonic() + self.retry_s
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            return False
+        self.stream = stream
+        self.failure, self.dropped = None, 0
+        return True
+
+
+def _cut_partial_line(path: Path, chunk: int = 64 * 1024) -> None:
+    """Truncate ``path`` after its last newline (a record whose write failed half-way)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - chunk)
+            f.seek(start)
+            data = f.read(end - start)
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        else:
+            keep = 0
+    if keep != size:
+        os.truncate(path, keep)
+
+
 def configure_logging(level: str, log_file: Path | None, *, terminal: bool = True) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -81,8 +196,11 @@ def configure_logging(level: str, log_file: Path | None, *, terminal: bool = Tru
     root.setLevel(logging.DEBUG)
     context = _ContextFilter()
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # said by the handler, once, when it cannot open the file
+        file_handler = _FileHandler(log_file)
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(_JsonFormatter())
         file_handler.addFilter(context)

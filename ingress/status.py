@@ -1,18 +1,20 @@
 """``spindle status``: every thread's phase, agent, workdir, queue and counters, read-only.
 
-It opens the database with SQLite's read-only mode (no lock taken, nothing written), so it
-works while the bot runs: it folds each thread from its newest snapshot, exactly as start-up
-does, without touching the running process.
+It opens the database read-only (``runtime.log_read.open_read_only``: no lock taken, nothing
+written; it works while the bot runs, on a full disk and on a read-only file system) and
+folds each thread from its newest snapshot with the same fold and the same row checks as
+start-up (``runtime.store.rebuild_from_log``), so a row start-up could not read is reported
+here the same way: ``LogCorrupt`` naming the file, the thread and the seq.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.log import ACTION_ADAPTER
+from runtime.log_read import LogReader, open_read_only
 from runtime.model import ThreadState
+from runtime.store import rebuild_from_log
 from runtime.transitions import transition
 
 __all__ = ["ThreadRow", "format_status", "read_status"]
@@ -26,26 +28,15 @@ class ThreadRow:
 
 
 def read_status(db_path: Path) -> list[ThreadRow]:
-    if not db_path.exists():
-        raise FileNotFoundError(db_path)
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2)
+    """Every thread's state. Raises ``FileNotFoundError`` without a database and
+    ``LogError`` (``LogCorrupt`` for a row) when it cannot be read."""
+    conn = open_read_only(db_path)
     try:
-        snapshots = {
-            tid: (seq, ThreadState.model_validate_json(state))
-            for tid, seq, state in conn.execute("SELECT thread_id, seq, state FROM snapshots")
-        }
-        rows = []
-        threads = [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM actions ORDER BY 1")]
-        for tid in threads:
-            seq, state = snapshots.get(tid, (0, ThreadState.new(tid)))
-            count = seq
-            for (raw,) in conn.execute(
-                "SELECT action FROM actions WHERE thread_id=? AND seq>? ORDER BY seq", (tid, seq)
-            ):
-                state = transition(state, ACTION_ADAPTER.validate_json(raw)).state
-                count += 1
-            rows.append(ThreadRow(tid, state, count))
-        return rows
+        reader = LogReader(conn, db_path)
+        lasts = reader.last_seqs()
+        store, _ = rebuild_from_log(reader, transition)
+        states = store.snapshot()
+        return [ThreadRow(tid, states[tid], lasts[tid]) for tid in sorted(states)]
     finally:
         conn.close()
 

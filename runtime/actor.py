@@ -68,11 +68,15 @@ class Receipt:
     async def committed(self) -> None:
         await self._committed.wait()
 
-    async def durable(self) -> None:
-        """Return once the action is in the durable log."""
+    async def durable(self) -> bool:
+        """Return once the action is in the durable log (True), or as soon as the disk
+        refuses the log's writes before that (False: the action stays buffered and is
+        written when the disk takes writes again; the runtime tells the thread). Ingress
+        must not hang on a full disk."""
         await self._committed.wait()
-        if self.ticket is not None:
-            await self._log.wait_durable(self.ticket)
+        if self.ticket is None:
+            return True
+        return await self._log.wait_durable_or_unwritable(self.ticket)
 
 
 class ThreadActor:

@@ -14,7 +14,16 @@ The log is the source of truth; the store is a cache of its fold. Invariants it 
   tail after the newest snapshot.
 - Opening never creates, truncates or rewrites anything that is not ours: a file that is
   not a Spindle log, a corrupt file or a log held by another process gives ``LogError``
-  naming the file.
+  naming the file. Opening ends with one small write, so a disk that is full or read-only
+  is found then (``LogUnwritable``), not by the first prompt.
+- Every row read back is checked (``runtime.log_read``): a row that cannot be read, or a
+  gap in a thread's seqs, is ``LogCorrupt`` naming the file, the thread and the seq.
+- A write the disk refuses (full, read-only, I/O error) loses nothing: the batch stays
+  buffered, ``unwritable`` says why, listeners are told, and the flusher retries every
+  ``retry_interval_s`` until a write succeeds (then listeners are told again). Whatever
+  waits for durability waits meanwhile, so nothing is shown or acknowledged that the log
+  could forget. What is still buffered when the log is closed is reported by ``close``
+  (``LogUnwritable.unsaved``).
 
 SQLite calls are short and run synchronously on the trio thread (WAL with
 ``synchronous=NORMAL``: a commit survives a crash of this process, SIGKILL included; pass
@@ -24,32 +33,39 @@ are in docs/architecture.md, section "The live runtime".
 
 from __future__ import annotations
 
+import errno
 import fcntl
-import json
 import os
 import sqlite3
 import time
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import trio
-from pydantic import TypeAdapter
 
 from runtime.actions import Action
+from runtime.log_read import (
+    ACTION_ADAPTER,
+    SCHEMA_VERSION,
+    LogCorrupt,
+    LogError,
+    LoggedAction,
+    LogReader,
+    check_schema,
+)
 from runtime.model import ThreadState
 
 __all__ = [
     "ACTION_ADAPTER",
     "EventLog",
+    "LogCorrupt",
     "LogError",
+    "LogUnwritable",
     "LoggedAction",
     "default_log_path",
 ]
 
-SCHEMA_VERSION = 1
-ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,8 +85,69 @@ CREATE TABLE IF NOT EXISTS snapshots (
 """
 
 
-class LogError(RuntimeError):
-    """The log cannot be used (corrupt, locked by another process, not a Spindle log)."""
+class LogUnwritable(LogError):
+    """The disk refuses to take the log's writes: full, read-only, or failing. ``reason``
+    says which in a few words; ``unsaved`` counts the actions still buffered when the log
+    was closed (0 while it is open: they are kept and retried)."""
+
+    def __init__(self, path: Path, reason: str, *, unsaved: int = 0) -> None:
+        self.path = path
+        self.reason = reason
+        self.unsaved = unsaved
+        super().__init__(f"cannot write the event log {path}: {reason}")
+
+
+# SQLite's primary result codes that mean "the storage refused": SQLITE_READONLY,
+# SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (https://sqlite.org/rescode.html).
+_SQLITE_STORAGE = {8: "read-only", 10: "I/O error", 13: "full", 14: "cannot open"}
+_OS_STORAGE = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "disk I/O error",
+    errno.EFBIG: "the file is too large",
+}
+
+
+def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
+    """``LogUnwritable`` when ``exc`` is the disk refusing a write, else None."""
+    if isinstance(exc, LogUnwritable):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in _SQLITE_STORAGE:
+            return None
+        primary = _SQLITE_STORAGE[code & 0xFF]
+        if primary == "full":
+            return LogUnwritable(path, "the disk is full")
+        # SQLite reports a full disk met while growing its side files, or a read-only
+        # mount, as an I/O or open error: the file system itself says which.
+        seen = _file_system_state(path)
+        if seen is not None:
+            return LogUnwritable(path, seen)
+        if primary == "read-only":
+            return LogUnwritable(path, f"it is read-only ({exc})")
+        return LogUnwritable(path, f"{exc} (SQLite error {code})")
+    if isinstance(exc, OSError) and exc.errno in _OS_STORAGE:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return LogUnwritable(path, f"{_OS_STORAGE[exc.errno]}{where}")
+    return None
+
+
+def _file_system_state(path: Path) -> str | None:
+    """ "the file system is read-only" or "the disk is full" when the file system holding
+    ``path`` says so, else None."""
+    try:
+        stats = os.statvfs(path.parent)
+    except OSError:
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return "the file system is read-only"
+    if stats.f_bavail * stats.f_frsize < 64 * 1024:
+        return "the disk is full"
+    return None
 
 
 def default_log_path() -> Path:
@@ -78,14 +155,6 @@ def default_log_path() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("spindle")) / "events.sqlite3"
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedAction:
-    thread_id: str
-    seq: int
-    at: float
-    action: Action
 
 
 class EventLog:
@@ -99,11 +168,18 @@ class EventLog:
         synchronous: str = "NORMAL",
         batch_window_s: float = 0.0,
         flush_in_thread: bool = False,
+        retry_interval_s: float = 1.0,
     ) -> None:
         self.path = Path(path)
         self.snapshot_every = snapshot_every
         self.batch_window_s = batch_window_s
         self.flush_in_thread = flush_in_thread  # write batches from a worker thread
+        self.retry_interval_s = retry_interval_s  # while the disk refuses writes
+        # Why the last write failed while the disk refuses writes; None when they succeed.
+        self.unwritable: LogUnwritable | None = None
+        self.write_failures = 0
+        self._listeners: list[Callable[[LogUnwritable | None], object]] = []
+        self._reader: LogReader | None = None
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
@@ -122,10 +198,17 @@ class EventLog:
     # --- opening ---------------------------------------------------------------------------
 
     def open(self) -> EventLog:
-        """Open (creating a new file if none exists). Raises ``LogError`` naming the file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Open (creating a new file if none exists). Raises ``LogError`` naming the file:
+        ``LogUnwritable`` when the disk refuses to write, ``LogCorrupt`` for a bad row."""
         lock_path = str(self.path) + ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise LogError(f"cannot open event log {self.path}: {exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -152,23 +235,7 @@ class EventLog:
             raise LogError(f"cannot open event log {self.path}: {exc}") from exc
         try:
             if existed:
-                tables = {
-                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-                if not {"meta", "actions", "snapshots"} <= tables:
-                    raise LogError(
-                        f"{self.path} is an SQLite file but not a Spindle event log "
-                        f"(tables: {sorted(tables)}); refusing to touch it"
-                    )
-                version = conn.execute(
-                    "SELECT value FROM meta WHERE key='schema_version'"
-                ).fetchone()
-                if version is None or int(version[0]) > SCHEMA_VERSION:
-                    raise LogError(
-                        f"event log {self.path} has schema version "
-                        f"{version[0] if version else 'none'}; this Spindle reads "
-                        f"up to {SCHEMA_VERSION}"
-                    )
+                check_schema(conn, self.path)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             # Needs the write lock: a log held by another writer fails here, after `timeout`.
@@ -177,15 +244,22 @@ class EventLog:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
-            for thread_id, seq in conn.execute(
-                "SELECT thread_id, MAX(seq) FROM actions GROUP BY thread_id"
-            ):
-                self._next_seq[thread_id] = int(seq) + 1
+            # One small write now: a full or read-only disk is found at start-up.
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_opened_at', ?)",
+                (repr(time.time()),),
+            )
+            reader = LogReader(conn, self.path)
+            for thread_id, seq in reader.last_seqs().items():
+                self._next_seq[thread_id] = seq + 1
         except LogError:
             conn.close()
             raise
         except sqlite3.OperationalError as exc:
             conn.close()
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
             if "locked" in str(exc) or "busy" in str(exc):
                 raise LogError(
                     f"event log {self.path} is locked by another process: {exc}"
@@ -193,19 +267,32 @@ class EventLog:
             raise LogError(f"event log {self.path} cannot be used: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
             raise LogError(f"event log {self.path} is corrupt or not a database: {exc}") from exc
+        self._reader = reader
         return conn
 
     def close(self) -> None:
+        """Flush and close. When the disk still refuses the last flush, the connection and
+        the lock are released all the same and ``LogUnwritable`` says how many actions were
+        not saved."""
+        unsaved: LogUnwritable | None = None
         if self._conn is not None:
             try:
                 self.flush()
+            except LogUnwritable as exc:
+                unsaved = LogUnwritable(self.path, exc.reason, unsaved=len(self._pending))
             finally:
                 self._conn.close()
                 self._conn = None
+                self._reader = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing releases the flock
             self._lock_fd = None
+        if unsaved is not None:
+            raise unsaved
 
     def __enter__(self) -> EventLog:
         return self.open() if self._conn is None else self
@@ -218,6 +305,12 @@ class EventLog:
         if self._conn is None:
             raise LogError(f"event log {self.path} is not open")
         return self._conn
+
+    @property
+    def reader(self) -> LogReader:
+        if self._reader is None:
+            raise LogError(f"event log {self.path} is not open")
+        return self._reader
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -261,8 +354,8 @@ class EventLog:
     ) -> None:
         conn = self.conn
         started = time.perf_counter()
-        conn.execute("BEGIN")
         try:
+            conn.execute("BEGIN")
             conn.executemany(
                 "INSERT INTO actions(thread_id, seq, at, kind, action) VALUES (?,?,?,?,?)", rows
             )
@@ -271,12 +364,21 @@ class EventLog:
                 [(t, s, j) for t, (s, j) in snaps.items()],
             )
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+        except BaseException as exc:
+            # SQLite may have rolled back already (it does on SQLITE_FULL): a second
+            # ROLLBACK would fail and hide the error that matters.
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             # Keep the rows for the next attempt: their seqs are already handed out.
             self._pending[:0] = rows
             for t, snap in snaps.items():
                 self._pending_snapshots.setdefault(t, snap)
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
             raise
         self.flush_seconds += time.perf_counter() - started
 
@@ -289,6 +391,9 @@ class EventLog:
         self._durable = ticket
         self.flushes += 1
         self.rows_written += len(rows)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
         if self._flushed is not None:
             done, self._flushed = self._flushed, trio.Event()
             done.set()
@@ -297,37 +402,86 @@ class EventLog:
         return ticket <= self._durable
 
     async def wait_durable(self, ticket: int) -> None:
-        """Return once the action with this ticket is on disk."""
+        """Return once the action with this ticket is on disk (however long the disk
+        refuses writes: the reactor must not show what the log could forget)."""
         while self._durable < ticket:
             assert self._flushed is not None, "create the EventLog inside trio to await it"
             await self._flushed.wait()
 
+    async def wait_durable_or_unwritable(self, ticket: int) -> bool:
+        """True once the action is on disk; False as soon as the disk refuses writes before
+        that (the action stays buffered and is written when the disk takes writes again):
+        for ingress, which must not hang on a full disk."""
+        while self._durable < ticket:
+            if self.unwritable is not None:
+                return False
+            assert self._flushed is not None, "create the EventLog inside trio to await it"
+            await self._flushed.wait()
+        return True
+
+    # --- a disk that refuses writes --------------------------------------------------------
+
+    def on_writability(
+        self, listener: Callable[[LogUnwritable | None], object]
+    ) -> Callable[[], None]:
+        """Call ``listener(error)`` when the disk starts refusing writes and
+        ``listener(None)`` when a write succeeds again. Returns the unsubscribe call."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _set_unwritable(self, error: LogUnwritable | None) -> None:
+        was = self.unwritable
+        self.unwritable = error
+        if (was is None) == (error is None):
+            return
+        self._wake_waiters()
+        for listener in list(self._listeners):
+            listener(error)
+
     async def run_flusher(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Flush whenever something is buffered: one transaction per scheduler tick (or per
-        ``batch_window_s``). Runs until cancelled; a final flush happens on the way out."""
+        ``batch_window_s``). While the disk refuses writes, retry every
+        ``retry_interval_s``. Runs until cancelled; a final flush is tried on the way out
+        (what it cannot write stays buffered, for ``close`` to report)."""
         if self._wakeup is None:
             self._wakeup, self._flushed = trio.Event(), trio.Event()
         task_status.started()
         try:
             while True:
-                await self._wakeup.wait()
-                self._wakeup = trio.Event()
-                if self.batch_window_s > 0:
-                    await trio.sleep(self.batch_window_s)
+                if self.unwritable is None:
+                    await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    if self.batch_window_s > 0:
+                        await trio.sleep(self.batch_window_s)
+                    else:
+                        await trio.lowlevel.checkpoint()  # let every ready actor append first
                 else:
-                    await trio.lowlevel.checkpoint()  # let every ready actor append first
-                if self.flush_in_thread:
-                    batch = self._take()
-                    if batch is not None:
-                        # The worker thread owns the connection only while this waits.
-                        await trio.to_thread.run_sync(self._write, *batch, abandon_on_cancel=False)
-                        self._done(*batch)
+                    await trio.sleep(self.retry_interval_s)
+                    self._wakeup = trio.Event()
+                try:
+                    await self._flush_batch()
+                except LogUnwritable as exc:
+                    self.write_failures += 1
+                    self._set_unwritable(exc)
                 else:
-                    self.flush()
+                    self._set_unwritable(None)
         finally:
             with trio.CancelScope(shield=True):
                 if self._conn is not None:
-                    self.flush()
+                    try:
+                        self.flush()
+                    except LogUnwritable:
+                        pass  # kept buffered: ``close`` reports it
+
+    async def _flush_batch(self) -> None:
+        if not self.flush_in_thread:
+            self.flush()
+            return
+        batch = self._take()
+        if batch is not None:
+            # The worker thread owns the connection only while this waits.
+            await trio.to_thread.run_sync(self._write, *batch, abandon_on_cancel=False)
+            self._done(*batch)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -339,52 +493,29 @@ class EventLog:
         return self._next_seq.get(thread_id, 1) - 1
 
     def latest_snapshot(self, thread_id: str) -> tuple[int, ThreadState] | None:
-        row = self.conn.execute(
-            "SELECT seq, state FROM snapshots WHERE thread_id=?", (thread_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        return int(row[0]), ThreadState.model_validate_json(row[1])
+        return self.snapshots().get(thread_id)
 
     def snapshots(self) -> dict[str, tuple[int, ThreadState]]:
-        return {
-            t: (int(s), ThreadState.model_validate_json(j))
-            for t, s, j in self.conn.execute("SELECT thread_id, seq, state FROM snapshots")
-        }
+        """Every thread's newest snapshot, checked (``LogCorrupt`` otherwise)."""
+        return self.reader.snapshots(self.last_seq)
 
     def read(self, thread_id: str, after_seq: int = 0) -> Iterator[LoggedAction]:
-        """The thread's actions with ``seq > after_seq``, in order (durable ones only)."""
-        cur = self.conn.execute(
-            "SELECT seq, at, action FROM actions WHERE thread_id=? AND seq>? ORDER BY seq",
-            (thread_id, after_seq),
-        )
-        for seq, at, raw in cur:
-            yield LoggedAction(thread_id, int(seq), float(at), ACTION_ADAPTER.validate_json(raw))
+        """The thread's actions with ``seq > after_seq``, in order (durable ones only), each
+        checked: ``LogCorrupt`` for a row that cannot be read or a missing seq."""
+        return self.reader.actions(thread_id, after_seq)
 
     def read_raw(self, thread_id: str) -> Iterator[tuple[int, float, dict[str, Any]]]:
-        cur = self.conn.execute(
-            "SELECT seq, at, action FROM actions WHERE thread_id=? ORDER BY seq", (thread_id,)
-        )
-        for seq, at, raw in cur:
-            yield int(seq), float(at), json.loads(raw)
+        return self.reader.export_rows(thread_id)
 
     def posted_outputs(self, thread_id: str) -> dict[str, tuple[str, ...]]:
         """key -> platform message ids of every output the thread's log says was posted
         (from ``OutputPosted``): a renderer made after a restart starts from this, so it can
         still edit or dismiss what the previous process posted."""
-        posted: dict[str, tuple[str, ...]] = {}
-        cur = self.conn.execute(
-            "SELECT action FROM actions WHERE thread_id=? AND kind='output_posted' ORDER BY seq",
-            (thread_id,),
-        )
-        for (raw,) in cur:
-            data = json.loads(raw)
-            # Each OutputPosted names the messages that apply newly posted for the key (a
-            # long output grows into several): the key's ids are all of them, in order.
-            key = data["key"]
-            new = [m for m in data.get("message_ids", ()) if m not in posted.get(key, ())]
-            posted[key] = posted.get(key, ()) + tuple(new)
-        return posted
+        return self.reader.posted_outputs(thread_id)
+
+    def check_posted_outputs(self) -> None:
+        """Start-up's check of every thread's ``output_posted`` rows (``LogCorrupt``)."""
+        self.reader.check_posted_outputs()
 
     def action_ids(self, thread_id: str, kinds: Collection[str]) -> list[str]:
         """The ids of the thread's durable actions of these kinds, in commit order (ingress
@@ -420,6 +551,7 @@ class EventLog:
             "flushes": self.flushes,
             "rows_written": self.rows_written,
             "flush_us": int(self.flush_seconds * 1e6),
+            "write_failures": self.write_failures,
         }
 
 

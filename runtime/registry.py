@@ -10,7 +10,15 @@ Invariants:
   actions for it wait and then go to a fresh actor (its state comes from the store).
 - Start-up rebuilds the store from the log (snapshot + tail) before anything is posted,
   then posts ``RuntimeRecovered`` to every thread that had a run, queued prompts or open
-  questions: the core reports the run as interrupted and the queue goes on.
+  questions: the core reports the run as interrupted and the queue goes on. A log that
+  cannot be read (``LogCorrupt``: a bad row, a missing seq) stops start-up with that error
+  before any task exists, so nothing is left waiting and nothing is written.
+- While the disk refuses the log's writes (``EventLog.unwritable``: full, read-only), every
+  thread with an actor is told so, actions from people are refused with a reply (nothing
+  enters the log that it could not keep), ``/status`` is still answered (it reads the
+  state without committing anything), and what the runtime itself records stays buffered
+  until the disk takes writes again; then every thread is told that prompts are accepted
+  again. No restart is needed.
 - Disposal (``dispose``, ``dispose_for_directory``, ``dispose_all``, the idle sweeper)
   stops the agent process tree, lets the core close its prompts, and leaves no task,
   timer or process of the thread behind.
@@ -31,10 +39,12 @@ from typing import Any
 
 import trio
 
+from runtime import actions as A
 from runtime.actions import Action, PolicySet, RuntimeRecovered
 from runtime.actor import Receipt, ThreadActor
+from runtime.effects import Effect, PostOutput, ReplyToCommand
 from runtime.listener import AdapterFactory, Backoff
-from runtime.log import EventLog
+from runtime.log import EventLog, LogUnwritable
 from runtime.model import Policy, ThreadState
 from runtime.reactor import Renderer
 from runtime.store import Store, ThreadStatistics, rebuild_from_log
@@ -46,6 +56,33 @@ logger = logging.getLogger("spindle.runtime")
 
 class RuntimeClosed(RuntimeError):
     """The runtime is shutting down and takes no more actions."""
+
+
+# Actions the runtime makes itself: they still go into the (buffered) log while the disk
+# refuses writes. Every other action comes from a person and is refused then.
+_MADE_BY_THE_RUNTIME = (
+    A.AgentEventReceived,
+    A.OutputPosted,
+    A.EffectFailed,
+    A.AgentConnected,
+    A.AgentExited,
+    A.Tick,
+    A.RuntimeRecovered,
+    A.ThreadParked,
+    A.PolicySet,
+)
+
+
+def unwritable_notice(error: LogUnwritable) -> str:
+    return (
+        f"⚠ Spindle cannot save anything right now: {error.reason} ({error.path}). Until it "
+        "can, new prompts and commands are refused and the agent's output waits; what was "
+        "sent just before this is held and saved then. Nothing already accepted is lost. "
+        "/status still answers."
+    )
+
+
+WRITABLE_AGAIN_NOTICE = "✅ Spindle can save again: prompts and commands are accepted again."
 
 
 def sequential_ids(prefix: str = "rt") -> Callable[[], str]:
@@ -117,13 +154,18 @@ class Runtime:
         self.startup_folded = 0
         self.startup_s = 0.0
         self.disposed = 0
+        self.refused_unwritable = 0  # actions from people refused while the disk refused
+        self._storage_notices = 0
+        self._unsubscribe: Callable[[], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
 
-    async def _start(self, nursery: trio.Nursery) -> None:
-        self._nursery = nursery
+    def _rebuild(self) -> None:
+        """Fold the log into the store, checking every row start-up needs (``LogCorrupt``
+        otherwise): the tail after each snapshot and every ``output_posted`` row."""
         t0 = time.perf_counter()
         self.store, self.startup_folded = rebuild_from_log(self.log, self._transition)
+        self.log.check_posted_outputs()
         self.startup_s = time.perf_counter() - t0
         logger.info(
             "rebuilt %d thread(s) from %s: folded %d action(s) in %.3f s",
@@ -132,6 +174,10 @@ class Runtime:
             self.startup_folded,
             self.startup_s,
         )
+
+    async def _start(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._unsubscribe = self.log.on_writability(self._writability_changed)
         await nursery.start(self.log.run_flusher)
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
@@ -155,7 +201,82 @@ class Runtime:
             self._channels[action.thread_id] = channel_id
         if self._enrich is not None:
             action = self._enrich(action)
+        unwritable = self.log.unwritable
+        if unwritable is not None and not isinstance(action, _MADE_BY_THE_RUNTIME):
+            return self._answer_unwritable(action, unwritable)
         return self._post_nowait(action)
+
+    def _answer_unwritable(self, action: Action, error: LogUnwritable) -> Receipt:
+        """While the disk refuses writes: answer ``/status`` from the state as it is (the
+        core's own reply, nothing committed), refuse anything else with a reply. Either way
+        the answer goes straight to the thread's renderer: there is nothing to log."""
+        actor = self.get_or_create(action.thread_id)
+        receipt = Receipt(action, self.log)
+        notice = unwritable_notice(error)
+        replies: list[Effect] = []
+        if isinstance(action, A.StatusRequested):
+            state = self.store.get(action.thread_id) or ThreadState.new(action.thread_id)
+            result = self._transition(state, action)  # pure: the result is shown, not kept
+            replies = [
+                effect.replace(text=f"{effect.text}\n{notice}")
+                for effect in result.effects
+                if isinstance(effect, ReplyToCommand)
+            ]
+            receipt._commit(None, "answered without committing: the log cannot be written")
+        else:
+            self.refused_unwritable += 1
+            replies = [
+                ReplyToCommand(
+                    key=f"{action.thread_id}/refused/{action.action_id}",
+                    action_id=action.action_id,
+                    text=f"Not accepted. {notice}",
+                    ephemeral=True,
+                )
+            ]
+            receipt._commit(None, f"refused: {error}")
+            logger.warning(
+                "refused while the log cannot be written: %s",
+                error.reason,
+                extra={"thread_id": action.thread_id, "run": "", "action": action.kind},
+            )
+        assert self._nursery is not None
+        for effect in replies:
+            self._nursery.start_soon(self._show, actor, effect)
+        return receipt
+
+    def _writability_changed(self, error: LogUnwritable | None) -> None:
+        """The log's disk started or stopped refusing writes: tell every live thread."""
+        if self.closed or self._nursery is None:
+            return
+        self._storage_notices += 1
+        if error is not None:
+            logger.warning(
+                "%s: actions from people are refused until it can be written again; "
+                "%d action(s) wait to be written",
+                error,
+                self.log.statistics()["pending"],
+            )
+            text = unwritable_notice(error)
+        else:
+            logger.warning("the event log %s can be written again", self.log.path)
+            text = WRITABLE_AGAIN_NOTICE
+        for thread_id, actor in list(self._actors.items()):
+            notice = PostOutput(key=f"{thread_id}/storage-{self._ids()}", kind="notice", text=text)
+            self._nursery.start_soon(self._show, actor, notice)
+
+    async def _show(self, actor: ThreadActor, effect: Effect) -> None:
+        """Show a runtime notice or reply in the thread, outside the log (what the renderer
+        reports as posted by this call, and by earlier ones, is reported as usual)."""
+        try:
+            for key, message_ids in await actor.reactor.renderer.apply(effect):
+                actor.reactor.report_posted(key, message_ids)
+        except Exception as exc:  # a chat outage must not take the runtime down
+            logger.warning(
+                "could not show %s: %s",
+                effect.type,
+                exc,
+                extra={"thread_id": actor.thread_id, "run": "", "action": "notice"},
+            )
 
     def _post_nowait(self, action: Action) -> Receipt:
         actor = self.get_or_create(action.thread_id)
@@ -263,8 +384,11 @@ class Runtime:
         if actor is None:
             return False
         done = self._disposing.setdefault(thread_id, trio.Event())
+        # While the disk refuses writes the thread's effects cannot be applied (they wait
+        # for durability): waiting long for them to drain would only delay the stop.
+        drain_s = 1.0 if self.log.unwritable is not None else 10.0
         try:
-            await actor.close(reason)
+            await actor.close(reason, drain_timeout_s=drain_s)
         finally:
             self._actors.pop(thread_id, None)
             self._disposing.pop(thread_id, None)
@@ -329,21 +453,32 @@ async def open_runtime(
     runtime = Runtime(**kwargs)
     if on_open is not None:
         on_open(runtime)
+    # A log that cannot be read fails here, before any task exists (raised as it is).
+    runtime._rebuild()
     async with trio.open_nursery() as outer:
         # The runtime's own tasks (actors, reactors, listeners, the log flusher) live in a
         # shielded nursery: when the code using the runtime is cancelled (Ctrl-C, a failing
         # sibling task), they keep working long enough to park every thread (its run stopped
         # with a notice, its queue kept) and flush the log; only then are they cancelled.
         service, scope = await outer.start(_shielded_nursery)
-        await runtime._start(service)
+        try:
+            await runtime._start(service)
+        except BaseException:
+            scope.cancel()  # else the shielded nursery would wait forever
+            raise
         try:
             yield runtime
         finally:
             runtime.closed = True
+            if runtime._unsubscribe is not None:
+                runtime._unsubscribe()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(30):
                     await runtime.dispose_all()
-                runtime.log.flush()
+                try:
+                    runtime.log.flush()
+                except LogUnwritable:
+                    pass  # still buffered: the log's owner learns it from ``close``
             scope.cancel()
 
 

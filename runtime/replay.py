@@ -17,13 +17,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from runtime.actions import Action
-from runtime.log import ACTION_ADAPTER
+from runtime.log_read import ACTION_ADAPTER, LogReader, open_read_only
 from runtime.model import ThreadState
 
 __all__ = [
@@ -70,24 +69,23 @@ def export_lines(
 
 def export_thread(db_path: str | os.PathLike[str], thread_id: str, out: TextIO) -> int:
     """Write the thread's log as JSONL to ``out``; returns the number of lines. Opens the
-    database read-only (a running Spindle may keep writing). Raises FileNotFoundError when
-    there is no database and KeyError when the thread has no action in it."""
+    database read-only (a running Spindle may keep writing). Every row is checked before a
+    line is written (``runtime.log_read``), so a log that cannot be exported whole writes
+    nothing. Raises FileNotFoundError when there is no database, KeyError when the thread
+    has no action in it, ``LogError`` (``LogCorrupt`` naming the thread and seq) when it
+    cannot be read."""
     path = Path(db_path)
-    if not path.exists():
-        raise FileNotFoundError(str(path))
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = open_read_only(path)
     try:
-        cur = conn.execute(
-            "SELECT seq, at, action FROM actions WHERE thread_id=? ORDER BY seq", (thread_id,)
-        )
+        reader = LogReader(conn, path)
+        if sum(1 for _ in reader.export_rows(thread_id)) == 0:  # checks every row first
+            raise KeyError(thread_id)
         count = 0
-        for line in export_lines(((s, a, json.loads(j)) for s, a, j in cur), thread_id):
+        for line in export_lines(reader.export_rows(thread_id), thread_id):
             out.write(line + "\n")
             count += 1
     finally:
         conn.close()
-    if count == 0:
-        raise KeyError(thread_id)
     return count
 
 

@@ -8,12 +8,13 @@ mapping of every thread) and the ``ThreadStatistics`` model built from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 from runtime.actions import Action
 from runtime.frozen import Frozen
-from runtime.log import EventLog
+from runtime.log_read import LoggedAction
 from runtime.model import AgentStatus, Counters, Phase, ThreadState
 
 __all__ = ["Store", "ThreadStatistics", "TransitionFn", "rebuild_from_log"]
@@ -81,9 +82,22 @@ class Store:
         )
 
 
-def rebuild_from_log(log: EventLog, transition: TransitionFn) -> tuple[Store, int]:
+class FoldableLog(Protocol):
+    """What a fold needs of a log: ``runtime.log.EventLog`` (start-up) or
+    ``runtime.log_read.LogReader`` (``spindle status``, on a read-only connection)."""
+
+    def thread_ids(self) -> list[str]: ...
+
+    def snapshots(self) -> dict[str, tuple[int, ThreadState]]: ...
+
+    def read(self, thread_id: str, after_seq: int = 0) -> Iterator[LoggedAction]: ...
+
+
+def rebuild_from_log(log: FoldableLog, transition: TransitionFn) -> tuple[Store, int]:
     """Fold the log into a fresh store: each thread starts at its newest snapshot and folds
-    only the actions after it. Returns the store and how many actions were folded."""
+    only the actions after it (every row read is checked: ``LogCorrupt`` names the first
+    that cannot be read, or a missing seq). Returns the store and how many actions were
+    folded."""
     store = Store()
     folded = 0
     snapshots = log.snapshots()

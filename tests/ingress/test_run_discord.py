@@ -50,7 +50,7 @@ workdir = "{work}"
         "HOME": str(tmp_path),
         "PYTHONPATH": str(ROOT),
         "SPINDLE_DATA_DIR": str(tmp_path / "data"),
-        "SPINDLE_DISCORD_TOKEN": "fake-token",
+        "SPINDLE_DISCORD_TOKEN": "fake-bot-token-for-tests.fake.token",  # shaped like one,
         "SPINDLE_MCP__PORT": "0",
     }
 

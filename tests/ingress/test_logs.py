@@ -1,0 +1,60 @@
+"""The JSON log file when the disk refuses its writes (issue 19.6): one line on the terminal,
+never a "--- Logging error ---" traceback per record; back to writing by itself, with a
+record of how many were dropped and no half-written line left in the file.
+
+A real process with a real file: ``RLIMIT_FSIZE`` makes writes past a size fail with EFBIG
+(the same failed ``write`` a full disk gives with ENOSPC), and raising the limit again is
+space coming back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_harness import ROOT
+
+SCRIPT = """
+import logging, resource, signal, sys
+from pathlib import Path
+
+import ingress.logs
+from ingress.logs import configure_logging
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+ingress.logs._FileHandler.retry_s = 0.0  # try the file again at the next record
+configure_logging("error", Path(sys.argv[1]), terminal=True)
+log = logging.getLogger("spindle.test")
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))
+for n in range(300):
+    log.info("record %d %s", n, "x" * 100)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+for n in range(300, 310):
+    log.info("record %d", n)
+"""
+
+
+def test_a_log_file_that_cannot_be_written_is_one_line_and_comes_back(tmp_path: Path) -> None:
+    path = tmp_path / "spindle.log.jsonl"
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Logging error" not in out.stderr and "Traceback" not in out.stderr
+    [said] = out.stderr.strip().splitlines()
+    assert said.startswith(f"spindle: cannot write the log file {path}: File too large;")
+    records = [json.loads(line) for line in path.read_text().splitlines()]  # every line
+    messages = [r["msg"] for r in records]
+    written = [int(m.split()[1]) for m in messages if m.startswith("record ")]
+    dropped_note = next(m for m in messages if "could not be written for a while" in m)
+    dropped = int(dropped_note.split(": ")[-1].split()[0])
+    assert written[:3] == [0, 1, 2] and written[-10:] == list(range(300, 310))
+    assert dropped > 0 and len(written) + dropped == 310
+    assert path.stat().st_size > 20_000
