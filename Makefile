@@ -54,7 +54,7 @@ bench: setup agents
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict runtime/frozen.py runtime/model.py runtime/actions.py runtime/agent_events.py runtime/effects.py runtime/guards.py runtime/phase_table.py runtime/transition_step.py runtime/transitions.py runtime/transitions_user.py runtime/transitions_agent.py
+	$(BIN)/python -m tests.typecheck threadspindle.runtime.core
 
 clean:
 	rm -rf $(VENV) $(AGENTS_DIR) .tools

@@ -3,8 +3,8 @@
 Each CLI from ``.agents`` (``make agents``) is driven through its Spindle adapter against the
 project's loopback fake model server (``testkit/fake_model``), with the same settings the
 adapter engineers' latency scripts use (``bench/claude_turn_latency.py``,
-``bench/gemini_turn_latency.py``, ``ingress/agents/opencode_latency.py``,
-``tests/ingress/agents/test_codex_latency.py``), but one measuring loop for all four, so the
+``bench/gemini_turn_latency.py``, ``bench/opencode_latency.py``,
+``tests/agents/test_codex_latency.py``), but one measuring loop for all four, so the
 columns mean the same thing for every CLI:
 
 * **warm turn → first event**: ``prompt()`` called → the adapter emits the turn's first
@@ -50,21 +50,21 @@ from typing import Any
 
 import trio
 
-from effects.process import ManagedProcess
-from ingress.agents.base import AgentAdapter, AgentOptions, StampedEvent
-from ingress.agents.claude import ClaudeAdapter
-from ingress.agents.claude_parser import ClaudeStreamParser
-from ingress.agents.codex import CodexAdapter
-from ingress.agents.codex_parser import AppServerParser
-from ingress.agents.gemini import GeminiAdapter
-from ingress.agents.gemini_parser import AcpParser
-from ingress.agents.opencode import OpencodeAdapter
-from ingress.agents.opencode_latency import OFFLINE_ENV, fake_home
-from ingress.agents.opencode_parser import OpencodeEventParser
-from ingress.agents.opencode_server import OpencodeServer
-from runtime import actions as A
-from runtime.agent_events import TextDelta, TurnAborted, TurnCompleted
-from runtime.effects import PromptAgent, StartAgent
+from bench.opencode_latency import OFFLINE_ENV, fake_home
+from threadspindle.agents.base import AgentAdapter, AgentOptions, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter
+from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.codex import CodexAdapter
+from threadspindle.agents.codex_parser import AppServerParser
+from threadspindle.agents.gemini import GeminiAdapter
+from threadspindle.agents.gemini_parser import AcpParser
+from threadspindle.agents.opencode import OpencodeAdapter
+from threadspindle.agents.opencode_parser import OpencodeEventParser
+from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.effects.process import ManagedProcess
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 
 __all__ = ["CLIS", "run"]
 
@@ -88,7 +88,7 @@ def _claude_options(base_url: str, tmp: Path, per_turn: bool) -> AgentOptions:
 
 
 def _codex_options(base_url: str, tmp: Path, per_turn: bool) -> AgentOptions:
-    # As tests/ingress/agents/test_codex_latency.py: a fake provider, no plugins/analytics
+    # As tests/agents/test_codex_latency.py: a fake provider, no plugins/analytics
     # (which would try the network at start-up).
     provider = (
         f'{{name="Fake",base_url="{base_url}",wire_api="responses",env_key="FAKE_API_KEY",'
@@ -130,25 +130,25 @@ def _opencode_options(base_url: str, tmp: Path, per_turn: bool) -> AgentOptions:
 
 
 def _fake_anthropic() -> Any:
-    from testkit.fake_model.anthropic import FakeAnthropic
+    from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
     return FakeAnthropic(slow_delay=0.2)
 
 
 def _fake_responses() -> Any:
-    from testkit.fake_model.openai_responses import OpenAIResponsesFake
+    from threadspindle.testkit.fake_model.openai_responses import OpenAIResponsesFake
 
     return OpenAIResponsesFake(slow_delay=0.1, slow_chunks=40)
 
 
 def _fake_gemini() -> Any:
-    from testkit.fake_model.gemini import FakeGeminiServer
+    from threadspindle.testkit.fake_model.gemini import FakeGeminiServer
 
     return FakeGeminiServer(slow_delay=0.2)
 
 
 def _fake_chat() -> Any:
-    from testkit.fake_model.openai_chat import OpenAIChatFake
+    from threadspindle.testkit.fake_model.openai_chat import OpenAIChatFake
 
     return OpenAIChatFake(slow_delay=0.2, slow_chunks=40)
 
@@ -434,11 +434,11 @@ async def measure_mode(
 async def abort_through_runtime(cli: Cli, base_url: str, aborts: int) -> dict[str, Any]:
     """``AbortRequested`` posted mid-stream -> the commit that ends the run, through a live
     ``Runtime`` with the real adapter and the genuine CLI."""
-    from runtime.log import EventLog
-    from runtime.model import Policy
-    from runtime.registry import open_runtime
-    from runtime.transitions import transition as core_transition
-    from testkit.fake_chat import RenderWorld
+    from threadspindle.runtime.core.model import Policy
+    from threadspindle.runtime.core.transitions import transition as core_transition
+    from threadspindle.runtime.live.log import EventLog
+    from threadspindle.runtime.live.registry import open_runtime
+    from threadspindle.testkit.fake_chat import RenderWorld
 
     tmp = Path(tempfile.mkdtemp(prefix=f"spindle-bench-abort-{cli.name}-"))
     (tmp / "home").mkdir()

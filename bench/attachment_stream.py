@@ -20,8 +20,13 @@ import time
 import trio
 
 from bench.common import percentile
-from testkit.fake_discord import GeneratedBytes
-from testkit.fake_discord.harness import SinkRuntime, fake_world, running_bot, wait_for
+from threadspindle.testkit.fake_discord import GeneratedBytes
+from threadspindle.testkit.fake_discord.harness import (
+    SinkRuntime,
+    fake_world,
+    running_bot,
+    wait_for,
+)
 
 MIB = 1024 * 1024
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import trio
 
-from ingress.agents.base import AgentOptions, StampedEvent
-from ingress.agents.claude import ClaudeAdapter
-from runtime.agent_events import TextDelta, TurnAborted, TurnCompleted
-from runtime.effects import PromptAgent, StartAgent
-from testkit.fake_model.anthropic import FakeAnthropic
+from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter
+from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
 __all__ = ["Measured", "measure", "run"]
 

@@ -54,12 +54,12 @@ async def bench_runtime(
     snapshot_every: int = 1000,
 ):
     """A live ``Runtime`` with the recording renderer and the scripted fake agent."""
-    from runtime.log import EventLog
-    from runtime.model import Policy
-    from runtime.registry import open_runtime
-    from runtime.tuning import tune_gc
-    from testkit.fake_agent import FakeAgentWorld
-    from testkit.fake_chat import RenderWorld
+    from threadspindle.runtime.core.model import Policy
+    from threadspindle.runtime.live.log import EventLog
+    from threadspindle.runtime.live.registry import open_runtime
+    from threadspindle.runtime.live.tuning import tune_gc
+    from threadspindle.testkit.fake_agent import FakeAgentWorld
+    from threadspindle.testkit.fake_chat import RenderWorld
 
     world = world or FakeAgentWorld()
     renderers = renderers or RenderWorld()

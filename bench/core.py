@@ -16,12 +16,12 @@ import time
 import trio
 
 from bench.common import bench_runtime, median_of, timed
-from runtime import agent_events as E
-from runtime.actions import AgentEventReceived
-from runtime.model import Policy, ThreadState
-from runtime.transitions import transition
-from testkit.fake_agent import FakeAgentWorld, Step
-from testkit.thread_script import ThreadScript
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.actions import AgentEventReceived
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
+from threadspindle.testkit.thread_script import ThreadScript
 
 __all__ = ["realistic_actions", "run"]
 

@@ -2,7 +2,7 @@
 
 Logs of 100k and 1M actions are written through the real ``EventLog`` (100 threads, each a
 realistic sequence from ``bench.core``), then the store is rebuilt with
-``runtime.store.rebuild_from_log`` — the start-up path — once with the periodic snapshots
+``runtime.live.store.rebuild_from_log`` — the start-up path — once with the periodic snapshots
 and once from a copy of the same file whose snapshots were removed (a full fold).
 """
 
@@ -16,11 +16,11 @@ import time
 
 from bench.common import median_of
 from bench.core import realistic_actions
-from runtime.log import EventLog
-from runtime.model import Policy, ThreadState
-from runtime.replay import replay_actions
-from runtime.store import rebuild_from_log
-from runtime.transitions import transition
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.replay import replay_actions
+from threadspindle.runtime.live.store import rebuild_from_log
 
 __all__ = ["run", "write_log"]
 

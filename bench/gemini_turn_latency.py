@@ -20,11 +20,11 @@ from pathlib import Path
 
 import trio
 
-from ingress.agents.base import AgentOptions, StampedEvent
-from ingress.agents.gemini import GeminiAdapter
-from runtime.agent_events import TextDelta, TurnAborted, TurnCompleted
-from runtime.effects import PromptAgent, StartAgent
-from testkit.fake_model.gemini import FakeGeminiServer
+from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.gemini import GeminiAdapter
+from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit.fake_model.gemini import FakeGeminiServer
 
 GEMINI = Path(__file__).resolve().parents[1] / ".agents" / "node_modules" / ".bin" / "gemini"
 INTERRUPTS = 3

@@ -17,10 +17,10 @@ import tempfile
 import trio
 
 from bench.common import bench_runtime, percentile
-from runtime import agent_events as E
-from runtime.effects import AppendOutput, PostOutput, ReplyToCommand
-from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
-from testkit.thread_script import ThreadScript
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.effect_types import AppendOutput, PostOutput, ReplyToCommand
+from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from threadspindle.testkit.thread_script import ThreadScript
 
 __all__ = ["StreamingAgent", "run"]
 
@@ -62,7 +62,7 @@ class StreamingWorld(FakeAgentWorld):
 
 
 def _options():
-    from ingress.agents.base import AgentOptions
+    from threadspindle.agents.base import AgentOptions
 
     return AgentOptions()
 

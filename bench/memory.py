@@ -21,8 +21,8 @@ import tempfile
 import trio
 
 from bench.common import bench_runtime, rss_bytes
-from testkit.fake_agent import FakeAgentWorld, Step
-from testkit.thread_script import ThreadScript
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
+from threadspindle.testkit.thread_script import ThreadScript
 
 __all__ = ["run"]
 

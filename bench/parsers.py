@@ -1,7 +1,7 @@
 """Benchmark section "parsers": agent lines/s through each adapter's parser on real transcripts.
 
-Every parser in ``ingress/agents/*_parser.py`` is fed the genuine CLI output recorded in
-``tests/ingress/agents/fixtures/<cli>/`` (copied from ``shared/fixtures/agent-cli``), the way
+Every parser in ``agents/*_parser.py`` is fed the genuine CLI output recorded in
+``tests/agents/fixtures/<cli>/`` (copied from ``shared/fixtures/agent-cli``), the way
 its adapter feeds it: one fresh parser per recorded process (a process's stream is stateful:
 dedupe of streamed text, known tool ids, the open turn), ``begin_turn`` where the driver sent
 a prompt, and for ``opencode serve`` the SSE payload decoded and routed by session first.
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingress.agents.base import ParserStats
-from ingress.agents.claude_parser import ClaudeStreamParser
-from ingress.agents.codex_exec_parser import ExecParser
-from ingress.agents.codex_parser import AppServerParser
-from ingress.agents.gemini_parser import AcpParser, StreamJsonParser
-from ingress.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
+from threadspindle.agents.base import ParserStats
+from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.codex_exec_parser import ExecParser
+from threadspindle.agents.codex_parser import AppServerParser
+from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser
+from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
 
 __all__ = ["Workload", "workloads", "measure", "run"]
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "ingress" / "agents" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "agents" / "fixtures"
 FULL_LINES = 1_000_000
 QUICK_LINES = 2_000
 ROUNDS = 5

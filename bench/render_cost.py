@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import trio
 import trio.testing
 
-from effects.platform import PlatformLimits
-from effects.render import StreamRenderer
-from runtime import agent_events as E
-from runtime import effects as F
-from runtime.model import Policy, ThreadState
-from runtime.transitions import transition
-from testkit.thread_script import ThreadScript
+from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core import effect_types as F
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.testkit.thread_script import ThreadScript
 
 __all__ = ["make_answer", "run"]
 

@@ -164,7 +164,7 @@ def _parsers_section(parsers: Any) -> list[str]:
         "## Parsers",
         "",
         "Each adapter's parser fed the genuine CLI output recorded in "
-        "`tests/ingress/agents/fixtures/` as its adapter feeds it (a fresh parser per recorded "
+        "`tests/agents/fixtures/` as its adapter feeds it (a fresh parser per recorded "
         "process, `begin_turn` where a prompt was sent, `opencode serve` payloads decoded and "
         f"routed by session), replayed over and over: {rounds} rounds per parser, the parsers "
         "taking turns round by round (a burst of load from other jobs is spread over all); "

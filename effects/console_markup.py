@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from effects.chunking import parse_component_action
-from effects.platform import SelectMenu
-from runtime.effects import Button
+from threadspindle.effects.chunking import parse_component_action
+from threadspindle.effects.platform import SelectMenu
+from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["render_controls", "render_line", "render_text"]
 

@@ -36,10 +36,10 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from effects.console_markup import render_controls, render_line, render_text
-from effects.platform import PlatformError, PlatformLimits, SelectMenu
-from effects.terminal_text import terminal_safe
-from runtime.effects import Button
+from threadspindle.effects.console_markup import render_controls, render_line, render_text
+from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.effects.terminal_text import terminal_safe
+from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["CONSOLE_LIMITS", "ConsoleMessage", "ConsolePlatform"]
 

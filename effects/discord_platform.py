@@ -32,8 +32,8 @@ import aiohttp
 import discord
 import trio_asyncio  # type: ignore[import-untyped]
 
-from effects.platform import PlatformError, PlatformLimits, SelectMenu
-from runtime.effects import Button
+from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["DiscordPlatform", "discord_nonce"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runtime.effects import Button
-from runtime.frozen import Frozen
+from threadspindle.runtime.core.effect_types import Button
+from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["ChatPlatform", "PlatformError", "PlatformLimits", "SelectMenu"]
 

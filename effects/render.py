@@ -1,8 +1,8 @@
 """The stream renderer: a thread's chat effects -> calls on a ``ChatPlatform``.
 
 One ``StreamRenderer`` per chat channel (thread). The reactor hands it the chat effects of
-``runtime.effects`` in commit order; it answers with the ``(key, message ids)`` of outputs it
-posted so the reactor can report ``OutputPosted``. What it keeps:
+``runtime.core.effect_types`` in commit order; it answers with the ``(key, message ids)``
+of outputs it posted so the reactor can report ``OutputPosted``. What it keeps:
 
 - **Posted once.** It holds ``key -> message ids``; a key already posted (or seeded from
   the log with ``known``) is never posted again. Appends are idempotent by ``seq``.
@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from effects.chunking import (
+from threadspindle.effects.chunking import (
     THINKING_PREVIEW_CHARS,
     MessageChunker,
     fit_message,
@@ -56,8 +56,8 @@ from effects.chunking import (
     thinking_preview,
     wrap_bare_links,
 )
-from effects.platform import ChatPlatform, PlatformError, SelectMenu
-from runtime.effects import (
+from threadspindle.effects.platform import ChatPlatform, PlatformError, SelectMenu
+from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Button,
     DismissPrompt,
@@ -69,7 +69,7 @@ from runtime.effects import (
     ShowQuestion,
     Typing,
 )
-from runtime.frozen import Frozen
+from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
     "CHAT_EFFECTS",

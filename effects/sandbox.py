@@ -30,7 +30,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from runtime.frozen import Frozen
+from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["Sandbox", "SandboxUnavailable", "check_sandbox", "sandbox_argv"]
 

@@ -26,12 +26,18 @@ from typing import Any, TextIO
 
 import trio
 
-from effects.terminal_text import terminal_safe
-from ingress.agents import known_agents
-from ingress.discord.translate import resolve_workdir, split_queue_suffix
-from ingress.input_checks import InputRefused, check_path, check_word, parse_position, shown
-from runtime import actions as A
-from runtime.model import ThreadState
+from threadspindle.agents import known_agents
+from threadspindle.effects.terminal_text import terminal_safe
+from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
+from threadspindle.ingress.input_checks import (
+    InputRefused,
+    check_path,
+    check_word,
+    parse_position,
+    shown,
+)
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import ThreadState
 
 __all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "thread_id_for"]
 
@@ -343,7 +349,7 @@ class ConsoleChat:
 
 async def read_piped_lines(chat: ConsoleChat) -> None:
     """Lines from a pipe or a file, until end of input or ``/quit``."""
-    from effects.process import LineReader
+    from threadspindle.effects.process import LineReader
 
     stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     try:
@@ -374,7 +380,7 @@ async def read_terminal_lines(chat: ConsoleChat) -> None:
 
 def _list_conversations(agent: str, workdir: str) -> list[str]:
     """Ask the agent's adapter for its past sessions, newest first; best effort."""
-    from ingress.agents import list_conversations
+    from threadspindle.agents import list_conversations
 
     try:
         found = list_conversations(agent, workdir)

@@ -16,12 +16,13 @@ takes a moment to stop). All adapters made by one
 ``FakeAgentWorld`` share its records (prompts delivered, serve calls, interrupts), so a test
 sees across agent restarts.
 
-Run as a program (``python -m testkit.fake_agent``) it is a small stand-in for ``claude -p
---input-format stream-json --output-format stream-json``: it answers ``initialize`` and
-``interrupt`` control requests, asks ``can_use_tool`` for ``PERMISSION`` prompts, and prints
-``system/init``, ``stream_event`` text deltas, ``assistant`` and ``result`` lines like the
-real CLI 2.1.197 (see /work/shared/fixtures/agent-cli/REPORT.md section 1 and addendum), so
-the real ``ClaudeAdapter`` can drive it as a process. ``fake_claude_binary`` writes an
+Run as a program (``python -m threadspindle.testkit.fake_agent``) it is a small stand-in
+for ``claude -p --input-format stream-json --output-format stream-json``: it answers
+``initialize`` and ``interrupt`` control requests, asks ``can_use_tool`` for
+``PERMISSION`` prompts, and prints ``system/init``, ``stream_event`` text deltas,
+``assistant`` and ``result`` lines like the real CLI 2.1.197 (see
+/work/shared/fixtures/agent-cli/REPORT.md section 1 and addendum), so the real
+``ClaudeAdapter`` can drive it as a process. ``fake_claude_binary`` writes an
 executable wrapper for ``AgentOptions(binary=...)``.
 """
 
@@ -42,8 +43,8 @@ from typing import Any
 
 import trio
 
-from ingress.agents.base import AgentAdapter, AgentOptions, EmitEvent, StampedEvent
-from runtime.agent_events import (
+from threadspindle.agents.base import AgentAdapter, AgentOptions, EmitEvent, StampedEvent
+from threadspindle.runtime.core.agent_events import (
     AgentEvent,
     PermissionRequested,
     QuestionAsked,
@@ -54,7 +55,7 @@ from runtime.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from runtime.effects import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 
 __all__ = [
     "FakeAgentServer",
@@ -283,7 +284,7 @@ class FakeAgentServer:
     the thread listening on each session. ``adapter`` is the per-thread adapter factory."""
 
     def __init__(self, script: Callable[[str], list[Step]] = default_script) -> None:
-        from runtime.listener import SessionDemux
+        from threadspindle.runtime.live.listener import SessionDemux
 
         self.demux = SessionDemux()
         self.script = script
@@ -376,7 +377,7 @@ def fake_claude_binary(directory: str, *, delay_s: float = 0.05) -> str:
     with open(path, "w") as f:
         f.write(
             f"#!/bin/sh\nFAKE_AGENT_DELAY={delay_s} PYTHONPATH={root} exec {sys.executable} "
-            f'-m testkit.fake_agent "$@"\n'
+            f'-m threadspindle.testkit.fake_agent "$@"\n'
         )
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

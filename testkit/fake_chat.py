@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from effects.platform import PlatformError
-from runtime.effects import (
+from threadspindle.effects.platform import PlatformError
+from threadspindle.runtime.core.effect_types import (
     KEYED_POSTS,
     AppendOutput,
     DismissPrompt,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from effects.platform import PlatformError, PlatformLimits, SelectMenu
-from runtime.effects import Button
+from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["Fault", "PlatformCall", "RecordedMessage", "RecordingPlatform"]
 

@@ -6,9 +6,9 @@ time a little after the previous action's: stories read like the chat they descr
 
 from __future__ import annotations
 
-from runtime import actions as A
-from runtime import agent_events as E
-from runtime.model import Policy
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.model import Policy
 
 __all__ = ["ThreadScript"]
 

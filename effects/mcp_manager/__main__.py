@@ -1,4 +1,4 @@
-"""``python -m effects.mcp_manager``: the same as ``spindle mcp``."""
+"""``python -m threadspindle.effects.mcp_manager``: the same as ``spindle mcp``."""
 
 import sys
 

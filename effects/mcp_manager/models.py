@@ -14,7 +14,7 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from effects.sandbox import Sandbox
+from threadspindle.effects.sandbox import Sandbox
 
 __all__ = [
     "DEFAULT_PORT",

@@ -15,7 +15,7 @@ import signal
 import psutil
 import trio
 
-from effects.process import alive, kill_tree, signal_all, tree_pids
+from threadspindle.effects.process import alive, kill_tree, signal_all, tree_pids
 
 from .state_store import same_process
 

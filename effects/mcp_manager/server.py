@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 SERVER_NAME = "process-manager"
-EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (ingress/cli.py)
+EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (app/cli.py)
 log = logging.getLogger(__name__)
 
 
@@ -108,7 +108,7 @@ class ProcessManager:
     def mcp_server_for_thread(self, thread_id: str, workdir: str | None = None) -> Any:
         """The ``McpServer`` to put in ``AgentOptions.mcp_servers`` for an agent of this
         thread (a thread token: the agent can touch only its thread's processes)."""
-        from ingress.agents.base import McpServer  # ingress depends on effects, not back
+        from threadspindle.agents.base import McpServer  # ingress depends on effects, not back
 
         if workdir is not None:
             self.supervisor.bind_thread(thread_id, workdir)
@@ -323,7 +323,7 @@ def _parse_args(argv: list[str] | None) -> ProcessManagerConfig:
 
 async def _serve_until_signalled(config: ProcessManagerConfig, port_key: str) -> int:
     # It holds the operator token: not readable by the processes it runs (as spindle run).
-    from effects.self_protection import make_non_dumpable
+    from threadspindle.effects.self_protection import make_non_dumpable
 
     make_non_dumpable()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -347,7 +347,7 @@ async def _serve_until_signalled(config: ProcessManagerConfig, port_key: str) ->
 
 
 def config_from_settings(settings: Any, port: int | None = None) -> ProcessManagerConfig:
-    """The manager's configuration from Spindle's ``Settings`` (``ingress/config.py``: its
+    """The manager's configuration from Spindle's ``Settings`` (``app/config.py``: its
     ``[mcp]`` section, ``data_dir`` and ``runtime.allowed_roots``); read by attribute so
     that effects does not import ingress."""
     mcp = settings.mcp
@@ -367,7 +367,7 @@ def config_from_settings(settings: Any, port: int | None = None) -> ProcessManag
 
 
 def cli_main(settings: Any, port: int | None = None) -> int:
-    """``spindle mcp`` as ``ingress/commands_cli.py`` calls it: serve until SIGINT/SIGTERM."""
+    """``spindle mcp`` as ``app/commands_cli.py`` calls it: serve until SIGINT/SIGTERM."""
     try:
         config = config_from_settings(settings, port)
     except ValueError as exc:

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import trio
 
-from effects.process import forget_child, guarded_argv, lifeline_fd, note_child
-from effects.sandbox import sandbox_argv
+from threadspindle.effects.process import forget_child, guarded_argv, lifeline_fd, note_child
+from threadspindle.effects.sandbox import sandbox_argv
 
 from .auth import Caller
 from .models import (

@@ -38,8 +38,8 @@ from typing import Protocol
 
 import aiohttp
 
-from ingress.input_checks import shown
-from runtime.model import Attachment
+from threadspindle.ingress.input_checks import shown
+from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
     "AttachmentLimits",

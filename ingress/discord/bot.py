@@ -35,14 +35,23 @@ import trio
 import trio_asyncio  # type: ignore[import-untyped]
 from discord import app_commands
 
-from effects.discord_platform import DiscordPlatform, discord_nonce
-from ingress.discord import translate
-from ingress.discord.attachments import AttachmentLimits, AttachmentRefused, take_attachments
-from ingress.discord.catchup import CatchUpMixin, SeenHistory, discord_id, from_a_person
-from ingress.discord.commands import build_commands
-from ingress.discord.items import Emit, IngressItem
-from ingress.discord.settings import DiscordSettings
-from runtime.actions import (
+from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
+from threadspindle.ingress.discord import translate
+from threadspindle.ingress.discord.attachments import (
+    AttachmentLimits,
+    AttachmentRefused,
+    take_attachments,
+)
+from threadspindle.ingress.discord.catchup import (
+    CatchUpMixin,
+    SeenHistory,
+    discord_id,
+    from_a_person,
+)
+from threadspindle.ingress.discord.commands import build_commands
+from threadspindle.ingress.discord.items import Emit, IngressItem
+from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
     ConversationStarted,
@@ -50,7 +59,7 @@ from runtime.actions import (
     QuestionAnswered,
     QueuedItemRemoved,
 )
-from runtime.model import Attachment, ThreadState
+from threadspindle.runtime.core.model import Attachment, ThreadState
 
 __all__ = ["IngressItem", "SpindleBot", "REFUSAL"]
 

@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING, Protocol
 
 import discord
 
-from effects.discord_platform import discord_nonce
-from ingress.discord import translate
-from ingress.discord.attachments import AttachmentRefused
-from ingress.discord.items import Emit, IngressItem
-from runtime.actions import Action, SourceMessageDeleted, SourceMessageEdited
-from runtime.log import EventLog
-from runtime.model import QueueItem, ThreadState
+from threadspindle.effects.discord_platform import discord_nonce
+from threadspindle.ingress.discord import translate
+from threadspindle.ingress.discord.attachments import AttachmentRefused
+from threadspindle.ingress.discord.items import Emit, IngressItem
+from threadspindle.runtime.core.actions import Action, SourceMessageDeleted, SourceMessageEdited
+from threadspindle.runtime.core.model import QueueItem, ThreadState
+from threadspindle.runtime.live.log import EventLog
 
 if TYPE_CHECKING:
-    from ingress.discord.bot import SpindleBot
+    from threadspindle.ingress.discord.bot import SpindleBot
 
 __all__ = [
     "INGRESS_KINDS",

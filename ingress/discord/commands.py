@@ -1,7 +1,7 @@
 """The slash commands: their definitions (names, options, descriptions, autocomplete) and
 what each one posts. Each handler refuses, or defers and posts one action through
 ``SpindleBot.command`` / ``start_conversation``; ``/<agent> conversations`` is read-only and
-answered here from the CLI's own store (``ingress.agents.list_conversations``). See
+answered here from the CLI's own store (``agents.list_conversations``). See
 docs/commands.md.
 
 Options are checked before anything else happens (``ingress.input_checks``): a workdir, a
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from ingress.agents import list_conversations
-from ingress.discord import translate
-from ingress.input_checks import InputRefused, check_path, check_word, shown
-from runtime.actions import (
+from threadspindle.agents import list_conversations
+from threadspindle.ingress.discord import translate
+from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, shown
+from threadspindle.runtime.core.actions import (
     AbortRequested,
     ConversationEnded,
     ModelChanged,
@@ -35,7 +35,7 @@ from runtime.actions import (
 )
 
 if TYPE_CHECKING:
-    from ingress.discord.bot import SpindleBot
+    from threadspindle.ingress.discord.bot import SpindleBot
 
 __all__ = ["answer_command_error", "build_commands"]
 

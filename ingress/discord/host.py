@@ -31,16 +31,16 @@ import trio
 import trio_asyncio  # type: ignore[import-untyped]
 import yarl
 
-from effects.platform import ChatPlatform, PlatformLimits
-from effects.render import StreamRenderer
-from ingress.discord.bot import IngressItem, SpindleBot
-from ingress.discord.catchup import LoggedHistory, SeenHistory
-from ingress.discord.settings import DiscordSettings
-from runtime.actions import Action
-from runtime.listener import AdapterFactory
-from runtime.log import EventLog
-from runtime.model import Policy, ThreadState
-from runtime.registry import Runtime, open_runtime
+from threadspindle.effects.platform import ChatPlatform, PlatformLimits
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
+from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
+from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.live.listener import AdapterFactory
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.registry import Runtime, open_runtime
 
 __all__ = [
     "DiscordApp",
@@ -55,7 +55,7 @@ _log = logging.getLogger(__name__)
 
 
 class RuntimePort(Protocol):
-    """What the bot needs from the live runtime (``runtime.registry.Runtime``)."""
+    """What the bot needs from the live runtime (``runtime.live.registry.Runtime``)."""
 
     async def post(self, action: Action, *, channel_id: str | None = None) -> object: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from runtime.actions import Action
+from threadspindle.runtime.core.actions import Action
 
 __all__ = ["Emit", "IngressItem"]
 

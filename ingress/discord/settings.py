@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import field_validator
 
-from ingress.agents import known_agents, unknown_agent_message
-from runtime.frozen import Frozen
+from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
     "AGENT_NAMES",
@@ -84,7 +84,7 @@ class DiscordSettings(Frozen):
 
 
 def settings_from_config(config: Any) -> DiscordSettings:
-    """Build the bot's settings from the ``spindle`` configuration (``ingress.config.
+    """Build the bot's settings from the ``spindle`` configuration (``app.config.
     Settings``: its ``[discord]`` section, the token, and the first allowed root as the
     default workdir). Raises ``ValueError`` without a token."""
     token = config.token()

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 
-from effects.render import parse_component_action
-from runtime.actions import (
+from threadspindle.effects.render import parse_component_action
+from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
     UserMessage,
 )
-from runtime.model import Attachment
+from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
     "complete_directory",

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from testkit.fake_discord.store import World
+from threadspindle.testkit.fake_discord.store import World
 
 __all__ = ["Gateway", "GatewaySession"]
 

@@ -12,13 +12,13 @@ from typing import TypeVar
 import trio
 import trio_asyncio  # type: ignore[import-untyped]
 
-from ingress.discord.bot import SpindleBot
-from ingress.discord.host import hosted_bot
-from ingress.discord.settings import DiscordSettings, ProjectChannel
-from runtime.actions import Action
-from runtime.model import Policy, ThreadState
-from runtime.transitions import transition
-from testkit.fake_discord import FakeDiscord
+from threadspindle.ingress.discord.bot import SpindleBot
+from threadspindle.ingress.discord.host import hosted_bot
+from threadspindle.ingress.discord.settings import DiscordSettings, ProjectChannel
+from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.testkit.fake_discord import FakeDiscord
 
 T = TypeVar("T")
 

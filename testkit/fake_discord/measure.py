@@ -1,6 +1,6 @@
 """Counts the REST calls the bot makes per run, against the fake Discord:
 
-    .venv/bin/python -m testkit.fake_discord.measure
+    .venv/bin/python -m threadspindle.testkit.fake_discord.measure
 
 For each scenario (a plain answer, the ~6000-character answer, a tool-heavy run, a burst
 of 20 deltas a second) it runs one prompt through the whole stack (discord.py, runtime,
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import trio
 
-from testkit.fake_discord.harness import fake_world
-from testkit.fake_discord.stack import discord_stack
+from threadspindle.testkit.fake_discord.harness import fake_world
+from threadspindle.testkit.fake_discord.stack import discord_stack
 
 __all__ = ["main", "measure"]
 

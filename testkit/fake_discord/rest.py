@@ -18,8 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from testkit.fake_discord.gateway import Gateway
-from testkit.fake_discord.store import (
+from threadspindle.testkit.fake_discord.gateway import Gateway
+from threadspindle.testkit.fake_discord.store import (
     HAS_THREAD,
     PUBLIC_THREAD,
     FakeInteraction,

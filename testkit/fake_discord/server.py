@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from testkit.fake_discord.gateway import Gateway
-from testkit.fake_discord.rest import Fault, RateLimit, RestApi, RestCall
-from testkit.fake_discord.store import (
+from threadspindle.testkit.fake_discord.gateway import Gateway
+from threadspindle.testkit.fake_discord.rest import Fault, RateLimit, RestApi, RestCall
+from threadspindle.testkit.fake_discord.store import (
     PUBLIC_THREAD,
     FakeAttachment,
     FakeInteraction,

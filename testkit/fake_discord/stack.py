@@ -29,16 +29,16 @@ from typing import Any
 
 import trio
 
-from effects.platform import PlatformLimits
-from ingress.discord.bot import SpindleBot
-from ingress.discord.host import DiscordApp, DiscordRenderers, run_discord_runtime
-from runtime.agent_events import TextDelta, ToolFinished, ToolStarted
-from runtime.log import EventLog
-from runtime.model import Policy
-from runtime.registry import Runtime
-from testkit.fake_agent import FakeAgentWorld, Step, default_script
-from testkit.fake_discord.harness import World, wait_for
-from testkit.fake_discord.store import FakeMessage
+from threadspindle.effects.platform import PlatformLimits
+from threadspindle.ingress.discord.bot import SpindleBot
+from threadspindle.ingress.discord.host import DiscordApp, DiscordRenderers, run_discord_runtime
+from threadspindle.runtime.core.agent_events import TextDelta, ToolFinished, ToolStarted
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.registry import Runtime
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step, default_script
+from threadspindle.testkit.fake_discord.harness import World, wait_for
+from threadspindle.testkit.fake_discord.store import FakeMessage
 
 __all__ = ["SCRIPT", "Stack", "discord_stack", "is_footer", "long_answer"]
 

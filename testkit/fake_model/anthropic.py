@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from testkit.fake_model.base import (
+from threadspindle.testkit.fake_model.base import (
     FakeModelServer,
     JSONResponse,
     RecordedRequest,

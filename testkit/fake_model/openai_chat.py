@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from testkit.fake_model.base import (
+from threadspindle.testkit.fake_model.base import (
     FakeModelServer,
     JSONResponse,
     RecordedRequest,

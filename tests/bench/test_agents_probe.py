@@ -7,11 +7,11 @@ from __future__ import annotations
 import trio
 
 from bench.agents import _FEEDS, ArrivalLog, Probe, instrumented
-from effects.process import ManagedProcess
-from ingress.agents.base import StampedEvent
-from ingress.agents.claude_parser import ClaudeStreamParser
-from ingress.agents.opencode_server import OpencodeServer
-from runtime.agent_events import TextDelta, TurnCompleted
+from threadspindle.agents.base import StampedEvent
+from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.effects.process import ManagedProcess
+from threadspindle.runtime.core.agent_events import TextDelta, TurnCompleted
 
 
 def test_hooks_are_installed_only_inside_the_block() -> None:

@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from effects.child_registry import ChildRegistry, stop_recorded_children
+from threadspindle.effects.child_registry import ChildRegistry, stop_recorded_children
 
 DETACHED = (
     "import subprocess, sys, time, signal\n"

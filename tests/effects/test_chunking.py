@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from render_samples import balanced, long_answer, original_text
 
-from effects.chunking import (
+from threadspindle.effects.chunking import (
     MessageChunker,
     fit_message,
     split_message,

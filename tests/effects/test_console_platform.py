@@ -9,11 +9,11 @@ import os
 import trio
 from rich.console import Console
 
-from effects.chunking import question_menu_id
-from effects.console_platform import LIVE_MESSAGES, ConsolePlatform
-from effects.platform import SelectMenu
-from effects.render import StreamRenderer
-from runtime.effects import (
+from threadspindle.effects.chunking import question_menu_id
+from threadspindle.effects.console_platform import LIVE_MESSAGES, ConsolePlatform
+from threadspindle.effects.platform import SelectMenu
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Button,
     DismissPrompt,

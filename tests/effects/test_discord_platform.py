@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from effects.discord_platform import discord_nonce
-from effects.platform import PlatformError, SelectMenu
-from runtime.effects import Button
-from testkit.fake_discord.harness import SinkRuntime, World, fake_world, running_bot, wait_for
+from threadspindle.effects.discord_platform import discord_nonce
+from threadspindle.effects.platform import PlatformError, SelectMenu
+from threadspindle.runtime.core.effect_types import Button
+from threadspindle.testkit.fake_discord.harness import (
+    SinkRuntime,
+    World,
+    fake_world,
+    running_bot,
+    wait_for,
+)
 
 SUPPRESS_EMBEDS = 4
 EPHEMERAL = 64

@@ -9,7 +9,7 @@ import textwrap
 import psutil
 import trio
 
-from effects.process import ManagedProcess, group_pids, kill_tree
+from threadspindle.effects.process import ManagedProcess, group_pids, kill_tree
 
 
 async def test_stop_kills_a_child_that_ignores_sigterm_and_its_grandchild(tmp_path):

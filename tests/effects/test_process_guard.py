@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import trio
 
-from effects.process import ManagedProcess, guarded_argv, lifeline_fd, tree_pids
+from threadspindle.effects.process import ManagedProcess, guarded_argv, lifeline_fd, tree_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ async def test_a_grandchild_that_daemonizes_stays_in_the_guards_tree(tmp_path):
 
 SPINDLE_STAND_IN = textwrap.dedent("""
     import json, sys, trio
-    from effects.process import ManagedProcess, tree_pids
+    from threadspindle.effects.process import ManagedProcess, tree_pids
 
     async def main():
         proc = await ManagedProcess.spawn([sys.executable, sys.argv[1]], stdin=False)

@@ -16,15 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from render_samples import balanced, long_answer, original_text
 
-from effects.platform import PlatformError, PlatformLimits
-from effects.render import (
+from threadspindle.effects.platform import PlatformError, PlatformLimits
+from threadspindle.effects.render import (
     MAX_KEPT_OUTPUTS,
     RenderError,
     StreamRenderer,
     parse_component_action,
     render_tool_card,
 )
-from runtime.effects import (
+from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Button,
     DismissPrompt,
@@ -36,7 +36,7 @@ from runtime.effects import (
     ShowQuestion,
     Typing,
 )
-from testkit.recording_platform import RecordingPlatform
+from threadspindle.testkit.recording_platform import RecordingPlatform
 
 CHANNEL = "thread-1"
 

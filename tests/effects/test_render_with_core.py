@@ -15,13 +15,13 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.render import CHAT_EFFECTS, StreamRenderer
-from runtime import actions as A
-from runtime import agent_events as E
-from runtime.model import Policy, ThreadState
-from runtime.transitions import transition
-from testkit.recording_platform import RecordingPlatform
-from testkit.thread_script import ThreadScript
+from threadspindle.effects.render import CHAT_EFFECTS, StreamRenderer
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.testkit.recording_platform import RecordingPlatform
+from threadspindle.testkit.thread_script import ThreadScript
 
 THREAD = "t1"
 ANSWER = (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from effects.sandbox import Sandbox, check_sandbox, sandbox_argv
+from threadspindle.effects.sandbox import Sandbox, check_sandbox, sandbox_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 BWRAP = ROOT / ".tools" / "bubblewrap" / "usr" / "bin" / "bwrap"

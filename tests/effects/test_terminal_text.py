@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from effects.console_platform import ConsolePlatform
-from effects.render import StreamRenderer
-from effects.terminal_text import terminal_safe
-from runtime.effects import AppendOutput, PostOutput, SealOutput
+from threadspindle.effects.console_platform import ConsolePlatform
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.terminal_text import terminal_safe
+from threadspindle.runtime.core.effect_types import AppendOutput, PostOutput, SealOutput
 
 # What a hostile agent would print: clear screen, cursor home and overwrite, window title,
 # clipboard write (OSC 52), a hyperlink, a terminal reset, a DCS string, C1 CSI, BEL,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SPINDLE = [sys.executable, "-m", "ingress.cli"]
+SPINDLE = [sys.executable, "-m", "threadspindle.app.cli"]
 
 
 def make_place(base: Path) -> dict[str, Path]:

@@ -41,7 +41,7 @@ def run_attack(tmp_path: Path, sandbox: bool) -> tuple[dict[str, object], Path]:
     home.mkdir()
     agent = AGENT
     config = tmp_path / "config.toml"
-    from ingress.console import thread_id_for
+    from threadspindle.ingress.console import thread_id_for
 
     env_for_agent = {
         "ATTACK_DATA_DIR": str(data),
@@ -93,7 +93,16 @@ env = {{ {", ".join(f'{k} = "{v}"' for k, v in env_for_agent.items())} }}
     # user namespace. There Spindle runs as plain root, and the sandbox must hold anyway.)
     capless = [] if sandbox else ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
     out = subprocess.run(
-        [*capless, sys.executable, "-m", "ingress.cli", "run", "--console", "--agent", "command"],
+        [
+            *capless,
+            sys.executable,
+            "-m",
+            "threadspindle.app.cli",
+            "run",
+            "--console",
+            "--agent",
+            "command",
+        ],
         input=script,
         capture_output=True,
         text=True,
@@ -117,7 +126,7 @@ def threads_of_tokens(blob: str) -> set[str]:
 
 
 def assert_no_secret_and_no_reach(findings: dict[str, object]) -> None:
-    from ingress.console import thread_id_for
+    from threadspindle.ingress.console import thread_id_for
 
     blob = json.dumps(findings)
     assert DISCORD_TOKEN not in blob

@@ -41,7 +41,7 @@ def start_spindle(place: dict[str, Path], *args: str, log: Path) -> subprocess.P
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "ingress.cli", "run", "--no-mcp", *args],
+        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", *args],
         stdin=subprocess.PIPE,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
@@ -88,7 +88,7 @@ def test_a_sigkilled_spindle_takes_the_genuine_claude_tree_along(place, tmp_path
     """Mid-turn (the model still streaming), `kill -9` of `spindle run`: every process of
     the agent's tree is gone within 1 s, and the session file never gets the answer the old
     CLI was receiving, neither before nor after a restart resumed the session."""
-    from testkit.fake_model.anthropic import FakeAnthropic
+    from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
     assert CLAUDE.exists(), "run `make agents` first"
     fake = FakeAnthropic(slow_chunks=25, slow_delay=0.2)  # a 5 s answer

@@ -22,11 +22,11 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from effects.mcp_manager import serve_process_manager
-from effects.mcp_manager.server import SERVER_NAME, config_from_settings
-from ingress.agents import ADAPTER_MODULES
-from ingress.app import _AgentFactory
-from ingress.config import load_settings
+from threadspindle.agents import ADAPTER_MODULES
+from threadspindle.app.app import _AgentFactory
+from threadspindle.app.config import load_settings
+from threadspindle.effects.mcp_manager import serve_process_manager
+from threadspindle.effects.mcp_manager.server import SERVER_NAME, config_from_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "ports-test-operator-token-0123456789"
@@ -55,7 +55,7 @@ def _env(place: dict[str, Path], **extra: str) -> dict[str, str]:
 
 def _spindle(place: dict[str, Path], *args: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "ingress.cli", *args],
+        [sys.executable, "-m", "threadspindle.app.cli", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

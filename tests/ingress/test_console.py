@@ -34,7 +34,7 @@ def spindle(
 ):
     env = environment(place, env)
     return subprocess.run(
-        [sys.executable, "-m", "ingress.cli", *args],
+        [sys.executable, "-m", "threadspindle.app.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -256,7 +256,7 @@ def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
 
     env = environment(place)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ingress.cli", "run", "--no-mcp", "--agent", "echo"],
+        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -317,7 +317,7 @@ def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
 def test_the_console_drives_the_genuine_claude_cli(place):
     """`spindle run` through a pipe with the genuine Claude Code CLI (installed by `make test`)
     against the fake Anthropic server: a turn, a queued one, and the footer of each."""
-    from testkit.fake_model.anthropic import FakeAnthropic
+    from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
     claude = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
     assert claude.exists(), "run `make agents` first"
@@ -356,7 +356,7 @@ def test_console_agents_get_the_process_manager_bound_to_their_workdir(place):
     """Issue 11.7: the console's agent factory is given the runtime, so an agent's
     ``start_process`` without a ``cwd`` runs in the conversation's workdir (genuine Claude
     Code CLI, the real MCP process manager, the fake Anthropic server)."""
-    from testkit.fake_model.anthropic import FakeAnthropic
+    from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
     claude = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
     assert claude.exists(), "run `make agents` first"

@@ -18,16 +18,16 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.console_platform import ConsolePlatform
-from effects.render import StreamRenderer
-from effects.terminal_text import terminal_safe
-from ingress.agents import adapter_class
-from ingress.agents.base import AgentAdapter, AgentOptions
-from ingress.agents.echo import EchoAdapter
-from ingress.console import AGENTS, ConsoleChat
-from runtime.log import EventLog
-from runtime.model import Policy
-from runtime.registry import open_runtime
+from threadspindle.agents import adapter_class
+from threadspindle.agents.base import AgentAdapter, AgentOptions
+from threadspindle.agents.echo import EchoAdapter
+from threadspindle.effects.console_platform import ConsolePlatform
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.terminal_text import terminal_safe
+from threadspindle.ingress.console import AGENTS, ConsoleChat
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.registry import open_runtime
 
 COMMANDS = (
     "",

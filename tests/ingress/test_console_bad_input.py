@@ -10,9 +10,9 @@ from pathlib import Path
 
 from test_console import lines, spindle
 
-from runtime.actions import ConversationStarted, PolicySet
-from runtime.log import EventLog
-from runtime.model import Policy
+from threadspindle.runtime.core.actions import ConversationStarted, PolicySet
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog
 
 ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

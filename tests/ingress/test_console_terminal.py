@@ -63,7 +63,7 @@ def test_the_terminal_prompt_shows_status_and_streams_answers(tmp_path: Path):
         "SPINDLE_DATA_DIR": str(tmp_path / "data"),
         "SPINDLE_CONFIG": str(tmp_path / "none.toml"),
     }
-    term = Terminal([sys.executable, "-m", "ingress.cli", "run", "--no-mcp"], env, work)
+    term = Terminal([sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp"], env, work)
     try:
         term.read_until("[main · echo · queue 0] >")
         term.type("one two three four five six seven eight")

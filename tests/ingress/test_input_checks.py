@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingress.input_checks import (
+from threadspindle.ingress.input_checks import (
     MAX_PATH_BYTES,
     InputRefused,
     check_path,

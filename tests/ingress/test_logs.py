@@ -20,11 +20,11 @@ SCRIPT = """
 import logging, resource, signal, sys
 from pathlib import Path
 
-import ingress.logs
-from ingress.logs import configure_logging
+import threadspindle.app.logs
+from threadspindle.app.logs import configure_logging
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-ingress.logs._FileHandler.retry_s = 0.0  # try the file again at the next record
+threadspindle.app.logs._FileHandler.retry_s = 0.0  # try the file again at the next record
 configure_logging("error", Path(sys.argv[1]), terminal=True)
 log = logging.getLogger("spindle.test")
 _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

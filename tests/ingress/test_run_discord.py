@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from testkit.fake_discord.harness import World, fake_world
+from threadspindle.testkit.fake_discord.harness import World, fake_world
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ workdir = "{work}"
 
     def start() -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "ingress.cli", "--config", str(config), "run"],
+            [sys.executable, "-m", "threadspindle.app.cli", "--config", str(config), "run"],
             env=env,
             cwd=work,
             stdout=subprocess.PIPE,

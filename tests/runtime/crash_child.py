@@ -23,13 +23,13 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runtime import actions as A  # noqa: E402
-from runtime.agent_events import TextDelta  # noqa: E402
-from runtime.log import EventLog  # noqa: E402
-from runtime.model import Policy  # noqa: E402
-from runtime.registry import open_runtime  # noqa: E402
-from testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
-from testkit.fake_chat import RenderWorld  # noqa: E402
+from threadspindle.runtime.core import actions as A  # noqa: E402
+from threadspindle.runtime.core.agent_events import TextDelta  # noqa: E402
+from threadspindle.runtime.core.model import Policy  # noqa: E402
+from threadspindle.runtime.live.log import EventLog  # noqa: E402
+from threadspindle.runtime.live.registry import open_runtime  # noqa: E402
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
+from threadspindle.testkit.fake_chat import RenderWorld  # noqa: E402
 
 THREADS = ("t1", "t2")
 

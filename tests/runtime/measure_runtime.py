@@ -8,7 +8,7 @@
 
     .venv/bin/python tests/runtime/measure_runtime.py [N_ACTIONS]
 
-The collector is tuned as ``run_app`` tunes it (``runtime.tuning.tune_gc``); prefix
+The collector is tuned as ``run_app`` tunes it (``runtime.live.tuning.tune_gc``); prefix
 ``SPINDLE_GC=default`` to measure with CPython's default thresholds.
 """
 
@@ -23,16 +23,16 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runtime import actions as A  # noqa: E402
-from runtime import agent_events as E  # noqa: E402
-from runtime.log import EventLog  # noqa: E402
-from runtime.model import Policy, ThreadState  # noqa: E402
-from runtime.registry import open_runtime  # noqa: E402
-from runtime.store import rebuild_from_log  # noqa: E402
-from runtime.transitions import transition  # noqa: E402
-from runtime.tuning import tune_gc  # noqa: E402
-from testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
-from testkit.fake_chat import RenderWorld  # noqa: E402
+from threadspindle.runtime.core import actions as A  # noqa: E402
+from threadspindle.runtime.core import agent_events as E  # noqa: E402
+from threadspindle.runtime.core.model import Policy, ThreadState  # noqa: E402
+from threadspindle.runtime.core.transitions import transition  # noqa: E402
+from threadspindle.runtime.live.log import EventLog  # noqa: E402
+from threadspindle.runtime.live.registry import open_runtime  # noqa: E402
+from threadspindle.runtime.live.store import rebuild_from_log  # noqa: E402
+from threadspindle.runtime.live.tuning import tune_gc  # noqa: E402
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step  # noqa: E402
+from threadspindle.testkit.fake_chat import RenderWorld  # noqa: E402
 
 
 def silent(text: str) -> list[Step]:

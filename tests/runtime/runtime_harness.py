@@ -12,12 +12,12 @@ from typing import Any
 
 import trio
 
-from runtime import actions as A
-from runtime.log import EventLog
-from runtime.model import Policy
-from runtime.registry import Runtime, open_runtime
-from testkit.fake_agent import FakeAgentWorld
-from testkit.fake_chat import RenderWorld
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.registry import Runtime, open_runtime
+from threadspindle.testkit.fake_agent import FakeAgentWorld
+from threadspindle.testkit.fake_chat import RenderWorld
 
 
 class Chat:

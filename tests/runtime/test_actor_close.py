@@ -11,7 +11,7 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from runtime import actions as A
+from threadspindle.runtime.core import actions as A
 
 
 @pytest.fixture

@@ -9,13 +9,18 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from ingress.agents.base import AgentOptions
-from runtime import agent_events as E
-from runtime.actions import AgentEventReceived, EffectFailed, QuestionAnswered, UserMessage
-from runtime.effects import KEYED_POSTS, PromptAgent
-from runtime.model import Phase
-from runtime.replay import replay_actions
-from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from threadspindle.agents.base import AgentOptions
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.actions import (
+    AgentEventReceived,
+    EffectFailed,
+    QuestionAnswered,
+    UserMessage,
+)
+from threadspindle.runtime.core.effect_types import KEYED_POSTS, PromptAgent
+from threadspindle.runtime.core.model import Phase
+from threadspindle.runtime.live.replay import replay_actions
+from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 
 
 @pytest.fixture

@@ -18,12 +18,12 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from effects.platform import PlatformError
-from effects.render import StreamRenderer
-from runtime.agent_events import TextDelta
-from runtime.effects import PostOutput, PromptAgent
-from testkit.fake_agent import FakeAgentWorld, Step, default_script
-from testkit.recording_platform import RecordingPlatform
+from threadspindle.effects.platform import PlatformError
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.runtime.core.agent_events import TextDelta
+from threadspindle.runtime.core.effect_types import PostOutput, PromptAgent
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step, default_script
+from threadspindle.testkit.recording_platform import RecordingPlatform
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ async def test_a_paced_send_by_the_background_task_is_logged(tmp_path, autojump)
     async with trio.open_nursery() as renderers:
 
         def renderer(thread_id: str) -> StreamRenderer:
-            r = StreamRenderer(platform, thread_id)  # as ingress/app.py makes them
+            r = StreamRenderer(platform, thread_id)  # as app/app.py makes them
             renderers.start_soon(r.run)
             return r
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.log import EventLog
-from runtime.replay import replay_actions
-from runtime.store import rebuild_from_log
-from runtime.transitions import transition
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.replay import replay_actions
+from threadspindle.runtime.live.store import rebuild_from_log
 
 CHILD = Path(__file__).with_name("crash_child.py")
 KILLS = 20

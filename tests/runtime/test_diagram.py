@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from runtime.model import Phase
-from runtime.phase_table import PHASE_EVENTS, PHASE_TABLE, render_mermaid
+from threadspindle.runtime.core.model import Phase
+from threadspindle.runtime.core.phase_table import PHASE_EVENTS, PHASE_TABLE, render_mermaid
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
 
@@ -19,7 +19,7 @@ def test_committed_diagram_matches_the_table():
     assert match, "diagram markers missing from docs/state-machine.md"
     assert match.group(1) == render_mermaid(), (
         "docs/state-machine.md is stale: paste the output of "
-        "`.venv/bin/python -m runtime.phase_table` between the diagram markers"
+        "`.venv/bin/python -m threadspindle.runtime.core.phase_table` between the diagram markers"
     )
 
 

@@ -11,11 +11,11 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from runtime.actions import StatusRequested, UserMessage
-from runtime.log import EventLog, LogError
-from runtime.model import ThreadState
-from runtime.store import rebuild_from_log
-from runtime.transitions import transition
+from threadspindle.runtime.core.actions import StatusRequested, UserMessage
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.log import EventLog, LogError
+from threadspindle.runtime.live.store import rebuild_from_log
 
 
 def _status(thread_id: str, n: int) -> StatusRequested:
@@ -148,7 +148,7 @@ async def test_restart_reports_the_active_run_interrupted_and_the_queue_goes_on(
 
 
 async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) -> None:
-    from runtime.registry import RuntimeClosed
+    from threadspindle.runtime.live.registry import RuntimeClosed
 
     async with running(tmp_path) as rt:
         pass
@@ -157,8 +157,8 @@ async def test_post_is_refused_after_shutdown(tmp_path: Path, autojump_clock) ->
 
 
 def test_posted_outputs_gathers_every_message_of_a_key(tmp_path: Path) -> None:
-    from runtime.actions import OutputPosted
-    from runtime.log import EventLog
+    from threadspindle.runtime.core.actions import OutputPosted
+    from threadspindle.runtime.live.log import EventLog
 
     log = EventLog(tmp_path / "log.sqlite3").open()
     try:

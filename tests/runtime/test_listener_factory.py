@@ -8,8 +8,8 @@ from pathlib import Path
 
 from runtime_harness import Chat, running, until
 
-from ingress.agents import adapter_class
-from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from threadspindle.agents import adapter_class
+from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 
 
 async def test_an_unknown_agent_is_a_notice_not_a_crash(tmp_path: Path, autojump_clock) -> None:

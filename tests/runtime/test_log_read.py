@@ -12,14 +12,14 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from runtime.actions import OutputPosted, StatusRequested
-from runtime.log import EventLog, LogCorrupt, LogError
-from runtime.log_read import ACTION_ADAPTER, LogReader, open_read_only
-from runtime.model import ThreadState
-from runtime.registry import open_runtime
-from runtime.store import rebuild_from_log
-from runtime.transitions import transition
-from testkit.fake_chat import RenderWorld
+from threadspindle.runtime.core.actions import OutputPosted, StatusRequested
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.log import EventLog, LogCorrupt, LogError
+from threadspindle.runtime.live.log_read import ACTION_ADAPTER, LogReader, open_read_only
+from threadspindle.runtime.live.registry import open_runtime
+from threadspindle.runtime.live.store import rebuild_from_log
+from threadspindle.testkit.fake_chat import RenderWorld
 
 
 def _status(thread_id: str, n: int) -> StatusRequested:

@@ -11,8 +11,8 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from runtime.effects import KEYED_POSTS
-from runtime.replay import (
+from threadspindle.runtime.core.effect_types import KEYED_POSTS
+from threadspindle.runtime.live.replay import (
     FORMAT_VERSION,
     check,
     effect_lines,

@@ -14,10 +14,10 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from runtime.actions import StatusRequested, UserMessage
-from runtime.effects import PostOutput, ReplyToCommand
-from runtime.log import EventLog, LogUnwritable
-from runtime.registry import WRITABLE_AGAIN_NOTICE
+from threadspindle.runtime.core.actions import StatusRequested, UserMessage
+from threadspindle.runtime.core.effect_types import PostOutput, ReplyToCommand
+from threadspindle.runtime.live.log import EventLog, LogUnwritable
+from threadspindle.runtime.live.registry import WRITABLE_AGAIN_NOTICE
 
 
 def _status(n: int) -> StatusRequested:

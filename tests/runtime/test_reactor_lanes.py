@@ -12,11 +12,11 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from ingress.agents.base import AgentOptions
-from runtime import actions as A
-from runtime.effects import Effect, ReplyToCommand
-from testkit.fake_agent import FakeAgentWorld, ScriptedAgent
-from testkit.fake_chat import RecordingRenderer, RenderWorld
+from threadspindle.agents.base import AgentOptions
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.effect_types import Effect, ReplyToCommand
+from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
+from threadspindle.testkit.fake_chat import RecordingRenderer, RenderWorld
 
 BLOCK_S = 30.0
 
@@ -161,8 +161,8 @@ async def test_a_prompt_of_a_run_ended_while_it_waited_is_not_sent(tmp_path, aut
 
 
 def test_consecutive_appends_of_one_output_are_joined() -> None:
-    from runtime.effects import AppendOutput, Typing
-    from runtime.reactor import _coalesce_appends
+    from threadspindle.runtime.core.effect_types import AppendOutput, Typing
+    from threadspindle.runtime.live.reactor import _coalesce_appends
 
     def app(key: str, seq: int, text: str) -> AppendOutput:
         return AppendOutput(key=key, seq=seq, text=text)
@@ -210,8 +210,8 @@ async def test_deltas_piled_up_behind_a_stuck_chat_call_go_out_as_one_append(
 async def test_an_abort_is_not_held_behind_a_real_429_retry_after(tmp_path, autojump) -> None:
     """The same with the real StreamRenderer over RecordingPlatform: the /status reply gets
     a 429 with a 30 s Retry-After, which the renderer waits out and retries."""
-    from effects.render import StreamRenderer
-    from testkit.recording_platform import RecordingPlatform
+    from threadspindle.effects.render import StreamRenderer
+    from threadspindle.testkit.recording_platform import RecordingPlatform
 
     platform, agents = RecordingPlatform(), TimedAgents()
     async with running(

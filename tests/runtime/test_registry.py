@@ -12,12 +12,12 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from ingress.agents.base import AgentOptions, StampedEvent
-from ingress.agents.claude import ClaudeAdapter
-from runtime import agent_events as E
-from runtime.listener import Backoff, SessionDemux
-from runtime.model import Phase
-from testkit.fake_agent import FakeAgentServer, fake_claude_binary
+from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.model import Phase
+from threadspindle.runtime.live.listener import Backoff, SessionDemux
+from threadspindle.testkit.fake_agent import FakeAgentServer, fake_claude_binary
 
 
 def all_tasks() -> list[trio.lowlevel.Task]:
@@ -303,12 +303,12 @@ async def test_cancelling_the_user_of_the_runtime_still_parks_threads_in_order(
 ):
     """Ctrl-C cancels the code around the runtime: its own tasks must still park every
     thread (the run stopped with a notice, the queue kept) before they are cancelled."""
-    from runtime.log import EventLog
-    from runtime.model import Policy
-    from runtime.registry import open_runtime
-    from testkit.fake_agent import FakeAgentWorld, Step
-    from testkit.fake_chat import RenderWorld
-    from testkit.thread_script import ThreadScript
+    from threadspindle.runtime.core.model import Policy
+    from threadspindle.runtime.live.log import EventLog
+    from threadspindle.runtime.live.registry import open_runtime
+    from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
+    from threadspindle.testkit.fake_chat import RenderWorld
+    from threadspindle.testkit.thread_script import ThreadScript
 
     world = FakeAgentWorld(script=lambda text: [Step("sleep", seconds=1e6)])
     chat = RenderWorld()
@@ -338,14 +338,14 @@ async def test_cancelling_the_user_of_the_runtime_still_parks_threads_in_order(
 
 
 async def test_enrich_and_on_dispose_hooks(tmp_path, autojump_clock):
-    from runtime.actions import StatusRequested
-    from runtime.effects import ReplyToCommand
-    from runtime.log import EventLog
-    from runtime.model import Policy
-    from runtime.registry import open_runtime
-    from testkit.fake_agent import FakeAgentWorld
-    from testkit.fake_chat import RenderWorld
-    from testkit.thread_script import ThreadScript
+    from threadspindle.runtime.core.actions import StatusRequested
+    from threadspindle.runtime.core.effect_types import ReplyToCommand
+    from threadspindle.runtime.core.model import Policy
+    from threadspindle.runtime.live.log import EventLog
+    from threadspindle.runtime.live.registry import open_runtime
+    from threadspindle.testkit.fake_agent import FakeAgentWorld
+    from threadspindle.testkit.fake_chat import RenderWorld
+    from threadspindle.testkit.thread_script import ThreadScript
 
     disposed: list[str] = []
 

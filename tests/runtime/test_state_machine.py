@@ -15,12 +15,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from runtime import actions as A
-from runtime import agent_events as E
-from runtime import effects as F
-from runtime.model import Phase, Policy, ThreadState
-from runtime.transitions import transition
-from testkit.thread_script import ThreadScript
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core import effect_types as F
+from threadspindle.runtime.core.model import Phase, Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.testkit.thread_script import ThreadScript
 
 ROOT = "/work"
 QUEUE_LIMIT = 6

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from runtime import agent_events as E
-from runtime import effects as F
-from runtime.model import AgentStatus, Phase, Policy, ThreadState
-from runtime.transitions import Transition, transition
-from testkit.thread_script import ThreadScript
+from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core import effect_types as F
+from threadspindle.runtime.core.model import AgentStatus, Phase, Policy, ThreadState
+from threadspindle.runtime.core.transitions import Transition, transition
+from threadspindle.testkit.thread_script import ThreadScript
 
 
 class Thread:
@@ -427,7 +427,7 @@ def test_a_user_message_wakes_a_parked_thread():
 
 
 def test_status_lists_the_processes_ingress_found():
-    from runtime.actions import StatusRequested
+    from threadspindle.runtime.core.actions import StatusRequested
 
     t = Thread().started()
     action = StatusRequested(

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime import actions as A
-from runtime.model import Policy, ThreadState
-from runtime.transitions import transition
-from runtime.tuning import RUNTIME_GC_THRESHOLDS, tune_gc
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.tuning import RUNTIME_GC_THRESHOLDS, tune_gc
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_harness import Chat, running
 
-from runtime import actions as A
-from runtime.replay import effect_lines, replay_actions
-from testkit.fake_agent import FakeAgentWorld
-from testkit.fake_chat import RenderWorld
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.live.replay import effect_lines, replay_actions
+from threadspindle.testkit.fake_agent import FakeAgentWorld
+from threadspindle.testkit.fake_chat import RenderWorld
 
 TEXTS = ["hi", "SLOW", "TOOL", "PERMISSION", "CRASH"]
 CHAT_TYPES = {

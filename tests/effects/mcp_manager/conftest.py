@@ -12,7 +12,7 @@ import pytest
 import trio
 from mcp_kit import Scripts, make_config
 
-from effects.mcp_manager import ProcessManager, serve_process_manager
+from threadspindle.effects.mcp_manager import ProcessManager, serve_process_manager
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from effects.mcp_manager import ProcessManagerConfig
+from threadspindle.effects.mcp_manager import ProcessManagerConfig
 
 TOKEN = "test-operator-token-0123456789"
 
@@ -81,9 +81,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 async def launch_manager(tmp_path: Path, *extra: str) -> tuple[trio.Process, str]:
-    """``python -m effects.mcp_manager`` (= ``spindle mcp``) as its own process, on any free
-    port, with ``extra`` arguments; returns it and its URL once it listens."""
-    argv = [sys.executable, "-m", "effects.mcp_manager", "--port", "0"]
+    """``python -m threadspindle.effects.mcp_manager`` (= ``spindle mcp``) as its own
+    process, on any free port, with ``extra`` arguments; returns it and its URL once it listens."""
+    argv = [sys.executable, "-m", "threadspindle.effects.mcp_manager", "--port", "0"]
     argv += ["--data-dir", str(tmp_path / "data"), "--allowed-root", str(tmp_path)]
     argv += ["--stop-grace", "1", *extra]
     proc = await trio.lowlevel.open_process(

@@ -16,13 +16,13 @@ import pytest
 import trio
 from mcp_kit import alive, make_config
 
-from effects.mcp_manager import ProcessManager, serve_process_manager
-from ingress.agents.base import AgentOptions, StampedEvent
-from ingress.agents.claude import ClaudeAdapter
-from ingress.agents.codex import CodexAdapter
-from ingress.agents.gemini import GeminiAdapter
-from ingress.agents.opencode import OpencodeAdapter
-from runtime.agent_events import (
+from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter
+from threadspindle.agents.codex import CodexAdapter
+from threadspindle.agents.gemini import GeminiAdapter
+from threadspindle.agents.opencode import OpencodeAdapter
+from threadspindle.effects.mcp_manager import ProcessManager, serve_process_manager
+from threadspindle.runtime.core.agent_events import (
     PermissionRequested,
     TextDelta,
     ToolFinished,
@@ -30,14 +30,14 @@ from runtime.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from runtime.effects import PromptAgent, StartAgent
-from testkit.fake_model.anthropic import FakeAnthropic
-from testkit.fake_model.base import RecordedRequest, SSEEvent, SSEResponse
-from testkit.fake_model.gemini import FakeGeminiServer
-from testkit.fake_model.gemini import tool_names as gemini_tool_names
-from testkit.fake_model.openai_chat import OpenAIChatFake, is_title_request
-from testkit.fake_model.openai_chat import tool_names as chat_tool_names
-from testkit.fake_model.openai_responses import OpenAIResponsesFake, last_user_text
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
+from threadspindle.testkit.fake_model.base import RecordedRequest, SSEEvent, SSEResponse
+from threadspindle.testkit.fake_model.gemini import FakeGeminiServer
+from threadspindle.testkit.fake_model.gemini import tool_names as gemini_tool_names
+from threadspindle.testkit.fake_model.openai_chat import OpenAIChatFake, is_title_request
+from threadspindle.testkit.fake_model.openai_chat import tool_names as chat_tool_names
+from threadspindle.testkit.fake_model.openai_responses import OpenAIResponsesFake, last_user_text
 
 ROOT = Path(__file__).resolve().parents[3]
 CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"

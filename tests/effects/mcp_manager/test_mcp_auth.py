@@ -9,8 +9,8 @@ import trio
 from mcp import MCPError
 from mcp_kit import TOKEN, Scripts, call, call_error, open_client
 
-from effects.mcp_manager import ProcessManager, ProcessManagerConfig, TokenAuthority
-from ingress.agents.base import AgentOptions, McpServer
+from threadspindle.agents.base import AgentOptions, McpServer
+from threadspindle.effects.mcp_manager import ProcessManager, ProcessManagerConfig, TokenAuthority
 
 INIT = {
     "jsonrpc": "2.0",
@@ -126,7 +126,7 @@ async def test_without_a_configured_token_one_is_made_and_kept(tmp_path) -> None
 
     from mcp_kit import make_config
 
-    from effects.mcp_manager import serve_process_manager
+    from threadspindle.effects.mcp_manager import serve_process_manager
 
     config = make_config(tmp_path, token=None)
     tokens = []

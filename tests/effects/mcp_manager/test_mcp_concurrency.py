@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 from mcp_kit import TOKEN, Scripts, alive, call, open_client
 
-from effects.mcp_manager import ProcessManager
+from threadspindle.effects.mcp_manager import ProcessManager
 
 LOOP = "import time\nprint('up', flush=True)\nwhile True: time.sleep(1)"
 CLIENTS = 10

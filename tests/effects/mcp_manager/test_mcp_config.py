@@ -1,5 +1,5 @@
 """The manager's configuration as ``spindle run``/``spindle mcp`` build it from Spindle's
-settings (``ingress/config.py``), and its refusals."""
+settings (``app/config.py``), and its refusals."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from effects.mcp_manager import ProcessInfo, ProcessManagerConfig, config_from_settings
-from ingress.config import load_settings
+from threadspindle.app.config import load_settings
+from threadspindle.effects.mcp_manager import (
+    ProcessInfo,
+    ProcessManagerConfig,
+    config_from_settings,
+)
 
 
 def test_config_from_spindle_settings(tmp_path: Path) -> None:
@@ -91,9 +95,9 @@ def test_building_the_server_leaves_the_root_logger_alone(tmp_path: Path) -> Non
 
     import trio
 
-    from effects.mcp_manager.auth import TokenAuthority
-    from effects.mcp_manager.server import build_mcp_server
-    from effects.mcp_manager.supervisor import ProcessSupervisor
+    from threadspindle.effects.mcp_manager.auth import TokenAuthority
+    from threadspindle.effects.mcp_manager.server import build_mcp_server
+    from threadspindle.effects.mcp_manager.supervisor import ProcessSupervisor
 
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level

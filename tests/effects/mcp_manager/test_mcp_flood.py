@@ -18,8 +18,8 @@ import psutil
 import trio
 from mcp_kit import TOKEN, alive, call, launch_manager, make_config, open_client
 
-from effects.mcp_manager import ProcessManagerConfig, serve_process_manager
-from effects.mcp_manager.ring_buffer import LINE_CUT_NOTE
+from threadspindle.effects.mcp_manager import ProcessManagerConfig, serve_process_manager
+from threadspindle.effects.mcp_manager.ring_buffer import LINE_CUT_NOTE
 
 THREAD_ID = "thread-flood"
 FLOOD_S = 20.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mcp_kit import TOKEN, Scripts, call, call_error, open_client
 
-from effects.mcp_manager import ProcessManager
+from threadspindle.effects.mcp_manager import ProcessManager
 
 THREAD = {"X-Spindle-Thread": "thread-input"}
 

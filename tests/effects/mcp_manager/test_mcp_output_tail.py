@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from effects.mcp_manager.output_tail import SKIP_NOTE, SKIP_NOTE_UNKNOWN, StreamTail
-from effects.mcp_manager.output_writer import generation_path
-from effects.mcp_manager.ring_buffer import OutputRing, SequenceCounter
+from threadspindle.effects.mcp_manager.output_tail import SKIP_NOTE, SKIP_NOTE_UNKNOWN, StreamTail
+from threadspindle.effects.mcp_manager.output_writer import generation_path
+from threadspindle.effects.mcp_manager.ring_buffer import OutputRing, SequenceCounter
 
 
 class Files:

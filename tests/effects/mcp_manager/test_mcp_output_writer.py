@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from effects.mcp_manager import output_writer
-from effects.mcp_manager.output_writer import CappedFile, generation_path
+from threadspindle.effects.mcp_manager import output_writer
+from threadspindle.effects.mcp_manager.output_writer import CappedFile, generation_path
 
 
 def _files(base: Path) -> list[Path]:

@@ -22,7 +22,7 @@ from mcp_kit import (
     wait_for_output,
 )
 
-from effects.mcp_manager import serve_process_manager
+from threadspindle.effects.mcp_manager import serve_process_manager
 
 THREAD = {"X-Spindle-Thread": "thread-persist"}
 
@@ -147,7 +147,7 @@ async def test_shutdown_stops_processes_unless_kept(tmp_path: Path, scripts: Scr
 async def test_spindle_mcp_killed_and_started_again_adopts_its_kept_orphan(
     tmp_path: Path, scripts: Scripts
 ) -> None:
-    """The real thing: ``python -m effects.mcp_manager`` (= ``spindle mcp``) with
+    """The real thing: ``python -m threadspindle.effects.mcp_manager`` (= ``spindle mcp``) with
     ``--keep-on-shutdown`` is SIGKILLed; its process lives on (own session, no guard), and
     the next one finds it, reads it, stops it."""
     first, url = await launch_manager(tmp_path, "--keep-on-shutdown")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.mcp_manager.ring_buffer import (
+from threadspindle.effects.mcp_manager.ring_buffer import (
     LINE_CUT_NOTE,
     LineAssembler,
     OutputRing,

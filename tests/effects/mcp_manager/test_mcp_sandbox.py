@@ -8,8 +8,8 @@ from pathlib import Path
 import trio
 from mcp_kit import call, call_error, make_config, open_client
 
-from effects.mcp_manager import serve_process_manager
-from effects.sandbox import Sandbox
+from threadspindle.effects.mcp_manager import serve_process_manager
+from threadspindle.effects.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[3]
 BWRAP = ROOT / ".tools" / "bubblewrap" / "usr" / "bin" / "bwrap"

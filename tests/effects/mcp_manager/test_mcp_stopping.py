@@ -11,7 +11,7 @@ import psutil
 import trio
 from mcp_kit import TOKEN, Scripts, alive, call, make_config, open_client, wait_for_output
 
-from effects.mcp_manager import ProcessManager, serve_process_manager
+from threadspindle.effects.mcp_manager import ProcessManager, serve_process_manager
 
 THREAD = {"X-Spindle-Thread": "thread-stop"}
 

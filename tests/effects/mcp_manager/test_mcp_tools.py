@@ -10,7 +10,7 @@ import pytest
 import trio
 from mcp_kit import TOKEN, Scripts, alive, call, call_error, open_client, wait_for_output
 
-from effects.mcp_manager import ProcessManager
+from threadspindle.effects.mcp_manager import ProcessManager
 
 TICKER = """
 import sys, time
@@ -205,7 +205,7 @@ async def test_max_processes_per_thread(
 ) -> None:
     from mcp_kit import make_config
 
-    from effects.mcp_manager import serve_process_manager
+    from threadspindle.effects.mcp_manager import serve_process_manager
 
     manager = await nursery.start(
         serve_process_manager, make_config(tmp_path, max_processes_per_thread=2)

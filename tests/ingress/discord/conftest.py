@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.fake_discord.harness import World, fake_world
+from threadspindle.testkit.fake_discord.harness import World, fake_world
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ingress.discord.attachments import NAME_BYTES, safe_file_name
-from runtime.actions import ConversationStarted, UserMessage
-from testkit.fake_discord import GeneratedBytes
-from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
+from threadspindle.ingress.discord.attachments import NAME_BYTES, safe_file_name
+from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
+from threadspindle.testkit.fake_discord import GeneratedBytes
+from threadspindle.testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 
 MIB = 1024 * 1024
 

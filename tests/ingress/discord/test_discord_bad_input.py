@@ -14,8 +14,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testkit.fake_discord.harness import SinkRuntime, World, fake_world, running_bot, wait_for
-from testkit.fake_discord.stack import Stack, discord_stack, is_footer
+from threadspindle.testkit.fake_discord.harness import (
+    SinkRuntime,
+    World,
+    fake_world,
+    running_bot,
+    wait_for,
+)
+from threadspindle.testkit.fake_discord.stack import Stack, discord_stack, is_footer
 
 EPHEMERAL = 64
 

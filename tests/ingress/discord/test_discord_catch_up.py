@@ -8,15 +8,15 @@ from pathlib import Path
 
 import trio
 
-from ingress.discord.catchup import LoggedHistory, catch_up_notice, discord_id
-from runtime.actions import OutputPosted, StatusRequested, UserMessage
-from runtime.log import EventLog
-from runtime.model import Conversation, Policy, ThreadState
-from runtime.transitions import transition
-from testkit.fake_discord import GeneratedBytes
-from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
-from testkit.fake_discord.stack import Stack, discord_stack, is_footer
-from testkit.fake_discord.store import FakeMessage
+from threadspindle.ingress.discord.catchup import LoggedHistory, catch_up_notice, discord_id
+from threadspindle.runtime.core.actions import OutputPosted, StatusRequested, UserMessage
+from threadspindle.runtime.core.model import Conversation, Policy, ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.testkit.fake_discord import GeneratedBytes
+from threadspindle.testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
+from threadspindle.testkit.fake_discord.stack import Stack, discord_stack, is_footer
+from threadspindle.testkit.fake_discord.store import FakeMessage
 
 NOTICE_TWO = "2 messages sent while Spindle was offline are queued."
 

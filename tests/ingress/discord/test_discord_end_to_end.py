@@ -13,15 +13,21 @@ from typing import Any
 
 import trio
 
-from effects.platform import PlatformLimits
-from ingress.discord.bot import REFUSAL
-from ingress.discord.host import DiscordApp, run_discord_runtime
-from runtime.log import EventLog
-from runtime.model import Policy
-from testkit.fake_agent import FakeAgentWorld
-from testkit.fake_discord.harness import World, wait_for
-from testkit.fake_discord.stack import SCRIPT, Stack, discord_stack, is_footer, long_answer
-from testkit.fake_discord.store import FakeMessage
+from threadspindle.effects.platform import PlatformLimits
+from threadspindle.ingress.discord.bot import REFUSAL
+from threadspindle.ingress.discord.host import DiscordApp, run_discord_runtime
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.testkit.fake_agent import FakeAgentWorld
+from threadspindle.testkit.fake_discord.harness import World, wait_for
+from threadspindle.testkit.fake_discord.stack import (
+    SCRIPT,
+    Stack,
+    discord_stack,
+    is_footer,
+    long_answer,
+)
+from threadspindle.testkit.fake_discord.store import FakeMessage
 
 FENCE = "```"
 
@@ -481,8 +487,8 @@ async def test_echo_start_opens_a_thread_with_the_echo_demo_agent(
     """``/echo start`` is a registered slash command and runs the built-in echo demo agent
     (the real adapter, as ``spindle run`` builds it), as a project channel's ``agent =
     "echo"`` does."""
-    from ingress.agents import adapter_class
-    from ingress.agents.base import AgentOptions
+    from threadspindle.agents import adapter_class
+    from threadspindle.agents.base import AgentOptions
 
     def echo_only(name: str) -> Any:
         assert name == "echo"

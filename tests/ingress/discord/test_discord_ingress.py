@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from ingress.discord.bot import REFUSAL
-from runtime.actions import (
+from threadspindle.ingress.discord.bot import REFUSAL
+from threadspindle.runtime.core.actions import (
     AbortRequested,
     ConversationEnded,
     ConversationResumed,
@@ -27,7 +27,7 @@ from runtime.actions import (
     UserMessage,
     WorkdirSet,
 )
-from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
+from threadspindle.testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 
 
 async def _start_thread(world: World, runtime: SinkRuntime, user: int | None = None) -> int:
@@ -157,8 +157,8 @@ async def test_every_slash_command_becomes_its_action(world: World) -> None:
 
 
 async def test_buttons_and_menus_become_answers(world: World) -> None:
-    from effects.platform import SelectMenu
-    from runtime.effects import Button
+    from threadspindle.effects.platform import SelectMenu
+    from threadspindle.runtime.core.effect_types import Button
 
     runtime = SinkRuntime()
     async with running_bot(world, runtime) as bot:

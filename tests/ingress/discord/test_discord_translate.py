@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from effects.render import permission_action, question_menu_id
-from ingress.config import ConfigError, load_settings
-from ingress.discord import translate
-from ingress.discord.settings import DiscordSettings, ProjectChannel, settings_from_config
-from runtime.actions import SourceMessageDeleted, SourceMessageEdited
+from threadspindle.app.config import ConfigError, load_settings
+from threadspindle.effects.render import permission_action, question_menu_id
+from threadspindle.ingress.discord import translate
+from threadspindle.ingress.discord.settings import (
+    DiscordSettings,
+    ProjectChannel,
+    settings_from_config,
+)
+from threadspindle.runtime.core.actions import SourceMessageDeleted, SourceMessageEdited
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio_asyncio  # type: ignore[import-untyped]
 
-from testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
+from threadspindle.testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for
 
 
 async def test_client_logs_in_registers_commands_and_sees_the_guild(world: World) -> None:
@@ -28,7 +28,7 @@ async def test_client_logs_in_registers_commands_and_sees_the_guild(world: World
 
 async def test_bot_messages_show_in_the_transcript_with_buttons(world: World) -> None:
     async with running_bot(world, SinkRuntime()) as bot:
-        from runtime.effects import Button
+        from threadspindle.runtime.core.effect_types import Button
 
         await bot.platform.send(
             str(world.channel),

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 
 from runtime_harness import Chat, running, until  # noqa: E402
 
-from runtime.replay import export_thread, replay_file  # noqa: E402
+from threadspindle.runtime.live.replay import export_thread, replay_file  # noqa: E402
 
 
 async def scenarios(tmp: Path) -> dict[str, str]:

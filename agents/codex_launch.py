@@ -1,0 +1,167 @@
+"""How a codex process is launched (pure): argv, environment, config overrides, prompt input.
+
+Everything Spindle changes is passed on the command line or in the environment, never
+written to a config file: ``-c`` overrides (TOML values) for MCP servers and retries,
+``HOME``/``CODEX_HOME`` from ``AgentOptions.home`` for a private config home, MCP bearer
+tokens in environment variables named by ``bearer_token_env_var`` (never on an argv).
+``--disable unbounded_connection_retries`` is always passed: with it on (codex's default)
+a dead model server is retried forever instead of failing the turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from threadspindle.agents.base import AgentOptions, agent_environment, prompt_with_attachments
+from threadspindle.runtime.core.model import Attachment
+
+__all__ = [
+    "DEFAULT_BINARY",
+    "codex_home",
+    "config_override",
+    "config_overrides",
+    "ensure_codex_home",
+    "launch_argv",
+    "launch_env",
+    "mcp_token_env",
+    "prompt_text",
+    "resolve_binary",
+    "turn_input",
+]
+
+DEFAULT_BINARY = "codex"
+_PROJECT_BINARY = (
+    Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "codex"
+)
+
+
+def _toml_string(value: str) -> str:
+    # A JSON string is a valid TOML basic string (same escapes), and -c parses TOML.
+    return json.dumps(value)
+
+
+def _mcp_key(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "mcp"
+
+
+def mcp_token_env(name: str) -> str:
+    return "SPINDLE_MCP_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def config_overrides(options: AgentOptions) -> list[str]:
+    """The ``-c``/``--disable`` flags every codex process gets."""
+    args = [
+        "--disable",
+        "unbounded_connection_retries",
+        "-c",
+        "check_for_update_on_startup=false",
+    ]
+    for server in options.mcp_servers:
+        key = _mcp_key(server.name)
+        args += ["-c", f"mcp_servers.{key}.url={_toml_string(server.url)}"]
+        if server.bearer_token:
+            env_name = _toml_string(mcp_token_env(server.name))
+            args += ["-c", f"mcp_servers.{key}.bearer_token_env_var={env_name}"]
+    return args
+
+
+def config_override(options: AgentOptions, key: str) -> str | None:
+    """The value of ``-c <key>=<value>`` in ``options.extra_args`` (TOML quotes removed)."""
+    args = list(options.extra_args)
+    found: str | None = None
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("-c", "--config") and value.startswith(f"{key}="):
+            found = value[len(key) + 1 :].strip().strip("'\"")
+    return found
+
+
+def resolve_binary(options: AgentOptions) -> str:
+    if options.binary:
+        return options.binary
+    found = shutil.which(DEFAULT_BINARY)
+    if found:
+        return found
+    if _PROJECT_BINARY.exists():
+        return str(_PROJECT_BINARY)
+    return DEFAULT_BINARY
+
+
+def launch_argv(
+    options: AgentOptions,
+    *,
+    per_turn: bool,
+    session_id: str | None = None,
+    model: str | None = None,
+    system_instruction: str | None = None,
+    sandbox: str = "workspace-write",
+) -> list[str]:
+    """The command line; a per-turn command reads its prompt from stdin (``-``)."""
+    binary = resolve_binary(options)
+    if not per_turn:
+        return [binary, "app-server", *config_overrides(options), *options.extra_args]
+    argv = [binary, "exec"]
+    if session_id:
+        argv.append("resume")
+    argv += ["--json", "--skip-git-repo-check", *config_overrides(options)]
+    argv += ["-c", f"sandbox_mode={_toml_string(sandbox)}"]
+    if model:
+        argv += ["-m", model]
+    if system_instruction:
+        argv += ["-c", f"developer_instructions={_toml_string(system_instruction)}"]
+    argv += list(options.extra_args)
+    if session_id:
+        argv.append(session_id)
+    argv.append("-")
+    return argv
+
+
+def codex_home(options: AgentOptions) -> Path:
+    if options.home:
+        return Path(options.home) / ".codex"
+    env = dict(options.env)
+    if "CODEX_HOME" in env:
+        return Path(env["CODEX_HOME"])
+    if os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"])
+    return Path.home() / ".codex"
+
+
+def ensure_codex_home(options: AgentOptions) -> None:
+    """Codex refuses to start when ``CODEX_HOME`` does not exist."""
+    codex_home(options).mkdir(parents=True, exist_ok=True)
+
+
+def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(agent_environment() if base is None else base)
+    env.setdefault("RUST_LOG", "warn")
+    env.update(dict(options.env))
+    if options.home:
+        env["HOME"] = options.home
+        env["CODEX_HOME"] = str(codex_home(options))
+    elif "CODEX_HOME" in env:
+        env["CODEX_HOME"] = str(codex_home(options))
+    for server in options.mcp_servers:
+        if server.bearer_token:
+            env[mcp_token_env(server.name)] = server.bearer_token
+    return env
+
+
+def prompt_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
+    """The user's text plus what codex can read of the attachments (images go separately)."""
+    return prompt_with_attachments(text, attachments, images_apart=True)
+
+
+def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [
+        {"type": "text", "text": prompt_text(text, attachments), "text_elements": []}
+    ]
+    for att in attachments:
+        if att.path and (att.content_type or "").startswith("image/"):
+            items.append({"type": "localImage", "path": att.path})
+    return items

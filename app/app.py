@@ -1,0 +1,425 @@
+"""``spindle run``: put the parts together and run until told to stop.
+
+It makes its own process unreadable to its children (non-dumpable) and its files private,
+opens the event log first (a corrupt or locked file, a row that cannot be read, a full or
+read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
+stops whatever the previous run's agents left running (before any conversation resumes:
+``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
+only), and runs either the Discord bot (a token is configured) or
+the console chat (no token, or ``--console``). Agents get the process manager through
+their adapters' own config mechanism (``AgentOptions.mcp_servers``), each thread with its
+own token so its processes stay its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from threadspindle.agents import adapter_class, known_agents, unknown_agent_message
+from threadspindle.agents.base import AgentAdapter
+from threadspindle.app.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
+from threadspindle.app.config import Settings
+from threadspindle.app.logs import configure_logging, redact
+from threadspindle.effects.child_registry import FILE_NAME as CHILDREN_FILE
+from threadspindle.effects.child_registry import ChildRegistry, stop_recorded_children
+from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.process import record_children
+from threadspindle.effects.sandbox import SandboxUnavailable, check_sandbox
+from threadspindle.effects.self_protection import make_non_dumpable, private_dir, private_file
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
+from threadspindle.runtime.live.tuning import tune_gc
+
+__all__ = ["run_app"]
+
+logger = logging.getLogger("spindle.app")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def choose_console_agent(settings: Settings, requested: str | None) -> str:
+    """The console's default agent, telling the user why when it is the echo demo."""
+    from threadspindle.app.doctor import detect_agents, pick_default_agent
+
+    if requested:
+        return requested
+    agents = detect_agents(settings, with_version=False)
+    agent = pick_default_agent(settings, agents)
+    if agent == "echo" and settings.runtime.default_agent == "auto":
+        missing = ", ".join(
+            f"{a.name} ({'not logged in' if a.path else 'not installed'})" for a in agents
+        )
+        _say(f"No agent CLI is ready: {missing}.")
+        _say("Install one and log in (`spindle doctor` says how), or try Spindle now with the")
+        _say("built-in echo agent: a DEMO that echoes your prompts back slowly, word by word")
+        _say('(a prompt with the word "tool" simulates a tool call, "ask" a permission prompt).')
+    return agent
+
+
+class _AgentFactory:
+    """Makes each thread's adapter; with the process manager running, the adapter's CLI gets
+    it as an MCP server with the thread's own token, bound to the conversation's workdir."""
+
+    def __init__(self, settings: Settings, mcp: Any | None) -> None:
+        self.settings = settings
+        self.mcp = mcp
+        self.runtime: Any = None  # workdirs come from its store (``attach``)
+
+    def attach(self, runtime: Any) -> None:
+        """``open_runtime(on_open=...)``: the runtime, before any thread can start an agent
+        (the console's and the Discord bot's alike)."""
+        self.runtime = runtime
+
+    def __call__(self, agent: str, thread_id: str | None = None) -> AgentAdapter:
+        options = self.settings.agent(agent).options()
+        options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
+        if self.mcp is not None and thread_id is not None:
+            state = self.runtime.snapshot(thread_id) if self.runtime is not None else None
+            workdir = state.conversation.workdir if state and state.conversation else None
+            self.mcp.bind_thread(thread_id, workdir)
+            options = self.mcp.agent_options_for_thread(options, thread_id, workdir)
+        return adapter_class(agent)(options)
+
+
+async def _serve(
+    settings: Settings, args: argparse.Namespace, log: EventLog, console_agent: str | None
+) -> int:
+    if console_agent is not None:
+        settings = _with_console_workdir(settings, args)
+    policy = settings.runtime.policy()
+    async with trio.open_nursery() as nursery:
+        # Ctrl-C and SIGTERM end the program the orderly way: the console stops reading
+        # input, the Discord bot is asked to stop; either way the runtime then parks every
+        # thread (runs stopped with a notice, queues kept) before anything closes.
+        stop_input = trio.CancelScope()
+        mcp = None
+        if settings.mcp.enabled and not args.no_mcp:
+            from threadspindle.effects.mcp_manager.server import (
+                PortUnavailable,
+                config_from_settings,
+                serve_process_manager,
+            )
+
+            mcp_config = config_from_settings(settings)
+            mcp_config = mcp_config.model_copy(
+                update={
+                    # Memory only: a token in a file is a token an agent can read.
+                    "token": mcp_config.token or secrets.token_urlsafe(32),
+                    "sandbox": _process_sandbox(settings),
+                }
+            )
+            try:
+                mcp = await nursery.start(serve_process_manager, mcp_config)
+            except PortUnavailable as exc:
+                # Only a fixed port can be taken (the default, 0, is any free one).
+                _say(f"Cannot start: mcp.port = {exc.port}: {exc}. Set another, or 0 (any free).")
+                return EXIT_USAGE
+            logger.info("MCP process manager on %s", mcp.url)
+        factory = _AgentFactory(settings, mcp)
+        runtime_kwargs: dict[str, Any] = {
+            "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            "on_open": factory.attach,
+        }
+        if mcp is not None:
+            runtime_kwargs["enrich"] = partial(_with_processes, mcp)
+            runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
+        if console_agent is None:
+            from threadspindle.ingress.discord.host import run_discord_runtime
+            from threadspindle.ingress.discord.settings import settings_from_config
+
+            limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
+            done = trio.Event()
+
+            async def discord_bot(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    await run_discord_runtime(
+                        settings_from_config(settings),
+                        log=log,
+                        adapter_factory=factory,
+                        policy=policy,
+                        limits=limits,
+                        stop_on_signals=True,
+                        task_status=task_status,
+                        **runtime_kwargs,
+                    )
+                finally:
+                    done.set()
+
+            app = await nursery.start(discord_bot)
+            if _early_stop.requested:  # SIGTERM while it was starting: stop the same way
+                app.stop()
+            else:
+                _say("Connected to Discord. Stop with Ctrl-C.")
+            await done.wait()
+        else:
+            nursery.start_soon(_quit_on_signal, stop_input)
+            await _console(
+                settings, args, log, factory, policy, console_agent, runtime_kwargs, stop_input
+            )
+        nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def _console(
+    settings: Settings,
+    args: argparse.Namespace,
+    log: EventLog,
+    factory: _AgentFactory,
+    policy: Policy,
+    agent: str,
+    runtime_kwargs: dict[str, Any],
+    stop_input: trio.CancelScope,
+) -> None:
+    from threadspindle.effects.console_platform import ConsolePlatform
+    from threadspindle.effects.render import StreamRenderer
+    from threadspindle.ingress.console import ConsoleChat, read_piped_lines, read_terminal_lines
+    from threadspindle.runtime.live.registry import open_runtime
+
+    workdir = console_workdir(args)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    async with AsyncExitStack() as stack:
+        if interactive:
+            # A terminal: prompt_toolkit owns the input line (history, editing, a live status
+            # toolbar) and keeps it below the output that streams in (patch_stdout).
+            import trio_asyncio
+            from prompt_toolkit.patch_stdout import patch_stdout
+
+            await stack.enter_async_context(trio_asyncio.open_loop())
+            stack.enter_context(patch_stdout(raw=True))
+        platform = ConsolePlatform(sys.stdout, rich=False)
+        nursery = await stack.enter_async_context(trio.open_nursery())
+
+        def renderer(thread_id: str) -> StreamRenderer:
+            r = StreamRenderer(platform, thread_id)
+            nursery.start_soon(r.run)
+            return r
+
+        async with open_runtime(
+            log=log,
+            renderer_factory=renderer,
+            adapter_factory=factory,
+            policy=policy,
+            **runtime_kwargs,
+        ) as runtime:
+            chat = ConsoleChat(
+                runtime, out=sys.stdout, default_agent=agent, default_workdir=workdir
+            )
+            if agent == "echo":
+                _say("Using the echo demo agent. Type /help for commands, /quit to leave.")
+            else:
+                _say(f"Using {agent}. Type /help for commands, /quit to leave.")
+            await chat.ensure_conversation()
+            with stop_input:
+                if interactive:
+                    await read_terminal_lines(chat)
+                else:
+                    await read_piped_lines(chat)
+        platform.close()
+        nursery.cancel_scope.cancel()
+
+
+def console_workdir(args: argparse.Namespace) -> str:
+    return os.path.realpath(os.path.expanduser(args.workdir or "."))
+
+
+def _with_console_workdir(settings: Settings, args: argparse.Namespace) -> Settings:
+    """In the console the directory you start from is yours to work in: an allowed root of
+    the conversations and of the processes their agents start (the process manager's roots
+    come from the same setting)."""
+    workdir = console_workdir(args)
+    roots = settings.runtime.allowed_roots
+    if workdir in (os.path.realpath(os.path.expanduser(r)) for r in roots):
+        return settings
+    runtime = settings.runtime.model_copy(update={"allowed_roots": [*roots, workdir]})
+    return settings.model_copy(update={"runtime": runtime})
+
+
+def _with_processes(mcp: Any, action: Any) -> Any:
+    """``/status`` learns the thread's managed processes here, in ingress: the core only
+    prints what the action carries."""
+    from threadspindle.runtime.core.actions import StatusRequested
+
+    if not isinstance(action, StatusRequested):
+        return action
+    now = time.time()
+    lines = tuple(p.summary(now) for p in mcp.processes_for_thread(action.thread_id))
+    return action.replace(processes=lines) if lines else action
+
+
+class _EarlyStop:
+    """SIGTERM before the console or the bot listens for signals (opening the log, folding
+    it, connecting): remembered, and the start-up then ends in the orderly stop (threads
+    parked, queues kept), instead of the process dying half-started. A second SIGTERM
+    after the stop has begun ends the process at once, as without a handler."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        self.requested = True
+
+
+_early_stop = _EarlyStop()
+
+
+async def _quit_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        if _early_stop.requested:
+            logger.info("stopping on SIGTERM received while starting")
+            scope.cancel()
+            return
+        async for signum in signals:
+            _early_stop.requested = True
+            logger.info("stopping on %s", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
+def _process_sandbox(settings: Settings) -> Any:
+    """MCP-managed processes run sandboxed when any agent does: else a sandboxed agent
+    could ask the process manager to run, outside, what it may not run itself."""
+    from threadspindle.app.config import AGENT_NAMES
+
+    for agent in (*AGENT_NAMES, "command", "echo"):
+        sandbox = settings.sandbox_for(agent)
+        if sandbox is not None:
+            return sandbox
+    return None
+
+
+def _protect(settings: Settings) -> None:
+    """Before any secret is used or any file written: this process unreadable to same-user
+    processes (``/proc/<pid>/environ`` holds the bot token), its files private."""
+    make_non_dumpable()
+    private_dir(settings.data_path)
+    private_file(settings.log_path)
+    db = settings.database_path
+    private_dir(db.parent) if db.parent == settings.data_path else None
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path == db or path.exists():
+            private_file(path)
+
+
+def _stop_leftovers(settings: Settings) -> None:
+    """What the previous run's agents left running is stopped before any conversation is
+    resumed (it would write into the session being resumed); then this run's are recorded."""
+    path = settings.data_path / CHILDREN_FILE
+    stopped = stop_recorded_children(path)
+    if stopped:
+        _say(
+            f"Stopped {len(stopped)} agent process tree(s) left running by the previous run "
+            f"({', '.join(c.label or str(c.pid) for c in stopped)})."
+        )
+    record_children(ChildRegistry(path))
+
+
+def _log_failure(exc: BaseException) -> LogError | None:
+    """The ``LogError`` that ended the run, also from inside trio's exception groups."""
+    if isinstance(exc, LogError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _log_failure(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _say_log_failure(failure: LogError, starting: bool) -> int:
+    if isinstance(failure, LogUnwritable):
+        _say(
+            f"{'Cannot start' if starting else 'Stopped'}: {failure}. Free some space or make "
+            "it writable, then start again; nothing that was saved is lost."
+        )
+        return EXIT_STORAGE
+    _say(f"{'Cannot start' if starting else 'Stopped'}: {failure}")
+    if starting:
+        _say("No row was changed or removed. `spindle doctor` lists every problem of the file.")
+    return EXIT_DATABASE
+
+
+def run_app(settings: Settings, args: argparse.Namespace) -> int:
+    _early_stop.install()
+    requested_agent = getattr(args, "agent", None)
+    if requested_agent is not None and requested_agent not in known_agents():
+        _say(f"--agent: {unknown_agent_message(requested_agent)}.")
+        return EXIT_USAGE
+    _protect(settings)
+    console = args.console or settings.token() is None
+    if not console:
+        try:
+            from threadspindle.ingress.discord.settings import settings_from_config
+
+            settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Discord bot: {exc}")
+            return EXIT_USAGE
+    if _process_sandbox(settings) is not None:
+        try:
+            check_sandbox(_process_sandbox(settings))
+        except SandboxUnavailable as exc:
+            _say(f"Cannot start: {exc}")
+            return EXIT_USAGE
+    # The event log first: a file that cannot be used is one line and an exit code, before
+    # the log file, the agents or the terminal are touched.
+    log = EventLog(settings.database_path)
+    try:
+        log.open()
+    except LogError as exc:
+        return _say_log_failure(exc, starting=True)
+    # The console chat shares the terminal with the log: only warnings go there unless a
+    # level was asked for; the JSON log file under the data dir gets everything anyway.
+    level = settings.log_level
+    if console and getattr(args, "log_level", None) is None:
+        level = "warning"
+    configure_logging(level, settings.log_path, terminal=True)
+    redact(settings.token())
+    if settings.mcp.token is not None:
+        redact(settings.mcp.token.get_secret_value())
+    agent = choose_console_agent(settings, args.agent) if console else None
+    _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
+    tune_gc()  # thousands of threads' states: see runtime/live/tuning.py
+    code = EXIT_OK
+    try:
+        code = trio.run(_serve, settings, args, log, agent)
+    except KeyboardInterrupt:
+        code = EXIT_OK
+    except BaseException as exc:
+        failure = _log_failure(exc)
+        if failure is None:
+            logger.exception("spindle run stopped on an error")
+            code = EXIT_FAILURE
+        else:
+            code = _say_log_failure(failure, starting=log.flushes == 0)
+    finally:
+        record_children(None)
+        try:
+            log.close()
+        except LogUnwritable as exc:
+            _say(
+                f"Stopped while {exc.path} cannot be written ({exc.reason}): {exc.unsaved} "
+                "action(s) recorded since then were not saved. Nothing that was shown or "
+                "acknowledged is among them."
+            )
+            code = EXIT_STORAGE
+    return code

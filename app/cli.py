@@ -1,0 +1,117 @@
+"""The ``spindle`` command line: run, status, doctor, init, replay, log export, mcp.
+
+Exit codes (also in docs/commands.md and README.md): 0 success; 1 a runtime failure (the bot
+stopped on an error, a replay check found a difference); 2 bad usage or configuration (the
+message names the key); 3 ``doctor`` found something that fails; 4 the database is corrupt,
+locked, not a Spindle log, or has a row that cannot be read (the message names the file, the
+thread and the seq); 5 the data directory cannot be written (disk full, read-only file
+system, no permission: the message names the path and the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DOCTOR, EXIT_DATABASE, EXIT_STORAGE = 0, 1, 2, 3, 4, 5
+
+
+def _parser() -> argparse.ArgumentParser:
+    # --config and --log-level work before or after the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="config file (default: <user config dir>/spindle/config.toml)",
+    )
+    common.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=argparse.SUPPRESS,
+        help="terminal log verbosity",
+    )
+    p = argparse.ArgumentParser(
+        parents=[common],
+        prog="spindle",
+        description="One long-lived actor per chat thread, driving a coding-agent CLI.",
+        epilog="Exit codes: 0 ok, 1 failure, 2 usage/config error, 3 doctor found a failure, "
+        "4 database unusable (corrupt, locked, a row that cannot be read), 5 data directory "
+        "not writable (disk full, read-only).",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, **kw: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    run = command(
+        "run",
+        help="run the bot: Discord when a token is set, else the console chat",
+        description="Start the runtime. With a Discord token (SPINDLE_DISCORD_TOKEN) "
+        "it runs the Discord bot; without one, the console chat.",
+    )
+    run.add_argument("--console", action="store_true", help="console chat even if a token is set")
+    run.add_argument(
+        "--agent",
+        help="default agent for new console threads (claude, codex, gemini, opencode, echo)",
+    )
+    run.add_argument("--workdir", help="workdir of the first console conversation (default: .)")
+    run.add_argument("--no-mcp", action="store_true", help="do not start the MCP process manager")
+
+    command(
+        "status",
+        help="threads, phases, queues and counters, read from the database",
+        description="Read-only: works while the bot runs.",
+    )
+    command(
+        "doctor",
+        help="check agents, data dir, database and Discord settings",
+        description="Prints what is ready and what to do; exit 3 if something fails.",
+    )
+    init = command("init", help="write a commented config file")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    replay = command(
+        "replay",
+        help="fold a recorded JSONL log and print its effects",
+        description="Never performs effects.",
+    )
+    replay.add_argument("file", type=Path)
+    replay.add_argument("--transcript", action="store_true", help="a readable transcript")
+    replay.add_argument(
+        "--check",
+        type=Path,
+        metavar="EXPECTED",
+        help="compare with EXPECTED; exit 1 on a difference",
+    )
+
+    log = command("log", help="the event log")
+    log_sub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND")
+    export = log_sub.add_parser("export", parents=[common], help="write one thread's log as JSONL")
+    export.add_argument("thread")
+    export.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
+
+    mcp = command("mcp", help="run the MCP process manager alone")
+    mcp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: config mcp.port)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    from threadspindle.app import commands_cli  # imported late: `spindle --help` stays instant
+
+    try:
+        return commands_cli.dispatch(args)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

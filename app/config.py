@@ -1,0 +1,565 @@
+"""Spindle's configuration: one TOML file plus environment variables, validated by pydantic.
+
+Where values come from, strongest first: environment variables (``SPINDLE_...``, nested keys
+joined by ``__``, e.g. ``SPINDLE_RUNTIME__QUEUE_LIMIT=20``), then the TOML file
+(``--config PATH``, else ``$SPINDLE_CONFIG``, else ``<user config dir>/spindle/config.toml``),
+then the defaults here. Secrets (the Discord token, the MCP bearer token) are ``SecretStr``:
+they never appear in a repr, a log line or ``spindle status``.
+
+A wrong value is a ``ConfigError`` naming the key and the expected form, raised before
+anything starts; nothing that passes here may fail later for its shape. What is checked:
+
+- types strictly where a coercion would hide a mistake (a number where a path belongs);
+- ranges of every number (no NaN or infinity), ids as positive integers;
+- paths: not empty, no NUL, absolute or starting with ``~`` (a relative one would depend on
+  the directory Spindle is started from); the data dir and database not the wrong kind of
+  file when they exist;
+- texts handed to processes (arguments, environment, instructions) without NUL;
+- tokens: the Discord token's shape (both ways of setting it), the MCP token's length and
+  characters (it goes into an HTTP header);
+- URLs: scheme and host;
+- the file on its own: a wrong value in it is refused even when the environment overrides
+  that key (it would bite the day the variable is gone);
+- environment variables holding a list or a table must be JSON: a bad one is named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tomllib
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+import platformdirs
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents.base import AgentOptions
+from threadspindle.effects.sandbox import Sandbox
+from threadspindle.runtime.core.model import Policy
+
+__all__ = [
+    "AGENT_NAMES",
+    "ConfigError",
+    "Settings",
+    "default_config_path",
+    "load_settings",
+]
+
+AGENT_NAMES = ("claude", "codex", "gemini", "opencode")
+
+
+class ConfigError(Exception):
+    """The configuration is wrong; the message names the key and the expected form."""
+
+
+# --- value types -------------------------------------------------------------------------
+
+
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+def _nonempty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+def _path(value: str) -> str:
+    if not os.path.isabs(os.path.expanduser(value)):
+        raise ValueError(
+            f"expected an absolute path or one starting with ~, not {value!r} (a relative "
+            "path would depend on the directory Spindle is started from)"
+        )
+    return value
+
+
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+def _finite(value: object) -> object:
+    value = _not_bool(value)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return value  # pydantic says what it expected
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("expected a finite number of seconds")
+    return value
+
+
+def _url(schemes: tuple[str, ...]) -> Any:
+    def check(value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in schemes or not parts.hostname:
+            raise ValueError(f"expected a {' or '.join(schemes)} URL with a host, not {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _env_name(value: str) -> str:
+    if not value or "=" in value or "\x00" in value:
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
+Text = Annotated[StrictStr, AfterValidator(_text)]
+Name = Annotated[StrictStr, AfterValidator(_text), AfterValidator(_nonempty)]
+PathText = Annotated[Name, AfterValidator(_path)]
+EnvName = Annotated[StrictStr, AfterValidator(_env_name)]
+Snowflake = Annotated[int, BeforeValidator(_not_bool), Field(gt=0, lt=2**64)]
+Seconds = Annotated[float, BeforeValidator(_finite)]
+Count = Annotated[int, BeforeValidator(_not_bool)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _discord_token(v: SecretStr | None) -> SecretStr | None:
+    if (
+        v is not None
+        and v.get_secret_value()
+        and not looks_like_discord_token(v.get_secret_value())
+    ):
+        raise ValueError(
+            "expected a bot token of three dot-separated parts (from the Developer "
+            "Portal's Bot page), not a client secret or an application id"
+        )
+    return v
+
+
+class ProjectChannel(_Section):
+    """A Discord channel where a plain message starts a thread with this agent and workdir."""
+
+    agent: Name = "claude"
+    workdir: PathText
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
+
+class DiscordSettings(_Section):
+    token: SecretStr | None = None
+    application_id: Snowflake | None = None
+    guild_ids: list[Snowflake] = []
+    allowed_user_ids: list[Snowflake] = []
+    allowed_role_ids: list[Snowflake] = []
+    # For a REST rate-limit proxy such as nirn-proxy, and for the tests' fake Discord.
+    rest_base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://discord.com/api/v10"
+    gateway_url: Annotated[StrictStr, _url(("wss", "ws"))] = "wss://gateway.discord.gg/"
+    project_channels: dict[str, ProjectChannel] = {}
+    # An attachment larger than this refuses its message with a reply (streamed to disk,
+    # never held in memory, so the cap is about disk use and download time).
+    attachment_max_mib: float = Field(25.0, gt=0, le=1024, allow_inf_nan=False)
+
+    _token_shape = field_validator("token")(_discord_token)
+
+    @field_validator("project_channels")
+    @classmethod
+    def _channel_ids(cls, v: dict[str, ProjectChannel]) -> dict[str, ProjectChannel]:
+        for channel_id in v:
+            if not channel_id.isascii() or not channel_id.isdigit() or int(channel_id) == 0:
+                raise ValueError(
+                    f"{channel_id!r} is not a channel id: each key is the channel's number, "
+                    'e.g. [discord.project_channels."123456789012345678"]'
+                )
+        return v
+
+
+class RuntimeSettings(_Section):
+    queue_limit: Count = Field(50, ge=1, le=10_000)
+    edit_interval_s: Seconds = Field(0.5, ge=0.05, le=60)
+    interrupt_grace_s: Seconds = Field(10.0, gt=0, le=600)
+    turn_idle_timeout_s: Seconds = Field(600.0, gt=0, le=7 * 86400)
+    idle_actor_timeout_s: Seconds = Field(3600.0, gt=0, le=30 * 86400)
+    allowed_roots: list[PathText] = ["~"]
+    default_agent: StrictStr = "auto"  # "auto": the first genuine CLI found, else echo
+    # "bwrap": every agent CLI (and the processes it starts through the process manager)
+    # runs under bubblewrap; docs/security.md says what that protects.
+    agent_sandbox: Literal["none", "bwrap"] = "none"
+    agent_sandbox_binary: Name = "bwrap"  # a path, or a name on PATH
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _roots(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('expected at least one directory (e.g. ["~/code"])')
+        return v
+
+    @field_validator("default_agent")
+    @classmethod
+    def _agent(cls, v: str) -> str:
+        known = ("auto", *known_agents())
+        if v not in known:
+            raise ValueError(f"expected one of {', '.join(known)}")
+        return v
+
+    def policy(self) -> Policy:
+        roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in self.allowed_roots)
+        return Policy(
+            queue_limit=self.queue_limit,
+            allowed_roots=roots,
+            interrupt_grace_s=self.interrupt_grace_s,
+            turn_idle_timeout_s=self.turn_idle_timeout_s,
+        )
+
+
+class AgentSettings(_Section):
+    binary: Name | None = None
+    model: Name | None = None
+    extra_args: list[Text] = []
+    env: dict[EnvName, Text] = {}
+    system_instruction: Text | None = None
+    per_turn: bool = False
+    home: PathText | None = None
+    max_retries: Count = Field(2, ge=0, le=10)  # model API retries before a turn fails
+    sandbox: Literal["none", "bwrap"] | None = None  # None: runtime.agent_sandbox
+    # Only for the generic "command" agent: its command line as a list (instead of
+    # ``binary``, a command line split like a shell would).
+    command: list[Name] = []
+
+    @model_validator(mode="after")
+    def _one_command_line(self) -> AgentSettings:
+        if self.command and self.binary:
+            raise ValueError("set `binary` or `command`, not both")
+        return self
+
+    def options(self) -> AgentOptions:
+        return AgentOptions(
+            binary=shlex.join(self.command) if self.command else self.binary,
+            extra_args=tuple(self.extra_args),
+            env=tuple(sorted(self.env.items())),
+            home=os.path.expanduser(self.home) if self.home else None,
+            model=self.model,
+            system_instruction=self.system_instruction,
+            per_turn=self.per_turn,
+            max_retries=self.max_retries,
+        )
+
+
+MCP_TOKEN_MIN = 16  # effects.mcp_manager.auth.TokenAuthority signs thread tokens with it
+
+
+def _mcp_token(v: SecretStr | None) -> SecretStr | None:
+    token = v.get_secret_value() if v is not None else ""
+    if not token:
+        return v  # unset: generated at start-up
+    if len(token) < MCP_TOKEN_MIN:
+        raise ValueError(
+            f"expected at least {MCP_TOKEN_MIN} characters (it signs every thread's token), "
+            f"not {len(token)}; leave it out to have one generated"
+        )
+    if any(c.isspace() or not c.isprintable() for c in token) or not token.isascii():
+        raise ValueError("expected printable ASCII without spaces (it goes in an HTTP header)")
+    return v
+
+
+class McpSettings(_Section):
+    enabled: bool = True
+    port: Count = Field(0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
+    token: SecretStr | None = None  # generated at start-up when not set
+    keep_on_shutdown: bool = False
+    max_processes_per_thread: Count = Field(10, ge=1, le=1000)
+    ring_buffer_lines: Count = Field(5000, ge=100, le=1_000_000)
+
+    _token_shape = field_validator("token")(_mcp_token)
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """Where ``Settings()`` reads from: the TOML file (or none) and the environment."""
+
+    toml: Path | None = None
+    env: bool = True
+
+
+def _data_dir(value: str) -> str:
+    path = Path(os.path.expanduser(value))
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{value!r} exists and is not a directory")
+    return value
+
+
+def _database(value: str | None) -> str | None:
+    if value is not None and Path(os.path.expanduser(value)).is_dir():
+        raise ValueError(f"{value!r} is a directory: expected the database file's path")
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SPINDLE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    data_dir: Annotated[PathText, AfterValidator(_data_dir)] = Field(
+        default_factory=lambda: platformdirs.user_data_dir("spindle")
+    )
+    # default: <data_dir>/spindle.db
+    database: Annotated[PathText | None, AfterValidator(_database)] = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    discord_token: SecretStr | None = None  # SPINDLE_DISCORD_TOKEN, the usual way
+    discord: DiscordSettings = DiscordSettings()
+    runtime: RuntimeSettings = RuntimeSettings()
+    agents: dict[str, AgentSettings] = {}
+    mcp: McpSettings = McpSettings()
+
+    _sources: ClassVar[_Sources] = _Sources()
+    _config_file: Path | None = None  # the file these settings were read from, if any
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        plan = cls._sources
+        sources: list[PydanticBaseSettingsSource] = [init_settings]
+        if plan.env:
+            sources.append(env_settings)
+        if plan.toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=plan.toml))
+        return tuple(sources)
+
+    _token_shape = field_validator("discord_token")(_discord_token)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
+        for name in v:
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
+        for name, agent in v.items():
+            if agent.command and name != "command":
+                raise ValueError(f"only [agents.command] takes `command`, not [agents.{name}]")
+        return v
+
+    @model_validator(mode="after")
+    def _together(self) -> Settings:
+        """Checks of keys together, once every source is in (a key of the file alone may be
+        completed by the environment)."""
+        if not type(self)._sources.env:
+            return self
+        if self.runtime.default_agent == "command":
+            command = self.agents.get("command")
+            if command is None or not (command.binary or command.command):
+                raise ValueError(
+                    'agents.command.binary: needed when runtime.default_agent is "command": '
+                    "set the command line to run (or `command`, as a list)"
+                )
+        return self
+
+    # derived values ----------------------------------------------------------------------
+    @property
+    def data_path(self) -> Path:
+        return Path(os.path.expanduser(self.data_dir))
+
+    @property
+    def database_path(self) -> Path:
+        if self.database:
+            return Path(os.path.expanduser(self.database))
+        return self.data_path / "spindle.db"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_path / "spindle.log.jsonl"
+
+    def token(self) -> str | None:
+        """The Discord bot token (env ``SPINDLE_DISCORD_TOKEN`` or ``[discord] token``)."""
+        for secret in (self.discord_token, self.discord.token):
+            if secret is not None and secret.get_secret_value():
+                return secret.get_secret_value()
+        return None
+
+    def agent(self, name: str) -> AgentSettings:
+        return self.agents.get(name, AgentSettings())
+
+    def sandbox_for(self, agent: str) -> Sandbox | None:
+        """The sandbox agent ``agent`` runs in, or None. It hides Spindle's data dir, the
+        database and the config file, and every allowed root but the thread's workdir."""
+        mode = self.agent(agent).sandbox or self.runtime.agent_sandbox
+        if mode == "none":
+            return None
+        db = str(self.database_path)
+        hidden = [str(self.data_path), db, db + "-wal", db + "-shm", db + ".lock"]
+        for config in (self._config_file, default_config_path()):
+            if config is not None:
+                hidden.append(str(config))
+        return Sandbox(
+            binary=os.path.expanduser(self.runtime.agent_sandbox_binary),
+            hidden=tuple(hidden),
+            roots=tuple(self.runtime.allowed_roots),
+        )
+
+
+def looks_like_discord_token(token: str) -> bool:
+    parts = token.split(".")
+    return len(parts) == 3 and all(parts) and len(parts[0]) >= 16
+
+
+def default_config_path() -> Path:
+    env = os.environ.get("SPINDLE_CONFIG")
+    if env:
+        return Path(os.path.expanduser(env))
+    return Path(platformdirs.user_config_dir("spindle")) / "config.toml"
+
+
+def _env_var(loc: tuple[Any, ...]) -> str | None:
+    """The environment variable that set the value at ``loc``, when one did."""
+    names = {k.upper(): k for k in os.environ}
+    for end in range(len(loc), 0, -1):
+        name = "SPINDLE_" + "__".join(str(p) for p in loc[:end]).upper()
+        if name in names:
+            return names[name]
+    return None
+
+
+def _describe(errors: list[dict[str, Any]], source: str, with_env: bool) -> str:
+    lines = [f"Invalid configuration ({source}):"]
+    for err in errors:
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check its spelling and section)"
+        var = _env_var(loc) if with_env else None
+        # A check of several keys together names its key in its message.
+        key = ".".join(str(p) for p in loc)
+        lines.append(f"  {key}: {msg}" if key else f"  {msg}")
+        lines[-1] += f" (from ${var})" if var else ""
+    return "\n".join(lines)
+
+
+def _complex_annotation(annotation: Any) -> Any:
+    """The model or container type behind ``annotation`` (None for a plain value)."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        origin = typing.get_origin(arg) or arg
+        if origin is Annotated:
+            found = _complex_annotation(typing.get_args(arg)[0])
+            if found is not None:
+                return found
+        elif origin in (list, dict, tuple, set) or (
+            isinstance(origin, type) and issubclass(origin, BaseModel)
+        ):
+            return arg
+    return None
+
+
+def _env_json_problem(name: str, value: str) -> str | None:
+    """Why the variable ``name`` (``SPINDLE_A__B``), which sets a list or a table, cannot
+    be read; None when it is fine or is not one of those."""
+    target: Any = Settings
+    for part in name[len("SPINDLE_") :].lower().split("__"):
+        if isinstance(target, type) and issubclass(target, BaseModel):
+            field = target.model_fields.get(part)
+            if field is None:
+                return None  # pydantic names an unknown key itself
+            target = _complex_annotation(field.annotation)
+        elif typing.get_origin(target) is dict:
+            target = _complex_annotation(typing.get_args(target)[1])
+        else:
+            return None
+        if target is None:
+            return None  # a plain value: pydantic checks it, naming the key
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        origin = typing.get_origin(target) or target
+        example = '["~/code", "/srv/repos"]' if origin in (list, tuple, set) else '{"key": "value"}'
+        return (
+            f"{name}: not valid JSON ({exc}); a list or a table is written as JSON, "
+            f"e.g. {name}='{example}'"
+        )
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"Config file {path} does not exist (create one with `spindle init`)."
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"Cannot read config file {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Config file {path} is not valid TOML: {exc}") from None
+
+
+def _build(sources: _Sources, overrides: dict[str, Any]) -> Settings:
+    Settings._sources = sources
+    try:
+        return Settings(**overrides)
+    finally:
+        Settings._sources = _Sources()
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Read and validate the configuration; a missing default file is fine, a missing
+    explicit one is an error. Raises ``ConfigError`` naming every wrong key (and the
+    environment variable that set it, if one did)."""
+    explicit = path is not None
+    path = path or default_config_path()
+    toml: Path | None = path if explicit or path.exists() else None
+    if toml is not None:
+        _read_toml(toml)  # missing, unreadable, not TOML: said plainly
+        try:  # the file on its own: a wrong value in it is refused even if overridden
+            _build(_Sources(toml=toml, env=False), {})
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc.errors(), f"config file {toml}", False)) from None
+    problems = [
+        problem
+        for name, value in sorted(os.environ.items())
+        if name.upper().startswith("SPINDLE_")
+        and (problem := _env_json_problem(name.upper(), value)) is not None
+    ]
+    if problems:
+        raise ConfigError("Invalid configuration (environment):\n  " + "\n  ".join(problems))
+    try:
+        settings = _build(_Sources(toml=toml, env=True), overrides)
+    except ValidationError as exc:
+        source = f"config file {toml} and environment" if toml else "environment"
+        raise ConfigError(_describe(exc.errors(), source, True)) from None
+    except SettingsError as exc:  # a source that could not be read at all
+        raise ConfigError(f"Invalid configuration: {exc}") from None
+    settings._config_file = toml
+    return settings

@@ -1,0 +1,323 @@
+"""``spindle doctor`` and agent discovery: what is ready, and what to do about the rest.
+
+Each check returns a ``Check`` row (name, ok/warn/fail, what was found, how to fix it).
+``detect_agents`` is shared with ``spindle run``, which picks the first genuine CLI that is
+installed and logged in as the default agent, and otherwise offers the echo demo.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from threadspindle.app.config import AGENT_NAMES, Settings, looks_like_discord_token
+from threadspindle.runtime.live.log_read import LogError, LogReader, check_schema, open_read_only
+
+__all__ = ["AgentFound", "Check", "detect_agents", "pick_default_agent", "run_checks"]
+
+Status = Literal["ok", "warn", "fail"]
+
+LOW_DISK_BYTES = 100 * 2**20  # doctor warns below this much free space for the data
+
+# Where each CLI keeps its login, and the environment variables that stand for one.
+_LOGIN_FILES = {
+    "claude": ("~/.claude/.credentials.json",),
+    "codex": ("$CODEX_HOME/auth.json", "~/.codex/auth.json"),
+    "gemini": ("~/.gemini/oauth_creds.json",),
+    "opencode": ("~/.local/share/opencode/auth.json",),
+}
+_LOGIN_ENV = {
+    "claude": ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"),
+    "opencode": ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY"),
+}
+_INSTALL = {
+    "claude": "npm install -g @anthropic-ai/claude-code, then run `claude` once to log in",
+    "codex": "npm install -g @openai/codex, then `codex login` (or set OPENAI_API_KEY)",
+    "gemini": "npm install -g @google/gemini-cli, then run `gemini` once to log in "
+    "(or set GEMINI_API_KEY)",
+    "opencode": "npm install -g opencode-ai, then `opencode auth login`",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    found: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class AgentFound:
+    name: str
+    path: str | None
+    version: str | None
+    logged_in: bool
+    how: str  # which file or variable showed the login
+
+    @property
+    def ready(self) -> bool:
+        return self.path is not None and self.logged_in
+
+
+def _binary(settings: Settings, name: str) -> str | None:
+    configured = settings.agent(name).binary
+    if configured:
+        path = os.path.expanduser(configured)
+        return path if os.access(path, os.X_OK) else shutil.which(configured)
+    return shutil.which(name)
+
+
+def _version(path: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0][:80] if text else None
+
+
+def _login(settings: Settings, name: str) -> tuple[bool, str]:
+    extra_env = settings.agent(name).env
+    for var in _LOGIN_ENV[name]:
+        if extra_env.get(var) or os.environ.get(var):
+            return True, f"${var}"
+    home = settings.agent(name).home
+    for pattern in _LOGIN_FILES[name]:
+        if pattern.startswith("$CODEX_HOME"):
+            base = os.environ.get("CODEX_HOME")
+            if not base:
+                continue
+            path = Path(base) / pattern.split("/", 1)[1]
+        elif home:
+            path = Path(home) / pattern.removeprefix("~/")
+        else:
+            path = Path(os.path.expanduser(pattern))
+        if path.is_file():
+            return True, str(path)
+    return False, "no login found"
+
+
+def detect_agents(settings: Settings, *, with_version: bool = True) -> list[AgentFound]:
+    found = []
+    for name in AGENT_NAMES:
+        path = _binary(settings, name)
+        version = _version(path) if (path and with_version) else None
+        logged_in, how = _login(settings, name) if path else (False, "not installed")
+        found.append(AgentFound(name, path, version, logged_in, how))
+    return found
+
+
+def pick_default_agent(settings: Settings, agents: list[AgentFound] | None = None) -> str:
+    """The configured default, else the first genuine CLI installed and logged in, else
+    ``echo`` (the demo)."""
+    if settings.runtime.default_agent != "auto":
+        return settings.runtime.default_agent
+    for agent in agents if agents is not None else detect_agents(settings, with_version=False):
+        if agent.ready:
+            return agent.name
+    return "echo"
+
+
+def _check_data_dir(settings: Settings) -> Check:
+    path = settings.data_path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return Check(
+            "data directory",
+            "fail",
+            f"{path}: {exc.strerror}",
+            "choose a writable data_dir in the config",
+        )
+    return Check("data directory", "ok", str(path))
+
+
+def _check_database(settings: Settings) -> Check:
+    """The file opens, SQLite finds it sound, it is a Spindle log, and every row reads: first
+    what ``spindle run`` reads at start-up (it refuses the file otherwise), then every row
+    of every thread (what ``spindle log export`` and replay need)."""
+    db = settings.database_path
+    if not db.exists():
+        return Check("database", "ok", f"{db} (created on first run)")
+    move_aside = (
+        "restore it from a backup, or move it aside to start afresh (nothing is "
+        "overwritten automatically)"
+    )
+    try:
+        conn = open_read_only(db, check=False)
+        try:
+            result = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if result != "ok":
+                return Check("database", "fail", f"{db}: integrity check says {result}", move_aside)
+            check_schema(conn, db)
+            reader = LogReader(conn, db)
+            try:
+                _read_like_start_up(reader)
+            except LogError as exc:
+                return Check("database", "fail", f"`spindle run` refuses it: {exc}", move_aside)
+            problems, count = reader.problems()
+            threads = len(reader.last_seqs())
+        finally:
+            conn.close()
+    except (sqlite3.DatabaseError, LogError) as exc:
+        return Check(
+            "database",
+            "fail",
+            f"{db}: {exc}",
+            "the file is not a usable Spindle log: " + move_aside,
+        )
+    if problems:
+        shown = "; ".join(str(p).removeprefix(f"event log {db}: ") for p in problems[:3])
+        more = f" (and {count - 3} more)" if count > 3 else ""
+        return Check(
+            "database",
+            "fail",
+            f"{db}: {count} row problem(s) below a snapshot: {shown}{more}",
+            "`spindle run` still starts (the threads' snapshots cover them) but `spindle "
+            "log export` and replay of those threads fail: " + move_aside,
+        )
+    size = db.stat().st_size // 1024
+    return Check("database", "ok", f"{db} ({size} KiB, {threads} thread(s), every row reads)")
+
+
+def _read_like_start_up(reader: LogReader) -> None:
+    """Read what ``spindle run`` reads at start-up, with the same checks (``LogCorrupt``)."""
+    snapshots = reader.snapshots()
+    for thread_id in reader.thread_ids():
+        after = snapshots[thread_id][0] if thread_id in snapshots else 0
+        for _ in reader.actions(thread_id, after):
+            pass
+    reader.check_posted_outputs()
+
+
+def _check_disk_space(settings: Settings) -> Check:
+    """Free space where the data lives: Spindle stops taking prompts when it runs out."""
+    path = settings.database_path.parent
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError as exc:
+        return Check("disk space", "warn", f"{path}: {exc.strerror or exc}")
+    found = f"{free / 2**20:,.0f} MiB free on {path}"
+    if free < LOW_DISK_BYTES:
+        return Check(
+            "disk space",
+            "warn",
+            found,
+            "free some space: when the disk is full Spindle refuses new prompts until it "
+            "can save again",
+        )
+    return Check("disk space", "ok", found)
+
+
+def _check_discord(settings: Settings) -> list[Check]:
+    token = settings.token()
+    if token is None:
+        return [
+            Check(
+                "discord token",
+                "warn",
+                "not set: `spindle run` starts the console chat",
+                "set SPINDLE_DISCORD_TOKEN to run the Discord bot (docs/discord-setup.md)",
+            )
+        ]
+    rows = []
+    if looks_like_discord_token(token):
+        rows.append(Check("discord token", "ok", "set (format looks right)"))
+    else:
+        rows.append(
+            Check(
+                "discord token",
+                "fail",
+                "set, but not shaped like a bot token",
+                "copy the token from the Developer Portal's Bot page",
+            )
+        )
+    rows.append(
+        Check(
+            "discord intents",
+            "warn",
+            "cannot be read offline",
+            "enable the Message Content intent on the Bot page (docs/discord-setup.md)",
+        )
+    )
+    d = settings.discord
+    if not (d.allowed_user_ids or d.allowed_role_ids):
+        rows.append(
+            Check(
+                "discord access",
+                "warn",
+                "no allowed users or roles: nobody can use the bot",
+                "set discord.allowed_user_ids or discord.allowed_role_ids",
+            )
+        )
+    else:
+        rows.append(
+            Check(
+                "discord access",
+                "ok",
+                f"{len(d.allowed_user_ids)} user(s), {len(d.allowed_role_ids)} role(s)",
+            )
+        )
+    return rows
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    rows: list[Check] = []
+    for agent in detect_agents(settings):
+        label = f"agent {agent.name}"
+        if agent.path is None:
+            rows.append(Check(label, "warn", "not installed", _INSTALL[agent.name]))
+        elif not agent.logged_in:
+            rows.append(
+                Check(
+                    label,
+                    "warn",
+                    f"{agent.path} ({agent.version or 'version ?'}), not logged in",
+                    _INSTALL[agent.name].split(", then ", 1)[-1],
+                )
+            )
+        else:
+            rows.append(Check(label, "ok", f"{agent.version or agent.path} · login: {agent.how}"))
+    if not any(a.status == "ok" for a in rows):
+        rows.append(
+            Check(
+                "default agent",
+                "warn",
+                "no genuine agent ready: the echo demo is used",
+                "install and log in to one of the CLIs above",
+            )
+        )
+    rows.append(_check_data_dir(settings))
+    rows.append(_check_database(settings))
+    rows.append(_check_disk_space(settings))
+    rows.extend(_check_discord(settings))
+    roots = settings.runtime.policy().allowed_roots
+    missing = [r for r in roots if not os.path.isdir(r)]
+    rows.append(
+        Check(
+            "workdir roots",
+            "fail" if missing else "ok",
+            ", ".join(roots),
+            f"create or fix: {', '.join(missing)}" if missing else "",
+        )
+    )
+    return rows

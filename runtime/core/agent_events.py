@@ -1,0 +1,143 @@
+"""Typed agent events: what every agent adapter turns its CLI's wire format into.
+
+Adapters (``agents``) produce these, unstamped. The thread's listener wraps each one
+in an ``AgentEventReceived`` action stamped with the run and session it belongs to, so the
+pure core can drop events of a stale run (the session demux invariant).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = [
+    "AgentEvent",
+    "AgentError",
+    "PermissionRequested",
+    "QuestionAsked",
+    "SessionStarted",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolFinished",
+    "ToolStarted",
+    "TurnAborted",
+    "TurnCompleted",
+    "Usage",
+]
+
+
+class Usage(Frozen):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    context_window: int | None = None
+
+
+class SessionStarted(Frozen):
+    """The CLI told us its session/thread id (and maybe its model)."""
+
+    type: Literal["session_started"] = "session_started"
+    session_id: str
+    model: str | None = None
+
+
+class TextDelta(Frozen):
+    """A piece of answer text. ``block`` separates text blocks of one turn (new message)."""
+
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+    block: str | None = None
+
+
+class ThinkingDelta(Frozen):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    text: str
+
+
+class ToolStarted(Frozen):
+    """A tool call began. ``display_name`` is already cleaned by the adapter."""
+
+    type: Literal["tool_started"] = "tool_started"
+    tool_id: str
+    name: str
+    display_name: str
+    input_summary: str = ""
+
+
+class ToolFinished(Frozen):
+    type: Literal["tool_finished"] = "tool_finished"
+    tool_id: str
+    result: str = ""
+    is_error: bool = False
+
+
+class PermissionRequested(Frozen):
+    """The agent asks whether it may use a tool; the thread must answer allow/deny."""
+
+    type: Literal["permission_requested"] = "permission_requested"
+    request_id: str
+    tool: str
+    detail: str = ""
+
+
+class QuestionAsked(Frozen):
+    """The agent asks the user a question (e.g. Claude Code's AskUserQuestion)."""
+
+    type: Literal["question_asked"] = "question_asked"
+    request_id: str
+    question: str
+    options: tuple[str, ...] = ()
+    multiple: bool = False
+
+
+class TurnCompleted(Frozen):
+    """The CLI's own completion event ended the turn."""
+
+    type: Literal["turn_completed"] = "turn_completed"
+    session_id: str | None = None
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    is_error: bool = False
+    error: str | None = None
+
+
+class TurnAborted(Frozen):
+    """The turn ended without a normal completion: interrupted, or the process went away."""
+
+    type: Literal["turn_aborted"] = "turn_aborted"
+    reason: str
+    exit_code: int | None = None
+    stderr_tail: str = ""
+
+
+class AgentError(Frozen):
+    """An error the agent reported; ``retryable`` when the CLI will try again by itself.
+    A retry says which one it is when the adapter knows: ``attempt`` (1 for the first
+    retry) of at most ``max_retries``."""
+
+    type: Literal["agent_error"] = "agent_error"
+    message: str
+    retryable: bool = False
+    attempt: int | None = None
+    max_retries: int | None = None
+
+
+AgentEvent = Annotated[
+    SessionStarted
+    | TextDelta
+    | ThinkingDelta
+    | ToolStarted
+    | ToolFinished
+    | PermissionRequested
+    | QuestionAsked
+    | TurnCompleted
+    | TurnAborted
+    | AgentError,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,206 @@
+"""What a transition asks the outside world to do, as one discriminated union: ``Effect``.
+
+The reactor applies effects after their action is committed, through the ``effects/``
+package, and reports back only by posting actions. Every chat output carries a stable
+idempotency ``key`` (thread, run, part): it is posted at most once, ever. Persistence is not
+an effect: the action log is the persistence.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.core.model import Attachment
+
+__all__ = [
+    "AnswerPermission",
+    "AnswerQuestion",
+    "AppendOutput",
+    "Button",
+    "DismissPrompt",
+    "EditOutput",
+    "Effect",
+    "InterruptAgent",
+    "LogNote",
+    "OutputKind",
+    "PostOutput",
+    "PromptAgent",
+    "ReplyToCommand",
+    "SealOutput",
+    "ShowPermissionPrompt",
+    "ShowQuestion",
+    "StartAgent",
+    "StopAgent",
+    "Typing",
+]
+
+# "status": one line the run keeps up to date by ``EditOutput`` (the model API's retries).
+OutputKind = Literal["text", "thinking", "tool", "footer", "notice", "marker", "status"]
+
+
+class Button(Frozen):
+    label: str
+    action: str  # an ingress-defined id, e.g. "remove_queued:<item id>"
+
+
+class PostOutput(Frozen):
+    """Open a new chat output. Streamed kinds (text, thinking) grow by ``AppendOutput``."""
+
+    type: Literal["post_output"] = "post_output"
+    key: str
+    kind: OutputKind
+    text: str
+    run_id: str | None = None
+
+
+class AppendOutput(Frozen):
+    """Append a delta to a streamed output; ``seq`` orders appends and makes them idempotent."""
+
+    type: Literal["append_output"] = "append_output"
+    key: str
+    seq: int
+    text: str
+
+
+class EditOutput(Frozen):
+    """Replace an output's whole text (a tool card getting its result)."""
+
+    type: Literal["edit_output"] = "edit_output"
+    key: str
+    text: str
+
+
+class SealOutput(Frozen):
+    """A streamed output is complete: flush it now, nothing more will be appended."""
+
+    type: Literal["seal_output"] = "seal_output"
+    key: str
+
+
+class Typing(Frozen):
+    type: Literal["typing"] = "typing"
+    on: bool
+
+
+class ShowPermissionPrompt(Frozen):
+    type: Literal["show_permission"] = "show_permission"
+    key: str
+    request_id: str
+    tool: str
+    detail: str
+
+
+class ShowQuestion(Frozen):
+    type: Literal["show_question"] = "show_question"
+    key: str
+    request_id: str
+    question: str
+    options: tuple[str, ...] = ()
+    multiple: bool = False
+
+
+class DismissPrompt(Frozen):
+    """Close a rendered permission/question prompt, saying how it ended."""
+
+    type: Literal["dismiss_prompt"] = "dismiss_prompt"
+    key: str
+    request_id: str
+    outcome: str
+
+
+class ReplyToCommand(Frozen):
+    """Answer a user command (``/queue``, ``/status``, a refusal ...)."""
+
+    type: Literal["reply"] = "reply"
+    key: str
+    action_id: str
+    text: str
+    ephemeral: bool = False
+    buttons: tuple[Button, ...] = ()
+
+
+class StartAgent(Frozen):
+    """Make sure the agent process/connection runs for this conversation (resuming a
+    session when ``session_id`` is known)."""
+
+    type: Literal["start_agent"] = "start_agent"
+    agent: str
+    workdir: str
+    session_id: str | None = None
+    model: str | None = None
+    system_instruction: str | None = None
+
+
+class PromptAgent(Frozen):
+    """Start a turn. The listener stamps the turn's events with ``run_id``."""
+
+    type: Literal["prompt_agent"] = "prompt_agent"
+    run_id: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    agent: str
+    workdir: str
+    session_id: str | None = None
+    model: str | None = None
+    system_instruction: str | None = None
+
+
+class InterruptAgent(Frozen):
+    """End the turn ``run_id`` in-band, keeping the process alive."""
+
+    type: Literal["interrupt_agent"] = "interrupt_agent"
+    run_id: str
+
+
+class StopAgent(Frozen):
+    """Stop the agent process tree (interrupt, SIGINT, SIGTERM, SIGKILL)."""
+
+    type: Literal["stop_agent"] = "stop_agent"
+    reason: str
+
+
+class AnswerPermission(Frozen):
+    type: Literal["answer_permission"] = "answer_permission"
+    request_id: str
+    allow: bool
+
+
+class AnswerQuestion(Frozen):
+    type: Literal["answer_question"] = "answer_question"
+    request_id: str
+    answer: str | None  # None: the question was dismissed
+
+
+class LogNote(Frozen):
+    """Not user-visible: why an action was ignored or rejected, for the caller to log."""
+
+    type: Literal["log_note"] = "log_note"
+    level: Literal["debug", "info", "warning"]
+    message: str
+
+
+Effect = Annotated[
+    PostOutput
+    | AppendOutput
+    | EditOutput
+    | SealOutput
+    | Typing
+    | ShowPermissionPrompt
+    | ShowQuestion
+    | DismissPrompt
+    | ReplyToCommand
+    | StartAgent
+    | PromptAgent
+    | InterruptAgent
+    | StopAgent
+    | AnswerPermission
+    | AnswerQuestion
+    | LogNote,
+    Field(discriminator="type"),
+]
+
+# Effects that create a new keyed chat output: each key appears at most once, ever.
+KEYED_POSTS = (PostOutput, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)

@@ -1,0 +1,56 @@
+"""Derived guards: questions about a thread's state, answered from the state alone.
+
+These are never stored as flags (a stored flag can disagree with the state it summarises);
+the transition and the runtime ask these functions instead.
+"""
+
+from __future__ import annotations
+
+from threadspindle.runtime.core.model import Phase, ThreadState
+
+__all__ = [
+    "can_dispatch_next",
+    "has_blockers",
+    "has_conversation",
+    "is_busy",
+    "is_interrupting",
+    "phase",
+    "queue_is_full",
+]
+
+
+def phase(state: ThreadState) -> Phase:
+    return state.run.phase if state.run is not None else Phase.IDLE
+
+
+def is_busy(state: ThreadState) -> bool:
+    """A run is active (dispatching, running or being interrupted)."""
+    return state.run is not None
+
+
+def is_interrupting(state: ThreadState) -> bool:
+    return phase(state) is Phase.INTERRUPTING
+
+
+def has_blockers(state: ThreadState) -> bool:
+    return bool(state.blockers)
+
+
+def has_conversation(state: ThreadState) -> bool:
+    return state.conversation is not None
+
+
+def queue_is_full(state: ThreadState) -> bool:
+    return len(state.queue) >= state.policy.queue_limit
+
+
+def can_dispatch_next(state: ThreadState) -> bool:
+    """Dispatch only when a conversation exists, the queue is non-empty, no run is active,
+    no permission/question is waiting for an answer, and the thread is not parked."""
+    return (
+        not state.parked
+        and state.conversation is not None
+        and bool(state.queue)
+        and state.run is None
+        and not state.blockers
+    )

@@ -1,0 +1,154 @@
+"""The state of one chat thread: conversation, run, queue, blockers, outputs, counters.
+
+Everything here is a frozen pydantic model, so a state is a value: the transition builds a
+new one, the store swaps it in, and a state round-trips through JSON unchanged. Nothing here
+is a flag that could be derived: ``runtime.core.guards`` derives ``is_busy`` and friends.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = [
+    "AgentStatus",
+    "Attachment",
+    "Blocker",
+    "Conversation",
+    "Counters",
+    "OpenPart",
+    "Phase",
+    "Policy",
+    "QueueItem",
+    "Run",
+    "ThreadState",
+]
+
+
+class Phase(StrEnum):
+    """Where the thread's run is. Exactly one run can be outside IDLE at a time."""
+
+    IDLE = "idle"  # no active run
+    DISPATCHING = "dispatching"  # the prompt was handed to the agent; no event of it yet
+    RUNNING = "running"  # the agent is producing events for the run
+    INTERRUPTING = "interrupting"  # an interrupt was sent; waiting for the turn to end
+
+
+class AgentStatus(StrEnum):
+    """The agent process/connection as last reported by effect feedback."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+
+
+class Policy(Frozen):
+    """Per-thread limits, set by the runtime from configuration (and recorded in the log)."""
+
+    queue_limit: int = 50
+    allowed_roots: tuple[str, ...] = ()
+    interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
+    turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
+
+
+class Attachment(Frozen):
+    name: str
+    content_type: str | None = None
+    size: int | None = None
+    path: str | None = None  # saved into the workdir by ingress
+    url: str | None = None
+    inline_text: str | None = None  # small text files are inlined
+
+
+class QueueItem(Frozen):
+    """A prompt waiting for its turn. ``id`` comes from ingress (message/interaction id)."""
+
+    id: str
+    author_id: str
+    author_name: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    source_message_id: str | None = None
+    from_queue: bool = False  # came from /queue or the " queue" suffix: never interrupts
+    queued_at: float
+
+
+class Conversation(Frozen):
+    agent: str
+    workdir: str
+    session_id: str | None = None  # the CLI's resume id, learned from its events
+    model: str | None = None
+    system_instruction: str | None = None
+
+
+class OpenPart(Frozen):
+    """The streamed output part (text or thinking) currently receiving deltas."""
+
+    key: str
+    kind: str  # "text" | "thinking"
+    block: str | None = None
+    seq: int = 0  # number of deltas appended so far (the idempotency of appends)
+
+
+class Run(Frozen):
+    id: str
+    prompt: QueueItem
+    phase: Phase
+    started_at: float
+    last_event_at: float
+    interrupt_at: float | None = None
+    end_reason: str | None = None  # set when interrupted/aborted: no footer then
+    parts: int = 0  # outputs opened so far; the next key is f"{id}/{parts}"
+    open_part: OpenPart | None = None
+    tool_keys: tuple[tuple[str, str], ...] = ()  # (tool_id, output key)
+    tool_headers: tuple[tuple[str, str], ...] = ()  # (tool_id, header text)
+    retry_key: str | None = None  # the status line showing the model API's retries
+    retries: int = 0  # the last retry it showed
+
+
+class Blocker(Frozen):
+    """A permission or question request waiting for the user's answer."""
+
+    request_id: str
+    kind: str  # "permission" | "question"
+    key: str  # output key of the rendered prompt
+    run_id: str
+    text: str
+
+
+class Counters(Frozen):
+    queued: int = 0
+    dequeued: int = 0
+    rejected: int = 0
+    removed: int = 0
+    interrupts: int = 0
+    aborts: int = 0
+    completed: int = 0
+    failed: int = 0
+    stale_drops: int = 0
+    ignored: int = 0
+    duplicates: int = 0
+    listener_starts: int = 0
+    runs: int = 0  # runs started; also the source of run ids
+    replies: int = 0
+
+
+class ThreadState(Frozen):
+    thread_id: str
+    policy: Policy = Policy()
+    conversation: Conversation | None = None
+    agent_status: AgentStatus = AgentStatus.STOPPED
+    run: Run | None = None
+    queue: tuple[QueueItem, ...] = ()
+    blockers: tuple[Blocker, ...] = ()
+    emitted_keys: tuple[str, ...] = ()  # keys of outputs of the current run (and recent)
+    last_prompt: QueueItem | None = None  # for /model: retry the last prompt
+    recent_action_ids: tuple[str, ...] = ()  # duplicate ingress delivery is dropped
+    counters: Counters = Counters()
+    parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
+    last_note: str | None = None  # why the last action was ignored or rejected
+
+    @classmethod
+    def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:
+        return cls(thread_id=thread_id, policy=policy or Policy())

@@ -1,0 +1,388 @@
+"""One thread's actor: the trio task that owns the thread's one serialized action queue.
+
+Everything that happens to a thread (chat ingress, agent events from the listener, effect
+feedback from the reactor, timer ticks) is an ``Action`` sent to the actor's mailbox, and
+the actor handles them one at a time. Handling one is a *commit*:
+
+1. ``transition(state, action)`` (pure);
+2. append the action to the durable log (buffered; the log flushes once per tick);
+3. swap the new state into the central store;
+4. hand the effects to the thread's reactor, which applies them once the action is durable
+   (the effects of every action committed in one batch go over in one hand-over, in
+   commit order, under the batch's last ticket: the log flushes a batch in one transaction).
+
+So the log order is the commit order (serialized mutation), no side effect ever happens
+inside a transition or before the commit, and an exception in an effect cannot reach the
+state. Each ``Transition.note`` and ``LogNote`` effect is logged with thread id, run id and
+action kind.
+
+Besides the actor loop, a thread runs its reactor, a ticker (a ``Tick`` every
+``tick_interval_s`` while a run is active, for the core's timeouts) and, once the agent is
+started, its ``AgentListener``; all live in the thread's own nursery so disposal leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from threadspindle.runtime.core.actions import Action, ThreadParked, Tick
+from threadspindle.runtime.core.effect_types import LogNote, StartAgent
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.listener import AdapterFactory, AgentListener, Backoff
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.reactor import Reactor, Renderer
+from threadspindle.runtime.live.store import Store, ThreadStatistics
+
+__all__ = ["Receipt", "ThreadActor"]
+
+logger = logging.getLogger("spindle.actor")
+
+BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+class Receipt:
+    """Handed back by ``Runtime.post``: lets ingress wait until its action is committed
+    and durable (e.g. before acknowledging a prompt to the user)."""
+
+    __slots__ = ("action", "ticket", "note", "_committed", "_log")
+
+    def __init__(self, action: Action, log: EventLog) -> None:
+        self.action = action
+        self.ticket: int | None = None  # None: not committed (yet), or a skipped no-op tick
+        self.note: str | None = None
+        self._committed = trio.Event()
+        self._log = log
+
+    def _commit(self, ticket: int | None, note: str | None) -> None:
+        self.ticket, self.note = ticket, note
+        self._committed.set()
+
+    async def committed(self) -> None:
+        await self._committed.wait()
+
+    async def durable(self) -> bool:
+        """Return once the action is in the durable log (True), or as soon as the disk
+        refuses the log's writes before that (False: the action stays buffered and is
+        written when the disk takes writes again; the runtime tells the thread). Ingress
+        must not hang on a full disk."""
+        await self._committed.wait()
+        if self.ticket is None:
+            return True
+        return await self._log.wait_durable_or_unwritable(self.ticket)
+
+
+class ThreadActor:
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        store: Store,
+        log: EventLog,
+        transition: Callable[[ThreadState, Action], Any],
+        renderer: Renderer,
+        adapter_factory: AdapterFactory,
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+        new_state: Callable[[str], ThreadState],
+        tick_interval_s: float = 1.0,
+        backoff: Backoff | None = None,
+        channel_id: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.channel_id = channel_id
+        self._store = store
+        self._log = log
+        self._transition = transition
+        self._clock = clock
+        self._ids = ids
+        self.tick_interval_s = tick_interval_s
+        store.get_or_new(thread_id, new_state)
+        self._send, self._recv = trio.open_memory_channel[tuple[Action, Receipt | None]](math.inf)
+        self.listener = AgentListener(
+            thread_id,
+            adapter_factory=adapter_factory,
+            post=self.post_nowait,
+            clock=clock,
+            ids=ids,
+            current_start=self._conversation_start,
+            backoff=backoff,
+        )
+        self.reactor = Reactor(
+            thread_id,
+            renderer=renderer,
+            listener=self.listener,
+            log=log,
+            post=self.post_nowait,
+            clock=clock,
+            ids=ids,
+            current_run=self._current_run_id,
+        )
+        self.committed = 0
+        self._batch_effects: list[Any] = []  # visible effects of the batch being committed
+        self._batch_ticket = 0
+        self._committed_before_batch = 0
+        self.skipped_ticks = 0
+        self.dropped_posts = 0  # posted after the actor closed
+        self.last_activity = trio.current_time()
+        self._mailbox = 0
+        self._busy = False
+        self._busy_changed = trio.Event()
+        self._quiet = trio.Event()
+        self._quiet.set()
+        self._nursery: trio.Nursery | None = None
+        self.running = False
+        self.done = trio.Event()
+        self.closing = False
+
+    # --- ingress -------------------------------------------------------------------------
+
+    def post_nowait(self, action: Action, receipt: Receipt | None = None) -> bool:
+        """Queue an action for this thread; False (and counted) when the actor is gone."""
+        try:
+            self._send.send_nowait((action, receipt))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.dropped_posts += 1
+            if receipt is not None:
+                receipt._commit(None, "dropped: the thread's actor is closed")
+            logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
+            return False
+        self._mailbox += 1
+        if self._quiet.is_set():
+            self._quiet = trio.Event()
+        return True
+
+    # --- the task ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self.running = True
+                nursery.start_soon(self.reactor.run, nursery)
+                nursery.start_soon(self._ticker)
+                task_status.started()
+                async for action, receipt in self._recv:
+                    self._mailbox -= 1
+                    self._commit(action, receipt)
+                    # Commit what is already waiting (up to a batch) before yielding: the
+                    # log then flushes the batch in one transaction.
+                    for _ in range(BATCH - 1):
+                        try:
+                            action, receipt = self._recv.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            # EndOfChannel: ``close`` shut the mailbox while this batch ran
+                            # (an agent's late event was the last action): the loop ends.
+                            break
+                        self._mailbox -= 1
+                        self._commit(action, receipt)
+                    self._end_batch()
+                    if self._mailbox == 0:
+                        self._quiet.set()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.running = False
+            self.done.set()
+
+    def _commit(self, action: Action, receipt: Receipt | None) -> None:
+        state = self._store.get(self.thread_id)
+        assert state is not None
+        try:
+            result = self._transition(state, action)
+        except Exception:  # the core promises never to raise; if it does, keep the actor
+            logger.exception("transition raised", extra=self._ctx(None, action.kind))
+            if receipt is not None:
+                receipt._commit(None, "transition raised")
+            return
+        new_state: ThreadState = result.state
+        effects = result.effects
+        if result.note or any(isinstance(effect, LogNote) for effect in effects):
+            run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
+            self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
+            visible = [effect for effect in effects if not isinstance(effect, LogNote)]
+        else:
+            visible = list(effects)
+        if isinstance(action, Tick) and not visible and new_state == state:
+            # A tick that changed nothing is not worth a log row: replay is the same without.
+            self.skipped_ticks += 1
+            if receipt is not None:
+                receipt._commit(None, result.note)
+            return
+        ticket = self._log.append(action, new_state)
+        self._store.swap(self.thread_id, new_state)
+        self.committed += 1
+        if receipt is not None:
+            receipt._commit(ticket, result.note)
+        if visible:
+            self._batch_effects.extend(visible)
+            self._batch_ticket = ticket
+        busy = new_state.run is not None
+        if busy != self._busy:
+            self._busy = busy
+            changed, self._busy_changed = self._busy_changed, trio.Event()
+            changed.set()
+
+    def _end_batch(self) -> None:
+        """Hand the batch's effects to the reactor in one go, in commit order, under the
+        ticket of the last action that had any: the log flushes the whole batch in one
+        transaction, so they would all become applicable at the same moment anyway."""
+        if self._batch_effects:
+            effects, self._batch_effects = self._batch_effects, []
+            self.reactor.submit(self._batch_ticket, tuple(effects))
+        if self.committed != self._committed_before_batch:  # a skipped tick is no activity
+            self._committed_before_batch = self.committed
+            self.last_activity = trio.current_time()
+
+    @staticmethod
+    def _log_notes(note: str | None, effects: tuple[Any, ...], context: dict[str, str]) -> None:
+        if note:
+            logger.info("%s", note, extra=context)
+        for effect in effects:
+            if isinstance(effect, LogNote):
+                logger.log(
+                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
+                )
+
+    def _ctx(self, run_id: str | None, action_kind: str) -> dict[str, str]:
+        """The structured fields every runtime log record carries (``thread_id``, ``run``,
+        ``action``; ``thread`` is taken: LogRecord keeps the OS thread id there)."""
+        return {"thread_id": self.thread_id, "run": run_id or "", "action": action_kind}
+
+    async def _ticker(self) -> None:
+        """Post a Tick every ``tick_interval_s`` while a run is active; sleep otherwise."""
+        while True:
+            if not self._busy:
+                await self._busy_changed.wait()
+                continue
+            await trio.sleep(self.tick_interval_s)
+            if self._busy:
+                self.post_nowait(
+                    Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
+                )
+
+    def _current_run_id(self) -> str | None:
+        state = self._store.get(self.thread_id)
+        return state.run.id if state is not None and state.run is not None else None
+
+    def _conversation_start(self) -> StartAgent | None:
+        """How to (re)start the agent now: the conversation's latest session, or None."""
+        state = self._store.get(self.thread_id)
+        conv = state.conversation if state else None
+        if conv is None:
+            return None
+        return StartAgent(
+            agent=conv.agent,
+            workdir=conv.workdir,
+            session_id=conv.session_id,
+            model=conv.model,
+            system_instruction=conv.system_instruction,
+        )
+
+    # --- quiescence and disposal ----------------------------------------------------------
+
+    def is_quiet(self) -> bool:
+        return self._mailbox == 0 and self.reactor.pending == 0
+
+    async def wait_quiet(self) -> None:
+        """Wait until the mailbox is empty and every committed effect has been applied."""
+        while not self.is_quiet():
+            if self._mailbox:
+                await self._quiet.wait()
+            else:
+                await self.reactor.wait_idle()
+            await trio.lowlevel.checkpoint()
+
+    def is_idle(self) -> bool:
+        """Nothing going on: no run, no queued prompt, no pending question, nothing queued."""
+        state = self._store.get(self.thread_id)
+        return (
+            self.is_quiet()
+            and state is not None
+            and state.run is None
+            and not state.queue
+            and not state.blockers
+        )
+
+    async def close(self, reason: str, *, drain_timeout_s: float = 10.0) -> None:
+        """Park the thread (the core stops the run with a notice, closes its prompts, keeps
+        the queue and asks for StopAgent), stop any agent still running, drain what that
+        caused, then cancel every task of the thread. Bounded by ``drain_timeout_s``."""
+        self.closing = True
+        with trio.move_on_after(drain_timeout_s):
+            # First let the core park the thread: it stops the run with a notice the chat
+            # can still show and keeps the queue, so the agent's exit below is no crash and
+            # does not dispatch the next prompt into an agent that is going away.
+            self.post_nowait(
+                ThreadParked(
+                    thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), reason=reason
+                )
+            )
+            await self.wait_quiet()
+            await self.listener.stop(reason, report=True)
+            await self.wait_quiet()
+        with trio.move_on_after(drain_timeout_s / 2):
+            await self._dismiss_leftover_prompts(reason)
+            await self._flush_renderer()
+            await self.wait_quiet()  # commit the OutputPosted of that last flush
+        self._send.close()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        await self.done.wait()
+
+    async def _dismiss_leftover_prompts(self, reason: str) -> None:
+        """Prompts the core left open (it had no agent exit to react to): close them in the
+        chat so no button stays clickable for an actor that is gone."""
+        from threadspindle.runtime.core.effect_types import DismissPrompt
+
+        state = self._store.get(self.thread_id)
+        if state is None:
+            return
+        for blocker in state.blockers:
+            try:
+                posted = await self.reactor.renderer.apply(
+                    DismissPrompt(key=blocker.key, request_id=blocker.request_id, outcome=reason)
+                )
+                for key, message_ids in posted:
+                    self.reactor.report_posted(key, message_ids)
+            except Exception as exc:
+                logger.warning(
+                    "could not dismiss %s: %s",
+                    blocker.key,
+                    exc,
+                    extra=self._ctx(blocker.run_id, "dispose"),
+                )
+
+    async def _flush_renderer(self) -> None:
+        """The renderer's last paced sends and edits, while the actor can still log what
+        they posted (and what an earlier failed call left unreported): a renderer with
+        ``aclose() -> list[(key, message ids)]`` (the StreamRenderer) is flushed here."""
+        aclose = getattr(self.reactor.renderer, "aclose", None)
+        if not callable(aclose):
+            return
+        try:
+            posted = await aclose()
+        except Exception as exc:
+            logger.warning("last renderer flush failed: %s", exc, extra=self._ctx(None, "dispose"))
+            return
+        for key, message_ids in posted or ():
+            self.reactor.report_posted(key, message_ids)
+
+    def statistics(self) -> ThreadStatistics:
+        base = self._store.statistics(self.thread_id, self._log.last_seq(self.thread_id))
+        assert base is not None
+        return base.model_copy(
+            update={
+                "mailbox_length": self._mailbox,
+                "pending_effects": self.reactor.pending,
+                "actor_running": self.running,
+                "listener_running": self.listener.running,
+                "listener_starts": self.listener.starts,
+            }
+        )

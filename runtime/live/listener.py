@@ -1,0 +1,367 @@
+"""The thread's one long-lived agent listener, and the session demux for shared servers.
+
+``AgentListener`` owns the thread's agent connection: it runs ``adapter.serve`` in a task,
+turns every ``StampedEvent`` into an ``AgentEventReceived`` action posted to the thread's
+queue, posts ``AgentConnected`` each time an agent gets ready and ``AgentExited`` when one
+that got ready ends by itself (or is stopped by disposal; a stop the core asked for is not
+reported back, see ``stop``). A start that fails is reported by the caller of ``ensure``.
+Invariants:
+
+- It outlives runs: interrupting or aborting a turn goes to the adapter in-band and never
+  stops the listener (listener continuity). Only ``stop`` (a ``StopAgent`` effect, or
+  disposal) ends it.
+- When the agent dies by itself and the thread still has a conversation, it starts the agent
+  again (resuming the conversation's latest session id) after a bounded exponential backoff:
+  0.5 s doubling to 30 s, and never more than ``max_starts`` starts per ``window_s``.
+- It never decides anything about runs: it reports, the pure core decides.
+
+``SessionDemux`` is the fan-out for an agent server shared by many threads (``opencode
+serve``): one connection's events are routed to each thread's emitter by session id.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from threadspindle.runtime.core.actions import (
+    Action,
+    AgentConnected,
+    AgentEventReceived,
+    AgentExited,
+)
+from threadspindle.runtime.core.effect_types import StartAgent
+from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, EmitEvent, StampedEvent
+
+__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "SessionDemux"]
+
+logger = logging.getLogger("spindle.listener")
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent is not running and is not about to be (backing off, stopped, failed)."""
+
+
+@dataclass
+class Backoff:
+    """Bounded exponential backoff between agent restarts, with a starts-per-window cap."""
+
+    initial_s: float = 0.5
+    factor: float = 2.0
+    max_s: float = 30.0
+    max_starts: int = 5  # at most this many starts ...
+    window_s: float = 60.0  # ... in any window this long
+    healthy_after_s: float = 60.0  # an agent up this long resets the delay
+    _next: float = field(default=0.0, init=False)
+    _starts: collections.deque[float] = field(default_factory=collections.deque, init=False)
+
+    def record_start(self, now: float) -> None:
+        self._starts.append(now)
+        while len(self._starts) > self.max_starts:
+            self._starts.popleft()
+
+    def delay(self, now: float, uptime_s: float) -> float:
+        """Seconds to wait before the next start, given how long the last one lived."""
+        if uptime_s >= self.healthy_after_s or self._next == 0.0:
+            self._next = self.initial_s
+        else:
+            self._next = min(self._next * self.factor, self.max_s)
+        wait = self._next
+        if len(self._starts) >= self.max_starts:
+            # The window cap: the oldest of the last max_starts starts must leave the window.
+            wait = max(wait, self._starts[0] + self.window_s - now)
+        return wait
+
+
+class AgentListener:
+    """The long-lived task that runs one thread's agent adapter and reports its events."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        adapter_factory: AdapterFactory,
+        post: Callable[[Action], object],
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+        current_start: Callable[[], StartAgent | None],
+        backoff: Backoff | None = None,
+        start_timeout_s: float = 60.0,
+        wait_for_restart_s: float = 5.0,
+    ) -> None:
+        self.thread_id = thread_id
+        self._factory = adapter_factory
+        self._post = post
+        self._clock = clock
+        self._ids = ids
+        self._current_start = current_start
+        self.backoff = backoff or Backoff()
+        self.start_timeout_s = start_timeout_s
+        self.adapter: AgentPort | None = None  # set while the agent is ready for prompts
+        self.starts = 0  # serve() calls in this process (listener starts)
+        self.exits = 0
+        self.running = False  # the listener task is alive (starting, serving or backing off)
+        self.backing_off = False
+        self._stopping = False
+        self._report_stop = False
+        self._changed = trio.Event()
+        self._done = trio.Event()
+        self._done.set()
+        self._last_error = ""
+        self._waiters = 0  # ensure() calls waiting for the agent
+        self._start_scope: trio.CancelScope | None = None
+        self._restart_at = 0.0
+        self.wait_for_restart_s = wait_for_restart_s
+
+    # --- control (called by the reactor and the registry) --------------------------------
+
+    async def ensure(self, nursery: trio.Nursery, start: StartAgent) -> AgentPort:
+        """The ready adapter, starting the listener task in ``nursery`` if it is not
+        running. While a restart is due within ``wait_for_restart_s`` it waits for it;
+        otherwise (a long backoff, a stop, a start that keeps failing) it raises
+        ``AgentUnavailable`` naming the last error."""
+        self._waiters += 1
+        try:
+            with trio.move_on_after(self.start_timeout_s):
+                while True:
+                    if self.adapter is not None:
+                        return self.adapter
+                    if not self.running:
+                        first = self._make_adapter(start.agent)
+                        self._stopping = self._report_stop = False
+                        self.running = True
+                        self._done = trio.Event()
+                        nursery.start_soon(self._run, start, first)
+                    elif self._stopping:
+                        raise AgentUnavailable("the agent is stopping")
+                    elif (
+                        self.backing_off
+                        and self._restart_at - trio.current_time() > self.wait_for_restart_s
+                    ):
+                        raise AgentUnavailable(
+                            f"the agent is not running ({self._last_error or 'it exited'}); "
+                            f"next start in {self._restart_at - trio.current_time():.0f} s"
+                        )
+                    changed = self._changed
+                    await changed.wait()
+        finally:
+            self._waiters -= 1
+        raise AgentUnavailable(f"the agent did not start within {self.start_timeout_s:g} s")
+
+    async def stop(self, reason: str, *, report: bool = False) -> None:
+        """Stop the agent for good (its whole process tree) and end the listener task.
+
+        A stop the core asked for (``StopAgent``) is not reported back: the core already
+        set the agent stopped, and an ``AgentExited`` arriving later would end whatever run
+        the core started meanwhile. Disposal stops with ``report=True`` so the core ends
+        the run and dismisses its prompts."""
+        if not self.running:
+            return
+        self._stopping = True
+        self._report_stop = report
+        if self._start_scope is not None:
+            self._start_scope.cancel()
+        self._notify()
+        adapter = self.adapter
+        if adapter is not None:
+            logger.info("stopping the agent: %s", reason, extra=self._ctx())
+            await adapter.stop()
+        await self._done.wait()
+
+    # --- the task ------------------------------------------------------------------------
+
+    def _make_adapter(self, agent: str) -> AgentPort:
+        """A fresh adapter from the factory. One it cannot make (an unknown agent name, say
+        one recorded in an old log) is ``AgentUnavailable`` for whoever asked: reported to
+        the thread, never raised into the thread's nursery."""
+        try:
+            return self._factory(agent)
+        except Exception as exc:
+            self._last_error = _describe(exc)
+            logger.warning("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
+            raise AgentUnavailable(_reason(exc)) from None
+
+    async def _run(self, start: StartAgent, first: AgentPort | None = None) -> None:
+        try:
+            while not self._stopping:
+                started_at = trio.current_time()
+                connected = await self._serve_once(start, first)
+                first = None
+                if self._stopping:
+                    break
+                next_start = self._current_start()
+                if next_start is None:
+                    break  # the conversation ended: nothing to keep alive
+                if not connected and not self._waiters:
+                    # A start that failed with nobody waiting for it: the next StartAgent or
+                    # PromptAgent tries again, rather than a retry loop nobody asked for.
+                    break
+                start = next_start
+                delay = self.backoff.delay(trio.current_time(), trio.current_time() - started_at)
+                logger.warning(
+                    "agent %s (%s); starting again in %.1f s",
+                    "exited" if connected else "failed to start",
+                    self._last_error or "no error",
+                    delay,
+                    extra=self._ctx(),
+                )
+                self.backing_off = True
+                self._restart_at = trio.current_time() + delay
+                self._notify()
+                with trio.move_on_after(delay):
+                    while not self._stopping:
+                        await self._changed.wait()
+                self.backing_off = False
+        finally:
+            self.running = False
+            self.backing_off = False
+            self.adapter = None
+            self._done.set()
+            self._notify()
+
+    async def _serve_once(self, start: StartAgent, adapter: AgentPort | None = None) -> bool:
+        """One agent process/connection, start to end; True if it got ready. Only an agent
+        that got ready is reported: AgentConnected on ready, AgentExited when it ends. A
+        failed start is reported by whoever asked for it (``ensure`` raises)."""
+        self.starts += 1
+        self.backoff.record_start(trio.current_time())
+        self._last_error = ""
+        connected = False
+        try:
+            if adapter is None:
+                adapter = self._make_adapter(start.agent)
+            async with trio.open_nursery() as nursery:
+                # A start that hangs is given up after start_timeout_s, and stop() cancels
+                # one in progress (there is no adapter to stop yet).
+                with trio.CancelScope(deadline=trio.current_time() + self.start_timeout_s) as scope:
+                    self._start_scope = scope
+                    await nursery.start(adapter.serve, start, self._emit)
+                self._start_scope = None
+                if scope.cancelled_caught:
+                    nursery.cancel_scope.cancel()
+                    if not self._stopping:
+                        raise AgentUnavailable(
+                            f"the agent did not get ready within {self.start_timeout_s:g} s"
+                        )
+                else:
+                    connected = True
+                    self.adapter = adapter
+                    self._post(self._action(AgentConnected, session_id=start.session_id))
+                    self._notify()
+                    if self._stopping:  # stop() came while we were starting
+                        await adapter.stop()
+        except Exception as exc:  # a failing adapter is reported, never fatal to the actor
+            self._last_error = _describe(exc)
+            logger.warning("agent adapter failed: %s", self._last_error, extra=self._ctx())
+        finally:
+            self.adapter = None
+            self._start_scope = None
+        self.exits += 1
+        if not connected:
+            self._last_error = self._last_error or "the agent exited before it was ready"
+        elif not self._stopping or self._report_stop:
+            self._post(
+                self._action(
+                    AgentExited,
+                    exit_code=None,
+                    crashed=not self._stopping,
+                    stderr_tail=self._last_error,
+                )
+            )
+        self._notify()
+        return connected
+
+    async def _emit(self, stamped: StampedEvent) -> None:
+        self._post(
+            self._action(
+                AgentEventReceived,
+                run_id=stamped.run_id,
+                session_id=stamped.session_id,
+                event=stamped.event,
+            )
+        )
+        await trio.lowlevel.checkpoint()  # a chatty agent must not starve the actor
+
+    def _action(self, cls: type, **fields: object) -> Action:
+        return cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields)  # type: ignore[no-any-return]
+
+    def _ctx(self) -> dict[str, str]:
+        return {"thread_id": self.thread_id, "run": "", "action": "listener"}
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside the exception groups nurseries wrap errors in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _reason(exc: BaseException) -> str:
+    """What an exception says, for a user (a KeyError's quotes and all)."""
+    text = str(exc)
+    return text or type(exc).__name__
+
+
+class SessionDemux:
+    """Routes the events of one shared agent connection to threads by session id.
+
+    Events for a session nobody has claimed yet are held (up to ``hold`` per session) and
+    delivered when the session is routed: a server may announce a session before the thread
+    learns its id. Events without a session id cannot be routed and are counted.
+    """
+
+    def __init__(self, hold: int = 256) -> None:
+        self._routes: dict[str, EmitEvent] = {}
+        self._held: dict[str, collections.deque[StampedEvent]] = {}
+        self._hold = hold
+        self.routed = 0
+        self.held_dropped = 0
+        self.unroutable = 0
+
+    async def route(self, session_id: str, emit: EmitEvent) -> None:
+        """Deliver this session's events to ``emit`` from now on (held ones first)."""
+        self._routes[session_id] = emit
+        for event in self._held.pop(session_id, ()):
+            self.routed += 1
+            await emit(event)
+
+    def unroute(self, session_id: str) -> None:
+        self._routes.pop(session_id, None)
+
+    async def dispatch(self, event: StampedEvent) -> bool:
+        """Hand one event to its session's thread; False when it had to be held/dropped."""
+        sid = event.session_id
+        if sid is None:
+            self.unroutable += 1
+            return False
+        emit = self._routes.get(sid)
+        if emit is None:
+            held = self._held.setdefault(sid, collections.deque())
+            if len(held) >= self._hold:
+                held.popleft()
+                self.held_dropped += 1
+            held.append(event)
+            return False
+        self.routed += 1
+        await emit(event)
+        return True
+
+    def sessions(self) -> list[str]:
+        return list(self._routes)
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "sessions": len(self._routes),
+            "routed": self.routed,
+            "held": sum(len(q) for q in self._held.values()),
+            "held_dropped": self.held_dropped,
+            "unroutable": self.unroutable,
+        }

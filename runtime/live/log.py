@@ -1,0 +1,563 @@
+"""The durable event log: every committed action of every thread, append-only, in SQLite.
+
+The log is the source of truth; the store is a cache of its fold. Invariants it keeps:
+
+- Per thread, ``seq`` counts 1, 2, 3 ... in commit order with no gap: the log order is the
+  commit order (the serialized-mutation invariant, written down).
+- ``append`` never touches the disk: it assigns the seq and buffers the row, returning a
+  ticket. ``flush`` writes every buffered row (and any due snapshot) in one transaction, so
+  commits are batched per scheduler tick. Whoever must not act before an action is durable
+  (the reactor, before a user-visible effect; ingress, before acknowledging a prompt) awaits
+  ``wait_durable(ticket)``.
+- A snapshot (the thread's state after ``seq``) is written every ``snapshot_every`` actions
+  of a thread, in the same transaction as the action it follows, so start-up folds only the
+  tail after the newest snapshot.
+- Opening never creates, truncates or rewrites anything that is not ours: a file that is
+  not a Spindle log, a corrupt file or a log held by another process gives ``LogError``
+  naming the file. Opening ends with one small write, so a disk that is full or read-only
+  is found then (``LogUnwritable``), not by the first prompt.
+- Every row read back is checked (``runtime.live.log_read``): a row that cannot be read, or a
+  gap in a thread's seqs, is ``LogCorrupt`` naming the file, the thread and the seq.
+- A write the disk refuses (full, read-only, I/O error) loses nothing: the batch stays
+  buffered, ``unwritable`` says why, listeners are told, and the flusher retries every
+  ``retry_interval_s`` until a write succeeds (then listeners are told again). Whatever
+  waits for durability waits meanwhile, so nothing is shown or acknowledged that the log
+  could forget. What is still buffered when the log is closed is reported by ``close``
+  (``LogUnwritable.unsaved``).
+
+SQLite calls are short and run synchronously on the trio thread (WAL with
+``synchronous=NORMAL``: a commit survives a crash of this process, SIGKILL included; pass
+``synchronous="FULL"`` to survive power loss too). ``python -m bench`` style measurements
+are in docs/architecture.md, section "The live runtime".
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.log_read import (
+    ACTION_ADAPTER,
+    SCHEMA_VERSION,
+    LogCorrupt,
+    LogError,
+    LoggedAction,
+    LogReader,
+    check_schema,
+)
+
+__all__ = [
+    "ACTION_ADAPTER",
+    "EventLog",
+    "LogCorrupt",
+    "LogError",
+    "LogUnwritable",
+    "LoggedAction",
+    "default_log_path",
+]
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS actions (
+    thread_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    action TEXT NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    thread_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL
+);
+"""
+
+
+class LogUnwritable(LogError):
+    """The disk refuses to take the log's writes: full, read-only, or failing. ``reason``
+    says which in a few words; ``unsaved`` counts the actions still buffered when the log
+    was closed (0 while it is open: they are kept and retried)."""
+
+    def __init__(self, path: Path, reason: str, *, unsaved: int = 0) -> None:
+        self.path = path
+        self.reason = reason
+        self.unsaved = unsaved
+        super().__init__(f"cannot write the event log {path}: {reason}")
+
+
+# SQLite's primary result codes that mean "the storage refused": SQLITE_READONLY,
+# SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (https://sqlite.org/rescode.html).
+_SQLITE_STORAGE = {8: "read-only", 10: "I/O error", 13: "full", 14: "cannot open"}
+_OS_STORAGE = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "disk I/O error",
+    errno.EFBIG: "the file is too large",
+}
+
+
+def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
+    """``LogUnwritable`` when ``exc`` is the disk refusing a write, else None."""
+    if isinstance(exc, LogUnwritable):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in _SQLITE_STORAGE:
+            return None
+        primary = _SQLITE_STORAGE[code & 0xFF]
+        if primary == "full":
+            return LogUnwritable(path, "the disk is full")
+        # SQLite reports a full disk met while growing its side files, or a read-only
+        # mount, as an I/O or open error: the file system itself says which.
+        seen = _file_system_state(path)
+        if seen is not None:
+            return LogUnwritable(path, seen)
+        if primary == "read-only":
+            return LogUnwritable(path, f"it is read-only ({exc})")
+        return LogUnwritable(path, f"{exc} (SQLite error {code})")
+    if isinstance(exc, OSError) and exc.errno in _OS_STORAGE:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return LogUnwritable(path, f"{_OS_STORAGE[exc.errno]}{where}")
+    return None
+
+
+def _file_system_state(path: Path) -> str | None:
+    """ "the file system is read-only" or "the disk is full" when the file system holding
+    ``path`` says so, else None."""
+    try:
+        stats = os.statvfs(path.parent)
+    except OSError:
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return "the file system is read-only"
+    if stats.f_bavail * stats.f_frsize < 64 * 1024:
+        return "the disk is full"
+    return None
+
+
+def default_log_path() -> Path:
+    """``<user data dir>/spindle/events.sqlite3`` (platformdirs)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("spindle")) / "events.sqlite3"
+
+
+class EventLog:
+    """One SQLite file holding the action log and snapshots of every thread."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        snapshot_every: int = 1000,
+        synchronous: str = "NORMAL",
+        batch_window_s: float = 0.0,
+        flush_in_thread: bool = False,
+        retry_interval_s: float = 1.0,
+    ) -> None:
+        self.path = Path(path)
+        self.snapshot_every = snapshot_every
+        self.batch_window_s = batch_window_s
+        self.flush_in_thread = flush_in_thread  # write batches from a worker thread
+        self.retry_interval_s = retry_interval_s  # while the disk refuses writes
+        # Why the last write failed while the disk refuses writes; None when they succeed.
+        self.unwritable: LogUnwritable | None = None
+        self.write_failures = 0
+        self._listeners: list[Callable[[LogUnwritable | None], object]] = []
+        self._reader: LogReader | None = None
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+        self._next_seq: dict[str, int] = {}
+        # Rows waiting for the next flush: (thread_id, seq, at, kind, json)
+        self._pending: list[tuple[str, int, float, str, str]] = []
+        self._pending_snapshots: dict[str, tuple[int, str]] = {}
+        self._appended = 0  # tickets handed out
+        self._durable = 0  # tickets written
+        self._flushed = trio.Event() if _in_trio() else None
+        self._wakeup = trio.Event() if _in_trio() else None
+        self.flushes = 0
+        self.flush_seconds = 0.0  # time spent in flush(), for measurements
+        self.rows_written = 0
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def open(self) -> EventLog:
+        """Open (creating a new file if none exists). Raises ``LogError`` naming the file:
+        ``LogUnwritable`` when the disk refuses to write, ``LogCorrupt`` for a bad row."""
+        lock_path = str(self.path) + ".lock"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise LogError(f"cannot open event log {self.path}: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogError(
+                f"event log {self.path} is in use by another Spindle process "
+                f"(lock file {lock_path}); stop it first"
+            ) from None
+        self._lock_fd = fd
+        try:
+            self._conn = self._connect()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _connect(self) -> sqlite3.Connection:
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0.5
+            )
+        except sqlite3.Error as exc:
+            raise LogError(f"cannot open event log {self.path}: {exc}") from exc
+        try:
+            if existed:
+                check_schema(conn, self.path)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            # Needs the write lock: a log held by another writer fails here, after `timeout`.
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            # One small write now: a full or read-only disk is found at start-up.
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_opened_at', ?)",
+                (repr(time.time()),),
+            )
+            reader = LogReader(conn, self.path)
+            for thread_id, seq in reader.last_seqs().items():
+                self._next_seq[thread_id] = seq + 1
+        except LogError:
+            conn.close()
+            raise
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LogError(
+                    f"event log {self.path} is locked by another process: {exc}"
+                ) from exc
+            raise LogError(f"event log {self.path} cannot be used: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise LogError(f"event log {self.path} is corrupt or not a database: {exc}") from exc
+        self._reader = reader
+        return conn
+
+    def close(self) -> None:
+        """Flush and close. When the disk still refuses the last flush, the connection and
+        the lock are released all the same and ``LogUnwritable`` says how many actions were
+        not saved."""
+        unsaved: LogUnwritable | None = None
+        if self._conn is not None:
+            try:
+                self.flush()
+            except LogUnwritable as exc:
+                unsaved = LogUnwritable(self.path, exc.reason, unsaved=len(self._pending))
+            finally:
+                self._conn.close()
+                self._conn = None
+                self._reader = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+        if unsaved is not None:
+            raise unsaved
+
+    def __enter__(self) -> EventLog:
+        return self.open() if self._conn is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LogError(f"event log {self.path} is not open")
+        return self._conn
+
+    @property
+    def reader(self) -> LogReader:
+        if self._reader is None:
+            raise LogError(f"event log {self.path} is not open")
+        return self._reader
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def append(self, action: Action, state_after: ThreadState | None = None) -> int:
+        """Buffer ``action`` as the thread's next entry; returns the durability ticket.
+        ``state_after`` is stored as a snapshot when one is due."""
+        thread_id = action.thread_id
+        seq = self._next_seq.get(thread_id, 1)
+        self._next_seq[thread_id] = seq + 1
+        self._pending.append((thread_id, seq, action.at, action.kind, action.model_dump_json()))
+        if state_after is not None and seq % self.snapshot_every == 0:
+            self._pending_snapshots[thread_id] = (seq, state_after.model_dump_json())
+        self._appended += 1
+        if self._wakeup is not None:
+            self._wakeup.set()
+        return self._appended
+
+    def flush(self) -> int:
+        """Write everything buffered in one transaction; returns the rows written."""
+        batch = self._take()
+        if batch is None:
+            return 0
+        self._write(*batch)
+        self._done(*batch)
+        return len(batch[0])
+
+    def _take(
+        self,
+    ) -> tuple[list[tuple[str, int, float, str, str]], dict[str, tuple[int, str]], int] | None:
+        if not self._pending and not self._pending_snapshots:
+            return None
+        batch = (self._pending, self._pending_snapshots, self._appended)
+        self._pending, self._pending_snapshots = [], {}
+        return batch
+
+    def _write(
+        self,
+        rows: list[tuple[str, int, float, str, str]],
+        snaps: dict[str, tuple[int, str]],
+        ticket: int,
+    ) -> None:
+        conn = self.conn
+        started = time.perf_counter()
+        try:
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO actions(thread_id, seq, at, kind, action) VALUES (?,?,?,?,?)", rows
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO snapshots(thread_id, seq, state) VALUES (?,?,?)",
+                [(t, s, j) for t, (s, j) in snaps.items()],
+            )
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # SQLite may have rolled back already (it does on SQLITE_FULL): a second
+            # ROLLBACK would fail and hide the error that matters.
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            # Keep the rows for the next attempt: their seqs are already handed out.
+            self._pending[:0] = rows
+            for t, snap in snaps.items():
+                self._pending_snapshots.setdefault(t, snap)
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise
+        self.flush_seconds += time.perf_counter() - started
+
+    def _done(
+        self,
+        rows: list[tuple[str, int, float, str, str]],
+        snaps: dict[str, tuple[int, str]],
+        ticket: int,
+    ) -> None:
+        self._durable = ticket
+        self.flushes += 1
+        self.rows_written += len(rows)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        if self._flushed is not None:
+            done, self._flushed = self._flushed, trio.Event()
+            done.set()
+
+    def is_durable(self, ticket: int) -> bool:
+        return ticket <= self._durable
+
+    async def wait_durable(self, ticket: int) -> None:
+        """Return once the action with this ticket is on disk (however long the disk
+        refuses writes: the reactor must not show what the log could forget)."""
+        while self._durable < ticket:
+            assert self._flushed is not None, "create the EventLog inside trio to await it"
+            await self._flushed.wait()
+
+    async def wait_durable_or_unwritable(self, ticket: int) -> bool:
+        """True once the action is on disk; False as soon as the disk refuses writes before
+        that (the action stays buffered and is written when the disk takes writes again):
+        for ingress, which must not hang on a full disk."""
+        while self._durable < ticket:
+            if self.unwritable is not None:
+                return False
+            assert self._flushed is not None, "create the EventLog inside trio to await it"
+            await self._flushed.wait()
+        return True
+
+    # --- a disk that refuses writes --------------------------------------------------------
+
+    def on_writability(
+        self, listener: Callable[[LogUnwritable | None], object]
+    ) -> Callable[[], None]:
+        """Call ``listener(error)`` when the disk starts refusing writes and
+        ``listener(None)`` when a write succeeds again. Returns the unsubscribe call."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _set_unwritable(self, error: LogUnwritable | None) -> None:
+        was = self.unwritable
+        self.unwritable = error
+        if (was is None) == (error is None):
+            return
+        self._wake_waiters()
+        for listener in list(self._listeners):
+            listener(error)
+
+    async def run_flusher(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Flush whenever something is buffered: one transaction per scheduler tick (or per
+        ``batch_window_s``). While the disk refuses writes, retry every
+        ``retry_interval_s``. Runs until cancelled; a final flush is tried on the way out
+        (what it cannot write stays buffered, for ``close`` to report)."""
+        if self._wakeup is None:
+            self._wakeup, self._flushed = trio.Event(), trio.Event()
+        task_status.started()
+        try:
+            while True:
+                if self.unwritable is None:
+                    await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    if self.batch_window_s > 0:
+                        await trio.sleep(self.batch_window_s)
+                    else:
+                        await trio.lowlevel.checkpoint()  # let every ready actor append first
+                else:
+                    await trio.sleep(self.retry_interval_s)
+                    self._wakeup = trio.Event()
+                try:
+                    await self._flush_batch()
+                except LogUnwritable as exc:
+                    self.write_failures += 1
+                    self._set_unwritable(exc)
+                else:
+                    self._set_unwritable(None)
+        finally:
+            with trio.CancelScope(shield=True):
+                if self._conn is not None:
+                    try:
+                        self.flush()
+                    except LogUnwritable:
+                        pass  # kept buffered: ``close`` reports it
+
+    async def _flush_batch(self) -> None:
+        if not self.flush_in_thread:
+            self.flush()
+            return
+        batch = self._take()
+        if batch is not None:
+            # The worker thread owns the connection only while this waits.
+            await trio.to_thread.run_sync(self._write, *batch, abandon_on_cancel=False)
+            self._done(*batch)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def thread_ids(self) -> list[str]:
+        """Every thread with an action in the log (known since ``open``: no table scan)."""
+        return list(self._next_seq)
+
+    def last_seq(self, thread_id: str) -> int:
+        return self._next_seq.get(thread_id, 1) - 1
+
+    def latest_snapshot(self, thread_id: str) -> tuple[int, ThreadState] | None:
+        return self.snapshots().get(thread_id)
+
+    def snapshots(self) -> dict[str, tuple[int, ThreadState]]:
+        """Every thread's newest snapshot, checked (``LogCorrupt`` otherwise)."""
+        return self.reader.snapshots(self.last_seq)
+
+    def read(self, thread_id: str, after_seq: int = 0) -> Iterator[LoggedAction]:
+        """The thread's actions with ``seq > after_seq``, in order (durable ones only), each
+        checked: ``LogCorrupt`` for a row that cannot be read or a missing seq."""
+        return self.reader.actions(thread_id, after_seq)
+
+    def read_raw(self, thread_id: str) -> Iterator[tuple[int, float, dict[str, Any]]]:
+        return self.reader.export_rows(thread_id)
+
+    def posted_outputs(self, thread_id: str) -> dict[str, tuple[str, ...]]:
+        """key -> platform message ids of every output the thread's log says was posted
+        (from ``OutputPosted``): a renderer made after a restart starts from this, so it can
+        still edit or dismiss what the previous process posted."""
+        return self.reader.posted_outputs(thread_id)
+
+    def check_posted_outputs(self) -> None:
+        """Start-up's check of every thread's ``output_posted`` rows (``LogCorrupt``)."""
+        self.reader.check_posted_outputs()
+
+    def action_ids(self, thread_id: str, kinds: Collection[str]) -> list[str]:
+        """The ids of the thread's durable actions of these kinds, in commit order (ingress
+        derives from them what it last saw of a chat, e.g. the newest Discord message)."""
+        if not kinds:
+            return []
+        marks = ",".join("?" * len(kinds))
+        cur = self.conn.execute(
+            f"SELECT json_extract(action, '$.action_id') FROM actions "
+            f"WHERE thread_id=? AND kind IN ({marks}) ORDER BY seq",
+            (thread_id, *kinds),
+        )
+        return [row[0] for row in cur if row[0] is not None]
+
+    def last_action_at(self) -> float | None:
+        """The newest ``at`` among the last durable action of each thread (None: an empty
+        log): about when the process that wrote the log last did anything."""
+        newest: float | None = None
+        for thread_id in self.thread_ids():
+            row = self.conn.execute(
+                "SELECT at FROM actions WHERE thread_id=? ORDER BY seq DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            if row is not None and (newest is None or row[0] > newest):
+                newest = float(row[0])
+        return newest
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "appended": self._appended,
+            "durable": self._durable,
+            "pending": len(self._pending),
+            "flushes": self.flushes,
+            "rows_written": self.rows_written,
+            "flush_us": int(self.flush_seconds * 1e6),
+            "write_failures": self.write_failures,
+        }
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True

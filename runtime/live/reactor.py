@@ -1,0 +1,317 @@
+"""The reactor: applies one thread's committed effects, in commit order, and reports back.
+
+Invariants:
+
+- Effects of an action are applied only once that action is durable in the log
+  (``EventLog.wait_durable``), so a crash can lose an effect but never show one whose
+  cause the log forgot.
+- Effects go into two lanes, each applied one at a time in commit order: the **agent
+  lane** (start, prompt, interrupt, stop, answers) and the **chat lane** (everything the
+  renderer shows). A chat effect stuck in a long 429 ``retry_after`` (the renderer waits
+  and retries) must not hold an ``InterruptAgent`` behind it, or ``/abort`` would take as
+  long as Discord's rate limit. Nothing needs an order *between* the lanes: the core only
+  asks the agent something the user answered in the chat, which the chat lane showed first.
+- A ``PromptAgent`` whose run the core has ended by the time it is sent is not sent.
+- Consecutive ``AppendOutput``s of one output (same key, consecutive ``seq``) that are
+  waiting together are handed to the renderer as one append of their joined text, with
+  the last ``seq``: the chat shows the same text, and a stream of deltas committed in a
+  batch (or piled up behind a rate-limited call) costs one renderer call, not one each.
+- The reactor changes no state. It reports only by posting actions into the thread's
+  queue: ``OutputPosted`` for each (key, message ids) the renderer reports,
+  ``EffectFailed`` for an effect that raised (the actor never sees the exception).
+  ``AgentConnected``/``AgentExited`` come from the listener it drives.
+
+Chat effects go to a renderer: any object with ``async apply(effect) -> list[tuple[str,
+tuple[str, ...]]]`` (``effects.render.StreamRenderer`` in production, a recorder in
+tests). A renderer that also posts on its own (the StreamRenderer's background task sends
+a stream's first message one pacing interval after it opens) and has an ``on_posted``
+callback gets the reactor's ``report_posted`` there, so those posts become
+``OutputPosted`` too. Agent effects go to the thread's ``AgentListener`` and its adapter.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+from threadspindle.runtime.core.actions import Action, EffectFailed, OutputPosted
+from threadspindle.runtime.core.effect_types import (
+    AnswerPermission,
+    AnswerQuestion,
+    AppendOutput,
+    Effect,
+    InterruptAgent,
+    LogNote,
+    PromptAgent,
+    StartAgent,
+    StopAgent,
+)
+from threadspindle.runtime.live.listener import AgentListener
+from threadspindle.runtime.live.log import EventLog
+
+__all__ = ["Reactor", "Renderer"]
+
+logger = logging.getLogger("spindle.reactor")
+
+_AGENT_EFFECTS = (
+    StartAgent,
+    PromptAgent,
+    InterruptAgent,
+    StopAgent,
+    AnswerPermission,
+    AnswerQuestion,
+)
+
+
+class Renderer(Protocol):
+    async def apply(self, effect: Effect) -> Sequence[tuple[str, Sequence[str]]]: ...
+
+
+class Reactor:
+    """Applies one thread's effects in order; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        renderer: Renderer,
+        listener: AgentListener,
+        log: EventLog,
+        post: Callable[[Action], object],
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+        current_run: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.thread_id = thread_id
+        self._current_run = current_run
+        self.renderer = renderer
+        self.listener = listener
+        self._log = log
+        self._post = post
+        self._clock = clock
+        self._ids = ids
+        self._agent_lane = _Lane("agent")
+        self._chat_lane = _Lane("chat")
+        self._nursery: trio.Nursery | None = None
+        self.pending = 0  # effects handed over and not yet applied (both lanes)
+        self.applied = 0
+        self.failed = 0
+        self.skipped_prompts = 0
+        self.coalesced = 0  # appends handed to the renderer inside another one
+        self._idle = trio.Event()
+        self._idle.set()
+        self._wire_background_posts()
+
+    def _wire_background_posts(self) -> None:
+        """Make ``report_posted`` the renderer's callback for the posts it makes by itself,
+        keeping (and still calling) one its owner set."""
+        renderer = self.renderer
+        if not hasattr(renderer, "on_posted"):
+            return  # a renderer that never posts by itself (test recorders)
+        owner_callback = renderer.on_posted
+        if owner_callback is None:
+            renderer.on_posted = self.report_posted
+            return
+
+        def both(key: str, message_ids: Sequence[str]) -> None:
+            owner_callback(key, message_ids)
+            self.report_posted(key, message_ids)
+
+        renderer.on_posted = both
+
+    def report_posted(self, key: str, message_ids: Sequence[str]) -> None:
+        """Report an output the renderer posted (``OutputPosted``), whoever made the call."""
+        self._report(OutputPosted, key=key, message_ids=tuple(message_ids))
+
+    def submit(self, ticket: int, effects: tuple[Effect, ...]) -> None:
+        """Queue the effects of the action with durability ``ticket`` (actor only)."""
+        if not effects:
+            return
+        self.pending += len(effects)
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        agent: list[Effect] = []
+        chat: list[Effect] = []
+        for effect in effects:
+            (agent if isinstance(effect, _AGENT_EFFECTS) else chat).append(effect)
+        if agent:
+            self._agent_lane.submit(ticket, agent)
+        if chat:
+            self._chat_lane.submit(ticket, chat)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        """Run both lanes until cancelled. ``nursery`` hosts the listener task."""
+        self._nursery = nursery
+        async with trio.open_nursery() as lanes:
+            lanes.start_soon(self._run_lane, self._agent_lane)
+            lanes.start_soon(self._run_lane, self._chat_lane)
+
+    async def _run_lane(self, lane: _Lane) -> None:
+        async for first in lane.recv:
+            # Take every batch already committed: tickets grow in commit order, so once the
+            # last one is durable all are, and one wait covers them (one log flush).
+            batches = [first]
+            while True:
+                try:
+                    batches.append(lane.recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            await self._log.wait_durable(batches[-1][0])
+            for effect, count in _coalesce_appends(batches):
+                await self.apply(effect)
+                lane.pending -= count
+                self.pending -= count
+                self.coalesced += count - 1
+            if self.pending == 0:
+                self._idle.set()
+
+    async def apply(self, effect: Effect) -> None:
+        try:
+            if isinstance(effect, _AGENT_EFFECTS):
+                await self._apply_agent(effect)
+            elif isinstance(effect, LogNote):
+                logger.log(
+                    logging.getLevelName(effect.level.upper()),
+                    "%s",
+                    effect.message,
+                    extra=self._ctx(effect),
+                )
+            else:
+                for key, message_ids in await self.renderer.apply(effect):
+                    self.report_posted(key, message_ids)
+            self.applied += 1
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # reported as an action; the actor never sees it raise
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect %s failed: %s", effect.type, reason, extra=self._ctx(effect))
+            self._report(
+                EffectFailed, effect=effect.type, key=getattr(effect, "key", None), reason=reason
+            )
+
+    async def _apply_agent(self, effect: Effect) -> None:
+        assert self._nursery is not None
+        listener = self.listener
+        if isinstance(effect, StartAgent):
+            # Starting an agent takes seconds: do not hold the thread's chat output (the
+            # "Started ..." reply comes right after this effect) until it is ready. A
+            # PromptAgent after it waits for the same start; a failure is still reported.
+            self._nursery.start_soon(self._start_agent, effect)
+        elif isinstance(effect, PromptAgent):
+            start = StartAgent(
+                agent=effect.agent,
+                workdir=effect.workdir,
+                session_id=effect.session_id,
+                model=effect.model,
+                system_instruction=effect.system_instruction,
+            )
+            adapter = await listener.ensure(self._nursery, start)
+            if self._current_run() != effect.run_id:
+                # The core ended this run while the prompt waited here (the agent died and
+                # its restart was awaited): no agent may start a turn nobody listens to,
+                # it would hold up the prompts after it.
+                self.skipped_prompts += 1
+                logger.info("prompt of an ended run not sent", extra=self._ctx(effect))
+                return
+            await adapter.prompt(effect)
+        elif isinstance(effect, StopAgent):
+            await listener.stop(effect.reason)
+        else:
+            live = listener.adapter
+            if live is None:
+                # Nothing to interrupt or answer: the agent is gone, and its exit is
+                # already on its way to the core as AgentExited.
+                logger.info("%s with no agent running", effect.type, extra=self._ctx(effect))
+                return
+            if isinstance(effect, InterruptAgent):
+                await live.interrupt(effect.run_id)
+            elif isinstance(effect, AnswerPermission):
+                await live.answer_permission(effect.request_id, effect.allow)
+            elif isinstance(effect, AnswerQuestion):
+                await live.answer_question(effect.request_id, effect.answer)
+
+    async def _start_agent(self, effect: StartAgent) -> None:
+        assert self._nursery is not None
+        try:
+            await self.listener.ensure(self._nursery, effect)
+        except Exception as exc:
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
+            self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
+
+    def _ctx(self, effect: Effect) -> dict[str, str]:
+        run_id = getattr(effect, "run_id", None) or ""
+        return {"thread_id": self.thread_id, "run": run_id, "action": f"effect:{effect.type}"}
+
+    def _report(self, cls: type, **fields: object) -> None:
+        self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "pending": self.pending,
+            "agent_pending": self._agent_lane.pending,
+            "chat_pending": self._chat_lane.pending,
+            "applied": self.applied,
+            "failed": self.failed,
+            "skipped_prompts": self.skipped_prompts,
+            "coalesced": self.coalesced,
+        }
+
+
+def _coalesce_appends(
+    batches: Sequence[tuple[int, Sequence[Effect]]],
+) -> list[tuple[Effect, int]]:
+    """The batches' effects in order, each with how many committed effects it stands for:
+    a run of ``AppendOutput``s continuing one another (same key, ``seq`` one more each
+    time) becomes one append of the joined text carrying the last ``seq``."""
+    merged: list[tuple[Effect, int]] = []
+    texts: list[str] = []  # the run of appends being joined (joined once, at its end)
+
+    def close_run() -> None:
+        if len(texts) > 1:
+            last, count = merged[-1]
+            assert isinstance(last, AppendOutput)
+            # Built without validation: key, seq and texts come from validated effects.
+            joined = AppendOutput.model_construct(key=last.key, seq=last.seq, text="".join(texts))
+            merged[-1] = (joined, count)
+        texts.clear()
+
+    for _, effects in batches:
+        for effect in effects:
+            if type(effect) is AppendOutput and texts:
+                last, count = merged[-1]
+                if last.key == effect.key and effect.seq == last.seq + 1:  # type: ignore[attr-defined]
+                    texts.append(effect.text)
+                    # Keep the newest seq in the slot; the text is joined at the end.
+                    merged[-1] = (effect, count + 1)
+                    continue
+            close_run()
+            merged.append((effect, 1))
+            if type(effect) is AppendOutput:
+                texts.append(effect.text)
+    close_run()
+    return merged
+
+
+class _Lane:
+    """One ordered queue of (durability ticket, effects) batches and its count."""
+
+    __slots__ = ("name", "send", "recv", "pending")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.send, self.recv = trio.open_memory_channel[tuple[int, list[Effect]]](math.inf)
+        self.pending = 0
+
+    def submit(self, ticket: int, effects: list[Effect]) -> None:
+        self.pending += len(effects)
+        self.send.send_nowait((ticket, effects))
