@@ -172,7 +172,7 @@ class FakeModelServer:
 
 def scenario_of(text: str) -> str:
     """Which scripted scenario a user text asks for."""
-    for word in ("TOOLTEST", "TOUCHTEST", "SLOWTEST", "CRASHTEST", "MCPTEST"):
+    for word in ("TOOLTEST", "TOUCHTEST", "SLOWTEST", "CRASHTEST", "MCPTEST", "PWDTEST"):
         if word in text:
             return word
     return "TEXT"

@@ -11,6 +11,7 @@ picked from the *last text part* of the last user content. A last content that i
 
 Scenarios (``base.scenario_of``): ``TOOLTEST`` calls ``run_shell_command`` with ``echo hi``;
 ``TOUCHTEST`` calls it with ``touch touched.txt`` (not read-only, so the CLI asks permission);
+``PWDTEST`` with ``pwd`` (where do tools run?);
 ``SLOWTEST`` (and ``CRASHTEST``) stream 40 chunks ``slow_delay`` seconds apart; ``MCPTEST
 <tool>`` calls the offered MCP tool (``mcp_<server>_<tool>``; the first one when not named)
 with no arguments; anything else
@@ -151,8 +152,8 @@ class FakeGeminiServer(FakeModelServer):
             yield from self._text_events("Tool said: " + said)
             return
         scenario = scenario_of(text)
-        if scenario in ("TOOLTEST", "TOUCHTEST"):
-            command = "echo hi" if scenario == "TOOLTEST" else "touch touched.txt"
+        if scenario in ("TOOLTEST", "TOUCHTEST", "PWDTEST"):
+            command = {"TOOLTEST": "echo hi", "TOUCHTEST": "touch touched.txt"}.get(scenario, "pwd")
             call = {
                 "name": "run_shell_command",
                 "args": {"command": command, "description": "Run command"},

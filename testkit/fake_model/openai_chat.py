@@ -16,6 +16,7 @@ The reply is picked from the last user text (``base.scenario_of``):
 * the last message is a tool result: ``Tool said: <output>``.
 * ``TOOLTEST``: a ``bash`` call ``echo hi``.
 * ``TOUCHTEST``: a ``bash`` call ``touch touched.txt`` (asks when bash needs permission).
+* ``PWDTEST``: a ``bash`` call ``pwd`` (where do tools run?).
 * ``SLOWTEST`` / ``CRASHTEST``: ``slow_chunks`` text chunks ``slow_delay`` seconds apart.
 * ``MCPTEST``: a call of the first offered tool that is not one of opencode's built-ins.
 * ``QUESTIONTEST``: a call of opencode's ``question`` tool ("Which color?": Red / Blue).
@@ -221,6 +222,10 @@ class OpenAIChatFake:
         elif scenario == "TOUCHTEST":
             yield from self.tool_call_reply(
                 model, "bash", {"command": "touch touched.txt", "description": "Run command"}
+            )
+        elif scenario == "PWDTEST":
+            yield from self.tool_call_reply(
+                model, "bash", {"command": "pwd", "description": "Print the working directory"}
             )
         elif scenario in ("SLOWTEST", "CRASHTEST"):
             chunks = [f"chunk{i} " for i in range(self.slow_chunks)]

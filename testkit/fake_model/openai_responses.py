@@ -11,7 +11,10 @@ The reply is picked from the last real user text (``base.scenario_of``):
 
 * ``TOOLTEST``: a shell call ``exec_command {"cmd": "echo hi"}``; after its result comes
   back (the last input item is a ``function_call_output``) the answer is ``Tool said: ...``.
-* ``TOUCHTEST``: a shell call ``touch touched.txt`` (needs approval under ``untrusted``).
+* ``TOUCHTEST``: a shell call ``touch touched.txt`` (needs approval under ``untrusted``);
+  with the word ``ask`` the call asks for approval itself (``sandbox_permissions:
+  "require_escalated"``), as a model does under codex's default policy, ``on-request``.
+* ``PWDTEST``: a shell call ``pwd`` (where do tools run?).
 * ``SLOWTEST`` / ``CRASHTEST``: ``slow_chunks`` text chunks ``slow_delay`` seconds apart.
 * ``MCPTEST``: a call of the first ``mcp__*`` tool offered (text when none is offered).
 * ``PATCHTEST`` (this fake only): an ``apply_patch`` call adding ``patched.txt``.
@@ -170,7 +173,13 @@ class OpenAIResponsesFake:
         elif scenario == "TOOLTEST":
             yield from self.tool_call_reply(model, "exec_command", {"cmd": "echo hi"})
         elif scenario == "TOUCHTEST":
-            yield from self.tool_call_reply(model, "exec_command", {"cmd": "touch touched.txt"})
+            touch: dict[str, Any] = {"cmd": "touch touched.txt"}
+            if "ask" in user_text.split():
+                # Under codex's default policy (on-request) only the model can ask.
+                touch |= {"sandbox_permissions": "require_escalated", "justification": "May I?"}
+            yield from self.tool_call_reply(model, "exec_command", touch)
+        elif scenario == "PWDTEST":
+            yield from self.tool_call_reply(model, "exec_command", {"cmd": "pwd"})
         elif scenario in ("SLOWTEST", "CRASHTEST"):
             chunks = [f"chunk {i} " for i in range(self.slow_chunks)]
             yield from self.text_reply(model, chunks, delay=self.slow_delay)
