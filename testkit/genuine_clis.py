@@ -88,7 +88,7 @@ def codex_options(
         f'{{name="Fake",base_url="{base_url}",wire_api="responses",env_key="FAKE_API_KEY",'
         "request_max_retries=0,stream_max_retries=0}"
     )
-    extra = (
+    extra: tuple[str, ...] = (
         "-c", "model=gpt-5.5",
         "-c", "model_provider=fake",
         "-c", f"model_providers.fake={provider}",

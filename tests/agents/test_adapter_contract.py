@@ -16,7 +16,8 @@ in the order a thread lives it, sharing one started agent where the contract all
    runs; denied, it does not, and the turn still ends normally.
 5. **interrupt**: mid-stream, the turn ends ``TurnAborted("interrupted…")``; a normal turn
    then works (in the same process where the agent keeps one).
-6. **stop**: mid-turn; ``serve`` returns and psutil finds no process of the agent left.
+6. **stop**: mid-turn; the turn ends aborted, ``serve`` returns, and psutil finds no
+   process of the agent left.
 7. **resume**: a new adapter started with the session id (the first process gone) continues
    the conversation: the model is sent the first turn's words again.
 8. **crash**: the CLI is SIGKILLed mid-turn: the turn ends ``TurnAborted`` with the exit
@@ -306,9 +307,9 @@ async def _crash(driven: Driven, contract: Contract) -> None:
 
 
 def _check_runs(driven: Driven, *, stopped_run: str | None) -> None:
-    """Each prompted run ended once (the one stopped mid-turn at most once, and not as
-    completed), nothing of a run came after its end, every tool card was closed, and one
-    run's events name one session. Events of no run only say which session is starting."""
+    """Each prompted run ended once (the one stopped mid-turn aborted), nothing of a run
+    came after its end, every tool card was closed, and one run's events name one session.
+    Events of no run only say which session is starting (or why it could not be resumed)."""
     agent = driven.rig.agent
     runs: dict[str, list[tuple[str | None, object]]] = {}
     for stamped in driven.events:
@@ -321,16 +322,12 @@ def _check_runs(driven: Driven, *, stopped_run: str | None) -> None:
     for run_id, stamped_events in runs.items():
         events = [event for _, event in stamped_events]
         ends = [i for i, e in enumerate(events) if isinstance(e, TurnCompleted | TurnAborted)]
-        if run_id == stopped_run:
-            assert len(ends) <= 1, f"{agent} {run_id}: {len(ends)} ends"
-            assert not any(isinstance(events[i], TurnCompleted) for i in ends), events
-        else:
-            assert len(ends) == 1, f"{agent} {run_id}: {len(ends)} ends: {events}"
-        if ends:
-            assert ends[0] == len(events) - 1, f"{agent} {run_id}: events after its end: {events}"
+        assert len(ends) == 1, f"{agent} {run_id}: {len(ends)} ends: {events}"
+        assert ends[0] == len(events) - 1, f"{agent} {run_id}: events after its end: {events}"
+        if run_id == stopped_run:  # stop() interrupts the open turn first
+            assert isinstance(events[-1], TurnAborted), f"{agent} {run_id}: {events[-1]!r}"
         opened = {e.tool_id for e in events if isinstance(e, ToolStarted)}
         closed = {e.tool_id for e in events if isinstance(e, ToolFinished)}
-        if ends:
-            assert opened <= closed, f"{agent} {run_id}: tool cards left open: {opened - closed}"
+        assert opened <= closed, f"{agent} {run_id}: tool cards left open: {opened - closed}"
         sessions = {session for session, _ in stamped_events if session is not None}
         assert len(sessions) <= 1, f"{agent} {run_id}: several sessions {sessions}"
