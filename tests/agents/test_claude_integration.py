@@ -37,19 +37,16 @@ from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 from threadspindle.runtime.core.model import Attachment
 from threadspindle.testkit.fake_model.anthropic import ASK_QUESTION, FakeAnthropic, user_text
 from threadspindle.testkit.fake_model.base import JSONResponse
+from threadspindle.testkit.genuine_clis import AGENTS_BIN, claude_options, cli_path
 
-ROOT = Path(__file__).resolve().parents[2]
-CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
-INSTALLED = ROOT / ".agents" / ".installed"
+CLAUDE = AGENTS_BIN / "claude"
 TURN_TIMEOUT = 45.0
 
 pytestmark = pytest.mark.timeout(150)
 
 
 def _require_cli() -> None:
-    assert INSTALLED.exists() and CLAUDE.exists(), (
-        f"the genuine Claude Code CLI is missing at {CLAUDE}: run `make agents` first"
-    )
+    cli_path("claude")
 
 
 @pytest.fixture
@@ -102,12 +99,7 @@ def _prompt(run_id: str, text: str, workdir: Path) -> PromptAgent:
 
 
 def _options(fake: FakeAnthropic, home: Path, **overrides: object) -> AgentOptions:
-    env = (
-        ("ANTHROPIC_BASE_URL", fake.base_url),
-        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
-        ("CLAUDE_CODE_MAX_RETRIES", "1"),
-    )
-    return AgentOptions(binary=str(CLAUDE), home=str(home), env=env, stop_grace_s=3.0, **overrides)
+    return claude_options(fake.base_url, home, **overrides)
 
 
 @asynccontextmanager

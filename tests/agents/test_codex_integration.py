@@ -47,19 +47,11 @@ from threadspindle.testkit.fake_model.openai_responses import (
     OpenAIResponsesFake,
     last_user_text,
 )
+from threadspindle.testkit.genuine_clis import codex_options
 
-ROOT = Path(__file__).resolve().parents[2]
-CODEX = ROOT / ".agents" / "node_modules" / ".bin" / "codex"
-INSTALLED = ROOT / ".agents" / ".installed"
 TURN_TIMEOUT = 45.0
 
 pytestmark = pytest.mark.timeout(150)
-
-
-def _require_cli() -> None:
-    assert INSTALLED.exists() and CODEX.exists(), (
-        f"the genuine Codex CLI is missing at {CODEX}: run `make agents` first"
-    )
 
 
 @pytest.fixture
@@ -68,37 +60,6 @@ def fake() -> Iterator[OpenAIResponsesFake]:
     server.start()
     yield server
     server.stop()
-
-
-def codex_options(
-    base_url: str, home: Path, *, per_turn: bool = False, system_instruction: str | None = None
-) -> AgentOptions:
-    _require_cli()
-    provider = (
-        f'{{name="Fake",base_url="{base_url}",wire_api="responses",env_key="FAKE_API_KEY",'
-        "request_max_retries=0,stream_max_retries=0}"
-    )
-    extra = (
-        "-c", "model=gpt-5.5",
-        "-c", "model_provider=fake",
-        "-c", f"model_providers.fake={provider}",
-        # Everything that would reach for the network at start-up stays off.
-        "-c", "features.plugins=false",
-        "-c", "features.remote_plugin=false",
-        "-c", "features.apps=false",
-        "-c", "analytics.enabled=false",
-        "-c", 'otel.exporter="none"',
-    )  # fmt: skip
-    return AgentOptions(
-        binary=str(CODEX),
-        extra_args=extra,
-        env=(("FAKE_API_KEY", "sk-fake"),),
-        home=str(home),
-        per_turn=per_turn,
-        system_instruction=system_instruction,
-        start_timeout_s=30.0,
-        stop_grace_s=2.0,
-    )
 
 
 @dataclass

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import trio
-from test_codex_integration import codex_options
 
 from threadspindle.agents.codex import CodexAdapter
 from threadspindle.runtime.core import actions as A
@@ -22,6 +21,7 @@ from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import open_runtime
 from threadspindle.testkit.fake_chat import RenderWorld
 from threadspindle.testkit.fake_model.openai_responses import HELLO, OpenAIResponsesFake
+from threadspindle.testkit.genuine_clis import codex_options
 
 pytestmark = pytest.mark.timeout(150)
 THREAD = "t-codex"

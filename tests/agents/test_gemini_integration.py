@@ -39,25 +39,14 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 from threadspindle.testkit.fake_model.gemini import TEXT_ANSWER, FakeGeminiServer, last_user_turn
+from threadspindle.testkit.genuine_clis import GEMINI_USER_SETTINGS, cli_path, gemini_options
 
-ROOT = Path(__file__).resolve().parents[2]
-GEMINI = ROOT / ".agents" / "node_modules" / ".bin" / "gemini"
-INSTALLED = ROOT / ".agents" / ".installed"
 TURN_TIMEOUT = 45.0
-USER_SETTINGS = {
-    "general": {"enableAutoUpdate": False},
-    "privacy": {"usageStatisticsEnabled": False},
-    "telemetry": {"enabled": False},
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-}
-
 pytestmark = pytest.mark.timeout(180)
 
 
 def _require_cli() -> None:
-    assert INSTALLED.exists() and GEMINI.exists(), (
-        f"the genuine Gemini CLI is missing at {GEMINI}: run `make agents` first"
-    )
+    cli_path("gemini")
 
 
 @pytest.fixture
@@ -114,21 +103,11 @@ def _prompt(run_id: str, text: str, workdir: Path, model: str | None = None) -> 
 
 
 def _make_home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    settings = home / ".gemini" / "settings.json"
-    if not settings.exists():
-        settings.write_text(json.dumps(USER_SETTINGS, indent=2))
-    return home
+    return tmp_path / "home"  # gemini_options writes the user settings into it
 
 
 def _options(fake: FakeGeminiServer, home: Path, **overrides: object) -> AgentOptions:
-    env = (
-        ("GOOGLE_GEMINI_BASE_URL", fake.base_url),
-        ("GEMINI_API_KEY", "fake-gemini-key"),
-        ("TMPDIR", str(home)),  # the CLI writes error reports to the temp dir
-    )
-    return AgentOptions(binary=str(GEMINI), home=str(home), env=env, stop_grace_s=3.0, **overrides)
+    return gemini_options(fake.base_url, home, **overrides)
 
 
 @asynccontextmanager
@@ -248,7 +227,7 @@ async def test_long_lived_turns_in_one_process(tmp_path: Path, fake: FakeGeminiS
         assert stats.malformed == 0 and stats.events == len(from_parser)
     # The user's own settings were read, never written; ours went to the private home.
     user_settings = json.loads((s.home / ".gemini" / "settings.json").read_text())
-    assert user_settings == USER_SETTINGS
+    assert user_settings == GEMINI_USER_SETTINGS
 
 
 async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeGeminiServer) -> None:

@@ -39,6 +39,7 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit import genuine_clis
 from threadspindle.testkit.fake_model.base import FakeModelServer, JSONResponse, RecordedRequest
 from threadspindle.testkit.fake_model.openai_chat import (
     HELLO,
@@ -47,29 +48,8 @@ from threadspindle.testkit.fake_model.openai_chat import (
     tool_names,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-OPENCODE = ROOT / ".agents" / "node_modules" / ".bin" / "opencode"
-INSTALLED = ROOT / ".agents" / ".installed"
 TURN_TIMEOUT = 45.0
-OFFLINE_ENV = (
-    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
-    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
-    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
-    ("OPENCODE_DISABLE_SHARE", "1"),
-    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
-    ("OPENCODE_DISABLE_CLAUDE_CODE", "1"),
-)
-
 pytestmark = pytest.mark.timeout(180)
-
-
-def _require_cli() -> None:
-    deadline = time.monotonic() + 600
-    while not INSTALLED.exists() and time.monotonic() < deadline:
-        time.sleep(2)  # `make agents` may still be installing
-    assert INSTALLED.exists() and OPENCODE.exists(), (
-        f"the genuine opencode CLI is missing at {OPENCODE}: run `make agents` first"
-    )
 
 
 @pytest.fixture
@@ -82,40 +62,7 @@ def fake() -> Iterator[OpenAIChatFake]:
 
 def opencode_options(fake: OpenAIChatFake, home: Path, *, per_turn: bool = False) -> AgentOptions:
     """A private HOME whose opencode config names the fake as its only provider."""
-    _require_cli()
-    config = {
-        "$schema": "https://opencode.ai/config.json",
-        "autoupdate": False,
-        "share": "disabled",
-        "model": "fake/fake-model",
-        "small_model": "fake/fake-model",
-        "provider": {
-            "fake": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Fake local",
-                "options": {"baseURL": fake.base_url, "apiKey": "sk-fake"},
-                "models": {
-                    "fake-model": {
-                        "name": "Fake Model",
-                        "tool_call": True,
-                        "limit": {"context": 128000, "output": 4096},
-                    }
-                },
-            }
-        },
-        "permission": {"bash": "allow", "edit": "allow"},
-    }
-    config_dir = home / ".config" / "opencode"
-    config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / "opencode.json").write_text(json.dumps(config))
-    return AgentOptions(
-        binary=str(OPENCODE),
-        home=str(home),
-        env=OFFLINE_ENV,
-        per_turn=per_turn,
-        start_timeout_s=60.0,
-        stop_grace_s=2.0,
-    )
+    return genuine_clis.opencode_options(fake.base_url, home, per_turn=per_turn)
 
 
 @dataclass
