@@ -16,7 +16,7 @@ in the order a thread lives it, sharing one started agent where the contract all
    runs; denied, it does not, and the turn still ends normally.
 5. **interrupt**: mid-stream, the turn ends ``TurnAborted("interrupted…")``; a normal turn
    then works (in the same process where the agent keeps one).
-6. **stop**: mid-turn; the turn ends aborted, ``serve`` returns, and psutil finds no
+6. **stop**: mid-turn; the turn is not completed, ``serve`` returns, and psutil finds no
    process of the agent left.
 7. **resume**: a new adapter started with the session id (the first process gone) continues
    the conversation: the model is sent the first turn's words again.
@@ -307,9 +307,10 @@ async def _crash(driven: Driven, contract: Contract) -> None:
 
 
 def _check_runs(driven: Driven, *, stopped_run: str | None) -> None:
-    """Each prompted run ended once (the one stopped mid-turn aborted), nothing of a run
-    came after its end, every tool card was closed, and one run's events name one session.
-    Events of no run only say which session is starting (or why it could not be resumed)."""
+    """Each prompted run ended once (the one stopped mid-turn at most once, not completed),
+    nothing of a run came after its end, every tool card was closed, and one run's events
+    name one session. Events of no run only say which session is starting (or why it
+    could not be resumed)."""
     agent = driven.rig.agent
     runs: dict[str, list[tuple[str | None, object]]] = {}
     for stamped in driven.events:
@@ -322,10 +323,16 @@ def _check_runs(driven: Driven, *, stopped_run: str | None) -> None:
     for run_id, stamped_events in runs.items():
         events = [event for _, event in stamped_events]
         ends = [i for i, e in enumerate(events) if isinstance(e, TurnCompleted | TurnAborted)]
-        assert len(ends) == 1, f"{agent} {run_id}: {len(ends)} ends: {events}"
-        assert ends[0] == len(events) - 1, f"{agent} {run_id}: events after its end: {events}"
-        if run_id == stopped_run:  # stop() interrupts the open turn first
-            assert isinstance(events[-1], TurnAborted), f"{agent} {run_id}: {events[-1]!r}"
+        if run_id == stopped_run:
+            # stop() may end the open turn (the CLIs interrupt it in-band first) or not (the
+            # echo demo's stop can cancel it before it says so): the core, which asked for
+            # the stop, has ended the run itself. Never as completed, never twice.
+            assert len(ends) <= 1, f"{agent} {run_id}: {len(ends)} ends: {events}"
+            assert not any(isinstance(events[i], TurnCompleted) for i in ends), events
+        else:
+            assert len(ends) == 1, f"{agent} {run_id}: {len(ends)} ends: {events}"
+        if ends:
+            assert ends[0] == len(events) - 1, f"{agent} {run_id}: events after its end: {events}"
         opened = {e.tool_id for e in events if isinstance(e, ToolStarted)}
         closed = {e.tool_id for e in events if isinstance(e, ToolFinished)}
         assert opened <= closed, f"{agent} {run_id}: tool cards left open: {opened - closed}"
