@@ -247,6 +247,7 @@ async def _stop(driven: Driven, contract: Contract) -> None:
     driven.stopped = True
     await driven.wait_served("after stop()")
     assert driven.watch.left() == [], f"{driven.rig.agent}: left behind {driven.watch.left()}"
+    assert driven.adapter.statistics() is not None  # its counters, readable after the end
     if contract.process != "in-process":
         assert driven.watch.seen, "the watch saw no process of the agent"
 
