@@ -11,6 +11,7 @@ from __future__ import annotations
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.core.guards import phase
 from threadspindle.runtime.core.model import (
     AgentStatus,
     Blocker,
@@ -163,7 +164,7 @@ def move(
     it (``close_run`` has tidied it up first). A move the table does not have raises
     ``IllegalMove``, which the transition records."""
     run = step.state.run
-    current = run.phase if run is not None else Phase.IDLE
+    current = phase(step.state)
     target = PHASE_TABLE[current].get(event)
     if target is None:
         raise IllegalMove(current, event)
