@@ -261,15 +261,7 @@ def workdir_problem(step: Step, requested: str, resolved: str | None) -> str | N
 def start_agent(step: Step) -> None:
     conv = step.state.conversation
     assert conv is not None
-    step.emit(
-        F.StartAgent(
-            agent=conv.agent,
-            workdir=conv.workdir,
-            session_id=conv.session_id,
-            model=conv.model,
-            system_instruction=conv.system_instruction,
-        )
-    )
+    step.emit(F.StartAgent.of(conv))
     step.set(agent_status=AgentStatus.STARTING)
 
 
