@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
@@ -249,6 +255,12 @@ class ThreadMachine(RuleBasedStateMachine):
         return q
 
     # --- rules -------------------------------------------------------------------------
+    @initialize(agent=st.sampled_from(["claude", "codex"]))
+    def begin(self, agent):
+        """Threads mostly have a conversation: start one, so that most steps exercise runs and
+        their phases (``end`` and the refused starts still reach the other states)."""
+        self.apply(self.s.start(agent, "app", "/work/app"))
+
     @rule(agent=st.sampled_from(["claude", "codex"]), where=st.sampled_from(["ok", "out", "gone"]))
     def start(self, agent, where):
         resolved = {"ok": "/work/app", "out": "/etc", "gone": None}[where]
