@@ -20,7 +20,7 @@ from threadspindle.runtime.core.model import (
     Run,
     ThreadState,
 )
-from threadspindle.runtime.core.phase_table import PHASE_TABLE, PhaseEvent
+from threadspindle.runtime.core.phase_table import PhaseEvent, next_phase
 
 __all__ = [
     "IllegalMove",
@@ -165,7 +165,7 @@ def move(
     ``IllegalMove``, which the transition records."""
     run = step.state.run
     current = phase(step.state)
-    target = PHASE_TABLE[current].get(event)
+    target = next_phase(current, event)
     if target is None:
         raise IllegalMove(current, event)
     if target is current:

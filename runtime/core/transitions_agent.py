@@ -34,6 +34,8 @@ from threadspindle.runtime.core.transition_step import (
     move,
 )
 
+STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr
+
 # --- agent events ----------------------------------------------------------------------
 
 
@@ -56,6 +58,14 @@ def _footer(run: Run, ev: E.TurnCompleted, at: float) -> str:
         used = usage.input_tokens + (usage.cache_read_tokens or 0)
         parts.append(f"{100 * used / usage.context_window:.0f}% context")
     return " · ".join(parts)
+
+
+def _exit_detail(exit_code: int | None, stderr_tail: str) -> tuple[str, str]:
+    """How a notice names an agent's exit: the exit code, and its stderr's last lines as a
+    code block (each empty when unknown)."""
+    detail = f" (exit code {exit_code})" if exit_code is not None else ""
+    tail = f"\n```\n{stderr_tail[-STDERR_TAIL_CHARS:]}\n```" if stderr_tail.strip() else ""
+    return detail, tail
 
 
 def _append_delta(step: Step, run: Run, ev: E.AgentEvent, at: float) -> bool:
@@ -239,8 +249,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
                 step.count("completed")
                 step.post("footer", _footer(run, ev, step.action.at))
     elif run.end_reason is None:
-        detail = f" (exit code {ev.exit_code})" if ev.exit_code is not None else ""
-        tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""
+        detail, tail = _exit_detail(ev.exit_code, ev.stderr_tail)
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
         step.count("failed")
     close_run(step)  # on_agent_event then applies the table's turn_end move
@@ -338,8 +347,7 @@ def on_agent_exited(step: Step, a: A.AgentExited) -> None:
     if run is None:
         return
     if run.end_reason is None:
-        detail = f" (exit code {a.exit_code})" if a.exit_code is not None else ""
-        tail = f"\n```\n{a.stderr_tail[-800:]}\n```" if a.stderr_tail.strip() else ""
+        detail, tail = _exit_detail(a.exit_code, a.stderr_tail)
         step.post("notice", f"⚠ The agent exited during the run{detail}.{tail}")
         step.count("failed")
     end_run(step, "agent_exit")
