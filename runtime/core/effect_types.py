@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from threadspindle.runtime.core.frozen import Frozen
-from threadspindle.runtime.core.model import Attachment
+from threadspindle.runtime.core.model import Attachment, Conversation
 
 __all__ = [
     "AnswerPermission",
@@ -132,6 +132,18 @@ class StartAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+
+    @classmethod
+    def of(cls, source: Conversation | PromptAgent) -> StartAgent:
+        """The one way to build it: the agent a conversation (or a prompt, which carries
+        its conversation) needs running."""
+        return cls(
+            agent=source.agent,
+            workdir=source.workdir,
+            session_id=source.session_id,
+            model=source.model,
+            system_instruction=source.system_instruction,
+        )
 
 
 class PromptAgent(Frozen):

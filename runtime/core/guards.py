@@ -10,34 +10,20 @@ from threadspindle.runtime.core.model import Phase, ThreadState
 
 __all__ = [
     "can_dispatch_next",
-    "has_blockers",
-    "has_conversation",
     "is_busy",
-    "is_interrupting",
     "phase",
     "queue_is_full",
 ]
 
 
 def phase(state: ThreadState) -> Phase:
+    """The run's phase; IDLE when there is no run."""
     return state.run.phase if state.run is not None else Phase.IDLE
 
 
 def is_busy(state: ThreadState) -> bool:
     """A run is active (dispatching, running or being interrupted)."""
     return state.run is not None
-
-
-def is_interrupting(state: ThreadState) -> bool:
-    return phase(state) is Phase.INTERRUPTING
-
-
-def has_blockers(state: ThreadState) -> bool:
-    return bool(state.blockers)
-
-
-def has_conversation(state: ThreadState) -> bool:
-    return state.conversation is not None
 
 
 def queue_is_full(state: ThreadState) -> bool:

@@ -132,6 +132,7 @@ class Counters(Frozen):
     listener_starts: int = 0
     runs: int = 0  # runs started; also the source of run ids
     replies: int = 0
+    illegal_moves: int = 0  # phase moves the table does not have (recorded, never applied)
 
 
 class ThreadState(Frozen):

@@ -11,17 +11,22 @@ from __future__ import annotations
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.core.guards import phase
 from threadspindle.runtime.core.model import (
     AgentStatus,
     Blocker,
     Phase,
+    QueueItem,
+    Run,
     ThreadState,
 )
-from threadspindle.runtime.core.phase_table import next_phase
+from threadspindle.runtime.core.phase_table import PhaseEvent, next_phase
 
 __all__ = [
+    "IllegalMove",
     "Step",
     "Transition",
+    "close_run",
     "dismiss_blockers",
     "end_run",
     "find_blocker",
@@ -141,15 +146,38 @@ class Step:
 # --- shared moves ----------------------------------------------------------------------
 
 
-def move(step: Step, event: str) -> bool:
-    """Apply a phase move from the table; False (and nothing changed) if it has none."""
-    current = step.state.run.phase if step.state.run is not None else Phase.IDLE
+class IllegalMove(Exception):
+    """A phase move the table does not have. Raised inside a transition only: ``transition``
+    catches it and records the action (counter ``illegal_moves`` and a note), so nothing the
+    step did before the move takes effect and nothing escapes the core."""
+
+    def __init__(self, current: Phase, event: PhaseEvent) -> None:
+        super().__init__(f"illegal phase move: no {event} from {current.value}")
+
+
+def move(
+    step: Step, event: PhaseEvent, *, run_id: str | None = None, prompt: QueueItem | None = None
+) -> None:
+    """Apply the phase table's edge for ``event``: the only writer of a run's phase.
+
+    Leaving IDLE opens the run (``run_id`` and ``prompt`` say which); reaching IDLE closes
+    it (``close_run`` has tidied it up first). A move the table does not have raises
+    ``IllegalMove``, which the transition records."""
+    run = step.state.run
+    current = phase(step.state)
     target = next_phase(current, event)
     if target is None:
-        return False
-    if step.state.run is not None and target is not Phase.IDLE and target is not current:
+        raise IllegalMove(current, event)
+    if target is current:
+        return
+    if target is Phase.IDLE:
+        step.set(run=None)
+    elif run is None:
+        assert run_id is not None and prompt is not None, "opening a run needs its id and prompt"
+        at = step.action.at
+        step.set(run=Run(id=run_id, prompt=prompt, phase=target, started_at=at, last_event_at=at))
+    else:
         step.set_run(phase=target)
-    return True
 
 
 def dismiss_blockers(step: Step, outcome: str, *, answer_agent: bool) -> None:
@@ -198,17 +226,22 @@ def finish_retry_line(step: Step, *, answered: bool) -> None:
         step.set_run(retry_key=None)
 
 
-def end_run(step: Step, event: str) -> None:
-    """The active run is over: close its outputs, retry status line and prompts, stop
-    typing."""
+def close_run(step: Step) -> None:
+    """Tidy the active run up before it ends: close its outputs, retry status line and
+    prompts, stop typing. The phase move that ends it comes after (``end_run``)."""
     run = step.state.run
     assert run is not None
-    move(step, event)
     step.seal_open_part()
     finish_retry_line(step, answered=False)
     dismiss_blockers(step, "Expired: the run ended.", answer_agent=False)
     step.emit(F.Typing(on=False))
-    step.set(run=None, last_prompt=run.prompt)
+    step.set(last_prompt=run.prompt)
+
+
+def end_run(step: Step, event: PhaseEvent) -> None:
+    """The active run is over: ``close_run``, then the table's move to IDLE for ``event``."""
+    close_run(step)
+    move(step, event)
 
 
 def workdir_problem(step: Step, requested: str, resolved: str | None) -> str | None:
@@ -228,15 +261,7 @@ def workdir_problem(step: Step, requested: str, resolved: str | None) -> str | N
 def start_agent(step: Step) -> None:
     conv = step.state.conversation
     assert conv is not None
-    step.emit(
-        F.StartAgent(
-            agent=conv.agent,
-            workdir=conv.workdir,
-            session_id=conv.session_id,
-            model=conv.model,
-            system_instruction=conv.system_instruction,
-        )
-    )
+    step.emit(F.StartAgent.of(conv))
     step.set(agent_status=AgentStatus.STARTING)
 
 

@@ -16,7 +16,10 @@ the queue; the handlers live in ``transitions_user`` (what users do) and
   answer to a request that is gone, a duplicate delivery) is recorded: a counter moves and
   ``Transition.note`` says why; nothing else changes. A bug inside a handler is caught and
   recorded the same way, so one odd input can never kill a thread's actor.
-* **Run phases come from the table** in ``runtime.core.phase_table``; the guards in
+* **Run phases come from the table** in ``runtime.core.phase_table``: every phase change
+  is one of its edges, applied by ``transition_step.move`` (the only writer of
+  ``run.phase``); a move the table lacks is recorded like any other unexpected action
+  (counter ``illegal_moves``, a note) and the action changes nothing else. The guards in
   ``runtime.core.guards`` are derived from the state, never stored.
 
 After every action the queue is drained: while ``can_dispatch_next`` holds, the head of the
@@ -34,12 +37,14 @@ from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core import transitions_agent as agent
 from threadspindle.runtime.core import transitions_user as user
 from threadspindle.runtime.core.guards import can_dispatch_next
-from threadspindle.runtime.core.model import AgentStatus, Phase, Run, ThreadState
+from threadspindle.runtime.core.model import AgentStatus, ThreadState
 from threadspindle.runtime.core.transition_step import (
     MARKER_CHARS,
     RECENT_ACTIONS,
+    IllegalMove,
     Step,
     Transition,
+    move,
     start_agent,
 )
 
@@ -106,16 +111,8 @@ def _drain(step: Step) -> None:
     run_id = f"r{state.counters.runs + 1}"
     step.count("runs")
     step.count("dequeued")
-    step.set(
-        queue=state.queue[1:],
-        run=Run(
-            id=run_id,
-            prompt=item,
-            phase=Phase.DISPATCHING,
-            started_at=step.action.at,
-            last_event_at=step.action.at,
-        ),
-    )
+    step.set(queue=state.queue[1:])
+    move(step, "dispatch", run_id=run_id, prompt=item)
     if item.id != step.action.action_id:
         # The prompt waited in the queue: say in the thread which one runs now.
         text = item.text if len(item.text) <= MARKER_CHARS else item.text[:MARKER_CHARS] + "…"
@@ -159,6 +156,10 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
         else:
             handler(step, action)
         _drain(step)
+    except IllegalMove as illegal:  # the phase table has no such move: record, change nothing
+        refused = Step(state, action)
+        refused.record(f"{illegal} ({action.kind})", "illegal_moves")
+        return refused.finish()
     except Exception as exc:  # totality: a bug is recorded, never raised into the actor
         fallback = Step(state, action)
         fallback.record(f"internal error handling {action.kind}: {exc!r}")

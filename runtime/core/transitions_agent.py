@@ -1,8 +1,15 @@
 """Handlers for what the agent and the runtime report: agent events (stamped with their run
 and session), effect feedback, timer ticks, restarts and parking.
+
+Agent events are taken by one table, ``AGENT_EVENT_RULES``: for each event type, the phase
+table's event it is, its handler while the run works, its handler once the run is being
+interrupted, and whether it is taken from another session than the known one.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
@@ -14,16 +21,20 @@ from threadspindle.runtime.core.model import (
     Phase,
     Run,
 )
-from threadspindle.runtime.core.phase_table import next_phase
+from threadspindle.runtime.core.phase_table import PhaseEvent
 from threadspindle.runtime.core.transition_step import (
     RETRY_DETAIL_CHARS,
     TOOL_RESULT_CHARS,
     Step,
+    close_run,
     end_run,
     find_blocker,
     finish_retry_line,
     interrupt_run,
+    move,
 )
+
+STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr
 
 # --- agent events ----------------------------------------------------------------------
 
@@ -49,7 +60,15 @@ def _footer(run: Run, ev: E.TurnCompleted, at: float) -> str:
     return " · ".join(parts)
 
 
-def _append_delta(step: Step, run: Run, ev: E.AgentEvent, **run_update: object) -> bool:
+def _exit_detail(exit_code: int | None, stderr_tail: str) -> tuple[str, str]:
+    """How a notice names an agent's exit: the exit code, and its stderr's last lines as a
+    code block (each empty when unknown)."""
+    detail = f" (exit code {exit_code})" if exit_code is not None else ""
+    tail = f"\n```\n{stderr_tail[-STDERR_TAIL_CHARS:]}\n```" if stderr_tail.strip() else ""
+    return detail, tail
+
+
+def _append_delta(step: Step, run: Run, ev: E.AgentEvent, at: float) -> bool:
     """Fast path: a text/thinking delta that continues the open part becomes one
     ``AppendOutput`` and one copy of the run. False when it is anything else."""
     part = run.open_part
@@ -63,21 +82,15 @@ def _append_delta(step: Step, run: Run, ev: E.AgentEvent, **run_update: object) 
     seq = part.seq + 1
     # Built without validation: every field comes from state the core itself made.
     step.emit(F.AppendOutput.trusted(key=part.key, seq=seq, text=ev.text))
-    step.set_run(open_part=part.replace(seq=seq), **run_update)
+    step.set_run(open_part=part.replace(seq=seq), last_event_at=at)
     return True
 
 
-def _stream(step: Step, kind: str, text: str, block: str | None) -> None:
-    run = step.state.run
-    assert run is not None
-    part = run.open_part
-    if part is not None and part.kind == kind and part.block == block:
-        seq = part.seq + 1
-        step.emit(F.AppendOutput(key=part.key, seq=seq, text=text))
-        step.set_run(open_part=part.replace(seq=seq))
-        return
+def _open_part(step: Step, kind: F.OutputKind, text: str, block: str | None) -> None:
+    """A delta that does not continue the open part (``_append_delta`` took those) starts a
+    new streamed part."""
     step.seal_open_part()
-    key = step.post(kind, text)  # type: ignore[arg-type]
+    key = step.post(kind, text)
     step.set_run(open_part=OpenPart(key=key, kind=kind, block=block, seq=0))
 
 
@@ -88,128 +101,115 @@ def _tool_key(run: Run, tool_id: str) -> tuple[str, str] | None:
     return keys[tool_id], dict(run.tool_headers)[tool_id]
 
 
-def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
-    run = step.state.run
+def _on_session_started(step: Step, ev: E.SessionStarted) -> None:
     conv = step.state.conversation
-    ev = a.event
-    if run is None or a.run_id != run.id:
-        step.record(
-            f"stale {ev.type} of run {a.run_id} (current: {run.id if run else None})", "stale_drops"
-        )
-        return
-    known = conv.session_id if conv is not None else None
-    if (
-        known is not None
-        and a.session_id is not None
-        and a.session_id != known
-        and not isinstance(ev, E.SessionStarted | E.TurnCompleted)
-    ):
-        step.record(f"stale {ev.type} of session {a.session_id} (current: {known})", "stale_drops")
-        return
-    target = next_phase(run.phase, "agent_event")
-    moved = {"phase": target} if target is not None and target is not run.phase else {}
-    interrupting = (target or run.phase) is Phase.INTERRUPTING
-    if not interrupting and _append_delta(step, run, ev, last_event_at=a.at, **moved):
-        return  # the common case, a delta continuing the open part: one copy of the run
-    step.set_run(last_event_at=a.at, **moved)
+    if conv is not None:
+        step.set(conversation=conv.replace(session_id=ev.session_id))
 
-    if isinstance(ev, E.SessionStarted):
-        if conv is not None:
-            update = {"session_id": ev.session_id}
-            step.set(conversation=conv.replace(**update))
-    elif isinstance(ev, E.TurnCompleted | E.TurnAborted):
-        on_turn_end(step, ev)
-    elif isinstance(ev, E.PermissionRequested | E.QuestionAsked):
-        if interrupting:
-            # The user already moved on: refuse at once so the agent is not left waiting.
-            if isinstance(ev, E.PermissionRequested):
-                step.emit(F.AnswerPermission(request_id=ev.request_id, allow=False))
-            else:
-                step.emit(F.AnswerQuestion(request_id=ev.request_id, answer=None))
-            step.note = "request during an interrupt refused"
-            return
-        if find_blocker(step, ev.request_id, "permission") or find_blocker(
-            step, ev.request_id, "question"
-        ):
-            step.record(f"duplicate request {ev.request_id}", "duplicates")
-            return
+
+def _on_text(step: Step, ev: E.TextDelta) -> None:
+    _open_part(step, "text", ev.text, ev.block)
+
+
+def _on_thinking(step: Step, ev: E.ThinkingDelta) -> None:
+    _open_part(step, "thinking", ev.text, None)
+
+
+def _on_tool_started(step: Step, ev: E.ToolStarted) -> None:
+    step.seal_open_part()
+    header = f"{ev.display_name}({ev.input_summary})"
+    key = step.post("tool", header)
+    run = step.state.run
+    assert run is not None
+    step.set_run(
+        tool_keys=run.tool_keys + ((ev.tool_id, key),),
+        tool_headers=run.tool_headers + ((ev.tool_id, header),),
+    )
+
+
+def _on_tool_finished(step: Step, ev: E.ToolFinished) -> None:
+    result = ev.result
+    if len(result) > TOOL_RESULT_CHARS:
+        result = result[:TOOL_RESULT_CHARS] + f"… (+{len(result) - TOOL_RESULT_CHARS} chars)"
+    mark = "✗ " if ev.is_error else "→ "
+    run = step.state.run
+    assert run is not None
+    found = _tool_key(run, ev.tool_id)
+    if found is None:
         step.seal_open_part()
-        key = step.new_run_key()
-        if isinstance(ev, E.PermissionRequested):
-            step.emit(
-                F.ShowPermissionPrompt(
-                    key=key, request_id=ev.request_id, tool=ev.tool, detail=ev.detail
-                )
+        step.post("tool", f"(tool {ev.tool_id})\n{mark}{result}")
+    else:
+        key, header = found
+        step.emit(F.EditOutput(key=key, text=f"{header}\n{mark}{result}"))
+
+
+def _on_agent_error(step: Step, ev: E.AgentError) -> None:
+    if ev.retryable:
+        step.emit(F.LogNote(level="warning", message=f"agent retrying: {ev.message}"))
+        _show_retry(step, ev)
+    else:
+        step.seal_open_part()
+        step.post("notice", f"⚠ {ev.message}")
+
+
+def _on_request(step: Step, ev: E.PermissionRequested | E.QuestionAsked) -> None:
+    """The agent waits for the user: show the prompt and hold the queue until answered."""
+    run = step.state.run
+    assert run is not None
+    if find_blocker(step, ev.request_id, "permission") or find_blocker(
+        step, ev.request_id, "question"
+    ):
+        step.record(f"duplicate request {ev.request_id}", "duplicates")
+        return
+    step.seal_open_part()
+    key = step.new_run_key()
+    if isinstance(ev, E.PermissionRequested):
+        step.emit(
+            F.ShowPermissionPrompt(
+                key=key, request_id=ev.request_id, tool=ev.tool, detail=ev.detail
             )
-            blocker = Blocker(
-                request_id=ev.request_id,
-                kind="permission",
+        )
+        blocker = Blocker(
+            request_id=ev.request_id,
+            kind="permission",
+            key=key,
+            run_id=run.id,
+            text=f"{ev.tool}: {ev.detail}",
+        )
+    else:
+        step.emit(
+            F.ShowQuestion(
                 key=key,
-                run_id=run.id,
-                text=f"{ev.tool}: {ev.detail}",
-            )
-        else:
-            step.emit(
-                F.ShowQuestion(
-                    key=key,
-                    request_id=ev.request_id,
-                    question=ev.question,
-                    options=ev.options,
-                    multiple=ev.multiple,
-                )
-            )
-            blocker = Blocker(
-                request_id=ev.request_id, kind="question", key=key, run_id=run.id, text=ev.question
-            )
-        step.set(blockers=step.state.blockers + (blocker,))
-        step.emit(F.Typing(on=False))
-    elif interrupting:
-        # Output of a run the user interrupted is not shown any more.
-        step.note = f"{ev.type} while interrupting: not shown"
-    elif isinstance(ev, E.TextDelta):
-        _stream(step, "text", ev.text, ev.block)
-    elif isinstance(ev, E.ThinkingDelta):
-        _stream(step, "thinking", ev.text, None)
-    elif isinstance(ev, E.ToolStarted):
-        step.seal_open_part()
-        header = f"{ev.display_name}({ev.input_summary})"
-        key = step.post("tool", header)
-        current = step.state.run
-        assert current is not None
-        step.set_run(
-            tool_keys=current.tool_keys + ((ev.tool_id, key),),
-            tool_headers=current.tool_headers + ((ev.tool_id, header),),
-        )
-    elif isinstance(ev, E.ToolFinished):
-        result = (
-            ev.result
-            if len(ev.result) <= TOOL_RESULT_CHARS
-            else (
-                ev.result[:TOOL_RESULT_CHARS] + f"… (+{len(ev.result) - TOOL_RESULT_CHARS} chars)"
+                request_id=ev.request_id,
+                question=ev.question,
+                options=ev.options,
+                multiple=ev.multiple,
             )
         )
-        mark = "✗ " if ev.is_error else "→ "
-        current = step.state.run
-        assert current is not None
-        found = _tool_key(current, ev.tool_id)
-        if found is None:
-            step.seal_open_part()
-            step.post("tool", f"(tool {ev.tool_id})\n{mark}{result}")
-        else:
-            key, header = found
-            step.emit(F.EditOutput(key=key, text=f"{header}\n{mark}{result}"))
-    elif isinstance(ev, E.AgentError):
-        if ev.retryable:
-            step.emit(F.LogNote(level="warning", message=f"agent retrying: {ev.message}"))
-            _show_retry(step, ev)
-        else:
-            step.seal_open_part()
-            step.post("notice", f"⚠ {ev.message}")
+        blocker = Blocker(
+            request_id=ev.request_id, kind="question", key=key, run_id=run.id, text=ev.question
+        )
+    step.set(blockers=step.state.blockers + (blocker,))
+    step.emit(F.Typing(on=False))
+
+
+def _refuse_request(step: Step, ev: E.PermissionRequested | E.QuestionAsked) -> None:
+    """The user already moved on: refuse at once so the agent is not left waiting."""
+    if isinstance(ev, E.PermissionRequested):
+        step.emit(F.AnswerPermission(request_id=ev.request_id, allow=False))
+    else:
+        step.emit(F.AnswerQuestion(request_id=ev.request_id, answer=None))
+    step.note = "request during an interrupt refused"
+
+
+def _not_shown(step: Step, ev: E.AgentEvent) -> None:
+    """Output of a run the user interrupted is not shown any more."""
+    step.note = f"{ev.type} while interrupting: not shown"
 
 
 def _show_retry(step: Step, ev: E.AgentError) -> None:
     """The CLI retries a failed model call: one status line per run says so, edited in
-    place at each retry and finalised when the run ends (``end_run``)."""
+    place at each retry and finalised when the run ends (``close_run``)."""
     run = step.state.run
     assert run is not None
     attempt = ev.attempt if ev.attempt is not None else run.retries + 1
@@ -249,11 +249,66 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
                 step.count("completed")
                 step.post("footer", _footer(run, ev, step.action.at))
     elif run.end_reason is None:
-        detail = f" (exit code {ev.exit_code})" if ev.exit_code is not None else ""
-        tail = f"\n```\n{ev.stderr_tail[-800:]}\n```" if ev.stderr_tail.strip() else ""
+        detail, tail = _exit_detail(ev.exit_code, ev.stderr_tail)
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
         step.count("failed")
-    end_run(step, "turn_end")
+    close_run(step)  # on_agent_event then applies the table's turn_end move
+
+
+class AgentEventRule(NamedTuple):
+    """How the core takes one type of agent event of the current run."""
+
+    phase_event: PhaseEvent  # the phase table's event it is (``agent_event`` or ``turn_end``)
+    handle: Callable[[Step, Any], None]  # while the run is dispatching or running
+    while_interrupting: Callable[[Step, Any], None]  # once the run is being interrupted
+    any_session: bool = False  # taken even when stamped with another session than the known
+
+
+# Every agent event type, as data: which phase move it is and what it does. Before the
+# handler runs, the run's last-event time is updated; after it, the phase move is applied
+# (``turn_end`` handlers have closed the run by then, ``close_run``). ``SessionStarted``
+# and ``TurnCompleted`` carry the session id, so a new id is news, not a stale event.
+AGENT_EVENT_RULES: dict[type[E.AgentEvent], AgentEventRule] = {
+    E.SessionStarted: AgentEventRule(
+        "agent_event", _on_session_started, _on_session_started, any_session=True
+    ),
+    E.TextDelta: AgentEventRule("agent_event", _on_text, _not_shown),
+    E.ThinkingDelta: AgentEventRule("agent_event", _on_thinking, _not_shown),
+    E.ToolStarted: AgentEventRule("agent_event", _on_tool_started, _not_shown),
+    E.ToolFinished: AgentEventRule("agent_event", _on_tool_finished, _not_shown),
+    E.AgentError: AgentEventRule("agent_event", _on_agent_error, _not_shown),
+    E.PermissionRequested: AgentEventRule("agent_event", _on_request, _refuse_request),
+    E.QuestionAsked: AgentEventRule("agent_event", _on_request, _refuse_request),
+    E.TurnCompleted: AgentEventRule("turn_end", on_turn_end, on_turn_end, any_session=True),
+    E.TurnAborted: AgentEventRule("turn_end", on_turn_end, on_turn_end),
+}
+
+
+def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
+    run = step.state.run
+    ev = a.event
+    if run is None or a.run_id != run.id:
+        step.record(
+            f"stale {ev.type} of run {a.run_id} (current: {run.id if run else None})", "stale_drops"
+        )
+        return
+    rule = AGENT_EVENT_RULES[type(ev)]
+    conv = step.state.conversation
+    known = conv.session_id if conv is not None else None
+    if (
+        known is not None
+        and a.session_id is not None
+        and a.session_id != known
+        and not rule.any_session
+    ):
+        step.record(f"stale {ev.type} of session {a.session_id} (current: {known})", "stale_drops")
+        return
+    interrupting = run.phase is Phase.INTERRUPTING
+    # The common case, a delta continuing the open part, is one copy of the run.
+    if interrupting or not _append_delta(step, run, ev, a.at):
+        step.set_run(last_event_at=a.at)
+        (rule.while_interrupting if interrupting else rule.handle)(step, ev)
+    move(step, rule.phase_event)
 
 
 # --- effect feedback, timers, runtime -------------------------------------------------
@@ -292,8 +347,7 @@ def on_agent_exited(step: Step, a: A.AgentExited) -> None:
     if run is None:
         return
     if run.end_reason is None:
-        detail = f" (exit code {a.exit_code})" if a.exit_code is not None else ""
-        tail = f"\n```\n{a.stderr_tail[-800:]}\n```" if a.stderr_tail.strip() else ""
+        detail, tail = _exit_detail(a.exit_code, a.stderr_tail)
         step.post("notice", f"⚠ The agent exited during the run{detail}.{tail}")
         step.count("failed")
     end_run(step, "agent_exit")
@@ -353,3 +407,30 @@ def on_parked(step: Step, a: A.ThreadParked) -> None:
 
 def on_policy_set(step: Step, a: A.PolicySet) -> None:
     step.set(policy=a.policy)
+
+
+# --- the agent-event table, as docs/state-machine.md shows it -------------------------
+
+_WHILE_INTERRUPTING: dict[Callable[[Step, Any], None], str] = {
+    _not_shown: "not shown (noted)",
+    _refuse_request: "refused at once",
+}
+
+
+def render_agent_event_rules() -> str:
+    """``AGENT_EVENT_RULES`` as a Markdown table (``tests/runtime/test_diagram.py`` checks
+    that docs/state-machine.md carries this copy)."""
+    lines = [
+        "| agent event | phase event | while interrupting | stamped with another session |",
+        "|---|---|---|---|",
+    ]
+    for event_type, rule in AGENT_EVENT_RULES.items():
+        name = event_type.model_fields["type"].default
+        interrupting = _WHILE_INTERRUPTING.get(rule.while_interrupting, "taken as usual")
+        other = "taken (it carries the session id)" if rule.any_session else "stale: dropped"
+        lines.append(f"| `{name}` | {rule.phase_event} | {interrupting} | {other} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_agent_event_rules(), end="")

@@ -35,20 +35,20 @@ from threadspindle.runtime.core.transition_step import (
 def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> None:
     state = step.state
     if state.conversation is None:
-        step.reply(
+        step.refuse(
             "No conversation in this thread: start one with /claude start "
             "(or /codex, /gemini, /opencode start).",
-            ephemeral=True,
+            "prompt without a conversation",
+            "rejected",
         )
-        step.record("prompt without a conversation", "rejected")
         return
     if queue_is_full(state):
-        step.reply(
+        step.refuse(
             f"The queue is full ({state.policy.queue_limit} prompts): this prompt was "
             "not queued. Wait for the queue to drain or /clear-queue.",
-            ephemeral=True,
+            "queue full",
+            "rejected",
         )
-        step.record("queue full", "rejected")
         return
     if interrupt:
         # A plain message goes ahead of the /queue items but behind earlier plain ones.
@@ -74,32 +74,26 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
             )
 
 
-def on_user_message(step: Step, a: A.UserMessage) -> None:
-    item = QueueItem(
+def _queue_item(a: A.UserMessage | A.QueueCommand, *, from_queue: bool) -> QueueItem:
+    return QueueItem(
         id=a.action_id,
         author_id=a.author_id,
         author_name=a.author_name,
         text=a.text,
         attachments=a.attachments,
         source_message_id=a.source_message_id,
-        from_queue=not a.interrupt,
+        from_queue=from_queue,
         queued_at=a.at,
     )
+
+
+def on_user_message(step: Step, a: A.UserMessage) -> None:
+    item = _queue_item(a, from_queue=not a.interrupt)
     _enqueue(step, item, interrupt=a.interrupt, confirm=not a.interrupt)
 
 
 def on_queue_command(step: Step, a: A.QueueCommand) -> None:
-    item = QueueItem(
-        id=a.action_id,
-        author_id=a.author_id,
-        author_name=a.author_name,
-        text=a.text,
-        attachments=a.attachments,
-        source_message_id=a.source_message_id,
-        from_queue=True,
-        queued_at=a.at,
-    )
-    _enqueue(step, item, interrupt=False, confirm=True)
+    _enqueue(step, _queue_item(a, from_queue=True), interrupt=False, confirm=True)
 
 
 def on_abort(step: Step, a: A.AbortRequested) -> None:
@@ -132,10 +126,11 @@ def on_clear_queue(step: Step, a: A.QueueCleared) -> None:
         step.reply(f"Cleared {n} queued prompt(s)." if n else "The queue is already empty.")
         return
     if not 1 <= a.position <= size:
-        step.reply(
-            f"No queued prompt at position {a.position} (the queue has {size}).", ephemeral=True
+        step.refuse(
+            f"No queued prompt at position {a.position} (the queue has {size}).",
+            "clear-queue position out of range",
+            "rejected",
         )
-        step.record("clear-queue position out of range", "rejected")
         return
     index = a.position - 1
     _remove_items(step, lambda i, q: i != index)

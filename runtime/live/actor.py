@@ -277,13 +277,7 @@ class ThreadActor:
         conv = state.conversation if state else None
         if conv is None:
             return None
-        return StartAgent(
-            agent=conv.agent,
-            workdir=conv.workdir,
-            session_id=conv.session_id,
-            model=conv.model,
-            system_instruction=conv.system_instruction,
-        )
+        return StartAgent.of(conv)
 
     # --- quiescence and disposal ----------------------------------------------------------
 

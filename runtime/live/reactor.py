@@ -206,14 +206,7 @@ class Reactor:
             # PromptAgent after it waits for the same start; a failure is still reported.
             self._nursery.start_soon(self._start_agent, effect)
         elif isinstance(effect, PromptAgent):
-            start = StartAgent(
-                agent=effect.agent,
-                workdir=effect.workdir,
-                session_id=effect.session_id,
-                model=effect.model,
-                system_instruction=effect.system_instruction,
-            )
-            adapter = await listener.ensure(self._nursery, start)
+            adapter = await listener.ensure(self._nursery, StartAgent.of(effect))
             if self._current_run() != effect.run_id:
                 # The core ended this run while the prompt waited here (the agent died and
                 # its restart was awaited): no agent may start a turn nobody listens to,

@@ -1,4 +1,5 @@
-"""The phase diagram in docs/state-machine.md is the one generated from the phase table."""
+"""The phase diagram and the agent-event table in docs/state-machine.md are the ones generated
+from the code's tables."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from threadspindle.runtime.core.model import Phase
 from threadspindle.runtime.core.phase_table import PHASE_EVENTS, PHASE_TABLE, render_mermaid
+from threadspindle.runtime.core.transitions_agent import render_agent_event_rules
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
 
@@ -20,6 +22,17 @@ def test_committed_diagram_matches_the_table():
     assert match.group(1) == render_mermaid(), (
         "docs/state-machine.md is stale: paste the output of "
         "`.venv/bin/python -m threadspindle.runtime.core.phase_table` between the diagram markers"
+    )
+
+
+def test_committed_agent_event_table_matches_the_rules():
+    text = DOC.read_text()
+    match = re.search(r"<!-- agent-events:begin -->\n(.*?)<!-- agent-events:end -->", text, re.S)
+    assert match, "agent-event table markers missing from docs/state-machine.md"
+    assert match.group(1) == render_agent_event_rules(), (
+        "docs/state-machine.md is stale: paste the output of "
+        "`.venv/bin/python -m threadspindle.runtime.core.transitions_agent` between the "
+        "agent-events markers"
     )
 
 

@@ -4,27 +4,57 @@ Hypothesis drives a ``RuleBasedStateMachine`` through user messages, ``/queue``,
 queue edits, conversation changes, agent events of the current run and of stale runs,
 permission and question answers, effect feedback (also duplicated), crashes, ticks and
 restarts. A small reference model of the queue predicts, for each step, which prompts are
-queued and in what order; after every step the invariants of ``docs/state-machine.md`` are
-checked. At the end the thread is driven to completion to show that every accepted prompt
-is eventually dispatched.
+queued and in what order, and a reference of the phase events each action may cause says
+which phase changes are allowed (each must be an edge of the phase table); after every step
+the invariants of ``docs/state-machine.md`` are checked. At the end the thread is driven to
+completion to show that every accepted prompt is eventually dispatched.
 """
 
 from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core import effect_types as F
+from threadspindle.runtime.core.guards import phase
 from threadspindle.runtime.core.model import Phase, Policy, ThreadState
+from threadspindle.runtime.core.phase_table import PHASE_TABLE
 from threadspindle.runtime.core.transitions import transition
 from threadspindle.testkit.thread_script import ThreadScript
 
 ROOT = "/work"
 QUEUE_LIMIT = 6
 texts = st.sampled_from(["hi", "fix the bug", "TOOLTEST", "x" * 300, ""])
+
+
+def phase_events_of(action: A.Action) -> set[str]:
+    """The reference for phase moves: the phase table's events an action may cause, from its
+    meaning alone (docs/state-machine.md); any step may end with a ``dispatch`` besides."""
+    if isinstance(action, A.AgentEventReceived):
+        ends = isinstance(action.event, E.TurnCompleted | E.TurnAborted)
+        return {"turn_end"} if ends else {"agent_event"}
+    if isinstance(action, A.UserMessage):
+        return {"interrupt"} if action.interrupt else set()
+    if isinstance(action, A.AbortRequested):
+        return {"interrupt"}
+    if isinstance(action, A.Tick):
+        return {"interrupt", "force_end"}  # a silent turn; an interrupt past its grace
+    if isinstance(action, A.AgentExited | A.EffectFailed):
+        return {"agent_exit"}
+    if isinstance(
+        action, A.ConversationEnded | A.ModelChanged | A.RuntimeRecovered | A.ThreadParked
+    ):
+        return {"force_end"}
+    return set()
 
 
 class ThreadMachine(RuleBasedStateMachine):
@@ -82,6 +112,8 @@ class ThreadMachine(RuleBasedStateMachine):
             assert after == expected
             return
 
+        self.check_phase_moves(before, action, after)
+
         # At most one active run: every PromptAgent opens a run, every run ends once.
         prompts = [e for e in effects if isinstance(e, F.PromptAgent)]
         assert len(prompts) <= 1
@@ -105,6 +137,30 @@ class ThreadMachine(RuleBasedStateMachine):
 
         # State round-trips through JSON unchanged.
         assert ThreadState.model_validate_json(after.model_dump_json()) == after
+
+    def check_phase_moves(self, before, action, after) -> None:
+        """Every phase change is an edge of the phase table, for an event this action may
+        cause; the core never even attempts a move the table lacks."""
+        assert after.counters.illegal_moves == 0, after.last_note
+        events = phase_events_of(action)
+
+        def edge(src: Phase, dst: Phase, allowed: set[str]) -> None:
+            assert any(PHASE_TABLE[src].get(ev) is dst for ev in allowed), (
+                f"{action.kind}: {src.value} -> {dst.value} is no edge of the phase table "
+                f"for {sorted(allowed)}"
+            )
+
+        src, dst = phase(before), phase(after)
+        same_run = before.run is not None and after.run is not None
+        same_run = same_run and before.run.id == after.run.id
+        if before.run is not None and not same_run:  # the run ended (and maybe the next began)
+            edge(src, Phase.IDLE, events)
+            if after.run is not None:
+                edge(Phase.IDLE, dst, {"dispatch"})
+        elif before.run is None and after.run is not None:
+            edge(Phase.IDLE, dst, {"dispatch"})
+        elif src is not dst:
+            edge(src, dst, events)
 
     def check_retry_line(self, before, after, effects) -> None:
         """The model API's retries: at most one status line per run, posted for the current
@@ -199,6 +255,12 @@ class ThreadMachine(RuleBasedStateMachine):
         return q
 
     # --- rules -------------------------------------------------------------------------
+    @initialize(agent=st.sampled_from(["claude", "codex"]))
+    def begin(self, agent):
+        """Threads mostly have a conversation: start one, so that most steps exercise runs and
+        their phases (``end`` and the refused starts still reach the other states)."""
+        self.apply(self.s.start(agent, "app", "/work/app"))
+
     @rule(agent=st.sampled_from(["claude", "codex"]), where=st.sampled_from(["ok", "out", "gone"]))
     def start(self, agent, where):
         resolved = {"ok": "/work/app", "out": "/etc", "gone": None}[where]
