@@ -17,11 +17,21 @@ __all__ = ["ChatPlatform", "PlatformError", "PlatformLimits", "SelectMenu"]
 
 
 class PlatformLimits(Frozen):
+    """What a platform allows, as the renderer needs to know it. The renderer writes one
+    chat dialect (Discord markdown); a platform whose markup differs says so here and
+    translates the rest itself (Telegram: ``effects.telegram_markup``)."""
+
     char_limit: int = 2000
     split_margin: int = 100  # split before char_limit - split_margin
     supports_edit: bool = True
-    min_edit_interval_s: float = 0.5
+    min_edit_interval_s: float = 0.5  # per message; a platform may pace a whole chat too
     typing_refresh_s: float = 8.0
+    # The platform shows ``-# `` subtext lines (Discord). Without it they are shown as the
+    # platform can (Telegram: italics), so a renderer may prefer shorter notes there.
+    subtext: bool = True
+    # Bare links need wrapping in ``<>`` to show no embed (Discord). False: the platform
+    # turns previews off itself and a wrapped link would show its brackets.
+    wrap_links: bool = True
 
 
 class SelectMenu(Frozen):

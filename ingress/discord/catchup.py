@@ -120,8 +120,13 @@ class LoggedHistory:
     last_alive: float | None
 
     def open_threads(self) -> list[str]:
-        """Threads with a conversation on (an ended one has none)."""
-        return [t for t, state in self.snapshots().items() if state.conversation is not None]
+        """Discord threads with a conversation on (an ended one has none). The log may hold
+        other platforms' threads too (``tg:…``): a Discord thread's id is its snowflake."""
+        return [
+            t
+            for t, state in self.snapshots().items()
+            if state.conversation is not None and t.isdigit()
+        ]
 
     def last_seen(self, thread_id: str) -> int | None:
         """The newest Discord id among the thread's logged ingress actions."""

@@ -1,0 +1,175 @@
+"""One runtime serving every configured chat platform at once (Discord, Telegram; Slack and
+WhatsApp join here): ``run_platforms``.
+
+Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
+its exception handler logs instead of re-raising (trio-asyncio's default would tear the
+loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
+``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, a snowflake Discord's). The
+platforms connect in turn, and the wind-down at the end (every thread parked, the last
+edits made) runs while all of them are still connected, shielded, before any closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+import trio_asyncio  # type: ignore[import-untyped]
+
+from threadspindle.effects.platform import PlatformError, PlatformLimits
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
+from threadspindle.effects.thread_renderers import ThreadRenderers
+from threadspindle.ingress.discord.bot import SpindleBot
+from threadspindle.ingress.discord.catchup import LoggedHistory
+from threadspindle.ingress.discord.host import hosted_bot
+from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
+from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.live.listener import AdapterFactory
+from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.registry import Runtime, open_runtime
+
+__all__ = ["PlatformRouter", "PlatformsApp", "platform_of", "run_platforms"]
+
+_log = logging.getLogger(__name__)
+
+
+def platform_of(thread_id: str) -> str:
+    """Which platform a thread id belongs to: ``telegram``, ``discord`` or ``other``."""
+    if thread_id.startswith("tg:"):
+        return "telegram"
+    if thread_id.isdigit():
+        return "discord"
+    return "other"
+
+
+class _Unavailable:
+    """The platform of a thread whose platform is not configured in this run (its log
+    says it was once): every call fails at once, so its effects fail and nothing hangs."""
+
+    limits = PlatformLimits()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise PlatformError(f"{self.name} is not configured in this run")
+
+    send = edit = delete = typing = reply = _refuse
+
+
+@dataclass
+class PlatformRouter:
+    """The runtime's ``renderer_factory``: each thread's renderer from its platform's."""
+
+    renderers: dict[str, ThreadRenderers] = field(default_factory=dict)
+
+    def renderer(self, thread_id: str) -> StreamRenderer:
+        name = platform_of(thread_id)
+        renderers = self.renderers.get(name)
+        if renderers is None:
+            return StreamRenderer(_Unavailable(name), thread_id)  # type: ignore[arg-type]
+        return renderers.renderer(thread_id)
+
+    async def flush(self) -> None:
+        for renderers in self.renderers.values():
+            await renderers.flush()
+
+
+@dataclass(frozen=True)
+class PlatformsApp:
+    """What ``run_platforms`` started, for tests and tools; ``stop()`` ends it gracefully."""
+
+    runtime: Runtime
+    router: PlatformRouter
+    stopping: trio.Event
+    discord: SpindleBot | None = None
+    telegram: TelegramBot | None = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def _log_asyncio_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    _log.error("asyncio: %s", context.get("message"), exc_info=context.get("exception"))
+
+
+async def run_platforms(
+    *,
+    discord: DiscordSettings | None = None,
+    telegram: TelegramSettings | None = None,
+    log: EventLog,
+    adapter_factory: AdapterFactory,
+    policy: Policy,
+    discord_limits: PlatformLimits | None = None,
+    stop_on_signals: bool = False,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+    **runtime_kwargs: Any,
+) -> None:
+    """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
+    (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
+    if discord is None and telegram is None:
+        raise ValueError("no chat platform is configured")
+    last_alive = log.last_action_at()  # before the runtime logs anything of its own
+    router = PlatformRouter()
+    async with trio_asyncio.open_loop(), AsyncExitStack() as stack:
+        asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
+        if discord is not None:
+            router.renderers["discord"] = await stack.enter_async_context(
+                ThreadRenderers(discord_limits)
+            )
+        if telegram is not None:
+            limits = TELEGRAM_LIMITS.model_copy(
+                update={"min_edit_interval_s": telegram.min_edit_interval_s}
+            )
+            router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        runtime = await stack.enter_async_context(
+            open_runtime(
+                log=log,
+                renderer_factory=router.renderer,
+                adapter_factory=adapter_factory,
+                policy=policy,
+                **runtime_kwargs,
+            )
+        )
+        discord_bot = telegram_bot = None
+        if discord is not None:
+            history = LoggedHistory(log, runtime.snapshots, last_alive)
+            discord_bot = await stack.enter_async_context(
+                hosted_bot(discord, runtime, history=history)
+            )
+            router.renderers["discord"].attach(discord_bot.platform)
+            _log.info("Discord bot %s is ready", discord_bot.user)
+        if telegram is not None:
+            telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
+            router.renderers["telegram"].attach(telegram_bot.platform)
+            _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
+        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot)
+        try:
+            task_status.started(app)
+            async with trio.open_nursery() as nursery:
+                if stop_on_signals:
+                    nursery.start_soon(_stop_on_signals, app)
+                await app.stopping.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            # While every platform is still connected: runs end, prompts close, last edits.
+            with trio.CancelScope(shield=True), trio.move_on_after(30):
+                await runtime.dispose_all()
+                await router.flush()
+
+
+async def _stop_on_signals(app: PlatformsApp) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            _log.info("signal %s: stopping", signum)
+            app.stop()
+            return

@@ -1,0 +1,125 @@
+"""``ThreadRenderers``: the runtime's ``renderer_factory`` for one chat platform.
+
+One ``StreamRenderer`` per thread over the platform, each with its background task (paced
+edits, typing refresh) in this object's nursery; ``PendingPlatform`` stands in for the
+platform until its client is connected (threads recovered at start-up render into it and
+wait). Discord, Telegram and later platforms each have one; ``spindle run`` routes a
+thread to its platform's by the thread id (``app.platforms``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from threadspindle.effects.platform import ChatPlatform, PlatformLimits
+from threadspindle.effects.render import StreamRenderer
+
+__all__ = ["PendingPlatform", "ThreadRenderers"]
+
+_log = logging.getLogger(__name__)
+
+
+class PendingPlatform:
+    """The bot's platform before the bot exists: renderers made while the runtime starts
+    (recovered threads) wait here until ``attach``."""
+
+    def __init__(self, limits: PlatformLimits) -> None:
+        self.limits = limits
+        self._platform: ChatPlatform | None = None
+        self._attached = trio.Event()
+
+    def attach(self, platform: ChatPlatform) -> None:
+        self._platform = platform
+        self._attached.set()
+
+    async def _ready(self) -> ChatPlatform:
+        await self._attached.wait()
+        assert self._platform is not None
+        return self._platform
+
+    async def send(self, channel_id: str, text: str, **kwargs: Any) -> str:
+        return await (await self._ready()).send(channel_id, text, **kwargs)
+
+    async def edit(self, channel_id: str, message_id: str, text: str, **kwargs: Any) -> None:
+        await (await self._ready()).edit(channel_id, message_id, text, **kwargs)
+
+    async def delete(self, channel_id: str, message_id: str) -> None:
+        await (await self._ready()).delete(channel_id, message_id)
+
+    async def typing(self, channel_id: str) -> None:
+        await (await self._ready()).typing(channel_id)
+
+    async def reply(self, channel_id: str, action_id: str, text: str, **kwargs: Any) -> str:
+        return await (await self._ready()).reply(channel_id, action_id, text, **kwargs)
+
+
+class ThreadRenderers:
+    """The runtime's ``renderer_factory`` for one chat platform: one ``StreamRenderer`` per
+    thread (a Discord thread, a Telegram topic ...) over the platform, each with its background task
+    (paced edits, typing refresh) in this object's nursery. Use as an async context
+    manager around the runtime; ``attach(bot.platform)`` once the bot is ready.
+
+    A thread's actor is made again after a disposal (idle sweep, archive): its new
+    renderer replaces the old one, which makes its last edits and then stops, so tasks
+    do not pile up over the bot's lifetime."""
+
+    def __init__(self, limits: PlatformLimits | None = None) -> None:
+        self.limits = limits or PlatformLimits()
+        self.platform = PendingPlatform(self.limits)
+        self.renderers: dict[str, StreamRenderer] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+        self.running = 0  # renderer background tasks alive
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: Any = None
+
+    async def __aenter__(self) -> ThreadRenderers:
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        return bool(await self._nursery_manager.__aexit__(*exc))
+
+    def attach(self, platform: ChatPlatform) -> None:
+        self.platform.attach(platform)
+
+    async def flush(self) -> None:
+        """Make every renderer's outstanding edits now (at shutdown)."""
+        for renderer in list(self.renderers.values()):
+            try:
+                await renderer.aclose()
+            except Exception as error:  # one thread's failure must not stop the others
+                _log.warning("could not flush the renderer of %s: %s", renderer.channel_id, error)
+
+    def renderer(self, thread_id: str) -> StreamRenderer:
+        assert self._nursery is not None, "use ThreadRenderers as an async context manager"
+        old, old_scope = self.renderers.get(thread_id), self._scopes.get(thread_id)
+        if old is not None and old_scope is not None:
+            self._nursery.start_soon(self._retire, old, old_scope)
+        renderer = StreamRenderer(self.platform, thread_id, wrap_links=self.limits.wrap_links)
+        scope = trio.CancelScope()
+        self.renderers[thread_id] = renderer
+        self._scopes[thread_id] = scope
+        self._nursery.start_soon(self._run, renderer, scope)
+        return renderer
+
+    async def _run(self, renderer: StreamRenderer, scope: trio.CancelScope) -> None:
+        self.running += 1
+        try:
+            with scope:
+                await renderer.run()
+        finally:
+            self.running -= 1
+
+    async def _retire(self, renderer: StreamRenderer, scope: trio.CancelScope) -> None:
+        with trio.move_on_after(30):
+            try:
+                await renderer.aclose()
+            except Exception as error:
+                _log.warning("could not flush the renderer of %s: %s", renderer.channel_id, error)
+        scope.cancel()

@@ -1,0 +1,1 @@
+"""Telegram ingress: python-telegram-bot under trio-asyncio, long polling, updates -> actions."""

@@ -1,0 +1,526 @@
+"""``TelegramIngress``: Telegram updates -> runtime actions, by long polling with the offset
+committed only once each update's action is durable.
+
+Telegram's ``getUpdates`` is consume-once: an update is gone once a later call names an
+offset above its id. So the loop (``poll``) handles one update at a time, waits until what
+it posted is in the durable log (``Receipt.durable``), and only then moves the offset past
+it; the next ``getUpdates`` confirms it. A crash before that leaves the update with
+Telegram, which delivers it again to the next process; its action ids come from Telegram's
+ids (``translate``), so an update handled but not yet confirmed when the process died is
+dropped by the core as a duplicate. Nothing is lost and nothing is done twice, and updates
+sent while Spindle was down are simply the first ones the next process gets.
+
+It makes no decisions of its own; what it does itself, because only Telegram can do it:
+
+- access control: only allow-listed users, in private chats, allow-listed groups and
+  project groups; a refused user is told once in a while, in a private chat or by a
+  direct message (never in front of a group), a refused button press gets an alert only
+  its presser sees; other bots are ignored;
+- opening a forum topic for ``/<agent> start`` in a forum's General topic and for a
+  message in a project group's General topic (the action needs the topic's id), once
+  even when the update comes again;
+- answering button presses (Telegram wants an answer at once): a prompt that is no longer
+  pending is said so, and nothing is posted; "Remove from queue" is answered by the core's
+  reply;
+- commands in Telegram's spelling (``translate.COMMANDS``; no hyphens: ``/clear_queue``)
+  and the trailing `` queue``; an edit of a forwarded message updates its queued prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import trio
+import trio_asyncio  # type: ignore[import-untyped]
+from telegram import Bot, CallbackQuery, Message, Update, User
+from telegram.error import RetryAfter, TelegramError
+
+from threadspindle.agents import list_conversations
+from threadspindle.effects.platform import PlatformError
+from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
+from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
+from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.telegram import translate
+from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import ThreadState
+
+__all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
+NO_LONGER_PENDING = "That prompt is no longer pending."
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
+BATCH = 32  # updates per getUpdates: far fewer than the core remembers per thread
+_REMEMBERED = 2048
+
+
+class Receipt(Protocol):
+    async def durable(self) -> bool: ...
+
+
+class RuntimePort(Protocol):
+    """What the Telegram ingress needs of the live runtime."""
+
+    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
+
+    def snapshot(self, thread_id: str) -> ThreadState | None: ...
+
+    def snapshots(self) -> Mapping[str, ThreadState]: ...
+
+
+def help_text(agents: tuple[str, ...]) -> str:
+    names = " | ".join(f"/{agent}" for agent in agents)
+    return (
+        'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
+        "waits its turn instead of interrupting).\n"
+        f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
+        "/queue <message> · /abort · /status · /clear_queue [position]\n"
+        "/model <name> · /workdir <path> · /conversation_end"
+    )
+
+
+class TelegramIngress:
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        bot: Bot,
+        platform: TelegramPlatform,
+        runtime: RuntimePort,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.bot = bot
+        self.platform = platform
+        self.runtime = runtime
+        self._clock = clock
+        self.username = bot.username if bot.username else ""
+        self.offset: int | None = None  # the next getUpdates' offset: every id below is done
+        # Messages forwarded as prompts: (chat, message) -> (thread, whether it was queued).
+        self._forwarded: OrderedDict[tuple[int, int], tuple[str, bool]] = OrderedDict()
+        self._told: dict[int, float] = {}  # user -> when they were last told they are refused
+        self.handled = 0  # updates handled
+        self.refusals = 0
+        self.polls = 0
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def poll(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Long polling until cancelled; see the module docstring for the offset rule."""
+        task_status.started()
+        backoff = 0.5
+        while True:
+            try:
+                updates = await trio_asyncio.aio_as_trio(self.bot.get_updates)(
+                    offset=self.offset,
+                    limit=BATCH,
+                    timeout=int(self.settings.poll_timeout_s),
+                    allowed_updates=list(ALLOWED_UPDATES),
+                )
+                self.polls += 1
+                backoff = 0.5
+            except RetryAfter as error:
+                await trio.sleep(_seconds(error.retry_after))
+                continue
+            except (TelegramError, OSError) as error:  # network, 5xx, a conflicting poller
+                _log.warning("getUpdates failed (%s); again in %.1f s", error, backoff)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+                continue
+            for update in updates:
+                try:
+                    await self.handle(update)
+                except Exception:  # one bad update must not stop the bot (nor repeat forever)
+                    _log.exception("could not handle update %s", update.update_id)
+                self.offset = update.update_id + 1
+
+    async def confirm(self) -> None:
+        """Tell Telegram the handled updates are done (at a clean stop), so the next process
+        is not handed them again (it would drop them, but need not read them)."""
+        if self.offset is None:
+            return
+        await trio_asyncio.aio_as_trio(self.bot.get_updates)(
+            offset=self.offset, limit=1, timeout=0, allowed_updates=list(ALLOWED_UPDATES)
+        )
+
+    async def handle(self, update: Update) -> None:
+        self.handled += 1
+        if update.callback_query is not None:
+            await self._callback(update.callback_query)
+        elif update.edited_message is not None:
+            await self._edited(update.edited_message)
+        elif update.message is not None:
+            await self._message(update.message)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    async def _post(self, *actions: A.Action, channel_id: str | None = None) -> None:
+        """Post in order and return once each is durable: only then may the offset move."""
+        for action in actions:
+            receipt = await self.runtime.post(action, channel_id=channel_id)
+            await receipt.durable()
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A platform call made by ingress itself, through 429s and short outages."""
+        for attempt in range(6):
+            try:
+                return await call()
+            except PlatformError as error:
+                if not error.retryable or attempt == 5:
+                    raise
+                await trio.sleep(error.retry_after or min(0.5 * 2**attempt, 8.0))
+        raise AssertionError("unreachable")
+
+    async def _say(self, thread_id: str, text: str, *, reply_to: int | None = None) -> None:
+        """An answer of ingress's own (help, a refused value), logged if it cannot go."""
+        try:
+            await self._retrying(lambda: self.platform.say(thread_id, text, reply_to=reply_to))
+        except PlatformError as error:
+            _log.warning("could not answer in %s: %s", thread_id, error)
+
+    def _remember(self, chat: int, message_id: int, thread_id: str, queued: bool) -> None:
+        self._forwarded[(chat, message_id)] = (thread_id, queued)
+        while len(self._forwarded) > _REMEMBERED:
+            self._forwarded.popitem(last=False)
+
+    def _has_conversation(self, thread_id: str) -> bool:
+        state = self.runtime.snapshot(thread_id)
+        return state is not None and state.conversation is not None
+
+    def _workdir(self, thread_id: str | None) -> str:
+        state = self.runtime.snapshot(thread_id) if thread_id else None
+        if state is not None and state.conversation is not None:
+            return state.conversation.workdir
+        return self.settings.default_workdir
+
+    def _already(self, action_id: str) -> str | None:
+        """The thread whose log already holds ``action_id`` (a redelivered update that
+        opened a topic must not open a second one)."""
+        for thread_id, state in self.runtime.snapshots().items():
+            if action_id in state.recent_action_ids:
+                return thread_id
+        return None
+
+    async def _allowed(self, user: User, chat_id: int, private: bool) -> bool:
+        self.platform.remember_name(user.id, user.first_name or user.username or str(user.id))
+        if self.settings.is_allowed(user.id) and self.settings.serves_chat(chat_id, private):
+            return True
+        self.refusals += 1
+        _log.info("ignoring user %s in chat %s: not allow-listed", user.id, chat_id)
+        now = self._clock()
+        if now - self._told.get(user.id, -math.inf) >= self.settings.refusal_interval_s:
+            self._told[user.id] = now
+            # Told where only they read it: their private chat with the bot. In a group a
+            # bot may only write to someone who has opened a chat with it; if not, quiet.
+            await self._say(telegram_thread_id(user.id), REFUSAL)
+        return False
+
+    # --- messages ----------------------------------------------------------------------------
+
+    async def _message(self, message: Message) -> None:
+        user, chat = message.from_user, message.chat
+        text = message.text or message.caption or ""
+        if user is None or user.is_bot or not text.strip():
+            return
+        private = chat.type == "private"
+        topic = message.message_thread_id if message.is_topic_message else None
+        thread_id = translate.thread_of(chat.id, chat.type, bool(chat.is_forum), topic)
+        command = translate.parse_command(text, self.username)
+        if text.startswith("/") and command is None:
+            return  # a command for another bot
+        if not await self._allowed(user, chat.id, private):
+            return
+        if command is not None:
+            try:
+                await self._command(message, command, thread_id)
+            except InputRefused as refused:
+                where = thread_id or telegram_thread_id(chat.id)
+                await self._say(where, str(refused), reply_to=message.message_id)
+            return
+        if thread_id is not None and self._has_conversation(thread_id):
+            await self._prompt(message, thread_id, text)
+        elif thread_id is None and (project := self.settings.project_group(chat.id)):
+            await self._project_message(message, project.agent, project.workdir, text)
+        elif thread_id is not None:
+            hint = "No conversation here yet: start one with /claude start [workdir] (or /help)."
+            await self._say(thread_id, hint, reply_to=message.message_id)
+
+    async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
+        user = message.from_user
+        assert user is not None
+        action = translate.message_action(
+            thread_id=thread_id,
+            chat_id=message.chat.id,
+            message_id=message.message_id,
+            author_id=user.id,
+            author_name=user.first_name or user.username or str(user.id),
+            text=text,
+            at=self._clock(),
+            suffix=self.settings.queue_suffix,
+        )
+        self._remember(message.chat.id, message.message_id, thread_id, not action.interrupt)
+        await self._post(action, channel_id=telegram_thread_id(message.chat.id))
+
+    async def _open_topic(self, chat_id: int, name: str) -> str:
+        topic = await self._retrying(lambda: self.platform.create_topic(chat_id, name))
+        return telegram_thread_id(chat_id, topic)
+
+    async def _project_message(self, message: Message, agent: str, workdir: str, text: str) -> None:
+        """A message in a project group's General topic: a topic named after it, its
+        conversation started there, the message its first prompt."""
+        chat_id = message.chat.id
+        start_id = translate.start_action_id(chat_id, message.message_id)
+        thread_id = self._already(start_id)
+        if thread_id is None:
+            name = (text.strip().splitlines() or [agent])[0][:100] or agent
+            try:
+                thread_id = await self._open_topic(chat_id, name)
+            except PlatformError as error:
+                _log.warning("could not open a topic for message %s: %s", message.message_id, error)
+                return
+        start = A.ConversationStarted(
+            thread_id=thread_id,
+            action_id=start_id,
+            at=self._clock(),
+            agent=agent,
+            requested_workdir=workdir,
+            resolved_workdir=resolve_workdir(workdir, self.settings.default_workdir),
+        )
+        await self._post(start, channel_id=telegram_thread_id(chat_id))
+        await self._prompt(message, thread_id, text)
+
+    async def _edited(self, message: Message) -> None:
+        forwarded = self._forwarded.get((message.chat.id, message.message_id))
+        if forwarded is None or message.text is None:
+            return  # not a prompt of ours (this process's), or not text
+        thread_id, was_queued = forwarded
+        edit_date = int(message.edit_date.timestamp()) if message.edit_date else 0
+        action = translate.edit_action(
+            thread_id=thread_id,
+            chat_id=message.chat.id,
+            message_id=message.message_id,
+            text=message.text,
+            was_queued=was_queued,
+            edit_date=edit_date,
+            at=self._clock(),
+            suffix=self.settings.queue_suffix,
+        )
+        queued = split_queue_suffix(message.text, self.settings.queue_suffix)[1]
+        self._remember(message.chat.id, message.message_id, thread_id, queued)
+        await self._post(action)
+
+    # --- commands -------------------------------------------------------------------------------
+
+    async def _command(
+        self, message: Message, command: translate.ParsedCommand, thread_id: str | None
+    ) -> None:
+        user = message.from_user
+        assert user is not None
+        name, args = command.name, command.args
+        words = args.split()
+        agent, _, sub = name.partition("_")  # /claude_start as well as /claude start
+        if agent in self.settings.agents:
+            if not sub and words and words[0].lower() in ("start", "resume", "conversations"):
+                sub, args = words[0].lower(), args[len(words[0]) :].strip()
+            await self._agent_command(message, agent, sub or "start", args, thread_id)
+            return
+        if name in ("help", "start"):
+            await self._say(
+                thread_id or telegram_thread_id(message.chat.id),
+                help_text(self.settings.agents),
+                reply_to=message.message_id,
+            )
+            return
+        if thread_id is None or not self._has_conversation(thread_id):
+            where = thread_id or telegram_thread_id(message.chat.id)
+            await self._say(
+                where,
+                "No conversation here: start one with /claude start [workdir] (or /help).",
+                reply_to=message.message_id,
+            )
+            return
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.chat.id, message.message_id),
+            "at": self._clock(),
+        }
+        author = user.first_name or user.username or str(user.id)
+        action: A.Action
+        if name == "queue":
+            if not args:
+                raise InputRefused("usage: /queue <message>")
+            action = A.QueueCommand(
+                **common,
+                author_id=str(user.id),
+                author_name=author,
+                text=args,
+                source_message_id=str(message.message_id),
+            )
+        elif name == "abort":
+            action = A.AbortRequested(**common, author_id=str(user.id))
+        elif name == "status":
+            action = A.StatusRequested(**common)
+        elif name in ("clear_queue", "clearqueue"):
+            if len(words) > 1:
+                raise InputRefused("usage: /clear_queue [position]")
+            position = parse_position(words[0]) if words else None
+            action = A.QueueCleared(**common, position=position)
+        elif name == "model":
+            if len(words) != 1:
+                raise InputRefused("usage: /model <name>")
+            action = A.ModelChanged(**common, model=check_word(words[0], "model name"))
+        elif name == "workdir":
+            path = args[4:].strip() if words[:1] == ["set"] else args
+            if not path:
+                raise InputRefused("usage: /workdir <path>")
+            check_path(path)
+            resolved = resolve_workdir(path, self._workdir(thread_id))
+            action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
+        elif name in ("conversation_end", "end"):
+            action = A.ConversationEnded(**common)
+        else:
+            raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
+        await self._post(action, channel_id=telegram_thread_id(message.chat.id))
+
+    async def _agent_command(
+        self, message: Message, agent: str, sub: str, args: str, thread_id: str | None
+    ) -> None:
+        chat = message.chat
+        here = thread_id or telegram_thread_id(chat.id)
+        if sub == "conversations":
+            workdir = self._workdir(thread_id)
+            sessions = list_conversations(agent, workdir)
+            if not sessions:
+                text = f"No {agent} sessions found for {workdir}."
+            else:
+                lines = [f"{s.session_id}  {s.title}" for s in sessions[:15]]
+                text = f"Recent {agent} sessions in {workdir}:\n" + "\n".join(lines)
+                text += f"\nResume one with /{agent} resume <id>."
+            await self._say(here, text, reply_to=message.message_id)
+            return
+        session: str | None = None
+        words = args.split(maxsplit=1)
+        if sub == "resume":
+            if not words:
+                raise InputRefused(f"usage: /{agent} resume <id> [workdir]")
+            session = check_word(words[0], "session id")
+            args = words[1] if len(words) > 1 else ""
+        elif sub != "start":
+            raise InputRefused(f"usage: /{agent} start [workdir] | resume <id> | conversations")
+        requested = args.strip() or self.settings.default_workdir
+        check_path(requested)
+        resolved = resolve_workdir(requested, self._workdir(thread_id))
+        action_id = translate.message_action_id(chat.id, message.message_id)
+        if thread_id is None:
+            # In a forum's General topic: the conversation gets a topic of its own.
+            thread_id = self._already(action_id)
+            if thread_id is None:
+                try:
+                    thread_id = await self._open_topic(chat.id, f"{agent}: {requested}"[:100])
+                except PlatformError as error:
+                    await self._say(
+                        here,
+                        f"Could not open a topic here: {error}. The bot needs the Manage "
+                        "Topics right in this group.",
+                        reply_to=message.message_id,
+                    )
+                    return
+        common: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": action_id,
+            "at": self._clock(),
+            "agent": agent,
+            "requested_workdir": requested,
+            "resolved_workdir": resolved,
+        }
+        action: A.Action
+        if session is not None:
+            action = A.ConversationResumed(**common, session_id=session)
+        else:
+            action = A.ConversationStarted(**common)
+        await self._post(action, channel_id=telegram_thread_id(chat.id))
+
+    # --- buttons ---------------------------------------------------------------------------
+
+    async def _callback(self, query: CallbackQuery) -> None:
+        message = query.message
+        user = query.from_user
+        if not isinstance(message, Message):
+            await self._answer(query, NO_LONGER_PENDING)
+            return
+        chat = message.chat
+        private = chat.type == "private"
+        if not (self.settings.is_allowed(user.id) and self.settings.serves_chat(chat.id, private)):
+            self.refusals += 1
+            await self._answer(query, REFUSAL, alert=True)
+            return
+        self.platform.remember_name(user.id, user.first_name or user.username or str(user.id))
+        topic = message.message_thread_id if message.is_topic_message else None
+        thread_id = translate.thread_of(chat.id, chat.type, bool(chat.is_forum), topic)
+        action_text = self.platform.callback_action(query.data or "")
+        kind, target, detail = translate.parse_callback(action_text or "")
+        state = self.runtime.snapshot(thread_id) if thread_id else None
+        if thread_id is None or state is None or not kind:
+            await self._answer(query, NO_LONGER_PENDING)
+            return
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.callback_action_id(query.id),
+            "at": self._clock(),
+        }
+        action: A.Action
+        if kind == "remove_queued":
+            if not any(item.item_id == target for item in state.queue):
+                await self._answer(query, "That prompt is no longer queued.")
+                return
+            # Answered by the core's reply ("Removed from the queue."), as a notification.
+            self.platform.remember_callback(common["action_id"], query.id)
+            await self._post(A.QueuedItemRemoved(**common, item_id=target))
+            return
+        if not any(b.request_id == target and b.kind == kind for b in state.blockers):
+            await self._answer(query, NO_LONGER_PENDING)
+            return
+        if kind == "permission":
+            action = A.PermissionAnswered(
+                **common, request_id=target, allow=detail == "allow", author_id=str(user.id)
+            )
+        else:
+            label = _button_label(message, query.data or "")
+            if label is None:
+                await self._answer(query, NO_LONGER_PENDING)
+                return
+            action = A.QuestionAnswered(
+                **common, request_id=target, answer=label, author_id=str(user.id)
+            )
+        await self._answer(query, None)
+        await self._post(action)
+
+    async def _answer(self, query: CallbackQuery, text: str | None, *, alert: bool = False) -> None:
+        try:
+            await self._retrying(lambda: self.platform.answer_callback(query.id, text, alert=alert))
+        except PlatformError as error:  # too old: the user saw a spinner, nothing else
+            _log.info("could not answer button press %s: %s", query.id, error)
+
+
+def _button_label(message: Message, data: str) -> str | None:
+    markup = message.reply_markup
+    if markup is None:
+        return None
+    for row in markup.inline_keyboard:
+        for button in row:
+            if button.callback_data == data:
+                return button.text
+    return None
+
+
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
