@@ -213,6 +213,16 @@ class FakeTelegram:
         self._notify()
         return callback_id
 
+    def redeliver(self, update_id: int) -> None:
+        with self.world.lock:
+            self.world.redeliver(update_id)
+        self._notify()
+
+    def issued_updates(self) -> list[int]:
+        """Ids of every update made so far, oldest first."""
+        with self.world.lock:
+            return list(self.world.issued)
+
     def inject_fault(
         self,
         status: int,

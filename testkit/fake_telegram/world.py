@@ -126,7 +126,8 @@ class World:
         self.topics: dict[int, dict[int, str]] = {}
         self.messages: dict[tuple[int, int], TgMessage] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
-        self.updates: list[dict[str, Any]] = []
+        self.updates: list[dict[str, Any]] = []  # not confirmed yet
+        self.issued: dict[int, dict[str, Any]] = {}  # every update ever made, by id
         self._update_ids = itertools.count(1001)
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
@@ -198,7 +199,9 @@ class World:
 
     def _push(self, kind: str, payload: dict[str, Any]) -> int:
         update_id = next(self._update_ids)
-        self.updates.append({"update_id": update_id, kind: payload})
+        update = {"update_id": update_id, kind: payload}
+        self.updates.append(update)
+        self.issued[update_id] = update
         return update_id
 
     def user_message(self, chat_id: int, user_id: int, text: str, topic: int | None) -> TgMessage:
@@ -232,11 +235,9 @@ class World:
         return callback_id
 
     def redeliver(self, update_id: int) -> None:
-        """Deliver an update once more (as Telegram may, after a lost confirmation)."""
-        for update in list(self.updates):
-            if update["update_id"] == update_id:
-                self.updates.append(dict(update))
-                return
+        """Deliver an update once more, as Telegram does when a bot died after handling it
+        but before confirming it."""
+        self.updates.append(dict(self.issued[update_id]))
 
     # --- the Bot API ------------------------------------------------------------------------
 
@@ -252,9 +253,8 @@ class World:
                 raise ApiError(
                     429, f"Too Many Requests: retry after {fault.retry_after}", fault.retry_after
                 )
-            raise ApiError(
-                fault.status, "Bad Gateway" if fault.status == 502 else "Internal Server Error"
-            )
+            usual = {400: "Bad Request", 502: "Bad Gateway"}.get(fault.status, "Server Error")
+            raise ApiError(fault.status, fault.description or usual)
 
     def pending_updates(self, offset: int | None, limit: int) -> list[dict[str, Any]]:
         if offset:
