@@ -34,7 +34,7 @@ from threadspindle.agents.base import (
     EmitEvent,
     ParserStats,
     StampedEvent,
-    spawn_agent,
+    spawn_agent_argv,
 )
 from threadspindle.agents.codex_launch import (
     codex_home,
@@ -306,7 +306,7 @@ class CodexAdapter(AgentAdapter):
         argv = launch_argv(self.options, per_turn=False)
         try:
             ensure_codex_home(self.options)
-            proc = await spawn_agent(
+            proc = await spawn_agent_argv(
                 self.options, argv, env=launch_env(self.options), cwd=start.workdir
             )
         except OSError as exc:
@@ -599,7 +599,7 @@ class CodexAdapter(AgentAdapter):
             t0 = trio.current_time()
             try:
                 ensure_codex_home(self.options)
-                proc = await spawn_agent(
+                proc = await spawn_agent_argv(
                     self.options, argv, env=launch_env(self.options), cwd=prompt.workdir
                 )
             except OSError as exc:

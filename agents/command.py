@@ -42,7 +42,7 @@ from threadspindle.agents.base import (
     StampedEvent,
     agent_environment,
     clean_tool_name,
-    spawn_agent,
+    spawn_agent_argv,
 )
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
@@ -189,7 +189,7 @@ class CommandAdapter(AgentAdapter):
         began = time.monotonic()
         self.parser.result = {}
         try:
-            proc = await spawn_agent(self.options, argv, env=self._env(prompt), cwd=workdir)
+            proc = await spawn_agent_argv(self.options, argv, env=self._env(prompt), cwd=workdir)
         except OSError as exc:
             await self._send(TurnAborted(reason=f"the command could not start: {exc}"))
             return

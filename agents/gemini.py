@@ -45,7 +45,7 @@ from threadspindle.agents.base import (
     StampedEvent,
     agent_environment,
     prompt_with_attachments,
-    spawn_agent,
+    spawn_agent_argv,
 )
 from threadspindle.agents.gemini_home import (
     ConversationInfo,
@@ -347,7 +347,7 @@ class GeminiAdapter(AgentAdapter):
         if watch is not None:
             env[DEBUG_LOG_ENV] = watch.path
         try:
-            proc = await spawn_agent(self.options, spec.argv, env=env, cwd=spec.cwd)
+            proc = await spawn_agent_argv(self.options, spec.argv, env=env, cwd=spec.cwd)
         except OSError as exc:
             if watch is not None:
                 watch.close()
@@ -558,7 +558,7 @@ class GeminiAdapter(AgentAdapter):
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
         try:
-            proc = await spawn_agent(
+            proc = await spawn_agent_argv(
                 self.options, spec.argv, env=spec.env, cwd=spec.cwd, stdin=False
             )
         except OSError as exc:

@@ -51,7 +51,7 @@ from threadspindle.agents.base import (
     EmitEvent,
     ParserStats,
     StampedEvent,
-    spawn_agent,
+    spawn_agent_argv,
 )
 from threadspindle.agents.opencode_launch import (
     McpRegistration,
@@ -389,7 +389,7 @@ class OpencodeAdapter(AgentAdapter):
         )
         try:
             env = self._turn_env or opencode_env(self.options)
-            proc = await spawn_agent(
+            proc = await spawn_agent_argv(
                 self.options,
                 argv,
                 env=env,

@@ -53,7 +53,7 @@ import trio
 from bench.opencode_latency import OFFLINE_ENV, fake_home
 from threadspindle.agents.base import AgentAdapter, AgentOptions, StampedEvent
 from threadspindle.agents.claude import ClaudeAdapter
-from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex import CodexAdapter
 from threadspindle.agents.codex_parser import AppServerParser
 from threadspindle.agents.gemini import GeminiAdapter

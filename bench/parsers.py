@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from threadspindle.agents.base import ParserStats
-from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex_exec_parser import ExecParser
 from threadspindle.agents.codex_parser import AppServerParser
 from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import psutil
 
+from threadspindle.effects.process_tree import CREATE_TIME_TOLERANCE_S, create_time, same_process
+
 __all__ = ["ChildRegistry", "StoppedChild", "stop_recorded_children"]
 
 logger = logging.getLogger("spindle.children")
 
 FILE_NAME = "agent-processes.json"
-CREATE_TIME_TOLERANCE_S = 0.5  # as effects/mcp_manager/state_store.py: same process or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,22 +38,6 @@ class StoppedChild:
     label: str
     pids: tuple[int, ...]  # the tree and group members that were signalled
     gone: bool
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        started: float = proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return started
-
-
-def _same(pid: int, started: float) -> bool:
-    now = _create_time(pid)
-    return now is not None and abs(now - started) <= CREATE_TIME_TOLERANCE_S
 
 
 class ChildRegistry:
@@ -65,11 +50,11 @@ class ChildRegistry:
         self._save()
 
     def add(self, pid: int, label: str) -> None:
-        started = _create_time(pid)
+        started = create_time(pid)
         if started is None:
             return
         # Forget children that ended without telling (a process nobody waited for).
-        self._children = {p: rec for p, rec in self._children.items() if _same(p, rec[0])}
+        self._children = {p: rec for p, rec in self._children.items() if same_process(p, rec[0])}
         self._children[pid] = (started, label)
         self._save()
 
@@ -136,9 +121,9 @@ def _targets(pid: int, started: float) -> list[int]:
     """What is left of a recorded child: its tree while it runs; when it is gone, the
     members of the group it led (a pid that leads a live group is never handed out again,
     so they are its own; born after it, to be sure)."""
-    if _same(pid, started):
+    if same_process(pid, started):
         return _tree(pid)
-    if _create_time(pid) is not None:
+    if create_time(pid) is not None:
         return []  # the pid belongs to another process now
     return _group(pid, born_after=started - CREATE_TIME_TOLERANCE_S)
 

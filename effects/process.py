@@ -25,12 +25,15 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import trio
 
-from .child_registry import ChildRegistry
 from .sandbox import Sandbox, sandbox_argv
+
+if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
+    from .child_registry import ChildRegistry
 
 __all__ = [
     "GUARD",
@@ -248,13 +251,21 @@ class ManagedProcess:
         sandbox: Sandbox | None = None,
         home: str | None = None,
         expose: Sequence[str] = (),
+        expose_writable: Sequence[str] = (),
     ) -> ManagedProcess:
         """Start ``argv`` under a guard (it dies with Spindle). With ``sandbox`` it runs in
-        bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only)
-        and the files in ``expose``."""
+        bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only),
+        the files in ``expose`` (read-only) and the directories in ``expose_writable``."""
         command = [resolve_executable(argv[0], env, cwd), *argv[1:]]
         if sandbox is not None:
-            command = sandbox_argv(sandbox, command, workdir=cwd, home=home, expose=expose)
+            command = sandbox_argv(
+                sandbox,
+                command,
+                workdir=cwd,
+                home=home,
+                expose=expose,
+                expose_writable=expose_writable,
+            )
             command[0] = resolve_executable(command[0], env)
         proc = await trio.lowlevel.open_process(
             guarded_argv(command),

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from threadspindle.agents.base import AgentOptions, StampedEvent
-from threadspindle.agents.claude import AgentStartError, ClaudeAdapter
+from threadspindle.agents.base import AgentOptions, AgentStartError, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 

@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from threadspindle.agents.base import ConversationInfo
+from threadspindle.agents.base.options import ConversationInfo
 
 __all__ = ["list_conversations", "project_slug"]
 

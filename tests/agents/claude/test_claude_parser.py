@@ -12,7 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from threadspindle.agents.claude_parser import (
+from threadspindle.agents.base.parsing import ParsedLine
+from threadspindle.agents.claude.parser import (
     ClaudeStreamParser,
     is_unknown_session,
     summarize_tool_input,
@@ -30,15 +31,21 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "claude"
+
+
+def read(name: str) -> tuple[ClaudeStreamParser, list[ParsedLine]]:
+    parser = ClaudeStreamParser()
+    return parser, [parser.feed(line) for line in (FIXTURES / name).read_text().splitlines()]
 
 
 def parse(name: str) -> tuple[ClaudeStreamParser, list[object]]:
-    parser = ClaudeStreamParser()
-    events: list[object] = []
-    for line in (FIXTURES / name).read_text().splitlines():
-        events.extend(parser.feed(line))
-    return parser, events
+    parser, parsed = read(name)
+    return parser, [e for p in parsed for e in p.events]
+
+
+def feed(parser: ClaudeStreamParser, line: str) -> list[object]:
+    return list(parser.feed(line).events)
 
 
 def kinds(events: list[object]) -> list[str]:
@@ -128,7 +135,9 @@ def test_in_band_interrupt_aborts_the_turn_then_the_next_turn_completes() -> Non
     assert events[2] == TurnAborted(reason="interrupted")
     assert events[1].text == "chunk0 chunk1 chunk2 chunk3 chunk4 "  # the partial answer
     assert parser.stats.skipped_types["control_response"] == 1  # the ack of our interrupt
-    assert parser.control_responses[0]["request_id"] == "req_1"
+    _, parsed = read("claude-control-interrupt.jsonl")
+    [ack] = [p.response for p in parsed if p.response is not None]
+    assert ack.id == "req_1" and ack.error is None
 
 
 def test_sigint_flushes_partial_text_once_and_aborts() -> None:
@@ -139,9 +148,10 @@ def test_sigint_flushes_partial_text_once_and_aborts() -> None:
 
 def test_sigterm_leaves_the_turn_open() -> None:
     # No closing lines at all: only the process exit can end this turn (the adapter's job).
-    parser, events = parse("claude-interrupt-SIGTERM.jsonl")
+    parser, parsed = read("claude-interrupt-SIGTERM.jsonl")
+    events = [e for p in parsed for e in p.events]
     assert not [e for e in events if isinstance(e, TurnCompleted | TurnAborted)]
-    assert parser.take_result_seen() is False
+    assert not any(p.turn_ended for p in parsed)
 
 
 def test_permission_request_over_stdio() -> None:
@@ -149,7 +159,7 @@ def test_permission_request_over_stdio() -> None:
     events: list[object] = []
     pending_seen = {}
     for line in (FIXTURES / "claude-permission-stdio.jsonl").read_text().splitlines():
-        events.extend(parser.feed(line))
+        events.extend(feed(parser, line))
         pending_seen.update(parser.pending)
     assert parser.pending == {}  # the turn's result: nothing is waited on any more
     asked = [e for e in events if isinstance(e, PermissionRequested)]
@@ -169,9 +179,9 @@ def test_permission_request_over_stdio() -> None:
 def test_a_withdrawn_request_is_no_longer_pending() -> None:
     parser = ClaudeStreamParser()
     request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "ls"}}
-    parser.feed(_line({"type": "control_request", "request_id": "p1", "request": request}))
+    feed(parser, _line({"type": "control_request", "request_id": "p1", "request": request}))
     assert "p1" in parser.pending
-    assert parser.feed(_line({"type": "control_cancel_request", "request_id": "p1"})) == []
+    assert feed(parser, _line({"type": "control_cancel_request", "request_id": "p1"})) == []
     assert parser.pending == {} and parser.stats.skipped_types["control_cancel_request"] == 1
 
 
@@ -195,7 +205,9 @@ def test_ask_user_question_is_a_question() -> None:
             ]
         },
     }
-    events = parser.feed(_line({"type": "control_request", "request_id": "q1", "request": request}))
+    events = feed(
+        parser, _line({"type": "control_request", "request_id": "q1", "request": request})
+    )
     assert events == [
         QuestionAsked(
             request_id="q1",
@@ -215,8 +227,8 @@ def test_mcp_tool_names_are_cleaned_and_other_requests_refused() -> None:
         "name": "mcp__process-manager__restart_process",
         "input": {"name": "web"},
     }
-    events = parser.feed(
-        _line({"type": "assistant", "message": {"id": "m1", "content": [tool_use]}})
+    events = feed(
+        parser, _line({"type": "assistant", "message": {"id": "m1", "content": [tool_use]}})
     )
     assert events == [
         ToolStarted(
@@ -227,8 +239,9 @@ def test_mcp_tool_names_are_cleaned_and_other_requests_refused() -> None:
         )
     ]
     hook = {"type": "control_request", "request_id": "h1", "request": {"subtype": "hook_callback"}}
-    assert parser.feed(_line(hook)) == []
-    assert parser.unsupported_requests == ["h1"]
+    refused = parser.feed(_line(hook))
+    assert refused.events == [] and refused.refuse is not None
+    assert (refused.refuse.id, refused.refuse.method) == ("h1", "hook_callback")
 
 
 def test_api_retry_and_error_result() -> None:
@@ -258,8 +271,8 @@ def test_api_retry_and_error_result() -> None:
             "content": [{"type": "text", "text": "API Error: Unable to connect"}],
         },
     }
-    assert parser.feed(_line(synthetic)) == []  # said once, as the turn's error
-    events = parser.feed(_line(retry)) + parser.feed(_line(result))
+    assert feed(parser, _line(synthetic)) == []  # said once, as the turn's error
+    events = feed(parser, _line(retry)) + feed(parser, _line(result))
     assert events[0] == AgentError(
         message="API request failed (unknown)", retryable=True, attempt=1, max_retries=1
     )
@@ -288,7 +301,7 @@ NOT_A_UUID_STDERR = (
 
 def test_a_session_the_cli_does_not_have_is_recognised() -> None:
     parser = ClaudeStreamParser()
-    [end] = parser.feed(UNKNOWN_UUID_RESULT)
+    [end] = feed(parser, UNKNOWN_UUID_RESULT)
     assert isinstance(end, TurnCompleted) and end.is_error
     assert end.error is not None and is_unknown_session(end.error)
     assert is_unknown_session(UNKNOWN_UUID_STDERR)
@@ -302,7 +315,7 @@ def test_a_session_the_cli_does_not_have_is_recognised() -> None:
 def test_thinking_from_whole_blocks_when_not_streamed() -> None:
     parser = ClaudeStreamParser()
     content = [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "ok"}]
-    events = parser.feed(_line({"type": "assistant", "message": {"id": "m", "content": content}}))
+    events = feed(parser, _line({"type": "assistant", "message": {"id": "m", "content": content}}))
     assert events == [ThinkingDelta(text="hmm"), TextDelta(text="ok", block="m:1")]
 
 
@@ -369,7 +382,7 @@ def test_fuzz_nothing_escapes_and_every_line_is_accounted(lines: list[str]) -> N
     produced = 0
     for line in lines:
         before = (parser.stats.malformed, parser.stats.skipped, parser.stats.events)
-        events = parser.feed(line)
+        events = feed(parser, line)
         produced += len(events)
         after = (parser.stats.malformed, parser.stats.skipped, parser.stats.events)
         # Every line either made events, was skipped, or was counted malformed.
@@ -393,7 +406,7 @@ def test_fuzz_huge_and_deep_lines_are_counted_not_fatal(kind: int) -> None:
         ),
         '{"type": "result", "usage": ' + "[" * 50_000,
     ][kind]
-    events = parser.feed(huge)
+    events = feed(parser, huge)
     if kind == 2:
         assert len(events) == 1 and len(events[0].text) == 1_000_000
     else:

@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 
 from threadspindle.agents.base import AgentOptions, McpServer
-from threadspindle.agents.claude import (
-    claude_launch_spec,
+from threadspindle.agents.base.launch import prompt_text
+from threadspindle.agents.claude.launch import (
     image_blocks,
+    launch_spec,
     mcp_config,
     prompt_line,
-    prompt_text,
 )
-from threadspindle.agents.claude_sessions import list_conversations, project_slug
+from threadspindle.agents.claude.sessions import list_conversations, project_slug
 from threadspindle.runtime.core.model import Attachment
 
 
@@ -28,7 +28,7 @@ def test_launch_spec_long_lived_flags_and_options() -> None:
         home="/tmp/h",
         env=(("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"), ("DISABLE_TELEMETRY", "0")),
     )
-    spec = claude_launch_spec(
+    spec = launch_spec(
         options,
         workdir="/w",
         session_id="abc",
@@ -65,7 +65,7 @@ def test_launch_spec_long_lived_flags_and_options() -> None:
 
 
 def test_launch_spec_minimal_and_start_overrides() -> None:
-    spec = claude_launch_spec(AgentOptions(model="opus"), workdir="/w", model="sonnet", base_env={})
+    spec = launch_spec(AgentOptions(model="opus"), workdir="/w", model="sonnet", base_env={})
     assert spec.argv[0] == "claude"
     assert "--resume" not in spec.argv and "--append-system-prompt" not in spec.argv
     assert spec.argv[spec.argv.index("--model") + 1] == "sonnet"
@@ -73,16 +73,14 @@ def test_launch_spec_minimal_and_start_overrides() -> None:
 
 def test_max_retries_caps_the_cli_retries_through_its_own_variable() -> None:
     inherited = {"CLAUDE_CODE_MAX_RETRIES": "10"}  # a shell's setting does not win
-    spec = claude_launch_spec(AgentOptions(max_retries=3), workdir="/w", base_env=inherited)
+    spec = launch_spec(AgentOptions(max_retries=3), workdir="/w", base_env=inherited)
     assert spec.env["CLAUDE_CODE_MAX_RETRIES"] == "3"
     assert (
-        claude_launch_spec(AgentOptions(), workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"]
-        == "2"
+        launch_spec(AgentOptions(), workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"] == "2"
     )
     explicit = AgentOptions(max_retries=3, env=(("CLAUDE_CODE_MAX_RETRIES", "0"),))
     assert (
-        claude_launch_spec(explicit, workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"]
-        == "0"
+        launch_spec(explicit, workdir="/w", base_env={}).env["CLAUDE_CODE_MAX_RETRIES"] == "0"
     )  # the agent's own env entry is the most specific
 
 

@@ -18,8 +18,8 @@ import psutil
 import pytest
 import trio
 
-from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
-from threadspindle.agents.claude import AgentStartError, ClaudeAdapter, list_conversations
+from threadspindle.agents.base import AgentOptions, AgentStartError, McpServer, StampedEvent
+from threadspindle.agents.claude import ClaudeAdapter, list_conversations
 from threadspindle.effects.process import tree_pids
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -38,7 +38,7 @@ from threadspindle.runtime.core.model import Attachment
 from threadspindle.testkit.fake_model.anthropic import ASK_QUESTION, FakeAnthropic, user_text
 from threadspindle.testkit.fake_model.base import JSONResponse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
 INSTALLED = ROOT / ".agents" / ".installed"
 TURN_TIMEOUT = 45.0
@@ -476,7 +476,7 @@ async def test_mcp_server_injected_with_its_token(tmp_path: Path, fake: FakeAnth
     server = McpServer(name="process-manager", url=f"{fake.base_url}/mcp", bearer_token=token)
     async with running_claude(tmp_path, fake, mcp_servers=(server,)) as s:
         await s.turn("r1", "hello")
-        config_dir = s.adapter._mcp_dir
+        config_dir = s.adapter.private_dir
         assert config_dir is not None and os.path.exists(config_dir)
         assert f"--mcp-config={config_dir}/mcp.json" in " ".join(
             psutil.Process(s.adapter._proc.pid).cmdline()

@@ -1,14 +1,17 @@
 """Claude Code's stream-json output, one line at a time, to typed agent events.
 
-Sans-IO: ``ClaudeStreamParser.feed(line)`` returns the events the line means and never
-raises. It keeps only the state the stream needs to be read correctly:
+Sans-IO: ``ClaudeStreamParser.feed(line)`` returns the ``ParsedLine`` the line means and never
+raises: the events for the thread; a ``control_response`` (the CLI's answer to one of our
+control requests) as its ``response``; a control request only the host could serve (hooks,
+SDK MCP) as ``refuse``, so the adapter refuses it at once; ``turn_ended`` at ``result``. It
+keeps only the state the stream needs to be read correctly:
 
 - which assistant messages already streamed their text/thinking as ``stream_event``
   deltas (``--include-partial-messages``), so the whole-block ``assistant`` line that
   follows is not emitted twice (without partial messages that line is the only text);
 - which tool calls were already announced (a tool id starts once);
 - the ``control_request`` s the CLI is waiting on (``can_use_tool``), by request id, so the
-  adapter can answer them with the tool's original input.
+  adapter can answer them with the tool's original input (``take_request``).
 
 Mapping (CLI 2.1.197, see ``docs/agents.md``): ``system/init`` -> ``SessionStarted``;
 ``stream_event`` text/thinking deltas -> ``TextDelta`` / ``ThinkingDelta``; ``assistant``
@@ -29,7 +32,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from threadspindle.agents.base import ParserStats, clean_tool_name
+from threadspindle.agents.base.fields import (
+    MalformedInput,
+    as_int,
+    cut,
+    load_object,
+    need_dict,
+    need_list,
+    need_str,
+)
+from threadspindle.agents.base.jsonrpc import RpcRequest, RpcResponse
+from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
@@ -45,7 +58,13 @@ from threadspindle.runtime.core.agent_events import (
     Usage,
 )
 
-__all__ = ["ClaudeStreamParser", "PendingControl", "is_unknown_session", "summarize_tool_input"]
+__all__ = [
+    "ASK_USER_QUESTION",
+    "ClaudeStreamParser",
+    "PendingControl",
+    "is_unknown_session",
+    "summarize_tool_input",
+]
 
 ASK_USER_QUESTION = "AskUserQuestion"
 SYNTHETIC_MODEL = "<synthetic>"
@@ -62,39 +81,6 @@ class PendingControl:
     input: dict[str, Any]
 
 
-class MalformedLine(Exception):
-    """Raised inside the parser only; ``feed`` turns it into a malformed count."""
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise MalformedLine(f"{what} is not a string")
-    return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _dict(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise MalformedLine(f"{what} is not an object")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise MalformedLine(f"{what} is not a list")
-    return value
-
-
-def _int_or_none(value: Any) -> int | None:
-    # bool is an int in Python; a CLI sending true for a token count is wrong, not 1.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
 # What Claude Code 2.1.197 says (stderr, and the `errors` of its start-up `result`) when it
 # exits at start because `--resume` names a session it does not have: a UUID with no
 # transcript in this project, or a value that is neither a UUID nor a session title.
@@ -109,29 +95,25 @@ def is_unknown_session(text: str) -> bool:
     return _UNKNOWN_SESSION.search(text) is not None
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def summarize_tool_input(name: str, tool_input: dict[str, Any]) -> str:
     """One line saying what a tool call does: the command, the path, the pattern ..."""
     for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
         value = tool_input.get(key)
         if isinstance(value, str) and value:
-            return _clip(value.replace("\n", " "), MAX_SUMMARY_CHARS)
+            return cut(value.replace("\n", " "), MAX_SUMMARY_CHARS)
     if not tool_input:
         return ""
     try:
         text = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
         return ""
-    return _clip(text, MAX_SUMMARY_CHARS)
+    return cut(text, MAX_SUMMARY_CHARS)
 
 
 def _tool_result_text(content: Any) -> str:
     """A tool_result's content is a string or a list of parts (text, image ...)."""
     if isinstance(content, str):
-        return _clip(content, MAX_RESULT_CHARS)
+        return cut(content, MAX_RESULT_CHARS)
     if isinstance(content, list):
         parts: list[str] = []
         for part in content:
@@ -140,7 +122,7 @@ def _tool_result_text(content: Any) -> str:
                     parts.append(part["text"])
                 elif isinstance(part.get("type"), str):
                     parts.append(f"[{part['type']}]")
-        return _clip("\n".join(parts), MAX_RESULT_CHARS)
+        return cut("\n".join(parts), MAX_RESULT_CHARS)
     return ""
 
 
@@ -178,58 +160,56 @@ class ClaudeStreamParser:
         self.session_id: str | None = None
         self.model: str | None = None
         self.pending: dict[str, PendingControl] = {}
-        self.control_responses: list[dict[str, Any]] = []  # acks for our own requests
-        self.unsupported_requests: list[str] = []  # control requests we cannot serve
         self._streamed_messages: set[str] = set()
         self._current_message: str | None = None
         self._started_tools: set[str] = set()
-        self._result_seen = False
         self._cost_reported = 0.0  # total_cost_usd is cumulative over one process's turns
 
     # public --------------------------------------------------------------------------------
-    def feed(self, line: str) -> list[AgentEvent]:
-        """The events one stdout line means. Never raises."""
+    def feed(self, line: str) -> ParsedLine:
+        """What one stdout line means. Never raises."""
         self.stats.lines += 1
+        out = ParsedLine()
         if not line.strip():
             self.stats.skip("blank")
-            return []
+            return out
         try:
-            obj = json.loads(line)
-            events = self._dispatch(_dict(obj, "line"))
-        except (ValueError, MalformedLine, TypeError, KeyError, AttributeError):
-            # ValueError covers json.JSONDecodeError and pydantic's ValidationError.
+            out.events = self._dispatch(load_object(line), out)
+        except (ValueError, MalformedInput, TypeError, KeyError, AttributeError, RecursionError):
+            # ValueError covers pydantic's ValidationError.
             self.stats.malformed += 1
-            return []
-        except RecursionError:
-            self.stats.malformed += 1
-            return []
-        self.stats.events += len(events)
-        return events
+            return ParsedLine()
+        self.stats.events += len(out.events)
+        return out
+
+    def take_request(self, request_id: str) -> PendingControl | None:
+        """The ``can_use_tool`` request an answer is for (once: a second answer finds
+        nothing, nor does one for a request the CLI withdrew or a turn that is over)."""
+        return self.pending.pop(request_id, None)
 
     def process_started(self) -> None:
         """A new CLI process: its cost counter starts from zero again."""
         self._cost_reported = 0.0
         self._current_message = None
 
-    def take_result_seen(self) -> bool:
-        """True once per ``result`` line: the adapter uses it to close the turn."""
-        seen, self._result_seen = self._result_seen, False
-        return seen
-
     # dispatch -----------------------------------------------------------------------------
-    def _dispatch(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        kind = _str(obj.get("type"), "type")
+    def _dispatch(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
+        kind = need_str(obj.get("type"), "type")
         session = obj.get("session_id")
         if isinstance(session, str) and session:
             self.session_id = session
+        if kind == "result":
+            out.turn_ended = True
+            return self._result(obj)
+        if kind == "control_request":
+            return self._control_request(obj, out)
+        if kind == "control_response":
+            return self._control_response(obj, out)
         handler = {
             "system": self._system,
             "stream_event": self._stream_event,
             "assistant": self._assistant,
             "user": self._user,
-            "result": self._result,
-            "control_request": self._control_request,
-            "control_response": self._control_response,
             "control_cancel_request": self._control_cancel,
         }.get(kind)
         if handler is None:
@@ -238,9 +218,9 @@ class ClaudeStreamParser:
         return handler(obj)
 
     def _system(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        subtype = _str(obj.get("subtype"), "subtype")
+        subtype = need_str(obj.get("subtype"), "subtype")
         if subtype == "init":
-            session = _str(obj.get("session_id"), "session_id")
+            session = need_str(obj.get("session_id"), "session_id")
             model = obj.get("model")
             self.model = model if isinstance(model, str) else self.model
             return [SessionStarted(session_id=session, model=self.model)]
@@ -255,33 +235,33 @@ class ClaudeStreamParser:
                 AgentError(
                     message=what,
                     retryable=True,
-                    attempt=attempt if _is_int(attempt) else None,
-                    max_retries=most if _is_int(most) else None,
+                    attempt=as_int(attempt),
+                    max_retries=as_int(most),
                 )
             ]
         self.stats.skip(f"system/{subtype}")
         return []
 
     def _stream_event(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        event = _dict(obj.get("event"), "event")
-        etype = _str(event.get("type"), "event.type")
+        event = need_dict(obj.get("event"), "event")
+        etype = need_str(event.get("type"), "event.type")
         if etype == "message_start":
-            message = _dict(event.get("message"), "message")
+            message = need_dict(event.get("message"), "message")
             msg_id = message.get("id")
             self._current_message = msg_id if isinstance(msg_id, str) else None
             self.stats.skip("stream_event/message_start")
             return []
         if etype == "content_block_delta":
-            delta = _dict(event.get("delta"), "delta")
-            dtype = _str(delta.get("type"), "delta.type")
+            delta = need_dict(event.get("delta"), "delta")
+            dtype = need_str(delta.get("type"), "delta.type")
             index = event.get("index")
             block = f"{self._current_message or 'msg'}:{index if isinstance(index, int) else 0}"
             if dtype == "text_delta":
-                text = _str(delta.get("text"), "text")
+                text = need_str(delta.get("text"), "text")
                 self._mark_streamed()
                 return [TextDelta(text=text, block=block)] if text else []
             if dtype == "thinking_delta":
-                text = _str(delta.get("thinking"), "thinking")
+                text = need_str(delta.get("thinking"), "thinking")
                 self._mark_streamed()
                 return [ThinkingDelta(text=text)] if text else []
             self.stats.skip(f"stream_event/{dtype}")
@@ -294,8 +274,8 @@ class ClaudeStreamParser:
             self._streamed_messages.add(self._current_message)
 
     def _assistant(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        message = _dict(obj.get("message"), "message")
-        content = _list(message.get("content"), "content")
+        message = need_dict(obj.get("message"), "message")
+        content = need_list(message.get("content"), "content")
         msg_id = message.get("id")
         streamed = isinstance(msg_id, str) and msg_id in self._streamed_messages
         model = message.get("model")
@@ -308,10 +288,10 @@ class ClaudeStreamParser:
             self.model = self.model or model
         events: list[AgentEvent] = []
         for index, part in enumerate(content):
-            part = _dict(part, "content part")
-            ptype = _str(part.get("type"), "part.type")
+            part = need_dict(part, "content part")
+            ptype = need_str(part.get("type"), "part.type")
             if ptype == "text" and not streamed:
-                text = _str(part.get("text"), "text")
+                text = need_str(part.get("text"), "text")
                 if text:
                     events.append(TextDelta(text=text, block=f"{msg_id or 'msg'}:{index}"))
             elif ptype == "thinking" and not streamed:
@@ -319,11 +299,11 @@ class ClaudeStreamParser:
                 if isinstance(thought, str) and thought:
                     events.append(ThinkingDelta(text=thought))
             elif ptype == "tool_use":
-                tool_id = _str(part.get("id"), "tool id")
+                tool_id = need_str(part.get("id"), "tool id")
                 if tool_id in self._started_tools:
                     continue
                 self._started_tools.add(tool_id)
-                name = _str(part.get("name"), "tool name")
+                name = need_str(part.get("name"), "tool name")
                 tool_input = part.get("input")
                 summary = summarize_tool_input(
                     name, tool_input if isinstance(tool_input, dict) else {}
@@ -341,17 +321,17 @@ class ClaudeStreamParser:
         return events
 
     def _user(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        message = _dict(obj.get("message"), "message")
+        message = need_dict(obj.get("message"), "message")
         content = message.get("content")
         if isinstance(content, str):
             self.stats.skip("user/text")  # an echo of a prompt or "[Request interrupted ...]"
             return []
         events: list[AgentEvent] = []
-        for part in _list(content, "content"):
-            part = _dict(part, "content part")
+        for part in need_list(content, "content"):
+            part = need_dict(part, "content part")
             if part.get("type") != "tool_result":
                 continue
-            tool_id = _str(part.get("tool_use_id"), "tool_use_id")
+            tool_id = need_str(part.get("tool_use_id"), "tool_use_id")
             events.append(
                 ToolFinished(
                     tool_id=tool_id,
@@ -364,7 +344,6 @@ class ClaudeStreamParser:
         return events
 
     def _result(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        self._result_seen = True
         self._streamed_messages.clear()  # message ids never repeat across turns
         self.pending.clear()  # the CLI waits on nothing once its turn is over
         self._started_tools.clear()
@@ -401,7 +380,7 @@ class ClaudeStreamParser:
             TurnCompleted(
                 session_id=session_id,
                 cost_usd=cost,
-                duration_ms=_int_or_none(obj.get("duration_ms")),
+                duration_ms=as_int(obj.get("duration_ms"), floats=True),
                 usage=usage,
                 model=model,
                 is_error=is_error,
@@ -418,25 +397,25 @@ class ClaudeStreamParser:
         if isinstance(model_usage, dict):
             for entry in model_usage.values():
                 if isinstance(entry, dict):
-                    window = _int_or_none(entry.get("contextWindow")) or window
+                    window = as_int(entry.get("contextWindow"), floats=True) or window
         return Usage(
-            input_tokens=_int_or_none(usage.get("input_tokens")),
-            output_tokens=_int_or_none(usage.get("output_tokens")),
-            cache_read_tokens=_int_or_none(usage.get("cache_read_input_tokens")),
-            cache_write_tokens=_int_or_none(usage.get("cache_creation_input_tokens")),
+            input_tokens=as_int(usage.get("input_tokens"), floats=True),
+            output_tokens=as_int(usage.get("output_tokens"), floats=True),
+            cache_read_tokens=as_int(usage.get("cache_read_input_tokens"), floats=True),
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens"), floats=True),
             context_window=window,
         )
 
-    def _control_request(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        request_id = _str(obj.get("request_id"), "request_id")
-        request = _dict(obj.get("request"), "request")
-        subtype = _str(request.get("subtype"), "request.subtype")
+    def _control_request(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
+        request_id = need_str(obj.get("request_id"), "request_id")
+        request = need_dict(obj.get("request"), "request")
+        subtype = need_str(request.get("subtype"), "request.subtype")
         if subtype != "can_use_tool":
             # The adapter answers these with an error at once so the CLI never waits.
-            self.unsupported_requests.append(request_id)
+            out.refuse = RpcRequest(request_id, subtype, request)
             self.stats.skip(f"control_request/{subtype}")
             return []
-        tool_name = _str(request.get("tool_name"), "tool_name")
+        tool_name = need_str(request.get("tool_name"), "tool_name")
         raw_input = request.get("input")
         tool_input = raw_input if isinstance(raw_input, dict) else {}
         self.pending[request_id] = PendingControl(request_id, tool_name, tool_input)
@@ -468,13 +447,19 @@ class ClaudeStreamParser:
 
     def _control_cancel(self, obj: dict[str, Any]) -> list[AgentEvent]:
         # The CLI withdrew a request (an interrupt while it waited): nothing to answer now.
-        self.pending.pop(_str(obj.get("request_id"), "request_id"), None)
+        self.pending.pop(need_str(obj.get("request_id"), "request_id"), None)
         self.stats.skip("control_cancel_request")
         return []
 
-    def _control_response(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        response = _dict(obj.get("response"), "response")
-        self.control_responses.append(response)
-        del self.control_responses[:-16]  # only recent acks matter
+    def _control_response(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
+        response = need_dict(obj.get("response"), "response")
+        request_id = response.get("request_id")
+        if isinstance(request_id, str):  # an ack of one of our requests
+            error = response.get("error") if response.get("subtype") == "error" else None
+            out.response = RpcResponse(
+                request_id,
+                response.get("response"),
+                {"message": str(error)} if error is not None else None,
+            )
         self.stats.skip("control_response")
         return []

@@ -23,7 +23,7 @@ from threadspindle.runtime.live.registry import Runtime, open_runtime
 from threadspindle.testkit.fake_chat import RenderWorld
 from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
 
-CLAUDE = Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "claude"
+CLAUDE = Path(__file__).resolve().parents[3] / ".agents" / "node_modules" / ".bin" / "claude"
 THREAD = "thread-1"
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,10 +1,9 @@
 """The Claude Code adapter: one long-lived ``claude -p`` stream-json process per thread.
 
-Launch (``claude_launch_spec``, pure): ``claude -p --input-format stream-json
---output-format stream-json --verbose --include-partial-messages --permission-prompt-tool
-stdio`` plus ``--resume <session>``, ``--model``, ``--append-system-prompt`` and
-``--mcp-config <private temp file>`` (bearer token in a header; the file is 0600 in a private
-temp dir, removed when the process ends: no user file is touched, no token in ``ps``).
+The launch spec and the wire format of what we write are in ``launch.py`` (the MCP config
+goes in a file of the thread's own ``PrivateDir``, removed when the adapter is done), the
+reading in ``parser.py``, the past sessions in ``sessions.py``. Requests and answers go
+through the shared ``RpcPeer`` in Claude Code's control framing.
 
 Protocol (CLI 2.1.197, ``docs/agents.md``): the host sends an ``initialize`` control request,
 then one ``{"type":"user",...}`` line per prompt; the CLI answers each with ``system/init``
@@ -32,40 +31,36 @@ run (an event stamped with no run is dropped by the core as stale).
 
 from __future__ import annotations
 
-import base64
 import collections
-import itertools
 import json
-import mimetypes
 import os
 import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import Any
 
 import trio
 
-from threadspindle.agents.base import (
-    AgentAdapter,
-    AgentOptions,
-    ConversationInfo,
-    EmitEvent,
-    ParserStats,
-    StampedEvent,
-    agent_environment,
-    prompt_with_attachments,
-    spawn_agent,
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcPeer
+from threadspindle.agents.base.launch import PrivateDir, prompt_text
+from threadspindle.agents.base.options import AgentOptions
+from threadspindle.agents.base.parsing import AgentStatistics
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.claude.launch import (
+    CONTROL,
+    DEFAULT_BINARY,
+    launch_spec,
+    mcp_config,
+    prompt_message,
 )
-from threadspindle.agents.claude_parser import (
+from threadspindle.agents.claude.parser import (
     ASK_USER_QUESTION,
     ClaudeStreamParser,
     PendingControl,
     is_unknown_session,
 )
-from threadspindle.agents.claude_sessions import list_conversations
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -75,156 +70,18 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
-from threadspindle.runtime.core.model import Attachment
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
-__all__ = [
-    "Adapter",
-    "AgentStartError",
-    "ClaudeAdapter",
-    "ConversationInfo",
-    "LaunchSpec",
-    "claude_launch_spec",
-    "image_blocks",
-    "list_conversations",
-    "mcp_config",
-    "prompt_line",
-]
+__all__ = ["ClaudeAdapter"]
 
-DEFAULT_BINARY = "claude"
-# Quiet, offline-friendly defaults; the user's options.env may override each one.
-DEFAULT_ENV = {
-    "DISABLE_AUTOUPDATER": "1",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_ERROR_REPORTING": "1",
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-}
-# Set when Spindle itself runs inside a Claude Code session; the child must not think so.
-NESTED_SESSION_ENV = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
 DENY_MESSAGE = "The user denied this tool use."
 DISMISS_MESSAGE = "The user dismissed the question without answering."
 RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what the API takes
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the API's limit per image
 INTERRUPT_GRACE_S = 10.0  # in-band interrupt unanswered for this long: SIGINT
 UNKNOWN_SESSION_NOTICE = (
     "Could not resume Claude Code session {} (not found); started a new session."
 )
-
-
-class AgentStartError(RuntimeError):
-    """The CLI could not be started or died before it was ready (message says why)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchSpec:
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    cwd: str
-
-
-def mcp_config(options: AgentOptions) -> dict[str, Any]:
-    """Claude Code's ``--mcp-config`` document for the options' MCP servers."""
-    servers: dict[str, Any] = {}
-    for server in options.mcp_servers:
-        entry: dict[str, Any] = {"type": "http", "url": server.url}
-        if server.bearer_token:
-            entry["headers"] = {"Authorization": f"Bearer {server.bearer_token}"}
-        servers[server.name] = entry
-    return {"mcpServers": servers}
-
-
-def claude_launch_spec(
-    options: AgentOptions,
-    *,
-    workdir: str,
-    session_id: str | None = None,
-    model: str | None = None,
-    system_instruction: str | None = None,
-    mcp_config_path: str | None = None,
-    base_env: Mapping[str, str] | None = None,
-) -> LaunchSpec:
-    """argv, environment and cwd of one Claude Code process (pure: no I/O)."""
-    argv = [
-        options.binary or DEFAULT_BINARY,
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--include-partial-messages",
-        "--permission-prompt-tool",
-        "stdio",
-    ]
-    if session_id:
-        argv += ["--resume", session_id]
-    chosen_model = model or options.model
-    if chosen_model:
-        argv += ["--model", chosen_model]
-    instruction = system_instruction or options.system_instruction
-    if instruction:
-        argv += ["--append-system-prompt", instruction]
-    if mcp_config_path:
-        # --mcp-config takes several values: the `=` form keeps it from eating what follows.
-        argv.append(f"--mcp-config={mcp_config_path}")
-    argv += list(options.extra_args)
-    env = dict(agent_environment() if base_env is None else base_env)
-    for name in NESTED_SESSION_ENV:
-        env.pop(name, None)
-    for name, value in DEFAULT_ENV.items():
-        env.setdefault(name, value)
-    # The CLI's own retry count (default 10, ~3 minutes of backoff with the API down).
-    env["CLAUDE_CODE_MAX_RETRIES"] = str(options.max_retries)
-    if options.home:
-        env["HOME"] = options.home
-    env.update(dict(options.env))
-    return LaunchSpec(argv=tuple(argv), env=env, cwd=workdir)
-
-
-def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
-    """The prompt with its attachments named (saved files by path, small texts inline)."""
-    return prompt_with_attachments(text, attachments)
-
-
-def image_blocks(attachments: tuple[Attachment, ...]) -> list[dict[str, Any]]:
-    """Saved image attachments as base64 image blocks, so the model sees them (best effort:
-    an unreadable or too large file stays a path in the text)."""
-    blocks: list[dict[str, Any]] = []
-    for attachment in attachments:
-        kind = attachment.content_type or mimetypes.guess_type(attachment.name)[0] or ""
-        if kind not in IMAGE_TYPES or not attachment.path:
-            continue
-        try:
-            if os.path.getsize(attachment.path) > MAX_IMAGE_BYTES:
-                continue
-            with open(attachment.path, "rb") as f:
-                data = base64.b64encode(f.read()).decode("ascii")
-        except OSError:
-            continue
-        blocks.append(
-            {"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}
-        )
-    return blocks
-
-
-def prompt_line(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
-    """One stdin line carrying a user prompt in stream-json input format."""
-    content = [{"type": "text", "text": text}, *image_blocks(attachments)]
-    message = {"role": "user", "content": content}
-    return json.dumps({"type": "user", "message": message}, ensure_ascii=False)
-
-
-def _control_request(request_id: str, request: dict[str, Any]) -> str:
-    return json.dumps({"type": "control_request", "request_id": request_id, "request": request})
-
-
-def _control_response(request_id: str, response: dict[str, Any] | None, error: str = "") -> str:
-    body: dict[str, Any] = {"request_id": request_id}
-    if error:
-        body.update(subtype="error", error=error)
-    else:
-        body.update(subtype="success", response=response or {})
-    return json.dumps({"type": "control_response", "response": body}, ensure_ascii=False)
+NOT_ACCEPTING = "the Claude Code process is not accepting input"
 
 
 def _question_answers(pending: PendingControl, answer: str) -> dict[str, Any]:
@@ -262,11 +119,10 @@ class ClaudeAdapter(AgentAdapter):
         self._start: StartAgent | None = None
         self._model: str | None = None
         self._prompt_sent_at: float | None = None
-        self._request_ids = itertools.count(1)
-        self._acks: dict[str, trio.Event] = {}
+        self._peer: RpcPeer | None = None  # the control protocol of the current process
         self._turn_done = trio.Event()
         self._stopping = False
-        self._mcp_dir: str | None = None
+        self._private: PrivateDir | None = None  # the MCP config lives here
         self._mcp_config: str | None = None
         self._queued_runs: set[str] = set()  # per-turn prompts waiting for their process
         self._prompts_in: trio.MemorySendChannel[PromptAgent] | None = None
@@ -307,8 +163,9 @@ class ClaudeAdapter(AgentAdapter):
                 self._proc_nursery = nursery
                 nursery.start_soon(proc.pump_stderr)
                 reader_done = trio.Event()
-                nursery.start_soon(self._read_stdout, proc, reader_done)
-                not_ready = await self._initialize(proc)
+                peer = self._live_peer()
+                nursery.start_soon(self._read_stdout, proc, peer, reader_done)
+                not_ready = await self._initialize(proc, peer)
                 if not_ready is None:
                     task_status.started()
                     await self._wait_exit(proc, reader_done)
@@ -368,10 +225,11 @@ class ClaudeAdapter(AgentAdapter):
             self._proc_nursery = nursery
             nursery.start_soon(proc.pump_stderr)
             reader_done = trio.Event()
-            nursery.start_soon(self._read_stdout, proc, reader_done)
-            not_ready = await self._initialize(proc)
+            peer = self._live_peer()
+            nursery.start_soon(self._read_stdout, proc, peer, reader_done)
+            not_ready = await self._initialize(proc, peer)
             if not_ready is None:
-                await self._send_prompt(proc, prompt)
+                await self._send_prompt(peer, prompt)
                 nursery.start_soon(self._close_after_turn, proc)
                 await self._wait_exit(proc, reader_done)
             nursery.cancel_scope.cancel()
@@ -405,7 +263,7 @@ class ClaudeAdapter(AgentAdapter):
             raise AgentStartError(f"Claude Code not found: {binary!r} is not an executable")
         if not os.path.isdir(workdir):
             raise AgentStartError(f"working directory {workdir!r} does not exist")
-        spec = claude_launch_spec(
+        spec = launch_spec(
             self.options,
             workdir=workdir,
             session_id=session_id,
@@ -414,30 +272,35 @@ class ClaudeAdapter(AgentAdapter):
             mcp_config_path=(mcp_path := self._write_mcp_config()),
         )
         self._mcp_config = mcp_path
-        proc = await spawn_agent(
-            self.options, spec.argv, env=spec.env, cwd=spec.cwd, expose=(self._mcp_config,)
-        )
+        proc = await spawn_agent(spec)
         self._proc = proc
+        self._peer = RpcPeer(proc.write_line, CONTROL, name="Claude Code")
         self.processes_started += 1
         self._startup_error = ""
         self.parser.process_started()
         self._turn_done = trio.Event()
         return proc
 
-    async def _initialize(self, proc: ManagedProcess) -> str | None:
+    async def _initialize(self, proc: ManagedProcess, peer: RpcPeer) -> str | None:
         """Send ``initialize`` and wait for its ack: the CLI is then ready for prompts.
         Returns why it is not ready (None when it is)."""
-        try:
-            acked = await self._request(proc, {"subtype": "initialize"}, prefix="init")
-        except AgentStartError:
-            acked = trio.Event()  # stdin already closed: the process is dying
+        acked = False
+
+        async def closed_at_exit() -> None:
+            # An exit closes stdout, and the reader the peer; unless a grandchild holds it.
+            await proc.wait()
+            peer.close(f"Claude Code exited with code {proc.returncode}")
+
         with trio.move_on_after(self.options.start_timeout_s):
-            while not acked.is_set():
-                if proc.returncode is not None:
-                    break
-                with trio.move_on_after(0.05):
-                    await acked.wait()
-        if acked.is_set():
+            async with trio.open_nursery() as race:
+                race.start_soon(closed_at_exit)
+                try:
+                    await peer.call("initialize")
+                    acked = True
+                except RpcClosed:
+                    pass  # stdin closed, or the process exited: it is not ready
+                race.cancel_scope.cancel()
+        if acked:
             return None
         with trio.move_on_after(1.0):
             await proc.wait()  # a dying CLI: let its exit code and stderr arrive
@@ -478,28 +341,26 @@ class ClaudeAdapter(AgentAdapter):
             pass
 
     # the stdout reader ---------------------------------------------------------------------
-    async def _read_stdout(self, proc: ManagedProcess, done: trio.Event) -> None:
+    async def _read_stdout(self, proc: ManagedProcess, peer: RpcPeer, done: trio.Event) -> None:
         try:
             async for line in proc.stdout_lines():
-                events = self.parser.feed(line)
-                for event in events:
+                parsed = self.parser.feed(line)
+                for event in parsed.events:
                     await self._emit_event(event)
-                for response in self.parser.control_responses:
-                    rid = response.get("request_id")
-                    if isinstance(rid, str) and rid in self._acks:
-                        self._acks.pop(rid).set()
-                self.parser.control_responses.clear()
+                if parsed.response is not None:
+                    peer.resolve(parsed.response)
                 try:
-                    while self.parser.unsupported_requests:
-                        rid = self.parser.unsupported_requests.pop()
-                        refusal = _control_response(rid, None, "not supported by Spindle")
-                        await self._write(proc, refusal)
-                    if self.parser.take_result_seen():
+                    if parsed.refuse is not None:
+                        await peer.respond_error(
+                            parsed.refuse.id, METHOD_NOT_FOUND, "not supported by Spindle"
+                        )
+                    if parsed.turn_ended:
                         self.current_run = None
-                        await self._write_next(proc)
-                except AgentStartError:
+                        await self._write_next(peer)
+                except (RpcClosed, AgentStartError):
                     pass  # stdin is gone: the process is exiting, and _wait_exit reports it
         finally:
+            peer.close("Claude Code closed its output")
             done.set()
 
     @property
@@ -537,12 +398,13 @@ class ClaudeAdapter(AgentAdapter):
             self._queued_runs.add(prompt.run_id)
             await self._prompts_in.send(prompt)
             return
-        proc = self._live_process()
+        self._live_process()
+        peer = self._live_peer()
         self.held.append(prompt)
         if self.current_run is None:
-            await self._write_next(proc)
+            await self._write_next(peer)
 
-    async def _write_next(self, proc: ManagedProcess) -> None:
+    async def _write_next(self, peer: RpcPeer) -> None:
         """Give the CLI the next held prompt (the CLI is idle); set ``_turn_done`` if none."""
         if not self.held:
             self._turn_done.set()
@@ -550,11 +412,11 @@ class ClaudeAdapter(AgentAdapter):
         prompt = self.held.popleft()
         if prompt.model and prompt.model != self._model:
             # Switch models in place between turns (the ack is not awaited).
-            await self._request(proc, {"subtype": "set_model", "model": prompt.model})
+            await self._control(peer.send_request("set_model", {"model": prompt.model}))
             self._model = prompt.model
-        await self._send_prompt(proc, prompt)
+        await self._send_prompt(peer, prompt)
 
-    async def _send_prompt(self, proc: ManagedProcess, prompt: PromptAgent) -> None:
+    async def _send_prompt(self, peer: RpcPeer, prompt: PromptAgent) -> None:
         if self._notice is not None:
             # Learnt before any run existed (a session that could not be resumed): told
             # with this run, since the core drops an event of no run as stale.
@@ -564,7 +426,7 @@ class ClaudeAdapter(AgentAdapter):
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)
-        await self._write(proc, prompt_line(text, prompt.attachments))
+        await self._control(peer.send(prompt_message(text, prompt.attachments)))
 
     async def interrupt(self, run_id: str) -> None:
         if run_id in self._queued_runs:
@@ -577,10 +439,10 @@ class ClaudeAdapter(AgentAdapter):
                 return
         if run_id != self.current_run:
             return  # a stale interrupt: that turn is already over
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
+        proc, peer = self._proc, self._peer
+        if proc is None or peer is None or proc.returncode is not None:
             return
-        await self._request(proc, {"subtype": "interrupt"}, prefix="interrupt")
+        await self._control(peer.send_request("interrupt"))
         if self._proc_nursery is not None:
             self._proc_nursery.start_soon(self._escalate_interrupt, proc, run_id)
 
@@ -595,24 +457,24 @@ class ClaudeAdapter(AgentAdapter):
         proc.signal(signal.SIGINT)
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
-        pending = self.parser.pending.pop(request_id, None)
-        if pending is None or self._proc is None:
+        pending = self.parser.take_request(request_id)
+        if pending is None or self._peer is None:
             return  # already answered, or the process that asked is gone
         if allow:
             response = {"behavior": "allow", "updatedInput": pending.input}
         else:
             response = {"behavior": "deny", "message": DENY_MESSAGE}
-        await self._write(self._proc, _control_response(request_id, response))
+        await self._control(self._peer.respond(request_id, response))
 
     async def answer_question(self, request_id: str, answer: str | None) -> None:
-        pending = self.parser.pending.pop(request_id, None)
-        if pending is None or self._proc is None:
+        pending = self.parser.take_request(request_id)
+        if pending is None or self._peer is None:
             return
         if answer is None or pending.tool_name != ASK_USER_QUESTION:
             response: dict[str, Any] = {"behavior": "deny", "message": DISMISS_MESSAGE}
         else:
             response = {"behavior": "allow", "updatedInput": _question_answers(pending, answer)}
-        await self._write(self._proc, _control_response(request_id, response))
+        await self._control(self._peer.respond(request_id, response))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -637,8 +499,8 @@ class ClaudeAdapter(AgentAdapter):
                 await proc.wait()
         self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
 
-    def statistics(self) -> ParserStats:
-        return self.parser.stats
+    def statistics(self) -> AgentStatistics:
+        return self.parser.stats.snapshot()
 
     # plumbing ------------------------------------------------------------------------------
     def _live_process(self) -> ManagedProcess:
@@ -647,37 +509,32 @@ class ClaudeAdapter(AgentAdapter):
             raise AgentStartError("the Claude Code process is not running")
         return proc
 
-    async def _request(
-        self, proc: ManagedProcess, request: dict[str, Any], *, prefix: str = "req"
-    ) -> trio.Event:
-        request_id = f"{prefix}_{next(self._request_ids)}"
-        acked = trio.Event()
-        self._acks[request_id] = acked
-        await self._write(proc, _control_request(request_id, request))
-        return acked
+    def _live_peer(self) -> RpcPeer:
+        if self._peer is None:
+            raise AgentStartError("the Claude Code process is not running")
+        return self._peer
 
-    async def _write(self, proc: ManagedProcess, line: str) -> None:
+    async def _control(self, sending: Awaitable[object]) -> None:
+        """Await a write of the control protocol; a process that no longer reads is
+        ``AgentStartError`` (its exit is reported by serve, not here)."""
         try:
-            await proc.write_line(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            # The process is going away; its exit is reported by serve, not here.
-            raise AgentStartError("the Claude Code process is not accepting input") from exc
+            await sending
+        except RpcClosed as exc:
+            raise AgentStartError(NOT_ACCEPTING) from exc
 
     def _write_mcp_config(self) -> str | None:
         if not self.options.mcp_servers:
             return None
-        if self._mcp_dir is None:
-            self._mcp_dir = tempfile.mkdtemp(prefix="spindle-claude-mcp-")
-        path = os.path.join(self._mcp_dir, "mcp.json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(mcp_config(self.options), f)
-        return path
+        if self._private is None:
+            self._private = PrivateDir("spindle-claude-mcp-")
+        return self._private.write("mcp.json", json.dumps(mcp_config(self.options)))
 
     def _remove_mcp_config(self) -> None:
-        if self._mcp_dir is not None:
-            shutil.rmtree(self._mcp_dir, ignore_errors=True)
-            self._mcp_dir = None
+        if self._private is not None:
+            self._private.remove()
+            self._private = None
 
-
-Adapter = ClaudeAdapter
+    @property
+    def private_dir(self) -> str | None:
+        """The thread's private directory (its MCP config), while it exists."""
+        return self._private.path if self._private is not None else None
