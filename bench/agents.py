@@ -55,7 +55,7 @@ from threadspindle.agents.base import AgentAdapter, AgentOptions, StampedEvent
 from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex import CodexAdapter
-from threadspindle.agents.codex_parser import AppServerParser
+from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.gemini import GeminiAdapter
 from threadspindle.agents.gemini_parser import AcpParser
 from threadspindle.agents.opencode import OpencodeAdapter
@@ -246,7 +246,7 @@ class Probe:
 
 _FEEDS: list[tuple[type, str]] = [
     (ClaudeStreamParser, "feed"),
-    (AppServerParser, "feed_line"),
+    (AppServerParser, "feed"),
     (AcpParser, "feed"),
     (OpencodeEventParser, "feed"),
 ]

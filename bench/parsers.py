@@ -25,8 +25,8 @@ from typing import Any
 
 from threadspindle.agents.base import ParserStats
 from threadspindle.agents.claude.parser import ClaudeStreamParser
-from threadspindle.agents.codex_exec_parser import ExecParser
-from threadspindle.agents.codex_parser import AppServerParser
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser
 from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
 
@@ -97,7 +97,7 @@ def _replay_claude(steps: list[Step]) -> ParserStats:
 
 def _replay_codex_exec(steps: list[Step]) -> ParserStats:
     parser = ExecParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
@@ -105,7 +105,7 @@ def _replay_codex_exec(steps: list[Step]) -> ParserStats:
 
 def _replay_codex_app_server(steps: list[Step]) -> ParserStats:
     parser = AppServerParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats

@@ -5,8 +5,9 @@ is not JSON, has the wrong shape or wrong types is counted as malformed and skip
 well-formed message with no common meaning (rate limits, status changes, warnings ...) is
 counted as skipped, by method. Nothing here raises on input.
 
-This module holds the app-server parser; ``ExecParser`` lives in ``codex_exec_parser`` and
-is re-exported here, the typed field readers both use in ``codex_fields``.
+This module holds the app-server parser, and what both parsers share (the limits, the shell
+wrapper clean-up); ``ExecParser`` lives in ``exec_parser.py``. Every line gives a
+``ParsedLine`` whose ``turn_id`` is the codex turn its events belong to.
 
 The app-server parser also keeps what the adapter needs to answer the server's requests:
 each approval or question the agent asks gets a ``request_id`` unique to this process
@@ -37,21 +38,18 @@ Mapping (app-server, 0.169.0; ``long-lived/REPORT.md`` section 1):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from threadspindle.agents.base import ParserStats, clean_tool_name
-from threadspindle.agents.codex_exec_parser import ExecParser
-from threadspindle.agents.codex_fields import (
-    MAX_RESULT_CHARS,
-    MAX_SUMMARY_CHARS,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    cut,
-    shell_command_summary,
+from threadspindle.agents.base.fields import as_dict, as_int, as_list, as_str, cut, load_object
+from threadspindle.agents.base.jsonrpc import (
+    RpcNotification,
+    RpcRequest,
+    RpcResponse,
+    read_message,
 )
+from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
@@ -67,41 +65,23 @@ from threadspindle.runtime.core.agent_events import (
 )
 
 __all__ = [
+    "MAX_RESULT_CHARS",
+    "MAX_SUMMARY_CHARS",
     "AppServerParser",
-    "ExecParser",
-    "ParsedLine",
     "PendingRequest",
-    "RpcResponse",
-    "ServerRequest",
-    "TurnEvent",
     "shell_command_summary",
 ]
 
+MAX_RESULT_CHARS = 100_000  # a tool result longer than this is cut: the chat shows a tail anyway
+MAX_SUMMARY_CHARS = 500
 
-@dataclass(frozen=True, slots=True)
-class TurnEvent:
-    """An event and the codex turn it belongs to (None: not tied to a turn)."""
-
-    turn_id: str | None
-    event: AgentEvent
+_BASH_WRAPPER = re.compile(r"^/bin/(?:ba|z)?sh -lc '(.*)'$", re.DOTALL)
 
 
-@dataclass(frozen=True, slots=True)
-class RpcResponse:
-    id: int | str
-    result: Any = None
-    error: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerRequest:
-    """A server->client request the adapter must answer (``handled`` False: answer with an
-    error right away, nobody in the thread can)."""
-
-    id: int | str
-    method: str
-    params: dict[str, Any]
-    handled: bool
+def shell_command_summary(command: str) -> str:
+    """``/bin/bash -lc 'echo hi'`` -> ``echo hi`` (the wrapper says nothing to a reader)."""
+    m = _BASH_WRAPPER.match(command.strip())
+    return m.group(1) if m else command
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,15 +92,6 @@ class PendingRequest:
     method: str
     kind: str  # "permission" | "question"
     params: dict[str, Any]
-
-
-@dataclass(slots=True)
-class ParsedLine:
-    events: list[TurnEvent] = field(default_factory=list)
-    response: RpcResponse | None = None
-    request: ServerRequest | None = None
-    turn_started: str | None = None  # a turn id the CLI reported as started
-    turn_ended: str | None = None  # a turn id the CLI reported as over (any status)
 
 
 _PERMISSION_METHODS = {
@@ -151,7 +122,7 @@ class AppServerParser:
         self.request_prefix = request_prefix
         self.model: str | None = None  # set by the adapter from thread/start|resume
         self.context_window: int | None = None
-        self._pending: dict[str, PendingRequest] = {}
+        self.pending: dict[str, PendingRequest] = {}
         # item id -> the deltas streamed so far, joined only at completion (appending to a
         # string would copy it on every delta: quadratic on long answers)
         self._streamed: dict[str, list[str]] = {}
@@ -161,55 +132,26 @@ class AppServerParser:
         self._held_errors: dict[str, str] = {}  # turn id -> its final error, not yet told
 
     # entry point -----------------------------------------------------------------------
-    def feed_line(self, line: str) -> ParsedLine:
+    def feed(self, line: str) -> ParsedLine:
+        """What one stdout line means. Never raises."""
         self.stats.lines += 1
         out = ParsedLine()
         if not line.strip():
             self.stats.skip("blank")
             return out
         try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):
-            self.stats.malformed += 1
-            return out
-        if not isinstance(msg, dict):
-            self.stats.malformed += 1
-            return out
-        try:
-            self._dispatch(msg, out)
+            message = read_message(load_object(line))
+            if isinstance(message, RpcResponse):
+                out.response = message
+            elif isinstance(message, RpcRequest):
+                self._server_request(message, out)
+            else:
+                self._notification(message, out)
         except Exception:  # a shape we did not foresee must not end the thread's agent
             self.stats.malformed += 1
             return ParsedLine()
         self.stats.events += len(out.events)
         return out
-
-    def _dispatch(self, msg: dict[str, Any], out: ParsedLine) -> None:
-        method = msg.get("method")
-        has_id = (
-            "id" in msg and isinstance(msg["id"], (int, str)) and not isinstance(msg["id"], bool)
-        )
-        if method is None:
-            if has_id and ("result" in msg or "error" in msg):
-                err = msg.get("error")
-                if err is not None and not isinstance(err, dict):
-                    err = {"message": str(err)}
-                out.response = RpcResponse(msg["id"], msg.get("result"), err)
-                return
-            self.stats.malformed += 1
-            return
-        if not isinstance(method, str):
-            self.stats.malformed += 1
-            return
-        params = msg.get("params")
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            self.stats.malformed += 1
-            return
-        if has_id:
-            self._server_request(msg["id"], method, params, out)
-        else:
-            self._notification(method, params, out)
 
     # server -> client requests -----------------------------------------------------------
     def request_id_for(self, rpc_id: int | str) -> str:
@@ -217,22 +159,21 @@ class AppServerParser:
 
     def take_request(self, request_id: str) -> PendingRequest | None:
         """The pending request for an answer (once: a second answer finds nothing)."""
-        return self._pending.pop(request_id, None)
+        return self.pending.pop(request_id, None)
 
     def pending_requests(self) -> list[str]:
-        return list(self._pending)
+        return list(self.pending)
 
     def forget_turn_requests(self, turn_id: str) -> list[str]:
         """Drop requests of a finished turn (codex resolved them itself); their ids."""
-        gone = [rid for rid, p in self._pending.items() if p.params.get("turnId") == turn_id]
+        gone = [rid for rid, p in self.pending.items() if p.params.get("turnId") == turn_id]
         for rid in gone:
-            del self._pending[rid]
+            del self.pending[rid]
         return gone
 
-    def _server_request(
-        self, rpc_id: int | str, method: str, params: dict[str, Any], out: ParsedLine
-    ) -> None:
-        turn_id = as_str(params.get("turnId"))
+    def _server_request(self, request: RpcRequest, out: ParsedLine) -> None:
+        rpc_id, method, params = request.id, request.method, request.params
+        out.turn_id = as_str(params.get("turnId"))
         request_id = self.request_id_for(rpc_id)
         if method in _PERMISSION_METHODS:
             event = PermissionRequested(
@@ -240,15 +181,14 @@ class AppServerParser:
                 tool=_PERMISSION_METHODS[method],
                 detail=self._permission_detail(method, params),
             )
-            self._pending[request_id] = PendingRequest(rpc_id, method, "permission", params)
-            out.events.append(TurnEvent(turn_id, event))
-            out.request = ServerRequest(rpc_id, method, params, handled=True)
+            self.pending[request_id] = PendingRequest(rpc_id, method, "permission", params)
+            out.events.append(event)
             return
         if method in _QUESTION_METHODS:
             questions = [as_dict(q) for q in as_list(params.get("questions"))]
             if not questions:
                 self.stats.malformed += 1
-                out.request = ServerRequest(rpc_id, method, params, handled=False)
+                out.refuse = request
                 return
             first = questions[0]
             text = "\n\n".join(
@@ -261,12 +201,11 @@ class AppServerParser:
                 if (label := as_str(as_dict(o).get("label"))) is not None
             )
             question = QuestionAsked(request_id=request_id, question=text, options=options)
-            self._pending[request_id] = PendingRequest(rpc_id, method, "question", params)
-            out.events.append(TurnEvent(turn_id, question))
-            out.request = ServerRequest(rpc_id, method, params, handled=True)
+            self.pending[request_id] = PendingRequest(rpc_id, method, "question", params)
+            out.events.append(question)
             return
         self.stats.skip(f"request:{method}")
-        out.request = ServerRequest(rpc_id, method, params, handled=False)
+        out.refuse = request  # nobody in a thread can answer it
 
     def _permission_detail(self, method: str, params: dict[str, Any]) -> str:
         reason = as_str(params.get("reason"))
@@ -314,8 +253,9 @@ class AppServerParser:
         return {"answers": answers}
 
     # notifications ---------------------------------------------------------------------
-    def _notification(self, method: str, params: dict[str, Any], out: ParsedLine) -> None:
-        turn_id = as_str(params.get("turnId"))
+    def _notification(self, notification: RpcNotification, out: ParsedLine) -> None:
+        method, params = notification.method, notification.params
+        turn_id = out.turn_id = as_str(params.get("turnId"))
         if method == "item/agentMessage/delta":
             delta, item = as_str(params.get("delta")), as_str(params.get("itemId"))
             if delta is None or item is None:
@@ -323,7 +263,7 @@ class AppServerParser:
                 return
             self._streamed.setdefault(item, []).append(delta)
             if delta:
-                out.events.append(TurnEvent(turn_id, TextDelta(text=delta, block=item)))
+                out.events.append(TextDelta(text=delta, block=item))
             else:
                 self.stats.skip(f"{method}:empty")
             return
@@ -335,19 +275,20 @@ class AppServerParser:
             if item is not None:
                 self._streamed.setdefault(item, []).append(delta)
             if delta:
-                out.events.append(TurnEvent(turn_id, ThinkingDelta(text=delta)))
+                out.events.append(ThinkingDelta(text=delta))
             else:
                 self.stats.skip(f"{method}:empty")
             return
         if method == "item/started":
-            self._item_started(as_dict(params.get("item")), turn_id, out)
+            self._item_started(as_dict(params.get("item")), out)
             return
         if method == "item/completed":
-            self._item_completed(as_dict(params.get("item")), turn_id, out)
+            self._item_completed(as_dict(params.get("item")), out)
             return
         if method == "turn/started":
             turn = as_dict(params.get("turn"))
-            out.turn_started = as_str(turn.get("id"))
+            out.turn_id = as_str(turn.get("id"))
+            out.turn_started = out.turn_id is not None
             self.stats.skip(method)
             return
         if method == "turn/completed":
@@ -370,20 +311,20 @@ class AppServerParser:
                 self._held_errors[turn_id] = message
                 self.stats.skip("error:held")
                 return
-            out.events.append(TurnEvent(turn_id, AgentError(message=message, retryable=retry)))
+            out.events.append(AgentError(message=message, retryable=retry))
             return
         if method == "mcpServer/startupStatus/updated" and params.get("status") == "failed":
             # The agent runs without that server's tools: the thread should know why.
             name = as_str(params.get("name")) or "?"
             why = as_str(params.get("error")) or "no reason given"
             message = f"MCP server {name} failed to start: {why}"
-            out.events.append(TurnEvent(None, AgentError(message=message)))
+            out.events.append(AgentError(message=message))
             return
         if method == "serverRequest/resolved":
             # Answered (by us) or withdrawn (turn over): either way nothing to answer now.
             rid = params.get("requestId")
             if isinstance(rid, (int, str)) and not isinstance(rid, bool):
-                self._pending.pop(self.request_id_for(rid), None)
+                self.pending.pop(self.request_id_for(rid), None)
         if method == "model/rerouted":
             model = as_str(params.get("toModel")) or as_str(params.get("model"))
             if model:
@@ -429,7 +370,7 @@ class AppServerParser:
             input_summary=cut(summary, MAX_SUMMARY_CHARS),
         )
 
-    def _item_started(self, item: dict[str, Any], turn_id: str | None, out: ParsedLine) -> None:
+    def _item_started(self, item: dict[str, Any], out: ParsedLine) -> None:
         kind = as_str(item.get("type"))
         if kind is None:
             self.stats.malformed += 1
@@ -438,9 +379,9 @@ class AppServerParser:
         if started is None:
             self.stats.skip(f"item/started:{kind}")
             return
-        out.events.append(TurnEvent(turn_id, started))
+        out.events.append(started)
 
-    def _item_completed(self, item: dict[str, Any], turn_id: str | None, out: ParsedLine) -> None:
+    def _item_completed(self, item: dict[str, Any], out: ParsedLine) -> None:
         kind, item_id = as_str(item.get("type")), as_str(item.get("id"))
         if kind is None or item_id is None:
             self.stats.malformed += 1
@@ -450,7 +391,7 @@ class AppServerParser:
             streamed = "".join(self._streamed.pop(item_id, ()))
             rest = text[len(streamed) :] if text.startswith(streamed) else ""
             if rest:
-                out.events.append(TurnEvent(turn_id, TextDelta(text=rest, block=item_id)))
+                out.events.append(TextDelta(text=rest, block=item_id))
             else:  # everything was streamed already
                 self.stats.skip("item/completed:agentMessage")
             return
@@ -461,7 +402,7 @@ class AppServerParser:
                 p for p in (as_str(x) or as_str(as_dict(x).get("text")) for x in parts) if p
             )
             if text and not streamed:
-                out.events.append(TurnEvent(turn_id, ThinkingDelta(text=text)))
+                out.events.append(ThinkingDelta(text=text))
             else:
                 self.stats.skip("item/completed:reasoning")
             return
@@ -469,7 +410,7 @@ class AppServerParser:
         if finished is None:
             self.stats.skip(f"item/completed:{kind}")
             return
-        out.events.append(TurnEvent(turn_id, finished))
+        out.events.append(finished)
 
     def _tool_finished(self, kind: str, item_id: str, item: dict[str, Any]) -> ToolFinished | None:
         status = as_str(item.get("status")) or ""
@@ -527,7 +468,7 @@ class AppServerParser:
         if turn_id is None or status is None:
             self.stats.malformed += 1
             return
-        out.turn_ended = turn_id
+        out.turn_id, out.turn_ended = turn_id, True
         self.forget_turn_requests(turn_id)
         used = self._turn_usage.pop(turn_id, {})
         usage = Usage(
@@ -541,7 +482,7 @@ class AppServerParser:
         duration = as_int(turn.get("durationMs"))
         held = self._held_errors.pop(turn_id, None)
         if held is not None and status != "failed":
-            out.events.append(TurnEvent(turn_id, AgentError(message=held)))
+            out.events.append(AgentError(message=held))
         if status == "interrupted":
             event: AgentEvent = TurnAborted(reason="interrupted")
         elif status == "failed":
@@ -558,4 +499,4 @@ class AppServerParser:
             event = TurnCompleted(
                 session_id=thread_id, duration_ms=duration, usage=usage, model=self.model
             )
-        out.events.append(TurnEvent(turn_id, event))
+        out.events.append(event)

@@ -1,4 +1,5 @@
-"""How a codex process is launched (pure): argv, environment, config overrides, prompt input.
+"""How a codex process is launched (pure): the ``LaunchSpec`` (argv, environment, config
+overrides) and what a prompt becomes (text and image input).
 
 Everything Spindle changes is passed on the command line or in the environment, never
 written to a config file: ``-c`` overrides (TOML values) for MCP servers and retries,
@@ -14,11 +15,17 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from threadspindle.agents.base import AgentOptions, agent_environment, prompt_with_attachments
+from threadspindle.agents.base.launch import (
+    LaunchSpec,
+    launch_environment,
+    mcp_token_env,
+    prompt_text,
+)
+from threadspindle.agents.base.options import AgentOptions
 from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
@@ -29,16 +36,16 @@ __all__ = [
     "ensure_codex_home",
     "launch_argv",
     "launch_env",
-    "mcp_token_env",
-    "prompt_text",
+    "launch_spec",
     "resolve_binary",
     "turn_input",
+    "turn_text",
 ]
 
 DEFAULT_BINARY = "codex"
 _PROJECT_BINARY = (
     Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "codex"
-)
+)  # agents/codex/launch.py -> the repository
 
 
 def _toml_string(value: str) -> str:
@@ -48,10 +55,6 @@ def _toml_string(value: str) -> str:
 
 def _mcp_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "mcp"
-
-
-def mcp_token_env(name: str) -> str:
-    return "SPINDLE_MCP_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
 def config_overrides(options: AgentOptions) -> list[str]:
@@ -137,12 +140,13 @@ def ensure_codex_home(options: AgentOptions) -> None:
     codex_home(options).mkdir(parents=True, exist_ok=True)
 
 
-def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(agent_environment() if base is None else base)
-    env.setdefault("RUST_LOG", "warn")
-    env.update(dict(options.env))
+def launch_env(options: AgentOptions, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment: ``RUST_LOG=warn`` unless set, the user's ``options.env``, a private
+    ``HOME``/``CODEX_HOME`` when ``options.home`` is set, and each MCP token in the variable
+    its ``bearer_token_env_var`` names."""
+    env = launch_environment(options, defaults={"RUST_LOG": "warn"}, base=base)
     if options.home:
-        env["HOME"] = options.home
+        env["HOME"] = options.home  # over options.env too: the private home is the point
         env["CODEX_HOME"] = str(codex_home(options))
     elif "CODEX_HOME" in env:
         env["CODEX_HOME"] = str(codex_home(options))
@@ -152,14 +156,38 @@ def launch_env(options: AgentOptions, base: dict[str, str] | None = None) -> dic
     return env
 
 
-def prompt_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
+def launch_spec(
+    options: AgentOptions,
+    *,
+    workdir: str,
+    per_turn: bool,
+    session_id: str | None = None,
+    model: str | None = None,
+    system_instruction: str | None = None,
+    sandbox: str = "workspace-write",
+    base_env: Mapping[str, str] | None = None,
+) -> LaunchSpec:
+    """``codex app-server`` (or, ``per_turn``, one ``codex exec --json``) in ``workdir``."""
+    argv = launch_argv(
+        options,
+        per_turn=per_turn,
+        session_id=session_id,
+        model=model,
+        system_instruction=system_instruction,
+        sandbox=sandbox,
+    )
+    return LaunchSpec.of(options, argv, launch_env(options, base_env), workdir)
+
+
+def turn_text(text: str, attachments: Sequence[Attachment] = ()) -> str:
     """The user's text plus what codex can read of the attachments (images go separately)."""
-    return prompt_with_attachments(text, attachments, images_apart=True)
+    return prompt_text(text, attachments, images_apart=True)
 
 
 def turn_input(text: str, attachments: Sequence[Attachment] = ()) -> list[dict[str, Any]]:
+    """``turn/start``'s input: the text, and saved images as local image items."""
     items: list[dict[str, Any]] = [
-        {"type": "text", "text": prompt_text(text, attachments), "text_elements": []}
+        {"type": "text", "text": turn_text(text, attachments), "text_elements": []}
     ]
     for att in attachments:
         if att.path and (att.content_type or "").startswith("image/"):

@@ -1,8 +1,8 @@
-"""agents.codex_retries: codex's retries numbered and capped per run (pure)."""
+"""agents/codex/retries.py: codex's retries numbered and capped per run (pure)."""
 
 from __future__ import annotations
 
-from threadspindle.agents.codex_retries import RetryCap
+from threadspindle.agents.codex.retries import RetryCap
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     TextDelta,

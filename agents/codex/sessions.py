@@ -12,8 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from threadspindle.agents.base import AgentOptions, ConversationInfo
-from threadspindle.agents.codex_launch import codex_home
+from threadspindle.agents.base.options import AgentOptions, ConversationInfo
+from threadspindle.agents.codex.launch import codex_home
 
 __all__ = ["ConversationInfo", "list_conversations", "sessions_in"]
 

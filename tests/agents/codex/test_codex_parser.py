@@ -18,16 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadspindle.agents.base import AgentOptions, McpServer
-from threadspindle.agents.codex import (
-    CodexAdapter,
+from threadspindle.agents.base.launch import mcp_token_env
+from threadspindle.agents.codex import CodexAdapter, list_conversations
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.launch import (
     launch_argv,
     launch_env,
-    list_conversations,
-    mcp_token_env,
-    prompt_text,
+    launch_spec,
     turn_input,
+    turn_text,
 )
-from threadspindle.agents.codex_parser import AppServerParser, ExecParser, PendingRequest
+from threadspindle.agents.codex.parser import AppServerParser, PendingRequest
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     PermissionRequested,
@@ -42,7 +43,7 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.model import Attachment
 
-FIXTURES = Path(__file__).parent / "fixtures" / "codex"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
 
 
 def _lines(name: str) -> list[str]:
@@ -63,7 +64,7 @@ def _exec_events(name: str) -> tuple[ExecParser, list[object]]:
     parser = ExecParser()
     events: list[object] = []
     for line in _lines(name):
-        events += parser.feed_line(line)
+        events += parser.feed(line).events
     return parser, events
 
 
@@ -118,7 +119,7 @@ def test_exec_errors_from_the_report() -> None:
         '{"type":"turn.failed","error":{"message":"Connection failed: error sending request"}}',
         '{"type":"item.completed","item":{"type":"error","message":"Model metadata not found"}}',
     ]
-    events = [e for line in lines for e in parser.feed_line(line)]
+    events = [e for line in lines for e in parser.feed(line).events]
     assert events[0] == AgentError(
         message="Reconnecting... 1/5 (stream disconnected)", retryable=True
     )
@@ -130,10 +131,12 @@ def test_exec_errors_from_the_report() -> None:
     assert len(events) == 3 and parser.ended and parser.held_error is None
     # a final error without turn.failed is not lost
     other = ExecParser()
-    other.feed_line('{"type":"error","message":"boom"}')
-    told, done = other.feed_line('{"type":"turn.completed","usage":{}}')
+    other.feed('{"type":"error","message":"boom"}')
+    last = other.feed('{"type":"turn.completed","usage":{}}')
+    told, done = last.events
     assert told == AgentError(message="boom") and isinstance(done, TurnCompleted)
-    assert other.feed_line('{"type":"turn.started"}') == []
+    assert last.turn_ended
+    assert other.feed('{"type":"turn.started"}').events == []
 
 
 def test_app_server_final_error_is_told_once() -> None:
@@ -142,22 +145,24 @@ def test_app_server_final_error_is_told_once() -> None:
         "method": "error",
         "params": {"error": {"message": "Connection failed"}, "willRetry": False, "turnId": "u"},
     }
-    assert parser.feed_line(json.dumps(err)).events == []
+    assert parser.feed(json.dumps(err)).events == []
     failed = {
         "method": "turn/completed",
         "params": {"threadId": "t", "turn": {"id": "u", "status": "failed", "error": None}},
     }
-    (end,) = parser.feed_line(json.dumps(failed)).events
-    assert isinstance(end.event, TurnCompleted) and end.event.is_error
-    assert end.event.error == "Connection failed"
-    parser.feed_line(json.dumps(err))
+    ended = parser.feed(json.dumps(failed))
+    (end,) = ended.events
+    assert ended.turn_ended and ended.turn_id == "u"
+    assert isinstance(end, TurnCompleted) and end.is_error
+    assert end.error == "Connection failed"
+    parser.feed(json.dumps(err))
     interrupted = {
         "method": "turn/completed",
         "params": {"threadId": "t", "turn": {"id": "u", "status": "interrupted"}},
     }
-    told, aborted = parser.feed_line(json.dumps(interrupted)).events
-    assert told.event == AgentError(message="Connection failed")
-    assert aborted.event == TurnAborted(reason="interrupted")
+    told, aborted = parser.feed(json.dumps(interrupted)).events
+    assert told == AgentError(message="Connection failed")
+    assert aborted == TurnAborted(reason="interrupted")
 
 
 # -- codex app-server -------------------------------------------------------------------
@@ -168,10 +173,10 @@ def _by_turn(lines: list[str]) -> tuple[AppServerParser, dict[str | None, list[o
     turns: dict[str | None, list[object]] = defaultdict(list)
     parsed = []
     for line in lines:
-        p = parser.feed_line(line)
+        p = parser.feed(line)
         parsed.append(p)
-        for te in p.events:
-            turns[te.turn_id].append(te.event)
+        for event in p.events:
+            turns[p.turn_id].append(event)
     return parser, turns, parsed
 
 
@@ -232,9 +237,8 @@ def test_app_server_permission_requests() -> None:
     assert isinstance(declined_turn[-1], TurnCompleted)
     assert "rejected by user" in _text(declined_turn)
     # both are pending until answered; an answer is taken once
-    assert parser.pending_requests() == []  # both turns ended: codex resolved them
-    requests = [p.request for p in parsed if p.request is not None]
-    assert [r.handled for r in requests] == [True, True]
+    assert parser.pending == {}  # both turns ended: codex resolved them
+    assert not [p.refuse for p in parsed if p.refuse is not None]  # both go to the thread
 
 
 def test_app_server_cancel_interrupts_the_turn() -> None:
@@ -254,10 +258,11 @@ def test_pending_request_answers() -> None:
             "params": {"threadId": "t", "turnId": "u", "itemId": "i", "command": "ls"},
         }
     )
-    (te,) = parser.feed_line(line).events
-    assert te.turn_id == "u" and te.event == PermissionRequested(
-        request_id="codex-7:4", tool="Shell", detail="ls"
-    )
+    asked = parser.feed(line)
+    assert asked.turn_id == "u" and asked.events == [
+        PermissionRequested(request_id="codex-7:4", tool="Shell", detail="ls")
+    ]
+    assert asked.refuse is None
     pending = parser.take_request("codex-7:4")
     assert pending is not None and pending.rpc_id == 4
     assert parser.take_request("codex-7:4") is None
@@ -283,8 +288,8 @@ def test_pending_request_answers() -> None:
             ],
         },
     }
-    (qe,) = parser.feed_line(json.dumps(ask)).events
-    assert qe.event == QuestionAsked(
+    (qe,) = parser.feed(json.dumps(ask)).events
+    assert qe == QuestionAsked(
         request_id="codex-7:5", question="Color — Which one?", options=("red", "blue")
     )
     q = parser.take_request("codex-7:5")
@@ -292,8 +297,8 @@ def test_pending_request_answers() -> None:
     assert AppServerParser.question_result(q, "blue") == {"answers": {"q1": {"answers": ["blue"]}}}
     assert AppServerParser.question_result(q, None) == {"answers": {"q1": {"answers": []}}}
     # a request nobody in a thread can answer is handed back unhandled
-    other = parser.feed_line(json.dumps({"method": "item/tool/call", "id": 6, "params": {}}))
-    assert other.request is not None and not other.request.handled and other.events == []
+    other = parser.feed(json.dumps({"method": "item/tool/call", "id": 6, "params": {}}))
+    assert other.refuse is not None and other.refuse.id == 6 and other.events == []
     assert parser.stats.skipped_types["request:item/tool/call"] == 1
 
 
@@ -307,31 +312,27 @@ def test_items_of_other_tools() -> None:
         "arguments": {"name": "web"},
         "status": "inProgress",
     }
-    (s,) = parser.feed_line(json.dumps({"method": "item/started", "params": {"item": mcp}})).events
-    assert isinstance(s.event, ToolStarted)
-    assert s.event.display_name == "Process Manager · Restart Process"
+    (s,) = parser.feed(json.dumps({"method": "item/started", "params": {"item": mcp}})).events
+    assert isinstance(s, ToolStarted)
+    assert s.display_name == "Process Manager · Restart Process"
     done = dict(
         mcp, status="completed", result={"content": [{"type": "text", "text": "restarted"}]}
     )
-    (f,) = parser.feed_line(
-        json.dumps({"method": "item/completed", "params": {"item": done}})
-    ).events
-    assert f.event == ToolFinished(tool_id="m1", result="restarted")
+    (f,) = parser.feed(json.dumps({"method": "item/completed", "params": {"item": done}})).events
+    assert f == ToolFinished(tool_id="m1", result="restarted")
     think = {"method": "item/reasoning/summaryTextDelta", "params": {"itemId": "r", "delta": "hm"}}
-    (t,) = parser.feed_line(json.dumps(think)).events
-    assert t.event == ThinkingDelta(text="hm")
+    (t,) = parser.feed(json.dumps(think)).events
+    assert t == ThinkingDelta(text="hm")
     err = {
         "method": "error",
         "params": {"error": {"message": "stream cut"}, "willRetry": True, "turnId": "u"},
     }
-    (e,) = parser.feed_line(json.dumps(err)).events
-    assert e.event == AgentError(message="stream cut", retryable=True)
+    (e,) = parser.feed(json.dumps(err)).events
+    assert e == AgentError(message="stream cut", retryable=True)
     # a message completed without deltas is given whole
     msg = {"type": "agentMessage", "id": "a", "text": "whole"}
-    (w,) = parser.feed_line(
-        json.dumps({"method": "item/completed", "params": {"item": msg}})
-    ).events
-    assert w.event == TextDelta(text="whole", block="a")
+    (w,) = parser.feed(json.dumps({"method": "item/completed", "params": {"item": msg}})).events
+    assert w == TextDelta(text="whole", block="a")
 
 
 # -- launch spec, prompt, conversations ---------------------------------------------------
@@ -367,6 +368,9 @@ def test_launch_spec() -> None:
     assert 'developer_instructions="Be \\"brief\\""' in per_turn
     assert per_turn[per_turn.index("-m") + 1] == "gpt-5.5"
     assert "resume" not in launch_argv(opts, per_turn=True)
+    spec = launch_spec(opts, workdir="/w", per_turn=False, base_env={"PATH": "/bin"})
+    assert (spec.argv, spec.cwd, spec.home) == (tuple(argv), "/w", "/tmp/h")
+    assert spec.env[token_env] == "s3" and spec.expose == ()
 
 
 def test_prompt_with_attachments() -> None:
@@ -375,7 +379,7 @@ def test_prompt_with_attachments() -> None:
         Attachment(name="pic.png", content_type="image/png", path="/w/pic.png"),
         Attachment(name="data.bin", path="/w/data.bin"),
     )
-    text = prompt_text("look", atts)
+    text = turn_text("look", atts)
     assert text.startswith("look") and "remember" in text and "/w/data.bin" in text
     assert "/w/pic.png" not in text
     items = turn_input("look", atts)
@@ -501,7 +505,7 @@ def _accounted(parser_stats_before: tuple[int, int, int], parser: AppServerParse
         or s.skipped > skipped
         or s.malformed > malformed
         or p.response is not None
-        or p.request is not None
+        or p.refuse is not None
     )
 
 
@@ -511,7 +515,7 @@ def test_fuzz_app_server_parser(lines: list[str]) -> None:
     parser = AppServerParser()
     for n, line in enumerate(lines, 1):
         before = (parser.stats.events, parser.stats.skipped, parser.stats.malformed)
-        parsed = parser.feed_line(line)
+        parsed = parser.feed(line)
         assert _accounted(before, parser, parsed), line[:200]
         assert parser.stats.lines == n
         if not line.strip():
@@ -540,7 +544,7 @@ def test_fuzz_exec_parser(lines: list[str]) -> None:
     parser = ExecParser()
     for n, line in enumerate(lines, 1):
         before = (parser.stats.events, parser.stats.skipped, parser.stats.malformed)
-        events = parser.feed_line(line)
+        events = parser.feed(line).events
         after = (parser.stats.events, parser.stats.skipped, parser.stats.malformed)
         assert after != before, line[:200]
         assert parser.stats.events - before[0] == len(events)

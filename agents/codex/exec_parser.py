@@ -14,15 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from threadspindle.agents.base import ParserStats, clean_tool_name
-from threadspindle.agents.codex_fields import (
+from threadspindle.agents.base.fields import as_dict, as_int, as_list, as_str, cut
+from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
+from threadspindle.agents.codex.parser import (
     MAX_RESULT_CHARS,
     MAX_SUMMARY_CHARS,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    cut,
     shell_command_summary,
 )
 from threadspindle.runtime.core.agent_events import (
@@ -53,26 +49,28 @@ class ExecParser:
         self.ended = False  # turn.completed / turn.failed seen
         self.held_error: str | None = None  # a final error waiting for its turn.failed
 
-    def feed_line(self, line: str) -> list[AgentEvent]:
+    def feed(self, line: str) -> ParsedLine:
+        """What one stdout line means. Never raises."""
         self.stats.lines += 1
         if not line.strip():
             self.stats.skip("blank")
-            return []
+            return ParsedLine()
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError):
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
+        ended = self.ended
         try:
             events = self._event(msg)
         except Exception:  # an unforeseen shape must not end the turn's reader
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
         self.stats.events += len(events)
-        return events
+        return ParsedLine(events, turn_ended=self.ended and not ended)
 
     def _event(self, msg: dict[str, Any]) -> list[AgentEvent]:
         kind: str = msg["type"]

@@ -11,9 +11,10 @@ Every event is stamped with the run id of the turn it belongs to (codex turn id 
 id of the ``prompt`` that started it) and with the codex thread id as session id. A process
 that exits while a turn is open ends that turn with ``TurnAborted`` (exit code, stderr tail).
 
-The launch spec is in ``codex_launch`` (argv, env, ``-c`` overrides), the wire formats in
-``codex_parser``, the JSON-RPC plumbing in ``codex_rpc``, the session listing in
-``codex_sessions``; this module re-exports their public names. The system instruction goes
+The launch spec is in ``launch.py`` (argv, env, ``-c`` overrides), the wire formats in
+``parser.py`` and ``exec_parser.py``, the retry cap in ``retries.py``, the session listing
+in ``sessions.py``; requests and answers go through the shared ``RpcPeer``, and every process
+of the agent's tree is watched by the shared ``ProcessTree``. The system instruction goes
 in natively (``developerInstructions`` / ``-c developer_instructions=...``), the model as a
 ``thread/start``/``turn/start`` parameter or ``-m``.
 """
@@ -24,33 +25,27 @@ import re
 import signal
 from typing import Any
 
-import psutil
 import trio
 
-from threadspindle.agents.base import (
-    AgentAdapter,
-    AgentOptions,
-    ConversationInfo,
-    EmitEvent,
-    ParserStats,
-    StampedEvent,
-    spawn_agent_argv,
-)
-from threadspindle.agents.codex_launch import (
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcError, RpcPeer
+from threadspindle.agents.base.options import AgentOptions, ConversationInfo
+from threadspindle.agents.base.parsing import AgentStatistics, ParsedLine, ParserStats
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.launch import (
     codex_home,
     config_override,
     ensure_codex_home,
-    launch_argv,
-    launch_env,
-    mcp_token_env,
-    prompt_text,
+    launch_spec,
     turn_input,
+    turn_text,
 )
-from threadspindle.agents.codex_parser import AppServerParser, ExecParser, ParsedLine
-from threadspindle.agents.codex_retries import RetryCap
-from threadspindle.agents.codex_rpc import RpcClosed, RpcError, RpcPeer
-from threadspindle.agents.codex_sessions import list_conversations, sessions_in
-from threadspindle.effects.process import ManagedProcess, tree_pids
+from threadspindle.agents.codex.parser import AppServerParser
+from threadspindle.agents.codex.retries import RetryCap
+from threadspindle.agents.codex.sessions import sessions_in
+from threadspindle.effects.process import ManagedProcess
+from threadspindle.effects.process_tree import ProcessTree
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
@@ -59,86 +54,16 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
-__all__ = [
-    "Adapter",
-    "CodexAdapter",
-    "ConversationInfo",
-    "CodexStartError",
-    "ProcessWatch",
-    "launch_argv",
-    "launch_env",
-    "list_conversations",
-    "mcp_token_env",
-    "prompt_text",
-    "turn_input",
-]
+__all__ = ["CodexAdapter"]
 
 CLIENT_INFO = {"name": "spindle", "title": "Spindle", "version": "0.1.0"}
+RPC_TIMEOUT_S = 30.0  # the handshake's requests
 TURN_START_TIMEOUT_S = 30.0
 INTERRUPT_TIMEOUT_S = 5.0
 STDERR_TAIL_LINES = 10
 _BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
-
-
-# ---------------------------------------------------------------------------------------
-# the adapter
-
-
-class ProcessWatch:
-    """Every process seen in an agent's tree, so that none outlives the agent.
-
-    ``codex`` is a node launcher around the native binary: when the launcher exits first
-    (stdin closed, a crash), the binary and its helpers are no longer its descendants and a
-    tree kill from the launcher's pid finds nothing. ``psutil.Process`` objects remember
-    each process's start time, so a recycled pid is never signalled.
-    """
-
-    def __init__(self) -> None:
-        self._procs: dict[int, psutil.Process] = {}
-
-    def note(self, root_pid: int | None) -> None:
-        if root_pid is None:
-            return
-        for pid in tree_pids(root_pid):
-            if pid not in self._procs:
-                try:
-                    self._procs[pid] = psutil.Process(pid)
-                except psutil.Error:
-                    pass
-
-    def alive(self) -> list[psutil.Process]:
-        out = []
-        for proc in self._procs.values():
-            try:
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    out.append(proc)
-            except psutil.Error:
-                pass
-        return out
-
-    async def _wait(self, seconds: float) -> None:
-        with trio.move_on_after(seconds):
-            while self.alive():
-                await trio.sleep(0.02)
-
-    async def finish(self, grace: float) -> bool:
-        """SIGTERM what is left, SIGKILL after ``grace``; True when nothing is left."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            left = self.alive()
-            if not left:
-                return True
-            for proc in left:
-                try:
-                    proc.send_signal(sig)
-                except psutil.Error:
-                    pass
-            await self._wait(grace if sig == signal.SIGTERM else 2.0)
-        return not self.alive()
-
-
-class CodexStartError(RuntimeError):
-    """codex could not be started, or its app-server did not get a thread ready."""
 
 
 class CodexAdapter(AgentAdapter):
@@ -167,7 +92,7 @@ class CodexAdapter(AgentAdapter):
         self.sandbox = sandbox or config_override(options, "sandbox_mode") or "workspace-write"
         self._emit: EmitEvent | None = None
         self._proc: ManagedProcess | None = None
-        self._watch = ProcessWatch()
+        self._tree = ProcessTree()  # every process of the agent's tree ever seen
         self._rpc: RpcPeer | None = None
         self._parser = AppServerParser()
         self._exec_stats = ParserStats()
@@ -207,8 +132,9 @@ class CodexAdapter(AgentAdapter):
         proc = self._proc or self._exec_proc
         return proc.pid if proc is not None else None
 
-    def statistics(self) -> ParserStats:
-        return self._exec_stats if self.options.per_turn else self._parser.stats
+    def statistics(self) -> AgentStatistics:
+        stats = self._exec_stats if self.options.per_turn else self._parser.stats
+        return stats.snapshot()
 
     def conversations(self, workdir: str | None = None, limit: int = 25) -> list[ConversationInfo]:
         return sessions_in(codex_home(self.options), workdir, limit)
@@ -257,7 +183,7 @@ class CodexAdapter(AgentAdapter):
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         if self._stopping:
-            raise CodexStartError("stopped before it started")
+            raise AgentStartError("stopped before it started")
         self._emit = emit
         self._start = start
         self._thread_id = start.session_id
@@ -272,17 +198,17 @@ class CodexAdapter(AgentAdapter):
         self._stopping = True
         if self.options.per_turn:
             if self._exec_proc is not None:
-                self._watch.note(self._exec_proc.pid)
+                self._tree.sample(self._exec_proc.pid)
                 self._exec_interrupted = True
                 await self._exec_proc.stop(grace=self.options.stop_grace_s)
-            await self._watch.finish(self.options.stop_grace_s)
+            await self._tree.terminate(grace=self.options.stop_grace_s)
             self._gone.set()
             return
         proc = self._proc
         if proc is None:
             self._gone.set()
             return
-        self._watch.note(proc.pid)
+        self._tree.sample(proc.pid)
         with trio.CancelScope(shield=True):
             if self._active_turn is not None and self._rpc is not None and not self._rpc.closed:
                 with trio.move_on_after(1.0):
@@ -297,26 +223,24 @@ class CodexAdapter(AgentAdapter):
             await proc.stop(grace=self.options.stop_grace_s)
             with trio.move_on_after(self.options.stop_grace_s + 3):
                 await self._gone.wait()
-            await self._watch.finish(self.options.stop_grace_s)
+            await self._tree.terminate(grace=self.options.stop_grace_s)
 
     # -- long-lived: codex app-server ----------------------------------------------------
     async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
         """Ready (``task_status.started()``) once the thread is started or resumed; a start
-        that fails raises ``CodexStartError`` instead (the listener reports it)."""
-        argv = launch_argv(self.options, per_turn=False)
+        that fails raises ``AgentStartError`` instead (the listener reports it)."""
+        spec = launch_spec(self.options, workdir=start.workdir, per_turn=False)
         try:
             ensure_codex_home(self.options)
-            proc = await spawn_agent_argv(
-                self.options, argv, env=launch_env(self.options), cwd=start.workdir
-            )
+            proc = await spawn_agent(spec)
         except OSError as exc:
             self._gone.set()
-            raise CodexStartError(f"cannot start codex ({argv[0]}): {exc}") from exc
+            raise AgentStartError(f"cannot start codex ({spec.argv[0]}): {exc}") from exc
         self._proc = proc
-        self._watch.note(proc.pid)
+        self._tree.sample(proc.pid)
         self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
         self._parser.model = self._model
-        rpc = RpcPeer(proc.write_line)
+        rpc = RpcPeer(proc.write_line, name="codex")
         self._rpc = rpc
         failure: Exception | None = None
         try:
@@ -332,13 +256,13 @@ class CodexAdapter(AgentAdapter):
                     failure = exc
                     await proc.stop(grace=self.options.stop_grace_s)
                 else:
-                    self._watch.note(proc.pid)
+                    self._tree.sample(proc.pid)
                     self._ready.set()
                     task_status.started()
             if failure is not None:
                 tail = self._stderr_tail(proc)
                 message = f"codex app-server did not start: {failure!r}"
-                raise CodexStartError(message + (f"\n{tail}" if tail else "")) from failure
+                raise AgentStartError(message + (f"\n{tail}" if tail else "")) from failure
         finally:
             self._tasks = None
             self._ready.set()  # wake prompt() callers; they see the process is gone
@@ -346,11 +270,13 @@ class CodexAdapter(AgentAdapter):
             rpc.close("codex exited")
             with trio.CancelScope(shield=True):
                 await proc.stop(grace=self.options.stop_grace_s)
-                await self._watch.finish(self.options.stop_grace_s)
+                await self._tree.terminate(grace=self.options.stop_grace_s)
 
     async def _handshake(self, rpc: RpcPeer, start: StartAgent) -> None:
         await rpc.request(
-            "initialize", {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}}
+            "initialize",
+            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}},
+            timeout=RPC_TIMEOUT_S,
         )
         await rpc.notify("initialized")
         common: dict[str, Any] = {
@@ -367,7 +293,9 @@ class CodexAdapter(AgentAdapter):
         if start.session_id:
             try:
                 result = await rpc.request(
-                    "thread/resume", {"threadId": start.session_id, "excludeTurns": True, **common}
+                    "thread/resume",
+                    {"threadId": start.session_id, "excludeTurns": True, **common},
+                    timeout=RPC_TIMEOUT_S,
                 )
             except RpcError as exc:
                 # The stored session is gone (another HOME, deleted): say so, start afresh.
@@ -378,7 +306,7 @@ class CodexAdapter(AgentAdapter):
                     ),
                 )
         if result is None:
-            result = await rpc.request("thread/start", common)
+            result = await rpc.request("thread/start", common, timeout=RPC_TIMEOUT_S)
         thread = result.get("thread") if isinstance(result, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
@@ -392,7 +320,7 @@ class CodexAdapter(AgentAdapter):
 
     async def _read_app_server(self, proc: ManagedProcess, rpc: RpcPeer) -> None:
         async for line in proc.stdout_lines():
-            parsed = self._parser.feed_line(line)
+            parsed = self._parser.feed(line)
             await self._handle_parsed(parsed, rpc)
         rpc.close("codex closed its output")
         code = await proc.wait()
@@ -412,30 +340,28 @@ class CodexAdapter(AgentAdapter):
     async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
         if parsed.response is not None:
             rpc.resolve(parsed.response)
-        if parsed.turn_started and parsed.turn_started not in self._ended_turns:
+        turn = parsed.turn_id
+        if parsed.turn_started and turn is not None and turn not in self._ended_turns:
             if self._active_turn is None:
-                self._active_turn = parsed.turn_started
+                self._active_turn = turn
                 self._turn_idle = trio.Event()
             if self._run_id is not None:
-                self._turn_runs.setdefault(parsed.turn_started, self._run_id)
-        for te in parsed.events:
-            run_id = self._turn_runs.get(te.turn_id, self._run_id) if te.turn_id else self._run_id
-            if isinstance(te.event, TurnCompleted) and te.event.session_id is None:
-                await self._send(
-                    run_id, te.event.model_copy(update={"session_id": self._thread_id})
-                )
-            else:
-                await self._send(run_id, te.event)
-        if parsed.turn_ended is not None:
-            self._ended_turns.add(parsed.turn_ended)
-            if self._active_turn == parsed.turn_ended:
+                self._turn_runs.setdefault(turn, self._run_id)
+        run_id = self._turn_runs.get(turn, self._run_id) if turn else self._run_id
+        for event in parsed.events:
+            if isinstance(event, TurnCompleted) and event.session_id is None:
+                event = event.model_copy(update={"session_id": self._thread_id})
+            await self._send(run_id, event)
+        if parsed.turn_ended and turn is not None:
+            self._ended_turns.add(turn)
+            if self._active_turn == turn:
                 self._active_turn = None
                 self._turn_idle.set()
-        request = parsed.request
-        if request is not None and not request.handled:
+        request = parsed.refuse
+        if request is not None:
             try:
                 await rpc.respond_error(
-                    request.id, -32601, f"spindle does not handle {request.method}"
+                    request.id, METHOD_NOT_FOUND, f"spindle does not handle {request.method}"
                 )
             except RpcClosed:
                 pass
@@ -492,7 +418,7 @@ class CodexAdapter(AgentAdapter):
             self._turn_pending = False
             turn = result.get("turn") if isinstance(result, dict) else None
             turn_id = turn.get("id") if isinstance(turn, dict) else None
-            self._watch.note(self._proc.pid if self._proc else None)
+            self._tree.sample(self._proc.pid if self._proc else None)
             if isinstance(turn_id, str):
                 self._turn_runs[turn_id] = prompt.run_id
                 if turn_id not in self._ended_turns and self._active_turn is None:
@@ -588,8 +514,9 @@ class CodexAdapter(AgentAdapter):
                 or self._start.system_instruction
                 or self.options.system_instruction
             )
-            argv = launch_argv(
+            spec = launch_spec(
                 self.options,
+                workdir=prompt.workdir,
                 per_turn=True,
                 session_id=self._thread_id or prompt.session_id,
                 model=self._model,
@@ -599,29 +526,27 @@ class CodexAdapter(AgentAdapter):
             t0 = trio.current_time()
             try:
                 ensure_codex_home(self.options)
-                proc = await spawn_agent_argv(
-                    self.options, argv, env=launch_env(self.options), cwd=prompt.workdir
-                )
+                proc = await spawn_agent(spec)
             except OSError as exc:
                 await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
                 return
             self._exec_proc = proc
-            self._watch.note(proc.pid)
+            self._tree.sample(proc.pid)
             if self._exec_interrupted:
                 proc.signal(signal.SIGINT)
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(proc.pump_stderr)
                     try:
-                        await proc.write_line(prompt_text(prompt.text, prompt.attachments))
+                        await proc.write_line(turn_text(prompt.text, prompt.attachments))
                         await proc.close_stdin()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         pass
                     async for line in proc.stdout_lines():
-                        for event in parser.feed_line(line):
+                        for event in parser.feed(line).events:
                             if isinstance(event, SessionStarted):
                                 self._thread_id = event.session_id
-                                self._watch.note(proc.pid)
+                                self._tree.sample(proc.pid)
                             if isinstance(event, TurnCompleted):
                                 ms = int((trio.current_time() - t0) * 1000)
                                 event = event.model_copy(update={"duration_ms": ms})
@@ -638,19 +563,12 @@ class CodexAdapter(AgentAdapter):
                         ),
                     )
             finally:
-                self._exec_stats.lines += parser.stats.lines
-                self._exec_stats.events += parser.stats.events
-                self._exec_stats.malformed += parser.stats.malformed
-                for what, n in parser.stats.skipped_types.items():
-                    self._exec_stats.skipped += n
-                    self._exec_stats.skipped_types[what] = (
-                        self._exec_stats.skipped_types.get(what, 0) + n
-                    )
+                self._exec_stats.add(parser.stats)
                 self._exec_proc = None
                 self._exec_run_id = None
                 with trio.CancelScope(shield=True):
                     await proc.stop(grace=self.options.stop_grace_s)
-                    await self._watch.finish(self.options.stop_grace_s)
+                    await self._tree.terminate(grace=self.options.stop_grace_s)
 
     async def _interrupt_per_turn(self, run_id: str) -> None:
         proc = self._exec_proc
@@ -664,6 +582,3 @@ class CodexAdapter(AgentAdapter):
         # codex exec has no in-band interrupt: SIGINT makes it record turn_aborted and exit 1.
         self._exec_interrupted = True
         proc.signal(signal.SIGINT)
-
-
-Adapter = CodexAdapter
