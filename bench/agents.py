@@ -57,7 +57,7 @@ from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex import CodexAdapter
 from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.gemini import GeminiAdapter
-from threadspindle.agents.gemini_parser import AcpParser
+from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.opencode import OpencodeAdapter
 from threadspindle.agents.opencode_parser import OpencodeEventParser
 from threadspindle.agents.opencode_server import OpencodeServer

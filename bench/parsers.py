@@ -27,7 +27,8 @@ from threadspindle.agents.base import ParserStats
 from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex.exec_parser import ExecParser
 from threadspindle.agents.codex.parser import AppServerParser
-from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser
+from threadspindle.agents.gemini.parser import AcpParser
+from threadspindle.agents.gemini.stream_parser import StreamJsonParser
 from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
 
 __all__ = ["Workload", "workloads", "measure", "run"]

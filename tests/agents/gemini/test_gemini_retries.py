@@ -8,8 +8,8 @@ from pathlib import Path
 
 import trio
 
-from threadspindle.agents import gemini_retries
-from threadspindle.agents.gemini_retries import DebugLogWatch, retry_event
+from threadspindle.agents.gemini import retries as gemini_retries
+from threadspindle.agents.gemini.retries import DebugLogWatch, retry_event
 from threadspindle.runtime.core.agent_events import AgentError
 
 LOGGED = (

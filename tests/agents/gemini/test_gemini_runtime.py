@@ -22,7 +22,7 @@ from threadspindle.runtime.live.registry import Runtime, open_runtime
 from threadspindle.testkit.fake_chat import RenderWorld
 from threadspindle.testkit.fake_model.gemini import TEXT_ANSWER, FakeGeminiServer
 
-GEMINI = Path(__file__).resolve().parents[2] / ".agents" / "node_modules" / ".bin" / "gemini"
+GEMINI = Path(__file__).resolve().parents[3] / ".agents" / "node_modules" / ".bin" / "gemini"
 THREAD = "thread-1"
 
 pytestmark = pytest.mark.timeout(150)

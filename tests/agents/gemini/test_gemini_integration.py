@@ -17,15 +17,18 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 import trio
 
 from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
-from threadspindle.agents.gemini import DEFAULT_MAX_ATTEMPTS, GeminiAdapter, list_conversations
-from threadspindle.agents.gemini_home import private_gemini_home
+from threadspindle.agents.gemini import GeminiAdapter, list_conversations
+from threadspindle.agents.gemini.adapter import DEFAULT_MAX_ATTEMPTS
+from threadspindle.agents.gemini.home import shared_gemini_home
 from threadspindle.effects.process import tree_pids
+from threadspindle.effects.sandbox import Sandbox
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     PermissionRequested,
@@ -38,11 +41,13 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit.fake_model.base import SSEEvent
 from threadspindle.testkit.fake_model.gemini import TEXT_ANSWER, FakeGeminiServer, last_user_turn
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GEMINI = ROOT / ".agents" / "node_modules" / ".bin" / "gemini"
 INSTALLED = ROOT / ".agents" / ".installed"
+BWRAP = ROOT / ".tools" / "bubblewrap" / "usr" / "bin" / "bwrap"
 TURN_TIMEOUT = 45.0
 USER_SETTINGS = {
     "general": {"enableAutoUpdate": False},
@@ -138,11 +143,12 @@ async def running_gemini(
     *,
     session_id: str | None = None,
     max_attempts: int | None = 1,  # None: from the options' max_retries
+    workdir_name: str = "work",
     **overrides: object,
 ) -> AsyncIterator[Session]:
     _require_cli()
     home = _make_home(tmp_path)
-    workdir = tmp_path / "work"
+    workdir = tmp_path / workdir_name
     workdir.mkdir(exist_ok=True)
     adapter = GeminiAdapter(_options(fake, home, **overrides), max_attempts=max_attempts)
     session = Session(adapter, workdir, home)
@@ -258,18 +264,22 @@ async def test_resume_after_the_process_is_gone(tmp_path: Path, fake: FakeGemini
     async with running_gemini(tmp_path, fake, mcp_servers=(mcp,)) as s:
         await s.turn("r1", "remember the word PLUM")
         session_id = s.adapter.session_id
+        assert s.adapter.settings_home is not None
+        private = Path(s.adapter.settings_home) / ".gemini" / "settings.json"
+        settings = json.loads(private.read_text())
+        assert settings["general"]["maxAttempts"] == 1
+        assert settings["mcpServers"]["pm"]["headers"]["Authorization"] == "Bearer t0ken"
+        assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"  # the user's
+        assert oct(private.stat().st_mode & 0o777) == "0o600"
     assert session_id
-    private = private_gemini_home(s.adapter.options) / ".gemini" / "settings.json"
-    settings = json.loads(private.read_text())
-    assert settings["general"]["maxAttempts"] == 1
-    assert settings["mcpServers"]["pm"]["headers"]["Authorization"] == "Bearer t0ken"
-    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"  # the user's
-    assert oct(private.stat().st_mode & 0o777) == "0o600"
+    assert not private.exists()  # the thread's settings (and token) went with its adapter
+    shared = shared_gemini_home(s.adapter.options) / ".gemini"
+    assert not (shared / "settings.json").exists()
 
     # Make the collision certain: stamp the chat file with the current UTC minute, as if
     # the session had just been created. Without the guard the load would wipe it.
     pattern = f".gemini/tmp/*/chats/session-*-{session_id[:8]}.jsonl"
-    chats = list(private_gemini_home(s.adapter.options).glob(pattern))
+    chats = list(shared_gemini_home(s.adapter.options).glob(pattern))
     assert len(chats) == 1
     minute = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M")
     chats[0].rename(chats[0].with_name(f"session-{minute}-{session_id[:8]}.jsonl"))
@@ -405,3 +415,78 @@ async def test_mcp_server_injected_through_private_settings(
             assert isinstance(end.event, TurnCompleted)
             assert "processes" in s.text_of("r1")  # the tool's answer reached the model
         nursery.cancel_scope.cancel()
+
+
+class ShellModel(FakeGeminiServer):
+    """The fake Gemini API, where ``RUNCMD: <command>`` asks the CLI to run that command."""
+
+    def _stream(self, body: object) -> Iterator[SSEEvent]:
+        text, tool_response = last_user_turn(body)
+        if tool_response is None and "RUNCMD:" in text:
+            command = text.split("RUNCMD:", 1)[1].strip()
+            call = {"name": "run_shell_command", "args": {"command": command}}
+            candidate = {
+                "content": {"role": "model", "parts": [{"functionCall": call}]},
+                "index": 0,
+                "finishReason": "STOP",
+            }
+            usage = {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}
+            yield SSEEvent({"candidates": [candidate], "usageMetadata": usage})
+            return
+        yield from super()._stream(body)
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "bwrap"])
+async def test_each_threads_agent_sees_only_its_own_mcp_token(
+    tmp_path: Path, sandboxed: bool
+) -> None:
+    """Two threads of one agent kind (one home), each with its own MCP token: each thread's
+    CLI reads its token from its own settings, and no file of the home holds a token (they
+    used to share one settings file, holding the token of whichever thread started last).
+    In the sandbox, a thread's agent cannot even see the other thread's settings."""
+    assert not sandboxed or BWRAP.exists(), "run `make test` (it unpacks bubblewrap in .tools/)"
+    fake = ShellModel()
+    fake.start()
+    tokens = {"a": "tok-AAAA-1", "b": "tok-BBBB-2"}  # found by tok-[A]{4}: not by the pattern
+    sandbox = Sandbox(binary=str(BWRAP)) if sandboxed else None
+
+    def thread(name: str) -> Any:
+        server = McpServer(name="pm", url="http://127.0.0.1:9/mcp", bearer_token=tokens[name])
+        return running_gemini(
+            tmp_path, fake, workdir_name=f"work-{name}", mcp_servers=(server,), sandbox=sandbox
+        )
+
+    async def run(session: Session, run_id: str, command: str) -> str:
+        """What the agent's shell command printed (the tool's result and the model's echo)."""
+        session.auto_answer = True
+        end = await session.turn(run_id, f"RUNCMD: {command}")
+        assert isinstance(end.event, TurnCompleted)
+        events = session.of_run(run_id)
+        results = [e.result for e in events if isinstance(e, ToolFinished)]
+        return ("\n".join(results) + session.text_of(run_id)).replace("\\n", "\n")
+
+    try:
+        async with thread("a") as a, thread("b") as b:
+            threads = {"a": a, "b": b}
+            # First, before any agent printed a token (its transcript would hold it): no
+            # file of the home (the shared session store included) holds one.
+            search = "grep -rlE 'tok-[A]{4}|tok-[B]{4}' \"$HOME\""
+            for name, session in threads.items():
+                found = await run(session, f"{name}1", f"echo FILES:; {search}; echo :FILES")
+                assert "FILES:\n:FILES" in found, found
+            # Then each agent reads the settings its CLI runs with: its own token only.
+            for name, other in (("a", "b"), ("b", "a")):
+                me, them = threads[name], threads[other]
+                assert me.adapter.settings_home and them.adapter.settings_home
+                command = 'cat "$GEMINI_CLI_HOME/.gemini/settings.json"'
+                if sandboxed:  # outside the sandbox the user may read every file anyway
+                    assert me.adapter._proc is not None
+                    assert str(BWRAP) in psutil.Process(me.adapter._proc.pid).cmdline()
+                    others = Path(them.adapter.settings_home) / ".gemini" / "settings.json"
+                    command += f"; cat {others}"
+                seen = await run(me, f"{name}2", command)
+                assert tokens[name] in seen and tokens[other] not in seen, seen
+                if sandboxed:
+                    assert "No such file or directory" in seen, seen
+    finally:
+        fake.stop()

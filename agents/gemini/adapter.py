@@ -1,11 +1,11 @@
 """The Gemini CLI adapter: one long-lived ``gemini --acp`` process per thread (ACP v1,
 JSON-RPC 2.0 over stdio), with ``gemini -p -o stream-json`` per turn as the fall-back.
 
-Launch (``gemini_launch_spec``, pure): ``gemini --acp`` [``-m <model>``] in the workdir, with
-``GEMINI_CLI_HOME`` pointing at Spindle's private settings home (``gemini_home``: the user's
-settings plus bounded retries and the MCP servers; the user's ``~/.gemini`` is never
-written), ``GEMINI_CLI_TRUST_WORKSPACE=true`` (an untrusted folder loads no MCP servers and
-downgrades approval modes) and ``GEMINI_CLI_NO_RELAUNCH=true`` (no second node process).
+The launch spec is in ``launch.py``; the CLI runs with a settings home of the thread's own
+(``home.py``: its MCP token is in no file another thread's agent can see), removed when
+``serve`` ends, whose session store is shared with every other thread. The wire formats are
+read by ``parser.py`` (ACP) and ``stream_parser.py`` (``-p``); requests and answers go through
+the shared ``RpcPeer``; ``retries.py`` turns the CLI's retry notices into events.
 
 Protocol (CLI 0.61.0, ``docs/agents.md``): ``initialize``, then ``session/new {cwd,
 mcpServers}`` or, to resume, ``session/load {sessionId, ...}`` (guarded against the
@@ -25,36 +25,26 @@ requests we do not serve get an error response at once, so the CLI never waits o
 
 from __future__ import annotations
 
-import itertools
-import json
+import dataclasses
 import logging
 import signal
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any
 
 import trio
 
-from threadspindle.agents.base import (
-    AgentAdapter,
-    AgentOptions,
-    EmitEvent,
-    ParserStats,
-    StampedEvent,
-    agent_environment,
-    prompt_with_attachments,
-    spawn_agent_argv,
-)
-from threadspindle.agents.gemini_home import (
-    ConversationInfo,
-    avoid_same_minute_collision,
-    list_conversations,
-    write_private_settings,
-)
-from threadspindle.agents.gemini_parser import AcpParser, RpcResponse, StreamJsonParser
-from threadspindle.agents.gemini_retries import DEBUG_LOG_ENV, DebugLogWatch, retry_event
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcPeer, RpcResponse
+from threadspindle.agents.base.launch import prompt_text
+from threadspindle.agents.base.options import AgentOptions
+from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.gemini.home import ThreadHome, avoid_same_minute_collision
+from threadspindle.agents.gemini.launch import launch_spec
+from threadspindle.agents.gemini.parser import AcpParser
+from threadspindle.agents.gemini.retries import DEBUG_LOG_ENV, DebugLogWatch, retry_event
+from threadspindle.agents.gemini.stream_parser import StreamJsonParser
 from threadspindle.effects.process import LineReader, ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -64,115 +54,18 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
-from threadspindle.runtime.core.model import Attachment
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
-__all__ = [
-    "Adapter",
-    "AgentStartError",
-    "ConversationInfo",
-    "GeminiAdapter",
-    "LaunchSpec",
-    "gemini_launch_spec",
-    "list_conversations",
-    "prompt_text",
-]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "GeminiAdapter"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BINARY = "gemini"
 # The first try and AgentOptions.max_retries retries (5-30 s apart); "fetch failed" (nothing
-# listening) is not retried at all (gemini_home), so a dead server fails in seconds.
+# listening) is not retried at all (home.py), so a dead server fails in seconds.
 DEFAULT_MAX_ATTEMPTS = AgentOptions().max_retries + 1
 ACP_PROTOCOL_VERSION = 1
-DEFAULT_ENV = {
-    "GEMINI_CLI_NO_RELAUNCH": "true",
-    "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    "GEMINI_TELEMETRY_ENABLED": "false",
-}
-METHOD_NOT_FOUND = -32601
 RESUME_FAILED_EXIT = 42  # gemini -p -r <unknown session>
-
-
-class AgentStartError(RuntimeError):
-    """The CLI could not be started or did not finish its handshake."""
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchSpec:
-    argv: tuple[str, ...]
-    env: dict[str, str]
-    cwd: str
-
-
-def gemini_launch_spec(
-    options: AgentOptions,
-    workdir: str,
-    gemini_home: str,
-    *,
-    model: str | None = None,
-    per_turn_prompt: str | None = None,
-    resume: str | None = None,
-    new_session_id: str | None = None,
-    base_env: Mapping[str, str] | None = None,
-) -> LaunchSpec:
-    """argv/env/cwd for ``gemini --acp`` or, with ``per_turn_prompt``, one ``-p`` turn."""
-    argv = [options.binary or DEFAULT_BINARY]
-    if per_turn_prompt is None:
-        argv.append("--acp")
-    else:
-        # No one can answer a permission prompt in -p mode: approve, as the recipes do.
-        # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag.
-        argv += [f"--prompt={per_turn_prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
-        if resume:
-            argv += ["-r", resume]
-        elif new_session_id:
-            argv += ["--session-id", new_session_id]
-    chosen_model = model or options.model
-    if chosen_model:
-        argv += ["-m", chosen_model]
-    argv += list(options.extra_args)
-    env = dict(agent_environment() if base_env is None else base_env)
-    env.update(DEFAULT_ENV)
-    if options.home:
-        env["HOME"] = options.home
-    env["GEMINI_CLI_HOME"] = gemini_home
-    env.update(dict(options.env))
-    return LaunchSpec(argv=tuple(argv), env=env, cwd=workdir)
-
-
-def prompt_text(
-    text: str, attachments: tuple[Attachment, ...] = (), system_instruction: str | None = None
-) -> str:
-    """The prompt with its attachments named; a system instruction goes first (Gemini has
-    no flag that adds to its system prompt, only ``GEMINI_SYSTEM_MD`` which replaces it)."""
-    prompt = prompt_with_attachments(text, attachments)
-    if system_instruction:
-        return f"<system_instruction>\n{system_instruction}\n</system_instruction>\n\n{prompt}"
-    return prompt
-
-
-def _rpc(method: str, params: dict[str, Any], rpc_id: int | None = None) -> str:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
-    if rpc_id is not None:
-        message["id"] = rpc_id
-    return json.dumps(message, ensure_ascii=False)
-
-
-def _rpc_result(rpc_id: int | str, result: Any) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result}, ensure_ascii=False)
-
-
-def _rpc_error(rpc_id: int | str, code: int, message: str) -> str:
-    error = {"code": code, "message": message}
-    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "error": error}, ensure_ascii=False)
-
-
-class _Waiter:
-    __slots__ = ("done", "response")
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.response: RpcResponse | None = None
+NOT_ACCEPTING = "the Gemini CLI is not accepting input"
 
 
 class GeminiAdapter(AgentAdapter):
@@ -192,7 +85,7 @@ class GeminiAdapter(AgentAdapter):
         self.interrupt_grace_s = interrupt_grace_s
         self.load_settle_s = load_settle_s
         servers = tuple(s.name for s in options.mcp_servers)
-        self.stats = ParserStats()
+        self.stats = ParserStats()  # both modes' parsers count here
         self.parser = AcpParser(mcp_servers=servers, stats=self.stats)
         self.run_id: str | None = None
         self.session_id: str | None = None
@@ -204,9 +97,8 @@ class GeminiAdapter(AgentAdapter):
         self._proc: ManagedProcess | None = None
         self._nursery: trio.Nursery | None = None
         self._start: StartAgent | None = None
-        self._gemini_home = ""
-        self._ids = itertools.count(1)
-        self._waiters: dict[int | str, _Waiter] = {}
+        self._home: ThreadHome | None = None  # the thread's own GEMINI_CLI_HOME
+        self._peer: RpcPeer | None = None
         self._turn_done = trio.Event()
         self._turn_done.set()
         self._turn_started_at = 0.0
@@ -231,12 +123,19 @@ class GeminiAdapter(AgentAdapter):
         self._start = start
         self.session_id = start.session_id
         self.model = start.model or self.options.model
-        home = write_private_settings(self.options, max_attempts=self.max_attempts)
-        self._gemini_home = str(home)
-        if self.options.per_turn:
-            await self._serve_per_turn(start, task_status)
-        else:
-            await self._serve_acp(start, task_status)
+        self._home = ThreadHome(self.options, max_attempts=self.max_attempts)
+        try:
+            if self.options.per_turn:
+                await self._serve_per_turn(start, task_status)
+            else:
+                await self._serve_acp(start, task_status)
+        finally:
+            self._home.remove()  # its processes are gone: each mode stops its own
+
+    @property
+    def settings_home(self) -> str | None:
+        """The thread's own ``GEMINI_CLI_HOME`` while the adapter serves."""
+        return str(self._home.path) if self._home is not None else None
 
     async def prompt(self, prompt: PromptAgent) -> None:
         if self.options.per_turn:
@@ -244,17 +143,18 @@ class GeminiAdapter(AgentAdapter):
                 raise AgentStartError("the Gemini adapter is not serving")
             await self._turns_in.send(prompt)
             return
-        proc = self._live_process()
+        self._live_process()
+        peer = self._live_peer()
         if self.turn_open:
             # One prompt per session at a time: end the old turn before starting the next.
             await self.interrupt(self.run_id or "")
             with trio.move_on_after(self.interrupt_grace_s):
                 await self._turn_done.wait()
         if prompt.model and prompt.model != self.model:
-            await self._set_model(proc, prompt.model)
+            await self._set_model(prompt.model)
         self.run_id = prompt.run_id
         self._interrupted = False
-        rpc_id = next(self._ids)
+        rpc_id = peer.new_id()  # known before it is sent: its response ends the turn
         self.parser.begin_turn(rpc_id)
         self._turn_done = trio.Event()
         self._turn_started_at = trio.current_time()
@@ -265,9 +165,9 @@ class GeminiAdapter(AgentAdapter):
             else None
         )
         self._instruct = False
-        text = prompt_text(prompt.text, prompt.attachments, instruction)
+        text = prompt_text(prompt.text, prompt.attachments, system_instruction=instruction)
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        await self._write(proc, _rpc("session/prompt", params, rpc_id))
+        await self._send(peer.send_request("session/prompt", params, rpc_id=rpc_id))
 
     async def interrupt(self, run_id: str) -> None:
         if run_id and run_id != self.run_id:
@@ -278,31 +178,29 @@ class GeminiAdapter(AgentAdapter):
                 self._interrupted = True
                 proc.signal(signal.SIGINT)  # the CLI exits 0 at once, without a result line
             return
-        proc = self._proc
-        if proc is None or proc.returncode is not None or not self.turn_open:
+        proc, peer = self._proc, self._peer
+        if proc is None or peer is None or proc.returncode is not None or not self.turn_open:
             return
         self._interrupted = True
-        await self._write(proc, _rpc("session/cancel", {"sessionId": self.session_id}))
+        await self._send(peer.notify("session/cancel", {"sessionId": self.session_id}))
         # ACP: after a cancel the client answers every pending permission "cancelled"; the
         # CLI would otherwise keep waiting for the answer and never end the turn.
-        pending = list(self.parser.permissions.values())
-        self.parser.permissions.clear()
-        for request in pending:
+        for request in self.parser.take_all_requests():
             cancelled = {"outcome": {"outcome": "cancelled"}}
-            await self._write(proc, _rpc_result(request.rpc_id, cancelled))
+            await self._send(peer.respond(request.rpc_id, cancelled))
         if self._nursery is not None:
             self._nursery.start_soon(self._escalate_interrupt, self._turn_done)
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
-        pending = self.parser.permissions.pop(request_id, None)
-        proc = self._proc
-        if pending is None or proc is None or proc.returncode is not None:
+        pending = self.parser.take_request(request_id)
+        proc, peer = self._proc, self._peer
+        if pending is None or proc is None or peer is None or proc.returncode is not None:
             return
         option = pending.allow_option if allow else pending.reject_option
         outcome = (
             {"outcome": "selected", "optionId": option} if option else {"outcome": "cancelled"}
         )
-        await self._write(proc, _rpc_result(pending.rpc_id, {"outcome": outcome}))
+        await self._send(peer.respond(pending.rpc_id, {"outcome": outcome}))
 
     async def answer_question(self, request_id: str, answer: str | None) -> None:
         # Gemini CLI 0.61 asks no questions over ACP; nothing is waiting for an answer.
@@ -333,26 +231,28 @@ class GeminiAdapter(AgentAdapter):
                 await proc.wait()
         self.stopped_clean = await proc.stop(grace=self.options.stop_grace_s)
 
-    def statistics(self) -> ParserStats:
-        return self.stats
+    def statistics(self) -> AgentStatistics:
+        return self.stats.snapshot()
 
     # --- long-lived: gemini --acp ----------------------------------------------------------
     async def _serve_acp(self, start: StartAgent, task_status: Any) -> None:
+        assert self._home is not None
         if start.session_id:
-            avoid_same_minute_collision(Path(self._gemini_home), start.session_id)
-        spec = gemini_launch_spec(self.options, start.workdir, self._gemini_home, model=self.model)
-        env = dict(spec.env)
-        # In ACP mode the CLI tells its retries only to its debug log (gemini_retries).
-        watch = None if DEBUG_LOG_ENV in env else DebugLogWatch(self._gemini_home)
+            avoid_same_minute_collision(self._home.shared, start.session_id)
+        home = str(self._home.path)
+        spec = launch_spec(self.options, start.workdir, home, model=self.model)
+        # In ACP mode the CLI tells its retries only to its debug log (retries.py).
+        watch = None if DEBUG_LOG_ENV in spec.env else DebugLogWatch(home)
         if watch is not None:
-            env[DEBUG_LOG_ENV] = watch.path
+            spec = dataclasses.replace(spec, env={**spec.env, DEBUG_LOG_ENV: watch.path})
         try:
-            proc = await spawn_agent_argv(self.options, spec.argv, env=env, cwd=spec.cwd)
+            proc = await spawn_agent(spec)
         except OSError as exc:
             if watch is not None:
                 watch.close()
             raise AgentStartError(f"cannot start {spec.argv[0]}: {exc}") from exc
         self._proc = proc
+        peer = self._peer = RpcPeer(proc.write_line, name="the Gemini CLI")
         reader_done = trio.Event()
         try:
             async with trio.open_nursery() as nursery:
@@ -360,10 +260,10 @@ class GeminiAdapter(AgentAdapter):
                 nursery.start_soon(self._pump_stderr, proc)
                 if watch is not None:
                     nursery.start_soon(watch.follow, self._on_cli_log_line)
-                nursery.start_soon(self._read_acp, proc, reader_done)
+                nursery.start_soon(self._read_acp, proc, peer, reader_done)
                 try:
                     with trio.fail_after(self.options.start_timeout_s):
-                        await self._handshake(proc, start)
+                        await self._handshake(start)
                 except (trio.TooSlowError, AgentStartError) as exc:
                     tail = "\n".join(proc.stderr_tail)
                     raise AgentStartError(f"gemini --acp did not start: {exc}\n{tail}") from exc
@@ -380,10 +280,9 @@ class GeminiAdapter(AgentAdapter):
             if watch is not None:
                 watch.close()
 
-    async def _handshake(self, proc: ManagedProcess, start: StartAgent) -> None:
+    async def _handshake(self, start: StartAgent) -> None:
         capabilities = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
-        await self._request(
-            proc,
+        await self._call(
             "initialize",
             {
                 "protocolVersion": ACP_PROTOCOL_VERSION,
@@ -391,12 +290,12 @@ class GeminiAdapter(AgentAdapter):
                 "clientInfo": {"name": "spindle", "version": "0.1"},
             },
         )
-        # MCP servers are in the private settings file; nothing to pass in-band.
+        # MCP servers are in the thread's settings file; nothing to pass in-band.
         base = {"cwd": start.workdir, "mcpServers": []}
         if start.session_id:
             self._commands_listed = trio.Event()
-            response = await self._request(
-                proc, "session/load", {**base, "sessionId": start.session_id}, raise_error=False
+            response = await self._call(
+                "session/load", {**base, "sessionId": start.session_id}, raise_error=False
             )
             if response.error is None:
                 self.resumed = True
@@ -412,7 +311,7 @@ class GeminiAdapter(AgentAdapter):
                 f"Could not resume Gemini session {start.session_id} ({detail}); "
                 "started a new session."
             )
-        response = await self._request(proc, "session/new", base)
+        response = await self._call("session/new", base)
         result = response.result if isinstance(response.result, dict) else {}
         session_id = result.get("sessionId")
         if not isinstance(session_id, str):
@@ -429,35 +328,32 @@ class GeminiAdapter(AgentAdapter):
             current = models.get("currentModelId")
             self.model = current if isinstance(current, str) else None
 
-    async def _read_acp(self, proc: ManagedProcess, done: trio.Event) -> None:
+    async def _read_acp(self, proc: ManagedProcess, peer: RpcPeer, done: trio.Event) -> None:
         try:
             async for line in proc.stdout_lines():
                 read = self.parser.feed(line)
                 for event in read.events:
                     await self._emit_event(event)
                 if read.response is not None:
-                    waiter = self._waiters.pop(read.response.id, None)
-                    if waiter is not None:
-                        waiter.response = read.response
-                        waiter.done.set()
+                    peer.resolve(read.response)
                 if read.turn_ended:
                     self._turn_done.set()
-                if read.commands_listed:
+                if read.replay_ended:
                     self._commands_listed.set()
-                request = read.request
-                if request is not None and request.method != "session/request_permission":
-                    await self._write_quietly(
-                        proc, _rpc_error(request.id, METHOD_NOT_FOUND, "not supported by Spindle")
-                    )
+                if read.refuse is not None:
+                    try:
+                        await peer.respond_error(
+                            read.refuse.id, METHOD_NOT_FOUND, "not supported by Spindle"
+                        )
+                    except RpcClosed:
+                        pass  # the process is going away; serve reports its exit
         finally:
             with trio.CancelScope(shield=True):
-                await self._process_gone(proc)
+                await self._process_gone(proc, peer)
                 done.set()
 
-    async def _process_gone(self, proc: ManagedProcess) -> None:
-        for waiter in self._waiters.values():
-            waiter.done.set()  # response None: the caller sees the process is gone
-        self._waiters.clear()
+    async def _process_gone(self, proc: ManagedProcess, peer: RpcPeer) -> None:
+        peer.close(f"the Gemini CLI exited (rc {proc.returncode})")  # wakes every caller
         if self.turn_open:
             with trio.move_on_after(2.0):
                 self.exit_code = await proc.wait()
@@ -482,10 +378,10 @@ class GeminiAdapter(AgentAdapter):
             logger.warning("gemini: session/cancel not acknowledged; interrupting the process")
             proc.signal(signal.SIGINT)
 
-    async def _set_model(self, proc: ManagedProcess, model: str) -> None:
+    async def _set_model(self, model: str) -> None:
         """Switch the model between turns in place (``session/set_model``)."""
         params = {"sessionId": self.session_id, "modelId": model}
-        response = await self._request(proc, "session/set_model", params, raise_error=False)
+        response = await self._call("session/set_model", params, raise_error=False)
         if response.error is None:
             self.model = model
             self._announce = True  # the next turn's SessionStarted carries the new model
@@ -543,12 +439,13 @@ class GeminiAdapter(AgentAdapter):
             if self._instruct
             else None
         )
-        text = prompt_text(prompt.text, prompt.attachments, instruction)
+        text = prompt_text(prompt.text, prompt.attachments, system_instruction=instruction)
         new_id = None if self.session_id else str(uuid.uuid4())
-        spec = gemini_launch_spec(
+        assert self._home is not None
+        spec = launch_spec(
             self.options,
             prompt.workdir or start.workdir,
-            self._gemini_home,
+            str(self._home.path),
             model=prompt.model or self.model,
             per_turn_prompt=text,
             resume=self.session_id,
@@ -558,9 +455,7 @@ class GeminiAdapter(AgentAdapter):
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
         try:
-            proc = await spawn_agent_argv(
-                self.options, spec.argv, env=spec.env, cwd=spec.cwd, stdin=False
-            )
+            proc = await spawn_agent(spec, stdin=False)
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
             return None
@@ -569,7 +464,7 @@ class GeminiAdapter(AgentAdapter):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_stderr, proc)
                 async for line in proc.stdout_lines():
-                    for event in parser.feed(line):
+                    for event in parser.feed(line).events:
                         if isinstance(event, SessionStarted):
                             self.session_id = event.session_id
                             self._instruct = False
@@ -621,25 +516,25 @@ class GeminiAdapter(AgentAdapter):
             if retry is not None:
                 await self._emit_event(retry)
 
-    async def _request(
-        self,
-        proc: ManagedProcess,
-        method: str,
-        params: dict[str, Any],
-        *,
-        raise_error: bool = True,
+    async def _call(
+        self, method: str, params: dict[str, Any], *, raise_error: bool = True
     ) -> RpcResponse:
-        rpc_id = next(self._ids)
-        waiter = _Waiter()
-        self._waiters[rpc_id] = waiter
-        await self._write(proc, _rpc(method, params, rpc_id))
-        await waiter.done.wait()
-        response = waiter.response
-        if response is None:
-            raise AgentStartError(f"{method}: the Gemini CLI exited (rc {proc.returncode})")
+        """A request to the CLI and its response; ``AgentStartError`` when the CLI exits
+        first or (``raise_error``) answers with an error."""
+        peer = self._live_peer()
+        try:
+            response = await peer.call(method, params)
+        except RpcClosed as exc:
+            code = self._proc.returncode if self._proc is not None else None
+            raise AgentStartError(f"{method}: the Gemini CLI exited (rc {code})") from exc
         if response.error is not None and raise_error:
             raise AgentStartError(f"{method} failed: {_error_detail(response.error)}")
         return response
+
+    def _live_peer(self) -> RpcPeer:
+        if self._peer is None:
+            raise AgentStartError("the Gemini CLI process is not running")
+        return self._peer
 
     def _live_process(self) -> ManagedProcess:
         proc = self._proc
@@ -647,18 +542,13 @@ class GeminiAdapter(AgentAdapter):
             raise AgentStartError("the Gemini CLI process is not running")
         return proc
 
-    async def _write(self, proc: ManagedProcess, line: str) -> None:
+    async def _send(self, sending: Awaitable[object]) -> None:
+        """Await a write to the CLI; one that no longer reads is ``AgentStartError`` (its
+        exit is reported by serve, not here)."""
         try:
-            await proc.write_line(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            # The process is going away; its exit is reported by serve, not here.
-            raise AgentStartError("the Gemini CLI is not accepting input") from exc
-
-    async def _write_quietly(self, proc: ManagedProcess, line: str) -> None:
-        try:
-            await self._write(proc, line)
-        except AgentStartError:
-            pass
+            await sending
+        except RpcClosed as exc:
+            raise AgentStartError(NOT_ACCEPTING) from exc
 
 
 def _resume_refused(parser: StreamJsonParser, proc: ManagedProcess) -> bool:
@@ -675,6 +565,3 @@ def _error_detail(error: dict[str, Any]) -> str:
     if isinstance(data, dict) and isinstance(data.get("details"), str):
         return f"{message}: {data['details']}"
     return message
-
-
-Adapter = GeminiAdapter

@@ -17,19 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadspindle.agents.base import AgentOptions, McpServer
-from threadspindle.agents.gemini import gemini_launch_spec, prompt_text
-from threadspindle.agents.gemini_home import (
+from threadspindle.agents.base.launch import prompt_text
+from threadspindle.agents.gemini.home import (
+    ThreadHome,
     avoid_same_minute_collision,
-    list_conversations,
-    private_gemini_home,
-    write_private_settings,
+    shared_gemini_home,
 )
-from threadspindle.agents.gemini_parser import (
-    AcpParser,
-    StreamJsonParser,
-    display_tool_name,
-    tool_name_of,
-)
+from threadspindle.agents.gemini.launch import launch_spec
+from threadspindle.agents.gemini.parser import AcpParser, display_tool_name, tool_name_of
+from threadspindle.agents.gemini.sessions import list_conversations
+from threadspindle.agents.gemini.stream_parser import StreamJsonParser
 from threadspindle.runtime.core.agent_events import (
     AgentEvent,
     PermissionRequested,
@@ -42,7 +39,7 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.model import Attachment
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gemini"
 
 
 def _lines(name: str) -> list[str]:
@@ -52,7 +49,7 @@ def _lines(name: str) -> list[str]:
 def _feed_counted(parser: StreamJsonParser, line: str) -> list[AgentEvent]:
     """Feed one line and check it was accounted for: events, or one skip, or one malformed."""
     before = (parser.stats.lines, parser.stats.skipped, parser.stats.malformed)
-    events = parser.feed(line)
+    events = parser.feed(line).events
     after = (parser.stats.lines, parser.stats.skipped, parser.stats.malformed)
     assert after[0] == before[0] + 1
     assert events or after[1] + after[2] == before[1] + before[2] + 1
@@ -203,7 +200,7 @@ def test_acp_session_dialog() -> None:
     assert not any(isinstance(e, ToolStarted | ToolFinished) for e in rejected)
     assert "canceled by the user" in texts[9]
     # the permission options were understood
-    assert parser.permissions == {}  # every turn ended; nothing left pending
+    assert parser.pending == {}  # every turn ended; nothing left pending
 
     # Process 2 loaded the session: the replayed history is outside any turn and skipped.
     loaded, turns2 = procs[2]
@@ -225,9 +222,14 @@ def test_acp_permission_options_picked() -> None:
         if isinstance(e["msg"], dict) and e["msg"].get("method") == "session/request_permission"
     )
     read = parser.feed(json.dumps(request))
-    pending = parser.permissions["gemini-perm-0"]
+    pending = parser.pending["gemini-perm-0"]
     assert (pending.allow_option, pending.reject_option) == ("proceed_once", "cancel")
-    assert read.request is not None and read.request.id == 0
+    assert pending.rpc_id == 0 and read.refuse is None  # for the thread to answer
+    assert parser.take_request("gemini-perm-0") is pending
+    assert parser.take_request("gemini-perm-0") is None
+    other = {"jsonrpc": "2.0", "id": 9, "method": "fs/read_text_file", "params": {}}
+    refused = parser.feed(json.dumps(other))
+    assert refused.refuse is not None and refused.refuse.id == 9 and refused.events == []
 
 
 def test_acp_same_minute_load_failure() -> None:
@@ -340,19 +342,21 @@ def test_fuzz_parsers_never_raise_and_count_every_line(lines: list[str], in_turn
 
 def test_launch_spec_and_prompt_text(tmp_path: Path) -> None:
     options = AgentOptions(binary="/x/gemini", home=str(tmp_path), env=(("A", "1"),), model="m")
-    spec = gemini_launch_spec(options, "/w", "/g", base_env={"PATH": "/bin"})
+    spec = launch_spec(options, "/w", "/g", base_env={"PATH": "/bin"})
     assert spec.argv == ("/x/gemini", "--acp", "-m", "m")
     assert spec.env["GEMINI_CLI_HOME"] == "/g" and spec.env["HOME"] == str(tmp_path)
     assert spec.env["GEMINI_CLI_TRUST_WORKSPACE"] == "true" and spec.env["A"] == "1"
-    turn = gemini_launch_spec(options, "/w", "/g", per_turn_prompt="hi", resume="sid", base_env={})
+    turn = launch_spec(options, "/w", "/g", per_turn_prompt="hi", resume="sid", base_env={})
     assert turn.argv[:5] == ("/x/gemini", "--prompt=hi", "-o", "stream-json", "--approval-mode")
     assert ("-r", "sid") == turn.argv[6:8]
-    text = prompt_text("do it", (Attachment(name="a.txt", inline_text="hey"),), "be brief")
+    assert spec.expose_writable == ("/g",)  # the settings home, read-write in the sandbox
+    attachment = Attachment(name="a.txt", inline_text="hey")
+    text = prompt_text("do it", (attachment,), system_instruction="be brief")
     assert text.startswith("<system_instruction>\nbe brief")
     assert '<attachment name="a.txt">\nhey\n</attachment>' in text
 
 
-def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
+def test_a_thread_home_of_its_own_leaves_the_user_file_alone(tmp_path: Path) -> None:
     user = tmp_path / ".gemini"
     user.mkdir()
     # The CLI allows comments in settings.json; the user's must survive the merge.
@@ -365,8 +369,14 @@ def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
     options = AgentOptions(
         home=str(tmp_path), mcp_servers=(McpServer(name="pm", url="http://127.0.0.1:1/mcp"),)
     )
-    home = write_private_settings(options, max_attempts=2)
-    assert home == private_gemini_home(options)
+    shared = shared_gemini_home(options) / ".gemini"
+    shared.mkdir(parents=True)
+    (shared / "settings.json").write_text('{"mcpServers": {"pm": "an old token"}}')
+    thread = ThreadHome(options, max_attempts=2)
+    home = thread.path
+    assert not (shared / "settings.json").exists()  # no token is left in the shared store
+    assert oct(os.stat(thread.settings).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(home).st_mode & 0o777) == "0o700"
     merged = json.loads((home / ".gemini" / "settings.json").read_text())
     assert merged["ui"] == {"theme": "x"}
     assert merged["general"]["vimMode"] is True and merged["general"]["maxAttempts"] == 2
@@ -374,9 +384,22 @@ def test_private_settings_leave_the_user_file_alone(tmp_path: Path) -> None:
     assert merged["mcpServers"]["pm"] == {"httpUrl": "http://127.0.0.1:1/mcp", "trust": True}
     assert (home / ".gemini" / "oauth_creds.json").resolve() == (user / "oauth_creds.json")
     assert (user / "settings.json").read_text() == original
-    write_private_settings(options, max_attempts=2)  # idempotent
-    assert sorted(os.listdir(home / ".gemini")) == ["commands", "oauth_creds.json", "settings.json"]
+    assert sorted(os.listdir(home / ".gemini")) == [
+        "commands",
+        "history",
+        "oauth_creds.json",
+        "settings.json",
+        "tmp",
+    ]
     assert (home / ".gemini" / "commands").resolve() == user / "commands"
+    # the session store is the shared one: what one thread saves, every thread finds
+    assert (home / ".gemini" / "tmp").resolve() == (shared / "tmp").resolve()
+    assert (home / ".gemini" / "history").resolve() == (shared / "history").resolve()
+    other = ThreadHome(options, max_attempts=2)
+    assert other.path != home and (other.path / ".gemini" / "tmp").resolve() == shared / "tmp"
+    thread.remove()
+    assert not home.exists() and (shared / "tmp").is_dir() and (user / "commands").is_dir()
+    other.remove()
 
 
 def test_same_minute_guard_renames_only_a_colliding_file(tmp_path: Path) -> None:
@@ -400,7 +423,7 @@ def test_list_conversations_reads_chat_files(tmp_path: Path) -> None:
     assert list_conversations(str(tmp_path / "nowhere"), home=str(tmp_path)) == []
     workdir = tmp_path / "work"
     workdir.mkdir()
-    gemini = private_gemini_home(AgentOptions(home=str(tmp_path))) / ".gemini"
+    gemini = shared_gemini_home(AgentOptions(home=str(tmp_path))) / ".gemini"
     chats = gemini / "tmp" / "work" / "chats"
     chats.mkdir(parents=True)
     (gemini / "tmp" / "work" / ".project_root").write_text(str(workdir))
@@ -427,7 +450,7 @@ def test_fuzz_listing_never_raises(tmp_path_factory: Any, records: list[Any]) ->
     home = tmp_path_factory.mktemp("home")
     workdir = home / "work"
     workdir.mkdir()
-    chats = private_gemini_home(AgentOptions(home=str(home))) / ".gemini" / "tmp" / "w" / "chats"
+    chats = shared_gemini_home(AgentOptions(home=str(home))) / ".gemini" / "tmp" / "w" / "chats"
     chats.mkdir(parents=True)
     (chats.parent / ".project_root").write_text(str(workdir))
     lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
