@@ -59,8 +59,8 @@ from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.gemini import GeminiAdapter
 from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.opencode import OpencodeAdapter
-from threadspindle.agents.opencode_parser import OpencodeEventParser
-from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.agents.opencode.parser import OpencodeEventParser
+from threadspindle.agents.opencode.server import OpencodeServer
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
@@ -248,7 +248,7 @@ _FEEDS: list[tuple[type, str]] = [
     (ClaudeStreamParser, "feed"),
     (AppServerParser, "feed"),
     (AcpParser, "feed"),
-    (OpencodeEventParser, "feed"),
+    (OpencodeEventParser, "feed_event"),
 ]
 
 

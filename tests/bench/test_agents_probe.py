@@ -9,7 +9,7 @@ import trio
 from bench.agents import _FEEDS, ArrivalLog, Probe, instrumented
 from threadspindle.agents.base import StampedEvent
 from threadspindle.agents.claude.parser import ClaudeStreamParser
-from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.agents.opencode.server import OpencodeServer
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import TextDelta, TurnCompleted
 

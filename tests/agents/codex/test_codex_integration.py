@@ -510,6 +510,11 @@ async def test_mcp_servers_are_injected_with_their_token(
     assert "initialize" in methods and "tools/list" in methods
     auth = [{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in mcp.requests]
     assert auth and all(a == "Bearer s3cret" for a in auth), auth
+    # The token lives in the app-server's environment only (one process per thread): no file
+    # of the home, where every thread's codex keeps its sessions, holds it.
+    for path in (tmp_path / "home").rglob("*"):
+        if path.is_file() and path.stat().st_size < 5_000_000:
+            assert b"s3cret" not in path.read_bytes(), path
 
 
 # -- start-up failures ----------------------------------------------------------------------

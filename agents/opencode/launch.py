@@ -1,10 +1,12 @@
 """How opencode is launched and prompted (pure: no I/O, no clock): the environment, the
-``opencode serve`` spec, the per-thread MCP registrations and session permission rules, the
-``opencode run`` argv of the per-turn fall-back, and the ``prompt_async`` body.
+``opencode serve`` spec (a ``LaunchSpec`` inside the pool's ``ServerSpec``), the per-thread MCP
+registrations and session permission rules, the ``opencode run`` spec of the per-turn
+fall-back, and the ``prompt_async`` body.
 
 Invariants: the child never inherits an ``OPENCODE_SERVER_PASSWORD`` of ours (the server gets
-its own); MCP tokens never go on a command line; the ``serve`` spec does not depend on the
-MCP servers, so threads with different MCP tokens share one server.
+its own); MCP tokens never go on a command line, nor in the ``serve`` spec (its tenant names
+the registrations by a hash of url and token), and threads with different MCP tokens never
+share a server.
 """
 
 from __future__ import annotations
@@ -15,22 +17,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from threadspindle.agents.base import AgentOptions, agent_environment, prompt_with_attachments
-from threadspindle.agents.opencode_server import ServerSpec
+from threadspindle.agents.base.launch import LaunchSpec, launch_environment, prompt_text
+from threadspindle.agents.base.options import AgentOptions
+from threadspindle.agents.opencode.server import ServerSpec
 from threadspindle.runtime.core.effect_types import PromptAgent
-from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
     "ASK_PERMISSIONS",
     "DEFAULT_BINARY",
     "DEFAULT_ENV",
     "McpRegistration",
+    "launch_env",
     "mcp_registrations",
-    "opencode_env",
     "private_config",
     "prompt_body",
-    "prompt_text",
     "run_argv",
+    "run_spec",
     "serve_spec",
     "session_rules",
 ]
@@ -42,24 +44,22 @@ DEFAULT_ENV = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"
 ASK_PERMISSIONS = ("bash", "edit", "webfetch", "external_directory")
 
 
-def opencode_env(options: AgentOptions, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def launch_env(options: AgentOptions, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment: the caller's, a private HOME/XDG tree when ``options.home``
-    is set, the quiet defaults, then ``options.env``."""
-    env = dict(agent_environment() if base is None else base)
+    is set, the quiet defaults, then ``options.env``; never a server password of ours."""
+    forced = dict(DEFAULT_ENV)
     if options.home:
         home = options.home
-        env.update(
-            HOME=home,
+        forced.update(
             XDG_CONFIG_HOME=os.path.join(home, ".config"),
             XDG_DATA_HOME=os.path.join(home, ".local", "share"),
             XDG_CACHE_HOME=os.path.join(home, ".cache"),
             XDG_STATE_HOME=os.path.join(home, ".local", "state"),
         )
-    env.update(DEFAULT_ENV)
-    env.update(dict(options.env))
     # A password inherited from our own environment must not leak into the child.
-    env.pop("OPENCODE_SERVER_PASSWORD", None)
-    return env
+    return launch_environment(
+        options, forced=forced, withheld=("OPENCODE_SERVER_PASSWORD",), base=base
+    )
 
 
 def private_config(options: AgentOptions) -> dict[str, Any]:
@@ -79,19 +79,16 @@ def private_config(options: AgentOptions) -> dict[str, Any]:
 def serve_spec(
     options: AgentOptions, workdir: str, base_env: Mapping[str, str] | None = None
 ) -> ServerSpec:
-    """``opencode serve`` on a free loopback port, in ``workdir``. MCP servers are not part
-    of it: each thread registers its own on the shared server (``mcp_registrations``), so
-    threads with different MCP tokens still share one server."""
+    """``opencode serve`` on a free loopback port, in ``workdir``, for the threads whose MCP
+    registrations are these options' (its tenant). An agent reaches its whole server (the
+    server's password is in its environment: it could use, or turn its session's rules to,
+    any tool registered there), so threads with different MCP tokens never share a server;
+    threads with none, or the same, do."""
     binary = options.binary or DEFAULT_BINARY
     argv = (binary, "serve", "--hostname", "127.0.0.1", "--port", "0", *options.extra_args)
-    env = opencode_env(options, base_env)
-    return ServerSpec(
-        argv=argv,
-        env=tuple(sorted(env.items())),
-        cwd=workdir,
-        sandbox=options.sandbox,
-        home=options.home,
-    )
+    tenant = tuple(sorted(reg.name for reg in mcp_registrations(options)))
+    launch = LaunchSpec.of(options, argv, launch_env(options, base_env), workdir)
+    return ServerSpec(launch, tenant=tenant)
 
 
 @dataclass(frozen=True)
@@ -144,9 +141,19 @@ def run_argv(
     return argv
 
 
-def prompt_text(text: str, attachments: tuple[Attachment, ...] = ()) -> str:
-    """The prompt with its attachments named (saved files by path, small texts inline)."""
-    return prompt_with_attachments(text, attachments)
+def run_spec(
+    options: AgentOptions,
+    text: str,
+    *,
+    workdir: str,
+    session_id: str | None,
+    model: str | None,
+    env: Mapping[str, str],
+) -> LaunchSpec:
+    """One ``opencode run`` turn in ``workdir``; ``env`` from ``launch_env`` (with the
+    private config's ``OPENCODE_CONFIG``, which the sandbox then shows it)."""
+    argv = run_argv(options, text, session_id, model)
+    return LaunchSpec.of(options, argv, env, workdir, expose=(env.get("OPENCODE_CONFIG"),))
 
 
 def _model_ref(model: str | None) -> dict[str, str] | None:

@@ -10,15 +10,15 @@ import pytest
 
 from threadspindle.agents import adapter_class
 from threadspindle.agents.base import AgentOptions, McpServer
-from threadspindle.agents.opencode import (
+from threadspindle.agents.opencode import OpencodeAdapter, list_conversations
+from threadspindle.agents.opencode.launch import (
     McpRegistration,
-    OpencodeAdapter,
-    list_conversations,
+    launch_env,
     mcp_registrations,
-    opencode_env,
     private_config,
     prompt_body,
     run_argv,
+    run_spec,
     serve_spec,
     session_rules,
 )
@@ -33,7 +33,7 @@ def test_registry_finds_the_adapter() -> None:
 
 def test_env_private_home_defaults_and_overrides() -> None:
     options = AgentOptions(home="/tmp/h", env=(("OPENCODE_DISABLE_SHARE", "0"), ("FAKE_KEY", "k")))
-    env = opencode_env(options, {"PATH": "/bin", "OPENCODE_SERVER_PASSWORD": "leak"})
+    env = launch_env(options, {"PATH": "/bin", "OPENCODE_SERVER_PASSWORD": "leak"})
     assert env["HOME"] == "/tmp/h"
     assert env["XDG_CONFIG_HOME"] == "/tmp/h/.config"
     assert env["XDG_DATA_HOME"] == "/tmp/h/.local/share"
@@ -44,7 +44,7 @@ def test_env_private_home_defaults_and_overrides() -> None:
 
 
 def test_env_without_home_keeps_the_users() -> None:
-    env = opencode_env(AgentOptions(), {"HOME": "/home/me"})
+    env = launch_env(AgentOptions(), {"HOME": "/home/me"})
     assert env["HOME"] == "/home/me" and "XDG_CONFIG_HOME" not in env
 
 
@@ -71,7 +71,7 @@ def test_private_config_holds_only_mcp_servers() -> None:
 def test_serve_spec_is_loopback_and_a_stable_pool_key() -> None:
     options = AgentOptions(binary="/x/opencode", extra_args=("--log-level", "WARN"))
     spec = serve_spec(options, "/work", {"PATH": "/bin"})
-    assert spec.argv == (
+    assert spec.launch.argv == (
         "/x/opencode",
         "serve",
         "--hostname",
@@ -81,14 +81,20 @@ def test_serve_spec_is_loopback_and_a_stable_pool_key() -> None:
         "--log-level",
         "WARN",
     )
-    assert spec.cwd == "/work" and spec.config == ""
+    assert spec.launch.cwd == "/work" and spec.config == ""
     assert spec.key == serve_spec(options, "/work", {"PATH": "/bin"}).key
     assert spec.key != serve_spec(options, "/other", {"PATH": "/bin"}).key
-    # MCP servers (per-thread tokens) do not split the pool: threads still share a server.
-    with_mcp = options.model_copy(
-        update={"mcp_servers": (McpServer(name="pm", url="http://127.0.0.1:9/mcp"),)}
-    )
-    assert serve_spec(with_mcp, "/work", {"PATH": "/bin"}).key == spec.key
+
+    # Threads with different MCP tokens never share a server (an agent reaches its server's
+    # whole API); with the same ones (or none) they do, and no token is in the spec.
+    def tenant(token: str) -> AgentOptions:
+        server = McpServer(name="pm", url="http://127.0.0.1:9/mcp", bearer_token=token)
+        return options.model_copy(update={"mcp_servers": (server,)})
+
+    a = serve_spec(tenant("tokA"), "/work", {"PATH": "/bin"})
+    assert a.key != spec.key and a.key != serve_spec(tenant("tokB"), "/work", {"PATH": "/bin"}).key
+    assert a.key == serve_spec(tenant("tokA"), "/work", {"PATH": "/bin"}).key
+    assert "tokA" not in repr(a) and a.tenant == (mcp_registrations(tenant("tokA"))[0].name,)
 
 
 def test_mcp_registrations_are_per_token_and_sessions_see_only_theirs() -> None:
@@ -130,6 +136,10 @@ def test_run_argv_resumes_and_keeps_a_dash_prompt_safe() -> None:
         "--",
         "-rf everything",
     ]
+    env = {"PATH": "/bin", "OPENCODE_CONFIG": "/tmp/p/opencode.json"}
+    spec = run_spec(AgentOptions(), "hi", workdir="/w", session_id=None, model=None, env=env)
+    assert spec.expose == ("/tmp/p/opencode.json",)  # the sandbox shows it the private config
+    assert (spec.cwd, spec.env) == ("/w", env) and spec.argv[-2:] == ("--", "hi")
     assert run_argv(AgentOptions(binary="oc"), "hi", None, None) == [
         "oc",
         "run",

@@ -1,16 +1,14 @@
-"""opencode's wire formats -> typed agent events (pure: no I/O, no clock).
+"""``opencode serve``'s event bus -> typed agent events (pure: no I/O, no clock); the
+per-turn ``opencode run --format json`` lines are read by ``run_parser.py`` with the helpers
+here.
 
-Two formats, one parser each:
-
-* ``OpencodeEventParser``: the ``opencode serve`` SSE bus (``GET /event``), one JSON object
-  ``{"type": ..., "properties": {...}}`` per ``data:`` line, already demultiplexed to one
-  session by ``session_of``. Text and reasoning arrive as real deltas
-  (``message.part.delta``); tools as a part whose ``state.status`` goes ``pending`` ->
-  ``running`` -> ``completed``/``error``; the turn ends with ``session.idle``, preceded by
-  ``session.error`` ``MessageAbortedError`` when it was aborted.
-* ``OpencodeRunParser``: ``opencode run --format json`` lines (``step_start``, ``text`` with
-  the whole part, ``tool_use`` once finished, ``step_finish``, ``error``). The turn ends at a
-  ``step_finish`` whose reason is not ``tool-calls``.
+``OpencodeEventParser`` reads one session's events of the SSE bus (``GET /event``): one JSON
+object ``{"type": ..., "properties": {...}}`` per ``data:`` line, already routed to the
+session by the server (``session_of``; ``feed_event`` takes it decoded, ``feed`` as a line).
+Text and reasoning arrive as real deltas (``message.part.delta``); tools as a part whose
+``state.status`` goes ``pending`` -> ``running`` -> ``completed``/``error``; the turn ends
+with ``session.idle`` (``turn_ended``), preceded by ``session.error``
+``MessageAbortedError`` when it was aborted.
 
 Invariants: a malformed input (not JSON, not an object, wrong field types) is counted in
 ``ParserStats.malformed`` and skipped; a well-formed event with no common meaning is counted
@@ -26,13 +24,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadspindle.agents.base import ParserStats, clean_tool_name
+from threadspindle.agents.base.fields import as_dict, as_float, as_int
+from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     PermissionRequested,
     QuestionAsked,
-    SessionStarted,
     TextDelta,
     ThinkingDelta,
     ToolFinished,
@@ -44,11 +42,12 @@ from threadspindle.runtime.core.agent_events import (
 
 __all__ = [
     "ABORTED_ERROR",
-    "display_name",
     "OpencodeEventParser",
-    "OpencodeRunParser",
+    "Turn",
+    "display_name",
     "error_message",
     "input_summary",
+    "load_event",
     "session_of",
 ]
 
@@ -150,26 +149,14 @@ def input_summary(tool: str, state: dict[str, Any]) -> str:
     return ""
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one."""
-    return value if isinstance(value, dict) else {}
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    return float(value) if isinstance(value, int | float) else None
-
-
 def _int(value: Any) -> int | None:
-    number = _num(value)
-    return int(number) if number is not None else None
+    return as_int(value, floats=True)
 
 
 def _usage_of(tokens: Any) -> Usage | None:
     if not isinstance(tokens, dict):
         return None
-    cache = _dict(tokens.get("cache"))
+    cache = as_dict(tokens.get("cache"))
     return Usage(
         input_tokens=_int(tokens.get("input")),
         output_tokens=_int(tokens.get("output")),
@@ -195,16 +182,10 @@ def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
     )
 
 
-def _load(line: str | bytes | Any, stats: ParserStats) -> dict[str, Any] | None:
-    """Parse one JSON object, counting the line; None (counted malformed) when it is not."""
+def load_event(line: str, stats: ParserStats) -> dict[str, Any] | None:
+    """One event (a JSON object with a string ``type``; an SSE ``data:`` prefix allowed),
+    counting the line; None (counted malformed) when it is not one."""
     stats.lines += 1
-    if isinstance(line, dict):
-        return line
-    if isinstance(line, bytes):
-        line = line.decode("utf-8", "replace")
-    if not isinstance(line, str):
-        stats.malformed += 1
-        return None
     text = line.strip()
     if text.startswith("data:"):
         text = text[5:].strip()
@@ -220,8 +201,8 @@ def _load(line: str | bytes | Any, stats: ParserStats) -> dict[str, Any] | None:
 
 
 @dataclass
-class _Turn:
-    """What one turn has accumulated towards its ``TurnCompleted``."""
+class Turn:
+    """What one turn has accumulated towards its ``TurnCompleted`` (both parsers)."""
 
     cost: float | None = None
     usage: Usage | None = None
@@ -239,7 +220,7 @@ class _Turn:
             if pid in self.steps:
                 return
             self.steps.add(pid)
-        cost = _num(part.get("cost"))
+        cost = as_float(part.get("cost"))
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
         self.usage = _add_usage(self.usage, _usage_of(part.get("tokens")))
@@ -262,7 +243,7 @@ class OpencodeEventParser:
         self.session_id = session_id
         self.stats = stats if stats is not None else ParserStats()
         self.turn_state = "idle"  # idle | pending (prompt sent) | running
-        self._turn = _Turn()
+        self._turn = Turn()
         self._roles: dict[str, str] = {}
         self._part_kinds: dict[str, str] = {}
         # part id -> the text already emitted for it, as chunks joined only when read
@@ -281,7 +262,7 @@ class OpencodeEventParser:
 
     def begin_turn(self) -> None:
         self.turn_state = "pending"
-        self._turn = _Turn()
+        self._turn = Turn()
         self.retries = 0
         self.last_retry_message = ""
 
@@ -307,37 +288,39 @@ class OpencodeEventParser:
         return events
 
     # input ------------------------------------------------------------------------------
-    def feed_line(self, line: str | bytes) -> list[AgentEvent]:
-        """One SSE ``data:`` payload (JSON text)."""
-        obj = _load(line, self.stats)
+    def feed(self, line: str) -> ParsedLine:
+        """One SSE ``data:`` payload (JSON text). Never raises."""
+        obj = load_event(line, self.stats)
         if obj is None:
-            return []
+            return ParsedLine()
         return self._dispatch(obj)
 
-    def feed(self, event: Any) -> list[AgentEvent]:
-        """One decoded event object."""
+    def feed_event(self, event: Any) -> ParsedLine:
+        """One decoded event object (the server decoded it to route it). Never raises."""
         self.stats.lines += 1
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
         return self._dispatch(event)
 
-    def _dispatch(self, event: dict[str, Any]) -> list[AgentEvent]:
+    def _dispatch(self, event: dict[str, Any]) -> ParsedLine:
         kind: str = event["type"]
         props = event.get("properties")
         if not isinstance(props, dict):
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
+        was_open = self.turn_open
         try:
             handler = _HANDLERS.get(kind)
             if handler is None:
                 self.stats.skip(kind)
-                return []
-            return self._count(handler(self, props))
-        except (AttributeError, KeyError, TypeError, ValueError):
+                return ParsedLine()
+            events = self._count(handler(self, props))
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
             # A field of an unexpected type: the event is malformed, the stream goes on.
             self.stats.malformed += 1
-            return []
+            return ParsedLine()
+        return ParsedLine(events, turn_ended=was_open and not self.turn_open)
 
     # handlers ---------------------------------------------------------------------------
     def _on_noise(self, props: dict[str, Any]) -> list[AgentEvent]:
@@ -407,7 +390,7 @@ class OpencodeEventParser:
             model, provider = info.get("modelID"), info.get("providerID")
             if isinstance(model, str) and model:
                 self._turn.model = f"{provider}/{model}" if isinstance(provider, str) else model
-            times = _dict(info.get("time"))
+            times = as_dict(info.get("time"))
             created, completed = _int(times.get("created")), _int(times.get("completed"))
             if created is not None and self._turn.first_created is None:
                 self._turn.first_created = created
@@ -435,7 +418,7 @@ class OpencodeEventParser:
     def _on_text_part(self, part: dict[str, Any], kind: str) -> list[AgentEvent]:
         pid = part["id"]
         text = part.get("text")
-        times = _dict(part.get("time"))
+        times = as_dict(part.get("time"))
         if not isinstance(pid, str) or not isinstance(text, str) or "end" not in times:
             raise _Skip  # a part opening (empty) or an update while deltas stream
         if not self.turn_open:
@@ -575,91 +558,3 @@ _HANDLERS: dict[str, Any] = {
         "question.asked": OpencodeEventParser._on_question,
     }.items()
 }
-
-
-class OpencodeRunParser:
-    """``opencode run --format json`` stdout, one line at a time (per-turn fall-back)."""
-
-    def __init__(self, stats: ParserStats | None = None) -> None:
-        self.stats = stats if stats is not None else ParserStats()
-        self.session_id: str | None = None
-        self.completed = False
-        self.error: str | None = None
-        self._turn = _Turn()
-
-    def feed_line(self, line: str | bytes) -> list[AgentEvent]:
-        obj = _load(line, self.stats)
-        if obj is None:
-            return []
-        try:
-            events = self._dispatch(obj)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            self.stats.malformed += 1
-            return []
-        self.stats.events += len(events)
-        return events
-
-    def _dispatch(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        kind = obj["type"]
-        events: list[AgentEvent] = []
-        sid = obj.get("sessionID")
-        if isinstance(sid, str) and sid != self.session_id:
-            self.session_id = sid
-            events.append(SessionStarted(session_id=sid))
-        part = obj.get("part")
-        if kind == "text" and isinstance(part, dict):
-            text = part["text"]
-            if not isinstance(text, str):
-                raise TypeError("text part without text")
-            if text:
-                events.append(TextDelta(text=text, block=part.get("id")))
-        elif kind == "reasoning" and isinstance(part, dict):
-            text = part["text"]
-            if not isinstance(text, str):
-                raise TypeError("reasoning part without text")
-            if text:
-                events.append(ThinkingDelta(text=text))
-        elif kind == "tool_use" and isinstance(part, dict):
-            events.extend(self._tool(part))
-        elif kind == "step_finish" and isinstance(part, dict):
-            self._turn.add_step(part)
-            if part.get("reason") != "tool-calls":
-                self.completed = True
-                events.append(
-                    TurnCompleted(
-                        session_id=self.session_id,
-                        cost_usd=self._turn.cost,
-                        usage=self._turn.usage,
-                        is_error=self.error is not None,
-                        error=self.error,
-                    )
-                )
-        elif kind == "error":
-            self.error = error_message(obj.get("error"))
-            events.append(AgentError(message=self.error, retryable=False))
-        if not events:
-            self.stats.skip(kind)
-        return events
-
-    def _tool(self, part: dict[str, Any]) -> list[AgentEvent]:
-        state, tool = part["state"], part["tool"]
-        if not isinstance(tool, str) or not isinstance(state, dict):
-            raise TypeError("tool part without tool or state")
-        call_id = part.get("callID") or part.get("id") or tool
-        events: list[AgentEvent] = [
-            ToolStarted(
-                tool_id=str(call_id),
-                name=tool,
-                display_name=display_name(tool),
-                input_summary=input_summary(tool, state),
-            )
-        ]
-        if state.get("status") == "error":
-            events.append(
-                ToolFinished(tool_id=str(call_id), result=str(state.get("error")), is_error=True)
-            )
-        else:
-            output = state.get("output")
-            result = output if isinstance(output, str) else json.dumps(output, default=str)
-            events.append(ToolFinished(tool_id=str(call_id), result=result))
-        return events

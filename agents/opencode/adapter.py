@@ -1,7 +1,7 @@
 """The opencode adapter: one session on a shared ``opencode serve`` per thread.
 
 Long-lived mode (default): the thread takes a reference on the directory's server
-(``opencode_server``: one ``opencode serve`` per project directory, password-protected,
+(``server.py``: one ``opencode serve`` per project directory, password-protected,
 loopback only), creates a session (``POST /session``) or reuses the resume id (sessions live
 in opencode's database, so a new server continues an old session as is), subscribes to that
 session's events on the shared ``/event`` bus, and turns them into agent events with
@@ -38,42 +38,35 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sqlite3
 from typing import Any
 
 import trio
 
-from threadspindle.agents.base import (
-    AgentAdapter,
-    AgentOptions,
-    ConversationInfo,
-    EmitEvent,
-    ParserStats,
-    StampedEvent,
-    spawn_agent_argv,
-)
-from threadspindle.agents.opencode_launch import (
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.launch import PrivateDir, prompt_text
+from threadspindle.agents.base.options import AgentOptions, ConversationInfo
+from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.opencode.launch import (
     McpRegistration,
+    launch_env,
     mcp_registrations,
-    opencode_env,
     private_config,
     prompt_body,
-    prompt_text,
-    run_argv,
+    run_spec,
     serve_spec,
     session_rules,
 )
-from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser
-from threadspindle.agents.opencode_server import (
+from threadspindle.agents.opencode.parser import OpencodeEventParser
+from threadspindle.agents.opencode.run_parser import OpencodeRunParser
+from threadspindle.agents.opencode.server import (
     RESYNC,
     OpencodeServer,
     ServerStartError,
     acquire_server,
     release_server,
-    remove_private_config,
-    write_private_config,
 )
+from threadspindle.agents.opencode.sessions import conversations_from
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -82,31 +75,11 @@ from threadspindle.runtime.core.agent_events import (
     TurnAborted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
-__all__ = [
-    "Adapter",
-    "ConversationInfo",
-    "McpRegistration",
-    "OpencodeAdapter",
-    "OpencodeStartError",
-    "list_conversations",
-    "mcp_registrations",
-    "opencode_env",
-    "private_config",
-    "prompt_body",
-    "run_argv",
-    "serve_spec",
-    "session_rules",
-]
+__all__ = ["OpencodeAdapter"]
 
 logger = logging.getLogger(__name__)
-
-
-# --- the adapter ------------------------------------------------------------------------------
-
-
-class OpencodeStartError(RuntimeError):
-    """The server or the session could not be started (the message says why)."""
 
 
 class OpencodeAdapter(AgentAdapter):
@@ -183,15 +156,15 @@ class OpencodeAdapter(AgentAdapter):
                 spec, start_timeout=self.options.start_timeout_s, grace=self.options.stop_grace_s
             )
         except ServerStartError as exc:
-            raise OpencodeStartError(str(exc)) from exc
+            raise AgentStartError(str(exc)) from exc
         self._server = server
         session_id: str | None = None
-        handle = None
+        subscription = None
         try:
             self._problems = await self._register_mcp(server)
             session_id = await self._open_session(server, start.session_id)
             self._session_id = session_id
-            handle, events = server.subscribe(session_id)
+            subscription = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
             task_status.started()
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
@@ -204,7 +177,7 @@ class OpencodeAdapter(AgentAdapter):
                         "(not found); started a new session."
                     )
                 )
-            async with events:
+            async with subscription.receive as events:
                 async for event in events:
                     await self._handle(event)
             # The channel closed: the server process is gone.
@@ -220,8 +193,8 @@ class OpencodeAdapter(AgentAdapter):
                 )
         finally:
             with trio.CancelScope(shield=True):
-                if session_id is not None and handle is not None:
-                    server.unsubscribe(session_id, handle)
+                if subscription is not None:
+                    server.unsubscribe(subscription)
                 self._server = None
                 await self._unregister_mcp(server)
                 await release_server(server)
@@ -238,12 +211,12 @@ class OpencodeAdapter(AgentAdapter):
         body: dict[str, Any] = {"permission": rules} if rules else {}
         response = await server.request("POST", "/session", json_body=body)
         if response.status_code != 200:
-            raise OpencodeStartError(
+            raise AgentStartError(
                 f"opencode: POST /session answered {response.status_code}: {response.text[:300]}"
             )
         session = response.json()
         if not isinstance(session, dict) or not isinstance(session.get("id"), str):
-            raise OpencodeStartError(f"opencode: unexpected session reply {str(session)[:200]}")
+            raise AgentStartError(f"opencode: unexpected session reply {str(session)[:200]}")
         return str(session["id"])
 
     async def _update_rules(
@@ -307,7 +280,7 @@ class OpencodeAdapter(AgentAdapter):
                 self._nursery.start_soon(self._check_missed_end, self._run_id)
             return
         parser = self._parser
-        for agent_event in parser.feed(event):
+        for agent_event in parser.feed_event(event).events:
             if isinstance(agent_event, AgentError) and agent_event.retryable:
                 if parser.retries > self.max_model_retries:
                     continue  # one retry too many: the turn is stopped just below
@@ -356,10 +329,11 @@ class OpencodeAdapter(AgentAdapter):
         self._session_id = start.session_id
         config = private_config(self.options)
         config_dir = None
-        self._turn_env = opencode_env(self.options)
+        self._turn_env = launch_env(self.options)
         try:
             if config:
-                config_dir, path = write_private_config(json.dumps(config))
+                config_dir = PrivateDir("spindle-opencode-")
+                path = config_dir.write("opencode.json", json.dumps(config))
                 self._turn_env["OPENCODE_CONFIG"] = path
             task_status.started()
             if start.session_id:
@@ -373,30 +347,26 @@ class OpencodeAdapter(AgentAdapter):
                     if self._turn_done is not None:
                         with trio.move_on_after(self.options.stop_grace_s * 3):
                             await self._turn_done.wait()
-                remove_private_config(config_dir)
+                config_dir.remove()
 
     async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
         parser = OpencodeRunParser(self._stats)
-        text = prompt_text(prompt.text, prompt.attachments)
         system = prompt.system_instruction or self.options.system_instruction
-        if system and not (prompt.session_id or self._session_id):
-            text = f"{system}\n\n{text}"  # `run` has no flag for it: the first prompt says it
-        argv = run_argv(
+        first = not (prompt.session_id or self._session_id)
+        # `run` has no flag for the system instruction: the session's first prompt says it.
+        text = prompt_text(
+            prompt.text, prompt.attachments, system_instruction=system if first else None
+        )
+        spec = run_spec(
             self.options,
             text,
-            prompt.session_id or self._session_id,
-            prompt.model or self.options.model,
+            workdir=prompt.workdir,
+            session_id=prompt.session_id or self._session_id,
+            model=prompt.model or self.options.model,
+            env=self._turn_env or launch_env(self.options),
         )
         try:
-            env = self._turn_env or opencode_env(self.options)
-            proc = await spawn_agent_argv(
-                self.options,
-                argv,
-                env=env,
-                cwd=prompt.workdir,
-                stdin=False,
-                expose=(env.get("OPENCODE_CONFIG"),),
-            )
+            proc = await spawn_agent(spec, stdin=False)
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))
             done.set()
@@ -409,7 +379,7 @@ class OpencodeAdapter(AgentAdapter):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(proc.pump_stderr)
                 async for line in proc.stdout_lines():
-                    for event in parser.feed_line(line):
+                    for event in parser.feed(line).events:
                         if isinstance(event, SessionStarted):
                             self._session_id = event.session_id
                         await self._emit_event(event)
@@ -435,7 +405,7 @@ class OpencodeAdapter(AgentAdapter):
     # commands ---------------------------------------------------------------------------
     async def prompt(self, prompt: PromptAgent) -> None:
         if not self._serving or self._nursery is None:
-            raise RuntimeError("opencode adapter: prompt before serve() is ready")
+            raise AgentStartError("opencode adapter: prompt before serve() is ready")
         if self.options.per_turn:
             if self._turn_done is not None and not self._turn_done.is_set():
                 # One turn at a time: the previous one ends before this one starts.
@@ -449,7 +419,7 @@ class OpencodeAdapter(AgentAdapter):
             return
         server, parser = self._server, self._parser
         if server is None or parser is None or self._session_id is None:
-            raise RuntimeError("opencode adapter: no live session")
+            raise AgentStartError("opencode adapter: no live session")
         if parser.turn_open and self._run_id is not None:
             # One turn at a time: a prompt sent while opencode is busy would be queued by it
             # and the old turn's idle would end the new one. The open turn ends first.
@@ -546,7 +516,7 @@ class OpencodeAdapter(AgentAdapter):
 
     def _require_server(self) -> OpencodeServer:
         if self._server is None:
-            raise RuntimeError("opencode adapter: no live server")
+            raise AgentStartError("opencode adapter: no live server")
         return self._server
 
     async def stop(self) -> None:
@@ -563,8 +533,8 @@ class OpencodeAdapter(AgentAdapter):
         with trio.move_on_after(self.options.stop_grace_s * 3 + 5):
             await self._serve_done.wait()
 
-    def statistics(self) -> ParserStats:
-        return self._stats
+    def statistics(self) -> AgentStatistics:
+        return self._stats.snapshot()
 
     @property
     def server(self) -> OpencodeServer | None:
@@ -586,79 +556,4 @@ class OpencodeAdapter(AgentAdapter):
             sessions = response.json() if response.status_code == 200 else []
         except Exception:  # noqa: BLE001 - best effort
             return []
-        return _conversations(sessions if isinstance(sessions, list) else [])
-
-
-Adapter = OpencodeAdapter
-
-
-# --- past conversations -----------------------------------------------------------------------
-
-
-def _conversations(rows: list[Any]) -> list[ConversationInfo]:
-    found = []
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            continue
-        raw_times = row.get("time")
-        times: dict[str, Any] = raw_times if isinstance(raw_times, dict) else {}
-        updated = times.get("updated") or times.get("created") or 0
-        title = row.get("title") if isinstance(row.get("title"), str) else ""
-        found.append(
-            ConversationInfo(
-                session_id=row["id"],
-                title=title or "(untitled)",
-                updated_at=float(updated) / 1000.0 if isinstance(updated, int | float) else 0.0,
-                path=str(row.get("directory") or ""),
-            )
-        )
-    found.sort(key=lambda c: c.updated_at, reverse=True)
-    return found
-
-
-def _data_dir(home: str | None) -> str:
-    if home:
-        return os.path.join(home, ".local", "share", "opencode")
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return os.path.join(xdg, "opencode")
-
-
-def list_conversations(
-    workdir: str, home: str | None = None, limit: int = 50
-) -> list[ConversationInfo]:
-    """Past opencode sessions of ``workdir``, newest first, read from opencode's SQLite
-    database (read-only, no server needed). Best effort: ``[]`` when there is none or the
-    schema is not the one we know (opencode 1.18)."""
-    path = os.path.join(_data_dir(home), "opencode.db")
-    if not os.path.exists(path):
-        return []
-    directory = os.path.realpath(workdir)
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
-    except sqlite3.Error:
-        return []
-    try:
-        db.row_factory = sqlite3.Row
-        rows = db.execute(
-            "SELECT id, title, directory, time_created, time_updated FROM session "
-            "WHERE directory IN (?, ?) AND parent_id IS NULL "
-            "ORDER BY time_updated DESC LIMIT ?",
-            (directory, workdir, limit),
-        ).fetchall()
-    except sqlite3.Error:
-        return []
-    finally:
-        db.close()
-    return _conversations(
-        [
-            {
-                "id": r["id"],
-                "title": r["title"],
-                "directory": r["directory"],
-                "time": {"created": r["time_created"], "updated": r["time_updated"]},
-            }
-            for r in rows
-        ]
-    )
+        return conversations_from(sessions if isinstance(sessions, list) else [])

@@ -17,15 +17,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from threadspindle.agents.base import ParserStats
-from threadspindle.agents.opencode_parser import (
+from threadspindle.agents.base.parsing import ParserStats
+from threadspindle.agents.opencode.parser import (
     OpencodeEventParser,
-    OpencodeRunParser,
     display_name,
     error_message,
     input_summary,
     session_of,
 )
+from threadspindle.agents.opencode.run_parser import OpencodeRunParser
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
@@ -40,16 +40,26 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "opencode"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "opencode"
 HELLO = "Hello from fake model."
 SID = "ses_test"
+
+
+def lines_of(parser: Any, line: str) -> list[Any]:
+    """The events of one line (either parser)."""
+    return list(parser.feed(line).events)
+
+
+def events_of(parser: OpencodeEventParser, event: Any) -> list[Any]:
+    """The events of one decoded bus event."""
+    return list(parser.feed_event(event).events)
 
 
 def run_events(name: str) -> tuple[list[AgentEvent], OpencodeRunParser]:
     parser = OpencodeRunParser()
     events: list[AgentEvent] = []
     for line in (FIXTURES / name).read_text().splitlines():
-        events.extend(parser.feed_line(line))
+        events.extend(lines_of(parser, line))
     return events, parser
 
 
@@ -114,7 +124,7 @@ def test_run_error_line_is_reported() -> None:
         "sessionID": "ses_x",
         "error": {"name": "APIError", "data": {"message": "Unable to connect"}},
     }
-    events = parser.feed_line(json.dumps(line))
+    events = lines_of(parser, json.dumps(line))
     assert of(events, AgentError)[0].message == "APIError: Unable to connect"
     assert parser.error == "APIError: Unable to connect" and not parser.completed
 
@@ -145,7 +155,7 @@ def replay_dialog() -> list[tuple[str, list[AgentEvent]]]:
         if sid is None:
             continue
         parser = parsers.setdefault(sid, OpencodeEventParser(sid))
-        current.setdefault(sid, []).extend(parser.feed(msg))
+        current.setdefault(sid, []).extend(events_of(parser, msg))
     return turns
 
 
@@ -214,7 +224,7 @@ def test_raw_sse_stream_decodes_like_its_jsonl() -> None:
                 if info["id"] not in seen:  # the driver prompted here
                     seen.add(info["id"])
                     parser.begin_turn()
-            out.extend(parser.feed_line(line))
+            out.extend(lines_of(parser, line))
         assert parser.stats.malformed == 0
         return out
 
@@ -238,50 +248,50 @@ def busy() -> dict[str, Any]:
 def test_stale_idle_before_the_turn_starts_is_ignored() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
-    assert parser.feed(ev("session.idle")) == []  # left over from the previous turn
+    assert events_of(parser, ev("session.idle")) == []  # left over from the previous turn
     assert parser.turn_open
-    parser.feed(busy())
-    ended = parser.feed(ev("session.idle"))
+    events_of(parser, busy())
+    ended = events_of(parser, ev("session.idle"))
     assert [type(e) for e in ended] == [TurnCompleted] and not parser.turn_open
-    assert parser.feed(ev("session.idle")) == []  # a second idle ends nothing
+    assert events_of(parser, ev("session.idle")) == []  # a second idle ends nothing
     assert parser.stats.skipped_types["session.idle"] == 2
 
 
 def test_events_outside_a_turn_emit_nothing() -> None:
     parser = OpencodeEventParser(SID)
     part = {"id": "prt_1", "messageID": "msg_1", "type": "text", "text": "late", "time": {"end": 1}}
-    assert parser.feed(ev("message.part.updated", part=part)) == []
+    assert events_of(parser, ev("message.part.updated", part=part)) == []
     delta = ev("message.part.delta", messageID="msg_1", partID="prt_1", field="text", delta="x")
-    assert parser.feed(delta) == []
+    assert events_of(parser, delta) == []
 
 
 def test_text_without_deltas_comes_from_the_completed_part() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
-    parser.feed(busy())
+    events_of(parser, busy())
     opening = {"id": "prt_1", "messageID": "m", "type": "text", "text": "", "time": {"start": 1}}
-    assert parser.feed(ev("message.part.updated", part=opening)) == []
+    assert events_of(parser, ev("message.part.updated", part=opening)) == []
     final = dict(opening, text="all at once", time={"start": 1, "end": 2})
-    assert parser.feed(ev("message.part.updated", part=final)) == [
+    assert events_of(parser, ev("message.part.updated", part=final)) == [
         TextDelta(text="all at once", block="prt_1")
     ]
-    assert parser.feed(ev("message.part.updated", part=final)) == []  # a repeat adds nothing
+    assert events_of(parser, ev("message.part.updated", part=final)) == []  # a repeat adds nothing
 
 
 def test_reasoning_deltas_are_thinking() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
     part = {"id": "prt_r", "messageID": "m", "type": "reasoning", "text": "", "time": {"start": 1}}
-    parser.feed(ev("message.part.updated", part=part))
+    events_of(parser, ev("message.part.updated", part=part))
     delta = ev("message.part.delta", messageID="m", partID="prt_r", field="text", delta="hmm")
-    assert parser.feed(delta) == [ThinkingDelta(text="hmm")]
+    assert events_of(parser, delta) == [ThinkingDelta(text="hmm")]
     assert parser.turn_state == "running"  # a delta is a sign of life too
 
 
 def test_user_parts_are_not_answer_text() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
-    parser.feed(ev("message.updated", info={"id": "msg_u", "role": "user"}))
+    events_of(parser, ev("message.updated", info={"id": "msg_u", "role": "user"}))
     part = {
         "id": "p",
         "messageID": "msg_u",
@@ -289,14 +299,14 @@ def test_user_parts_are_not_answer_text() -> None:
         "text": "my prompt",
         "time": {"end": 1},
     }
-    assert parser.feed(ev("message.part.updated", part=part)) == []
+    assert events_of(parser, ev("message.part.updated", part=part)) == []
 
 
 def test_model_retry_and_error_then_idle() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
     retry = {"type": "retry", "attempt": 1, "message": "Unable to connect", "next": 5}
-    events = parser.feed(ev("session.status", status=retry))
+    events = events_of(parser, ev("session.status", status=retry))
     assert events == [
         AgentError(
             message="model request failed, retrying: Unable to connect", retryable=True, attempt=1
@@ -304,10 +314,10 @@ def test_model_retry_and_error_then_idle() -> None:
     ]
     assert parser.retries == 1
     error = {"name": "APIError", "data": {"message": "bad gateway", "isRetryable": False}}
-    assert parser.feed(ev("session.error", error=error)) == [
+    assert events_of(parser, ev("session.error", error=error)) == [
         AgentError(message="APIError: bad gateway", retryable=False)
     ]
-    done = parser.feed(ev("session.idle"))[0]
+    done = events_of(parser, ev("session.idle"))[0]
     assert (
         isinstance(done, TurnCompleted) and done.is_error and done.error == "APIError: bad gateway"
     )
@@ -322,11 +332,12 @@ def test_question_asked() -> None:
         "options": [{"label": "SQLite", "description": "small"}, {"label": "Postgres"}],
         "multiple": True,
     }
-    events = parser.feed(
+    events = events_of(
+        parser,
         {
             "type": "question.asked",
             "properties": {"id": "que_1", "sessionID": SID, "questions": [question]},
-        }
+        },
     )
     assert events == [
         QuestionAsked(
@@ -422,7 +433,7 @@ def test_fuzz_event_parser_never_raises_and_counts_every_line(lines: list[str]) 
     for line in lines:
         s = parser.stats
         before = (s.malformed, s.skipped, s.lines)
-        produced = parser.feed_line(line)
+        produced = lines_of(parser, line)
         _accounted(s, before, len(produced))
 
 
@@ -433,7 +444,7 @@ def test_fuzz_run_parser_never_raises_and_counts_every_line(lines: list[str]) ->
     for line in lines:
         s = parser.stats
         before = (s.malformed, s.skipped, s.lines)
-        produced = parser.feed_line(line)
+        produced = lines_of(parser, line)
         _accounted(s, before, len(produced))
 
 
@@ -441,30 +452,30 @@ def test_fuzz_garbage_is_malformed_exactly_once() -> None:
     for parser in (OpencodeEventParser(SID), OpencodeRunParser()):
         for line in ("", "not json", "{", "[1,2]", '"str"', "null", '{"no": "type"}', "{" * 5000):
             before = parser.stats.malformed
-            assert parser.feed_line(line) == []
+            assert lines_of(parser, line) == []
             assert parser.stats.malformed == before + 1
 
 
 def test_huge_lines_are_handled() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
-    parser.feed(busy())
+    events_of(parser, busy())
     huge = "x" * 5_000_000
     delta = ev("message.part.delta", messageID="m", partID="p", field="text", delta=huge)
-    events = parser.feed_line(json.dumps(delta))
+    events = lines_of(parser, json.dumps(delta))
     assert events == [TextDelta(text=huge, block="p")]
-    assert parser.feed_line("[" * 100_000) == [] and parser.stats.malformed == 1
+    assert lines_of(parser, "[" * 100_000) == [] and parser.stats.malformed == 1
 
 
 def test_a_turn_the_adapter_gave_up_on_ends_as_a_failed_completion() -> None:
     parser = OpencodeEventParser(SID)
     parser.begin_turn()
     retry = {"type": "retry", "attempt": 1, "message": "Unable to connect", "next": 5}
-    parser.feed(ev("session.status", status=retry))
+    events_of(parser, ev("session.status", status=retry))
     assert parser.last_retry_message == "Unable to connect"
     parser.fail_turn("model unreachable: Unable to connect")
     aborted = {"name": "MessageAbortedError", "data": {"message": "Aborted"}}
-    assert parser.feed(ev("session.error", error=aborted)) == []
-    (done,) = parser.feed(ev("session.idle"))
+    assert events_of(parser, ev("session.error", error=aborted)) == []
+    (done,) = events_of(parser, ev("session.idle"))
     assert isinstance(done, TurnCompleted) and done.is_error
     assert done.error == "model unreachable: Unable to connect"

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
-from threadspindle.agents.opencode import OpencodeAdapter, OpencodeStartError
-from threadspindle.agents.opencode_server import live_servers
+from threadspindle.agents.base import AgentOptions, AgentStartError, McpServer, StampedEvent
+from threadspindle.agents.opencode import OpencodeAdapter
+from threadspindle.agents.opencode.server import live_servers
 from threadspindle.effects.process import tree_pids
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -28,7 +28,7 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 
-FAKE = Path(__file__).parent / "fixtures" / "opencode" / "fake_opencode_serve.py"
+FAKE = Path(__file__).parents[1] / "fixtures" / "opencode" / "fake_opencode_serve.py"
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,10 +85,10 @@ def prompt(run_id: str, work: Path) -> PromptAgent:
     return PromptAgent(run_id=run_id, text="hi", agent="opencode", workdir=str(work))
 
 
-async def start_error(opts: AgentOptions, work: Path) -> OpencodeStartError:
+async def start_error(opts: AgentOptions, work: Path) -> AgentStartError:
     """What ``serve`` raises instead of getting ready (unwrapped from its nursery)."""
     adapter = OpencodeAdapter(opts)
-    with pytest.raises(OpencodeStartError) as caught:
+    with pytest.raises(AgentStartError) as caught:
         await adapter.serve(
             StartAgent(agent="opencode", workdir=str(work)),
             Recorder().emit,

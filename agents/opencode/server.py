@@ -2,13 +2,16 @@
 
 An ``OpencodeServer`` is one ``opencode serve --hostname 127.0.0.1 --port 0`` process with a
 random basic-auth password (``OPENCODE_SERVER_PASSWORD``; user ``opencode``), an httpx client
-for its REST API and one reader of its ``GET /event`` SSE bus. Every event on the bus carries
-``properties.sessionID``; the reader routes it to the subscriber of that session (one thread
-adapter each) and counts the rest (plugin/catalog/heartbeat noise) as unrouted.
+for its REST API and one reader of its ``GET /event`` SSE bus. **This is how opencode's
+threads are demultiplexed**: every event on the bus carries ``properties.sessionID``, and the
+reader routes it through the shared ``SessionRouter`` (``agents/base/session_router.py``) to
+the subscriber of that session (one thread adapter each, which parses its own session's
+events); the rest (plugin/catalog/heartbeat noise) is counted as unrouted.
 
 The pool (``acquire_server`` / ``release_server``) keys servers by their launch spec (binary,
-directory, environment, private config) with a reference count: the first thread of a
-directory starts the server, the last one to leave stops it (SIGINT, SIGTERM to the group,
+directory, environment, private config) and their *tenant* (the thread's MCP registrations),
+with a reference count: the first thread of a directory (and tenant) starts the server, the
+last one to leave stops it (SIGINT, SIGTERM to the group,
 SIGKILL; psutil-confirmed through ``ManagedProcess.stop``). The server runs in a trio system
 task so it outlives whichever thread happened to start it; the pool lives in a ``RunVar``, so
 each ``trio.run`` has its own. When the process dies every subscriber's channel is closed:
@@ -20,21 +23,23 @@ never handed out; a subscriber's channel is closed exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import httpx
 import trio
 
-from threadspindle.agents.opencode_parser import session_of
+from threadspindle.agents.base.launch import LaunchSpec, PrivateDir
+from threadspindle.agents.base.parsing import MAX_KIND_CHARS, MAX_SKIP_KINDS
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.base.session_router import SessionRouter, Subscription
+from threadspindle.agents.opencode.parser import session_of
 from threadspindle.effects.process import ManagedProcess
-from threadspindle.effects.sandbox import Sandbox
 
 __all__ = [
     "RESYNC",
@@ -45,8 +50,6 @@ __all__ = [
     "acquire_server",
     "live_servers",
     "release_server",
-    "remove_private_config",
-    "write_private_config",
 ]
 
 USERNAME = "opencode"
@@ -63,20 +66,25 @@ class ServerStartError(RuntimeError):
 class ServerSpec:
     """How to launch one server (pure data; the pool key)."""
 
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    cwd: str
+    launch: LaunchSpec
     config: str = ""  # the private config file's JSON content (written by the server)
-    sandbox: Sandbox | None = None  # bubblewrap, seeing cwd and home (effects/sandbox.py)
-    home: str | None = None
+    # Whose MCP registrations the server may hold (their names, which tag url and token):
+    # an agent can reach its server's whole API (the password is in its environment), so
+    # threads with different MCP tokens never share one.
+    tenant: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.argv, self.env, self.cwd, self.config, self.sandbox, self.home)
+        launch = self.launch
+        env = tuple(sorted(launch.env.items()))
+        where = (launch.argv, env, launch.cwd, launch.sandbox, launch.home)
+        return (*where, self.config, self.tenant)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ServerStatistics:
+    """A frozen snapshot of one server's counters."""
+
     events: int = 0
     routed: int = 0
     unrouted: int = 0  # events of no session, or of a session nobody listens to
@@ -86,7 +94,7 @@ class ServerStatistics:
     subscribers: int = 0
     refs: int = 0
     pid: int | None = None
-    types: dict[str, int] = field(default_factory=dict)
+    types: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
 
 class OpencodeServer:
@@ -104,13 +112,14 @@ class OpencodeServer:
         self.start_error: str | None = None
         self.exit_code: int | None = None
         self.stdout_tail: list[str] = []
-        # session id -> the channels of its subscribers (normally one thread per session;
-        # two threads resuming the same session both hear it).
-        self._subscribers: dict[str, list[trio.MemorySendChannel[dict[str, Any]]]] = {}
+        self._router: SessionRouter[dict[str, Any]] = SessionRouter(SUBSCRIBER_BUFFER)
         self._cancel = trio.CancelScope()
-        self._config_dir: str | None = None
+        self._config_dir: PrivateDir | None = None
         self.mcp_refs: dict[str, int] = {}  # MCP registrations (by name) -> threads using them
-        self.stats = ServerStatistics()
+        self._events = 0
+        self._malformed = 0
+        self._sse_connects = 0
+        self._types: dict[str, int] = {}
 
     # public --------------------------------------------------------------------------------
     @property
@@ -122,30 +131,13 @@ class OpencodeServer:
             return ""
         return "\n".join(list(self.process.stderr_tail)[-lines:])
 
-    def subscribe(
-        self, session_id: str
-    ) -> tuple[trio.MemorySendChannel[dict[str, Any]], trio.MemoryReceiveChannel[dict[str, Any]]]:
-        """Events of ``session_id`` from now on, on the returned receive channel; it closes
-        when the server dies. The send side is the handle for ``unsubscribe``."""
-        send, receive = trio.open_memory_channel[dict[str, Any]](SUBSCRIBER_BUFFER)
-        if self.stopped.is_set():
-            send.close()
-        else:
-            self._subscribers.setdefault(session_id, []).append(send)
-        self._count_subscribers()
-        return send, receive
+    def subscribe(self, session_id: str) -> Subscription[dict[str, Any]]:
+        """Events of ``session_id`` from now on, on the subscription's receive channel; it
+        closes when the server dies."""
+        return self._router.subscribe(session_id)
 
-    def unsubscribe(self, session_id: str, send: trio.MemorySendChannel[dict[str, Any]]) -> None:
-        channels = self._subscribers.get(session_id, [])
-        if send in channels:
-            channels.remove(send)
-        if not channels:
-            self._subscribers.pop(session_id, None)
-        send.close()
-        self._count_subscribers()
-
-    def _count_subscribers(self) -> None:
-        self.stats.subscribers = sum(len(c) for c in self._subscribers.values())
+    def unsubscribe(self, subscription: Subscription[dict[str, Any]]) -> None:
+        self._router.unsubscribe(subscription)
 
     async def request(
         self,
@@ -167,8 +159,19 @@ class OpencodeServer:
         )
 
     def statistics(self) -> ServerStatistics:
-        self.stats.refs = self.refs
-        return self.stats
+        routing = self._router.statistics()
+        return ServerStatistics(
+            events=self._events,
+            routed=routing.routed,
+            unrouted=routing.unrouted,
+            dropped=routing.dropped,
+            malformed=self._malformed,
+            sse_connects=self._sse_connects,
+            subscribers=routing.subscribers,
+            refs=self.refs,
+            pid=self.process.pid if self.process is not None else None,
+            types=MappingProxyType(dict(self._types)),
+        )
 
     def shutdown(self) -> None:
         self._cancel.cancel()
@@ -189,26 +192,23 @@ class OpencodeServer:
                 await self._cleanup()
 
     async def _run(self) -> None:
-        env = dict(self.spec.env)
+        launch = self.spec.launch
+        env = dict(launch.env)
         env["OPENCODE_SERVER_PASSWORD"] = self.password
         env.setdefault("OPENCODE_SERVER_USERNAME", USERNAME)
+        expose = launch.expose
         if self.spec.config:
-            env["OPENCODE_CONFIG"] = self._write_config()
+            self._config_dir = PrivateDir("spindle-opencode-")
+            env["OPENCODE_CONFIG"] = self._config_dir.write("opencode.json", self.spec.config)
+            expose += (env["OPENCODE_CONFIG"],)
         try:
-            self.process = await ManagedProcess.spawn(
-                self.spec.argv,
-                env=env,
-                cwd=self.spec.cwd,
-                stdin=False,
-                sandbox=self.spec.sandbox,
-                home=self.spec.home,
-                expose=tuple(p for p in (env.get("OPENCODE_CONFIG"),) if p),
+            self.process = await spawn_agent(
+                dataclasses.replace(launch, env=env, expose=expose), stdin=False
             )
         except OSError as exc:
-            self.start_error = f"cannot start {self.spec.argv[0]}: {exc}"
+            self.start_error = f"cannot start {launch.argv[0]}: {exc}"
             self.ready.set()
             return
-        self.stats.pid = self.process.pid
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.process.pump_stderr)
             listening = trio.Event()
@@ -283,8 +283,8 @@ class OpencodeServer:
                             request=response.request,
                             response=response,
                         )
-                    self.stats.sse_connects += 1
-                    if self.stats.sse_connects > 1:
+                    self._sse_connects += 1
+                    if self._sse_connects > 1:
                         self._resync()
                     data: list[str] = []
                     async for line in response.aiter_lines():
@@ -300,48 +300,35 @@ class OpencodeServer:
     def _resync(self) -> None:
         """The event stream was re-established: events may have been lost meanwhile. Every
         subscriber gets a ``RESYNC`` event so it can check its session's state."""
-        for sid, channels in self._subscribers.items():
-            for send in list(channels):
-                try:
-                    send.send_nowait({"type": RESYNC, "properties": {"sessionID": sid}})
-                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-                    pass
+        self._router.broadcast(lambda sid: {"type": RESYNC, "properties": {"sessionID": sid}})
 
     def _route(self, payload: str, connected: trio.Event) -> None:
-        self.stats.events += 1
+        self._events += 1
         try:
             event = json.loads(payload)
-        except ValueError:
-            self.stats.malformed += 1
+        except (ValueError, RecursionError):
+            self._malformed += 1
             return
         if not isinstance(event, dict):
-            self.stats.malformed += 1
+            self._malformed += 1
             return
         kind = event.get("type")
         if isinstance(kind, str):
-            self.stats.types[kind] = self.stats.types.get(kind, 0) + 1
+            self._count_type(kind)
             if kind == "server.connected":
                 connected.set()
-        sid = session_of(event)
-        channels = self._subscribers.get(sid, []) if sid is not None else []
-        if not channels:
-            self.stats.unrouted += 1
-            return
-        for send in list(channels):
-            try:
-                send.send_nowait(event)
-                self.stats.routed += 1
-            except trio.WouldBlock:
-                self.stats.dropped += 1
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                channels.remove(send)
+        self._router.route(session_of(event), event)
+
+    def _count_type(self, kind: str) -> None:
+        # A type comes from the wire: bounded like a parser's skip counts.
+        if kind not in self._types:
+            kind = kind[:MAX_KIND_CHARS]
+            if kind not in self._types and len(self._types) >= MAX_SKIP_KINDS:
+                kind = "(other)"
+        self._types[kind] = self._types.get(kind, 0) + 1
 
     async def _cleanup(self) -> None:
-        for channels in self._subscribers.values():
-            for send in channels:
-                send.close()
-        self._subscribers.clear()
-        self.stats.subscribers = 0
+        self._router.close()
         if self.client is not None:
             await self.client.aclose()
             self.client = None
@@ -350,29 +337,10 @@ class OpencodeServer:
             if self.exit_code is None:
                 self.exit_code = self.process.returncode
         if self._config_dir is not None:
-            remove_private_config(self._config_dir)
+            self._config_dir.remove()
             self._config_dir = None
         self.ready.set()
         self.stopped.set()
-
-    def _write_config(self) -> str:
-        self._config_dir, path = write_private_config(self.spec.config)
-        return path
-
-
-def write_private_config(content: str) -> tuple[str, str]:
-    """``content`` as ``opencode.json`` (0600) in a fresh private temp dir: (dir, path).
-    The caller removes the dir (``remove_private_config``) when the process is gone."""
-    directory = tempfile.mkdtemp(prefix="spindle-opencode-")
-    path = os.path.join(directory, "opencode.json")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(content)
-    return directory, path
-
-
-def remove_private_config(directory: str) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 # --- the pool --------------------------------------------------------------------------------
@@ -406,7 +374,7 @@ async def acquire_server(
     if server is None or not server.alive:
         server = OpencodeServer(spec, start_timeout=start_timeout, grace=grace)
         pool[spec.key] = server
-        trio.lowlevel.spawn_system_task(server.run, name=f"opencode serve {spec.cwd}")
+        trio.lowlevel.spawn_system_task(server.run, name=f"opencode serve {spec.launch.cwd}")
     server.refs += 1
     try:
         await server.ready.wait()

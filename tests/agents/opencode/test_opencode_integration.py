@@ -25,7 +25,8 @@ import trio
 
 from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
 from threadspindle.agents.opencode import OpencodeAdapter, list_conversations
-from threadspindle.agents.opencode_server import live_servers
+from threadspindle.agents.opencode.launch import mcp_registrations
+from threadspindle.agents.opencode.server import live_servers
 from threadspindle.effects.process import tree_pids
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -39,7 +40,12 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
-from threadspindle.testkit.fake_model.base import FakeModelServer, JSONResponse, RecordedRequest
+from threadspindle.testkit.fake_model.base import (
+    FakeModelServer,
+    JSONResponse,
+    RecordedRequest,
+    SSEEvent,
+)
 from threadspindle.testkit.fake_model.openai_chat import (
     HELLO,
     OpenAIChatFake,
@@ -47,7 +53,7 @@ from threadspindle.testkit.fake_model.openai_chat import (
     tool_names,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OPENCODE = ROOT / ".agents" / "node_modules" / ".bin" / "opencode"
 INSTALLED = ROOT / ".agents" / ".installed"
 TURN_TIMEOUT = 45.0
@@ -481,12 +487,14 @@ def _auth(req: RecordedRequest) -> str | None:
     return {k.lower(): v for k, v in req.headers.items()}.get("authorization")
 
 
-async def test_mcp_servers_per_thread_on_one_shared_server(
+async def test_mcp_servers_per_thread_each_on_a_server_of_its_own(
     fake: OpenAIChatFake, tmp_path: Path
 ) -> None:
     """Two threads of one directory, each with its own MCP token (as the app hands them
-    out), share one server; each session is offered only its own thread's MCP tools and
-    calls them with its own token."""
+    out), get a server each: an agent reaches its server's whole API (opencode gives its
+    tools the server's password), so on a shared server it could use the other thread's
+    MCP registration, and token. Each session is offered only its own thread's MCP tools
+    and calls them with its own token; each agent finds only its own registration."""
     mcp = FakeModelServer()
     mcp.route("*", "/mcp", _mcp_reply)
     mcp.start()
@@ -500,6 +508,16 @@ async def test_mcp_servers_per_thread_on_one_shared_server(
             update={"system_instruction": "Answer in haiku. SYSMARK-42", "mcp_servers": (server,)}
         )
 
+    def run_command(req: RecordedRequest) -> list[SSEEvent] | None:
+        """``RUNCMD: <command>`` makes the model run that command (once)."""
+        messages = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        text = last_user_text(req.body)
+        if "RUNCMD:" not in text or (messages and messages[-1].get("role") == "tool"):
+            return None
+        command = {"command": text.split("RUNCMD:", 1)[1].strip(), "description": "Run"}
+        return list(fake.tool_call_reply("fake-model", "bash", command))
+
+    fake.script = run_command
     user_config = home / ".config" / "opencode" / "opencode.json"
     options_a, options_b = with_token("tokA"), with_token("tokB")  # writes the home config
     before = user_config.read_text()
@@ -510,12 +528,19 @@ async def test_mcp_servers_per_thread_on_one_shared_server(
         ):
             server = one.adapter.server
             assert server is not None and server.process is not None
-            assert two.adapter.server is server and server.refs == 2
+            assert two.adapter.server is not server and server.refs == 1
             for pid in tree_pids(server.process.pid):
                 try:
                     assert "tok" not in " ".join(psutil.Process(pid).cmdline())
                 except psutil.Error:
                     pass
+            # What an agent can reach: its server's API, with the password opencode gives
+            # its tools. Only its own thread's registration is there.
+            (mine,), (theirs,) = mcp_registrations(options_a), mcp_registrations(options_b)
+            api = '-u "opencode:$OPENCODE_SERVER_PASSWORD" "http://127.0.0.1:$PORT/mcp"'
+            probe = f"PORT={server.base_url.rsplit(':', 1)[1]}; curl -s {api}"
+            registered = _text(await one.turn(f"RUNCMD: {probe}"))
+            assert mine.name in registered and theirs.name not in registered, registered
 
             calls_before = len(mcp.requests)
             events = await one.turn("MCPTEST restart the web process")
