@@ -53,31 +53,3 @@ __all__ = [
     "prompt_text",
     "spawn_agent",
 ]
-
-
-# --- transitional: the adapters not yet moved to the shared base (removed once they are) ----
-from collections.abc import Sequence as _Sequence  # noqa: E402
-
-from threadspindle.effects.process import ManagedProcess as _ManagedProcess  # noqa: E402
-from threadspindle.runtime.core.model import Attachment as _Attachment  # noqa: E402
-
-
-def prompt_with_attachments(
-    text: str, attachments: _Sequence[_Attachment] = (), *, images_apart: bool = False
-) -> str:
-    return prompt_text(text, attachments, images_apart=images_apart)
-
-
-async def spawn_agent_argv(
-    options: AgentOptions,
-    argv: _Sequence[str],
-    *,
-    env: dict[str, str] | None,
-    cwd: str,
-    stdin: bool = True,
-    expose: _Sequence[str | None] = (),
-) -> _ManagedProcess:
-    return await spawn_agent(
-        LaunchSpec.of(options, argv, env if env is not None else {}, cwd, expose=expose),
-        stdin=stdin,
-    )

@@ -15,9 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from threadspindle.agents import ADAPTERS, adapter_class
-from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.base import AgentOptions, AgentStartError, StampedEvent
 from threadspindle.agents.claude import ClaudeAdapter
-from threadspindle.agents.command import CommandAdapter, CommandLineParser
+from threadspindle.agents.command import CommandAdapter
+from threadspindle.agents.command.parser import CommandLineParser
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     SessionStarted,
@@ -174,15 +175,15 @@ async def test_interrupt_stops_the_process_tree_and_the_next_turn_runs(tmp_path:
 async def test_missing_command_is_a_clear_error(tmp_path: Path) -> None:
     adapter = CommandAdapter(AgentOptions(binary="/nonexistent/spindle-agent"))
     start = StartAgent(agent="command", workdir=str(tmp_path))
-    with pytest.raises(RuntimeError, match="command not found"):
+    with pytest.raises(AgentStartError, match="command not found"):
         await adapter.serve(start, Collector().emit)
 
 
 def test_plain_and_json_lines() -> None:
     parser = CommandLineParser()
-    assert parser.feed("{not json") == [TextDelta(text="{not json\n")]
-    assert parser.feed('{"no_type": 1}') == [TextDelta(text='{"no_type": 1}\n')]
-    assert parser.feed(json.dumps({"type": "tool_end", "id": "t", "is_error": "yes"})) == []
+    assert parser.feed("{not json").events == [TextDelta(text="{not json\n")]
+    assert parser.feed('{"no_type": 1}').events == [TextDelta(text='{"no_type": 1}\n')]
+    assert parser.feed(json.dumps({"type": "tool_end", "id": "t", "is_error": "yes"})).events == []
     assert parser.stats.malformed == 1 and parser.stats.lines == 3
 
 
@@ -199,7 +200,7 @@ def test_fuzz_command_parser_never_raises(lines: list[str]) -> None:
     parser = CommandLineParser()
     for line in lines:
         before = (parser.stats.events, parser.stats.skipped, parser.stats.malformed)
-        events = parser.feed(line)
+        events = parser.feed(line).events
         assert (
             events or (parser.stats.events, parser.stats.skipped, parser.stats.malformed) != before
         )

@@ -25,130 +25,29 @@ thread's own token), the MCP config the other CLIs get through their own mechani
 
 from __future__ import annotations
 
-import json
-import shlex
 import shutil
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import trio
 
-from threadspindle.agents.base import (
-    AgentAdapter,
-    AgentOptions,
-    EmitEvent,
-    ParserStats,
-    StampedEvent,
-    agent_environment,
-    clean_tool_name,
-    spawn_agent_argv,
-)
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.options import AgentOptions
+from threadspindle.agents.base.parsing import AgentStatistics
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.command.launch import command_argv, launch_spec
+from threadspindle.agents.command.parser import CommandLineParser
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
-    AgentError,
     AgentEvent,
     SessionStarted,
-    TextDelta,
-    ThinkingDelta,
-    ToolFinished,
-    ToolStarted,
     TurnAborted,
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
-__all__ = ["Adapter", "CommandAdapter", "CommandLineParser", "command_argv"]
-
-
-class _Malformed(Exception):
-    pass
-
-
-def _text(obj: dict[str, Any], key: str, default: str | None = None) -> str:
-    value = obj.get(key, default)
-    if not isinstance(value, str):
-        raise _Malformed(key)
-    return value
-
-
-class CommandLineParser:
-    """One stdout line of a generic command -> events (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.stats = ParserStats()
-        self.result: dict[str, Any] = {}  # the last {"type": "result"} line's details
-        self._tool_ids = 0
-
-    def feed(self, line: str) -> list[AgentEvent]:
-        self.stats.lines += 1
-        try:
-            obj = json.loads(line) if line.lstrip().startswith("{") else None
-        except (ValueError, RecursionError):
-            obj = None  # text that merely starts with "{" is still text
-        try:
-            events = self._events(line, obj)
-        except (_Malformed, ValueError, TypeError):
-            self.stats.malformed += 1
-            return []
-        self.stats.events += len(events)
-        return events
-
-    def _events(self, line: str, obj: Any) -> list[AgentEvent]:
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            return [TextDelta(text=line + "\n")]
-        kind = obj["type"]
-        if kind == "text":
-            return [TextDelta(text=_text(obj, "text"))]
-        if kind == "thinking":
-            return [ThinkingDelta(text=_text(obj, "text"))]
-        if kind == "tool_start":
-            self._tool_ids += 1
-            name = _text(obj, "name")
-            tool_input = obj.get("input", "")
-            summary = tool_input if isinstance(tool_input, str) else json.dumps(tool_input)
-            return [
-                ToolStarted(
-                    tool_id=_text(obj, "id", f"tool{self._tool_ids}"),
-                    name=name,
-                    display_name=clean_tool_name(name),
-                    input_summary=summary[:300],
-                )
-            ]
-        if kind == "tool_end":
-            is_error = obj.get("is_error", False)
-            if not isinstance(is_error, bool):
-                raise _Malformed("is_error")
-            result = _text(obj, "result", "")
-            return [ToolFinished(tool_id=_text(obj, "id"), result=result, is_error=is_error)]
-        if kind == "error":
-            return [
-                AgentError(message=_text(obj, "message"), retryable=obj.get("retryable") is True)
-            ]
-        if kind == "session":
-            model = obj.get("model")
-            return [
-                SessionStarted(
-                    session_id=_text(obj, "id"), model=model if isinstance(model, str) else None
-                )
-            ]
-        if kind == "result":
-            # Validated now, so a bad result line is counted here and not at exit.
-            fields = set(TurnCompleted.model_fields) - {"type"}
-            self.result = TurnCompleted.model_validate(
-                {k: v for k, v in obj.items() if k in fields}
-            ).model_dump(exclude_none=True, exclude={"type"})
-            self.stats.skip("result")
-            return []
-        self.stats.skip(kind)
-        return []
-
-
-def command_argv(options: AgentOptions) -> list[str]:
-    """The command line: ``options.binary`` split like a shell would, plus ``extra_args``."""
-    if not options.binary:
-        raise ValueError("the command agent needs `binary`: the command to run")
-    return shlex.split(options.binary) + list(options.extra_args)
+__all__ = ["CommandAdapter"]
 
 
 class CommandAdapter(AgentAdapter):
@@ -169,9 +68,12 @@ class CommandAdapter(AgentAdapter):
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        argv = command_argv(self.options)
+        try:
+            argv = command_argv(self.options)
+        except ValueError as exc:
+            raise AgentStartError(str(exc)) from exc
         if shutil.which(argv[0]) is None:
-            raise RuntimeError(f"command not found: {argv[0]!r}")
+            raise AgentStartError(f"command not found: {argv[0]!r}")
         self._emit, self._start = emit, start
         self.session_id = start.session_id
         task_status.started()
@@ -181,15 +83,16 @@ class CommandAdapter(AgentAdapter):
                 if prompt.run_id in self._interrupted:  # interrupted before it started
                     await self._send(TurnAborted(reason="interrupted"))
                     continue
-                await self._run_turn(argv, prompt)
+                await self._run_turn(prompt)
 
-    async def _run_turn(self, argv: list[str], prompt: PromptAgent) -> None:
+    async def _run_turn(self, prompt: PromptAgent) -> None:
         assert self._start is not None
         workdir = prompt.workdir or self._start.workdir
         began = time.monotonic()
         self.parser.result = {}
         try:
-            proc = await spawn_agent_argv(self.options, argv, env=self._env(prompt), cwd=workdir)
+            spec = launch_spec(self.options, prompt, workdir=workdir, session_id=self.session_id)
+            proc = await spawn_agent(spec)
         except OSError as exc:
             await self._send(TurnAborted(reason=f"the command could not start: {exc}"))
             return
@@ -199,7 +102,7 @@ class CommandAdapter(AgentAdapter):
             nursery.start_soon(proc.pump_stderr)
             nursery.start_soon(self._feed_stdin, proc, prompt.text)
             async for line in proc.stdout_lines():
-                for event in self.parser.feed(line):
+                for event in self.parser.feed(line).events:
                     await self._send(event)
             code = await proc.wait()
             nursery.cancel_scope.cancel()
@@ -223,25 +126,6 @@ class CommandAdapter(AgentAdapter):
             await proc.close_stdin()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the command does not read its stdin: fine
-
-    def _env(self, prompt: PromptAgent) -> Mapping[str, str]:
-        env = agent_environment()
-        if self.options.home:
-            env["HOME"] = self.options.home
-        env.update(
-            SPINDLE_RUN_ID=prompt.run_id,
-            SPINDLE_SESSION_ID=self.session_id or prompt.session_id or "",
-            SPINDLE_MODEL=prompt.model or self.options.model or "",
-            SPINDLE_SYSTEM_INSTRUCTION=prompt.system_instruction
-            or self.options.system_instruction
-            or "",
-        )
-        if self.options.mcp_servers:
-            env["SPINDLE_MCP_SERVERS"] = json.dumps(
-                [s.model_dump() for s in self.options.mcp_servers]
-            )
-        env.update(dict(self.options.env))
-        return env
 
     async def _send(self, event: AgentEvent) -> None:
         if isinstance(event, SessionStarted):
@@ -270,8 +154,5 @@ class CommandAdapter(AgentAdapter):
                 self._interrupted.add(self.run_id)
             await self._proc.stop(grace=self.options.stop_grace_s)
 
-    def statistics(self) -> ParserStats:
-        return self.parser.stats
-
-
-Adapter = CommandAdapter
+    def statistics(self) -> AgentStatistics:
+        return self.parser.stats.snapshot()
