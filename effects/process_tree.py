@@ -15,37 +15,21 @@ from __future__ import annotations
 
 import signal
 
-import psutil
 import trio
 
-from threadspindle.effects.process import alive, kill_tree, signal_all, tree_pids
+from threadspindle.effects.process import (
+    CREATE_TIME_TOLERANCE_S,
+    alive,
+    create_time,
+    kill_tree,
+    same_process,
+    signal_all,
+    tree_pids,
+)
 
 __all__ = ["CREATE_TIME_TOLERANCE_S", "ProcessTree", "create_time", "same_process"]
 
 MAX_DESCENDANTS = 1024  # bound on remembered processes per tree
-# psutil derives create_time from boot time + clock ticks; two readings of one process agree
-# to well within this, while a recycled pid would have to be reused inside it to fool us.
-CREATE_TIME_TOLERANCE_S = 0.5
-
-
-def create_time(pid: int) -> float | None:
-    """When ``pid`` started (psutil), or None when it is gone or a zombie."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        started: float = proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return started
-
-
-def same_process(pid: int | None, started: float | None) -> bool:
-    """True when ``pid`` is alive (not a zombie) and started at ``started``."""
-    if pid is None or started is None:
-        return False
-    now = create_time(pid)
-    return now is not None and abs(now - started) <= CREATE_TIME_TOLERANCE_S
 
 
 class ProcessTree:
