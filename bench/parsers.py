@@ -1,6 +1,6 @@
 """Benchmark section "parsers": agent lines/s through each adapter's parser on real transcripts.
 
-Every parser in ``agents/*_parser.py`` is fed the genuine CLI output recorded in
+Every parser under ``agents/`` (``*parser.py``) is fed the genuine CLI output recorded in
 ``tests/agents/fixtures/<cli>/`` (copied from ``shared/fixtures/agent-cli``), the way
 its adapter feeds it: one fresh parser per recorded process (a process's stream is stateful:
 dedupe of streamed text, known tool ids, the open turn), ``begin_turn`` where the driver sent
@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from threadspindle.agents.base import ParserStats
-from threadspindle.agents.claude_parser import ClaudeStreamParser
-from threadspindle.agents.codex_exec_parser import ExecParser
-from threadspindle.agents.codex_parser import AppServerParser
-from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser
-from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
+from threadspindle.agents.claude.parser import ClaudeStreamParser
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.parser import AppServerParser
+from threadspindle.agents.gemini.parser import AcpParser
+from threadspindle.agents.gemini.stream_parser import StreamJsonParser
+from threadspindle.agents.opencode.parser import OpencodeEventParser, session_of
+from threadspindle.agents.opencode.run_parser import OpencodeRunParser
 
 __all__ = ["Workload", "workloads", "measure", "run"]
 
@@ -97,7 +99,7 @@ def _replay_claude(steps: list[Step]) -> ParserStats:
 
 def _replay_codex_exec(steps: list[Step]) -> ParserStats:
     parser = ExecParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
@@ -105,7 +107,7 @@ def _replay_codex_exec(steps: list[Step]) -> ParserStats:
 
 def _replay_codex_app_server(steps: list[Step]) -> ParserStats:
     parser = AppServerParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
@@ -132,14 +134,14 @@ def _replay_gemini_acp(steps: list[Step]) -> ParserStats:
 
 def _replay_opencode_run(steps: list[Step]) -> ParserStats:
     parser = OpencodeRunParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
 
 
 def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
-    """As ``opencode_server`` + the adapter: decode the ``data:`` payload once, route it by
+    """As ``opencode/server.py`` + the adapter: decode the ``data:`` payload once, route it by
     session id, feed the decoded event to that session's parser."""
     parsers: dict[str, OpencodeEventParser] = {}
     unrouted = ParserStats()
@@ -161,7 +163,7 @@ def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
         parser = parsers.get(sid)
         if parser is None:
             parser = parsers[sid] = OpencodeEventParser(sid)
-        parser.feed(event)
+        parser.feed_event(event)
     return _sum([unrouted, *(p.stats for p in parsers.values())])
 
 
@@ -199,7 +201,7 @@ def _opencode_prompt(msg: dict) -> Step | None:
 
 
 def _sse_capture(path: Path) -> list[Step]:
-    """The raw ``/event`` capture, framed as ``opencode_server`` frames it (``data:`` lines up
+    """The raw ``/event`` capture, framed as ``opencode/server.py`` frames it (``data:`` lines up
     to a blank line); a prompt began where a new user message appears."""
     steps: list[Step] = []
     seen: set[str] = set()

@@ -1,4 +1,4 @@
-"""The thread's one long-lived agent listener, and the session demux for shared servers.
+"""The thread's one long-lived agent listener.
 
 ``AgentListener`` owns the thread's agent connection: it runs ``adapter.serve`` in a task,
 turns every ``StampedEvent`` into an ``AgentEventReceived`` action posted to the thread's
@@ -15,8 +15,9 @@ Invariants:
   0.5 s doubling to 30 s, and never more than ``max_starts`` starts per ``window_s``.
 - It never decides anything about runs: it reports, the pure core decides.
 
-``SessionDemux`` is the fan-out for an agent server shared by many threads (``opencode
-serve``): one connection's events are routed to each thread's emitter by session id.
+Every thread has its own adapter; an adapter of a server shared by many threads (``opencode
+serve``) routes that server's events to its own session itself (``agents/base/
+session_router.py``), so the runtime has no demultiplexer.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from threadspindle.runtime.core.actions import (
     AgentExited,
 )
 from threadspindle.runtime.core.effect_types import StartAgent
-from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, EmitEvent, StampedEvent
+from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, StampedEvent
 
-__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "SessionDemux"]
+__all__ = ["AgentListener", "AgentUnavailable", "Backoff"]
 
 logger = logging.getLogger("spindle.listener")
 
@@ -308,60 +309,3 @@ def _reason(exc: BaseException) -> str:
     """What an exception says, for a user (a KeyError's quotes and all)."""
     text = str(exc)
     return text or type(exc).__name__
-
-
-class SessionDemux:
-    """Routes the events of one shared agent connection to threads by session id.
-
-    Events for a session nobody has claimed yet are held (up to ``hold`` per session) and
-    delivered when the session is routed: a server may announce a session before the thread
-    learns its id. Events without a session id cannot be routed and are counted.
-    """
-
-    def __init__(self, hold: int = 256) -> None:
-        self._routes: dict[str, EmitEvent] = {}
-        self._held: dict[str, collections.deque[StampedEvent]] = {}
-        self._hold = hold
-        self.routed = 0
-        self.held_dropped = 0
-        self.unroutable = 0
-
-    async def route(self, session_id: str, emit: EmitEvent) -> None:
-        """Deliver this session's events to ``emit`` from now on (held ones first)."""
-        self._routes[session_id] = emit
-        for event in self._held.pop(session_id, ()):
-            self.routed += 1
-            await emit(event)
-
-    def unroute(self, session_id: str) -> None:
-        self._routes.pop(session_id, None)
-
-    async def dispatch(self, event: StampedEvent) -> bool:
-        """Hand one event to its session's thread; False when it had to be held/dropped."""
-        sid = event.session_id
-        if sid is None:
-            self.unroutable += 1
-            return False
-        emit = self._routes.get(sid)
-        if emit is None:
-            held = self._held.setdefault(sid, collections.deque())
-            if len(held) >= self._hold:
-                held.popleft()
-                self.held_dropped += 1
-            held.append(event)
-            return False
-        self.routed += 1
-        await emit(event)
-        return True
-
-    def sessions(self) -> list[str]:
-        return list(self._routes)
-
-    def statistics(self) -> dict[str, int]:
-        return {
-            "sessions": len(self._routes),
-            "routed": self.routed,
-            "held": sum(len(q) for q in self._held.values()),
-            "held_dropped": self.held_dropped,
-            "unroutable": self.unroutable,
-        }
