@@ -138,6 +138,7 @@ class FakeAgentWorld:
     serving: int = 0  # adapters whose serve() is running now
     stops: int = 0
     fail_start: int = 0  # the next N serve() calls fail before they are ready
+    start_delay_s: float = 0.05  # how long a "process" takes to get ready
     # How long a turn takes to end after an in-band interrupt (a CLI finishing its step).
     interrupt_delay_s: float = 0.0
     on_prompt: Callable[[PromptAgent], None] | None = None
@@ -184,7 +185,7 @@ class ScriptedAgent(AgentAdapter):
         world.serve_calls += 1
         world.serve_times.append(trio.current_time())
         world.starts.append(start)
-        await trio.sleep(0.05)  # a process takes a moment to start
+        await trio.sleep(world.start_delay_s)  # a process takes a moment to start
         if world.fail_start > 0:
             world.fail_start -= 1
             raise RuntimeError("fake agent failed to start")

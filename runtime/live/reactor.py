@@ -50,7 +50,7 @@ from threadspindle.runtime.core.effect_types import (
     StartAgent,
     StopAgent,
 )
-from threadspindle.runtime.live.listener import AgentListener
+from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
 
 __all__ = ["Reactor", "Renderer"]
@@ -204,7 +204,7 @@ class Reactor:
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
             # PromptAgent after it waits for the same start; a failure is still reported.
-            self._nursery.start_soon(self._start_agent, effect)
+            self._nursery.start_soon(self._start_agent, effect, listener.stops)
         elif isinstance(effect, PromptAgent):
             start = StartAgent(
                 agent=effect.agent,
@@ -238,10 +238,14 @@ class Reactor:
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
 
-    async def _start_agent(self, effect: StartAgent) -> None:
+    async def _start_agent(self, effect: StartAgent, stops_seen: int) -> None:
+        """Start the agent in the background; a later ``StopAgent`` voids this start (the
+        core asked for it, so that is no failure to report)."""
         assert self._nursery is not None
         try:
-            await self.listener.ensure(self._nursery, effect)
+            await self.listener.ensure(self._nursery, effect, stops_seen=stops_seen)
+        except StartCancelled:
+            logger.info("start superseded by a later stop", extra=self._ctx(effect))
         except Exception as exc:
             self.failed += 1
             reason = f"{type(exc).__name__}: {exc}"
