@@ -143,9 +143,10 @@ class FakeAgentWorld:
     interrupt_delay_s: float = 0.0
     on_prompt: Callable[[PromptAgent], None] | None = None
     adapters: list[ScriptedAgent] = field(default_factory=list)
-    _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
+        """The runtime's ``AdapterFactory``: a fresh scripted agent (any agent name)."""
         adapter = ScriptedAgent(AgentOptions(), world=self)
         self.adapters.append(adapter)
         return adapter
@@ -324,7 +325,7 @@ class FakeAgentServer:
                 await trio.sleep(step.seconds)
         out(TurnCompleted(session_id=session_id))
 
-    def adapter(self, name: str) -> SharedSessionAdapter:
+    def adapter(self, start: StartAgent, thread_id: str) -> SharedSessionAdapter:
         return SharedSessionAdapter(AgentOptions(), server=self)
 
 

@@ -38,7 +38,7 @@ from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.model import Policy, ThreadState
-from threadspindle.runtime.live.listener import AdapterFactory
+from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 

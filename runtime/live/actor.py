@@ -34,9 +34,10 @@ import trio
 from threadspindle.runtime.core.actions import Action, ThreadParked, Tick
 from threadspindle.runtime.core.effect_types import LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
-from threadspindle.runtime.live.listener import AdapterFactory, AgentListener, Backoff
+from threadspindle.runtime.live.listener import AgentListener, Backoff
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.reactor import Reactor, Renderer
+from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
+from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics
 
 __all__ = ["Receipt", "ThreadActor"]
@@ -45,6 +46,7 @@ logger = logging.getLogger("spindle.actor")
 
 BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
 
+# The one mapping of a LogNote's level to logging's (the reactor never sees a LogNote).
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
@@ -87,7 +89,7 @@ class ThreadActor:
         store: Store,
         log: EventLog,
         transition: Callable[[ThreadState, Action], Any],
-        renderer: Renderer,
+        renderer: RendererPort,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float],
         ids: Callable[[], str],
@@ -246,9 +248,7 @@ class ThreadActor:
             logger.info("%s", note, extra=context)
         for effect in effects:
             if isinstance(effect, LogNote):
-                logger.log(
-                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
-                )
+                logger.log(_LEVELS[effect.level], "%s", effect.message, extra=context)
 
     def _ctx(self, run_id: str | None, action_kind: str) -> dict[str, str]:
         """The structured fields every runtime log record carries (``thread_id``, ``run``,
@@ -361,17 +361,13 @@ class ThreadActor:
 
     async def _flush_renderer(self) -> None:
         """The renderer's last paced sends and edits, while the actor can still log what
-        they posted (and what an earlier failed call left unreported): a renderer with
-        ``aclose() -> list[(key, message ids)]`` (the StreamRenderer) is flushed here."""
-        aclose = getattr(self.reactor.renderer, "aclose", None)
-        if not callable(aclose):
-            return
+        they posted (and what an earlier failed call left unreported)."""
         try:
-            posted = await aclose()
+            posted = await self.reactor.renderer.aclose()
         except Exception as exc:
             logger.warning("last renderer flush failed: %s", exc, extra=self._ctx(None, "dispose"))
             return
-        for key, message_ids in posted or ():
+        for key, message_ids in posted:
             self.reactor.report_posted(key, message_ids)
 
     def statistics(self) -> ThreadStatistics:

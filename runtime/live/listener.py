@@ -149,7 +149,7 @@ class AgentListener:
                     if self.adapter is not None and not self._stopping:
                         return self.adapter
                     if not self.running:
-                        first = self._make_adapter(start.agent)
+                        first = self._make_adapter(start)
                         self._stopping = self._report_stop = False
                         self.running = True
                         self._done = trio.Event()
@@ -200,12 +200,12 @@ class AgentListener:
 
     # --- the task ------------------------------------------------------------------------
 
-    def _make_adapter(self, agent: str) -> AgentPort:
+    def _make_adapter(self, start: StartAgent) -> AgentPort:
         """A fresh adapter from the factory. One it cannot make (an unknown agent name, say
         one recorded in an old log) is ``AgentUnavailable`` for whoever asked: reported to
         the thread, never raised into the thread's nursery."""
         try:
-            return self._factory(agent)
+            return self._factory(start, self.thread_id)
         except Exception as exc:
             self._last_error = _describe(exc)
             logger.warning("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
@@ -259,7 +259,7 @@ class AgentListener:
         connected = False
         try:
             if adapter is None:
-                adapter = self._make_adapter(start.agent)
+                adapter = self._make_adapter(start)
             async with trio.open_nursery() as nursery:
                 # A start that hangs is given up after start_timeout_s, and stop() cancels
                 # one in progress (there is no adapter to stop yet).

@@ -21,12 +21,13 @@ Invariants:
   ``EffectFailed`` for an effect that raised (the actor never sees the exception).
   ``AgentConnected``/``AgentExited`` come from the listener it drives.
 
-Chat effects go to a renderer: any object with ``async apply(effect) -> list[tuple[str,
-tuple[str, ...]]]`` (``effects.render.StreamRenderer`` in production, a recorder in
-tests). A renderer that also posts on its own (the StreamRenderer's background task sends
-a stream's first message one pacing interval after it opens) and has an ``on_posted``
-callback gets the reactor's ``report_posted`` there, so those posts become
-``OutputPosted`` too. Agent effects go to the thread's ``AgentListener`` and its adapter.
+Chat effects go to the thread's renderer (``ports.RendererPort``:
+``effects.render.StreamRenderer`` in production, ``testkit.fake_chat.RecordingRenderer`` in
+tests). The posts a renderer makes on its own (the StreamRenderer's background task sends
+a stream's first message one pacing interval after it opens) reach the reactor's
+``report_posted`` through the renderer's ``on_posted``, so they become ``OutputPosted``
+too. Agent effects go to the thread's ``AgentListener`` and its adapter. ``LogNote``s never
+get here: the actor logs them at commit and hands over only the effects the world sees.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import trio
 
@@ -45,15 +45,15 @@ from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Effect,
     InterruptAgent,
-    LogNote,
     PromptAgent,
     StartAgent,
     StopAgent,
 )
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.ports import RendererPort
 
-__all__ = ["Reactor", "Renderer"]
+__all__ = ["Reactor"]
 
 logger = logging.getLogger("spindle.reactor")
 
@@ -67,10 +67,6 @@ _AGENT_EFFECTS = (
 )
 
 
-class Renderer(Protocol):
-    async def apply(self, effect: Effect) -> Sequence[tuple[str, Sequence[str]]]: ...
-
-
 class Reactor:
     """Applies one thread's effects in order; see the module docstring for the contract."""
 
@@ -78,7 +74,7 @@ class Reactor:
         self,
         thread_id: str,
         *,
-        renderer: Renderer,
+        renderer: RendererPort,
         listener: AgentListener,
         log: EventLog,
         post: Callable[[Action], object],
@@ -110,14 +106,12 @@ class Reactor:
         """Make ``report_posted`` the renderer's callback for the posts it makes by itself,
         keeping (and still calling) one its owner set."""
         renderer = self.renderer
-        if not hasattr(renderer, "on_posted"):
-            return  # a renderer that never posts by itself (test recorders)
         owner_callback = renderer.on_posted
         if owner_callback is None:
             renderer.on_posted = self.report_posted
             return
 
-        def both(key: str, message_ids: Sequence[str]) -> None:
+        def both(key: str, message_ids: tuple[str, ...]) -> None:
             owner_callback(key, message_ids)
             self.report_posted(key, message_ids)
 
@@ -176,13 +170,6 @@ class Reactor:
         try:
             if isinstance(effect, _AGENT_EFFECTS):
                 await self._apply_agent(effect)
-            elif isinstance(effect, LogNote):
-                logger.log(
-                    logging.getLevelName(effect.level.upper()),
-                    "%s",
-                    effect.message,
-                    extra=self._ctx(effect),
-                )
             else:
                 for key, message_ids in await self.renderer.apply(effect):
                     self.report_posted(key, message_ids)
@@ -293,7 +280,12 @@ def _coalesce_appends(
         for effect in effects:
             if type(effect) is AppendOutput and texts:
                 last, count = merged[-1]
-                if last.key == effect.key and effect.seq == last.seq + 1:  # type: ignore[attr-defined]
+                # (``last`` is an append whenever ``texts`` holds a run of them.)
+                if (
+                    isinstance(last, AppendOutput)
+                    and last.key == effect.key
+                    and effect.seq == last.seq + 1
+                ):
                     texts.append(effect.text)
                     # Keep the newest seq in the slot; the text is joined at the end.
                     merged[-1] = (effect, count + 1)

@@ -28,7 +28,6 @@ Invariants:
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import os
@@ -44,9 +43,9 @@ from threadspindle.runtime.core.actions import Action, PolicySet, RuntimeRecover
 from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToCommand
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
-from threadspindle.runtime.live.listener import AdapterFactory, Backoff
+from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.reactor import Renderer
+from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
 from threadspindle.runtime.live.store import Store, ThreadStatistics, rebuild_from_log
 
 __all__ = ["Runtime", "RuntimeClosed", "open_runtime", "sequential_ids"]
@@ -93,24 +92,12 @@ def sequential_ids(prefix: str = "rt") -> Callable[[], str]:
     return lambda: f"{prefix}-{boot}-{next(counter)}"
 
 
-def _for_thread(factory: Callable[..., Any], thread_id: str) -> AdapterFactory:
-    """A factory that takes ``thread_id`` (to give each thread its own credentials, such as
-    its process-manager token) gets it; a plain ``factory(agent)`` is used as it is."""
-    try:
-        accepts = "thread_id" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        accepts = False
-    if not accepts:
-        return factory
-    return lambda agent: factory(agent, thread_id=thread_id)
-
-
 class Runtime:
     def __init__(
         self,
         *,
         log: EventLog,
-        renderer_factory: Callable[[str], Renderer],
+        renderer_factory: RendererFactory,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float] = time.time,
         ids: Callable[[], str] | None = None,
@@ -303,7 +290,7 @@ class Runtime:
             log=self.log,
             transition=self._transition,
             renderer=self._renderer_for(thread_id),
-            adapter_factory=_for_thread(self._adapter_factory, thread_id),
+            adapter_factory=self._adapter_factory,
             clock=self._clock,
             ids=self._ids,
             # Every thread starts from the default state; the configured policy goes in by
@@ -325,15 +312,13 @@ class Runtime:
             )
         return actor
 
-    def _renderer_for(self, thread_id: str) -> Renderer:
-        """A renderer for the thread, told what the log says was already posted (when it
-        can be: ``known(key, message_ids)``), so it never posts a key twice and can still
-        edit or dismiss what an earlier process posted."""
+    def _renderer_for(self, thread_id: str) -> RendererPort:
+        """A renderer for the thread, told what the log says was already posted, so it
+        never posts a key twice and can still edit or dismiss what an earlier process
+        posted."""
         renderer = self._renderer_factory(thread_id)
-        seed = getattr(renderer, "known", None)
-        if callable(seed):
-            for key, message_ids in self.log.posted_outputs(thread_id).items():
-                seed(key, message_ids)
+        for key, message_ids in self.log.posted_outputs(thread_id).items():
+            renderer.known(key, message_ids)
         return renderer
 
     async def _run_actor(self, actor: ThreadActor) -> None:
@@ -443,16 +428,10 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(
-    *, on_open: Callable[[Runtime], None] | None = None, **kwargs: Any
-) -> AsyncIterator[Runtime]:
+async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
     """Run a ``Runtime`` (arguments as for ``Runtime``) for the body of the block; on the
-    way out every thread is disposed and the log flushed. ``on_open`` is handed the runtime
-    before it starts, so whatever it wires up is there before any thread acts (start-up
-    recovery can start agents before the block's body runs)."""
+    way out every thread is disposed and the log flushed."""
     runtime = Runtime(**kwargs)
-    if on_open is not None:
-        on_open(runtime)
     # A log that cannot be read fails here, before any task exists (raised as it is).
     runtime._rebuild()
     async with trio.open_nursery() as outer:

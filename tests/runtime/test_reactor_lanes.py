@@ -14,7 +14,7 @@ from runtime_harness import Chat, running, until
 
 from threadspindle.agents.base import AgentOptions
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.effect_types import Effect, ReplyToCommand
+from threadspindle.runtime.core.effect_types import Effect, ReplyToCommand, StartAgent
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.fake_chat import RecordingRenderer, RenderWorld
 
@@ -58,7 +58,7 @@ class TimedAgents(FakeAgentWorld):
         super().__init__()
         self.interrupt_times: list[float] = []
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         world = self
 
         class Timed(ScriptedAgent):
@@ -127,7 +127,7 @@ async def test_a_prompt_of_a_run_ended_while_it_waited_is_not_sent(tmp_path, aut
     reach the agent."""
 
     class SlowStart(TimedAgents):
-        def factory(self, name: str) -> ScriptedAgent:
+        def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
             world = self
 
             class Slow(ScriptedAgent):

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from threadspindle.app.config import load_settings
+from threadspindle.app.process_manager import config_from_settings
 from threadspindle.effects.mcp_manager import (
     ProcessInfo,
     ProcessManagerConfig,
-    config_from_settings,
 )
 
 
