@@ -82,6 +82,7 @@ class DiscordPlatform:
     def __init__(self, client: discord.Client, limits: PlatformLimits | None = None) -> None:
         self.client = client
         self.limits = limits or PlatformLimits()
+        self.streams_append_only = False  # messages are edited in place
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._answered: OrderedDict[str, None] = OrderedDict()  # replied to at least once
         self.calls = 0  # platform calls made (each is one REST call unless discord retried)

@@ -146,6 +146,7 @@ class _PendingPlatform:
 
     def __init__(self, limits: PlatformLimits) -> None:
         self.limits = limits
+        self.streams_append_only = False  # the bot's DiscordPlatform: edits in place
         self._platform: ChatPlatform | None = None
         self._attached = trio.Event()
 

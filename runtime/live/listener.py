@@ -35,9 +35,17 @@ from threadspindle.runtime.core.actions import (
     AgentExited,
 )
 from threadspindle.runtime.core.effect_types import StartAgent
+from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, EmitEvent, StampedEvent
 
-__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "SessionDemux", "StartCancelled"]
+__all__ = [
+    "AgentListener",
+    "AgentUnavailable",
+    "Backoff",
+    "DemuxStatistics",
+    "SessionDemux",
+    "StartCancelled",
+]
 
 logger = logging.getLogger("spindle.listener")
 
@@ -383,11 +391,21 @@ class SessionDemux:
     def sessions(self) -> list[str]:
         return list(self._routes)
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "sessions": len(self._routes),
-            "routed": self.routed,
-            "held": sum(len(q) for q in self._held.values()),
-            "held_dropped": self.held_dropped,
-            "unroutable": self.unroutable,
-        }
+    def statistics(self) -> DemuxStatistics:
+        return DemuxStatistics(
+            sessions=len(self._routes),
+            routed=self.routed,
+            held=sum(len(q) for q in self._held.values()),
+            held_dropped=self.held_dropped,
+            unroutable=self.unroutable,
+        )
+
+
+class DemuxStatistics(Frozen):
+    """A snapshot of a ``SessionDemux``."""
+
+    sessions: int  # sessions routed to a thread now
+    routed: int  # events delivered
+    held: int  # events waiting for their session to be routed
+    held_dropped: int  # held events dropped over the bound
+    unroutable: int  # events without a session id

@@ -49,11 +49,12 @@ from threadspindle.runtime.core.effect_types import (
     StartAgent,
     StopAgent,
 )
+from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import RendererPort
 
-__all__ = ["Reactor"]
+__all__ = ["Reactor", "ReactorStatistics"]
 
 logger = logging.getLogger("spindle.reactor")
 
@@ -246,16 +247,28 @@ class Reactor:
     def _report(self, cls: type, **fields: object) -> None:
         self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "pending": self.pending,
-            "agent_pending": self._agent_lane.pending,
-            "chat_pending": self._chat_lane.pending,
-            "applied": self.applied,
-            "failed": self.failed,
-            "skipped_prompts": self.skipped_prompts,
-            "coalesced": self.coalesced,
-        }
+    def statistics(self) -> ReactorStatistics:
+        return ReactorStatistics(
+            pending=self.pending,
+            agent_pending=self._agent_lane.pending,
+            chat_pending=self._chat_lane.pending,
+            applied=self.applied,
+            failed=self.failed,
+            skipped_prompts=self.skipped_prompts,
+            coalesced=self.coalesced,
+        )
+
+
+class ReactorStatistics(Frozen):
+    """A snapshot of one thread's reactor (``Reactor.statistics()``)."""
+
+    pending: int  # effects handed over and not yet applied, both lanes
+    agent_pending: int
+    chat_pending: int
+    applied: int
+    failed: int  # effects that raised (each reported as EffectFailed)
+    skipped_prompts: int  # prompts of a run the core ended before they could be sent
+    coalesced: int  # appends handed to the renderer inside another one
 
 
 def _coalesce_appends(

@@ -241,7 +241,7 @@ class Runtime:
                 "%s: actions from people are refused until it can be written again; "
                 "%d action(s) wait to be written",
                 error,
-                self.log.statistics()["pending"],
+                self.log.statistics().pending,
             )
             text = unwritable_notice(error)
         else:

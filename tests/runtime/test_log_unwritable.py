@@ -49,7 +49,7 @@ def test_a_full_disk_raises_the_real_error_and_keeps_the_rows(tmp_path: Path) ->
     # It used to raise "cannot rollback - no transaction is active", hiding the real error.
     with pytest.raises(LogUnwritable, match="the disk is full"):
         log.flush()
-    assert log.statistics()["pending"] == 1 and not log.is_durable(2)
+    assert log.statistics().pending == 1 and not log.is_durable(2)
     _make_room(log)
     assert log.flush() == 1 and log.is_durable(2)
     assert [e.seq for e in log.read("t")] == [1, 2]

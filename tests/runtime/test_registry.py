@@ -181,7 +181,7 @@ async def test_session_demux_routes_one_connection_to_many_threads(autojump_cloc
     assert not await demux.dispatch(ev("sA", "a3"))
     assert got == {"A": ["a1", "a2"], "B": ["b2", "b3", "b4"]}
     stats = demux.statistics()
-    assert stats["held_dropped"] == 1 and stats["unroutable"] == 1 and stats["sessions"] == 1
+    assert stats.held_dropped == 1 and stats.unroutable == 1 and stats.sessions == 1
 
 
 async def test_threads_share_one_agent_server_connection(tmp_path: Path, autojump_clock) -> None:
@@ -202,8 +202,8 @@ async def test_threads_share_one_agent_server_connection(tmp_path: Path, autojum
             for chat in chats:  # each thread got its own session's output only
                 assert rt.chat.texts(chat.thread_id, "text") == ["Hello from fake agent."]
             assert server.connections == 1
-            assert server.demux.statistics()["routed"] == 2 * 4  # session, 2 deltas, end
-            assert server.demux.statistics()["unroutable"] == 0
+            assert server.demux.statistics().routed == 2 * 4  # session, 2 deltas, end
+            assert server.demux.statistics().unroutable == 0
         assert server.demux.sessions() == []  # disposal released both sessions
         nursery.cancel_scope.cancel()
 
