@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, **kw: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], **kw)
+    def command(name: str, *, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help, description=description)
 
     run = command(
         "run",

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import discord
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.runtime.core.effect_types import Button
@@ -228,7 +228,8 @@ class DiscordPlatform:
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         self.calls += 1
         try:
-            return await trio_asyncio.aio_as_trio(fn)()
+            result: T = await trio_asyncio.aio_as_trio(fn)()  # (trio_asyncio is untyped)
+            return result
         except discord.RateLimited as error:
             raise PlatformError(str(error), retry_after=error.retry_after) from error
         except discord.HTTPException as error:

@@ -27,6 +27,7 @@ from threadspindle.runtime.core.effect_types import (
     DismissPrompt,
     EditOutput,
     Effect,
+    SealOutput,
 )
 from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
 
@@ -135,6 +136,6 @@ class RecordingRenderer(RendererPort):
             world.outputs[effect.key].text = effect.text
         elif isinstance(effect, DismissPrompt) and effect.key in world.outputs:
             world.outputs[effect.key].dismissed = effect.outcome
-        elif effect.type == "seal_output" and effect.key in world.outputs:  # type: ignore[union-attr]
-            world.outputs[effect.key].sealed = True  # type: ignore[union-attr]
+        elif isinstance(effect, SealOutput) and effect.key in world.outputs:
+            world.outputs[effect.key].sealed = True
         return []
