@@ -32,13 +32,13 @@ from typing import Any
 import trio
 
 from threadspindle.runtime.core.actions import Action, ThreadParked, Tick
-from threadspindle.runtime.core.effect_types import LogNote, StartAgent
+from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
 from threadspindle.runtime.live.reactor import Reactor
-from threadspindle.runtime.live.store import Store, ThreadStatistics
+from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 
 __all__ = ["Receipt", "ThreadActor"]
 
@@ -88,7 +88,7 @@ class ThreadActor:
         *,
         store: Store,
         log: EventLog,
-        transition: Callable[[ThreadState, Action], Any],
+        transition: TransitionFn,
         renderer: RendererPort,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float],
@@ -128,11 +128,10 @@ class ThreadActor:
             current_run=self._current_run_id,
         )
         self.committed = 0
-        self._batch_effects: list[Any] = []  # visible effects of the batch being committed
+        self._batch_effects: list[Effect] = []  # visible effects of the batch being committed
         self._batch_ticket = 0
         self._committed_before_batch = 0
         self.skipped_ticks = 0
-        self.dropped_posts = 0  # posted after the actor closed
         self.last_activity = trio.current_time()
         self._mailbox = 0
         self._busy = False
@@ -151,7 +150,6 @@ class ThreadActor:
         try:
             self._send.send_nowait((action, receipt))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self.dropped_posts += 1
             if receipt is not None:
                 receipt._commit(None, "dropped: the thread's actor is closed")
             logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
@@ -208,7 +206,7 @@ class ThreadActor:
         if result.note or any(isinstance(effect, LogNote) for effect in effects):
             run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
             self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
-            visible = [effect for effect in effects if not isinstance(effect, LogNote)]
+            visible: list[Effect] = [e for e in effects if not isinstance(e, LogNote)]
         else:
             visible = list(effects)
         if isinstance(action, Tick) and not visible and new_state == state:
@@ -243,7 +241,7 @@ class ThreadActor:
             self.last_activity = trio.current_time()
 
     @staticmethod
-    def _log_notes(note: str | None, effects: tuple[Any, ...], context: dict[str, str]) -> None:
+    def _log_notes(note: str | None, effects: tuple[Effect, ...], context: dict[str, str]) -> None:
         if note:
             logger.info("%s", note, extra=context)
         for effect in effects:
@@ -339,8 +337,6 @@ class ThreadActor:
     async def _dismiss_leftover_prompts(self, reason: str) -> None:
         """Prompts the core left open (it had no agent exit to react to): close them in the
         chat so no button stays clickable for an actor that is gone."""
-        from threadspindle.runtime.core.effect_types import DismissPrompt
-
         state = self._store.get(self.thread_id)
         if state is None:
             return

@@ -46,7 +46,12 @@ from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
 from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
-from threadspindle.runtime.live.store import Store, ThreadStatistics, rebuild_from_log
+from threadspindle.runtime.live.store import (
+    Store,
+    ThreadStatistics,
+    TransitionFn,
+    rebuild_from_log,
+)
 
 __all__ = ["Runtime", "RuntimeClosed", "open_runtime", "sequential_ids"]
 
@@ -102,7 +107,7 @@ class Runtime:
         clock: Callable[[], float] = time.time,
         ids: Callable[[], str] | None = None,
         policy: Policy | None = None,
-        transition: Callable[[ThreadState, Action], Any] | None = None,
+        transition: TransitionFn | None = None,
         tick_interval_s: float = 1.0,
         idle_timeout_s: float | None = None,
         sweep_interval_s: float = 60.0,
@@ -142,7 +147,6 @@ class Runtime:
         self.startup_s = 0.0
         self.disposed = 0
         self.refused_unwritable = 0  # actions from people refused while the disk refused
-        self._storage_notices = 0
         self._unsubscribe: Callable[[], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
@@ -235,7 +239,6 @@ class Runtime:
         """The log's disk started or stopped refusing writes: tell every live thread."""
         if self.closed or self._nursery is None:
             return
-        self._storage_notices += 1
         if error is not None:
             logger.warning(
                 "%s: actions from people are refused until it can be written again; "
