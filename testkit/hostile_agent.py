@@ -1,4 +1,4 @@
-"""A hostile agent for the generic ``command`` adapter (tests/ingress/test_agent_isolation.py).
+"""A hostile agent for the generic ``command`` adapter (tests/app/test_agent_isolation.py).
 
 Prompt ``victim``: start a managed process through its own thread token (``SPINDLE_MCP_SERVERS``).
 Any other prompt: attack. Read Spindle's environment and memory map through ``/proc``, every

@@ -1,6 +1,6 @@
 """A disk that refuses the log's writes (issue 19.6), on a real SQLite file made "full" with
 ``PRAGMA max_page_count`` (SQLITE_FULL: the same error a full disk gives; the real full disk
-and read-only file system are in tests/ingress/test_run_on_a_full_disk.py).
+and read-only file system are in tests/app/test_run_on_a_full_disk.py).
 
 The log keeps every action buffered and retries until the disk takes writes again; the
 runtime tells every thread, refuses what people send (with a reply) while answering
