@@ -458,7 +458,7 @@ async def abort_through_runtime(cli: Cli, base_url: str, aborts: int) -> dict[st
             run_over.set()
         return result
 
-    def factory(name: str) -> AgentAdapter:
+    def factory(start: StartAgent, thread_id: str) -> AgentAdapter:
         adapter = cli.adapter(options)
         original = adapter.interrupt
 

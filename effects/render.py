@@ -194,7 +194,7 @@ class StreamRenderer:
         self._budget = self.limits.char_limit - self.limits.split_margin
         # A terminal that only appends (the plain console) needs text that only grows by
         # whole lines: no temporary fence closers, no rewritten links, no half lines.
-        append_only = bool(getattr(platform, "streams_append_only", False))
+        append_only = platform.streams_append_only
         self._append_only = append_only
         self._wrap_links = not append_only if wrap_links is None else wrap_links
         self._close_live = not append_only if close_live_fences is None else close_live_fences

@@ -139,13 +139,15 @@ class FakeAgentWorld:
     serving: int = 0  # adapters whose serve() is running now
     stops: int = 0
     fail_start: int = 0  # the next N serve() calls fail before they are ready
+    start_delay_s: float = 0.05  # how long a "process" takes to get ready
     # How long a turn takes to end after an in-band interrupt (a CLI finishing its step).
     interrupt_delay_s: float = 0.0
     on_prompt: Callable[[PromptAgent], None] | None = None
     adapters: list[ScriptedAgent] = field(default_factory=list)
-    _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
+        """The runtime's ``AdapterFactory``: a fresh scripted agent (any agent name)."""
         adapter = ScriptedAgent(AgentOptions(), world=self)
         self.adapters.append(adapter)
         return adapter
@@ -185,7 +187,7 @@ class ScriptedAgent(AgentAdapter):
         world.serve_calls += 1
         world.serve_times.append(trio.current_time())
         world.starts.append(start)
-        await trio.sleep(0.05)  # a process takes a moment to start
+        await trio.sleep(world.start_delay_s)  # a process takes a moment to start
         if world.fail_start > 0:
             world.fail_start -= 1
             raise RuntimeError("fake agent failed to start")
@@ -323,7 +325,7 @@ class FakeAgentServer:
                 await trio.sleep(step.seconds)
         out(TurnCompleted(session_id=session_id))
 
-    def adapter(self, name: str) -> SharedSessionAdapter:
+    def adapter(self, start: StartAgent, thread_id: str) -> SharedSessionAdapter:
         return SharedSessionAdapter(AgentOptions(), server=self)
 
 

@@ -14,6 +14,7 @@ from runtime_harness import Chat, running, until
 
 from threadspindle.agents.base import AgentOptions
 from threadspindle.agents.claude import ClaudeAdapter
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Phase
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.testkit.fake_agent import FakeAgentServer, fake_claude_binary
@@ -198,7 +199,7 @@ async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
     before: set[int] = set()
     before = live_children()
 
-    def claude(name: str) -> ClaudeAdapter:
+    def claude(start: StartAgent, thread_id: str) -> ClaudeAdapter:
         return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
 
     async with running(tmp_path, adapter_factory=claude) as rt:
@@ -228,7 +229,7 @@ async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
 async def test_a_crashed_agent_process_is_respawned_resuming_its_session(tmp_path: Path) -> None:
     binary = fake_claude_binary(str(tmp_path), delay_s=0.02)
 
-    def claude(name: str) -> ClaudeAdapter:
+    def claude(start: StartAgent, thread_id: str) -> ClaudeAdapter:
         return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
 
     async with running(tmp_path, adapter_factory=claude) as rt:

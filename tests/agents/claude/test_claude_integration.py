@@ -20,6 +20,7 @@ import trio
 
 from threadspindle.agents.base import AgentOptions, AgentStartError, McpServer, StampedEvent
 from threadspindle.agents.claude import ClaudeAdapter, list_conversations
+from threadspindle.app.agent_factory import process_manager_server
 from threadspindle.effects.process import tree_pids
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -596,7 +597,7 @@ async def test_mcp_tool_of_the_real_process_manager(tmp_path: Path, fake: FakeAn
     )
     async with trio.open_nursery() as nursery:
         manager = await nursery.start(serve_process_manager, config)
-        server = manager.mcp_server_for_thread("thread-1", str(tmp_path / "work"))
+        server = process_manager_server(manager, "thread-1", str(tmp_path / "work"))
         async with running_claude(tmp_path, fake, mcp_servers=(server,)) as s:
             await s.adapter.prompt(_prompt("r1", "MCPTEST list_processes", s.workdir))
             asked = await s.wait_for(lambda e: isinstance(e.event, PermissionRequested))

@@ -16,7 +16,7 @@ import trio
 from threadspindle.agents.base import AgentAdapter, AgentOptions
 from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.effect_types import ShowPermissionPrompt
+from threadspindle.runtime.core.effect_types import ShowPermissionPrompt, StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import Runtime, open_runtime
@@ -90,8 +90,8 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
     )
     made: list[AgentAdapter] = []
 
-    def factory(name: str) -> AgentAdapter:
-        assert name == "claude"
+    def factory(start: StartAgent, thread_id: str) -> AgentAdapter:
+        assert start.agent == "claude"
         made.append(ClaudeAdapter(options))
         return made[-1]
 
@@ -177,7 +177,7 @@ async def test_resuming_an_unknown_session_through_the_runtime(tmp_path: Path) -
     )
     made: list[ClaudeAdapter] = []
 
-    def factory(name: str) -> AgentAdapter:
+    def factory(start: StartAgent, thread_id: str) -> AgentAdapter:
         made.append(ClaudeAdapter(options))
         return made[-1]
 
@@ -249,7 +249,7 @@ async def test_model_api_retries_show_in_the_thread_and_end_at_the_cap(
             async with open_runtime(
                 log=log,
                 renderer_factory=chat_world.renderer,
-                adapter_factory=lambda name: ClaudeAdapter(options),
+                adapter_factory=lambda start, thread_id: ClaudeAdapter(options),
                 policy=Policy(allowed_roots=(str(tmp_path),)),
                 clock=trio.current_time,
             ) as runtime:

@@ -16,6 +16,7 @@ import trio
 
 from threadspindle.agents.codex import CodexAdapter
 from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import open_runtime
@@ -41,8 +42,8 @@ async def test_a_codex_thread_through_the_runtime(tmp_path: Path) -> None:
     opts = codex_options(fake.base_url, tmp_path / "home")
     adapters: list[CodexAdapter] = []
 
-    def factory(name: str) -> CodexAdapter:
-        assert name == "codex"
+    def factory(start: StartAgent, thread_id: str) -> CodexAdapter:
+        assert start.agent == "codex"
         adapters.append(CodexAdapter(opts, approval_policy="untrusted"))
         return adapters[-1]
 

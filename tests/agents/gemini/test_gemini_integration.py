@@ -27,6 +27,7 @@ from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
 from threadspindle.agents.gemini import GeminiAdapter, list_conversations
 from threadspindle.agents.gemini.adapter import DEFAULT_MAX_ATTEMPTS
 from threadspindle.agents.gemini.home import shared_gemini_home
+from threadspindle.app.agent_factory import process_manager_server
 from threadspindle.effects.process import tree_pids
 from threadspindle.effects.sandbox import Sandbox
 from threadspindle.runtime.core.agent_events import (
@@ -382,7 +383,7 @@ async def test_mcp_server_injected_through_private_settings(
     )
     async with trio.open_nursery() as nursery:
         manager = await nursery.start(serve_process_manager, config)
-        server = manager.mcp_server_for_thread("thread-1", str(tmp_path / "work"))
+        server = process_manager_server(manager, "thread-1", str(tmp_path / "work"))
         async with running_gemini(tmp_path, fake, mcp_servers=(server,)) as s:
             end = await s.turn("r1", "MCPTEST list_processes")
             started = [e for e in s.of_run("r1") if isinstance(e, ToolStarted)]

@@ -15,7 +15,7 @@ import trio
 from threadspindle.agents.base import AgentAdapter, AgentOptions
 from threadspindle.agents.gemini import GeminiAdapter
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.effect_types import ShowPermissionPrompt
+from threadspindle.runtime.core.effect_types import ShowPermissionPrompt, StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import Runtime, open_runtime
@@ -86,8 +86,8 @@ async def test_chat_through_the_runtime_to_the_genuine_gemini_cli(tmp_path: Path
     )
     made: list[GeminiAdapter] = []
 
-    def factory(name: str) -> AgentAdapter:
-        assert name == "gemini"
+    def factory(start: StartAgent, thread_id: str) -> AgentAdapter:
+        assert start.agent == "gemini"
         made.append(GeminiAdapter(options))
         return made[-1]
 

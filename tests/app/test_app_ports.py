@@ -23,10 +23,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from threadspindle.agents import ADAPTER_MODULES
-from threadspindle.app.app import _AgentFactory
+from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import load_settings
+from threadspindle.app.process_manager import config_from_settings
 from threadspindle.effects.mcp_manager import serve_process_manager
-from threadspindle.effects.mcp_manager.server import SERVER_NAME, config_from_settings
+from threadspindle.effects.mcp_manager.server import SERVER_NAME
+from threadspindle.runtime.core.effect_types import StartAgent
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "ports-test-operator-token-0123456789"
@@ -168,9 +170,9 @@ async def test_every_adapter_is_handed_the_port_really_bound(
     manager = await nursery.start(serve_process_manager, config_from_settings(settings))
     port = urlsplit(manager.url).port
     assert port
-    factory = _AgentFactory(settings, manager)
+    factory = AgentFactory(settings, manager)
     for agent in ADAPTER_MODULES:
-        adapter = factory(agent, "thread-ports")
+        adapter = factory(StartAgent(agent=agent, workdir=str(tmp_path)), "thread-ports")
         urls = [s.url for s in adapter.options.mcp_servers if s.name == SERVER_NAME]
         assert urls == [manager.url], agent
     async with httpx2.AsyncClient() as http:  # and that is where it listens
