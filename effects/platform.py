@@ -43,7 +43,8 @@ class ChatPlatform(Protocol):
     limits: PlatformLimits
     # A terminal that only appends (the plain console): streamed text must only grow by
     # whole lines (no temporary fence closers, no rewritten links, no half lines).
-    streams_append_only: bool
+    @property
+    def streams_append_only(self) -> bool: ...
 
     async def send(
         self,

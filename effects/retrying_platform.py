@@ -67,6 +67,10 @@ class RetryingPlatform:
         self.policy = policy or RetryPolicy()
         self._attempts = self._retries = self._rate_limited = self._gave_up = 0
 
+    @property
+    def streams_append_only(self) -> bool:
+        return self.platform.streams_append_only
+
     def statistics(self) -> RetryStatistics:
         return RetryStatistics(
             attempts=self._attempts,
