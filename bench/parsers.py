@@ -27,6 +27,7 @@ from threadspindle.agents.base import ParserStats
 from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex.exec_parser import ExecParser
 from threadspindle.agents.codex.parser import AppServerParser
+from threadspindle.agents.command.parser import CommandLineParser
 from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.gemini.stream_parser import StreamJsonParser
 from threadspindle.agents.opencode.parser import OpencodeEventParser, session_of
@@ -86,11 +87,35 @@ def _sum(stats: list[ParserStats]) -> ParserStats:
     return out
 
 
+def _command_turns() -> list[list[Step]]:
+    """The generic ``command`` adapter has no CLI to record: its workload is a turn written in
+    the protocol ``agents/command/parser.py`` documents (a session, thinking, a tool's start
+    and end, plain answer lines, JSON text events, a result), repeated for 20 turns."""
+    turn: list[str] = [
+        _compact({"type": "session", "id": "s-1", "model": "local"}),
+        _compact({"type": "thinking", "text": "Reading the file before changing it."}),
+        _compact({"type": "tool_start", "id": "t1", "name": "read", "input": {"path": "a.py"}}),
+        _compact({"type": "tool_end", "id": "t1", "result": "def f():\n    return 1\n"}),
+    ]
+    turn += [f"Line {i} of the answer, plain text as a script prints it." for i in range(12)]
+    turn += [_compact({"type": "text", "text": f"chunk {i} "}) for i in range(8)]
+    turn.append(_compact({"type": "result", "session_id": "s-1", "cost_usd": 0.0}))
+    return [[("line", line) for line in turn * 20]]
+
+
 # --- replays: what each adapter does with one process's output ------------------------------
 
 
 def _replay_claude(steps: list[Step]) -> ParserStats:
     parser = ClaudeStreamParser()
+    feed = parser.feed
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
+def _replay_command(steps: list[Step]) -> ParserStats:
+    parser = CommandLineParser()
     feed = parser.feed
     for _, line in steps:
         feed(line)
@@ -232,6 +257,7 @@ PARSER_CLASSES: dict[str, type] = {
     "gemini stream-json": StreamJsonParser,
     "opencode serve SSE": OpencodeEventParser,
     "opencode run --format json": OpencodeRunParser,
+    "command (generic, synthetic)": CommandLineParser,
 }
 
 
@@ -288,6 +314,12 @@ def workloads() -> list[Workload]:
             _plain_lines(opencode_run),
             _replay_opencode_run,
         ),
+        Workload(
+            "command (generic, synthetic)",
+            ["agents/command/parser.py protocol"],
+            _command_turns(),
+            _replay_command,
+        ),
     ]
 
 
@@ -312,8 +344,12 @@ def _one_round(work: Workload, lines: int) -> tuple[float, float, ParserStats]:
 
 def json_only_cpu_us(work: Workload, lines: int) -> float:
     """CPU µs per line of ``json.loads`` alone on the same lines: the floor under any parser
-    written on the standard library's decoder (the rest of the parser's time is its own)."""
-    fed = [v for p in work.processes for kind, v in p if kind == "line"]
+    written on the standard library's decoder (the rest of the parser's time is its own).
+    Plain-text lines (the generic command's answer lines) are not decoded by any parser, so
+    they are left out."""
+    fed = [
+        v for p in work.processes for kind, v in p if kind == "line" and v.lstrip().startswith("{")
+    ]
     loads = json.loads
     done = 0
     cpu = time.process_time()
