@@ -54,7 +54,8 @@ bench: setup agents
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m tests.typecheck threadspindle.runtime.core
+	$(BIN)/python -m tests.typecheck
+	$(BIN)/python -m tests.import_layers
 
 clean:
 	rm -rf $(VENV) $(AGENTS_DIR) .tools

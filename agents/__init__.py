@@ -1,9 +1,11 @@
-"""The agent adapters, looked up by name: one module per CLI, each exposing ``Adapter``.
+"""The agent adapters, looked up by name: one package per CLI (``agents/<name>/``: launch,
+parser, adapter, sessions; on the shared base in ``agents/base/``), each exposing ``Adapter``
+(and ``list_conversations`` when the CLI keeps sessions).
 
-``ADAPTERS`` maps an agent name to its adapter class and imports the module only when the
-name is first looked up, so a broken or slow adapter module never stops the others from
-loading. To add an agent: write ``agents/<name>.py`` ending with
-``Adapter = <YourAdapterClass>`` and add one line to ``ADAPTER_MODULES``.
+``ADAPTERS`` maps an agent name to its adapter class and imports the package only when the
+name is first looked up, so a broken or slow adapter never stops the others from loading.
+To add an agent: docs/architecture.md, "How to add an agent" (the package, one line in
+``ADAPTER_MODULES``, and ``tests/agents/test_adapter_contract.py`` to pass).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ It answers each prompt by echoing it back slowly, word by word, so queueing, int
 and aborting can be tried by hand. A prompt containing ``tool`` makes it simulate a tool call
 first; one containing ``ask`` makes it ask for permission. It runs in-process (no child
 process), but behaves like a long-lived agent: one ``serve`` for many turns, in-band
-interrupt, session ids, a ``TurnCompleted`` at the end of each turn.
+interrupt, session ids, a ``TurnCompleted`` at the end of each turn. It reads no CLI output,
+so it has no parser, and its ``statistics()`` stay at zero.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import itertools
 
 import trio
 
-from threadspindle.agents.base import AgentAdapter, AgentOptions, EmitEvent, StampedEvent
+from threadspindle.agents.base.adapter import AgentAdapter
+from threadspindle.agents.base.options import AgentOptions
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["Adapter", "EchoAdapter"]
 
@@ -31,7 +34,10 @@ class EchoAdapter(AgentAdapter):
         self.word_delay_s = word_delay_s
         self._session_id: str | None = None
         self._emit: EmitEvent | None = None
-        self._prompts: tuple[trio.MemorySendChannel, trio.MemoryReceiveChannel] | None = None
+        self._prompts: (
+            tuple[trio.MemorySendChannel[PromptAgent], trio.MemoryReceiveChannel[PromptAgent]]
+            | None
+        ) = None
         self._turn_scope: trio.CancelScope | None = None
         self._run_id: str | None = None
         self._permission: trio.Event | None = None

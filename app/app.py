@@ -27,10 +27,16 @@ from typing import Any
 
 import trio
 
-from threadspindle.agents import adapter_class, known_agents, unknown_agent_message
-from threadspindle.agents.base import AgentAdapter
-from threadspindle.app.cli import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
+from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
+from threadspindle.app.exit_codes import (
+    EXIT_DATABASE,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+)
 from threadspindle.app.logs import configure_logging, redact
 from threadspindle.effects.child_registry import FILE_NAME as CHILDREN_FILE
 from threadspindle.effects.child_registry import ChildRegistry, stop_recorded_children
@@ -70,31 +76,6 @@ def choose_console_agent(settings: Settings, requested: str | None) -> str:
     return agent
 
 
-class _AgentFactory:
-    """Makes each thread's adapter; with the process manager running, the adapter's CLI gets
-    it as an MCP server with the thread's own token, bound to the conversation's workdir."""
-
-    def __init__(self, settings: Settings, mcp: Any | None) -> None:
-        self.settings = settings
-        self.mcp = mcp
-        self.runtime: Any = None  # workdirs come from its store (``attach``)
-
-    def attach(self, runtime: Any) -> None:
-        """``open_runtime(on_open=...)``: the runtime, before any thread can start an agent
-        (the console's and the Discord bot's alike)."""
-        self.runtime = runtime
-
-    def __call__(self, agent: str, thread_id: str | None = None) -> AgentAdapter:
-        options = self.settings.agent(agent).options()
-        options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
-        if self.mcp is not None and thread_id is not None:
-            state = self.runtime.snapshot(thread_id) if self.runtime is not None else None
-            workdir = state.conversation.workdir if state and state.conversation else None
-            self.mcp.bind_thread(thread_id, workdir)
-            options = self.mcp.agent_options_for_thread(options, thread_id, workdir)
-        return adapter_class(agent)(options)
-
-
 async def _serve(
     settings: Settings, args: argparse.Namespace, log: EventLog, console_agent: str | None
 ) -> int:
@@ -108,9 +89,9 @@ async def _serve(
         stop_input = trio.CancelScope()
         mcp = None
         if settings.mcp.enabled and not args.no_mcp:
+            from threadspindle.app.process_manager import config_from_settings
             from threadspindle.effects.mcp_manager.server import (
                 PortUnavailable,
-                config_from_settings,
                 serve_process_manager,
             )
 
@@ -129,10 +110,9 @@ async def _serve(
                 _say(f"Cannot start: mcp.port = {exc.port}: {exc}. Set another, or 0 (any free).")
                 return EXIT_USAGE
             logger.info("MCP process manager on %s", mcp.url)
-        factory = _AgentFactory(settings, mcp)
+        factory = AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
-            "on_open": factory.attach,
         }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
@@ -178,7 +158,7 @@ async def _console(
     settings: Settings,
     args: argparse.Namespace,
     log: EventLog,
-    factory: _AgentFactory,
+    factory: AgentFactory,
     policy: Policy,
     agent: str,
     runtime_kwargs: dict[str, Any],

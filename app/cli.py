@@ -1,11 +1,7 @@
 """The ``spindle`` command line: run, status, doctor, init, replay, log export, mcp.
 
-Exit codes (also in docs/commands.md and README.md): 0 success; 1 a runtime failure (the bot
-stopped on an error, a replay check found a difference); 2 bad usage or configuration (the
-message names the key); 3 ``doctor`` found something that fails; 4 the database is corrupt,
-locked, not a Spindle log, or has a row that cannot be read (the message names the file, the
-thread and the seq); 5 the data directory cannot be written (disk full, read-only file
-system, no permission: the message names the path and the reason).
+The parser only; what each subcommand does is in ``app.commands_cli`` (imported when a
+command runs, so ``spindle --help`` stays instant), the exit codes in ``app.exit_codes``.
 """
 
 from __future__ import annotations
@@ -14,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["main"]
+from threadspindle.app.exit_codes import EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DOCTOR, EXIT_DATABASE, EXIT_STORAGE = 0, 1, 2, 3, 4, 5
+__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, **kw: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], **kw)
+    def command(name: str, *, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help, description=description)
 
     run = command(
         "run",

@@ -1,4 +1,5 @@
-"""What each ``spindle`` subcommand does (the parser is in ``app.cli``)."""
+"""What each ``spindle`` subcommand does (the parser is in ``app.cli``, the exit codes in
+``app.exit_codes``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from threadspindle.app.cli import (
+from threadspindle.app.config import ConfigError, Settings, default_config_path, load_settings
+from threadspindle.app.exit_codes import (
     EXIT_DATABASE,
     EXIT_DOCTOR,
     EXIT_FAILURE,
@@ -16,7 +18,6 @@ from threadspindle.app.cli import (
     EXIT_STORAGE,
     EXIT_USAGE,
 )
-from threadspindle.app.config import ConfigError, Settings, default_config_path, load_settings
 
 __all__ = ["dispatch"]
 
@@ -178,9 +179,9 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from threadspindle.effects.mcp_manager import cli_main
+    from threadspindle.app.process_manager import serve_alone
 
-    return cli_main(settings, port=args.port)
+    return serve_alone(settings, port=args.port)
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:

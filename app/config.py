@@ -48,6 +48,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -185,7 +186,7 @@ class DiscordSettings(_Section):
     project_channels: dict[str, ProjectChannel] = {}
     # An attachment larger than this refuses its message with a reply (streamed to disk,
     # never held in memory, so the cap is about disk use and download time).
-    attachment_max_mib: float = Field(25.0, gt=0, le=1024, allow_inf_nan=False)
+    attachment_max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
 
     _token_shape = field_validator("token")(_discord_token)
 
@@ -202,11 +203,11 @@ class DiscordSettings(_Section):
 
 
 class RuntimeSettings(_Section):
-    queue_limit: Count = Field(50, ge=1, le=10_000)
-    edit_interval_s: Seconds = Field(0.5, ge=0.05, le=60)
-    interrupt_grace_s: Seconds = Field(10.0, gt=0, le=600)
-    turn_idle_timeout_s: Seconds = Field(600.0, gt=0, le=7 * 86400)
-    idle_actor_timeout_s: Seconds = Field(3600.0, gt=0, le=30 * 86400)
+    queue_limit: Count = Field(default=50, ge=1, le=10_000)
+    edit_interval_s: Seconds = Field(default=0.5, ge=0.05, le=60)
+    interrupt_grace_s: Seconds = Field(default=10.0, gt=0, le=600)
+    turn_idle_timeout_s: Seconds = Field(default=600.0, gt=0, le=7 * 86400)
+    idle_actor_timeout_s: Seconds = Field(default=3600.0, gt=0, le=30 * 86400)
     allowed_roots: list[PathText] = ["~"]
     default_agent: StrictStr = "auto"  # "auto": the first genuine CLI found, else echo
     # "bwrap": every agent CLI (and the processes it starts through the process manager)
@@ -247,7 +248,7 @@ class AgentSettings(_Section):
     system_instruction: Text | None = None
     per_turn: bool = False
     home: PathText | None = None
-    max_retries: Count = Field(2, ge=0, le=10)  # model API retries before a turn fails
+    max_retries: Count = Field(default=2, ge=0, le=10)  # model API retries before a turn fails
     sandbox: Literal["none", "bwrap"] | None = None  # None: runtime.agent_sandbox
     # Only for the generic "command" agent: its command line as a list (instead of
     # ``binary``, a command line split like a shell would).
@@ -291,11 +292,11 @@ def _mcp_token(v: SecretStr | None) -> SecretStr | None:
 
 class McpSettings(_Section):
     enabled: bool = True
-    port: Count = Field(0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
+    port: Count = Field(default=0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
     token: SecretStr | None = None  # generated at start-up when not set
     keep_on_shutdown: bool = False
-    max_processes_per_thread: Count = Field(10, ge=1, le=1000)
-    ring_buffer_lines: Count = Field(5000, ge=100, le=1_000_000)
+    max_processes_per_thread: Count = Field(default=10, ge=1, le=1000)
+    ring_buffer_lines: Count = Field(default=5000, ge=100, le=1_000_000)
 
     _token_shape = field_validator("token")(_mcp_token)
 
@@ -453,7 +454,7 @@ def _env_var(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _describe(errors: list[dict[str, Any]], source: str, with_env: bool) -> str:
+def _describe(errors: list[ErrorDetails], source: str, with_env: bool) -> str:
     lines = [f"Invalid configuration ({source}):"]
     for err in errors:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))

@@ -122,7 +122,7 @@ class _FileHandler(logging.FileHandler):
                 self.stream.close()
             except OSError:
                 pass  # the buffered rest is what could not be written
-            self.stream = None  # type: ignore[assignment]
+            self.stream = None
         self._retry_at = time.monotonic() + self.retry_s
         if self.failure is None:
             self.failure = exc

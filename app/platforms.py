@@ -33,7 +33,7 @@ from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core.model import Policy
-from threadspindle.runtime.live.listener import AdapterFactory
+from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 

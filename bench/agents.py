@@ -53,14 +53,14 @@ import trio
 from bench.opencode_latency import OFFLINE_ENV, fake_home
 from threadspindle.agents.base import AgentAdapter, AgentOptions, StampedEvent
 from threadspindle.agents.claude import ClaudeAdapter
-from threadspindle.agents.claude_parser import ClaudeStreamParser
+from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex import CodexAdapter
-from threadspindle.agents.codex_parser import AppServerParser
+from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.gemini import GeminiAdapter
-from threadspindle.agents.gemini_parser import AcpParser
+from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.opencode import OpencodeAdapter
-from threadspindle.agents.opencode_parser import OpencodeEventParser
-from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.agents.opencode.parser import OpencodeEventParser
+from threadspindle.agents.opencode.server import OpencodeServer
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
@@ -246,9 +246,9 @@ class Probe:
 
 _FEEDS: list[tuple[type, str]] = [
     (ClaudeStreamParser, "feed"),
-    (AppServerParser, "feed_line"),
+    (AppServerParser, "feed"),
     (AcpParser, "feed"),
-    (OpencodeEventParser, "feed"),
+    (OpencodeEventParser, "feed_event"),
 ]
 
 
@@ -458,7 +458,7 @@ async def abort_through_runtime(cli: Cli, base_url: str, aborts: int) -> dict[st
             run_over.set()
         return result
 
-    def factory(name: str) -> AgentAdapter:
+    def factory(start: StartAgent, thread_id: str) -> AgentAdapter:
         adapter = cli.adapter(options)
         original = adapter.interrupt
 

@@ -18,7 +18,12 @@ import trio
 
 from bench.common import bench_runtime, percentile
 from threadspindle.runtime.core import agent_events as E
-from threadspindle.runtime.core.effect_types import AppendOutput, PostOutput, ReplyToCommand
+from threadspindle.runtime.core.effect_types import (
+    AppendOutput,
+    PostOutput,
+    ReplyToCommand,
+    StartAgent,
+)
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -53,7 +58,7 @@ class StreamingWorld(FakeAgentWorld):
         self.go = trio.Event()
         self.stop_at = math.inf
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = StreamingAgent(
             self.adapters[0].options if self.adapters else _options(), world=self
         )

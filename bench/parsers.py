@@ -1,6 +1,6 @@
 """Benchmark section "parsers": agent lines/s through each adapter's parser on real transcripts.
 
-Every parser in ``agents/*_parser.py`` is fed the genuine CLI output recorded in
+Every parser under ``agents/`` (``*parser.py``) is fed the genuine CLI output recorded in
 ``tests/agents/fixtures/<cli>/`` (copied from ``shared/fixtures/agent-cli``), the way
 its adapter feeds it: one fresh parser per recorded process (a process's stream is stateful:
 dedupe of streamed text, known tool ids, the open turn), ``begin_turn`` where the driver sent
@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from threadspindle.agents.base import ParserStats
-from threadspindle.agents.claude_parser import ClaudeStreamParser
-from threadspindle.agents.codex_exec_parser import ExecParser
-from threadspindle.agents.codex_parser import AppServerParser
-from threadspindle.agents.gemini_parser import AcpParser, StreamJsonParser
-from threadspindle.agents.opencode_parser import OpencodeEventParser, OpencodeRunParser, session_of
+from threadspindle.agents.claude.parser import ClaudeStreamParser
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.parser import AppServerParser
+from threadspindle.agents.command.parser import CommandLineParser
+from threadspindle.agents.gemini.parser import AcpParser
+from threadspindle.agents.gemini.stream_parser import StreamJsonParser
+from threadspindle.agents.opencode.parser import OpencodeEventParser, session_of
+from threadspindle.agents.opencode.run_parser import OpencodeRunParser
 
 __all__ = ["Workload", "workloads", "measure", "run"]
 
@@ -84,6 +87,22 @@ def _sum(stats: list[ParserStats]) -> ParserStats:
     return out
 
 
+def _command_turns() -> list[list[Step]]:
+    """The generic ``command`` adapter has no CLI to record: its workload is a turn written in
+    the protocol ``agents/command/parser.py`` documents (a session, thinking, a tool's start
+    and end, plain answer lines, JSON text events, a result), repeated for 20 turns."""
+    turn: list[str] = [
+        _compact({"type": "session", "id": "s-1", "model": "local"}),
+        _compact({"type": "thinking", "text": "Reading the file before changing it."}),
+        _compact({"type": "tool_start", "id": "t1", "name": "read", "input": {"path": "a.py"}}),
+        _compact({"type": "tool_end", "id": "t1", "result": "def f():\n    return 1\n"}),
+    ]
+    turn += [f"Line {i} of the answer, plain text as a script prints it." for i in range(12)]
+    turn += [_compact({"type": "text", "text": f"chunk {i} "}) for i in range(8)]
+    turn.append(_compact({"type": "result", "session_id": "s-1", "cost_usd": 0.0}))
+    return [[("line", line) for line in turn * 20]]
+
+
 # --- replays: what each adapter does with one process's output ------------------------------
 
 
@@ -95,9 +114,17 @@ def _replay_claude(steps: list[Step]) -> ParserStats:
     return parser.stats
 
 
+def _replay_command(steps: list[Step]) -> ParserStats:
+    parser = CommandLineParser()
+    feed = parser.feed
+    for _, line in steps:
+        feed(line)
+    return parser.stats
+
+
 def _replay_codex_exec(steps: list[Step]) -> ParserStats:
     parser = ExecParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
@@ -105,7 +132,7 @@ def _replay_codex_exec(steps: list[Step]) -> ParserStats:
 
 def _replay_codex_app_server(steps: list[Step]) -> ParserStats:
     parser = AppServerParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
@@ -132,14 +159,14 @@ def _replay_gemini_acp(steps: list[Step]) -> ParserStats:
 
 def _replay_opencode_run(steps: list[Step]) -> ParserStats:
     parser = OpencodeRunParser()
-    feed = parser.feed_line
+    feed = parser.feed
     for _, line in steps:
         feed(line)
     return parser.stats
 
 
 def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
-    """As ``opencode_server`` + the adapter: decode the ``data:`` payload once, route it by
+    """As ``opencode/server.py`` + the adapter: decode the ``data:`` payload once, route it by
     session id, feed the decoded event to that session's parser."""
     parsers: dict[str, OpencodeEventParser] = {}
     unrouted = ParserStats()
@@ -161,7 +188,7 @@ def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
         parser = parsers.get(sid)
         if parser is None:
             parser = parsers[sid] = OpencodeEventParser(sid)
-        parser.feed(event)
+        parser.feed_event(event)
     return _sum([unrouted, *(p.stats for p in parsers.values())])
 
 
@@ -199,7 +226,7 @@ def _opencode_prompt(msg: dict) -> Step | None:
 
 
 def _sse_capture(path: Path) -> list[Step]:
-    """The raw ``/event`` capture, framed as ``opencode_server`` frames it (``data:`` lines up
+    """The raw ``/event`` capture, framed as ``opencode/server.py`` frames it (``data:`` lines up
     to a blank line); a prompt began where a new user message appears."""
     steps: list[Step] = []
     seen: set[str] = set()
@@ -230,6 +257,7 @@ PARSER_CLASSES: dict[str, type] = {
     "gemini stream-json": StreamJsonParser,
     "opencode serve SSE": OpencodeEventParser,
     "opencode run --format json": OpencodeRunParser,
+    "command (generic, synthetic)": CommandLineParser,
 }
 
 
@@ -286,6 +314,12 @@ def workloads() -> list[Workload]:
             _plain_lines(opencode_run),
             _replay_opencode_run,
         ),
+        Workload(
+            "command (generic, synthetic)",
+            ["agents/command/parser.py protocol"],
+            _command_turns(),
+            _replay_command,
+        ),
     ]
 
 
@@ -310,8 +344,12 @@ def _one_round(work: Workload, lines: int) -> tuple[float, float, ParserStats]:
 
 def json_only_cpu_us(work: Workload, lines: int) -> float:
     """CPU µs per line of ``json.loads`` alone on the same lines: the floor under any parser
-    written on the standard library's decoder (the rest of the parser's time is its own)."""
-    fed = [v for p in work.processes for kind, v in p if kind == "line"]
+    written on the standard library's decoder (the rest of the parser's time is its own).
+    Plain-text lines (the generic command's answer lines) are not decoded by any parser, so
+    they are left out."""
+    fed = [
+        v for p in work.processes for kind, v in p if kind == "line" and v.lstrip().startswith("{")
+    ]
     loads = json.loads
     done = 0
     cpu = time.process_time()

@@ -41,6 +41,7 @@ class CountingPlatform:
     """A ChatPlatform that only counts (and keeps the final text of each message)."""
 
     limits: PlatformLimits = field(default_factory=PlatformLimits)
+    streams_append_only: bool = False
     sends: int = 0
     edits: int = 0
     other: int = 0

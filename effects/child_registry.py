@@ -5,10 +5,15 @@ Agents normally die with Spindle (``effects/process_guard.py``). This is the sec
 guard that could not act (stopped, or killed together with Spindle before it read the
 lifeline) leaves a tree that would keep writing into a session the restarted Spindle is about
 to resume. ``<data_dir>/agent-processes.json`` lists each live child as pid + psutil create
-time (written atomically on every spawn and exit, mode 0600). ``stop_recorded_children`` runs
-at start-up, under the event log's lock (so never against a Spindle that is still running):
-each record whose pid still belongs to the same process (same create time; a recycled pid is
-never signalled) has its tree and process group stopped, SIGTERM then SIGKILL.
+time (written atomically on every spawn and exit, mode 0600), with the process group of the
+command the guard runs (the guard reports it), so that what a guard killed on its own left
+behind (its command's children) is found too. A guard stays recorded until nothing of it is
+left (``ManagedProcess.wait`` stops such leftovers at once when Spindle sees the guard go).
+``stop_recorded_children`` runs at start-up, under the event log's lock (so never against a
+Spindle that is still running): each record whose pid still belongs to the same process
+(same create time; a recycled pid is never signalled) has its tree and process group
+stopped, SIGTERM then SIGKILL, and so has what is left in its command's group (members born
+after the guard, while the group's leader is gone or is still the recorded command).
 """
 
 from __future__ import annotations
@@ -23,12 +28,21 @@ from pathlib import Path
 
 import psutil
 
+from threadspindle.effects.process import CREATE_TIME_TOLERANCE_S, create_time, same_process
+
 __all__ = ["ChildRegistry", "StoppedChild", "stop_recorded_children"]
 
 logger = logging.getLogger("spindle.children")
 
 FILE_NAME = "agent-processes.json"
-CREATE_TIME_TOLERANCE_S = 0.5  # as effects/mcp_manager/state_store.py: same process or not
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    started: float  # the guard's create time
+    label: str
+    group: int | None = None  # its command's process group (the command's pid)
+    group_started: float | None = None  # the command's create time, when it was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,38 +53,28 @@ class StoppedChild:
     gone: bool
 
 
-def _create_time(pid: int) -> float | None:
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        started: float = proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return started
-
-
-def _same(pid: int, started: float) -> bool:
-    now = _create_time(pid)
-    return now is not None and abs(now - started) <= CREATE_TIME_TOLERANCE_S
-
-
 class ChildRegistry:
     """The live children of this Spindle, mirrored to a file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._children: dict[int, tuple[float, str]] = {}
+        self._children: dict[int, _Record] = {}
         self.writes = 0
         self._save()
 
-    def add(self, pid: int, label: str) -> None:
-        started = _create_time(pid)
+    def add(self, pid: int, label: str, group: int | None = None) -> None:
+        started = create_time(pid)
         if started is None:
             return
-        # Forget children that ended without telling (a process nobody waited for).
-        self._children = {p: rec for p, rec in self._children.items() if _same(p, rec[0])}
-        self._children[pid] = (started, label)
+        # Forget children that ended without telling (a process nobody waited for), unless
+        # their command's group still has members: those are what the next start stops.
+        self._children = {
+            p: rec
+            for p, rec in self._children.items()
+            if same_process(p, rec.started) or _group_left(rec)
+        }
+        group_started = create_time(group) if group is not None else None
+        self._children[pid] = _Record(started, label, group, group_started)
         self._save()
 
     def discard(self, pid: int) -> None:
@@ -82,8 +86,14 @@ class ChildRegistry:
 
     def _save(self) -> None:
         records = [
-            {"pid": pid, "create_time": started, "label": label}
-            for pid, (started, label) in self._children.items()
+            {
+                "pid": pid,
+                "create_time": rec.started,
+                "label": rec.label,
+                "group": rec.group,
+                "group_create_time": rec.group_started,
+            }
+            for pid, rec in self._children.items()
         ]
         data = json.dumps({"spindle_pid": os.getpid(), "children": records})
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +107,19 @@ class ChildRegistry:
         self.writes += 1
 
 
-def _load(path: Path) -> list[tuple[int, float, str]]:
+def _load(path: Path) -> list[tuple[int, _Record]]:
     try:
         data = json.loads(path.read_text())
         return [
-            (int(r["pid"]), float(r["create_time"]), str(r.get("label", "")))
+            (
+                int(r["pid"]),
+                _Record(
+                    float(r["create_time"]),
+                    str(r.get("label", "")),
+                    None if r.get("group") is None else int(r["group"]),
+                    None if r.get("group_create_time") is None else float(r["group_create_time"]),
+                ),
+            )
             for r in data.get("children", [])
         ]
     except FileNotFoundError:
@@ -132,15 +150,29 @@ def _tree(pid: int) -> list[int]:
     return list(dict.fromkeys(pids + _group(pid)))
 
 
-def _targets(pid: int, started: float) -> list[int]:
+def _group_left(rec: _Record) -> list[int]:
+    """What is left in the group of a record's command: members born after its guard, while
+    the group's leader is gone or is still that command (a live leader of another age means
+    the number was handed out again: that group is someone else's)."""
+    if rec.group is None:
+        return []
+    if create_time(rec.group) is not None and not same_process(rec.group, rec.group_started):
+        return []
+    return _group(rec.group, born_after=rec.started - CREATE_TIME_TOLERANCE_S)
+
+
+def _targets(pid: int, rec: _Record) -> list[int]:
     """What is left of a recorded child: its tree while it runs; when it is gone, the
     members of the group it led (a pid that leads a live group is never handed out again,
-    so they are its own; born after it, to be sure)."""
-    if _same(pid, started):
-        return _tree(pid)
-    if _create_time(pid) is not None:
-        return []  # the pid belongs to another process now
-    return _group(pid, born_after=started - CREATE_TIME_TOLERANCE_S)
+    so they are its own; born after it, to be sure); and either way what is left in its
+    command's group."""
+    if same_process(pid, rec.started):
+        found = _tree(pid)
+    elif create_time(pid) is not None:
+        found = []  # the pid belongs to another process now
+    else:
+        found = _group(pid, born_after=rec.started - CREATE_TIME_TOLERANCE_S)
+    return list(dict.fromkeys(found + _group_left(rec)))
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -175,8 +207,9 @@ def stop_recorded_children(path: Path, grace: float = 1.0) -> list[StoppedChild]
     """Stop what a previous Spindle recorded in ``path`` and is still running; synchronous,
     for start-up (nothing else runs yet). The file is emptied afterwards."""
     stopped = []
-    for pid, started, label in _load(path):
-        pids = _targets(pid, started)
+    for pid, rec in _load(path):
+        label = rec.label
+        pids = _targets(pid, rec)
         if not pids:
             continue
         # SIGCONT too: a stopped process keeps a SIGTERM pending and would never act on it.

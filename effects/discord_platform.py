@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import discord
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.runtime.core.effect_types import Button
@@ -82,6 +82,7 @@ class DiscordPlatform:
     def __init__(self, client: discord.Client, limits: PlatformLimits | None = None) -> None:
         self.client = client
         self.limits = limits or PlatformLimits()
+        self.streams_append_only = False  # messages are edited in place
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._answered: OrderedDict[str, None] = OrderedDict()  # replied to at least once
         self.calls = 0  # platform calls made (each is one REST call unless discord retried)
@@ -227,7 +228,8 @@ class DiscordPlatform:
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         self.calls += 1
         try:
-            return await trio_asyncio.aio_as_trio(fn)()
+            result: T = await trio_asyncio.aio_as_trio(fn)()  # (trio_asyncio is untyped)
+            return result
         except discord.RateLimited as error:
             raise PlatformError(str(error), retry_after=error.retry_after) from error
         except discord.HTTPException as error:

@@ -51,6 +51,10 @@ class PlatformError(Exception):
 
 class ChatPlatform(Protocol):
     limits: PlatformLimits
+    # A terminal that only appends (the plain console): streamed text must only grow by
+    # whole lines (no temporary fence closers, no rewritten links, no half lines).
+    @property
+    def streams_append_only(self) -> bool: ...
 
     async def send(
         self,

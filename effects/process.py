@@ -9,9 +9,12 @@ of the tree is left, including grandchildren that left the group.
 Every child runs under a guard (``process_guard.py``, see its docstring for the design):
 the guard leads the group, the command runs as its child, and the whole tree ends when
 Spindle does, by SIGKILL too. The guard learns of Spindle's death from the *lifeline*, a
-pipe whose write end only this process holds. Each spawned guard is recorded in the child
-registry (``child_registry.py``) when one is in use, so that the next start-up can stop a
-tree that survived anyway. ``sandbox`` (``sandbox.py``) runs the command under bubblewrap.
+pipe whose write end only this process holds, and reports the command's pid (the id of the
+command's own process group) on a second pipe. Each spawned guard is recorded, with that
+group, in the child registry (``child_registry.py``) when one is in use, so that the next
+start-up can stop a tree that survived anyway. A guard that is itself SIGKILLed cannot sweep
+its command's children: ``ManagedProcess.wait`` does it instead, as soon as the guard is
+gone. ``sandbox`` (``sandbox.py``) runs the command under bubblewrap.
 """
 
 from __future__ import annotations
@@ -23,20 +26,27 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import trio
 
-from .child_registry import ChildRegistry
 from .sandbox import Sandbox, sandbox_argv
 
+if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
+    from .child_registry import ChildRegistry
+
 __all__ = [
+    "CREATE_TIME_TOLERANCE_S",
     "GUARD",
     "LineReader",
     "ManagedProcess",
     "alive",
+    "create_time",
+    "group_members",
     "group_pids",
     "guarded_argv",
     "kill_tree",
@@ -44,12 +54,19 @@ __all__ = [
     "forget_child",
     "note_child",
     "record_children",
+    "read_command_pid",
     "resolve_executable",
+    "same_process",
     "signal_all",
     "tree_pids",
 ]
 
 GUARD = str(Path(__file__).with_name("process_guard.py"))
+# psutil derives create_time from boot time + clock ticks; two readings of one process agree
+# to well within this, while a recycled pid would have to be reused inside it to fool us.
+CREATE_TIME_TOLERANCE_S = 0.5
+REPORT_TIMEOUT_S = 10.0  # how long a spawn waits for its guard to name the command
+ORPHAN_GRACE_S = 0.5  # SIGTERM -> SIGKILL for what a killed guard left (as the guard would)
 _lifeline: tuple[int, int, int] | None = None  # (owner pid, read end, write end)
 _registry: ChildRegistry | None = None
 
@@ -65,10 +82,32 @@ def lifeline_fd() -> int:
     return _lifeline[1]
 
 
-def guarded_argv(argv: Sequence[str]) -> list[str]:
+def guarded_argv(argv: Sequence[str], report_fd: int | None = None) -> list[str]:
     """``argv`` run under the guard, tied to this process's lifeline (pass
-    ``pass_fds=(lifeline_fd(),)`` to the spawn)."""
-    return [sys.executable, "-I", "-S", GUARD, str(lifeline_fd()), "--", *argv]
+    ``pass_fds=(lifeline_fd(),)`` to the spawn, and ``report_fd`` too when given: the write
+    end of a pipe on which the guard names the command, see ``read_command_pid``)."""
+    report = "-" if report_fd is None else str(report_fd)
+    return [sys.executable, "-I", "-S", GUARD, str(lifeline_fd()), report, "--", *argv]
+
+
+async def read_command_pid(read_fd: int, timeout: float = REPORT_TIMEOUT_S) -> int | None:
+    """The pid a guard reports for its command, read from (and closing) ``read_fd``; None
+    when the guard could not start it, or said nothing in ``timeout`` seconds."""
+    stream = trio.lowlevel.FdStream(read_fd)
+    data = b""
+    try:
+        with trio.move_on_after(timeout):
+            while b"\n" not in data and len(data) < 64:
+                chunk = await stream.receive_some(64)
+                if not chunk:
+                    break
+                data += chunk
+    finally:
+        await stream.aclose()
+    try:
+        return int(data.split(b"\n", 1)[0])
+    except ValueError:
+        return None
 
 
 def record_children(registry: ChildRegistry | None) -> None:
@@ -78,10 +117,10 @@ def record_children(registry: ChildRegistry | None) -> None:
     _registry = registry
 
 
-def note_child(pid: int, label: str) -> None:
-    """Record a guarded child spawned outside ``ManagedProcess`` (the MCP manager's)."""
+def note_child(pid: int, label: str, group: int | None = None) -> None:
+    """Record a guarded child (``group``: its command's process group, when known)."""
     if _registry is not None:
-        _registry.add(pid, label)
+        _registry.add(pid, label, group=group)
 
 
 def forget_child(pid: int) -> None:
@@ -157,6 +196,48 @@ def tree_pids(pid: int) -> list[int]:
         return []
 
 
+def create_time(pid: int) -> float | None:
+    """When ``pid`` started (psutil), or None when it is gone or a zombie."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        started: float = proc.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return started
+
+
+def same_process(pid: int | None, started: float | None) -> bool:
+    """True when ``pid`` is alive (not a zombie) and started at ``started``."""
+    if pid is None or started is None:
+        return False
+    now = create_time(pid)
+    return now is not None and abs(now - started) <= CREATE_TIME_TOLERANCE_S
+
+
+def group_members(pgid: int, born_after: float) -> list[int]:
+    """Live members of the process group ``pgid`` started no earlier than ``born_after``
+    (less the tolerance): a group id in use is never handed out again, so while the group
+    has members they are the ones of the group that was made then."""
+    try:
+        os.killpg(pgid, 0)  # one cheap look: no process at all in the group is the rule
+    except (ProcessLookupError, PermissionError):
+        return []
+    found = []
+    for proc in psutil.process_iter(["pid", "create_time", "status"]):
+        try:
+            if (
+                os.getpgid(proc.pid) == pgid
+                and proc.info["create_time"] >= born_after - CREATE_TIME_TOLERANCE_S
+                and proc.info["status"] != psutil.STATUS_ZOMBIE
+            ):
+                found.append(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error, TypeError):
+            continue
+    return found
+
+
 def group_pids(pgid: int) -> list[int]:
     """Live processes of a process group, found by scanning: a launcher that exited first
     (node's ``.bin`` wrappers) leaves its group members with no living ancestor to find."""
@@ -228,12 +309,34 @@ async def kill_tree(
     return not left
 
 
+def _guard_started(pid: int) -> float:
+    """A guard's create time, on psutil's clock like every create time compared with it (our
+    own child: its pid cannot be handed out again before we reap it, even as a zombie)."""
+    try:
+        started: float = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = time.time()  # gone already: nothing of it is younger than now
+    return started
+
+
 class ManagedProcess:
     """A child process in its own session with line-oriented stdio."""
 
-    def __init__(self, proc: trio.Process, stderr_lines: int = 40) -> None:
+    def __init__(
+        self,
+        proc: trio.Process,
+        stderr_lines: int = 40,
+        *,
+        command_pid: int | None = None,
+        started: float | None = None,
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
+        # The command the guard runs: its pid is its process group's id (None: unknown).
+        self.command_pid = command_pid
+        # When the guard started: no member of its command's group is older.
+        self.started = _guard_started(proc.pid) if started is None else started
+        self._reaped = False
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._send_lock = trio.Lock()
 
@@ -248,26 +351,42 @@ class ManagedProcess:
         sandbox: Sandbox | None = None,
         home: str | None = None,
         expose: Sequence[str] = (),
+        expose_writable: Sequence[str] = (),
     ) -> ManagedProcess:
         """Start ``argv`` under a guard (it dies with Spindle). With ``sandbox`` it runs in
-        bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only)
-        and the files in ``expose``."""
+        bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only),
+        the files in ``expose`` (read-only) and the directories in ``expose_writable``."""
         command = [resolve_executable(argv[0], env, cwd), *argv[1:]]
         if sandbox is not None:
-            command = sandbox_argv(sandbox, command, workdir=cwd, home=home, expose=expose)
+            command = sandbox_argv(
+                sandbox,
+                command,
+                workdir=cwd,
+                home=home,
+                expose=expose,
+                expose_writable=expose_writable,
+            )
             command[0] = resolve_executable(command[0], env)
-        proc = await trio.lowlevel.open_process(
-            guarded_argv(command),
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-            pass_fds=(lifeline_fd(),),
-        )
-        note_child(proc.pid, os.path.basename(argv[0]))
-        return cls(proc)
+        report_read, report_write = os.pipe()
+        try:
+            proc = await trio.lowlevel.open_process(
+                guarded_argv(command, report_write),
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+                pass_fds=(lifeline_fd(), report_write),
+            )
+        except BaseException:
+            os.close(report_read)
+            raise
+        finally:
+            os.close(report_write)  # the guard holds the only write end now: EOF follows it
+        command_pid = await read_command_pid(report_read)
+        note_child(proc.pid, os.path.basename(argv[0]), group=command_pid)
+        return cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))
 
     def stdout_lines(self) -> LineReader:
         assert self.proc.stdout is not None
@@ -301,14 +420,47 @@ class ManagedProcess:
         return self.proc.poll()
 
     async def wait(self) -> int:
+        """The exit code. Once the guard is gone, whatever it could not sweep (it was
+        SIGKILLed: its command's own children live on in the command's group) is stopped
+        here, SIGTERM then SIGKILL as the guard would have, and the child registry forgets
+        the guard only when nothing of it is left."""
         code = await self.proc.wait()
-        forget_child(self.pid)
+        if not self._reaped:
+            self._reaped = True
+            with trio.CancelScope(shield=True):
+                left = await self._stop_orphans()
+            if not left:
+                forget_child(self.pid)
         return code
+
+    def _orphans(self) -> list[int]:
+        """What is left in the command's group (nothing, unless the guard was killed)."""
+        if self.command_pid is None:
+            return []
+        return group_members(self.command_pid, born_after=self.started)
+
+    async def _stop_orphans(self) -> list[int]:
+        pids = self._orphans()
+        if not pids:
+            return []
+        # SIGCONT too: a stopped process keeps a SIGTERM pending and would never act on it.
+        signal_all(pids, signal.SIGTERM)
+        signal_all(pids, signal.SIGCONT)
+        with trio.move_on_after(ORPHAN_GRACE_S):
+            while alive(pids):
+                await trio.sleep(0.02)
+        left = list(dict.fromkeys(alive(pids) + self._orphans()))
+        if left:
+            signal_all(left, signal.SIGKILL)
+            with trio.move_on_after(2.0):
+                while alive(left):
+                    await trio.sleep(0.02)
+        return alive(left)
 
     async def stop(self, *, grace: float = 3.0, interrupt_first: bool = True) -> bool:
         """SIGINT (if asked), then SIGTERM to the group, then SIGKILL; True when the
         whole tree is confirmed gone."""
-        extra = tree_pids(self.pid)
+        extra = tree_pids(self.pid) + self._orphans()
         if interrupt_first and self.returncode is None:
             self.signal(signal.SIGINT)
             with trio.move_on_after(grace / 2):

@@ -13,7 +13,7 @@ process sees (mounts are applied in this order, a later one on top of an earlier
    is emptied and only its hidden entries (``.claude``, ``.config``, ``.cache`` ... : CLI
    logins, tool settings and caches) are put back, so projects kept in the home stay out;
 5. its workdir, read-write, and the few private files Spindle wrote for it (``expose``,
-   read-only);
+   read-only; ``expose_writable``, read-write: a per-thread settings home);
 6. Spindle's own files emptied again on top of all that: the data dir (database, log,
    process list), the database and the config file (which may hold the bot token).
 
@@ -66,6 +66,7 @@ def sandbox_argv(
     workdir: str | None,
     home: str | None = None,
     expose: Sequence[str] = (),
+    expose_writable: Sequence[str] = (),
     die_with_parent: bool = True,
     chdir: str | None = None,
 ) -> list[str]:
@@ -107,6 +108,8 @@ def sandbox_argv(
         args += ["--bind", _real(workdir), _real(workdir)]
     for path in expose:
         args += ["--ro-bind", path, path]
+    for path in expose_writable:
+        args += ["--bind", path, path]
     emptied: list[str] = []
     for path in sorted({_real(h) for h in sandbox.hidden}, key=len):
         if any(path.startswith(d.rstrip(os.sep) + os.sep) for d in emptied):

@@ -134,6 +134,7 @@ class TelegramPlatform:
     ) -> None:
         self.bot = bot
         self.limits = limits or TELEGRAM_LIMITS
+        self.streams_append_only = False  # messages are edited in place
         self._clock = clock
         self.names: OrderedDict[str, str] = OrderedDict()  # user id -> name, for mentions
         self._keyboards: OrderedDict[tuple[int, int], InlineKeyboardMarkup] = OrderedDict()

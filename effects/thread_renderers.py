@@ -28,6 +28,7 @@ class PendingPlatform:
 
     def __init__(self, limits: PlatformLimits) -> None:
         self.limits = limits
+        self.streams_append_only = False  # every bot platform edits its messages in place
         self._platform: ChatPlatform | None = None
         self._attached = trio.Event()
 

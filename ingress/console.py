@@ -38,6 +38,7 @@ from threadspindle.ingress.input_checks import (
 )
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.registry import Runtime
 
 __all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "thread_id_for"]
 
@@ -74,7 +75,7 @@ def thread_id_for(name: str) -> str:
 class ConsoleChat:
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         *,
         out: TextIO,
         default_agent: str,

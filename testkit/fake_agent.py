@@ -44,6 +44,7 @@ from typing import Any
 import trio
 
 from threadspindle.agents.base import AgentAdapter, AgentOptions, EmitEvent, StampedEvent
+from threadspindle.agents.base.session_router import SessionRouter
 from threadspindle.runtime.core.agent_events import (
     AgentEvent,
     PermissionRequested,
@@ -138,13 +139,15 @@ class FakeAgentWorld:
     serving: int = 0  # adapters whose serve() is running now
     stops: int = 0
     fail_start: int = 0  # the next N serve() calls fail before they are ready
+    start_delay_s: float = 0.05  # how long a "process" takes to get ready
     # How long a turn takes to end after an in-band interrupt (a CLI finishing its step).
     interrupt_delay_s: float = 0.0
     on_prompt: Callable[[PromptAgent], None] | None = None
     adapters: list[ScriptedAgent] = field(default_factory=list)
-    _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
+        """The runtime's ``AdapterFactory``: a fresh scripted agent (any agent name)."""
         adapter = ScriptedAgent(AgentOptions(), world=self)
         self.adapters.append(adapter)
         return adapter
@@ -184,7 +187,7 @@ class ScriptedAgent(AgentAdapter):
         world.serve_calls += 1
         world.serve_times.append(trio.current_time())
         world.starts.append(start)
-        await trio.sleep(0.05)  # a process takes a moment to start
+        await trio.sleep(world.start_delay_s)  # a process takes a moment to start
         if world.fail_start > 0:
             world.fail_start -= 1
             raise RuntimeError("fake agent failed to start")
@@ -280,13 +283,12 @@ class ScriptedAgent(AgentAdapter):
 
 class FakeAgentServer:
     """One agent server shared by many threads, like ``opencode serve``: a single event
-    connection carries the events of every session, and ``SessionDemux`` routes them to
-    the thread listening on each session. ``adapter`` is the per-thread adapter factory."""
+    connection carries the events of every session, and the agents' ``SessionRouter``
+    routes them to the thread listening on each session (as the opencode adapter's server
+    does). ``adapter`` is the per-thread adapter factory."""
 
     def __init__(self, script: Callable[[str], list[Step]] = default_script) -> None:
-        from threadspindle.runtime.live.listener import SessionDemux
-
-        self.demux = SessionDemux()
+        self.router: SessionRouter[StampedEvent] = SessionRouter()
         self.script = script
         self.connections = 0  # event connections opened (one for all threads)
         self.delivered: list[tuple[str, str, str]] = []  # (session, run_id, text)
@@ -295,13 +297,13 @@ class FakeAgentServer:
         self._sessions = itertools.count(1)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The server and its one event connection, fanned out by the demux."""
+        """The server and its one event connection, fanned out by the router."""
         self.connections += 1
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
             async for event in self._recv:
-                await self.demux.dispatch(event)
+                self.router.route(event.session_id, event)
 
     def new_session(self) -> str:
         return f"shared-{next(self._sessions)}"
@@ -323,7 +325,7 @@ class FakeAgentServer:
                 await trio.sleep(step.seconds)
         out(TurnCompleted(session_id=session_id))
 
-    def adapter(self, name: str) -> SharedSessionAdapter:
+    def adapter(self, start: StartAgent, thread_id: str) -> SharedSessionAdapter:
         return SharedSessionAdapter(AgentOptions(), server=self)
 
 
@@ -343,12 +345,20 @@ class SharedSessionAdapter(AgentAdapter):
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.session_id = start.session_id or self.server.new_session()
-        await self.server.demux.route(self.session_id, emit)
+        subscription = self.server.router.subscribe(self.session_id)
         try:
             task_status.started()
-            await self._exit.wait()
+            async with trio.open_nursery() as nursery:
+
+                async def deliver() -> None:
+                    async for event in subscription.receive:
+                        await emit(event)
+
+                nursery.start_soon(deliver)
+                await self._exit.wait()
+                nursery.cancel_scope.cancel()
         finally:
-            self.server.demux.unroute(self.session_id)
+            self.server.router.unsubscribe(subscription)
 
     async def prompt(self, prompt: PromptAgent) -> None:
         assert self.session_id is not None

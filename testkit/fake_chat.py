@@ -1,13 +1,15 @@
 """``RecordingRenderer``: a stand-in for the stream renderer that records what it is asked.
 
-The runtime hands chat effects to any object with ``async apply(effect) -> list[(key,
-message_ids)]``. This one keeps every effect it was given (in order, with the trio time),
+It implements the runtime's ``RendererPort`` (``runtime/live/ports.py``), as the
+``StreamRenderer`` does. It keeps every effect it was given (in order, with the trio time),
 builds a tiny transcript of what a chat would show, and can be told to fail: the next N
 calls, or every call of an effect type, raise ``PlatformError`` so tests can prove the
 runtime turns failures into ``EffectFailed`` actions. ``on_post`` is called with each new
 keyed output (the crash test appends them to a file). A key posted twice is recorded in
 ``duplicate_keys``, which every test expects to stay empty. ``known(key, ids)`` takes the
-outputs an earlier process posted, as the runtime seeds real renderers after a restart.
+outputs an earlier process posted, as the runtime seeds real renderers after a restart. It
+posts only from ``apply`` (no background task), so it never calls ``on_posted``, and
+``aclose`` has nothing left to send.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from threadspindle.runtime.core.effect_types import (
     DismissPrompt,
     EditOutput,
     Effect,
+    SealOutput,
 )
+from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
 
 __all__ = ["RecordingRenderer", "RenderedOutput", "RenderWorld"]
 
@@ -53,7 +57,7 @@ class RenderWorld:
     latency_s: float = 0.0  # a slow platform
     on_post: Callable[[str, str], None] | None = None  # (thread_id, key)
     known: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def renderer(self, thread_id: str) -> RecordingRenderer:
         return RecordingRenderer(thread_id, self)
@@ -81,17 +85,22 @@ class RenderWorld:
         ]
 
 
-class RecordingRenderer:
+class RecordingRenderer(RendererPort):
     def __init__(self, thread_id: str, world: RenderWorld | None = None) -> None:
         self.thread_id = thread_id
         self.world = world or RenderWorld()
+        self.on_posted: OnPosted | None = None  # never called: it posts only from apply
 
     def known(self, key: str, message_ids: tuple[str, ...]) -> None:
         """Seeded from the log: ``key`` was posted (by an earlier process) as these ids."""
         self.world.known.append((self.thread_id, key, tuple(message_ids)))
         self.world.outputs.setdefault(key, RenderedOutput(key, "seeded", "", message_ids[0]))
 
-    async def apply(self, effect: Effect) -> list[tuple[str, tuple[str, ...]]]:
+    async def aclose(self) -> list[Posted]:
+        await trio.lowlevel.checkpoint()
+        return []
+
+    async def apply(self, effect: Effect) -> list[Posted]:
         world = self.world
         if world.latency_s:
             await trio.sleep(world.latency_s)
@@ -127,6 +136,6 @@ class RecordingRenderer:
             world.outputs[effect.key].text = effect.text
         elif isinstance(effect, DismissPrompt) and effect.key in world.outputs:
             world.outputs[effect.key].dismissed = effect.outcome
-        elif effect.type == "seal_output" and effect.key in world.outputs:  # type: ignore[union-attr]
-            world.outputs[effect.key].sealed = True  # type: ignore[union-attr]
+        elif isinstance(effect, SealOutput) and effect.key in world.outputs:
+            world.outputs[effect.key].sealed = True
         return []

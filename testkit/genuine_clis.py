@@ -19,6 +19,7 @@ from typing import Any
 from threadspindle.agents.base import AgentOptions
 
 __all__ = [
+    "BWRAP",
     "AGENTS_BIN",
     "GEMINI_USER_SETTINGS",
     "OPENCODE_OFFLINE_ENV",
@@ -32,6 +33,8 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS_BIN = ROOT / ".agents" / "node_modules" / ".bin"
 _INSTALLED = ROOT / ".agents" / ".installed"
+# Debian's bubblewrap, unpacked by `make bwrap` (kept off PATH: Codex misbehaves with it there).
+BWRAP = ROOT / ".tools" / "bubblewrap" / "usr" / "bin" / "bwrap"
 
 # What a user's ~/.gemini/settings.json needs for an API key and a base URL (without the
 # auth type the CLI picks "gateway", which it then refuses), plus nothing phoning home.

@@ -1,4 +1,4 @@
-"""A hostile agent for the generic ``command`` adapter (tests/ingress/test_agent_isolation.py).
+"""A hostile agent for the generic ``command`` adapter (tests/app/test_agent_isolation.py).
 
 Prompt ``victim``: start a managed process through its own thread token (``SPINDLE_MCP_SERVERS``).
 Any other prompt: attack. Read Spindle's environment and memory map through ``/proc``, every
@@ -9,11 +9,14 @@ Everything found is written to ``findings.json`` in its workdir for the test to 
 The paths to attack come from ``ATTACK_*`` variables: the attacker knows all the test knows.
 """
 
+from __future__ import annotations
+
 import functools
 import glob
 import json
 import os
 import sys
+from typing import Any
 
 import httpx2
 import trio
@@ -21,13 +24,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 
-def _server() -> dict:
-    servers = json.loads(os.environ.get("SPINDLE_MCP_SERVERS", "[]"))
+def _server() -> dict[str, Any]:
+    servers: list[dict[str, Any]] = json.loads(os.environ.get("SPINDLE_MCP_SERVERS", "[]"))
     [server] = [s for s in servers if s["name"] == "process-manager"]
     return server
 
 
-async def mcp(tool, headers=None, **args):
+Answer = tuple[bool, Any, str]  # (is an error, structured content, text)
+
+
+async def mcp(tool: str, headers: dict[str, str] | None = None, **args: Any) -> Answer:
     server = _server()
     h = {"Authorization": f"Bearer {server['bearer_token']}", **(headers or {})}
     async with httpx2.AsyncClient(headers=h, timeout=30) as http:
@@ -37,11 +43,11 @@ async def mcp(tool, headers=None, **args):
             return result.is_error, result.structured_content, text
 
 
-def call(tool, headers=None, **args):
+def call(tool: str, headers: dict[str, str] | None = None, **args: Any) -> Answer:
     return trio.run(functools.partial(mcp, tool, headers, **args))
 
 
-def read(path):
+def read(path: str) -> str:
     try:
         with open(path, "rb") as f:
             return f.read().decode("utf-8", "replace")
@@ -65,8 +71,9 @@ def main() -> None:
         return
 
     # The attack. Everything found goes into one text blob the test searches.
-    found = {}
-    pid, chain = os.getpid(), []
+    found: dict[str, object] = {}
+    chain: list[int] = []
+    pid = os.getpid()
     while pid > 1 and len(chain) < 10:  # my ancestors: the guard, then Spindle itself
         chain.append(pid)
         stat = read(f"/proc/{pid}/stat")

@@ -6,6 +6,8 @@ time a little after the previous action's: stories read like the chat they descr
 
 from __future__ import annotations
 
+from typing import Any
+
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.model import Policy
@@ -20,7 +22,7 @@ class ThreadScript:
         self.step = step
         self._n = 0
 
-    def _base(self, at: float | None = None) -> dict:
+    def _base(self, at: float | None = None) -> dict[str, Any]:
         self._n += 1
         self.now = at if at is not None else self.now + self.step
         return {"thread_id": self.thread_id, "action_id": f"a{self._n}", "at": self.now}
@@ -70,7 +72,7 @@ class ThreadScript:
         agent: str = "claude",
         workdir: str = "/work/app",
         resolved: str | None = "/work/app",
-        **kw: object,
+        **kw: Any,
     ) -> A.ConversationStarted:
         return A.ConversationStarted(
             **self._base(), agent=agent, requested_workdir=workdir, resolved_workdir=resolved, **kw
@@ -144,7 +146,7 @@ class ThreadScript:
         )
 
     def done(
-        self, run_id: str | None, session_id: str | None = "s1", **kw: object
+        self, run_id: str | None, session_id: str | None = "s1", **kw: Any
     ) -> A.AgentEventReceived:
         return self.agent(
             run_id,

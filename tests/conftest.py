@@ -1,14 +1,17 @@
-"""Suite-wide test settings: the hypothesis profiles.
+"""Suite-wide test settings and fixtures: the hypothesis profiles, and ``place``.
 
 ``dev`` (default) keeps local runs quick; ``ci`` (``make test``) runs enough examples for the
 stateful harness to matter. Tests that want more or fewer examples than a profile gives set
-their own ``settings``.
+their own ``settings``. ``place`` is where a ``spindle`` subprocess runs (its own workdir,
+HOME, data dir and config path under tmp_path): the app tests and the console's.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -21,3 +24,12 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=60, stateful_step_count=40, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> dict[str, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    return {"work": work, "home": home, "data": tmp_path / "data", "config": tmp_path / "none.toml"}

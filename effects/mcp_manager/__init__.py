@@ -19,10 +19,9 @@ from .server import (
     SERVER_NAME,
     PortUnavailable,
     ProcessManager,
-    cli_main,
-    config_from_settings,
     main,
     serve_process_manager,
+    serve_until_signalled,
 )
 from .supervisor import ProcessError, ProcessSupervisor
 
@@ -41,8 +40,7 @@ __all__ = [
     "ProcessSupervisor",
     "StopResult",
     "TokenAuthority",
-    "cli_main",
-    "config_from_settings",
     "main",
     "serve_process_manager",
+    "serve_until_signalled",
 ]

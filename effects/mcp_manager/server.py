@@ -3,9 +3,11 @@ trio program by hypercorn's trio worker.
 
 ``serve_process_manager(config, task_status)`` runs it inside ``spindle run`` (it hands a
 ``ProcessManager`` to ``task_status.started``: the URL with the port really bound, the
-tokens, and the thread-level calls the runtime needs); ``main()`` runs it alone as
-``spindle mcp``. The port is bound before anything else starts: one that cannot be had
-raises ``PortUnavailable`` (one line for the user), and no managed process is touched.
+tokens, and the thread-level calls the runtime needs); ``serve_until_signalled`` runs it
+alone (``spindle mcp``, configured by ``app/process_manager.py``), ``main(argv)`` the same
+from command-line flags (``python -m threadspindle.effects.mcp_manager``). The port is
+bound before anything else starts: one that cannot be had raises ``PortUnavailable`` (one
+line for the user), and no managed process is touched.
 The official SDK's ``MCPServer`` serves the tools; its ASGI app sits behind
 ``BearerGuard`` (401 without a valid token). A tool turns a ``ProcessError`` into an MCP
 tool error (``isError``) with a message for the agent; the server never goes down because
@@ -48,14 +50,13 @@ __all__ = [
     "PortUnavailable",
     "ProcessManager",
     "build_mcp_server",
-    "cli_main",
-    "config_from_settings",
+    "serve_until_signalled",
     "main",
     "serve_process_manager",
 ]
 
 SERVER_NAME = "process-manager"
-EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (app/cli.py)
+EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (app/exit_codes.py)
 log = logging.getLogger(__name__)
 
 
@@ -104,26 +105,6 @@ class ProcessManager:
 
     def token_for_thread(self, thread_id: str) -> str:
         return self.authority.thread_token(thread_id)
-
-    def mcp_server_for_thread(self, thread_id: str, workdir: str | None = None) -> Any:
-        """The ``McpServer`` to put in ``AgentOptions.mcp_servers`` for an agent of this
-        thread (a thread token: the agent can touch only its thread's processes)."""
-        from threadspindle.agents.base import McpServer  # ingress depends on effects, not back
-
-        if workdir is not None:
-            self.supervisor.bind_thread(thread_id, workdir)
-        return McpServer(
-            name=SERVER_NAME, url=self.url, bearer_token=self.token_for_thread(thread_id)
-        )
-
-    def agent_options_for_thread(
-        self, options: Any, thread_id: str, workdir: str | None = None
-    ) -> Any:
-        """A copy of an ``AgentOptions`` with this thread's manager among its MCP servers
-        (replacing any other entry of the same name)."""
-        server = self.mcp_server_for_thread(thread_id, workdir)
-        kept = tuple(s for s in options.mcp_servers if s.name != SERVER_NAME)
-        return options.model_copy(update={"mcp_servers": (*kept, server)})
 
     def bind_thread(self, thread_id: str, workdir: str | None) -> None:
         """The thread's workdir (or None to forget it): the default ``cwd`` of its
@@ -346,34 +327,11 @@ async def _serve_until_signalled(config: ProcessManagerConfig, port_key: str) ->
     return 0
 
 
-def config_from_settings(settings: Any, port: int | None = None) -> ProcessManagerConfig:
-    """The manager's configuration from Spindle's ``Settings`` (``app/config.py``: its
-    ``[mcp]`` section, ``data_dir`` and ``runtime.allowed_roots``); read by attribute so
-    that effects does not import ingress."""
-    mcp = settings.mcp
-    token = mcp.token.get_secret_value() if mcp.token is not None else None
-    roots = tuple(
-        Path(os.path.realpath(os.path.expanduser(root))) for root in settings.runtime.allowed_roots
-    )
-    return ProcessManagerConfig(
-        port=mcp.port if port is None else port,
-        token=token or None,
-        data_dir=settings.data_path,
-        allowed_roots=roots,
-        keep_on_shutdown=mcp.keep_on_shutdown,
-        max_processes_per_thread=mcp.max_processes_per_thread,
-        ring_buffer_lines=mcp.ring_buffer_lines,
-    )
-
-
-def cli_main(settings: Any, port: int | None = None) -> int:
-    """``spindle mcp`` as ``app/commands_cli.py`` calls it: serve until SIGINT/SIGTERM."""
-    try:
-        config = config_from_settings(settings, port)
-    except ValueError as exc:
-        print(f"spindle mcp: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return trio.run(_serve_until_signalled, config, "mcp.port" if port is None else "--port")
+def serve_until_signalled(config: ProcessManagerConfig, port_key: str) -> int:
+    """Serve the manager alone until SIGINT/SIGTERM (``spindle mcp``; its configuration is
+    built by ``app/process_manager.py``). ``port_key`` names the setting a taken port
+    came from, for the message."""
+    return trio.run(_serve_until_signalled, config, port_key)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -384,4 +342,4 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spindle mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING)
-    return trio.run(_serve_until_signalled, config, "--port")
+    return serve_until_signalled(config, "--port")

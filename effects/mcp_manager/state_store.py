@@ -12,29 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import psutil
+from threadspindle.effects.process_tree import same_process
 
 from .models import ProcessRecord, StateFile
 
 __all__ = ["StateStore", "same_process"]
-
-# psutil derives create_time from boot time + clock ticks; two readings of one process agree
-# to well within this, while a recycled pid would have to be reused inside it to fool us.
-CREATE_TIME_TOLERANCE_S = 0.5
-
-
-def same_process(pid: int | None, create_time: float | None) -> bool:
-    """True when ``pid`` is alive (not a zombie) and started at ``create_time``."""
-    if pid is None or create_time is None:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        started: float = proc.create_time()
-        return abs(started - create_time) <= CREATE_TIME_TOLERANCE_S
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
 
 
 class StateStore:

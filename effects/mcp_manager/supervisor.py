@@ -18,7 +18,7 @@ Theory of operation:
   process tails the files into bounded rings (``output_tail.py``), samples the process tree
   (so grandchildren that left the group are still known at stop time), and records the
   exit.
-- Stop (``process_tree.py``): SIGTERM to the group and every known descendant, wait
+- Stop (``effects/process_tree.py``): SIGTERM to the group and every known descendant, wait
   ``stop_grace_s``, then SIGKILL through ``effects.process.kill_tree``, which confirms with
   psutil that none is left.
 - The list is saved (``state_store.py``) on every status change and, for output offsets,
@@ -45,6 +45,7 @@ from pathlib import Path
 import trio
 
 from threadspindle.effects.process import forget_child, guarded_argv, lifeline_fd, note_child
+from threadspindle.effects.process_tree import ProcessTree, create_time
 from threadspindle.effects.sandbox import sandbox_argv
 
 from .auth import Caller
@@ -58,7 +59,6 @@ from .models import (
 )
 from .output_pipes import delete_output, output_bases, start_output_writer
 from .output_tail import StreamTail
-from .process_tree import ProcessTree, create_time
 from .ring_buffer import OutputRing, SequenceCounter
 from .state_store import StateStore, same_process
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import discord
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 from discord import app_commands
 
 from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
@@ -293,7 +293,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
             # The thread is open and its conversation starts; only the prompt is refused.
             await emit(IngressItem((start,), channel_id=str(message.channel.id)))
             await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
-            return
+            return False  # no prompt was fed in (a catch-up does not count it)
         prompt = translate.message_action(
             thread_id=thread_id,
             message_id=message.id,

@@ -32,7 +32,9 @@ and feeds it through the same ingress path as live messages. This module holds h
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
@@ -43,12 +45,10 @@ from threadspindle.effects.discord_platform import discord_nonce
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.attachments import AttachmentRefused
 from threadspindle.ingress.discord.items import Emit, IngressItem
+from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action, SourceMessageDeleted, SourceMessageEdited
-from threadspindle.runtime.core.model import QueueItem, ThreadState
+from threadspindle.runtime.core.model import Attachment, QueueItem, ThreadState
 from threadspindle.runtime.live.log import EventLog
-
-if TYPE_CHECKING:
-    from threadspindle.ingress.discord.bot import SpindleBot
 
 __all__ = [
     "INGRESS_KINDS",
@@ -101,7 +101,8 @@ def discord_id(action_id: str) -> int | None:
 class SeenHistory(Protocol):
     """What the bot asks about where Spindle left off (``LoggedHistory`` answers it)."""
 
-    last_alive: float | None
+    @property
+    def last_alive(self) -> float | None: ...
 
     def open_threads(self) -> list[str]: ...
 
@@ -159,21 +160,61 @@ def catch_up_notice(
     return "\n".join(lines) or None
 
 
-class CatchUpMixin:
+class CatchUpMixin(discord.Client):
     """The catching-up half of ``SpindleBot``: its gateway-session handlers and what they
-    do. State it uses, kept by the bot: ``_history``, ``_seen`` (per thread, the newest
-    Discord id emitted by this process, which the log may not hold yet),
-    ``_offline_since``, ``_caught_up_once``, and the ``caught_up`` (messages) and
-    ``catch_ups`` (finished) counts."""
+    do. What it uses of the bot is declared here and kept by the bot: the state (its
+    ``_history``, ``_seen``: per thread, the newest Discord id emitted by this process,
+    which the log may not hold yet; ``_offline_since``, ``_caught_up_once``, and the
+    ``caught_up`` (messages) and ``catch_ups`` (finished) counts) and the bot's own
+    handling of a message."""
 
-    async def on_disconnect(self: SpindleBot) -> None:
+    settings: DiscordSettings
+    _clock: Callable[[], float]
+    _snapshot: Callable[[str], ThreadState | None]
+    _history: SeenHistory | None
+    _seen: dict[str, int]
+    _offline_since: float | None
+    _caught_up_once: bool
+    _forwarded: OrderedDict[int, bool]
+    caught_up: int
+    catch_ups: int
+
+    if TYPE_CHECKING:  # implemented by SpindleBot (ingress/discord/bot.py)
+
+        def _ordered(self) -> AbstractAsyncContextManager[Emit]: ...
+
+        def _remember(self, message_id: int, *, queued: bool) -> None: ...
+
+        def has_conversation(self, thread_id: str) -> bool: ...
+
+        def workdir_of(self, thread_id: str) -> str | None: ...
+
+        async def _author_allowed(self, message: discord.Message) -> bool: ...
+
+        async def _answer_message(self, message: discord.Message, text: str) -> None: ...
+
+        async def _attachments(
+            self, message: discord.Message, workdir: str | None
+        ) -> tuple[Attachment, ...]: ...
+
+        async def _project_message(
+            self,
+            message: discord.Message,
+            agent: str,
+            workdir: str,
+            emit: Emit,
+            *,
+            notice: str | None = None,
+        ) -> bool: ...
+
+    async def on_disconnect(self) -> None:
         if self._offline_since is None:
             self._offline_since = self._clock()
 
-    async def on_resumed(self: SpindleBot) -> None:
+    async def on_resumed(self) -> None:
         self._offline_since = None  # a clean RESUME: Discord replays what was missed
 
-    async def on_connect(self: SpindleBot) -> None:
+    async def on_connect(self) -> None:
         """A fresh session (READY after IDENTIFY, at start-up or after a reconnect that
         could not RESUME): what was posted while there was none is never delivered, so
         it is read from the history. This takes its place in line at once, so the new
@@ -188,7 +229,7 @@ class CatchUpMixin:
             except Exception:  # live events must go on, whatever went wrong here
                 _log.exception("could not catch up on what was posted while offline")
 
-    async def _catch_up(self: SpindleBot, emit: Emit) -> None:
+    async def _catch_up(self, emit: Emit) -> None:
         assert self._history is not None
         # Since when project channels went unheard: at start-up, since the previous
         # process's last sign of life (this one may have failed to connect a few times
@@ -210,7 +251,7 @@ class CatchUpMixin:
             await self._catch_up_projects(since, emit)
         self.catch_ups += 1
 
-    async def _catch_up_projects(self: SpindleBot, since: float, emit: Emit) -> None:
+    async def _catch_up_projects(self, since: float, emit: Emit) -> None:
         """Open the threads that project-channel messages posted since ``since`` would
         have opened (a message a thread was started from was handled already)."""
         after = discord.Object(
@@ -231,7 +272,7 @@ class CatchUpMixin:
             except discord.HTTPException as error:
                 _log.warning("could not catch up on channel %s: %s", project.channel_id, error)
 
-    async def _catch_up_thread(self: SpindleBot, thread: discord.Thread, emit: Emit) -> None:
+    async def _catch_up_thread(self, thread: discord.Thread, emit: Emit) -> None:
         """Queue the thread's unseen messages in order (never interrupting: they were all
         sent before anything runs now), reconcile queued prompts whose messages were
         edited or deleted, and say so in the thread."""
@@ -246,10 +287,9 @@ class CatchUpMixin:
         # Queued prompts from this thread's own messages (not a project channel's opener):
         # the history is read from the oldest of them, to see their edits and deletes.
         queued = {
-            int(item.source_message_id): item
+            int(source): item
             for item in state.queue
-            if (item.source_message_id or "").isdigit()
-            and int(item.source_message_id or 0) > thread.id
+            if (source := item.source_message_id or "").isdigit() and int(source) > thread.id
         }
         room = max(state.policy.queue_limit - len(state.queue), 0)
         actions: list[Action] = []
@@ -332,7 +372,7 @@ class CatchUpMixin:
             )
 
     def _reconcile(
-        self: SpindleBot, thread_id: str, message: discord.Message, item: QueueItem
+        self, thread_id: str, message: discord.Message, item: QueueItem
     ) -> Action | None:
         """The edit (or withdrawal) of a queued prompt whose message changed meanwhile;
         the message is remembered so that its live edits and deletes count from now on."""

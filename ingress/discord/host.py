@@ -28,7 +28,7 @@ import discord
 import discord.gateway
 import discord.http
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 import yarl
 
 from threadspindle.effects.platform import PlatformLimits
@@ -38,8 +38,8 @@ from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.model import Policy, ThreadState
-from threadspindle.runtime.live.listener import AdapterFactory
 from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
 __all__ = [

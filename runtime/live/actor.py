@@ -32,12 +32,13 @@ from typing import Any
 import trio
 
 from threadspindle.runtime.core.actions import Action, ThreadParked, Tick
-from threadspindle.runtime.core.effect_types import LogNote, StartAgent
+from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
-from threadspindle.runtime.live.listener import AdapterFactory, AgentListener, Backoff
+from threadspindle.runtime.live.listener import AgentListener, Backoff
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.reactor import Reactor, Renderer
-from threadspindle.runtime.live.store import Store, ThreadStatistics
+from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
+from threadspindle.runtime.live.reactor import Reactor
+from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 
 __all__ = ["Receipt", "ThreadActor"]
 
@@ -45,6 +46,7 @@ logger = logging.getLogger("spindle.actor")
 
 BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
 
+# The one mapping of a LogNote's level to logging's (the reactor never sees a LogNote).
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
@@ -86,8 +88,8 @@ class ThreadActor:
         *,
         store: Store,
         log: EventLog,
-        transition: Callable[[ThreadState, Action], Any],
-        renderer: Renderer,
+        transition: TransitionFn,
+        renderer: RendererPort,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float],
         ids: Callable[[], str],
@@ -126,11 +128,10 @@ class ThreadActor:
             current_run=self._current_run_id,
         )
         self.committed = 0
-        self._batch_effects: list[Any] = []  # visible effects of the batch being committed
+        self._batch_effects: list[Effect] = []  # visible effects of the batch being committed
         self._batch_ticket = 0
         self._committed_before_batch = 0
         self.skipped_ticks = 0
-        self.dropped_posts = 0  # posted after the actor closed
         self.last_activity = trio.current_time()
         self._mailbox = 0
         self._busy = False
@@ -149,7 +150,6 @@ class ThreadActor:
         try:
             self._send.send_nowait((action, receipt))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self.dropped_posts += 1
             if receipt is not None:
                 receipt._commit(None, "dropped: the thread's actor is closed")
             logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
@@ -206,7 +206,7 @@ class ThreadActor:
         if result.note or any(isinstance(effect, LogNote) for effect in effects):
             run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
             self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
-            visible = [effect for effect in effects if not isinstance(effect, LogNote)]
+            visible: list[Effect] = [e for e in effects if not isinstance(e, LogNote)]
         else:
             visible = list(effects)
         if isinstance(action, Tick) and not visible and new_state == state:
@@ -241,14 +241,12 @@ class ThreadActor:
             self.last_activity = trio.current_time()
 
     @staticmethod
-    def _log_notes(note: str | None, effects: tuple[Any, ...], context: dict[str, str]) -> None:
+    def _log_notes(note: str | None, effects: tuple[Effect, ...], context: dict[str, str]) -> None:
         if note:
             logger.info("%s", note, extra=context)
         for effect in effects:
             if isinstance(effect, LogNote):
-                logger.log(
-                    _LEVELS.get(effect.level, logging.INFO), "%s", effect.message, extra=context
-                )
+                logger.log(_LEVELS[effect.level], "%s", effect.message, extra=context)
 
     def _ctx(self, run_id: str | None, action_kind: str) -> dict[str, str]:
         """The structured fields every runtime log record carries (``thread_id``, ``run``,
@@ -333,8 +331,6 @@ class ThreadActor:
     async def _dismiss_leftover_prompts(self, reason: str) -> None:
         """Prompts the core left open (it had no agent exit to react to): close them in the
         chat so no button stays clickable for an actor that is gone."""
-        from threadspindle.runtime.core.effect_types import DismissPrompt
-
         state = self._store.get(self.thread_id)
         if state is None:
             return
@@ -355,17 +351,13 @@ class ThreadActor:
 
     async def _flush_renderer(self) -> None:
         """The renderer's last paced sends and edits, while the actor can still log what
-        they posted (and what an earlier failed call left unreported): a renderer with
-        ``aclose() -> list[(key, message ids)]`` (the StreamRenderer) is flushed here."""
-        aclose = getattr(self.reactor.renderer, "aclose", None)
-        if not callable(aclose):
-            return
+        they posted (and what an earlier failed call left unreported)."""
         try:
-            posted = await aclose()
+            posted = await self.reactor.renderer.aclose()
         except Exception as exc:
             logger.warning("last renderer flush failed: %s", exc, extra=self._ctx(None, "dispose"))
             return
-        for key, message_ids in posted or ():
+        for key, message_ids in posted:
             self.reactor.report_posted(key, message_ids)
 
     def statistics(self) -> ThreadStatistics:

@@ -1,4 +1,4 @@
-"""The thread's one long-lived agent listener, and the session demux for shared servers.
+"""The thread's one long-lived agent listener.
 
 ``AgentListener`` owns the thread's agent connection: it runs ``adapter.serve`` in a task,
 turns every ``StampedEvent`` into an ``AgentEventReceived`` action posted to the thread's
@@ -15,8 +15,9 @@ Invariants:
   0.5 s doubling to 30 s, and never more than ``max_starts`` starts per ``window_s``.
 - It never decides anything about runs: it reports, the pure core decides.
 
-``SessionDemux`` is the fan-out for an agent server shared by many threads (``opencode
-serve``): one connection's events are routed to each thread's emitter by session id.
+Every thread has its own adapter; an adapter of a server shared by many threads (``opencode
+serve``) routes that server's events to its own session itself (``agents/base/
+session_router.py``), so the runtime has no demultiplexer.
 """
 
 from __future__ import annotations
@@ -35,15 +36,21 @@ from threadspindle.runtime.core.actions import (
     AgentExited,
 )
 from threadspindle.runtime.core.effect_types import StartAgent
-from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, EmitEvent, StampedEvent
+from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, StampedEvent
 
-__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "SessionDemux"]
+__all__ = ["AgentListener", "AgentUnavailable", "Backoff", "StartCancelled"]
 
 logger = logging.getLogger("spindle.listener")
 
 
 class AgentUnavailable(RuntimeError):
     """The agent is not running and is not about to be (backing off, stopped, failed)."""
+
+
+class StartCancelled(AgentUnavailable):
+    """A stop came after the start was asked for (the core restarted the agent: a new
+    workdir, conversation or model; or the thread is being disposed): that start is void,
+    not failed, and the start asked for after the stop is the one that counts."""
 
 
 @dataclass
@@ -103,6 +110,7 @@ class AgentListener:
         self.start_timeout_s = start_timeout_s
         self.adapter: AgentPort | None = None  # set while the agent is ready for prompts
         self.starts = 0  # serve() calls in this process (listener starts)
+        self.stops = 0  # stops asked for (StopAgent, disposal): a start asked before one is void
         self.exits = 0
         self.running = False  # the listener task is alive (starting, serving or backing off)
         self.backing_off = False
@@ -119,25 +127,41 @@ class AgentListener:
 
     # --- control (called by the reactor and the registry) --------------------------------
 
-    async def ensure(self, nursery: trio.Nursery, start: StartAgent) -> AgentPort:
+    async def ensure(
+        self, nursery: trio.Nursery, start: StartAgent, *, stops_seen: int | None = None
+    ) -> AgentPort:
         """The ready adapter, starting the listener task in ``nursery`` if it is not
-        running. While a restart is due within ``wait_for_restart_s`` it waits for it;
-        otherwise (a long backoff, a stop, a start that keeps failing) it raises
+        running. While a stop is under way it waits for it to end, then starts the agent
+        anew; while a restart is due within ``wait_for_restart_s`` it waits for it.
+
+        ``stops_seen`` is ``self.stops`` when the start was asked for (default: now). A
+        stop asked for after that voids this start: ``StartCancelled``, which is no failure
+        (the core asked for the stop and, if it wants one, a new start after it). Otherwise
+        (a long backoff, a disposal, a start that keeps failing) it raises
         ``AgentUnavailable`` naming the last error."""
+        if stops_seen is None:
+            stops_seen = self.stops
         self._waiters += 1
         try:
             with trio.move_on_after(self.start_timeout_s):
                 while True:
-                    if self.adapter is not None:
+                    if self.stops != stops_seen:
+                        raise StartCancelled("a stop came after this start was asked for")
+                    if self.adapter is not None and not self._stopping:
                         return self.adapter
                     if not self.running:
-                        first = self._make_adapter(start.agent)
+                        first = self._make_adapter(start)
                         self._stopping = self._report_stop = False
                         self.running = True
                         self._done = trio.Event()
                         nursery.start_soon(self._run, start, first)
+                    elif self._stopping and self._report_stop:
+                        raise AgentUnavailable("the thread is being closed")
                     elif self._stopping:
-                        raise AgentUnavailable("the agent is stopping")
+                        # The previous agent is still going away (a StopAgent, or a start
+                        # cut short by one): this start follows once it has gone.
+                        await self._done.wait()
+                        continue
                     elif (
                         self.backing_off
                         and self._restart_at - trio.current_time() > self.wait_for_restart_s
@@ -158,7 +182,10 @@ class AgentListener:
         A stop the core asked for (``StopAgent``) is not reported back: the core already
         set the agent stopped, and an ``AgentExited`` arriving later would end whatever run
         the core started meanwhile. Disposal stops with ``report=True`` so the core ends
-        the run and dismisses its prompts."""
+        the run and dismisses its prompts. Every stop voids the starts asked for before it,
+        even one whose task has not begun yet (``ensure``'s ``stops_seen``)."""
+        self.stops += 1
+        self._notify()
         if not self.running:
             return
         self._stopping = True
@@ -174,12 +201,12 @@ class AgentListener:
 
     # --- the task ------------------------------------------------------------------------
 
-    def _make_adapter(self, agent: str) -> AgentPort:
+    def _make_adapter(self, start: StartAgent) -> AgentPort:
         """A fresh adapter from the factory. One it cannot make (an unknown agent name, say
         one recorded in an old log) is ``AgentUnavailable`` for whoever asked: reported to
         the thread, never raised into the thread's nursery."""
         try:
-            return self._factory(agent)
+            return self._factory(start, self.thread_id)
         except Exception as exc:
             self._last_error = _describe(exc)
             logger.warning("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
@@ -233,7 +260,7 @@ class AgentListener:
         connected = False
         try:
             if adapter is None:
-                adapter = self._make_adapter(start.agent)
+                adapter = self._make_adapter(start)
             async with trio.open_nursery() as nursery:
                 # A start that hangs is given up after start_timeout_s, and stop() cancels
                 # one in progress (there is no adapter to stop yet).
@@ -308,60 +335,3 @@ def _reason(exc: BaseException) -> str:
     """What an exception says, for a user (a KeyError's quotes and all)."""
     text = str(exc)
     return text or type(exc).__name__
-
-
-class SessionDemux:
-    """Routes the events of one shared agent connection to threads by session id.
-
-    Events for a session nobody has claimed yet are held (up to ``hold`` per session) and
-    delivered when the session is routed: a server may announce a session before the thread
-    learns its id. Events without a session id cannot be routed and are counted.
-    """
-
-    def __init__(self, hold: int = 256) -> None:
-        self._routes: dict[str, EmitEvent] = {}
-        self._held: dict[str, collections.deque[StampedEvent]] = {}
-        self._hold = hold
-        self.routed = 0
-        self.held_dropped = 0
-        self.unroutable = 0
-
-    async def route(self, session_id: str, emit: EmitEvent) -> None:
-        """Deliver this session's events to ``emit`` from now on (held ones first)."""
-        self._routes[session_id] = emit
-        for event in self._held.pop(session_id, ()):
-            self.routed += 1
-            await emit(event)
-
-    def unroute(self, session_id: str) -> None:
-        self._routes.pop(session_id, None)
-
-    async def dispatch(self, event: StampedEvent) -> bool:
-        """Hand one event to its session's thread; False when it had to be held/dropped."""
-        sid = event.session_id
-        if sid is None:
-            self.unroutable += 1
-            return False
-        emit = self._routes.get(sid)
-        if emit is None:
-            held = self._held.setdefault(sid, collections.deque())
-            if len(held) >= self._hold:
-                held.popleft()
-                self.held_dropped += 1
-            held.append(event)
-            return False
-        self.routed += 1
-        await emit(event)
-        return True
-
-    def sessions(self) -> list[str]:
-        return list(self._routes)
-
-    def statistics(self) -> dict[str, int]:
-        return {
-            "sessions": len(self._routes),
-            "routed": self.routed,
-            "held": sum(len(q) for q in self._held.values()),
-            "held_dropped": self.held_dropped,
-            "unroutable": self.unroutable,
-        }

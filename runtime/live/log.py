@@ -45,6 +45,7 @@ from typing import Any
 import trio
 
 from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.log_read import (
     ACTION_ADAPTER,
@@ -61,6 +62,7 @@ __all__ = [
     "EventLog",
     "LogCorrupt",
     "LogError",
+    "LogStatistics",
     "LogUnwritable",
     "LoggedAction",
     "default_log_path",
@@ -543,16 +545,28 @@ class EventLog:
                 newest = float(row[0])
         return newest
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "appended": self._appended,
-            "durable": self._durable,
-            "pending": len(self._pending),
-            "flushes": self.flushes,
-            "rows_written": self.rows_written,
-            "flush_us": int(self.flush_seconds * 1e6),
-            "write_failures": self.write_failures,
-        }
+    def statistics(self) -> LogStatistics:
+        return LogStatistics(
+            appended=self._appended,
+            durable=self._durable,
+            pending=len(self._pending),
+            flushes=self.flushes,
+            rows_written=self.rows_written,
+            flush_us=int(self.flush_seconds * 1e6),
+            write_failures=self.write_failures,
+        )
+
+
+class LogStatistics(Frozen):
+    """A snapshot of the log's counters (``EventLog.statistics()``)."""
+
+    appended: int  # actions appended (tickets handed out) since it opened
+    durable: int  # the highest ticket written and committed
+    pending: int  # appended actions not yet written
+    flushes: int  # write transactions committed
+    rows_written: int
+    flush_us: int  # time spent in those transactions, in microseconds
+    write_failures: int  # flushes the disk refused (full, read-only, failing)
 
 
 def _in_trio() -> bool:

@@ -1,13 +1,28 @@
 """The ports the live runtime drives, declared by the runtime and implemented outside it.
 
 A port is declared by the side that calls it (the runtime), with every capability it uses,
-so nothing here asks ``hasattr`` of an implementation. Implementations live in the layers
-above: agent CLIs in ``agents/`` (and ``testkit`` fakes), chat rendering in ``effects/``.
-Nothing under ``runtime/`` imports those layers.
+so nothing in the runtime asks ``hasattr``, ``getattr`` or ``inspect.signature`` of an
+implementation. Implementations live in the layers above: agent CLIs in ``agents/`` (and
+``testkit`` fakes), chat rendering in ``effects/``. Nothing under ``runtime/`` imports
+those layers (``tests/test_import_layers.py``).
 
 - ``AgentPort``: one agent process or connection for one thread. ``serve`` runs for its
   whole life and emits every event, stamped (``StampedEvent``) with the run and session it
   belongs to; the thread's listener turns each into an ``AgentEventReceived`` action.
+- ``AdapterFactory``: ``factory(start, thread_id)`` makes a fresh ``AgentPort`` for each
+  (re)start of a thread's agent; ``start`` says which agent, workdir, session and model,
+  and ``thread_id`` lets each thread have its own credentials (the process manager's
+  token). Implemented by ``app/app.py``'s agent factory, ``testkit.fake_agent``.
+- ``RendererPort``: one thread's chat output. The reactor hands it every chat effect
+  (``apply``) and reports each ``Posted`` it answers as ``OutputPosted``; posts it makes
+  by itself (a paced first send) go to its ``on_posted``, which the reactor sets; the
+  registry first tells it what the log says was posted (``known``); disposal flushes it
+  (``aclose``). Implemented by ``effects.render.StreamRenderer`` and
+  ``testkit.fake_chat.RecordingRenderer``. ``RendererFactory`` makes one per thread.
+
+The chat platform (Discord, the console) is not a port of the runtime but of the renderer:
+``effects/platform.py: ChatPlatform``. The event log is the runtime's own
+(``runtime/live/log.py``), not a port.
 """
 
 from __future__ import annotations
@@ -17,9 +32,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from threadspindle.runtime.core.agent_events import AgentEvent
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent
 
-__all__ = ["AdapterFactory", "AgentPort", "EmitEvent", "StampedEvent"]
+__all__ = [
+    "AdapterFactory",
+    "AgentPort",
+    "EmitEvent",
+    "OnPosted",
+    "Posted",
+    "RendererFactory",
+    "RendererPort",
+    "StampedEvent",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,5 +86,46 @@ class AgentPort(Protocol):
         """A frozen snapshot of the adapter's counters."""
 
 
-# Makes a fresh adapter for each (re)start of a thread's agent.
-AdapterFactory = Callable[[str], AgentPort]
+class AdapterFactory(Protocol):
+    """Makes a fresh adapter for each (re)start of a thread's agent."""
+
+    def __call__(self, start: StartAgent, thread_id: str, /) -> AgentPort:
+        """An adapter for ``start.agent`` (unknown name: raise, the start then fails with
+        the reason), for the thread ``thread_id``; ``start`` is what its ``serve`` gets."""
+        ...
+
+
+Posted = tuple[str, tuple[str, ...]]
+"""An output a renderer posted: its key and the message ids it got (new ones only)."""
+
+OnPosted = Callable[[str, tuple[str, ...]], None]
+"""Told each output a renderer posted by itself: ``(key, message ids)``."""
+
+
+class RendererPort(Protocol):
+    """What the runtime asks of one thread's chat renderer."""
+
+    on_posted: OnPosted | None
+    """Called with what the renderer posts outside ``apply`` (a paced send by its
+    background task). The reactor sets it when the thread starts; a renderer that never
+    posts by itself never calls it."""
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        """Seeded from the log before the first effect: ``key`` was posted (by an earlier
+        process) as these ids; it is never posted again, and may still be edited. Called
+        once per logged ``OutputPosted``; the ids of one key accumulate."""
+        ...
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        """Apply one chat effect; return what was posted since the last report. Raise
+        when the platform refused for good (the reactor reports ``EffectFailed``)."""
+        ...
+
+    async def aclose(self) -> list[Posted]:
+        """Make the last paced sends and edits (typing off) and return what was posted
+        since the last report; called at disposal, while the runtime can still log it."""
+        ...
+
+
+RendererFactory = Callable[[str], RendererPort]
+"""Makes the renderer of a thread (by thread id) when its actor is created."""

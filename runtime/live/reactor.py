@@ -21,12 +21,13 @@ Invariants:
   ``EffectFailed`` for an effect that raised (the actor never sees the exception).
   ``AgentConnected``/``AgentExited`` come from the listener it drives.
 
-Chat effects go to a renderer: any object with ``async apply(effect) -> list[tuple[str,
-tuple[str, ...]]]`` (``effects.render.StreamRenderer`` in production, a recorder in
-tests). A renderer that also posts on its own (the StreamRenderer's background task sends
-a stream's first message one pacing interval after it opens) and has an ``on_posted``
-callback gets the reactor's ``report_posted`` there, so those posts become
-``OutputPosted`` too. Agent effects go to the thread's ``AgentListener`` and its adapter.
+Chat effects go to the thread's renderer (``ports.RendererPort``:
+``effects.render.StreamRenderer`` in production, ``testkit.fake_chat.RecordingRenderer`` in
+tests). The posts a renderer makes on its own (the StreamRenderer's background task sends
+a stream's first message one pacing interval after it opens) reach the reactor's
+``report_posted`` through the renderer's ``on_posted``, so they become ``OutputPosted``
+too. Agent effects go to the thread's ``AgentListener`` and its adapter. ``LogNote``s never
+get here: the actor logs them at commit and hands over only the effects the world sees.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import trio
 
@@ -45,15 +45,16 @@ from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Effect,
     InterruptAgent,
-    LogNote,
     PromptAgent,
     StartAgent,
     StopAgent,
 )
-from threadspindle.runtime.live.listener import AgentListener
+from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.ports import RendererPort
 
-__all__ = ["Reactor", "Renderer"]
+__all__ = ["Reactor", "ReactorStatistics"]
 
 logger = logging.getLogger("spindle.reactor")
 
@@ -67,10 +68,6 @@ _AGENT_EFFECTS = (
 )
 
 
-class Renderer(Protocol):
-    async def apply(self, effect: Effect) -> Sequence[tuple[str, Sequence[str]]]: ...
-
-
 class Reactor:
     """Applies one thread's effects in order; see the module docstring for the contract."""
 
@@ -78,7 +75,7 @@ class Reactor:
         self,
         thread_id: str,
         *,
-        renderer: Renderer,
+        renderer: RendererPort,
         listener: AgentListener,
         log: EventLog,
         post: Callable[[Action], object],
@@ -110,14 +107,12 @@ class Reactor:
         """Make ``report_posted`` the renderer's callback for the posts it makes by itself,
         keeping (and still calling) one its owner set."""
         renderer = self.renderer
-        if not hasattr(renderer, "on_posted"):
-            return  # a renderer that never posts by itself (test recorders)
         owner_callback = renderer.on_posted
         if owner_callback is None:
             renderer.on_posted = self.report_posted
             return
 
-        def both(key: str, message_ids: Sequence[str]) -> None:
+        def both(key: str, message_ids: tuple[str, ...]) -> None:
             owner_callback(key, message_ids)
             self.report_posted(key, message_ids)
 
@@ -176,13 +171,6 @@ class Reactor:
         try:
             if isinstance(effect, _AGENT_EFFECTS):
                 await self._apply_agent(effect)
-            elif isinstance(effect, LogNote):
-                logger.log(
-                    logging.getLevelName(effect.level.upper()),
-                    "%s",
-                    effect.message,
-                    extra=self._ctx(effect),
-                )
             else:
                 for key, message_ids in await self.renderer.apply(effect):
                     self.report_posted(key, message_ids)
@@ -204,7 +192,7 @@ class Reactor:
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
             # PromptAgent after it waits for the same start; a failure is still reported.
-            self._nursery.start_soon(self._start_agent, effect)
+            self._nursery.start_soon(self._start_agent, effect, listener.stops)
         elif isinstance(effect, PromptAgent):
             adapter = await listener.ensure(self._nursery, StartAgent.of(effect))
             if self._current_run() != effect.run_id:
@@ -231,10 +219,14 @@ class Reactor:
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
 
-    async def _start_agent(self, effect: StartAgent) -> None:
+    async def _start_agent(self, effect: StartAgent, stops_seen: int) -> None:
+        """Start the agent in the background; a later ``StopAgent`` voids this start (the
+        core asked for it, so that is no failure to report)."""
         assert self._nursery is not None
         try:
-            await self.listener.ensure(self._nursery, effect)
+            await self.listener.ensure(self._nursery, effect, stops_seen=stops_seen)
+        except StartCancelled:
+            logger.info("start superseded by a later stop", extra=self._ctx(effect))
         except Exception as exc:
             self.failed += 1
             reason = f"{type(exc).__name__}: {exc}"
@@ -248,16 +240,28 @@ class Reactor:
     def _report(self, cls: type, **fields: object) -> None:
         self._post(cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields))
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "pending": self.pending,
-            "agent_pending": self._agent_lane.pending,
-            "chat_pending": self._chat_lane.pending,
-            "applied": self.applied,
-            "failed": self.failed,
-            "skipped_prompts": self.skipped_prompts,
-            "coalesced": self.coalesced,
-        }
+    def statistics(self) -> ReactorStatistics:
+        return ReactorStatistics(
+            pending=self.pending,
+            agent_pending=self._agent_lane.pending,
+            chat_pending=self._chat_lane.pending,
+            applied=self.applied,
+            failed=self.failed,
+            skipped_prompts=self.skipped_prompts,
+            coalesced=self.coalesced,
+        )
+
+
+class ReactorStatistics(Frozen):
+    """A snapshot of one thread's reactor (``Reactor.statistics()``)."""
+
+    pending: int  # effects handed over and not yet applied, both lanes
+    agent_pending: int
+    chat_pending: int
+    applied: int
+    failed: int  # effects that raised (each reported as EffectFailed)
+    skipped_prompts: int  # prompts of a run the core ended before they could be sent
+    coalesced: int  # appends handed to the renderer inside another one
 
 
 def _coalesce_appends(
@@ -282,7 +286,12 @@ def _coalesce_appends(
         for effect in effects:
             if type(effect) is AppendOutput and texts:
                 last, count = merged[-1]
-                if last.key == effect.key and effect.seq == last.seq + 1:  # type: ignore[attr-defined]
+                # (``last`` is an append whenever ``texts`` holds a run of them.)
+                if (
+                    isinstance(last, AppendOutput)
+                    and last.key == effect.key
+                    and effect.seq == last.seq + 1
+                ):
                     texts.append(effect.text)
                     # Keep the newest seq in the slot; the text is joined at the end.
                     merged[-1] = (effect, count + 1)

@@ -28,7 +28,6 @@ Invariants:
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import os
@@ -44,10 +43,15 @@ from threadspindle.runtime.core.actions import Action, PolicySet, RuntimeRecover
 from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToCommand
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
-from threadspindle.runtime.live.listener import AdapterFactory, Backoff
+from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.reactor import Renderer
-from threadspindle.runtime.live.store import Store, ThreadStatistics, rebuild_from_log
+from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.store import (
+    Store,
+    ThreadStatistics,
+    TransitionFn,
+    rebuild_from_log,
+)
 
 __all__ = ["Runtime", "RuntimeClosed", "open_runtime", "sequential_ids"]
 
@@ -93,29 +97,17 @@ def sequential_ids(prefix: str = "rt") -> Callable[[], str]:
     return lambda: f"{prefix}-{boot}-{next(counter)}"
 
 
-def _for_thread(factory: Callable[..., Any], thread_id: str) -> AdapterFactory:
-    """A factory that takes ``thread_id`` (to give each thread its own credentials, such as
-    its process-manager token) gets it; a plain ``factory(agent)`` is used as it is."""
-    try:
-        accepts = "thread_id" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        accepts = False
-    if not accepts:
-        return factory
-    return lambda agent: factory(agent, thread_id=thread_id)
-
-
 class Runtime:
     def __init__(
         self,
         *,
         log: EventLog,
-        renderer_factory: Callable[[str], Renderer],
+        renderer_factory: RendererFactory,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float] = time.time,
         ids: Callable[[], str] | None = None,
         policy: Policy | None = None,
-        transition: Callable[[ThreadState, Action], Any] | None = None,
+        transition: TransitionFn | None = None,
         tick_interval_s: float = 1.0,
         idle_timeout_s: float | None = None,
         sweep_interval_s: float = 60.0,
@@ -155,7 +147,6 @@ class Runtime:
         self.startup_s = 0.0
         self.disposed = 0
         self.refused_unwritable = 0  # actions from people refused while the disk refused
-        self._storage_notices = 0
         self._unsubscribe: Callable[[], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
@@ -248,13 +239,12 @@ class Runtime:
         """The log's disk started or stopped refusing writes: tell every live thread."""
         if self.closed or self._nursery is None:
             return
-        self._storage_notices += 1
         if error is not None:
             logger.warning(
                 "%s: actions from people are refused until it can be written again; "
                 "%d action(s) wait to be written",
                 error,
-                self.log.statistics()["pending"],
+                self.log.statistics().pending,
             )
             text = unwritable_notice(error)
         else:
@@ -303,7 +293,7 @@ class Runtime:
             log=self.log,
             transition=self._transition,
             renderer=self._renderer_for(thread_id),
-            adapter_factory=_for_thread(self._adapter_factory, thread_id),
+            adapter_factory=self._adapter_factory,
             clock=self._clock,
             ids=self._ids,
             # Every thread starts from the default state; the configured policy goes in by
@@ -325,15 +315,13 @@ class Runtime:
             )
         return actor
 
-    def _renderer_for(self, thread_id: str) -> Renderer:
-        """A renderer for the thread, told what the log says was already posted (when it
-        can be: ``known(key, message_ids)``), so it never posts a key twice and can still
-        edit or dismiss what an earlier process posted."""
+    def _renderer_for(self, thread_id: str) -> RendererPort:
+        """A renderer for the thread, told what the log says was already posted, so it
+        never posts a key twice and can still edit or dismiss what an earlier process
+        posted."""
         renderer = self._renderer_factory(thread_id)
-        seed = getattr(renderer, "known", None)
-        if callable(seed):
-            for key, message_ids in self.log.posted_outputs(thread_id).items():
-                seed(key, message_ids)
+        for key, message_ids in self.log.posted_outputs(thread_id).items():
+            renderer.known(key, message_ids)
         return renderer
 
     async def _run_actor(self, actor: ThreadActor) -> None:
@@ -443,16 +431,10 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(
-    *, on_open: Callable[[Runtime], None] | None = None, **kwargs: Any
-) -> AsyncIterator[Runtime]:
+async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
     """Run a ``Runtime`` (arguments as for ``Runtime``) for the body of the block; on the
-    way out every thread is disposed and the log flushed. ``on_open`` is handed the runtime
-    before it starts, so whatever it wires up is there before any thread acts (start-up
-    recovery can start agents before the block's body runs)."""
+    way out every thread is disposed and the log flushed."""
     runtime = Runtime(**kwargs)
-    if on_open is not None:
-        on_open(runtime)
     # A log that cannot be read fails here, before any task exists (raised as it is).
     runtime._rebuild()
     async with trio.open_nursery() as outer:

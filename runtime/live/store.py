@@ -15,11 +15,13 @@ from typing import Protocol
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.core.model import AgentStatus, Counters, Phase, ThreadState
+from threadspindle.runtime.core.transitions import Transition
 from threadspindle.runtime.live.log_read import LoggedAction
 
 __all__ = ["Store", "ThreadStatistics", "TransitionFn", "rebuild_from_log"]
 
-TransitionFn = Callable[[ThreadState, Action], object]
+TransitionFn = Callable[[ThreadState, Action], Transition]
+"""The pure transition (``runtime.core.transitions.transition``; tests may pass another)."""
 
 
 class ThreadStatistics(Frozen):
@@ -43,7 +45,6 @@ class ThreadStatistics(Frozen):
 class Store:
     def __init__(self) -> None:
         self._states: dict[str, ThreadState] = {}
-        self.swaps = 0
 
     def get(self, thread_id: str) -> ThreadState | None:
         return self._states.get(thread_id)
@@ -57,7 +58,6 @@ class Store:
     def swap(self, thread_id: str, state: ThreadState) -> None:
         """Replace the thread's state. Only the thread's actor calls this."""
         self._states[thread_id] = state
-        self.swaps += 1
 
     def snapshot(self) -> Mapping[str, ThreadState]:
         """A read-only copy of every thread's state, as of now."""
@@ -104,7 +104,7 @@ def rebuild_from_log(log: FoldableLog, transition: TransitionFn) -> tuple[Store,
     for thread_id in log.thread_ids():
         seq, state = snapshots.get(thread_id, (0, ThreadState.new(thread_id)))
         for entry in log.read(thread_id, after_seq=seq):
-            state = transition(state, entry.action).state  # type: ignore[attr-defined]
+            state = transition(state, entry.action).state
             folded += 1
         store.swap(thread_id, state)
     return store, folded

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.host import hosted_bot

@@ -106,7 +106,7 @@ class FakeDiscord:
         await self.gateway.disconnect(code=1001)
         await self._runner.cleanup()
 
-    async def _attachment(self, request: web.Request) -> web.Response:
+    async def _attachment(self, request: web.Request) -> web.StreamResponse:
         attachment = self.world.attachments.get(int(request.match_info["id"]))
         if attachment is None:
             return web.Response(status=404)

@@ -8,8 +8,8 @@ import trio
 
 from bench.agents import _FEEDS, ArrivalLog, Probe, instrumented
 from threadspindle.agents.base import StampedEvent
-from threadspindle.agents.claude_parser import ClaudeStreamParser
-from threadspindle.agents.opencode_server import OpencodeServer
+from threadspindle.agents.claude.parser import ClaudeStreamParser
+from threadspindle.agents.opencode.server import OpencodeServer
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import TextDelta, TurnCompleted
 
@@ -25,7 +25,7 @@ def test_hooks_are_installed_only_inside_the_block() -> None:
         # A hooked parser still parses, and marks the line that yielded an event.
         probe.start("r1")
         line = '{"type":"system","subtype":"init","session_id":"s1","model":"m"}'
-        events = ClaudeStreamParser().feed(line)
+        events = ClaudeStreamParser().feed(line).events
         assert events and probe.first_feed is not None
     after = [ManagedProcess.write_line, OpencodeServer.request]
     after += [cls.__dict__[name] for cls, name in _FEEDS]

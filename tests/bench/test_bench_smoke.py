@@ -86,15 +86,14 @@ def test_quick_bench_fills_every_section_and_writes_the_report(tmp_path: Path) -
 
 
 def test_the_parser_bench_covers_every_agent_parser() -> None:
-    """A parser added under ``agents/*_parser.py`` must get a workload in
+    """A parser added under ``agents/`` (a ``*parser.py`` module) must get a workload in
     ``bench/parsers.py`` (on its recorded transcripts), or this fails."""
     found = set()
-    for path in sorted((ROOT / "agents").glob("*_parser.py")):
-        module = importlib.import_module(f"threadspindle.agents.{path.stem}")
+    for path in sorted((ROOT / "agents").glob("**/*parser.py")):
+        dotted = ".".join(path.relative_to(ROOT / "agents").with_suffix("").parts)
+        module = importlib.import_module(f"threadspindle.agents.{dotted}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__ and (
-                callable(getattr(cls, "feed", None)) or callable(getattr(cls, "feed_line", None))
-            ):
+            if cls.__module__ == module.__name__ and (callable(getattr(cls, "feed", None))):
                 found.add(cls)
     assert found, "no parser classes found"
     assert found == set(PARSER_CLASSES.values())

@@ -192,3 +192,41 @@ async def test_a_signal_to_the_guard_reaches_the_command_exactly_once(tmp_path):
 async def test_a_command_killed_by_sigkill_is_reported_as_killed():
     proc = await ManagedProcess.spawn(["sh", "-c", "kill -KILL $$"], stdin=False)
     assert await proc.wait() == -signal.SIGKILL
+
+
+# A command that starts a child of its own (in the command's process group) and waits.
+STARTS_A_CHILD = ["sh", "-c", "sleep 300 & echo started; wait"]
+
+
+def _sleeper(guard: int) -> int:
+    """The command's child, once it runs ``sleep`` (``started`` may come before its exec)."""
+    deadline = time.monotonic() + 5
+    while True:
+        found = [p for p in tree_pids(guard) if _name(p) == "sleep"]
+        if found or time.monotonic() > deadline:
+            [pid] = found
+            return pid
+        time.sleep(0.01)
+
+
+def _name(pid: int) -> str:
+    try:
+        return str(psutil.Process(pid).name())
+    except psutil.Error:
+        return ""
+
+
+async def test_what_a_killed_guards_command_started_is_stopped_when_the_guard_goes():
+    """The guard alone is SIGKILLed (the OOM killer, an agent's `kill -9`): the command dies
+    with it (parent-death signal), but the command's own child had no guard left to sweep
+    it. The guard named the command's group at spawn; waiting for the guard stops the rest
+    of that group."""
+    proc = await ManagedProcess.spawn(STARTS_A_CHILD, stdin=False)
+    lines = proc.stdout_lines().__aiter__()
+    assert await lines.__anext__() == "started"
+    sleeper = _sleeper(proc.pid)
+    assert proc.command_pid is not None and os.getpgid(sleeper) == proc.command_pid
+    os.kill(proc.pid, signal.SIGKILL)
+    with trio.fail_after(5):
+        assert await proc.wait() == -signal.SIGKILL
+    assert _live([sleeper]) == []  # stopped by then, not left to run on

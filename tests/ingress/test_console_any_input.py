@@ -25,6 +25,7 @@ from threadspindle.effects.console_platform import ConsolePlatform
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.terminal_text import terminal_safe
 from threadspindle.ingress.console import AGENTS, ConsoleChat
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import open_runtime
@@ -77,8 +78,8 @@ ARGUMENT = st.one_of(st.text(max_size=60), NASTY, st.lists(NASTY, max_size=3).ma
 LINE = st.tuples(st.sampled_from(COMMANDS), ARGUMENT).map(lambda parts: parts[0] + parts[1])
 
 
-def _factory(agent: str) -> AgentAdapter:
-    adapter_class(agent)  # the real registry: an unknown name raises here
+def _factory(start: StartAgent, thread_id: str) -> AgentAdapter:
+    adapter_class(start.agent)  # the real registry: an unknown name raises here
     return EchoAdapter(AgentOptions(), word_delay_s=0)
 
 

@@ -168,8 +168,8 @@ def main() -> None:
             where = "in a worker thread" if in_thread else "on the trio thread"
             print(
                 f"throughput, log flushed {where}: {rate:,.0f} actions/s through one actor "
-                f"({n} agent deltas; {stats['flushes']} flushes for {stats['rows_written']} "
-                f"rows, {stats['flush_us'] / max(1, stats['flushes']):.0f} µs per flush)"
+                f"({n} agent deltas; {stats.flushes} flushes for {stats.rows_written} "
+                f"rows, {stats.flush_us / max(1, stats.flushes):.0f} µs per flush)"
             )
         for snapshot_every, label in ((1000, "snapshots every 1000"), (10**9, "no snapshots")):
             path = Path(tmp) / f"big-{snapshot_every}.sqlite3"

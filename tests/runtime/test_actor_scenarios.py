@@ -267,7 +267,9 @@ async def test_an_agent_that_never_gets_ready_is_given_up(tmp_path, autojump) ->
         async def serve(self, start, emit, task_status=trio.TASK_STATUS_IGNORED) -> None:
             await trio.sleep_forever()
 
-    async with running(tmp_path, adapter_factory=lambda name: Hanging(AgentOptions())) as rt:
+    async with running(
+        tmp_path, adapter_factory=lambda start, thread_id: Hanging(AgentOptions())
+    ) as rt:
         chat = Chat(rt, "t1", str(tmp_path))
         await chat.start()
         await chat.say("hello?")
@@ -313,7 +315,7 @@ async def test_a_slow_agent_start_does_not_hold_the_chat(tmp_path, autojump) -> 
             await super().serve(start, emit, task_status)
 
     agents = FakeAgentWorld()
-    factory = lambda name: SlowStart(AgentOptions(), world=agents)  # noqa: E731
+    factory = lambda start, thread_id: SlowStart(AgentOptions(), world=agents)  # noqa: E731
     async with running(tmp_path, agents=agents, adapter_factory=factory) as rt:
         chat = Chat(rt, "t1", str(tmp_path))
         started = trio.current_time()

@@ -68,7 +68,7 @@ async def test_a_paced_send_by_the_background_task_is_logged(tmp_path, autojump)
             assert rt.snapshot("t1").run is not None
             key = next(k for k, ids in rt.log.posted_outputs("t1").items() if stream.id in ids)
             assert key.startswith("t1/")
-            assert rt.get("t1").reactor.statistics()["failed"] == 0
+            assert rt.get("t1").reactor.statistics().failed == 0
             assert await rt.dispose("t1", "test disposal")
             # Every message the chat shows (replies aside, which carry their action id) is
             # in the log under exactly one key: a restarted renderer can edit each of them.

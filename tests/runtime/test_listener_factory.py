@@ -9,16 +9,17 @@ from pathlib import Path
 from runtime_harness import Chat, running, until
 
 from threadspindle.agents import adapter_class
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 
 
 async def test_an_unknown_agent_is_a_notice_not_a_crash(tmp_path: Path, autojump_clock) -> None:
     agents = FakeAgentWorld()
 
-    def factory(agent: str) -> ScriptedAgent:
-        if agent != "fake":
-            adapter_class(agent)  # the real registry: "bogus" raises UnknownAgent here
-        return agents.factory(agent)
+    def factory(start: StartAgent, thread_id: str) -> ScriptedAgent:
+        if start.agent != "fake":
+            adapter_class(start.agent)  # the real registry: "bogus" raises UnknownAgent here
+        return agents.factory(start, thread_id)
 
     async with running(tmp_path, agents=agents, adapter_factory=factory) as rt:
         broken = Chat(rt, "broken", str(tmp_path))

@@ -133,7 +133,7 @@ async def test_a_gap_in_the_folded_tail_stops_start_up_instead_of_requeueing_ans
                 async with open_runtime(
                     log=log,
                     renderer_factory=RenderWorld().renderer,
-                    adapter_factory=lambda agent: None,
+                    adapter_factory=lambda start, thread_id: None,
                     clock=trio.current_time,
                 ):
                     pytest.fail("started on a log with a gap")

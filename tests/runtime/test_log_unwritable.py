@@ -1,6 +1,6 @@
 """A disk that refuses the log's writes (issue 19.6), on a real SQLite file made "full" with
 ``PRAGMA max_page_count`` (SQLITE_FULL: the same error a full disk gives; the real full disk
-and read-only file system are in tests/ingress/test_run_on_a_full_disk.py).
+and read-only file system are in tests/app/test_run_on_a_full_disk.py).
 
 The log keeps every action buffered and retries until the disk takes writes again; the
 runtime tells every thread, refuses what people send (with a reply) while answering
@@ -49,7 +49,7 @@ def test_a_full_disk_raises_the_real_error_and_keeps_the_rows(tmp_path: Path) ->
     # It used to raise "cannot rollback - no transaction is active", hiding the real error.
     with pytest.raises(LogUnwritable, match="the disk is full"):
         log.flush()
-    assert log.statistics()["pending"] == 1 and not log.is_durable(2)
+    assert log.statistics().pending == 1 and not log.is_durable(2)
     _make_room(log)
     assert log.flush() == 1 and log.is_durable(2)
     assert [e.seq for e in log.read("t")] == [1, 2]

@@ -14,7 +14,7 @@ from runtime_harness import Chat, running, until
 
 from threadspindle.agents.base import AgentOptions
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.effect_types import Effect, ReplyToCommand
+from threadspindle.runtime.core.effect_types import Effect, ReplyToCommand, StartAgent
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.fake_chat import RecordingRenderer, RenderWorld
 
@@ -58,7 +58,7 @@ class TimedAgents(FakeAgentWorld):
         super().__init__()
         self.interrupt_times: list[float] = []
 
-    def factory(self, name: str) -> ScriptedAgent:
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         world = self
 
         class Timed(ScriptedAgent):
@@ -87,7 +87,7 @@ async def test_an_abort_is_not_held_behind_a_stuck_chat_effect(tmp_path, autojum
         await chat.abort()
         await until(lambda: agents.interrupts != [], step=0.01)
         assert agents.interrupt_times[0] - t0 < 1.0  # applied at once, not after 30 s
-        assert rt.get("t1").reactor.statistics()["chat_pending"] >= 1  # the reply still waits
+        assert rt.get("t1").reactor.statistics().chat_pending >= 1  # the reply still waits
         await until(lambda: rt.get("t1").is_quiet() and rt.snapshot("t1").run is None)
         # The stuck reply did get out, after its 30 s, and the chat lane kept commit order:
         # the reply (committed before the abort) comes before the abort's chat effects.
@@ -127,7 +127,7 @@ async def test_a_prompt_of_a_run_ended_while_it_waited_is_not_sent(tmp_path, aut
     reach the agent."""
 
     class SlowStart(TimedAgents):
-        def factory(self, name: str) -> ScriptedAgent:
+        def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
             world = self
 
             class Slow(ScriptedAgent):
@@ -204,7 +204,7 @@ async def test_deltas_piled_up_behind_a_stuck_chat_call_go_out_as_one_append(
         assert text == "".join(f"chunk{i} " for i in range(20))  # nothing lost, in order
         appends = [e for e in chat_world.of_thread("t1")[seen_before:] if e.type == "append_output"]
         assert len(appends) <= 2  # the ~19 deltas that waited went out together
-        assert rt.get("t1").reactor.statistics()["coalesced"] >= 15
+        assert rt.get("t1").reactor.statistics().coalesced >= 15
 
 
 async def test_an_abort_is_not_held_behind_a_real_429_retry_after(tmp_path, autojump) -> None:
@@ -234,4 +234,4 @@ async def test_an_abort_is_not_held_behind_a_real_429_retry_after(tmp_path, auto
         # The abort's own reply kept its place in the chat lane: after the status reply.
         abort_reply = next(c for c in platform.calls if "Aborted" in (c.text or ""))
         assert abort_reply.at >= status[-1].at
-        assert rt.get("t1").reactor.statistics()["failed"] == 0
+        assert rt.get("t1").reactor.statistics().failed == 0

@@ -1,6 +1,6 @@
 """The registry: lazy actors, disposal that leaves nothing behind (tasks, timers, agent
 processes, open prompts), directory/channel-scoped disposal, the idle sweeper, ticks only
-while busy, statistics, and the session demux for shared agent servers."""
+while busy, statistics, and threads sharing one agent server."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 import trio
 from runtime_harness import Chat, running, until
 
-from threadspindle.agents.base import AgentOptions, StampedEvent
+from threadspindle.agents.base import AgentOptions
 from threadspindle.agents.claude import ClaudeAdapter
-from threadspindle.runtime.core import agent_events as E
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Phase
-from threadspindle.runtime.live.listener import Backoff, SessionDemux
+from threadspindle.runtime.live.listener import Backoff
 from threadspindle.testkit.fake_agent import FakeAgentServer, fake_claude_binary
 
 
@@ -154,35 +154,6 @@ async def test_ticks_come_only_while_a_run_is_active(tmp_path: Path, autojump_cl
         assert actor.skipped_ticks == skipped
 
 
-async def test_session_demux_routes_one_connection_to_many_threads(autojump_clock) -> None:
-    demux = SessionDemux(hold=2)
-    got: dict[str, list[str]] = {"A": [], "B": []}
-
-    def sink(name: str):
-        async def emit(ev: StampedEvent) -> None:
-            got[name].append(ev.event.text)  # type: ignore[union-attr]
-
-        return emit
-
-    def ev(session: str | None, text: str) -> StampedEvent:
-        return StampedEvent("r1", session, E.TextDelta(text=text))
-
-    await demux.route("sA", sink("A"))
-    assert await demux.dispatch(ev("sA", "a1"))
-    assert not await demux.dispatch(ev("sB", "b1"))  # B not routed yet: held
-    assert not await demux.dispatch(ev("sB", "b2"))
-    assert not await demux.dispatch(ev("sB", "b3"))  # hold=2: b1 dropped
-    assert not await demux.dispatch(ev(None, "x"))  # no session: unroutable
-    await demux.route("sB", sink("B"))
-    await demux.dispatch(ev("sA", "a2"))
-    await demux.dispatch(ev("sB", "b4"))
-    demux.unroute("sA")
-    assert not await demux.dispatch(ev("sA", "a3"))
-    assert got == {"A": ["a1", "a2"], "B": ["b2", "b3", "b4"]}
-    stats = demux.statistics()
-    assert stats["held_dropped"] == 1 and stats["unroutable"] == 1 and stats["sessions"] == 1
-
-
 async def test_threads_share_one_agent_server_connection(tmp_path: Path, autojump_clock) -> None:
     server = FakeAgentServer()
     async with trio.open_nursery() as nursery:
@@ -201,9 +172,9 @@ async def test_threads_share_one_agent_server_connection(tmp_path: Path, autojum
             for chat in chats:  # each thread got its own session's output only
                 assert rt.chat.texts(chat.thread_id, "text") == ["Hello from fake agent."]
             assert server.connections == 1
-            assert server.demux.statistics()["routed"] == 2 * 4  # session, 2 deltas, end
-            assert server.demux.statistics()["unroutable"] == 0
-        assert server.demux.sessions() == []  # disposal released both sessions
+            assert server.router.statistics().routed == 2 * 4  # session, 2 deltas, end
+            assert server.router.statistics().unrouted == 0
+        assert server.router.statistics().subscribers == 0  # disposal released both sessions
         nursery.cancel_scope.cancel()
 
 
@@ -228,7 +199,7 @@ async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
     before: set[int] = set()
     before = live_children()
 
-    def claude(name: str) -> ClaudeAdapter:
+    def claude(start: StartAgent, thread_id: str) -> ClaudeAdapter:
         return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
 
     async with running(tmp_path, adapter_factory=claude) as rt:
@@ -258,7 +229,7 @@ async def test_the_real_claude_adapter_on_a_fake_process_then_disposal_kills_it(
 async def test_a_crashed_agent_process_is_respawned_resuming_its_session(tmp_path: Path) -> None:
     binary = fake_claude_binary(str(tmp_path), delay_s=0.02)
 
-    def claude(name: str) -> ClaudeAdapter:
+    def claude(start: StartAgent, thread_id: str) -> ClaudeAdapter:
         return ClaudeAdapter(AgentOptions(binary=binary, start_timeout_s=20, stop_grace_s=2))
 
     async with running(tmp_path, adapter_factory=claude) as rt:

@@ -21,6 +21,7 @@ from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.agents.codex import CodexAdapter
 from threadspindle.agents.gemini import GeminiAdapter
 from threadspindle.agents.opencode import OpencodeAdapter
+from threadspindle.app.agent_factory import process_manager_server
 from threadspindle.effects.mcp_manager import ProcessManager, serve_process_manager
 from threadspindle.runtime.core.agent_events import (
     PermissionRequested,
@@ -135,7 +136,7 @@ async def test_claude_code_drives_the_process_manager(
             ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
             ("CLAUDE_CODE_MAX_RETRIES", "1"),
         ),
-        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(workdir)),),
+        mcp_servers=(process_manager_server(manager, THREAD, str(workdir)),),
         stop_grace_s=3.0,
     )
     adapter = ClaudeAdapter(options)
@@ -274,7 +275,7 @@ def _codex_options(base_url: str, home: Path, manager: ProcessManager, workdir: 
         extra_args=extra,
         env=(("FAKE_API_KEY", "sk-fake"),),
         home=str(home),
-        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(workdir)),),
+        mcp_servers=(process_manager_server(manager, THREAD, str(workdir)),),
         start_timeout_s=30.0,
         stop_grace_s=2.0,
     )
@@ -424,7 +425,7 @@ async def test_gemini_drives_the_process_manager(nursery: trio.Nursery, tmp_path
             ("GEMINI_API_KEY", "fake-gemini-key"),
             ("TMPDIR", str(home)),
         ),
-        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(workdir)),),
+        mcp_servers=(process_manager_server(manager, THREAD, str(workdir)),),
         stop_grace_s=3.0,
     )
     try:
@@ -526,7 +527,7 @@ def _opencode_options(fake: OpenAIChatFake, home: Path, manager: ProcessManager,
         binary=str(OPENCODE),
         home=str(home),
         env=OPENCODE_OFFLINE_ENV,
-        mcp_servers=(manager.mcp_server_for_thread(THREAD, str(work)),),
+        mcp_servers=(process_manager_server(manager, THREAD, str(work)),),
         start_timeout_s=60.0,
         stop_grace_s=2.0,
     )

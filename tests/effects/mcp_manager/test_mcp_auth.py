@@ -9,7 +9,6 @@ import trio
 from mcp import MCPError
 from mcp_kit import TOKEN, Scripts, call, call_error, open_client
 
-from threadspindle.agents.base import AgentOptions, McpServer
 from threadspindle.effects.mcp_manager import ProcessManager, ProcessManagerConfig, TokenAuthority
 
 INIT = {
@@ -87,19 +86,6 @@ async def test_thread_tokens_see_only_their_own_thread(
     async with open_client(manager.url, TOKEN, {"X-Spindle-Thread": "discord:111"}) as op_a:
         stopped = await call(op_a, "stop_process", name="web")
         assert stopped["process"]["status"] == "stopped"
-
-
-async def test_agent_options_carry_the_thread_token(manager: ProcessManager) -> None:
-    base = AgentOptions(mcp_servers=(McpServer(name="other", url="http://127.0.0.1:1/mcp"),))
-    options = manager.agent_options_for_thread(base, "discord:9", "/tmp")
-    assert [s.name for s in options.mcp_servers] == ["other", "process-manager"]
-    server = options.mcp_servers[1]
-    assert server.url == manager.url
-    caller = manager.authority.identify({"authorization": f"Bearer {server.bearer_token}"})
-    assert caller is not None and caller.thread_id == "discord:9"
-    # Asking again replaces the entry instead of adding a second one.
-    again = manager.agent_options_for_thread(options, "discord:9")
-    assert [s.name for s in again.mcp_servers] == ["other", "process-manager"]
 
 
 def test_thread_tokens_are_derived_and_verified() -> None:

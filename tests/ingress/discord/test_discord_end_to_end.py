@@ -16,6 +16,7 @@ import trio
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.ingress.discord.bot import REFUSAL
 from threadspindle.ingress.discord.host import DiscordApp, run_discord_runtime
+from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.testkit.fake_agent import FakeAgentWorld
@@ -490,9 +491,9 @@ async def test_echo_start_opens_a_thread_with_the_echo_demo_agent(
     from threadspindle.agents import adapter_class
     from threadspindle.agents.base import AgentOptions
 
-    def echo_only(name: str) -> Any:
-        assert name == "echo"
-        return adapter_class(name)(AgentOptions())
+    def echo_only(start: StartAgent, thread_id: str) -> Any:
+        assert start.agent == "echo"
+        return adapter_class(start.agent)(AgentOptions())
 
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),))
     with EventLog(tmp_path / "events.sqlite3") as log:

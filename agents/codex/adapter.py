@@ -1,0 +1,584 @@
+"""The Codex CLI adapter: ``codex app-server`` (JSON-RPC over stdio) for a thread's whole life,
+``codex exec --json`` per turn as the fall-back (``AgentOptions.per_turn``).
+
+Long-lived mode: one process per thread; ``initialize``/``initialized``, then ``thread/start``
+(or ``thread/resume`` with the stored session id), one ``turn/start`` per prompt,
+``turn/interrupt`` to end a turn in-band (the process stays), approvals answered
+``accept``/``decline``. Codex turns are serialised here: a ``turn/start`` sent while a turn
+runs would be *injected into* that turn, not queued.
+
+Every event is stamped with the run id of the turn it belongs to (codex turn id -> the run
+id of the ``prompt`` that started it) and with the codex thread id as session id. A process
+that exits while a turn is open ends that turn with ``TurnAborted`` (exit code, stderr tail).
+
+The launch spec is in ``launch.py`` (argv, env, ``-c`` overrides), the wire formats in
+``parser.py`` and ``exec_parser.py``, the retry cap in ``retries.py``, the session listing
+in ``sessions.py``; requests and answers go through the shared ``RpcPeer``, and every process
+of the agent's tree is watched by the shared ``ProcessTree``. The system instruction goes
+in natively (``developerInstructions`` / ``-c developer_instructions=...``), the model as a
+``thread/start``/``turn/start`` parameter or ``-m``.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any
+
+import trio
+
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcError, RpcPeer
+from threadspindle.agents.base.options import AgentOptions, ConversationInfo
+from threadspindle.agents.base.parsing import AgentStatistics, ParsedLine, ParserStats
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.codex.launch import (
+    codex_home,
+    config_override,
+    ensure_codex_home,
+    launch_spec,
+    turn_input,
+    turn_text,
+)
+from threadspindle.agents.codex.parser import AppServerParser
+from threadspindle.agents.codex.retries import RetryCap
+from threadspindle.agents.codex.sessions import sessions_in
+from threadspindle.effects.process import ManagedProcess
+from threadspindle.effects.process_tree import ProcessTree
+from threadspindle.runtime.core.agent_events import (
+    AgentError,
+    AgentEvent,
+    SessionStarted,
+    TurnAborted,
+    TurnCompleted,
+)
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
+
+__all__ = ["CodexAdapter"]
+
+CLIENT_INFO = {"name": "spindle", "title": "Spindle", "version": "0.1.0"}
+RPC_TIMEOUT_S = 30.0  # the handshake's requests
+TURN_START_TIMEOUT_S = 30.0
+INTERRUPT_TIMEOUT_S = 5.0
+STDERR_TAIL_LINES = 10
+_BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
+
+
+class CodexAdapter(AgentAdapter):
+    """``codex app-server`` for one thread (``per_turn``: ``codex exec --json`` each turn).
+
+    ``approval_policy`` is codex's own (``untrusted`` asks before any command that is not
+    known safe, ``on-request`` lets the model ask, ``never`` never asks); ``sandbox`` is its
+    sandbox mode. Unless given here they come from ``-c approval_policy=...`` /
+    ``-c sandbox_mode=...`` in ``options.extra_args`` (so a config file can choose), else
+    ``on-request`` and ``workspace-write``.
+    """
+
+    name = "codex"
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        *,
+        approval_policy: str | None = None,
+        sandbox: str | None = None,
+    ) -> None:
+        super().__init__(options)
+        self.approval_policy = (
+            approval_policy or config_override(options, "approval_policy") or "on-request"
+        )
+        self.sandbox = sandbox or config_override(options, "sandbox_mode") or "workspace-write"
+        self._emit: EmitEvent | None = None
+        self._proc: ManagedProcess | None = None
+        self._tree = ProcessTree()  # every process of the agent's tree ever seen
+        self._rpc: RpcPeer | None = None
+        self._parser = AppServerParser()
+        self._exec_stats = ParserStats()
+        self._thread_id: str | None = None
+        self._model: str | None = None
+        self._ready = trio.Event()
+        self._gone = trio.Event()  # the process (or, per turn, the adapter) ended
+        self._run_id: str | None = None
+        self._retry_cap = RetryCap(options.max_retries)
+        self._tasks: trio.Nursery | None = None  # where an interrupt of our own runs
+        self._turn_runs: dict[str, str] = {}
+        self._ended_turns: set[str] = set()
+        self._active_turn: str | None = None
+        self._turn_pending = False  # a turn/start is in flight
+        self._turn_idle = trio.Event()
+        self._turn_idle.set()
+        self._turn_lock = trio.Lock()
+        self._stopping = False
+        self._announced = False
+        self._before_runs: list[AgentEvent] = []
+        # per-turn mode
+        self._start: StartAgent | None = None
+        self._turn_nursery: trio.Nursery | None = None
+        self._exec_proc: ManagedProcess | None = None
+        self._exec_interrupted = False
+        self._exec_run_id: str | None = None  # the run whose codex exec runs now
+        self._exec_waiting: set[str] = set()  # prompted runs waiting for the previous turn
+        self._exec_cancelled: set[str] = set()  # ... of which interrupted before they ran
+
+    # -- shared --------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str | None:
+        return self._thread_id
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc or self._exec_proc
+        return proc.pid if proc is not None else None
+
+    def statistics(self) -> AgentStatistics:
+        stats = self._exec_stats if self.options.per_turn else self._parser.stats
+        return stats.snapshot()
+
+    def conversations(self, workdir: str | None = None, limit: int = 25) -> list[ConversationInfo]:
+        return sessions_in(codex_home(self.options), workdir, limit)
+
+    async def _send(self, run_id: str | None, event: AgentEvent) -> None:
+        if run_id is None and isinstance(event, AgentError) and len(self._before_runs) < 20:
+            # No run yet: the core would drop it as stale. It is told with the first prompt.
+            self._before_runs.append(event)
+            return
+        if run_id is not None:
+            decision = self._retry_cap.on_event(
+                run_id, event, session_id=self._thread_id, model=self._model
+            )
+            nursery = self._turn_nursery if self.options.per_turn else self._tasks
+            if decision.interrupt and nursery is not None:
+                nursery.start_soon(self.interrupt, run_id)  # not here: the reader is waiting
+            if decision.event is None:
+                return
+            event = decision.event
+        if self._emit is not None:
+            await self._emit(StampedEvent(run_id, self._thread_id, event))
+
+    async def _announce(self, run_id: str) -> None:
+        """Tell the first run what was learnt before any run existed: the session id (so
+        the core stores it even if that turn never completes) and start-up warnings."""
+        if self._announced:
+            return
+        self._announced = True
+        if self._thread_id is not None:
+            await self._send(run_id, SessionStarted(session_id=self._thread_id, model=self._model))
+        early, self._before_runs = self._before_runs, []
+        for event in early:
+            await self._send(run_id, event)
+
+    def _stderr_tail(self, proc: ManagedProcess | None) -> str:
+        if proc is None:
+            return ""
+        # Rust's "Stack backtrace: / 0: <unknown>" lines would push the real error out.
+        lines = [ln for ln in proc.stderr_tail if not _BACKTRACE_LINE.match(ln)]
+        return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+    async def serve(
+        self,
+        start: StartAgent,
+        emit: EmitEvent,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        if self._stopping:
+            raise AgentStartError("stopped before it started")
+        self._emit = emit
+        self._start = start
+        self._thread_id = start.session_id
+        self._model = start.model or self.options.model
+        self._parser.model = self._model
+        if self.options.per_turn:
+            await self._serve_per_turn(task_status)
+        else:
+            await self._serve_app_server(start, task_status)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.options.per_turn:
+            if self._exec_proc is not None:
+                self._tree.sample(self._exec_proc.pid)
+                self._exec_interrupted = True
+                await self._exec_proc.stop(grace=self.options.stop_grace_s)
+            await self._tree.terminate(grace=self.options.stop_grace_s)
+            self._gone.set()
+            return
+        proc = self._proc
+        if proc is None:
+            self._gone.set()
+            return
+        self._tree.sample(proc.pid)
+        with trio.CancelScope(shield=True):
+            if self._active_turn is not None and self._rpc is not None and not self._rpc.closed:
+                with trio.move_on_after(1.0):
+                    await self._interrupt_turn(self._active_turn)
+            # Codex exits 0 when its stdin closes: the gentle way out.
+            with trio.move_on_after(self.options.stop_grace_s / 2):
+                try:
+                    await proc.close_stdin()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+                await proc.wait()
+            await proc.stop(grace=self.options.stop_grace_s)
+            with trio.move_on_after(self.options.stop_grace_s + 3):
+                await self._gone.wait()
+            await self._tree.terminate(grace=self.options.stop_grace_s)
+
+    # -- long-lived: codex app-server ----------------------------------------------------
+    async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
+        """Ready (``task_status.started()``) once the thread is started or resumed; a start
+        that fails raises ``AgentStartError`` instead (the listener reports it)."""
+        spec = launch_spec(self.options, workdir=start.workdir, per_turn=False)
+        try:
+            ensure_codex_home(self.options)
+            proc = await spawn_agent(spec)
+        except OSError as exc:
+            self._gone.set()
+            raise AgentStartError(f"cannot start codex ({spec.argv[0]}): {exc}") from exc
+        self._proc = proc
+        self._tree.sample(proc.pid)
+        self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
+        self._parser.model = self._model
+        rpc = RpcPeer(proc.write_line, name="codex")
+        self._rpc = rpc
+        failure: Exception | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                self._tasks = nursery
+                nursery.start_soon(proc.pump_stderr)
+                nursery.start_soon(self._read_app_server, proc, rpc)
+                try:
+                    with trio.fail_after(self.options.start_timeout_s):
+                        await self._handshake(rpc, start)
+                except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+                    # Stop it; the readers then end and the nursery closes without a group.
+                    failure = exc
+                    await proc.stop(grace=self.options.stop_grace_s)
+                else:
+                    self._tree.sample(proc.pid)
+                    self._ready.set()
+                    task_status.started()
+            if failure is not None:
+                tail = self._stderr_tail(proc)
+                message = f"codex app-server did not start: {failure!r}"
+                raise AgentStartError(message + (f"\n{tail}" if tail else "")) from failure
+        finally:
+            self._tasks = None
+            self._ready.set()  # wake prompt() callers; they see the process is gone
+            self._gone.set()
+            rpc.close("codex exited")
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
+                await self._tree.terminate(grace=self.options.stop_grace_s)
+
+    async def _handshake(self, rpc: RpcPeer, start: StartAgent) -> None:
+        await rpc.request(
+            "initialize",
+            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}},
+            timeout=RPC_TIMEOUT_S,
+        )
+        await rpc.notify("initialized")
+        common: dict[str, Any] = {
+            "cwd": start.workdir,
+            "approvalPolicy": self.approval_policy,
+            "sandbox": self.sandbox,
+        }
+        if self._model:
+            common["model"] = self._model
+        instruction = start.system_instruction or self.options.system_instruction
+        if instruction:
+            common["developerInstructions"] = instruction
+        result: Any = None
+        if start.session_id:
+            try:
+                result = await rpc.request(
+                    "thread/resume",
+                    {"threadId": start.session_id, "excludeTurns": True, **common},
+                    timeout=RPC_TIMEOUT_S,
+                )
+            except RpcError as exc:
+                # The stored session is gone (another HOME, deleted): say so, start afresh.
+                await self._send(
+                    self._run_id,
+                    AgentError(
+                        message=f"could not resume codex session {start.session_id}: {exc.message}"
+                    ),
+                )
+        if result is None:
+            result = await rpc.request("thread/start", common, timeout=RPC_TIMEOUT_S)
+        thread = result.get("thread") if isinstance(result, dict) else None
+        thread_id = thread.get("id") if isinstance(thread, dict) else None
+        if not isinstance(thread_id, str):
+            raise RpcClosed(f"thread/start gave no thread id: {result!r}")
+        self._thread_id = thread_id
+        model = result.get("model")
+        if isinstance(model, str):
+            self._model = model
+            self._parser.model = model
+        await self._send(self._run_id, SessionStarted(session_id=thread_id, model=self._model))
+
+    async def _read_app_server(self, proc: ManagedProcess, rpc: RpcPeer) -> None:
+        async for line in proc.stdout_lines():
+            parsed = self._parser.feed(line)
+            await self._handle_parsed(parsed, rpc)
+        rpc.close("codex closed its output")
+        code = await proc.wait()
+        open_turn = self._active_turn is not None or self._turn_pending
+        if open_turn:
+            run_id = self._turn_runs.get(self._active_turn or "", self._run_id)
+            self._active_turn = None
+            self._turn_idle.set()
+            reason = "stopped" if self._stopping else "codex exited"
+            with trio.CancelScope(shield=True):
+                await self._send(
+                    run_id,
+                    TurnAborted(reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)),
+                )
+        self._gone.set()  # after the abort: whoever waits for the end sees the turn's end too
+
+    async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
+        if parsed.response is not None:
+            rpc.resolve(parsed.response)
+        turn = parsed.turn_id
+        if parsed.turn_started and turn is not None and turn not in self._ended_turns:
+            if self._active_turn is None:
+                self._active_turn = turn
+                self._turn_idle = trio.Event()
+            if self._run_id is not None:
+                self._turn_runs.setdefault(turn, self._run_id)
+        run_id = self._turn_runs.get(turn, self._run_id) if turn else self._run_id
+        for event in parsed.events:
+            if isinstance(event, TurnCompleted) and event.session_id is None:
+                event = event.model_copy(update={"session_id": self._thread_id})
+            await self._send(run_id, event)
+        if parsed.turn_ended and turn is not None:
+            self._ended_turns.add(turn)
+            if self._active_turn == turn:
+                self._active_turn = None
+                self._turn_idle.set()
+        request = parsed.refuse
+        if request is not None:
+            try:
+                await rpc.respond_error(
+                    request.id, METHOD_NOT_FOUND, f"spindle does not handle {request.method}"
+                )
+            except RpcClosed:
+                pass
+
+    async def prompt(self, prompt: PromptAgent) -> None:
+        if self.options.per_turn:
+            await self._prompt_per_turn(prompt)
+            return
+        with trio.move_on_after(self.options.start_timeout_s):
+            await self._ready.wait()
+        rpc = self._rpc
+        if rpc is None or rpc.closed or self._thread_id is None or self._gone.is_set():
+            await self._send(
+                prompt.run_id,
+                TurnAborted(
+                    reason="codex is not running", stderr_tail=self._stderr_tail(self._proc)
+                ),
+            )
+            return
+        async with self._turn_lock:
+            # A turn/start during a running turn would be injected into it: wait it out.
+            with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                await self._turn_idle.wait()
+            if self._active_turn is not None:
+                await self._interrupt_turn(self._active_turn)
+                with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                    await self._turn_idle.wait()
+            self._run_id = prompt.run_id
+            await self._announce(prompt.run_id)
+            params: dict[str, Any] = {
+                "threadId": self._thread_id,
+                "input": turn_input(prompt.text, prompt.attachments),
+            }
+            if prompt.model and prompt.model != self._model:
+                params["model"] = prompt.model
+                self._model = prompt.model
+                self._parser.model = prompt.model
+            self._turn_pending = True
+            try:
+                result = await rpc.request("turn/start", params, timeout=TURN_START_TIMEOUT_S)
+            except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+                self._turn_pending = False
+                if not isinstance(exc, RpcClosed):  # a closed process reports its own abort
+                    await self._send(
+                        prompt.run_id,
+                        TurnCompleted(
+                            session_id=self._thread_id,
+                            model=self._model,
+                            is_error=True,
+                            error=f"codex refused the turn: {exc}",
+                        ),
+                    )
+                return
+            self._turn_pending = False
+            turn = result.get("turn") if isinstance(result, dict) else None
+            turn_id = turn.get("id") if isinstance(turn, dict) else None
+            self._tree.sample(self._proc.pid if self._proc else None)
+            if isinstance(turn_id, str):
+                self._turn_runs[turn_id] = prompt.run_id
+                if turn_id not in self._ended_turns and self._active_turn is None:
+                    self._active_turn = turn_id
+                    self._turn_idle = trio.Event()
+
+    async def _interrupt_turn(self, turn_id: str) -> None:
+        rpc = self._rpc
+        if rpc is None or rpc.closed or self._thread_id is None:
+            return
+        try:
+            await rpc.request(
+                "turn/interrupt",
+                {"threadId": self._thread_id, "turnId": turn_id},
+                timeout=INTERRUPT_TIMEOUT_S,
+            )
+        except (RpcError, RpcClosed, trio.TooSlowError):
+            pass  # the turn may have just ended; the caller's grace timer covers the rest
+
+    async def interrupt(self, run_id: str) -> None:
+        if self.options.per_turn:
+            await self._interrupt_per_turn(run_id)
+            return
+        # The turn id may still be on its way (turn/start in flight): give it a moment.
+        with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+            while self._turn_pending and self._active_turn is None:
+                await trio.sleep(0.01)
+        turn = self._active_turn
+        if turn is None:
+            return
+        if self._turn_runs.get(turn, run_id) != run_id:
+            return  # a stale interrupt for a run that is already over
+        await self._interrupt_turn(turn)
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        pending = self._parser.take_request(request_id)
+        if pending is None or self._rpc is None or pending.kind != "permission":
+            return
+        try:
+            await self._rpc.respond(
+                pending.rpc_id, AppServerParser.permission_result(pending, allow)
+            )
+        except RpcClosed:
+            pass
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        pending = self._parser.take_request(request_id)
+        if pending is None or self._rpc is None:
+            return
+        if pending.kind == "permission":  # an elicitation answered as a question
+            result = AppServerParser.permission_result(pending, answer is not None)
+        else:
+            result = AppServerParser.question_result(pending, answer)
+        try:
+            await self._rpc.respond(pending.rpc_id, result)
+        except RpcClosed:
+            pass
+
+    # -- per turn: codex exec --json -----------------------------------------------------
+    async def _serve_per_turn(self, task_status: Any) -> None:
+        async with trio.open_nursery() as nursery:
+            self._turn_nursery = nursery
+            self._ready.set()
+            task_status.started()
+            await self._gone.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _prompt_per_turn(self, prompt: PromptAgent) -> None:
+        self._run_id = prompt.run_id
+        self._announced = True  # codex exec announces its thread in every turn
+        if self._turn_nursery is None or self._gone.is_set():
+            await self._send(prompt.run_id, TurnAborted(reason="codex is not running"))
+            return
+        self._exec_waiting.add(prompt.run_id)
+        self._turn_nursery.start_soon(self._exec_turn, prompt)
+
+    async def _exec_turn(self, prompt: PromptAgent) -> None:
+        assert self._start is not None
+        async with self._turn_lock:
+            self._exec_waiting.discard(prompt.run_id)
+            if prompt.run_id in self._exec_cancelled:
+                self._exec_cancelled.discard(prompt.run_id)
+                await self._send(prompt.run_id, TurnAborted(reason="interrupted"))
+                return
+            self._exec_run_id = prompt.run_id
+            self._exec_interrupted = False
+            parser = ExecParser()
+            if prompt.model:
+                self._model = prompt.model
+            parser.model = self._model
+            instruction = (
+                prompt.system_instruction
+                or self._start.system_instruction
+                or self.options.system_instruction
+            )
+            spec = launch_spec(
+                self.options,
+                workdir=prompt.workdir,
+                per_turn=True,
+                session_id=self._thread_id or prompt.session_id,
+                model=self._model,
+                system_instruction=instruction,
+                sandbox=self.sandbox,
+            )
+            t0 = trio.current_time()
+            try:
+                ensure_codex_home(self.options)
+                proc = await spawn_agent(spec)
+            except OSError as exc:
+                await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
+                return
+            self._exec_proc = proc
+            self._tree.sample(proc.pid)
+            if self._exec_interrupted:
+                proc.signal(signal.SIGINT)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(proc.pump_stderr)
+                    try:
+                        await proc.write_line(turn_text(prompt.text, prompt.attachments))
+                        await proc.close_stdin()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        pass
+                    async for line in proc.stdout_lines():
+                        for event in parser.feed(line).events:
+                            if isinstance(event, SessionStarted):
+                                self._thread_id = event.session_id
+                                self._tree.sample(proc.pid)
+                            if isinstance(event, TurnCompleted):
+                                ms = int((trio.current_time() - t0) * 1000)
+                                event = event.model_copy(update={"duration_ms": ms})
+                            await self._send(prompt.run_id, event)
+                code = await proc.wait()
+                if not parser.ended and parser.held_error:
+                    await self._send(prompt.run_id, AgentError(message=parser.held_error))
+                if not parser.ended:
+                    reason = "interrupted" if self._exec_interrupted else "codex exited"
+                    await self._send(
+                        prompt.run_id,
+                        TurnAborted(
+                            reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)
+                        ),
+                    )
+            finally:
+                self._exec_stats.add(parser.stats)
+                self._exec_proc = None
+                self._exec_run_id = None
+                with trio.CancelScope(shield=True):
+                    await proc.stop(grace=self.options.stop_grace_s)
+                    await self._tree.terminate(grace=self.options.stop_grace_s)
+
+    async def _interrupt_per_turn(self, run_id: str) -> None:
+        proc = self._exec_proc
+        if self._exec_run_id == run_id and proc is None:
+            self._exec_interrupted = True  # being spawned: signalled as soon as it exists
+            return
+        if proc is None or self._exec_run_id != run_id:
+            if run_id in self._exec_waiting:
+                self._exec_cancelled.add(run_id)  # not started yet: it never will be
+            return
+        # codex exec has no in-band interrupt: SIGINT makes it record turn_aborted and exit 1.
+        self._exec_interrupted = True
+        proc.signal(signal.SIGINT)

@@ -1,0 +1,61 @@
+"""How the Gemini CLI is launched (pure): ``gemini --acp`` [``-m <model>``] in the workdir, or
+one ``gemini --prompt=<text> -o stream-json`` per turn (the fall-back, with ``-r <session>`` or
+``--session-id <new id>``), with ``GEMINI_CLI_HOME`` at the thread's own settings home
+(``home.py``: its MCP servers and bounded retries; shown read-write to the sandboxed CLI),
+``GEMINI_CLI_TRUST_WORKSPACE=true`` (an untrusted folder loads no MCP servers and downgrades
+approval modes) and ``GEMINI_CLI_NO_RELAUNCH=true`` (no second node process).
+
+The system instruction goes first in the prompt, tagged (``base.launch.prompt_text``):
+Gemini has no flag that adds to its system prompt, only ``GEMINI_SYSTEM_MD``, which replaces
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from threadspindle.agents.base.launch import LaunchSpec, launch_environment
+from threadspindle.agents.base.options import AgentOptions
+
+__all__ = ["DEFAULT_BINARY", "DEFAULT_ENV", "launch_spec"]
+
+DEFAULT_BINARY = "gemini"
+DEFAULT_ENV = {
+    "GEMINI_CLI_NO_RELAUNCH": "true",
+    "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    "GEMINI_TELEMETRY_ENABLED": "false",
+}
+
+
+def launch_spec(
+    options: AgentOptions,
+    workdir: str,
+    gemini_home: str,
+    *,
+    model: str | None = None,
+    per_turn_prompt: str | None = None,
+    resume: str | None = None,
+    new_session_id: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> LaunchSpec:
+    """``gemini --acp`` or, with ``per_turn_prompt``, one ``-p`` turn, using the settings
+    home ``gemini_home``."""
+    argv = [options.binary or DEFAULT_BINARY]
+    if per_turn_prompt is None:
+        argv.append("--acp")
+    else:
+        # No one can answer a permission prompt in -p mode: approve, as the recipes do.
+        # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag.
+        argv += [f"--prompt={per_turn_prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
+        if resume:
+            argv += ["-r", resume]
+        elif new_session_id:
+            argv += ["--session-id", new_session_id]
+    chosen_model = model or options.model
+    if chosen_model:
+        argv += ["-m", chosen_model]
+    argv += list(options.extra_args)
+    env = launch_environment(
+        options, forced={**DEFAULT_ENV, "GEMINI_CLI_HOME": gemini_home}, base=base_env
+    )
+    return LaunchSpec.of(options, argv, env, workdir, expose_writable=(gemini_home,))

@@ -1,0 +1,559 @@
+"""The opencode adapter: one session on a shared ``opencode serve`` per thread.
+
+Long-lived mode (default): the thread takes a reference on the directory's server
+(``server.py``: one ``opencode serve`` per project directory, password-protected,
+loopback only), creates a session (``POST /session``) or reuses the resume id (sessions live
+in opencode's database, so a new server continues an old session as is), subscribes to that
+session's events on the shared ``/event`` bus, and turns them into agent events with
+``OpencodeEventParser``. A prompt is ``POST /session/{id}/prompt_async`` (204 at once);
+the turn ends at ``session.idle``. Interrupt is ``POST /session/{id}/abort`` (in-band: the
+server and session stay usable); permission answers go to ``POST /permission/{id}/reply``
+(``once``/``reject``), question answers to ``/question/{id}/reply`` or ``/reject``.
+
+Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <session>]``
+per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
+CLI auto-rejects permission requests in this mode.
+
+MCP servers: in long-lived mode each thread registers its own on the shared server
+(``POST /mcp``, named ``<name>-<tag of url+token>``) and its session's permission ruleset
+denies every other thread's registration of that name, so threads with different bearer
+tokens share one server and each sees (and calls, with its token) only its own tools. In
+per-turn mode they go into a private config file (0600, private temp dir, removed after the
+last turn) named by ``OPENCODE_CONFIG``, which opencode merges over the user's config. No
+user file is touched, no token is on a command line.
+
+Guards against hangs: opencode retries a failing model call by itself (5 times, 2 s doubling,
+about a minute of silence when the model server is down); after ``max_model_retries``
+``session.status retry`` events the adapter aborts the turn and it ends with a clear error.
+An abort that produces no ``session.idle`` within ``interrupt_grace_s`` ends the turn with
+``TurnAborted`` from here. A server that dies ends the open turn with ``TurnAborted``
+(exit code, stderr tail).
+
+Invariants: every event is stamped with the run id of the last ``prompt`` and the session id;
+at most one turn-ending event per turn; ``stop`` returns once this thread's reference is gone
+(and, for the last thread of the directory, once psutil confirms no process is left).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import trio
+
+from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.launch import PrivateDir, prompt_text
+from threadspindle.agents.base.options import AgentOptions, ConversationInfo
+from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
+from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.opencode.launch import (
+    McpRegistration,
+    launch_env,
+    mcp_registrations,
+    private_config,
+    prompt_body,
+    run_spec,
+    serve_spec,
+    session_rules,
+)
+from threadspindle.agents.opencode.parser import OpencodeEventParser
+from threadspindle.agents.opencode.run_parser import OpencodeRunParser
+from threadspindle.agents.opencode.server import (
+    RESYNC,
+    OpencodeServer,
+    ServerStartError,
+    acquire_server,
+    release_server,
+)
+from threadspindle.agents.opencode.sessions import conversations_from
+from threadspindle.effects.process import ManagedProcess
+from threadspindle.runtime.core.agent_events import (
+    AgentError,
+    AgentEvent,
+    SessionStarted,
+    TurnAborted,
+)
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
+
+__all__ = ["OpencodeAdapter"]
+
+logger = logging.getLogger(__name__)
+
+
+class OpencodeAdapter(AgentAdapter):
+    """One thread's opencode session (see the module docstring).
+
+    ``permission="ask"`` creates sessions whose ruleset asks the thread before bash, edit,
+    webfetch and outside-directory access; ``None`` leaves it to the user's opencode config.
+    """
+
+    name = "opencode"
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        *,
+        permission: str | None = None,
+        max_model_retries: int | None = None,  # None: options.max_retries
+        interrupt_grace_s: float = 5.0,
+    ) -> None:
+        super().__init__(options)
+        self.permission = permission
+        self.max_model_retries = (
+            options.max_retries if max_model_retries is None else max_model_retries
+        )
+        self.interrupt_grace_s = interrupt_grace_s
+        self._stats = ParserStats()
+        self._server: OpencodeServer | None = None
+        self._session_id: str | None = None
+        self._workdir: str | None = None
+        self._run_id: str | None = None
+        self._emit: EmitEvent | None = None
+        self._parser: OpencodeEventParser | None = None
+        self._nursery: trio.Nursery | None = None
+        self._serve_scope: trio.CancelScope | None = None
+        self._serve_done = trio.Event()
+        self._serving = False
+        self._aborting_run: str | None = None
+        self._turn_proc: ManagedProcess | None = None
+        self._turn_done: trio.Event | None = None
+        self._turn_env: dict[str, str] = {}
+        self._mcp_names: list[str] = []
+        self._problems: list[str] = []  # start-up problems told once the thread is ready
+
+    # serve ------------------------------------------------------------------------------
+    async def serve(self, start: StartAgent, emit: EmitEvent, task_status: Any) -> None:
+        self._emit = emit
+        self._workdir = start.workdir
+        self._serve_done = trio.Event()
+        self._serving = True
+        try:
+            with trio.CancelScope() as scope:
+                self._serve_scope = scope
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    if self.options.per_turn:
+                        await self._serve_per_turn(start, task_status)
+                    else:
+                        await self._serve_long_lived(start, task_status)
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The nursery wraps a start failure; callers want the error itself.
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                raise group.exceptions[0] from group
+            raise
+        finally:
+            self._serving = False
+            self._nursery = None
+            self._serve_done.set()
+
+    async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
+        spec = serve_spec(self.options, start.workdir)
+        try:
+            server = await acquire_server(
+                spec, start_timeout=self.options.start_timeout_s, grace=self.options.stop_grace_s
+            )
+        except ServerStartError as exc:
+            raise AgentStartError(str(exc)) from exc
+        self._server = server
+        session_id: str | None = None
+        subscription = None
+        try:
+            self._problems = await self._register_mcp(server)
+            session_id = await self._open_session(server, start.session_id)
+            self._session_id = session_id
+            subscription = server.subscribe(session_id)
+            self._parser = OpencodeEventParser(session_id, self._stats)
+            task_status.started()
+            await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
+            for problem in self._problems:
+                await self._emit_event(AgentError(message=problem))
+            if start.session_id and start.session_id != session_id:
+                await self._emit_event(
+                    AgentError(
+                        message=f"Could not resume opencode session {start.session_id} "
+                        "(not found); started a new session."
+                    )
+                )
+            async with subscription.receive as events:
+                async for event in events:
+                    await self._handle(event)
+            # The channel closed: the server process is gone.
+            if self._parser.turn_open:
+                reason = f"opencode server exited ({server.exit_code})"
+                self._parser.turn_state = "idle"
+                await self._emit_event(
+                    TurnAborted(
+                        reason=reason,
+                        exit_code=server.exit_code,
+                        stderr_tail=server.stderr_tail(),
+                    )
+                )
+        finally:
+            with trio.CancelScope(shield=True):
+                if subscription is not None:
+                    server.unsubscribe(subscription)
+                self._server = None
+                await self._unregister_mcp(server)
+                await release_server(server)
+
+    async def _open_session(self, server: OpencodeServer, resume: str | None) -> str:
+        mcp = mcp_registrations(self.options)
+        rules = session_rules(self.permission, mcp)
+        if resume:
+            response = await server.request("GET", f"/session/{resume}")
+            if response.status_code == 200:
+                if mcp:
+                    await self._update_rules(server, resume, response.json(), mcp)
+                return resume
+        body: dict[str, Any] = {"permission": rules} if rules else {}
+        response = await server.request("POST", "/session", json_body=body)
+        if response.status_code != 200:
+            raise AgentStartError(
+                f"opencode: POST /session answered {response.status_code}: {response.text[:300]}"
+            )
+        session = response.json()
+        if not isinstance(session, dict) or not isinstance(session.get("id"), str):
+            raise AgentStartError(f"opencode: unexpected session reply {str(session)[:200]}")
+        return str(session["id"])
+
+    async def _update_rules(
+        self, server: OpencodeServer, session_id: str, session: Any, mcp: list[McpRegistration]
+    ) -> None:
+        """A resumed session keeps its ruleset; swap its MCP rules for this thread's."""
+        old = session.get("permission") if isinstance(session, dict) else None
+        bases = tuple(f"{reg.base}-" for reg in mcp)
+        kept = [
+            r
+            for r in (old if isinstance(old, list) else [])
+            if isinstance(r, dict) and not str(r.get("permission", "")).startswith(bases)
+        ]
+        rules = kept + session_rules(None, mcp)
+        response = await server.request(
+            "PATCH", f"/session/{session_id}", json_body={"permission": rules}
+        )
+        if response.status_code != 200:
+            # Not fatal: the thread goes on, told that its MCP tools may be missing.
+            self._problems.append(
+                f"could not give resumed session {session_id} this thread's MCP tools "
+                f"({response.status_code})"
+            )
+
+    async def _register_mcp(self, server: OpencodeServer) -> list[str]:
+        """Register this thread's MCP servers on the shared server; the problems, if any."""
+        problems = []
+        for reg in mcp_registrations(self.options):
+            server.mcp_refs[reg.name] = server.mcp_refs.get(reg.name, 0) + 1
+            self._mcp_names.append(reg.name)
+            try:
+                response = await server.request(
+                    "POST", "/mcp", json_body={"name": reg.name, "config": reg.config}
+                )
+                status = response.json().get(reg.name) if response.status_code == 200 else None
+            except Exception as exc:  # noqa: BLE001 - reported, the thread goes on without it
+                problems.append(f"MCP server {reg.base!r} could not be added: {exc!r}")
+                continue
+            state = status.get("status") if isinstance(status, dict) else None
+            if state != "connected":
+                detail = status.get("error") if isinstance(status, dict) else response.text
+                problems.append(f"MCP server {reg.base!r} is {state or 'unknown'}: {detail}")
+        return problems
+
+    async def _unregister_mcp(self, server: OpencodeServer) -> None:
+        for name in self._mcp_names:
+            server.mcp_refs[name] = server.mcp_refs.get(name, 1) - 1
+            if server.mcp_refs[name] <= 0 and server.alive:
+                server.mcp_refs.pop(name, None)
+                with trio.move_on_after(5):
+                    try:
+                        await server.request("POST", f"/mcp/{name}/disconnect")
+                    except Exception:  # noqa: BLE001 - the server may be going away
+                        pass
+        self._mcp_names = []
+
+    async def _handle(self, event: dict[str, Any]) -> None:
+        assert self._parser is not None
+        if event.get("type") == RESYNC:
+            if self._parser.turn_open and self._nursery is not None:
+                self._nursery.start_soon(self._check_missed_end, self._run_id)
+            return
+        parser = self._parser
+        for agent_event in parser.feed_event(event).events:
+            if isinstance(agent_event, AgentError) and agent_event.retryable:
+                if parser.retries > self.max_model_retries:
+                    continue  # one retry too many: the turn is stopped just below
+                agent_event = agent_event.model_copy(update={"max_retries": self.max_model_retries})
+            await self._emit_event(agent_event)
+        if (
+            parser.turn_open
+            and parser.retries > self.max_model_retries
+            and self._aborting_run != self._run_id
+        ):
+            # opencode would keep retrying for about a minute in silence: give up now.
+            self._aborting_run = self._run_id
+            failure = f"the model request failed {parser.retries} times: " + (
+                parser.last_retry_message or "no answer"
+            )
+            await self._emit_event(AgentError(message=f"{failure}; turn stopped"))
+            parser.fail_turn(failure)
+            await self._abort(self._run_id)
+
+    async def _check_missed_end(self, run_id: str | None) -> None:
+        """After the event stream reconnected: if the session is idle although our turn is
+        open, its ``session.idle`` was lost; end the turn rather than wait forever."""
+        server, parser = self._server, self._parser
+        if server is None or parser is None or self._session_id is None:
+            return
+        try:
+            response = await server.request("GET", "/session/status", timeout=10.0)
+            statuses = response.json() if response.status_code == 200 else None
+        except Exception:  # noqa: BLE001 - the stream is back; the next check may work
+            return
+        if not isinstance(statuses, dict):
+            return
+        status = statuses.get(self._session_id)
+        busy = isinstance(status, dict) and status.get("type") in ("busy", "retry")
+        if not busy and self._run_id == run_id and parser.turn_open:
+            reason = "the event stream was interrupted and the turn's end was missed"
+            for event in parser.end_turn_aborted(reason):
+                await self._emit_event(event)
+
+    async def _emit_event(self, event: AgentEvent) -> None:
+        if self._emit is not None:
+            await self._emit(StampedEvent(self._run_id, self._session_id, event))
+
+    # per-turn fall-back ---------------------------------------------------------------------
+    async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
+        self._session_id = start.session_id
+        config = private_config(self.options)
+        config_dir = None
+        self._turn_env = launch_env(self.options)
+        try:
+            if config:
+                config_dir = PrivateDir("spindle-opencode-")
+                path = config_dir.write("opencode.json", json.dumps(config))
+                self._turn_env["OPENCODE_CONFIG"] = path
+            task_status.started()
+            if start.session_id:
+                await self._emit_event(
+                    SessionStarted(session_id=start.session_id, model=start.model)
+                )
+            await trio.sleep_forever()
+        finally:
+            if config_dir is not None:
+                with trio.CancelScope(shield=True):
+                    if self._turn_done is not None:
+                        with trio.move_on_after(self.options.stop_grace_s * 3):
+                            await self._turn_done.wait()
+                config_dir.remove()
+
+    async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
+        parser = OpencodeRunParser(self._stats)
+        system = prompt.system_instruction or self.options.system_instruction
+        first = not (prompt.session_id or self._session_id)
+        # `run` has no flag for the system instruction: the session's first prompt says it.
+        text = prompt_text(
+            prompt.text, prompt.attachments, system_instruction=system if first else None
+        )
+        spec = run_spec(
+            self.options,
+            text,
+            workdir=prompt.workdir,
+            session_id=prompt.session_id or self._session_id,
+            model=prompt.model or self.options.model,
+            env=self._turn_env or launch_env(self.options),
+        )
+        try:
+            proc = await spawn_agent(spec, stdin=False)
+        except OSError as exc:
+            await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))
+            done.set()
+            return
+        self._turn_proc = proc
+        try:
+            if self._aborting_run == prompt.run_id:
+                # Interrupted while the process was being spawned.
+                await proc.stop(grace=self.options.stop_grace_s)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(proc.pump_stderr)
+                async for line in proc.stdout_lines():
+                    for event in parser.feed(line).events:
+                        if isinstance(event, SessionStarted):
+                            self._session_id = event.session_id
+                        await self._emit_event(event)
+                code = await proc.wait()
+                with trio.move_on_after(1.0):
+                    await trio.sleep(0)  # let stderr drain a little
+                nursery.cancel_scope.cancel()
+            if not parser.completed:
+                reason = "interrupted" if self._aborting_run == prompt.run_id else parser.error
+                await self._emit_event(
+                    TurnAborted(
+                        reason=reason or f"opencode exited ({code}) without finishing the turn",
+                        exit_code=code,
+                        stderr_tail="\n".join(list(proc.stderr_tail)[-10:]),
+                    )
+                )
+        finally:
+            with trio.CancelScope(shield=True):
+                await proc.stop(grace=self.options.stop_grace_s)
+            self._turn_proc = None
+            done.set()
+
+    # commands ---------------------------------------------------------------------------
+    async def prompt(self, prompt: PromptAgent) -> None:
+        if not self._serving or self._nursery is None:
+            raise AgentStartError("opencode adapter: prompt before serve() is ready")
+        if self.options.per_turn:
+            if self._turn_done is not None and not self._turn_done.is_set():
+                # One turn at a time: the previous one ends before this one starts.
+                if self._run_id is not None:
+                    await self.interrupt(self._run_id)
+                await self._turn_done.wait()
+            self._run_id = prompt.run_id
+            self._aborting_run = None
+            self._turn_done = trio.Event()
+            self._nursery.start_soon(self._run_turn, prompt, self._turn_done)
+            return
+        server, parser = self._server, self._parser
+        if server is None or parser is None or self._session_id is None:
+            raise AgentStartError("opencode adapter: no live session")
+        if parser.turn_open and self._run_id is not None:
+            # One turn at a time: a prompt sent while opencode is busy would be queued by it
+            # and the old turn's idle would end the new one. The open turn ends first.
+            await self.interrupt(self._run_id)
+            with trio.move_on_after(self.interrupt_grace_s + 1.0):
+                while parser.turn_open:
+                    await trio.sleep(0.01)
+        self._run_id = prompt.run_id
+        self._aborting_run = None
+        parser.begin_turn()
+        if not prompt.system_instruction and self.options.system_instruction:
+            prompt = prompt.model_copy(
+                update={"system_instruction": self.options.system_instruction}
+            )
+        body = prompt_body(prompt, self.options.model)
+        try:
+            response = await server.request(
+                "POST", f"/session/{self._session_id}/prompt_async", json_body=body
+            )
+            failure = None if response.status_code in (200, 204) else response.text[:500]
+        except Exception as exc:  # noqa: BLE001 - any transport failure ends the turn
+            failure = repr(exc)
+        if failure is not None:
+            await self._emit_event(AgentError(message=f"opencode refused the prompt: {failure}"))
+            for event in parser.end_turn_aborted(f"prompt failed: {failure}"):
+                await self._emit_event(event)
+
+    async def interrupt(self, run_id: str) -> None:
+        if run_id != self._run_id:
+            return
+        if self.options.per_turn:
+            if self._turn_done is None or self._turn_done.is_set():
+                return
+            self._aborting_run = run_id  # seen by _run_turn if it is still spawning
+            proc = self._turn_proc
+            if proc is not None and proc.returncode is None:
+                await proc.stop(grace=self.options.stop_grace_s)
+            return
+        if self._parser is None or not self._parser.turn_open:
+            return
+        self._aborting_run = run_id
+        await self._abort(run_id)
+
+    async def _abort(self, run_id: str | None) -> None:
+        server = self._server
+        if server is None or self._session_id is None:
+            return
+        try:
+            await server.request("POST", f"/session/{self._session_id}/abort", timeout=10.0)
+        except Exception as exc:  # noqa: BLE001 - the watchdog below still ends the turn
+            await self._emit_event(AgentError(message=f"opencode abort failed: {exc!r}"))
+        if self._nursery is not None:
+            self._nursery.start_soon(self._abort_watchdog, run_id)
+
+    async def _abort_watchdog(self, run_id: str | None) -> None:
+        await trio.sleep(self.interrupt_grace_s)
+        parser = self._parser
+        if parser is not None and self._run_id == run_id and parser.turn_open:
+            for event in parser.end_turn_aborted("interrupted (opencode did not confirm)"):
+                await self._emit_event(event)
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._server.stderr_tail() if self._server is not None else ""
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        server = self._require_server()
+        reply = "once" if allow else "reject"
+        response = await server.request(
+            "POST", f"/permission/{request_id}/reply", json_body={"reply": reply}
+        )
+        self._check_answer(response, request_id)
+
+    async def answer_question(self, request_id: str, answer: str | None) -> None:
+        server = self._require_server()
+        if answer is None:
+            response = await server.request("POST", f"/question/{request_id}/reject")
+        else:
+            response = await server.request(
+                "POST", f"/question/{request_id}/reply", json_body={"answers": [[answer]]}
+            )
+        self._check_answer(response, request_id)
+
+    def _check_answer(self, response: Any, request_id: str) -> None:
+        if response.status_code == 404:
+            # Already resolved (the turn ended, or another client answered): nothing waits.
+            logger.info("opencode: request %s is no longer pending", request_id)
+            return
+        if response.status_code >= 400:
+            raise RuntimeError(
+                f"opencode refused the answer to {request_id}: "
+                f"{response.status_code} {response.text[:200]}"
+            )
+
+    def _require_server(self) -> OpencodeServer:
+        if self._server is None:
+            raise AgentStartError("opencode adapter: no live server")
+        return self._server
+
+    async def stop(self) -> None:
+        if not self._serving:
+            return
+        if self._run_id is not None:
+            with trio.move_on_after(self.options.stop_grace_s):
+                await self.interrupt(self._run_id)
+                # Let the abort land (session idle) before this thread leaves the server.
+                while self._parser is not None and self._parser.turn_open:
+                    await trio.sleep(0.02)
+        if self._serve_scope is not None:
+            self._serve_scope.cancel()
+        with trio.move_on_after(self.options.stop_grace_s * 3 + 5):
+            await self._serve_done.wait()
+
+    def statistics(self) -> AgentStatistics:
+        return self._stats.snapshot()
+
+    @property
+    def server(self) -> OpencodeServer | None:
+        """The shared server this thread uses (None when not serving)."""
+        return self._server
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    async def list_conversations_live(self, limit: int = 20) -> list[ConversationInfo]:
+        """Sessions of this thread's directory from the running server (newest first)."""
+        if self._server is None or self._workdir is None:
+            return []
+        try:
+            response = await self._server.request(
+                "GET", "/session", params={"directory": self._workdir, "limit": str(limit)}
+            )
+            sessions = response.json() if response.status_code == 200 else []
+        except Exception:  # noqa: BLE001 - best effort
+            return []
+        return conversations_from(sessions if isinstance(sessions, list) else [])

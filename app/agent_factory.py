@@ -1,0 +1,67 @@
+"""The runtime's ``AdapterFactory`` for ``spindle run``: configured options, the sandbox and,
+when the MCP process manager runs, the manager as an MCP server with the thread's token.
+
+This is where agents (``AgentOptions``, ``McpServer``) meet effects (the process manager):
+the composition root, so that neither imports the other. Each agent start gets a fresh
+adapter for ``start.agent``; the thread's workdir comes from the ``StartAgent`` itself
+(the conversation's), so the factory needs nothing from the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from threadspindle.agents import adapter_class
+from threadspindle.agents.base import AgentAdapter, AgentOptions, McpServer
+from threadspindle.app.config import Settings
+from threadspindle.runtime.core.effect_types import StartAgent
+
+if TYPE_CHECKING:
+    from threadspindle.effects.mcp_manager.server import ProcessManager
+
+__all__ = ["AgentFactory", "process_manager_server", "with_process_manager"]
+
+
+def process_manager_server(
+    manager: ProcessManager, thread_id: str, workdir: str | None = None
+) -> McpServer:
+    """The process manager as an MCP server for an agent of this thread: a thread token
+    (the agent can touch only its thread's processes), bound to ``workdir`` when given (the
+    default ``cwd`` of its ``start_process`` calls)."""
+    # Imported here: the MCP SDK takes a second to import, and only a running manager
+    # (so an imported one) gets here; ``spindle run --no-mcp`` never pays for it.
+    from threadspindle.effects.mcp_manager.server import SERVER_NAME
+
+    if workdir is not None:
+        manager.bind_thread(thread_id, workdir)
+    return McpServer(
+        name=SERVER_NAME, url=manager.url, bearer_token=manager.token_for_thread(thread_id)
+    )
+
+
+def with_process_manager(
+    options: AgentOptions, manager: ProcessManager, thread_id: str, workdir: str | None = None
+) -> AgentOptions:
+    """A copy of ``options`` with this thread's process manager among its MCP servers
+    (replacing any other entry of the same name)."""
+    server = process_manager_server(manager, thread_id, workdir)
+    from threadspindle.effects.mcp_manager.server import SERVER_NAME
+
+    kept = tuple(s for s in options.mcp_servers if s.name != SERVER_NAME)
+    return options.model_copy(update={"mcp_servers": (*kept, server)})
+
+
+class AgentFactory:
+    """Makes each thread's adapter (``runtime.live.ports.AdapterFactory``)."""
+
+    def __init__(self, settings: Settings, mcp: ProcessManager | None) -> None:
+        self.settings = settings
+        self.mcp = mcp
+
+    def __call__(self, start: StartAgent, thread_id: str, /) -> AgentAdapter:
+        agent = start.agent
+        options = self.settings.agent(agent).options()
+        options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
+        if self.mcp is not None:
+            options = with_process_manager(options, self.mcp, thread_id, start.workdir)
+        return adapter_class(agent)(options)

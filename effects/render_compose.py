@@ -1,0 +1,286 @@
+"""Composing outputs: what each chat effect does to its output's messages.
+
+``OutputComposer`` is the presentation half of the stream renderer. For each chat effect
+(``Typing`` aside) it changes the output's bookkeeping (``effects.render_outputs``) and
+hands the messages to pace (``effects.render_pacing``):
+
+- **Streamed text** (``PostOutput(kind="text")`` + appends) goes through a
+  ``MessageChunker``: each closed message is sent (or its open message's edit marked) once,
+  only the open message is re-rendered, and the first message of a stream waits one
+  pacing interval so what streams in by then is in its first send.
+- **Thinking** is a one-line subtext preview of its last characters, edited as it grows
+  (an append-only display gets it once, at the seal).
+- **A tool call** is one compact card: sent when its result comes (an ``EditOutput``) or
+  one interval after it opened, so a quick tool is one send.
+- **Footer, notice, marker** are sent as given; an ``EditOutput`` re-splits an output and
+  deletes the messages it no longer needs.
+- **Prompts** carry Accept/Deny buttons (permission) or a select menu (question); a
+  dismissal edits them at once, buttons gone, before anything posted after it.
+- **Replies** answer the command that asked, in channel order.
+- **Sealing** an output makes its last sends and edits before anything after it.
+
+Keys are admitted once (``OutputBook.admit``); appends are taken in ``seq`` order only,
+never after the seal or a failure. No platform call is made here but through the pacing.
+"""
+
+from __future__ import annotations
+
+from threadspindle.effects.chunking import (
+    THINKING_PREVIEW_CHARS,
+    MessageChunker,
+    fit_message,
+    is_blank,
+    permission_action,
+    permission_text,
+    question_menu_id,
+    question_text,
+)
+from threadspindle.effects.platform import PlatformLimits, SelectMenu
+from threadspindle.effects.render_outputs import Output, OutputBook, RenderTally
+from threadspindle.effects.render_pacing import PacedDelivery
+from threadspindle.runtime.core.effect_types import (
+    AppendOutput,
+    Button,
+    DismissPrompt,
+    EditOutput,
+    PostOutput,
+    ReplyToCommand,
+    SealOutput,
+    ShowPermissionPrompt,
+    ShowQuestion,
+)
+
+__all__ = ["OutputComposer", "OutputEffect"]
+
+OutputEffect = (
+    PostOutput
+    | AppendOutput
+    | EditOutput
+    | SealOutput
+    | ShowPermissionPrompt
+    | ShowQuestion
+    | DismissPrompt
+    | ReplyToCommand
+)
+
+
+class OutputComposer:
+    """The outputs of one channel, composed effect by effect; see the module docstring.
+
+    ``append_only``: the display only appends (the plain console): streamed text is shown by
+    whole lines and thinking once. ``wrap_links``/``close_live_fences``: wrap bare links in
+    ``<>``, close an open fence in the live message (both off on an append-only display)."""
+
+    def __init__(
+        self,
+        book: OutputBook,
+        delivery: PacedDelivery,
+        tally: RenderTally,
+        limits: PlatformLimits,
+        *,
+        append_only: bool,
+        wrap_links: bool,
+        close_live_fences: bool,
+    ) -> None:
+        self._book = book
+        self._delivery = delivery
+        self._tally = tally
+        self._budget = limits.char_limit - limits.split_margin
+        self._supports_edit = limits.supports_edit
+        self._append_only = append_only
+        self._wrap_links = wrap_links
+        self._close_live = close_live_fences
+
+    async def apply(self, effect: OutputEffect) -> None:
+        """Apply one chat effect (any but ``Typing``) to its output's messages."""
+        if isinstance(effect, PostOutput):
+            if self._is_new(effect.key):
+                await self._post_output(effect)
+        elif isinstance(effect, AppendOutput):
+            out = self._book.get(effect.key)
+            if out is None or effect.seq <= out.last_seq or out.sealed or out.failed:
+                self._tally.ignored_appends += 1
+                return
+            out.last_seq = effect.seq
+            await self._append(out, effect.text)
+        elif isinstance(effect, EditOutput):
+            await self._edit_output(effect)
+        elif isinstance(effect, SealOutput):
+            out = self._book.get(effect.key)
+            if out is not None and not out.sealed and not out.failed:
+                await self._seal(out)
+        elif isinstance(effect, ShowPermissionPrompt | ShowQuestion):
+            if self._is_new(effect.key):
+                await self._show_prompt(effect)
+        elif isinstance(effect, DismissPrompt):
+            await self._dismiss(effect)
+        elif isinstance(effect, ReplyToCommand):
+            if self._is_new(effect.key):
+                await self._reply(effect)
+
+    def _is_new(self, key: str) -> bool:
+        return self._book.admit(key, self._tally, self._delivery.busy_outputs)
+
+    async def _post_output(self, effect: PostOutput) -> None:
+        if effect.kind == "text":
+            out = self._book.add(Output(effect.key, "stream"))
+            out.chunker = MessageChunker(
+                self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+            )
+            await self._append(out, effect.text)
+        elif effect.kind == "thinking":
+            out = self._book.add(Output(effect.key, "preview"))
+            await self._append(out, effect.text)
+        elif effect.kind == "tool":
+            # Sent when its result comes, or after one pacing interval: a quick tool costs
+            # one call, a slow one shows its header while it works.
+            out = self._book.add(Output(effect.key, "card", text=effect.text))
+            await self._show(out, now=False)
+        else:  # footer, notice, marker: as given
+            out = self._book.add(Output(effect.key, "block", text=effect.text, sealed=True))
+            await self._show(out, now=True)
+
+    async def _append(self, out: Output, text: str) -> None:
+        if out.mode == "stream":
+            assert out.chunker is not None
+            out.chunker.feed(text)
+            await self._pump_stream(out)
+        elif out.mode == "preview":
+            out.text += text
+            keep = 4 * THINKING_PREVIEW_CHARS  # whitespace is collapsed later: keep some spare
+            if len(out.text) > keep:
+                out.text, out.truncated = out.text[-keep:], True
+            if self._supports_edit and not self._append_only:
+                await self._show(out, now=False)  # append-only displays: at the seal
+        else:
+            out.text += text
+            await self._show(out, now=True)
+
+    async def _seal(self, out: Output) -> None:
+        out.sealed = True
+        if out.mode == "stream":
+            assert out.chunker is not None
+            out.chunker.finish()
+            await self._pump_stream(out)
+            out.chunker = None  # its text is in the messages now
+        elif out.mode == "preview":
+            await self._show(out, now=True)
+        await self._delivery.settle(out)
+
+    async def _edit_output(self, effect: EditOutput) -> None:
+        out = self._book.get(effect.key)
+        if out is None:
+            self._tally.ignored_appends += 1
+            return
+        if out.mode in ("stream", "preview", "seeded"):
+            if out.mode == "stream" and out.chunker is not None:
+                out.chunker.finish()
+                out.chunker = None
+            out.live = None
+            out.mode = "block" if out.mode != "seeded" or len(out.messages) != 1 else "card"
+        out.text = effect.text
+        await self._show(out, now=True)
+
+    async def _show_prompt(self, effect: ShowPermissionPrompt | ShowQuestion) -> None:
+        out = self._book.add(Output(effect.key, "prompt", sealed=True))
+        menu: SelectMenu | None = None
+        buttons: tuple[Button, ...] = ()
+        if isinstance(effect, ShowPermissionPrompt):
+            out.text = permission_text(effect.tool, effect.detail)
+            buttons = (
+                Button(label="Accept", action=permission_action(effect.request_id, True)),
+                Button(label="Deny", action=permission_action(effect.request_id, False)),
+            )
+        else:
+            out.text = question_text(
+                effect.question, has_options=bool(effect.options), multiple=effect.multiple
+            )
+            if effect.options:
+                menu = SelectMenu(
+                    custom_id=question_menu_id(effect.request_id),
+                    options=effect.options,
+                    multiple=effect.multiple,
+                )
+        text = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        message = self._book.new_message(out, text)
+        message.buttons = buttons
+        await self._delivery.send(out, message, menu=menu)
+
+    async def _dismiss(self, effect: DismissPrompt) -> None:
+        out = self._book.get(effect.key)
+        if out is None or not out.messages:
+            self._tally.ignored_appends += 1
+            return
+        base = out.text or "🔐 Request"
+        out.text = base + f"\n-# {effect.outcome}"
+        message = out.messages[0]
+        message.final = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        message.buttons = ()  # no more answers
+        message.clear_components = True
+        self._delivery.mark_dirty(out, message)
+        # Now, not at the next paced flush: what the chat shows after the dismissal (the
+        # next run's answer and footer) must not appear while the buttons are still there.
+        await self._delivery.settle(out)
+
+    async def _reply(self, effect: ReplyToCommand) -> None:
+        out = self._book.add(Output(effect.key, "reply", text=effect.text, sealed=True))
+        text = fit_message(effect.text, self._budget, wrap_links=self._wrap_links) or "…"
+        message = self._book.new_message(out, text)
+        await self._delivery.reply(
+            out, message, effect.action_id, ephemeral=effect.ephemeral, buttons=effect.buttons
+        )
+
+    # -- outputs -> messages -------------------------------------------------------------------
+
+    async def _show(self, out: Output, *, now: bool) -> None:
+        """Bring a non-streamed output's messages to its wanted texts: edit (paced) the
+        ones that were sent, send the missing ones (``now``, or after one pacing interval,
+        so that a text changing at once costs one call), delete the surplus."""
+        texts = out.rendered_texts(self._budget, wrap_links=self._wrap_links)
+        for index, text in enumerate(texts):
+            if index < len(out.messages):
+                message = out.messages[index]
+                message.final = text
+                if message.id is not None:
+                    self._delivery.mark_dirty(out, message)
+                elif now and self._delivery.is_unsent(message):
+                    await self._delivery.send(out, message)
+            else:
+                await self._delivery.post(out, self._book.new_message(out, text), now=now)
+        for message in out.messages[len(texts) :]:
+            await self._delivery.delete(out, message)
+        del out.messages[len(texts) :]
+
+    async def _pump_stream(self, out: Output) -> None:
+        """Hand the chunker's finished messages and its open one to the platform."""
+        assert out.chunker is not None
+        delivery = self._delivery
+        for text in out.chunker.take_closed():
+            if out.live is not None and is_blank(text):
+                # It showed the start of a line that moved on to the next message.
+                moved_on, out.live = out.live, None
+                out.messages.remove(moved_on)
+                await delivery.delete(out, moved_on)
+                self._tally.blank_skipped += 1
+            elif out.live is not None:
+                live, out.live = out.live, None
+                live.final = text
+                if live.id is None:
+                    await delivery.send(out, live)  # final already: no reason to wait
+                else:
+                    delivery.mark_dirty(out, live)
+            elif is_blank(text):
+                self._tally.blank_skipped += 1
+            else:
+                await delivery.send(out, self._book.new_message(out, text))
+        if out.chunker.finished or not self._supports_edit:
+            return  # a platform without edits gets each message once, when it is final
+        if out.live is not None:
+            if out.live.id is not None:
+                delivery.mark_dirty(out, out.live)
+            return
+        if not is_blank(out.chunker.live_text(whole_lines=self._append_only)):
+            # The first message of a stream waits one pacing interval: what streams in by
+            # then is in its first send instead of an edit right after it.
+            out.live = self._book.new_message(out, None)
+            await delivery.post(out, out.live, now=False)

@@ -1,0 +1,240 @@
+"""Pacing: when each message of a channel is sent, edited or deleted, and in what order.
+
+``PacedDelivery`` holds the messages with a call still to make and makes those calls
+through the (retrying) platform. What it keeps:
+
+- **Edits are paced and coalesced.** A sent message is edited at most once per
+  ``limits.min_edit_interval_s``. Marking it dirty again before its edit is due changes
+  nothing but what that one edit shows (the wanted text is read when the edit is made), so
+  any number of deltas between two edits cost one call.
+- **A new message may wait one interval** (``post(now=False)``): a streamed message, tool
+  card or thinking preview is sent when it is complete or one interval after it opened,
+  so a quick tool is one send, not a send and an edit.
+- **Channel order is creation order.** Before a message is sent, the waiting messages
+  made before it are sent; on an append-only display (the plain console) the waiting edits
+  are made first too, since a late edit would print below newer messages.
+- **Settling.** ``settle(out)`` makes an output's outstanding calls now, waiting out their
+  pacing: what follows a sealed output must come after its final text.
+- **Failure is per output.** A call refused for good marks its output failed (it is fed no
+  more) and raises ``RenderError`` naming the output's key.
+
+It never retries (the platform it is given does: ``effects.retrying_platform``) and does
+not decide what a message shows (``Output.wanted``); ``flush_due``/``next_deadline`` are
+driven by the renderer's background task or its ``flush``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import trio
+
+from threadspindle.effects.chunking import is_blank
+from threadspindle.effects.platform import ChatPlatform, PlatformError, SelectMenu
+from threadspindle.effects.render_outputs import Message, Output, OutputBook, RenderTally
+from threadspindle.runtime.core.effect_types import Button
+
+__all__ = ["PacedDelivery", "RenderError"]
+
+T = TypeVar("T")
+
+
+class RenderError(Exception):
+    """A platform call failed for good; ``key`` is the output it was for."""
+
+    def __init__(self, message: str, *, key: str | None = None, effect: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.effect = effect
+
+
+class PacedDelivery:
+    """The paced calls of one channel; see the module docstring. ``on_posted(out, id)`` is
+    told of every message posted (sent or replied)."""
+
+    def __init__(
+        self,
+        platform: ChatPlatform,
+        channel_id: str,
+        book: OutputBook,
+        tally: RenderTally,
+        *,
+        clock: Callable[[], float],
+        append_only: bool,
+        on_posted: Callable[[Output, str], None],
+    ) -> None:
+        self._platform = platform
+        self._channel_id = channel_id
+        self._limits = platform.limits
+        self._book = book
+        self._tally = tally
+        self._clock = clock
+        self._append_only = append_only
+        self._on_posted = on_posted
+        self._dirty: dict[Message, Output] = {}  # sent messages waiting for a paced edit
+        self._unsent: dict[Message, Output] = {}  # new messages waiting to be sent
+
+    # -- what is waiting -------------------------------------------------------------------------
+
+    def waiting(self) -> int:
+        """Messages waiting for their paced send or edit."""
+        return len(self._dirty) + len(self._unsent)
+
+    def busy_outputs(self) -> list[Output]:
+        return [*self._dirty.values(), *self._unsent.values()]
+
+    def is_unsent(self, message: Message) -> bool:
+        return message in self._unsent
+
+    def mark_dirty(self, out: Output, message: Message) -> None:
+        """Edit ``message`` when its pacing allows (once, whatever changes until then)."""
+        self._dirty[message] = out
+
+    def _due(self, message: Message) -> float:
+        return message.last_touch + self._limits.min_edit_interval_s
+
+    def next_deadline(self) -> float:
+        """When the next waiting send or edit falls due (``inf``: nothing waits)."""
+        due = min((self._due(m) for m in self._dirty), default=math.inf)
+        return min(due, min((m.send_due for m in self._unsent), default=math.inf))
+
+    async def flush_due(self, now: float) -> None:
+        """Send the new messages and make the edits that fell due by ``now``."""
+        for message in sorted(self._unsent, key=lambda m: m.seq):
+            if message.send_due <= now and message in self._unsent:
+                await self.send(self._unsent[message], message)
+        for message in sorted(self._dirty, key=lambda m: m.seq):
+            if self._due(message) <= now:
+                await self.edit(self._dirty.pop(message), message)
+
+    async def settle(self, out: Output) -> None:
+        """Make a sealed output's outstanding sends and edits now, waiting out their pacing:
+        whatever the chat shows after it (the footer, the next tool card) must come after
+        its final text, not before its last paced edit."""
+        for message in sorted(
+            (m for m, o in self._unsent.items() if o is out), key=lambda m: m.seq
+        ):
+            if message in self._unsent:
+                await self.send(out, message)
+        while pending := sorted(
+            (m for m, o in self._dirty.items() if o is out), key=lambda m: m.seq
+        ):
+            message = pending[0]
+            await trio.sleep_until(self._due(message))
+            if message in self._dirty:
+                await self.edit(self._dirty.pop(message), message)
+
+    # -- the calls -------------------------------------------------------------------------------
+
+    async def post(self, out: Output, message: Message, *, now: bool) -> None:
+        """A new message: sent now, or queued to be sent one pacing interval from now."""
+        if now:
+            await self.send(out, message)
+        else:
+            message.send_due = self._clock() + self._limits.min_edit_interval_s
+            self._unsent[message] = out
+
+    async def send_earlier(self, message: Message) -> None:
+        """Channel order is creation order: send the waiting messages made before it."""
+        for earlier in sorted(self._unsent, key=lambda m: m.seq):
+            if earlier.seq < message.seq and earlier in self._unsent:
+                await self.send(self._unsent[earlier], earlier)
+
+    async def send(self, out: Output, message: Message, *, menu: SelectMenu | None = None) -> None:
+        self._unsent.pop(message, None)
+        await self.send_earlier(message)
+        text = out.wanted(message, whole_lines=self._append_only)
+        if is_blank(text):
+            self._tally.blank_skipped += 1
+            if message in out.messages:
+                out.messages.remove(message)
+            return
+        if self._append_only:
+            # An append-only display shows a late edit below newer messages: make the
+            # edits still waiting first, so the transcript reads in order.
+            for waiting in sorted(self._dirty, key=lambda m: m.seq):
+                await self.edit(self._dirty.pop(waiting), waiting)
+        # The same nonce for every attempt: a retried send whose answer was lost is not
+        # posted twice.
+        nonce = hashlib.blake2b(
+            f"{self._channel_id}/{out.key}#{message.seq}".encode(), digest_size=12
+        ).hexdigest()
+        message.id = await self._call(
+            out,
+            lambda: self._platform.send(
+                self._channel_id, text, buttons=message.buttons, menu=menu, nonce=nonce
+            ),
+        )
+        message.shown, message.shown_buttons = text, message.buttons
+        message.last_touch = self._clock()
+        self._tally.sends += 1
+        self._on_posted(out, message.id)
+
+    async def edit(self, out: Output, message: Message) -> None:
+        text = out.wanted(message, whole_lines=self._append_only)
+        message_id = message.id
+        if message_id is None or out.failed:
+            return
+        components_changed = message.clear_components or message.buttons != message.shown_buttons
+        if text == message.shown and not components_changed:
+            return
+        if is_blank(text):
+            self._tally.blank_skipped += 1
+            return
+        if not self._limits.supports_edit:
+            # No edits: the new text arrives as a new message.
+            await self.send(out, self._book.new_message(out, text))
+            return
+        buttons = message.buttons if components_changed else None
+        await self._call(
+            out, lambda: self._platform.edit(self._channel_id, message_id, text, buttons=buttons)
+        )
+        message.shown, message.shown_buttons = text, message.buttons
+        message.clear_components = False
+        message.last_touch = self._clock()
+        self._tally.edits += 1
+
+    async def delete(self, out: Output, message: Message) -> None:
+        self._dirty.pop(message, None)
+        message_id = message.id
+        if message_id is None:
+            self._unsent.pop(message, None)  # never sent: nothing to delete
+            return
+        await self._call(out, lambda: self._platform.delete(self._channel_id, message_id))
+        self._tally.deletes += 1
+
+    async def reply(
+        self,
+        out: Output,
+        message: Message,
+        action_id: str,
+        *,
+        ephemeral: bool,
+        buttons: tuple[Button, ...],
+    ) -> None:
+        """Answer a command with ``message`` (its final text), after the messages before it."""
+        text = message.final or ""
+        await self.send_earlier(message)
+        message.id = await self._call(
+            out,
+            lambda: self._platform.reply(
+                self._channel_id, action_id, text, ephemeral=ephemeral, buttons=buttons
+            ),
+        )
+        message.shown, message.buttons = text, buttons
+        message.shown_buttons = buttons
+        message.last_touch = self._clock()
+        self._tally.replies += 1
+        self._on_posted(out, message.id)
+
+    async def _call(self, out: Output, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except PlatformError as error:
+            out.failed = True  # stop feeding an output the platform refuses
+            raise RenderError(
+                f"chat platform refused output {out.key!r}: {error}", key=out.key
+            ) from error
