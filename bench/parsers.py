@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from threadspindle.agents.base import ParserStats
+from threadspindle.agents.base.fields import decode_json
 from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.agents.codex.exec_parser import ExecParser
 from threadspindle.agents.codex.parser import AppServerParser
@@ -175,8 +176,8 @@ def _replay_opencode_sse(steps: list[Step]) -> ParserStats:
             parsers.setdefault(value, OpencodeEventParser(value)).begin_turn()
             continue
         try:
-            event = json.loads(value)
-        except ValueError:
+            event = decode_json(value)
+        except (ValueError, RecursionError):
             unrouted.lines += 1
             unrouted.malformed += 1
             continue

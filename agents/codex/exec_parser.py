@@ -52,7 +52,7 @@ class ExecParser:
     def feed(self, line: str) -> ParsedLine:
         """What one stdout line means. Never raises."""
         self.stats.lines += 1
-        if not line.strip():
+        if not line or line.isspace():
             self.stats.skip("blank")
             return ParsedLine()
         try:
