@@ -51,6 +51,7 @@ class PlatformError(Exception):
 
 class ChatPlatform(Protocol):
     limits: PlatformLimits
+
     # A terminal that only appends (the plain console): streamed text must only grow by
     # whole lines (no temporary fence closers, no rewritten links, no half lines).
     @property

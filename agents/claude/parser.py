@@ -164,13 +164,21 @@ class ClaudeStreamParser:
         self._current_message: str | None = None
         self._started_tools: set[str] = set()
         self._cost_reported = 0.0  # total_cost_usd is cumulative over one process's turns
+        # Built once: a dict of bound methods per line cost a tenth of the parser's time.
+        self._handlers = {
+            "system": self._system,
+            "stream_event": self._stream_event,
+            "assistant": self._assistant,
+            "user": self._user,
+            "control_cancel_request": self._control_cancel,
+        }
 
     # public --------------------------------------------------------------------------------
     def feed(self, line: str) -> ParsedLine:
         """What one stdout line means. Never raises."""
         self.stats.lines += 1
         out = ParsedLine()
-        if not line.strip():
+        if not line or line.isspace():  # (not strip(): that copies every line)
             self.stats.skip("blank")
             return out
         try:
@@ -205,13 +213,7 @@ class ClaudeStreamParser:
             return self._control_request(obj, out)
         if kind == "control_response":
             return self._control_response(obj, out)
-        handler = {
-            "system": self._system,
-            "stream_event": self._stream_event,
-            "assistant": self._assistant,
-            "user": self._user,
-            "control_cancel_request": self._control_cancel,
-        }.get(kind)
+        handler = self._handlers.get(kind)
         if handler is None:
             self.stats.skip(kind)
             return []

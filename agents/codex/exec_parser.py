@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from threadspindle.agents.base.fields import as_dict, as_int, as_list, as_str, cut
+from threadspindle.agents.base.fields import as_dict, as_int, as_list, as_str, cut, decode_json
 from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.agents.codex.parser import (
     MAX_RESULT_CHARS,
@@ -52,11 +52,11 @@ class ExecParser:
     def feed(self, line: str) -> ParsedLine:
         """What one stdout line means. Never raises."""
         self.stats.lines += 1
-        if not line.strip():
+        if not line or line.isspace():
             self.stats.skip("blank")
             return ParsedLine()
         try:
-            msg = json.loads(line)
+            msg = decode_json(line)
         except (ValueError, RecursionError):
             self.stats.malformed += 1
             return ParsedLine()

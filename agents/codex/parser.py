@@ -136,7 +136,7 @@ class AppServerParser:
         """What one stdout line means. Never raises."""
         self.stats.lines += 1
         out = ParsedLine()
-        if not line.strip():
+        if not line or line.isspace():
             self.stats.skip("blank")
             return out
         try:

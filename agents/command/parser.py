@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from threadspindle.agents.base.fields import MalformedInput, need_str
+from threadspindle.agents.base.fields import MalformedInput, decode_json, need_str
 from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -47,7 +47,7 @@ class CommandLineParser:
         """What one stdout line means. Never raises."""
         self.stats.lines += 1
         try:
-            obj = json.loads(line) if line.lstrip().startswith("{") else None
+            obj = decode_json(line) if line.lstrip().startswith("{") else None
         except (ValueError, RecursionError):
             obj = None  # text that merely starts with "{" is still text
         try:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadspindle.agents.base.fields import as_dict, as_float, as_int
+from threadspindle.agents.base.fields import as_dict, as_float, as_int, decode_json
 from threadspindle.agents.base.parsing import ParsedLine, ParserStats, clean_tool_name
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -190,7 +190,7 @@ def load_event(line: str, stats: ParserStats) -> dict[str, Any] | None:
     if text.startswith("data:"):
         text = text[5:].strip()
     try:
-        obj = json.loads(text)
+        obj = decode_json(text)
     except (ValueError, RecursionError):
         stats.malformed += 1
         return None

@@ -24,7 +24,6 @@ never handed out; a subscriber's channel is closed exactly once.
 from __future__ import annotations
 
 import dataclasses
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any
 import httpx
 import trio
 
+from threadspindle.agents.base.fields import decode_json
 from threadspindle.agents.base.launch import LaunchSpec, PrivateDir
 from threadspindle.agents.base.parsing import MAX_KIND_CHARS, MAX_SKIP_KINDS
 from threadspindle.agents.base.process import spawn_agent
@@ -305,7 +305,7 @@ class OpencodeServer:
     def _route(self, payload: str, connected: trio.Event) -> None:
         self._events += 1
         try:
-            event = json.loads(payload)
+            event = decode_json(payload)
         except (ValueError, RecursionError):
             self._malformed += 1
             return
