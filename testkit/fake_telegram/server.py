@@ -155,12 +155,13 @@ class FakeTelegram:
         deadline = time.monotonic() + float(params.get("timeout") or 0)
         with self.world.lock:
             self.world.offsets.append(offset)
+            self.world.confirm(offset)
         self.polls_open += 1
         try:
             while True:
                 self._arrived.clear()
                 with self.world.lock:
-                    updates = self.world.pending_updates(offset, limit)
+                    updates = self.world.pending_updates(limit)
                 if updates or time.monotonic() >= deadline:
                     return copy.deepcopy(updates)
                 try:

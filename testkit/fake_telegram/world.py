@@ -256,9 +256,13 @@ class World:
             usual = {400: "Bad Request", 502: "Bad Gateway"}.get(fault.status, "Server Error")
             raise ApiError(fault.status, fault.description or usual)
 
-    def pending_updates(self, offset: int | None, limit: int) -> list[dict[str, Any]]:
+    def confirm(self, offset: int | None) -> None:
+        """A getUpdates' offset confirms every update below it, when the request arrives
+        (a long poll the bot abandoned confirms nothing more later)."""
         if offset:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
+
+    def pending_updates(self, limit: int) -> list[dict[str, Any]]:
         return self.updates[:limit]
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
