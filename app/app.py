@@ -5,10 +5,10 @@ opens the event log first (a corrupt or locked file, a row that cannot be read, 
 read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
-only), and runs either the Discord bot (a token is configured) or
-the console chat (no token, or ``--console``). Agents get the process manager through
-their adapters' own config mechanism (``AgentOptions.mcp_servers``), each thread with its
-own token so its processes stay its own.
+only), and runs the chat platforms that have a token (Discord, Telegram, or both over one
+runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
+get the process manager through their adapters' own config mechanism
+(``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
 """
 
 from __future__ import annotations
@@ -117,7 +117,40 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
-        if console_agent is None:
+        if console_agent is None and settings.telegram_bot_token() is not None:
+            # Telegram (with Discord too when it has a token): one runtime, every platform.
+            from threadspindle.ingress.discord.settings import settings_from_config
+            from threadspindle.ingress.platforms import run_platforms
+            from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+
+            discord = settings_from_config(settings) if settings.token() is not None else None
+            limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
+            finished = trio.Event()
+
+            async def platforms(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    await run_platforms(
+                        discord=discord,
+                        telegram=telegram_settings_from_config(settings),
+                        log=log,
+                        adapter_factory=factory,
+                        policy=policy,
+                        discord_limits=limits,
+                        stop_on_signals=True,
+                        task_status=task_status,
+                        **runtime_kwargs,
+                    )
+                finally:
+                    finished.set()
+
+            both = await nursery.start(platforms)
+            if _early_stop.requested:
+                both.stop()
+            else:
+                names = "Discord and Telegram" if discord is not None else "Telegram"
+                _say(f"Connected to {names}. Stop with Ctrl-C.")
+            await finished.wait()
+        elif console_agent is None:
             from threadspindle.ingress.discord.host import run_discord_runtime
             from threadspindle.ingress.discord.settings import settings_from_config
 
@@ -345,14 +378,23 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
     _protect(settings)
-    console = args.console or settings.token() is None
-    if not console:
+    telegram = settings.telegram_bot_token() is not None
+    console = args.console or (settings.token() is None and not telegram)
+    if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
 
             settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Discord bot: {exc}")
+            return EXIT_USAGE
+    if not console and telegram:
+        try:
+            from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+
+            telegram_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Telegram bot: {exc}")
             return EXIT_USAGE
     if _process_sandbox(settings) is not None:
         try:
@@ -374,6 +416,7 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         level = "warning"
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
+    redact(settings.telegram_bot_token())
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None

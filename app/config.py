@@ -202,6 +202,56 @@ class DiscordSettings(_Section):
         return v
 
 
+def _telegram_token(v: SecretStr | None) -> SecretStr | None:
+    token = v.get_secret_value() if v is not None else ""
+    if token and not looks_like_telegram_token(token):
+        raise ValueError(
+            "expected a bot token such as 123456789:AA... (from @BotFather: the bot's number, "
+            "a colon, then 30 or more letters, digits, '-' or '_')"
+        )
+    return v
+
+
+class TelegramProjectGroup(_Section):
+    """A Telegram forum group where a message in General opens a topic with this agent."""
+
+    agent: Name = "claude"
+    workdir: PathText
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
+
+class TelegramSettings(_Section):
+    token: SecretStr | None = None  # prefer SPINDLE_TELEGRAM_TOKEN
+    # A self-hosted Bot API server, or the tests' fake; the token is appended.
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://api.telegram.org/bot"
+    allowed_user_ids: list[Annotated[int, Field(gt=0)]] = []
+    allowed_chat_ids: list[int] = []  # groups the bot serves (private chats always)
+    project_groups: dict[str, TelegramProjectGroup] = {}
+    # Telegram allows about one message a second per chat: edits at most this often.
+    min_edit_interval_s: float = Field(default=1.0, ge=0.2, le=60, allow_inf_nan=False)
+
+    _token_shape = field_validator("token")(_telegram_token)
+
+    @field_validator("project_groups")
+    @classmethod
+    def _group_ids(cls, v: dict[str, TelegramProjectGroup]) -> dict[str, TelegramProjectGroup]:
+        for chat_id in v:
+            try:
+                int(chat_id)
+            except ValueError:
+                raise ValueError(
+                    f"{chat_id!r} is not a chat id: each key is the group's number, "
+                    'e.g. [telegram.project_groups."-1001234567890"]'
+                ) from None
+        return v
+
+
 class RuntimeSettings(_Section):
     queue_limit: Count = Field(default=50, ge=1, le=10_000)
     edit_interval_s: Seconds = Field(default=0.5, ge=0.05, le=60)
@@ -337,6 +387,8 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     discord_token: SecretStr | None = None  # SPINDLE_DISCORD_TOKEN, the usual way
     discord: DiscordSettings = DiscordSettings()
+    telegram_token: SecretStr | None = None  # SPINDLE_TELEGRAM_TOKEN, the usual way
+    telegram: TelegramSettings = TelegramSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
@@ -362,6 +414,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     _token_shape = field_validator("discord_token")(_discord_token)
+    _telegram_token_shape = field_validator("telegram_token")(_telegram_token)
 
     @field_validator("agents")
     @classmethod
@@ -411,6 +464,13 @@ class Settings(BaseSettings):
                 return secret.get_secret_value()
         return None
 
+    def telegram_bot_token(self) -> str | None:
+        """The Telegram bot token (env ``SPINDLE_TELEGRAM_TOKEN`` or ``[telegram] token``)."""
+        for secret in (self.telegram_token, self.telegram.token):
+            if secret is not None and secret.get_secret_value():
+                return secret.get_secret_value()
+        return None
+
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())
 
@@ -430,6 +490,18 @@ class Settings(BaseSettings):
             hidden=tuple(hidden),
             roots=tuple(self.runtime.allowed_roots),
         )
+
+
+def looks_like_telegram_token(token: str) -> bool:
+    """The shape @BotFather gives: digits, a colon, then the secret part."""
+    number, colon, secret = token.partition(":")
+    return bool(
+        colon
+        and number.isascii()
+        and number.isdigit()
+        and len(secret) >= 30
+        and all(c.isascii() and (c.isalnum() or c in "-_") for c in secret)
+    )
 
 
 def looks_like_discord_token(token: str) -> bool:

@@ -280,6 +280,73 @@ def _check_discord(settings: Settings) -> list[Check]:
     return rows
 
 
+def _check_telegram(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
+    """Telegram only when it has a token: its shape, then ``getMe`` at the configured
+    ``base_url`` (is the Bot API reachable, and does it accept the token?)."""
+    token = settings.telegram_bot_token()
+    if token is None:
+        return []
+    import httpx  # only here: doctor without Telegram never needs it
+
+    base = settings.telegram.base_url
+    try:
+        response = httpx.get(f"{base}{token}/getMe", timeout=timeout_s)
+        body = response.json() if response.content else {}
+    except (httpx.HTTPError, ValueError) as exc:
+        reason = type(exc).__name__ if not str(exc) else str(exc).replace(token, "<token>")
+        rows = [
+            Check(
+                "telegram api",
+                "fail",
+                f"{base} unreachable: {reason}",
+                "check telegram.base_url and the network",
+            )
+        ]
+    else:
+        if response.status_code == 200 and isinstance(body, dict) and body.get("ok"):
+            result = body.get("result") or {}
+            name = result.get("username", "?") if isinstance(result, dict) else "?"
+            rows = [Check("telegram api", "ok", f"@{name} at {base}")]
+        elif response.status_code in (401, 404):
+            rows = [
+                Check(
+                    "telegram api",
+                    "fail",
+                    f"the token was refused ({response.status_code})",
+                    "copy the token @BotFather gave again (docs/telegram-setup.md)",
+                )
+            ]
+        else:
+            rows = [
+                Check(
+                    "telegram api",
+                    "warn",
+                    f"getMe answered {response.status_code}",
+                    "try again later; check telegram.base_url",
+                )
+            ]
+    t = settings.telegram
+    if not t.allowed_user_ids:
+        rows.append(
+            Check(
+                "telegram access",
+                "warn",
+                "no allowed users: nobody can use the bot",
+                "set telegram.allowed_user_ids",
+            )
+        )
+    else:
+        rows.append(
+            Check(
+                "telegram access",
+                "ok",
+                f"{len(t.allowed_user_ids)} user(s), {len(t.allowed_chat_ids)} group(s), "
+                f"{len(t.project_groups)} project group(s)",
+            )
+        )
+    return rows
+
+
 def run_checks(settings: Settings) -> list[Check]:
     rows: list[Check] = []
     for agent in detect_agents(settings):
@@ -310,6 +377,7 @@ def run_checks(settings: Settings) -> list[Check]:
     rows.append(_check_database(settings))
     rows.append(_check_disk_space(settings))
     rows.extend(_check_discord(settings))
+    rows.extend(_check_telegram(settings))
     roots = settings.runtime.policy().allowed_roots
     missing = [r for r in roots if not os.path.isdir(r)]
     rows.append(

@@ -41,7 +41,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 from telegram import (
     Bot,
     InlineKeyboardButton,

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 from telegram import Bot, CallbackQuery, Message, Update, User
 from telegram.error import RetryAfter, TelegramError
 
@@ -348,7 +348,7 @@ class TelegramIngress:
                 reply_to=message.message_id,
             )
             return
-        common = {
+        common: dict[str, Any] = {
             "thread_id": thread_id,
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
             "at": self._clock(),
@@ -472,14 +472,14 @@ class TelegramIngress:
         if thread_id is None or state is None or not kind:
             await self._answer(query, NO_LONGER_PENDING)
             return
-        common = {
+        common: dict[str, Any] = {
             "thread_id": thread_id,
             "action_id": translate.callback_action_id(query.id),
             "at": self._clock(),
         }
         action: A.Action
         if kind == "remove_queued":
-            if not any(item.item_id == target for item in state.queue):
+            if not any(item.id == target for item in state.queue):
                 await self._answer(query, "That prompt is no longer queued.")
                 return
             # Answered by the core's reply ("Removed from the queue."), as a notification.

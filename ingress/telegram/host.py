@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 from telegram import Bot, BotCommand
 from telegram.request import HTTPXRequest
 

@@ -77,7 +77,7 @@ def telegram_settings_from_config(config: Any) -> TelegramSettings:
     """The bot's settings from the ``spindle`` configuration (``app.config.Settings``: its
     ``[telegram]`` section, the token, and the first allowed root as the default workdir).
     Raises ``ValueError`` without a token."""
-    token = config.telegram_token()
+    token = config.telegram_bot_token()
     if not token:
         raise ValueError("no Telegram token: set SPINDLE_TELEGRAM_TOKEN or [telegram] token")
     section = config.telegram

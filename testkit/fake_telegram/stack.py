@@ -20,8 +20,8 @@ from typing import Any
 
 import trio
 
-from threadspindle.app.platforms import PlatformsApp, run_platforms
 from threadspindle.effects.telegram_platform import parse_thread_id, telegram_thread_id
+from threadspindle.ingress.platforms import PlatformsApp, run_platforms
 from threadspindle.ingress.telegram.settings import ProjectGroup, TelegramSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog

@@ -109,6 +109,33 @@ async def test_queued_messages_follow_their_edits(tg: TelegramWorld, tmp_path: P
         assert _delivered(stack) == ["SLOW work", "add more tests.", "bump the version."]
 
 
+async def test_remove_from_queue_takes_the_prompt_out(tg: TelegramWorld, tmp_path: Path) -> None:
+    async with telegram_stack(tg, tmp_path) as stack:
+        thread = await stack.start_topic()
+        tg.say(thread, "SLOW work")
+        await wait_for(lambda: _delivered(stack))
+        tg.say(thread, "not this one. queue")
+        tg.say(thread, "but this one. queue")
+        queued = await wait_for(
+            lambda: [m for m in tg.bot_messages(thread) if m.buttons()],
+            lambda ms: len(ms) == 2,
+        )
+        button = queued[0].buttons()[0]
+        assert button["text"] == "Remove from queue"
+        chat, _ = tg.where(thread)
+        click = tg.fake.click(chat, queued[0].message_id, button["callback_data"], tg.alice)
+        await wait_for(lambda: tg.fake.callback_answer(click))
+        await wait_for(
+            lambda: stack.runtime.snapshot(thread), lambda s: s is not None and len(s.queue) == 1
+        )
+        await stack.until_footers(thread, 2, timeout=20)
+        assert _delivered(stack) == ["SLOW work", "but this one."]
+        # A second click on the same button: the prompt is no longer queued, nothing changes.
+        again = tg.fake.click(chat, queued[0].message_id, button["callback_data"], tg.alice)
+        answer = await wait_for(lambda: tg.fake.callback_answer(again))
+        assert answer["text"] == "That prompt is no longer queued."
+
+
 async def test_a_click_on_a_dismissed_prompt_is_no_longer_pending(
     tg: TelegramWorld, tmp_path: Path
 ) -> None:

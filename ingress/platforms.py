@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
@@ -33,8 +33,8 @@ from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core.model import Policy
-from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.log import EventLog
+from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
 __all__ = ["PlatformRouter", "PlatformsApp", "platform_of", "run_platforms"]
