@@ -1,0 +1,257 @@
+"""One way to drive any chat platform end to end, for ``tests/platforms/test_platform_contract.py``.
+
+A ``PlatformDriver`` runs the production wiring of one platform against its fake (the real
+chat library on 127.0.0.1, the live runtime on a real SQLite log, the scripted fake agent
+``testkit.fake_discord.stack.SCRIPT``) and acts as the platform's users do: say something in
+a thread, press a button, read what the bot shows. The contract test runs one script over
+every driver; a new platform adds a driver here (a class with these methods, and a line in
+``DRIVERS``) and must pass the same script.
+
+Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
+``tg:`` thread id); ``running()`` may be entered again on the same log: a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.testkit.fake_agent import FakeAgentWorld
+from threadspindle.testkit.fake_discord.harness import World, fake_world
+from threadspindle.testkit.fake_discord.stack import FOOTER, Stack, discord_stack
+from threadspindle.testkit.fake_telegram.stack import (
+    TelegramStack,
+    TelegramWorld,
+    telegram_stack,
+    telegram_world,
+)
+
+__all__ = ["DRIVERS", "DiscordDriver", "PlatformDriver", "TelegramDriver", "is_footer_text"]
+
+
+def is_footer_text(text: str) -> bool:
+    """The footer the fake agent's runs end with (``2.1s · $0.0010 · …``)."""
+    return bool(FOOTER.match(text))
+
+
+class PlatformDriver(Protocol):
+    """What the contract script needs of a platform (see the module docstring)."""
+
+    name: str
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """The platform's bot over the runtime, on the driver's log, while inside."""
+        ...
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        """The fake agents of the current run: ``delivered`` prompts, permission ``answers``."""
+        ...
+
+    async def start(self) -> str:
+        """A new thread with a conversation (agent ``claude``, the scripted fake)."""
+        ...
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        """A message in ``thread`` from an allowed user (``stranger``: one not allowed)."""
+        ...
+
+    def abort(self, thread: str) -> None:
+        """An allowed user's abort command in ``thread``, in the platform's spelling."""
+        ...
+
+    def bot_texts(self, thread: str) -> list[str]:
+        """What the bot shows in ``thread`` now, one text per message, oldest first."""
+        ...
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        """The clickable buttons in ``thread``: (message, label), oldest first."""
+        ...
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        """An allowed user presses ``label`` on ``message``."""
+        ...
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        """Until ``thread`` shows ``count`` footers and every edit has been made."""
+        ...
+
+    def snapshot(self, thread: str) -> ThreadState | None: ...
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        """The platform's API answers the next ``times`` message sends with ``status``
+        (429 with a short retry-after, or a 5xx)."""
+        ...
+
+    @property
+    def char_limit(self) -> int: ...
+
+
+class DiscordDriver:
+    """discord.py against ``testkit.fake_discord``."""
+
+    name = "discord"
+    char_limit = 2000
+
+    def __init__(self, world: World, tmp_path: Path) -> None:
+        self.world = world
+        self.tmp_path = tmp_path
+        self._stack: Stack | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with discord_stack(self.world, self.tmp_path) as stack:
+            self._stack = stack
+            yield
+
+    @property
+    def stack(self) -> Stack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return str(await self.stack.start_thread())
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        user = self.world.mallory if stranger else self.world.alice
+        self.world.fake.send_message(int(thread), user, text)
+
+    def abort(self, thread: str) -> None:
+        self.world.fake.run_command(int(thread), self.world.alice, "abort")
+
+    def _bot_messages(self, thread: str) -> list[Any]:
+        bot = self.world.fake.bot_user_id
+        return [
+            m
+            for m in self.world.fake.messages(int(thread))
+            if m.author_id == bot and not m.deleted and not m.ephemeral
+        ]
+
+    def bot_texts(self, thread: str) -> list[str]:
+        return [m.content for m in self._bot_messages(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        """Buttons, and each option of a select menu (Discord shows a question's options in
+        one), as one choice each."""
+        out: list[tuple[str, str]] = []
+        for m in self._bot_messages(thread):
+            for row in m.components:
+                for item in row.get("components", []):
+                    if item.get("disabled"):
+                        continue
+                    if item.get("type") == 2:
+                        out.append((str(m.id), item["label"]))
+                    elif item.get("type") == 3:
+                        out += [(str(m.id), o["label"]) for o in item.get("options", [])]
+        return out
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        fake = self.world.fake
+        found = fake.message(int(message))
+        for row in found.components:
+            for item in row.get("components", []):
+                if item.get("type") == 2 and item.get("label") == label:
+                    fake.click_button(int(message), item["custom_id"], self.world.alice)
+                    return
+                for option in item.get("options", []) if item.get("type") == 3 else ():
+                    if option["label"] == label:
+                        fake.choose_option(
+                            int(message), item["custom_id"], [option["value"]], self.world.alice
+                        )
+                        return
+        raise AssertionError(f"no {label!r} on message {message}")
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(int(thread), count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.world.fake.inject_fault(
+            status, method="POST", path_contains="/messages", times=times, retry_after=0.3
+        )
+
+
+class TelegramDriver:
+    """python-telegram-bot against ``testkit.fake_telegram`` (a thread is a forum topic)."""
+
+    name = "telegram"
+    char_limit = 4096
+
+    def __init__(self, world: TelegramWorld, tmp_path: Path) -> None:
+        self.world = world
+        self.tmp_path = tmp_path
+        self._stack: TelegramStack | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with telegram_stack(self.world, self.tmp_path) as stack:
+            self._stack = stack
+            yield
+
+    @property
+    def stack(self) -> TelegramStack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return await self.stack.start_topic()
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        self.world.say(thread, text, self.world.mallory if stranger else None)
+
+    def abort(self, thread: str) -> None:
+        self.world.say(thread, "/abort")
+
+    def bot_texts(self, thread: str) -> list[str]:
+        return [m.text for m in self.world.bot_messages(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        return [
+            (str(m.message_id), b["text"])
+            for m in self.world.bot_messages(thread)
+            for b in m.buttons()
+        ]
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        chat, _ = self.world.where(thread)
+        found = self.world.fake.message(chat, int(message))
+        (data,) = [b["callback_data"] for b in found.buttons() if b["text"] == label]
+        self.world.fake.click(chat, int(message), data, self.world.alice)
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(thread, count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.world.fake.inject_fault(status, method="sendMessage", times=times, retry_after=1)
+
+
+@contextmanager
+def _discord(tmp_path: Path) -> Iterator[PlatformDriver]:
+    with fake_world(tmp_path) as world:
+        yield DiscordDriver(world, tmp_path)
+
+
+@contextmanager
+def _telegram(tmp_path: Path) -> Iterator[PlatformDriver]:
+    with telegram_world(tmp_path) as world:
+        yield TelegramDriver(world, tmp_path)
+
+
+# Every platform the contract test runs: name -> a context manager giving its driver.
+DRIVERS: dict[str, Callable[[Path], Any]] = {"discord": _discord, "telegram": _telegram}

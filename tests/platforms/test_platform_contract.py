@@ -1,0 +1,211 @@
+"""The platform contract: one script, every chat platform (``testkit/platform_driver.py``).
+
+Each platform runs its production wiring against its fake through the real chat library,
+with the scripted fake agent, and must behave the same: one footer per answered run, the
+queue and its buttons, interrupt and abort, permission prompts answered and dismissed,
+questions, a long answer within the platform's limit, rate limits and server errors that
+lose nothing, a restart that keeps the queue, and a stranger who gets nowhere. A new
+platform adds a driver to ``DRIVERS`` and passes this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from threadspindle.testkit.fake_discord.harness import wait_for
+from threadspindle.testkit.platform_driver import DRIVERS, PlatformDriver, is_footer_text
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformDriver]:
+    with DRIVERS[request.param](tmp_path) as made:
+        yield made
+
+
+def footers(driver: PlatformDriver, thread: str) -> int:
+    return sum(map(is_footer_text, driver.bot_texts(thread)))
+
+
+def delivered(driver: PlatformDriver) -> list[str]:
+    return [text for _, text in driver.agents.delivered]
+
+
+async def test_a_cold_start_answers_with_one_footer(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "hi")
+        await driver.until_footers(thread, 1)
+        assert "Hello from fake agent." in driver.bot_texts(thread)
+        assert footers(driver, thread) == 1
+        assert delivered(driver) == ["hi"]
+
+
+async def test_queue_when_idle_and_when_busy(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "first. queue")  # idle: sent at once
+        await driver.until_footers(thread, 1)
+        driver.say(thread, "SLOW work")
+        await wait_for(lambda: len(delivered(driver)) == 2)
+        driver.say(thread, "later. queue")
+        await wait_for(lambda: any("Queued (position 1)" in t for t in driver.bot_texts(thread)))
+        await driver.until_footers(thread, 3)
+        assert delivered(driver) == ["first.", "SLOW work", "later."]
+        assert footers(driver, thread) == 3
+
+
+async def test_remove_from_queue(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "SLOW work")
+        await wait_for(lambda: delivered(driver))
+        driver.say(thread, "not this. queue")
+        driver.say(thread, "this. queue")
+        removable = await wait_for(
+            lambda: [b for b in driver.buttons(thread) if b[1] == "Remove from queue"],
+            lambda bs: len(bs) == 2,
+        )
+        driver.click(thread, *removable[0])
+        await wait_for(
+            lambda: driver.snapshot(thread), lambda s: s is not None and len(s.queue) == 1
+        )
+        await driver.until_footers(thread, 2)
+        assert delivered(driver) == ["SLOW work", "this."]
+
+
+async def test_an_interrupting_message_keeps_the_queue(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "SLOW work")
+        await wait_for(lambda: delivered(driver))
+        driver.say(thread, "queued. queue")
+        await wait_for(
+            lambda: driver.snapshot(thread), lambda s: s is not None and len(s.queue) == 1
+        )
+        driver.say(thread, "now instead")
+        await driver.until_footers(thread, 2)
+        assert delivered(driver) == ["SLOW work", "now instead", "queued."]
+        assert footers(driver, thread) == 2  # the interrupted run has none
+
+
+async def test_abort_mid_tool_then_a_new_message(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "LONGTOOL please")
+        await wait_for(lambda: any("sleep 30" in t for t in driver.bot_texts(thread)))
+        driver.abort(thread)
+        await wait_for(
+            lambda: driver.snapshot(thread), lambda s: s is not None and s.run is None, 20
+        )
+        driver.say(thread, "hi again")
+        await driver.until_footers(thread, 1)
+        assert delivered(driver) == ["LONGTOOL please", "hi again"]
+        assert not any("never" in t for t in driver.bot_texts(thread))
+
+
+async def _answer_a_permission(driver: PlatformDriver, label: str) -> bool | str | None:
+    """A new thread (the fake agent names every request "perm1", and a request once
+    answered is never answered again), a permission prompt, ``label`` pressed: what the
+    agent was told."""
+    thread = await driver.start()
+    driver.say(thread, "PERMISSION needed")
+    (button,) = await wait_for(lambda: [b for b in driver.buttons(thread) if b[1] == label])
+    before = len(driver.agents.answers)
+    driver.click(thread, *button)
+    await wait_for(lambda: len(driver.agents.answers) > before)
+    await wait_for(lambda: not driver.buttons(thread))
+    await wait_for(lambda: driver.snapshot(thread), lambda s: s is not None and s.run is None)
+    return driver.agents.answers[-1][1]
+
+
+async def test_permission_allowed_denied_and_dismissed(driver: PlatformDriver) -> None:
+    async with driver.running():
+        assert await _answer_a_permission(driver, "Accept") is True
+        assert await _answer_a_permission(driver, "Deny") is False
+        thread = await driver.start()
+        driver.say(thread, "PERMISSION again")
+        await wait_for(lambda: driver.buttons(thread))
+        driver.say(thread, "never mind")
+        await wait_for(lambda: not driver.buttons(thread))  # no stale buttons left
+        await wait_for(lambda: delivered(driver)[-1:] == ["never mind"])
+        assert driver.agents.answers[-1][1] is False  # the agent is not left waiting
+
+
+async def test_a_question_answered_and_one_dismissed(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "QUESTION please")
+        options = await wait_for(lambda: driver.buttons(thread))
+        driver.click(thread, *options[-1])
+        await wait_for(lambda: driver.agents.answers)
+        assert driver.agents.answers[-1][1] == options[-1][1]
+        await driver.until_footers(thread, 1)
+        driver.say(thread, "QUESTION again")
+        await wait_for(lambda: driver.buttons(thread))
+        driver.say(thread, "skip it")
+        await wait_for(lambda: not driver.buttons(thread))  # dismissed: nothing to click
+        await driver.until_footers(thread, 2)
+        assert delivered(driver)[-1] == "skip it"
+
+
+async def test_a_6000_character_answer_is_well_formed(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "LONG answer please")
+        await driver.until_footers(thread, 1, timeout=40)
+        texts = driver.bot_texts(thread)
+        shown = "\n".join(texts)
+        assert all(len(t) <= driver.char_limit for t in texts)
+        for n in range(1, 4):
+            assert f"def part_{n - 1}():" in shown and f"Part {n}" in shown
+        assert footers(driver, thread) == 1
+
+
+@pytest.mark.parametrize("status", [429, 502])
+async def test_rate_limits_and_server_errors_lose_nothing(
+    driver: PlatformDriver, status: int
+) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.fail_next_sends(status, 2)
+        driver.say(thread, "hi")
+        await driver.until_footers(thread, 1, timeout=40)
+        texts = driver.bot_texts(thread)
+        assert texts.count("Hello from fake agent.") == 1  # once: not lost, not doubled
+        assert footers(driver, thread) == 1
+
+
+async def test_a_restart_keeps_the_queue(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "SLOW work")
+        await wait_for(lambda: delivered(driver))
+        driver.say(thread, "kept. queue")
+        await wait_for(
+            lambda: driver.snapshot(thread), lambda s: s is not None and len(s.queue) == 1
+        )
+    stopped = "\n".join(driver.bot_texts(thread))
+    assert "Spindle stopped this run" in stopped and "1 queued prompt(s)" in stopped
+    async with driver.running():
+        await driver.until_footers(thread, 1, timeout=40)
+        assert delivered(driver) == ["kept."]
+        assert footers(driver, thread) == 1
+
+
+async def test_a_stranger_gets_nowhere(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        before = driver.bot_texts(thread)
+        driver.say(thread, "rm -rf / please", stranger=True)
+        await trio.sleep(1.0)
+        assert delivered(driver) == []
+        assert driver.bot_texts(thread) == before  # nothing shown in the thread
+        driver.say(thread, "hi")
+        await driver.until_footers(thread, 1)
+        assert delivered(driver) == ["hi"]
