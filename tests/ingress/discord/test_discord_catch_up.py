@@ -212,19 +212,24 @@ def test_a_message_both_caught_up_and_delivered_live_is_one_prompt() -> None:
 def test_where_a_thread_left_off_is_its_newest_discord_id_in_the_log(tmp_path: Path) -> None:
     with EventLog(tmp_path / "log.sqlite3") as log:
         for action_id in ("int-100", "msg-180", "edit-170-2025", "cmp-150", "rt-boot-1"):
-            log.append(StatusRequested(thread_id="t", action_id=action_id, at=1.0))
-        log.append(UserMessage(thread_id="t", action_id="msg-200", at=2.0, author_id="u", text="x"))
+            log.append(StatusRequested(thread_id="777", action_id=action_id, at=1.0))
         log.append(
-            OutputPosted(thread_id="t", action_id="rt-2", at=3.0, key="k", message_ids=("999",))
+            UserMessage(thread_id="777", action_id="msg-200", at=2.0, author_id="u", text="x")
+        )
+        log.append(
+            OutputPosted(thread_id="777", action_id="rt-2", at=3.0, key="k", message_ids=("999",))
         )
         log.flush()
         ended = ThreadState.new("ended")
-        on = ThreadState.new("t").replace(conversation=Conversation(agent="claude", workdir="/w"))
-        history = LoggedHistory(log, lambda: {"t": on, "ended": ended}, last_alive=3.0)
+        on = ThreadState.new("777").replace(conversation=Conversation(agent="claude", workdir="/w"))
+        telegram = ThreadState.new("tg:-100:5").replace(conversation=on.conversation)
+        states = {"777": on, "ended": ended, "tg:-100:5": telegram}
+        history = LoggedHistory(log, lambda: states, last_alive=3.0)
         # The bot's own posts (999) are not what Spindle *saw*; an edit names an old message.
-        assert history.last_seen("t") == 200
+        assert history.last_seen("777") == 200
         assert history.last_seen("ended") is None
-        assert history.open_threads() == ["t"]
+        # Another platform's thread in the same log is not Discord's to catch up.
+        assert history.open_threads() == ["777"]
     assert [discord_id(a) for a in ("msg-5", "int-6", "cmp-7", "start-8", "del-9", "msg-x")] == [
         5,
         6,
