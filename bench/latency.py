@@ -43,6 +43,7 @@ class StreamingAgent(ScriptedAgent):
                 self._turn = (prompt.run_id, scope)
                 await self.world.go.wait()  # every thread set up first: then the load starts
                 while trio.current_time() < self.world.stop_at:
+                    self.world.deltas += 1
                     await self._say(prompt.run_id, E.TextDelta(text=f"@{trio.current_time():.6f} "))
                     await trio.sleep(DELTA_INTERVAL_S)
             self._turn = None
@@ -57,6 +58,7 @@ class StreamingWorld(FakeAgentWorld):
         super().__init__()
         self.go = trio.Event()
         self.stop_at = math.inf
+        self.deltas = 0  # text deltas the agents emitted
 
     def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = StreamingAgent(
@@ -121,13 +123,18 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         delta_lat, reply_lat, abort_lat = [], [], []
         for _thread, applied, effect in renderers.effects[start_index:]:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
-                emitted = float(effect.text.strip().lstrip("@").split()[0])
-                delta_lat.append(applied - emitted)
+                # Deltas merged into one action (runtime/live/actor.py) show in one effect:
+                # each stamp is one delta, timed from its own emission.
+                for word in effect.text.split():
+                    if word.startswith("@"):
+                        delta_lat.append(applied - float(word[1:]))
             elif isinstance(effect, ReplyToCommand) and effect.key in queued_at:
                 reply_lat.append(applied - queued_at[effect.key])
             elif isinstance(effect, ReplyToCommand) and effect.key in aborted_at:
                 abort_lat.append(applied - aborted_at[effect.key])
         interrupts = len(world.interrupts)
+        actors = [a for a in (rt.get(t) for t in rt.actors()) if a is not None]
+        coalesced = sum(a.coalesced_deltas for a in actors)
 
     def summary(values: list[float]) -> dict:
         ms = [v * 1000 for v in values]
@@ -147,6 +154,10 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         "abort_to_interrupt": summary(abort_lat),
         "interrupts_applied": interrupts,
         "drained_within_limit": drained,
+        "deltas": world.deltas,
+        # Actions committed per delta received: 1.0 without merging; lower when deltas that
+        # waited together became one action.
+        "delta_actions_per_delta": round((world.deltas - coalesced) / max(1, world.deltas), 3),
     }
 
 

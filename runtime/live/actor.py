@@ -31,7 +31,8 @@ from typing import Any
 
 import trio
 
-from threadspindle.runtime.core.actions import Action, ThreadParked, Tick
+from threadspindle.runtime.core.actions import Action, AgentEventReceived, ThreadParked, Tick
+from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
@@ -45,6 +46,7 @@ __all__ = ["Receipt", "ThreadActor"]
 logger = logging.getLogger("spindle.actor")
 
 BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
+COALESCE_MAX_CHARS = 16_384  # one merged delta's text at most (a bounded action and log row)
 
 # The one mapping of a LogNote's level to logging's (the reactor never sees a LogNote).
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -142,6 +144,7 @@ class ThreadActor:
         self.running = False
         self.done = trio.Event()
         self.closing = False
+        self.coalesced_deltas = 0  # deltas merged into the one before them (``_coalesce``)
 
     # --- ingress -------------------------------------------------------------------------
 
@@ -171,17 +174,18 @@ class ThreadActor:
                 task_status.started()
                 async for action, receipt in self._recv:
                     self._mailbox -= 1
-                    self._commit(action, receipt)
-                    # Commit what is already waiting (up to a batch) before yielding: the
-                    # log then flushes the batch in one transaction.
+                    batch = [(action, receipt)]
+                    # Take what is already waiting (up to a batch) before yielding: the log
+                    # then flushes the batch in one transaction.
                     for _ in range(BATCH - 1):
                         try:
-                            action, receipt = self._recv.receive_nowait()
+                            batch.append(self._recv.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             # EndOfChannel: ``close`` shut the mailbox while this batch ran
                             # (an agent's late event was the last action): the loop ends.
                             break
                         self._mailbox -= 1
+                    for action, receipt in self._coalesce(batch):
                         self._commit(action, receipt)
                     self._end_batch()
                     if self._mailbox == 0:
@@ -190,6 +194,26 @@ class ThreadActor:
         finally:
             self.running = False
             self.done.set()
+
+    def _coalesce(
+        self, batch: list[tuple[Action, Receipt | None]]
+    ) -> list[tuple[Action, Receipt | None]]:
+        """The batch with each run of consecutive text (or thinking) deltas of one agent
+        stream merged into one action: one transition, one log row and one render instead
+        of many. Only actions already waiting are merged, so no delta waits for another;
+        the merged action is what the log records, so replay reproduces it exactly. A
+        delta of another run, session or text block, anything in between, and a merge past
+        ``COALESCE_MAX_CHARS`` start a new action."""
+        out: list[tuple[Action, Receipt | None]] = []
+        for action, receipt in batch:
+            if out and receipt is None and out[-1][1] is None:
+                merged = _merged_delta(out[-1][0], action)
+                if merged is not None:
+                    out[-1] = (merged, None)
+                    self.coalesced_deltas += 1
+                    continue
+            out.append((action, receipt))
+        return out
 
     def _commit(self, action: Action, receipt: Receipt | None) -> None:
         state = self._store.get(self.thread_id)
@@ -370,5 +394,27 @@ class ThreadActor:
                 "actor_running": self.running,
                 "listener_running": self.listener.running,
                 "listener_starts": self.listener.starts,
+                "coalesced_deltas": self.coalesced_deltas,
             }
         )
+
+
+def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
+    """``first`` and ``second`` as one delta action, when both are deltas of one kind from
+    one stream (run, session, text block) and the merged text stays within the bound."""
+    if not (isinstance(first, AgentEventReceived) and isinstance(second, AgentEventReceived)):
+        return None
+    a, b = first.event, second.event
+    if first.run_id != second.run_id or first.session_id != second.session_id:
+        return None
+    if (
+        len(a.text if isinstance(a, TextDelta | ThinkingDelta) else "")
+        + len(b.text if isinstance(b, TextDelta | ThinkingDelta) else "")
+        > COALESCE_MAX_CHARS
+    ):
+        return None
+    if isinstance(a, TextDelta) and isinstance(b, TextDelta) and a.block == b.block:
+        return first.replace(event=a.replace(text=a.text + b.text))
+    if isinstance(a, ThinkingDelta) and isinstance(b, ThinkingDelta):
+        return first.replace(event=a.replace(text=a.text + b.text))
+    return None

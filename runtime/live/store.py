@@ -40,6 +40,7 @@ class ThreadStatistics(Frozen):
     actor_running: bool = False
     listener_running: bool = False
     listener_starts: int = 0  # listener (re)starts in this process
+    coalesced_deltas: int = 0  # agent deltas merged into the one before them (actor.py)
 
 
 class Store:
