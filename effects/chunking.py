@@ -168,6 +168,9 @@ class MessageChunker:
             return False
         if not "".join(self._parts[-2:]).endswith("\n\n"):
             return False
+        last = next((p for p in reversed(self._parts) if p.strip()), "")
+        if last.lstrip().startswith("#"):
+            return False  # a heading belongs with the paragraph it heads
         self._close()
         return True
 
