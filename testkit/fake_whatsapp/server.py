@@ -2,7 +2,8 @@
 
 Two halves, each in its own thread (so it serves whatever the test runs):
 
-- **The Graph API** (``http.server`` on port 0): ``POST /v23.0/{phone_id}/messages`` with
+- **The Graph API** (``http.server`` on port 0): ``GET /v23.0/{phone_id}`` (the number, for
+  ``spindle doctor``) and ``POST /v23.0/{phone_id}/messages`` with
   ``Authorization: Bearer <token>`` and ``"messaging_product": "whatsapp"``. It takes text
   (1-4096 characters), interactive reply buttons (1-3, titles 1-20 characters, distinct
   ids), interactive lists (1-10 rows in all, row titles up to 24, descriptions up to 72,
@@ -167,6 +168,15 @@ class FakeWhatsApp:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                status, body = fake._lookup(self.path, self.headers.get("authorization", ""))
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
@@ -210,6 +220,18 @@ class FakeWhatsApp:
         made = code if code is not None else (130429 if status == 429 else 2)
         with self.lock:
             self.faults.append(Fault(status, times, made, retry_after, kinds))
+
+    def _lookup(self, path: str, auth: str) -> tuple[int, Any]:
+        """``GET /v23.0/{phone_id}``: the phone number (what ``spindle doctor`` asks)."""
+        if path.split("?")[0] != f"/{VERSION}/{self.phone_id}":
+            return 400, GraphError(400, 100, "Unsupported get request").body()
+        if auth != f"Bearer {self.token}":
+            return 401, GraphError(401, 190, "Invalid OAuth access token").body()
+        return 200, {
+            "display_phone_number": "+1 555-078-3881",
+            "verified_name": "Spindle Test",
+            "id": self.phone_id,
+        }
 
     def _handle(self, path: str, auth: str, raw: bytes) -> tuple[int, Any, dict[str, str]]:
         try:
