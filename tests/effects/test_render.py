@@ -371,6 +371,30 @@ async def test_without_edits_only_final_messages_are_sent(autojump_clock: object
     assert texts[-1] == "-# 💭 hmm, let me see"
 
 
+async def test_without_edits_a_stream_is_sent_at_paragraph_ends_paced(
+    autojump_clock: object,
+) -> None:
+    """A platform without edits (WhatsApp) gets a long answer as it is written: a message
+    at a paragraph end once the interval has passed, never inside a code block (whose blank
+    lines are not paragraph ends), never under a heading, and all of it exactly once."""
+    platform = RecordingPlatform(PlatformLimits(supports_edit=False, min_edit_interval_s=1.0))
+    answer = "".join(
+        f"## Part {n}\n\nProse of part {n}, one sentence.\n\n```py\na = {n}\n\nb = {n}\n```\n\n"
+        for n in range(8)
+    )
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        await stream(renderer, "k", answer, step=10, every=0.05)
+        sent_before_seal = platform.count("send")
+    texts = platform.texts(CHANNEL)
+    sends = [c for c in platform.calls if c.kind == "send"]
+    assert sent_before_seal >= 3  # not held back until the end
+    assert platform.count("edit") == 0
+    assert all(b.at - a.at >= 1.0 for a, b in zip(sends, sends[1:-1], strict=False))
+    assert all(balanced(t) and t.count("```") % 2 == 0 for t in texts)  # no code block split
+    assert not any(t.rstrip().endswith(tuple(f"## Part {n}" for n in range(8))) for t in texts)
+    assert original_text(texts, answer) == answer
+
+
 async def test_output_is_delivered_in_order_across_outputs(
     renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
 ) -> None:
