@@ -10,7 +10,7 @@ one chat, so each new conversation of a test is another user's chat) and mallory
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +24,7 @@ from threadspindle.ingress.platforms import PlatformsApp, run_platforms
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.testkit.fake_agent import FakeAgentWorld
+from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_discord.stack import FOOTER, SCRIPT
 from threadspindle.testkit.fake_whatsapp.server import (
@@ -131,12 +131,17 @@ class WhatsAppStack:
 
 @asynccontextmanager
 async def whatsapp_stack(
-    world: WhatsAppWorld, tmp_path: Path, *, queue_limit: int = 50, **settings: Any
+    world: WhatsAppWorld,
+    tmp_path: Path,
+    *,
+    queue_limit: int = 50,
+    script: Callable[[str], list[Step]] = SCRIPT,
+    **settings: Any,
 ) -> AsyncIterator[WhatsAppStack]:
     """The production wiring (``run_platforms``) with WhatsApp only and the fake agent, on a
     log in ``tmp_path`` (the same path again: a restart). The fake delivers to the webhook
     once it listens, and to nobody after."""
-    agents = FakeAgentWorld(script=SCRIPT)
+    agents = FakeAgentWorld(script=script)
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:

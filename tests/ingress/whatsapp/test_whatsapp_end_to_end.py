@@ -5,6 +5,7 @@ every platform must do is tests/platforms/test_platform_contract.py."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -12,9 +13,11 @@ import httpx
 import trio
 
 from threadspindle.effects.whatsapp_platform import whatsapp_thread_id
-from threadspindle.ingress.whatsapp.bot import NO_MEDIA, REFUSAL
+from threadspindle.ingress.whatsapp.bot import NO_LONGER_PENDING, NO_MEDIA, REFUSAL
+from threadspindle.runtime.core.agent_events import QuestionAsked, TextDelta
+from threadspindle.testkit.fake_agent import Step
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.fake_discord.stack import long_answer
+from threadspindle.testkit.fake_discord.stack import SCRIPT, long_answer
 from threadspindle.testkit.fake_whatsapp.server import signature
 from threadspindle.testkit.fake_whatsapp.stack import (
     WhatsAppStack,
@@ -169,3 +172,59 @@ async def test_a_stranger_is_told_once_in_their_own_chat(wa: WhatsAppWorld, tmp_
         assert texts == [REFUSAL]
         assert stack.runtime.snapshot(whatsapp_thread_id(wa.mallory)) is None
         assert stack.app.whatsapp.ingress.refusals == 2
+
+
+def _many_options(prompt: str) -> list[Step]:
+    if "MANY" in prompt:
+        options = tuple(f"option {n}" for n in range(1, 13))
+        return [
+            Step("ask", QuestionAsked(request_id="q9", question="Which one?", options=options)),
+            Step("event", TextDelta(text="Thanks.")),
+        ]
+    return SCRIPT(prompt)
+
+
+async def test_a_question_with_more_options_than_a_list_is_answered_by_number(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    async with whatsapp_stack(wa, tmp_path, script=_many_options) as stack:
+        thread = await stack.start_chat()
+        user = wa.chat(thread)
+        wa.fake.say(user, "MANY choices")
+        numbered = await wait_for(
+            lambda: [m for m in wa.bot_messages(thread) if "Reply 1, 2," in m.text]
+        )
+        assert "12. option 12" in numbered[0].text and not numbered[0].choices()
+        wa.fake.say(user, "11")
+        await wait_for(lambda: stack.agents.answers)
+        assert stack.agents.answers[-1][1] == "option 11"
+        await stack.until_footers(thread, 1)
+        # The prompt is closed: a number now is an ordinary prompt again.
+        wa.fake.say(user, "7")
+        await stack.until_footers(thread, 2)
+        assert _delivered(stack) == ["MANY choices", "7"]
+
+
+async def test_a_stale_button_is_no_longer_pending_and_commands_are_plain_text(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        thread = await stack.start_chat()
+        user = wa.chat(thread)
+        wa.fake.say(user, "PERMISSION please")
+        prompt = await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.buttons])
+        wa.fake.click(user, prompt[0].id, "Accept")
+        await wait_for(lambda: stack.agents.answers)
+        await stack.until_footers(thread, 1)
+        closing = [m for m in wa.bot_messages(thread) if m.context == prompt[0].id]
+        assert len(closing) == 1 and "Permission needed" in closing[0].text
+        wa.fake.click(user, prompt[0].id, "Deny")  # WhatsApp still shows the old buttons
+        await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.text == NO_LONGER_PENDING])
+        assert len(stack.agents.answers) == 1 and stack.agents.answers[0][1] is True
+        status = wa.fake.say(user, "/status")
+        await wait_for(lambda: status.done.is_set())
+        wamid = json.loads(status.body)["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
+        reply = await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.context == wamid])
+        assert "claude" in reply[0].text.lower()
+        wa.fake.say(user, "/bogus")
+        await wait_for(lambda: [m for m in wa.bot_messages(thread) if "/bogus" in m.text])
