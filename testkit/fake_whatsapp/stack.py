@@ -100,7 +100,7 @@ class WhatsAppStack:
 
     async def start_chat(self, agent: str = "claude") -> str:
         """A fresh allowed user sends ``/<agent> start <workdir>``; their chat's thread id
-        once its conversation is on."""
+        once its conversation is on and the start is answered."""
         user = self.world.fresh_user()
         thread_id = whatsapp_thread_id(user)
         self.world.fake.say(user, f"/{agent} start {self.world.workdir}")
@@ -108,6 +108,8 @@ class WhatsAppStack:
             lambda: self.runtime.snapshot(thread_id),
             lambda s: s is not None and s.conversation is not None,
         )
+        # And its answer shown ("Started claude in …"), so what a test reads next is new.
+        await wait_for(lambda: self.world.bot_messages(thread_id))
         self.world.started.append(thread_id)
         return thread_id
 
