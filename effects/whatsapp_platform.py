@@ -25,7 +25,8 @@ trio, so no trio-asyncio hop. What it keeps:
   last received message; none received in this process: no indicator.
 - **Replies** quote the message that asked (action ids ``wa-<wamid>``).
 - Failures become ``PlatformError``: throttling (HTTP 429, or error codes 4, 80007, 130429,
-  131056) carries ``retry_after`` (the ``Retry-After`` header, else ``throttle_wait_s``);
+  131056) carries ``retry_after`` (the ``Retry-After`` header, else ``throttle_wait_s``, or
+  6 s for 131056, the per-user pair rate);
   5xx, timeouts and connection errors are ``retryable``; other refusals are permanent.
 """
 
@@ -62,6 +63,8 @@ MAX_ROWS = 10
 MAX_ROW_TITLE = 24
 MAX_ROW_DESCRIPTION = 72
 THROTTLE_CODES = frozenset({4, 80007, 130429, 131056})
+PAIR_RATE_LIMIT = 131056  # too many messages to one user: Meta allows about one per 6 s
+PAIR_RATE_WAIT_S = 6.0
 RETRYABLE_CODES = frozenset({1, 2, 131000, 131016})
 _REMEMBERED = 1024
 
@@ -365,7 +368,7 @@ def _refusal(response: httpx.Response, answer: Any, throttle_wait_s: float) -> P
         try:
             wait = float(response.headers.get("retry-after", ""))
         except ValueError:
-            wait = throttle_wait_s
+            wait = PAIR_RATE_WAIT_S if code == PAIR_RATE_LIMIT else throttle_wait_s
         return PlatformError(what, retry_after=wait)
     if response.status_code >= 500 or code in RETRYABLE_CODES:
         return PlatformError(what, retryable=True)

@@ -130,10 +130,14 @@ async def test_throttling_server_errors_and_refusals(
     with pytest.raises(PlatformError) as throttled:
         await platform.send(THREAD, "a")
     assert throttled.value.retry_after == 0.7
-    fake.inject_fault(400, code=131056)  # pair rate limit, no header: the default wait
+    fake.inject_fault(400, code=130429)  # throttled, no header: the default wait
+    with pytest.raises(PlatformError) as plain:
+        await platform.send(THREAD, "a")
+    assert plain.value.retry_after == 1.0
+    fake.inject_fault(400, code=131056)  # the pair rate: one message per 6 s to a user
     with pytest.raises(PlatformError) as paired:
         await platform.send(THREAD, "a")
-    assert paired.value.retry_after == 1.0
+    assert paired.value.retry_after == 6.0
     fake.inject_fault(503)
     with pytest.raises(PlatformError) as down:
         await platform.send(THREAD, "a")
