@@ -78,6 +78,7 @@ WHATSAPP_LIMITS = PlatformLimits(
     typing_refresh_s=20.0,  # WhatsApp shows it up to 25 s
     subtext=False,
     wrap_links=False,
+    joins_messages=True,  # what is ready goes out joined, at most once per interval
 )
 
 _THREAD = re.compile(r"^wa:(g:)?([0-9A-Za-z._@-]+)$")

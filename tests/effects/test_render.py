@@ -578,3 +578,34 @@ async def test_a_dismissal_shows_before_anything_posted_after_it(
     ]
     assert dismissal and len(later_sends) == 2 and dismissal[0] < min(later_sends), calls
     assert platform.message(CHANNEL, prompt_id).buttons == ()
+
+
+async def test_a_platform_that_joins_messages_gets_a_busy_run_in_few_messages(
+    autojump_clock: object,
+) -> None:
+    """WhatsApp (``joins_messages``): text and tool cards ready within one interval share a
+    message; prompts and the footer stand alone and keep their place; nothing is lost."""
+    limits = PlatformLimits(supports_edit=False, joins_messages=True, min_edit_interval_s=2.0)
+    platform = RecordingPlatform(limits)
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        await stream(renderer, "t/r1/0", "Looking around.", step=5)
+        for n in range(1, 6):
+            await renderer.apply(PostOutput(key=f"t/r1/{n}a", kind="tool", text=f"Bash(ls {n})"))
+            await trio.sleep(0.1)
+            await renderer.apply(EditOutput(key=f"t/r1/{n}a", text=f"Bash(ls {n})\nok {n}"))
+            await stream(renderer, f"t/r1/{n}b", f"Step {n} done.", step=4)
+        await renderer.apply(
+            ShowPermissionPrompt(key="t/r1/p", request_id="p1", tool="Bash", detail="rm x")
+        )
+        await renderer.apply(PostOutput(key="t/r1/f", kind="footer", text="2.0s · $0.01"))
+    texts = platform.texts(CHANNEL)
+    assert platform.count("edit") == 0
+    assert texts[0] == "Looking around."  # the channel was idle: at once
+    assert len(texts) == 4, texts  # the rest of the run in one, the prompt, the footer
+    joined = texts[1]
+    assert [joined.index(f"Step {n} done.") for n in range(1, 6)] == sorted(
+        joined.index(f"Step {n} done.") for n in range(1, 6)
+    )
+    assert all(f"ok {n}" in joined for n in range(1, 6))
+    assert "Permission needed" in texts[2] and texts[3] == "2.0s · $0.01"
+    assert renderer.statistics().dirty_messages == 0
