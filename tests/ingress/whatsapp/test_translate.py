@@ -163,3 +163,18 @@ def test_commands() -> None:
     assert parsed is not None and (parsed.name, parsed.args) == ("claude", "start ~/code")
     assert parse_command("/") is None and parse_command("no command") is None
     assert parse_command("/usr/bin/env is a path") is None
+
+
+def test_a_group_message_is_the_groups_thread() -> None:
+    body = _delivery(
+        {
+            "from": "15551234567",
+            "id": "wamid.G",
+            "timestamp": "1",
+            "type": "text",
+            "group_id": "120363025246125486",
+            "text": {"body": "/status"},
+        }
+    )
+    (message,) = parse_delivery(body).messages
+    assert message.thread_id == "wa:g:120363025246125486" and message.sender == "15551234567"
