@@ -44,8 +44,13 @@ from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToC
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
-from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.log import LogUnwritable
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    RendererFactory,
+    RendererPort,
+    ThreadLog,
+)
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -101,7 +106,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        log: EventLog,
+        log: ThreadLog,
         renderer_factory: RendererFactory,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float] = time.time,
