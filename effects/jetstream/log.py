@@ -231,6 +231,10 @@ class JetStreamLog:
         t = self._threads.get(thread_id)
         return t is not None and t.claimed and t.fenced is None
 
+    def may_write(self, thread_id: str) -> bool:
+        """Held, not fenced, and the lease renewed within its TTL (as this runner sees it)."""
+        return self.holds(thread_id) and self.leases.valid(thread_id)
+
     def fenced(self, thread_id: str) -> str | None:
         """Why the thread can no longer be written by this runner (None: it can)."""
         t = self._threads.get(thread_id)
@@ -401,13 +405,15 @@ class JetStreamLog:
             t = claimed
         while (t.retry is not None or t.pending) and t.fenced is None:
             if not self.leases.valid(t.thread_id):
-                if t.thread_id in self.leases.lost or t.thread_id not in self.leases.held:
-                    self._fence(t, "its lease was lost (another runner holds the thread now)")
-                else:
-                    # Not renewed in time (JetStream unreachable?): the lease may have expired,
-                    # so nothing is sent until a renewal succeeds (or it is lost).
-                    errors.append(f"the lease of thread {t.thread_id} could not be renewed")
-                return
+                # Not renewed lately (paused? JetStream unreachable?): renew now, or find out
+                # that another runner has it. Nothing is sent on a lease that may be gone.
+                renewed = t.thread_id in self.leases.held and await self.leases.renew(t.thread_id)
+                if not renewed:
+                    if t.thread_id in self.leases.held:
+                        errors.append(f"the lease of thread {t.thread_id} could not be renewed")
+                    else:
+                        self._fence(t, "its lease was lost (another runner holds the thread now)")
+                    return
             if t.retry is None:
                 t.retry = self._batch(t)
             batch = t.retry
