@@ -18,11 +18,15 @@ runner that lost the thread's lease can never add to it. How:
   JetStream refuses it (error 10071).
 - A refused append is checked, because a timeout does not mean "not stored": the thread's
   last message is read back and, when it is this batch (header ``Spindle-Batch``), the
-  batch counts as stored. Otherwise the thread is **fenced**: its buffered and future
-  actions are never durable, so nothing waiting on them (the reactor's effects, ingress's
-  acknowledgement) ever happens, and ``wait_durable_or_unwritable`` answers False.
-- Before each publish the holder checks its own lease (``Leases.valid``): a process that
-  was paused past its TTL stops before it sends anything, the fence is the second line.
+  batch counts as stored. Otherwise the thread is **fenced for good**: its buffered and
+  future actions are never durable, so nothing waiting on them (the reactor's effects,
+  ingress's acknowledgement) ever happens, and ``wait_durable_or_unwritable`` answers False.
+- Before each publish the holder checks its own lease (``Leases.valid``, renewing on the
+  spot when it is stale): a process that was paused past its TTL stops before it sends
+  anything; the fence is the second line. A lease that merely lapsed (renewals failed
+  while JetStream had no quorum) fences the thread for now: what is appended stays
+  buffered, and ``_regain`` takes the thread back when the lease can be created again and an
+  epoch record expecting this runner's last sequence is stored (nobody wrote meanwhile).
 - When JetStream cannot store (no quorum, no responders, timeouts) the log is
   ``unwritable`` (the runtime refuses prompts from people with a message, as for a full
   disk) and the same batch, same expected sequence, is retried every ``retry_interval_s``
@@ -62,7 +66,7 @@ from threadspindle.effects.jetstream.connection import (
     subject_of,
     thread_token,
 )
-from threadspindle.effects.jetstream.lease import TRANSIENT, Leases
+from threadspindle.effects.jetstream.lease import TRANSIENT, Leases, LeaseTimeout
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.log import LogStatistics, LogUnwritable
@@ -82,6 +86,7 @@ logger = logging.getLogger("spindle.jetstream.log")
 BATCH_HEADER = "Spindle-Batch"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a failed expected-sequence check
 FORMAT_VERSION = 1
+LEASE_LOST = "its lease lapsed or another runner holds it"
 
 
 class ThreadFenced(LogError):
@@ -117,7 +122,8 @@ class _Thread:
     pending: list[_Entry] = field(default_factory=list)
     retry: _Batch | None = None  # sent, outcome unknown: re-sent as it is
     snapshot_due: dict[int, str] = field(default_factory=dict)  # seq -> state json
-    fenced: str | None = None  # why this runner may no longer write the thread
+    fenced: str | None = None  # why this runner may not write the thread now
+    final: bool = False  # fenced for good: another writer appended (else: lease lapsed)
 
 
 @dataclass
@@ -180,38 +186,17 @@ class JetStreamLog:
         subject = subject_of(thread_id)
         while True:
             loaded = await self._load(thread_id)
-            epoch = orjson.dumps(
-                {
-                    "v": FORMAT_VERSION,
-                    "type": "epoch",
-                    "holder": self.holder,
-                    "lease_revision": revision,
-                    "last_seq": loaded.next_seq - 1,
-                }
-            )
-            try:
-                ack = await self.conn.call(
-                    self.conn.js.publish,
-                    subject,
-                    epoch,
-                    timeout=self.publish_timeout_s,
-                    headers={
-                        Header.EXPECTED_LAST_SUBJECT_SEQUENCE: str(loaded.last_stream_seq),
-                        BATCH_HEADER: f"epoch-{self.holder}-{revision}",
-                    },
-                )
-            except BadRequestError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
-                    raise
-                # The previous holder appended after we read: read again, then fence it.
-                continue
-            break
+            stored_at = await self._publish_epoch(subject, loaded.last_stream_seq, revision)
+            if stored_at is not None:
+                break
+            # The previous holder appended after we read: read again, then fence it.
+        ack_seq = stored_at
         t = _Thread(
             thread_id,
             subject,
             claimed=True,
             next_seq=loaded.next_seq,
-            last_stream_seq=ack.seq,
+            last_stream_seq=ack_seq,
             snapshot=loaded.snapshot,
             loaded=loaded.loaded,
             posted=loaded.posted,
@@ -243,13 +228,69 @@ class JetStreamLog:
     def _lease_lost(self, thread_id: str) -> None:
         t = self._threads.get(thread_id)
         if t is not None:
-            self._fence(t, "its lease was lost (another runner holds the thread now)")
+            self._fence(t, LEASE_LOST)
 
-    def _fence(self, t: _Thread, why: str) -> None:
-        if t.fenced is None:
+    def _fence(self, t: _Thread, why: str, *, final: bool = False) -> None:
+        """Stop writing the thread. Not ``final`` (the lease lapsed): what is appended stays
+        buffered and ``_regain`` may take the thread back if nobody wrote meanwhile."""
+        if t.fenced is None or (final and not t.final):
             t.fenced = why
             logger.warning("thread %s fenced: %s", t.thread_id, why)
+        if final and not t.final:
+            t.final = True
+            # Never durable: never shown, never acknowledged.
+            self.fenced_appends += len(t.pending) + (len(t.retry.entries) if t.retry else 0)
+            t.pending, t.retry = [], None
         self._notify()
+
+    async def _publish_epoch(self, subject: str, expected: int, revision: int) -> int | None:
+        """Append the epoch record of a new holding; its stream sequence, or None when the
+        subject moved past ``expected`` (another writer appended). Transient errors raise."""
+        epoch_id = f"epoch-{self.holder}-{revision}-{uuid.uuid4().hex[:8]}"
+        record = {
+            "v": FORMAT_VERSION,
+            "type": "epoch",
+            "holder": self.holder,
+            "lease_revision": revision,
+        }
+        try:
+            ack = await self.conn.call(
+                self.conn.js.publish,
+                subject,
+                orjson.dumps(record),
+                timeout=self.publish_timeout_s,
+                headers={
+                    Header.EXPECTED_LAST_SUBJECT_SEQUENCE: str(expected),
+                    BATCH_HEADER: epoch_id,
+                },
+            )
+        except BadRequestError as exc:
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            return await self._stored_as(subject, epoch_id)
+        return int(ack.seq)
+
+    async def _regain(self, t: _Thread) -> bool:
+        """Take back a thread whose lease lapsed (renewals failed past the TTL, say while
+        JetStream had no quorum): re-acquire the lease, then append an epoch record that
+        expects the last sequence this runner wrote. Stored: nobody wrote in between, and
+        what stayed buffered is written on. Refused: another runner has written: fenced for
+        good (this runner's state of the thread is stale)."""
+        try:
+            if t.thread_id not in self.leases.held:
+                await self.leases.acquire(t.thread_id, timeout_s=0)
+            stored_at = await self._publish_epoch(
+                t.subject, t.last_stream_seq, self.leases.held[t.thread_id].revision
+            )
+        except (LeaseTimeout, *TRANSIENT):
+            return False
+        if stored_at is None:
+            self._fence(t, "another runner has written the thread since", final=True)
+            await self.leases.release(t.thread_id)
+            return False
+        t.last_stream_seq, t.fenced = stored_at, None
+        logger.warning("thread %s taken back after its lease lapsed", t.thread_id)
+        return True
 
     async def _load(self, thread_id: str) -> _Loaded:
         token = thread_token(thread_id)
@@ -309,7 +350,7 @@ class JetStreamLog:
         ticket = self._appended
         seq = t.next_seq
         t.next_seq += 1
-        if t.fenced is not None:
+        if t.final:
             self.fenced_appends += 1
             self._undurable[ticket] = thread_id  # never durable: never shown
             return ticket
@@ -367,7 +408,7 @@ class JetStreamLog:
         task_status.started()
         try:
             while True:
-                if self.unwritable is None:
+                if self.unwritable is None and not self._regainable():
                     await self._wakeup.wait()
                     self._wakeup = trio.Event()
                     await trio.lowlevel.checkpoint()  # let every ready actor append first
@@ -379,8 +420,14 @@ class JetStreamLog:
             with trio.CancelScope(shield=True), trio.move_on_after(2 * self.publish_timeout_s):
                 await self._flush_round()
 
+    def _regainable(self) -> bool:
+        return any(
+            t.fenced is not None and not t.final and (t.pending or t.retry)
+            for t in self._threads.values()
+        )
+
     async def _flush_round(self) -> None:
-        due = [t for t in self._threads.values() if (t.pending or t.retry) and t.fenced is None]
+        due = [t for t in self._threads.values() if (t.pending or t.retry) and not t.final]
         if not due:
             return
         errors: list[str] = []
@@ -403,6 +450,8 @@ class JetStreamLog:
             if claimed is None:
                 return
             t = claimed
+        if t.fenced is not None and not await self._regain(t):
+            return
         while (t.retry is not None or t.pending) and t.fenced is None:
             if not self.leases.valid(t.thread_id):
                 # Not renewed lately (paused? JetStream unreachable?): renew now, or find out
@@ -412,7 +461,7 @@ class JetStreamLog:
                     if t.thread_id in self.leases.held:
                         errors.append(f"the lease of thread {t.thread_id} could not be renewed")
                     else:
-                        self._fence(t, "its lease was lost (another runner holds the thread now)")
+                        self._fence(t, LEASE_LOST)
                     return
             if t.retry is None:
                 t.retry = self._batch(t)
@@ -435,12 +484,14 @@ class JetStreamLog:
                     return
                 # Refused, or stored by an earlier attempt whose answer was lost?
                 try:
-                    stored_at = await self._stored_as(t, batch.id)
+                    stored_at = await self._stored_as(t.subject, batch.id)
                 except TRANSIENT as again:
                     errors.append(_describe(again))
                     return
                 if stored_at is None:
-                    self._fence(t, "another writer appended to the thread (stale lease)")
+                    self._fence(
+                        t, "another writer appended to the thread (stale lease)", final=True
+                    )
                     return
             except TRANSIENT as exc:
                 errors.append(_describe(exc))
@@ -459,11 +510,11 @@ class JetStreamLog:
             errors.append(_describe(exc))
             return None
         except Exception as exc:  # LeaseTimeout, LogCorrupt: this runner must not write it
-            self._fence(t, f"it could not be claimed: {exc}")
+            self._fence(t, f"it could not be claimed: {exc}", final=True)
             return None
         claimed = self._threads[t.thread_id]
         if claimed.next_seq != 1:
-            self._fence(claimed, "it has history this runner never loaded")
+            self._fence(claimed, "it has history this runner never loaded", final=True)
             await self.leases.release(t.thread_id)
             return None
         # What was appended before the claim goes first, with the seqs it was given.
@@ -491,10 +542,10 @@ class JetStreamLog:
         payload = head[:-1] + b',"entries":[' + body.encode() + b"]}"
         return _Batch(batch_id, taken, payload)
 
-    async def _stored_as(self, t: _Thread, batch_id: str) -> int | None:
-        """The stream sequence of the thread's last message when it is this batch."""
+    async def _stored_as(self, subject: str, batch_id: str) -> int | None:
+        """The stream sequence of the subject's last message when it is this batch."""
         try:
-            last = await self.conn.call(self.conn.js.get_last_msg, STREAM, t.subject)
+            last = await self.conn.call(self.conn.js.get_last_msg, STREAM, subject)
         except NotFoundError:
             return None
         headers = last.headers or {}
