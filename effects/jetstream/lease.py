@@ -68,6 +68,9 @@ class Leases:
         self.margin = margin  # a lease counts as valid for this share of the TTL
         self.held: dict[str, LeaseHeld] = {}
         self.lost: set[str] = set()
+        # The last revision of a lease given up for lack of renewal: if nobody wrote the key
+        # since, updating that revision takes it back at once (no wait for its expiry).
+        self.lapsed: dict[str, int] = {}
         self.on_lost = on_lost
         self.renewals = 0
         self.renewal_failures = 0
@@ -95,7 +98,19 @@ class Leases:
         while True:
             sent = time.monotonic()
             try:
-                revision = await self.conn.call(self.conn.leases.create, key, self.holder.encode())
+                lapsed = self.lapsed.get(thread_id)
+                if lapsed is not None:
+                    try:
+                        revision = await self.conn.call(
+                            self.conn.leases.update, key, self.holder.encode(), last=lapsed
+                        )
+                    except KeyWrongLastSequenceError:
+                        del self.lapsed[thread_id]  # written since: acquire it as new
+                        raise
+                else:
+                    revision = await self.conn.call(
+                        self.conn.leases.create, key, self.holder.encode()
+                    )
             except KeyWrongLastSequenceError:
                 pass  # held by someone else (or by us from before a restart): wait it out
             except TRANSIENT as exc:
@@ -103,6 +118,7 @@ class Leases:
             else:
                 self.held[thread_id] = LeaseHeld(revision, sent, sent)
                 self.lost.discard(thread_id)
+                self.lapsed.pop(thread_id, None)
                 return revision
             if deadline is not None and time.monotonic() > deadline:
                 raise LeaseTimeout(
@@ -137,9 +153,12 @@ class Leases:
             self.renewals += 1
         return True
 
-    def _lose(self, thread_id: str, why: str) -> None:
-        if self.held.pop(thread_id, None) is None:
+    def _lose(self, thread_id: str, why: str, *, lapsed: bool = False) -> None:
+        lease = self.held.pop(thread_id, None)
+        if lease is None:
             return
+        if lapsed:
+            self.lapsed[thread_id] = lease.revision
         self.lost.add(thread_id)
         logger.warning("lease of thread %s lost: %s", thread_id, why)
         if self.on_lost is not None:
@@ -156,7 +175,7 @@ class Leases:
                 if not await self.renew(thread_id):
                     lease = self.held.get(thread_id)
                     if lease is not None and time.monotonic() - lease.renewed_at > self.ttl_s:
-                        self._lose(thread_id, "not renewed within its TTL")
+                        self._lose(thread_id, "not renewed within its TTL", lapsed=True)
 
         while True:
             await trio.sleep(self.ttl_s / 3)
