@@ -87,6 +87,7 @@ BATCH_HEADER = "Spindle-Batch"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a failed expected-sequence check
 FORMAT_VERSION = 1
 LEASE_LOST = "its lease lapsed or another runner holds it"
+_REGAIN_ERRORS: tuple[type[BaseException], ...] = (LeaseTimeout, *TRANSIENT)
 
 
 class ThreadFenced(LogError):
@@ -282,7 +283,7 @@ class JetStreamLog:
             stored_at = await self._publish_epoch(
                 t.subject, t.last_stream_seq, self.leases.held[t.thread_id].revision
             )
-        except (LeaseTimeout, *TRANSIENT):
+        except _REGAIN_ERRORS:
             return False
         if stored_at is None:
             self._fence(t, "another runner has written the thread since", final=True)
@@ -496,6 +497,7 @@ class JetStreamLog:
             except TRANSIENT as exc:
                 errors.append(_describe(exc))
                 return
+            assert stored_at is not None  # every branch that leaves it None returned
             t.last_stream_seq = stored_at
             t.retry = None
             await self._stored(t, batch, stored_at)
