@@ -28,6 +28,7 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import Error as JetStreamError
 from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 
 from threadspindle.effects.jetstream.connection import JetStream, thread_token
 
@@ -61,8 +62,13 @@ class Leases:
         *,
         on_lost: Callable[[str], object] | None = None,
         margin: float = 0.8,
+        bucket: KeyValue | None = None,
+        key: Callable[[str], str] = thread_token,
     ) -> None:
         self.conn = conn
+        # The thread leases by default; the runner's root leases use another bucket.
+        self.bucket = bucket if bucket is not None else conn.leases
+        self.key = key
         self.holder = holder
         self.ttl_s = conn.lease_ttl_s
         self.margin = margin  # a lease counts as valid for this share of the TTL
@@ -84,7 +90,7 @@ class Leases:
     async def holder_of(self, thread_id: str) -> str | None:
         """Who holds the thread's lease now, per the bucket (None: nobody)."""
         try:
-            entry = await self.conn.call(self.conn.leases.get, thread_token(thread_id))
+            entry = await self.conn.call(self.bucket.get, self.key(thread_id))
         except JetStreamError:
             return None
         return entry.value.decode() if entry.value else None
@@ -92,7 +98,7 @@ class Leases:
     async def acquire(self, thread_id: str, *, timeout_s: float | None = None) -> int:
         """Hold the thread's lease; returns its revision. Waits (polling a tenth of the
         TTL) while another holder's key lives; ``LeaseTimeout`` after ``timeout_s``."""
-        key = thread_token(thread_id)
+        key = self.key(thread_id)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         poll = max(0.05, self.ttl_s / 10)
         while True:
@@ -102,15 +108,13 @@ class Leases:
                 if lapsed is not None:
                     try:
                         revision = await self.conn.call(
-                            self.conn.leases.update, key, self.holder.encode(), last=lapsed
+                            self.bucket.update, key, self.holder.encode(), last=lapsed
                         )
                     except KeyWrongLastSequenceError:
                         del self.lapsed[thread_id]  # written since: acquire it as new
                         raise
                 else:
-                    revision = await self.conn.call(
-                        self.conn.leases.create, key, self.holder.encode()
-                    )
+                    revision = await self.conn.call(self.bucket.create, key, self.holder.encode())
             except KeyWrongLastSequenceError:
                 pass  # held by someone else (or by us from before a restart): wait it out
             except TRANSIENT as exc:
@@ -136,8 +140,8 @@ class Leases:
         sent = time.monotonic()
         try:
             revision = await self.conn.call(
-                self.conn.leases.update,
-                thread_token(thread_id),
+                self.bucket.update,
+                self.key(thread_id),
                 self.holder.encode(),
                 last=lease.revision,
             )
@@ -189,8 +193,6 @@ class Leases:
         if lease is None:
             return
         try:
-            await self.conn.call(
-                self.conn.leases.delete, thread_token(thread_id), last=lease.revision
-            )
+            await self.conn.call(self.bucket.delete, self.key(thread_id), last=lease.revision)
         except TRANSIENT as exc:
             logger.info("lease of %s not released (%s): it expires by itself", thread_id, exc)

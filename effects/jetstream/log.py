@@ -77,6 +77,7 @@ __all__ = [
     "JetStreamLog",
     "ThreadFenced",
     "export_rows",
+    "load_thread",
     "open_jetstream_log",
     "read_subject",
 ]
@@ -128,7 +129,7 @@ class _Thread:
 
 
 @dataclass
-class _Loaded:
+class LoadedThread:
     next_seq: int
     last_stream_seq: int
     snapshot: tuple[int, ThreadState] | None
@@ -293,50 +294,8 @@ class JetStreamLog:
         logger.warning("thread %s taken back after its lease lapsed", t.thread_id)
         return True
 
-    async def _load(self, thread_id: str) -> _Loaded:
-        token = thread_token(thread_id)
-        snap_seq, snap_stream_seq = 0, 0
-        snapshot: tuple[int, ThreadState] | None = None
-        posted: dict[str, tuple[str, ...]] = {}
-        try:
-            entry = await self.conn.call(self.conn.snapshots.get, token)
-        except KeyNotFoundError:
-            entry = None
-        if entry is not None and entry.value:
-            try:
-                raw = orjson.loads(entry.value)
-                state = ThreadState.model_validate(raw["state"])
-                snap_seq, snap_stream_seq = int(raw["seq"]), int(raw["stream_seq"])
-                posted = {k: tuple(v) for k, v in raw["posted"].items()}
-            except (ValueError, KeyError, TypeError, ValidationError) as exc:
-                raise LogCorrupt(self.path, thread_id, "snapshot", f"unreadable: {exc}") from None
-            snapshot = (snap_seq, state)
-        loaded: list[LoggedAction] = []
-        next_seq = snap_seq + 1
-        last_stream_seq = 0
-        async for stream_seq, data in read_subject(
-            self.conn, subject_of(thread_id), start=max(1, snap_stream_seq)
-        ):
-            last_stream_seq = stream_seq
-            for logged in _decode(self.path, thread_id, stream_seq, data):
-                if logged.seq <= snap_seq:
-                    continue  # in the snapshot already (same batch as its action)
-                if logged.seq != next_seq:
-                    raise LogCorrupt(
-                        self.path,
-                        thread_id,
-                        next_seq,
-                        f"stream seq {stream_seq} holds seq {logged.seq}, expected {next_seq}",
-                    )
-                next_seq += 1
-                loaded.append(logged)
-                if isinstance(logged.action, OutputPosted):
-                    _add_posted(posted, logged.action)
-        if snap_stream_seq and last_stream_seq < snap_stream_seq:
-            raise LogCorrupt(
-                self.path, thread_id, snap_seq, "the snapshot is past the end of the subject"
-            )
-        return _Loaded(next_seq, last_stream_seq, snapshot, loaded, posted)
+    async def _load(self, thread_id: str) -> LoadedThread:
+        return await load_thread(self.conn, thread_id)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -624,6 +583,54 @@ class JetStreamLog:
             flush_us=int(self.flush_seconds * 1e6),
             write_failures=self.write_failures,
         )
+
+
+async def load_thread(conn: JetStream, thread_id: str) -> LoadedThread:
+    """A thread as its log says: its newest snapshot, the actions after it, the posted
+    outputs, and where its subject ends (read by ``claim`` and by a gateway seeding a
+    renderer). ``LogCorrupt`` for a record that cannot be read or a missing seq."""
+    path = Path(f"jetstream:{STREAM}")
+    token = thread_token(thread_id)
+    snap_seq, snap_stream_seq = 0, 0
+    snapshot: tuple[int, ThreadState] | None = None
+    posted: dict[str, tuple[str, ...]] = {}
+    try:
+        entry = await conn.call(conn.snapshots.get, token)
+    except KeyNotFoundError:
+        entry = None
+    if entry is not None and entry.value:
+        try:
+            raw = orjson.loads(entry.value)
+            state = ThreadState.model_validate(raw["state"])
+            snap_seq, snap_stream_seq = int(raw["seq"]), int(raw["stream_seq"])
+            posted = {k: tuple(v) for k, v in raw["posted"].items()}
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise LogCorrupt(path, thread_id, "snapshot", f"unreadable: {exc}") from None
+        snapshot = (snap_seq, state)
+    loaded: list[LoggedAction] = []
+    next_seq = snap_seq + 1
+    last_stream_seq = 0
+    async for stream_seq, data in read_subject(
+        conn, subject_of(thread_id), start=max(1, snap_stream_seq)
+    ):
+        last_stream_seq = stream_seq
+        for logged in _decode(path, thread_id, stream_seq, data):
+            if logged.seq <= snap_seq:
+                continue  # in the snapshot already (same batch as its action)
+            if logged.seq != next_seq:
+                raise LogCorrupt(
+                    path,
+                    thread_id,
+                    next_seq,
+                    f"stream seq {stream_seq} holds seq {logged.seq}, expected {next_seq}",
+                )
+            next_seq += 1
+            loaded.append(logged)
+            if isinstance(logged.action, OutputPosted):
+                _add_posted(posted, logged.action)
+    if snap_stream_seq and last_stream_seq < snap_stream_seq:
+        raise LogCorrupt(path, thread_id, snap_seq, "the snapshot is past the end of the subject")
+    return LoadedThread(next_seq, last_stream_seq, snapshot, loaded, posted)
 
 
 def _add_posted(posted: dict[str, tuple[str, ...]], action: OutputPosted) -> None:

@@ -184,6 +184,24 @@ class Runtime:
                     RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
                 )
 
+    def adopt(self, thread_id: str) -> bool:
+        """Fold one thread's log into the store after start-up: for a log that gained the
+        thread since (a runner that claimed it from another: ``effects.jetstream``). Like
+        start-up, a thread left with a run, queued prompts or open questions is sent
+        ``RuntimeRecovered``. False (nothing done) while the thread has an actor."""
+        if thread_id in self._actors or self._nursery is None:
+            return False
+        seq, state = self.log.snapshots().get(thread_id, (0, ThreadState.new(thread_id)))
+        for entry in self.log.read(thread_id, after_seq=seq):
+            state = self._transition(state, entry.action).state
+        self.store.swap(thread_id, state)
+        if state.run is not None or state.queue or state.blockers:
+            self.recovered.append(thread_id)
+            self._post_nowait(
+                RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
+            )
+        return True
+
     # --- ingress -------------------------------------------------------------------------
 
     async def post(self, action: Action, *, channel_id: str | None = None) -> Receipt:
