@@ -73,7 +73,7 @@ class Inbox:
             msgs: list[Msg] = await self.conn.call(
                 self.subscription.fetch, batch=batch, timeout=timeout_s
             )
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, TimeoutError):  # nothing waiting (either kind)
             return []
         return msgs
 
