@@ -9,7 +9,13 @@ root, and apply the effects runners publish.
   every output already posted, so a restarted gateway never posts a key twice) applies it;
   what it posted goes back to the thread's runner as ``OutputPosted`` (its action id is
   derived from the key and message ids, so a resend is dropped as a duplicate); the effect
-  is acked after that. An effect redelivered after a gateway crash finds its key known.
+  is acked after that. An effect redelivered after a gateway crash (not acked) whose key
+  the log or this gateway already knows as posted is acked without applying it: the
+  renderer is never asked to post a key twice.
+
+The one window left is the effect in hand when a gateway dies: applied but not acked, it is
+delivered again; a post whose ``OutputPosted`` was not stored yet is posted again, an
+``AppendOutput`` appended again (edits that set text are harmless). docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from threadspindle.effects.jetstream.connection import JetStream
 from threadspindle.effects.jetstream.log import load_thread
 from threadspindle.effects.jetstream.transport import Transport, decode_effect
 from threadspindle.runtime.core.actions import Action, OutputPosted
+from threadspindle.runtime.core.effect_types import KEYED_POSTS
 from threadspindle.runtime.live.ports import RendererFactory, RendererPort
 
 __all__ = ["Gateway"]
@@ -39,8 +46,10 @@ class Gateway:
         self.renderers: dict[str, RendererPort] = {}
         self._roots: dict[str, str] = {}
         self._late: list[tuple[str, str, tuple[str, ...]]] = []  # posted outside apply
+        self.posted_keys: dict[str, set[str]] = {}
         self.applied = 0
         self.failed = 0
+        self.skipped = 0  # redelivered posts of keys already posted
 
     async def start(self, root: str, action: Action) -> None:
         """Route the thread to ``root`` and send its first action (``ConversationStarted``)."""
@@ -63,10 +72,12 @@ class Gateway:
             loaded = await load_thread(self.conn, thread_id)
             for key, message_ids in loaded.posted.items():
                 renderer.known(key, message_ids)
+            self.posted_keys[thread_id] = set(loaded.posted)
             self.renderers[thread_id] = renderer
         return renderer
 
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        self.posted_keys.setdefault(thread_id, set()).add(key)
         digest = hashlib.blake2b(
             f"{key}\0{','.join(message_ids)}".encode(), digest_size=10
         ).hexdigest()
@@ -81,14 +92,26 @@ class Gateway:
         )
 
     async def serve_effects(
-        self, *, name: str = "gateway", task_status: Any = trio.TASK_STATUS_IGNORED
+        self,
+        *,
+        name: str = "gateway",
+        ack_wait_s: float = 30.0,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        outbox = await self.transport.outbox(name)
+        """Apply effects until cancelled, acking each right after it is applied and
+        reported (so a crash leaves at most the effect in hand to be delivered again)."""
+        outbox = await self.transport.outbox(name, ack_wait_s=ack_wait_s)
         task_status.started()
         while True:
             for msg in await outbox.fetch(batch=64, timeout_s=1.0):
                 thread_id, effect = decode_effect(msg)
                 renderer = await self.renderer(thread_id)
+                if isinstance(effect, KEYED_POSTS) and effect.key in self.posted_keys.get(
+                    thread_id, ()
+                ):
+                    self.skipped += 1
+                    await outbox.ack(msg)
+                    continue
                 try:
                     posted = await renderer.apply(effect)
                 except Exception as exc:  # refused for good by the platform: not retried

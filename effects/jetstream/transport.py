@@ -137,15 +137,16 @@ class Transport:
         )
         return Inbox(self.conn, sub)
 
-    async def outbox(self, name: str = "gateway") -> Inbox:
-        """The gateway's durable consumer of every thread's effects."""
+    async def outbox(self, name: str = "gateway", *, ack_wait_s: float = 30.0) -> Inbox:
+        """The gateway's durable consumer of every thread's effects (an effect not acked
+        within ``ack_wait_s``, say by a gateway that died, is delivered again)."""
         sub = await self.conn.call(
             self.conn.js.pull_subscribe,
             "spindle.out.*",
             durable=name,
             stream=OUT_STREAM,
             config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=10_000
+                ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s, max_ack_pending=10_000
             ),
         )
         return Inbox(self.conn, sub)
