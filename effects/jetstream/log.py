@@ -88,7 +88,6 @@ BATCH_HEADER = "Spindle-Batch"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a failed expected-sequence check
 FORMAT_VERSION = 1
 LEASE_LOST = "its lease lapsed or another runner holds it"
-_REGAIN_ERRORS: tuple[type[BaseException], ...] = (LeaseTimeout, *TRANSIENT)
 
 
 class ThreadFenced(LogError):
@@ -272,7 +271,7 @@ class JetStreamLog:
             return await self._stored_as(subject, epoch_id)
         return int(ack.seq)
 
-    async def _regain(self, t: _Thread) -> bool:
+    async def _regain(self, t: _Thread, errors: list[str]) -> bool:
         """Take back a thread whose lease lapsed (renewals failed past the TTL, say while
         JetStream had no quorum): re-acquire the lease, then append an epoch record that
         expects the last sequence this runner wrote. Stored: nobody wrote in between, and
@@ -284,7 +283,10 @@ class JetStreamLog:
             stored_at = await self._publish_epoch(
                 t.subject, t.last_stream_seq, self.leases.held[t.thread_id].revision
             )
-        except _REGAIN_ERRORS:
+        except LeaseTimeout:
+            return False  # another runner holds the lease: this thread stays fenced
+        except TRANSIENT as exc:
+            errors.append(_describe(exc))  # JetStream cannot answer: the log cannot store
             return False
         if stored_at is None:
             self._fence(t, "another runner has written the thread since", final=True)
@@ -410,7 +412,7 @@ class JetStreamLog:
             if claimed is None:
                 return
             t = claimed
-        if t.fenced is not None and not await self._regain(t):
+        if t.fenced is not None and not await self._regain(t, errors):
             return
         while (t.retry is not None or t.pending) and t.fenced is None:
             if not self.leases.valid(t.thread_id):

@@ -1,7 +1,8 @@
 """``spindle cluster dev``: a 3-node JetStream cluster, two runners of one root and the
 console gateway, run as the real command. A conversation started and prompted through the
-gateway is answered by the echo agent on the serving runner; after that runner is killed
-(SIGKILL), the standby takes the root and the thread over and answers the next prompt."""
+gateway is answered by the echo agent on the serving runner (whichever took the root);
+after that runner is killed (SIGKILL), the standby takes the root and the thread over and
+answers the next prompt."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Lines:
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
         self.seen: list[str] = []
+        self.used: set[int] = set()
         self.queue: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -31,6 +33,12 @@ class Lines:
             self.queue.put(line.rstrip("\n"))
 
     def wait_for(self, pattern: str, timeout: float = 40) -> str:
+        """The first line matching ``pattern`` not matched before (lines of several
+        processes interleave: one already read counts)."""
+        for i, line in enumerate(self.seen):
+            if i not in self.used and re.search(pattern, line):
+                self.used.add(i)
+                return line
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -39,6 +47,7 @@ class Lines:
                 continue
             self.seen.append(line)
             if re.search(pattern, line):
+                self.used.add(len(self.seen) - 1)
                 return line
         raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.seen))
 
@@ -64,15 +73,19 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
     )
     out = Lines(proc)
     try:
-        pid_a = int(out.wait_for(r"^runner-a: pid \d+").split()[-1])
-        out.wait_for(r"^runner-a: serving ")
+        pids = {
+            line.split(":")[0]: int(line.split()[-1])
+            for line in (out.wait_for(r"^runner-a: pid \d+"), out.wait_for(r"^runner-b: pid \d+"))
+        }
+        serving = out.wait_for(r"^runner-[ab]: serving ").split(":")[0]
+        standby = "runner-b" if serving == "runner-a" else "runner-a"
         out.wait_for(r"^gateway: ")
         out.send("/start t1")
         out.wait_for(r"^\[t1\] reply: Started echo")
         out.send("t1: first words")
         out.wait_for(r"^\[t1\] .*first")
-        os.kill(pid_a, signal.SIGKILL)
-        out.wait_for(r"^runner-b: serving ")
+        os.kill(pids[serving], signal.SIGKILL)
+        out.wait_for(rf"^{standby}: serving ")
         out.send("t1: second words")
         out.wait_for(r"^\[t1\] .*second")
         assert proc.stdin is not None
