@@ -100,6 +100,7 @@ async def test_killing_the_active_runner_loses_and_repeats_nothing(tmp_path: Pat
     chat = RenderWorld()
     sent: dict[str, str] = {}  # prompt id -> thread
     children: list[Child] = []
+    takeovers: list[float] = []  # SIGKILL of the active runner -> the standby serves
     with nats_cluster(tmp_path / "nats", size=3) as cluster:
         urls = cluster.urls
         try:
@@ -143,10 +144,12 @@ async def test_killing_the_active_runner_loses_and_repeats_nothing(tmp_path: Pat
                         if kill == KILLS:
                             break
                         await trio.sleep(rng.uniform(0, 0.5))
+                        killed_at = time.monotonic()
                         active.kill()
                         assert await trio.to_thread.run_sync(standby.expect_ready), (
                             f"standby {standby.name} did not take over after kill {kill}"
                         )
+                        takeovers.append(time.monotonic() - killed_at)
                         active, standby = standby, Child(urls, f"s{kill + 1}", root, delivered)
                         children.append(standby)
                     with trio.fail_after(120):
@@ -176,5 +179,7 @@ async def test_killing_the_active_runner_loses_and_repeats_nothing(tmp_path: Pat
     assert chat.keys(), "the gateway posted nothing"
     print(
         f"seed {seed}: {KILLS} kills, {len(sent)} prompts, {sum(texts.values())} delivered, "
-        f"{len(undelivered)} cut short, {len(chat.keys())} keys posted"
+        f"{len(undelivered)} cut short, {len(chat.keys())} keys posted; takeover "
+        f"(lease TTL {TTL} s) median {sorted(takeovers)[len(takeovers) // 2]:.2f} s, "
+        f"max {max(takeovers):.2f} s"
     )
