@@ -95,6 +95,9 @@ class _Runner:
                     action = decode_action(msg)
                     thread_id = action.thread_id
                     if not self.log.holds(thread_id):
+                        # Fenced (another runner wrote it) or never held: whatever actor it
+                        # has here works from a stale state; stop it, then read it afresh.
+                        await rt.dispose(thread_id, "taken over by another runner")
                         await self.log.claim(thread_id)
                         rt.adopt(thread_id)
                         self.remember(thread_id)
