@@ -32,7 +32,7 @@ class Lines:
         for line in self.proc.stdout:
             self.queue.put(line.rstrip("\n"))
 
-    def wait_for(self, pattern: str, timeout: float = 40) -> str:
+    def wait_for(self, pattern: str, timeout: float = 60) -> str:
         """The first line matching ``pattern`` not matched before (lines of several
         processes interleave: one already read counts)."""
         for i, line in enumerate(self.seen):
@@ -57,7 +57,7 @@ class Lines:
         self.proc.stdin.flush()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Path) -> None:
     place = make_place(tmp_path)
     proc = subprocess.Popen(
@@ -90,7 +90,11 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         out.wait_for(r"^\[t1\] .*second")
         assert proc.stdin is not None
         proc.stdin.close()
-        assert proc.wait(30) == 0
+        code = proc.wait(60)
+        time.sleep(0.2)
+        while not out.queue.empty():
+            out.seen.append(out.queue.get())
+        assert code == 0, "\n".join(out.seen)
     finally:
         if proc.poll() is None:
             proc.kill()
