@@ -11,6 +11,11 @@ machine (file storage, ``sync_interval: always``):
 - ``takeover``: a holder of K threads dies (stops renewing, like a SIGKILLed runner); the
   time until another runner has claimed them all (lease TTL + reading each thread's log +
   its epoch record) and rebuilt their states;
+- ``pipeline``: the whole path over JetStream with runner *processes* (``spindle runner``'s
+  ``serve_runner`` and the fake agent): T threads, one prompt each sent at once through the
+  gateway, each answered by 20 deltas in a second; prompt -> first output at the gateway
+  p50/p99 and effects applied per second, with the threads on one runner and split over two
+  runners (two roots);
 - ``rebuild``: a thread of N actions with a snapshot every 1,000: claiming and rebuilding
   it (reads the snapshot and the tail after it), and reading the whole subject from the
   start (``spindle log export``; the ordered-consumer fast path).
@@ -18,6 +23,8 @@ machine (file storage, ``sync_interval: always``):
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,13 +35,17 @@ import trio
 from bench.common import percentile
 from bench.core import realistic_actions
 from threadspindle.effects.jetstream.connection import JetStream, open_jetstream
+from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import JetStreamLog, export_rows, open_jetstream_log
-from threadspindle.runtime.core.actions import StatusRequested
+from threadspindle.effects.jetstream.transport import open_transport
+from threadspindle.runtime.core.actions import ConversationStarted, StatusRequested, UserMessage
+from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import transition
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import ThreadLog
+from threadspindle.runtime.live.ports import Posted, RendererPort, ThreadLog
 from threadspindle.runtime.live.store import rebuild_from_log
+from threadspindle.testkit.fake_chat import RenderWorld
 from threadspindle.testkit.nats_cluster import NatsCluster
 
 __all__ = ["run"]
@@ -201,6 +212,119 @@ async def _rebuild(conn: JetStream, total: int) -> dict[str, float]:
     }
 
 
+class _Timed:
+    """A recording renderer that notes when each thread's first output of a run arrives."""
+
+    def __init__(self, inner: RendererPort, thread_id: str, seen: dict[str, list[float]]):
+        self.inner, self.thread_id, self.seen = inner, thread_id, seen
+        self.on_posted = None
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        self.inner.known(key, message_ids)
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        self.seen.setdefault(self.thread_id, []).append(time.perf_counter())
+        return await self.inner.apply(effect)
+
+    async def aclose(self) -> list[Posted]:
+        return await self.inner.aclose()
+
+
+async def _pipeline(urls: list[str], tmp: Path, runners: int, threads: int) -> dict[str, Any]:
+    roots = [tmp / f"pipe{runners}-root{i}" for i in range(runners)]
+    procs = []
+    for i, root in enumerate(roots):
+        root.mkdir()
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench._runner_child", ",".join(urls), f"p{runners}-{i}"]
+                + [str(root), "5"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+        )
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = await trio.to_thread.run_sync(proc.stdout.readline)
+            assert line.strip() == "ready", line
+        world = RenderWorld()
+        seen: dict[str, list[float]] = {}
+        async with open_jetstream(urls, replicas=len(urls), lease_ttl_s=5) as conn:
+            gateway = Gateway(
+                conn, await open_transport(conn), lambda t: _Timed(world.renderer(t), t, seen)
+            )
+            async with trio.open_nursery() as nursery:
+                await nursery.start(gateway.serve_effects)
+                ids = [f"q{runners}-{i}" for i in range(threads)]
+                for i, thread_id in enumerate(ids):
+                    root = str(roots[i % runners])
+                    await gateway.start(
+                        root,
+                        ConversationStarted(
+                            thread_id=thread_id,
+                            action_id=f"c-{thread_id}",
+                            at=time.time(),
+                            agent="fake",
+                            requested_workdir=root,
+                            resolved_workdir=root,
+                        ),
+                    )
+                with trio.fail_after(120):
+                    while len(seen) < threads:  # every conversation answered "Started"
+                        await trio.sleep(0.1)
+                started = {t: len(v) for t, v in seen.items()}
+                sent: dict[str, float] = {}
+                for thread_id in ids:
+                    sent[thread_id] = time.perf_counter()
+                    await gateway.send(
+                        UserMessage(
+                            thread_id=thread_id,
+                            action_id=f"u-{thread_id}",
+                            at=time.time(),
+                            author_id="u",
+                            text="go",
+                        )
+                    )
+                quiet_since = time.perf_counter()
+                total = sum(len(v) for v in seen.values())
+                with trio.move_on_after(180):
+                    while time.perf_counter() - quiet_since < 3:
+                        await trio.sleep(0.2)
+                        now_total = sum(len(v) for v in seen.values())
+                        if now_total != total:
+                            total, quiet_since = now_total, time.perf_counter()
+                nursery.cancel_scope.cancel()
+        firsts, effects, last = [], 0, 0.0
+        for thread_id in ids:
+            after = seen.get(thread_id, [])[started.get(thread_id, 0) :]
+            effects += len(after)
+            if after:
+                firsts.append(after[0] - sent[thread_id])
+                last = max(last, after[-1])
+        window = last - min(sent.values())
+        return {
+            "runners": runners,
+            "threads": threads,
+            "answered": len(firsts),
+            "first_output_p50_ms": round(percentile(firsts, 50) * 1000),
+            "first_output_p99_ms": round(percentile(firsts, 99) * 1000),
+            "effects": effects,
+            "effects_per_s": round(effects / window) if window > 0 else 0,
+            "duplicate_keys": len(world.duplicate_keys),
+        }
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 async def _main(quick: bool) -> dict[str, Any]:
     sequential = 50 if quick else 400
     threads = 10 if quick else 100
@@ -219,6 +343,10 @@ async def _main(quick: bool) -> dict[str, Any]:
                     await _takeover(conn, k) for k in ((1, 10) if quick else (1, 100))
                 ]
                 results["rebuild"] = await _rebuild(conn, 3000 if quick else 100_000)
+            pipeline_threads = 10 if quick else 200
+            results["pipeline"] = [
+                await _pipeline(cluster.urls, tmp, n, pipeline_threads) for n in (1, 2)
+            ]
     sqlite, r3 = results["sqlite"], results["jetstream_r3"]
     results["ratios"] = {
         "fenced_append_p50_r3_over_sqlite": round(
