@@ -456,6 +456,30 @@ def _jetstream_section(js: Any) -> list[str]:
             f"Takeover of {t['threads']} thread(s) after their holder died (lease TTL "
             f"{t['lease_ttl_s']} s): {t['takeover_s']} s to claim, {t['rebuild_s']} s to rebuild."
         )
+    pipe = js.get("pipeline", [])
+    if pipe:
+        parts += [
+            "",
+            _table(
+                [
+                    "runner processes",
+                    "threads",
+                    "prompt -> first output p50 ms",
+                    "p99 ms",
+                    "effects/s",
+                ],
+                [
+                    [
+                        p["runners"],
+                        p["threads"],
+                        p["first_output_p50_ms"],
+                        p["first_output_p99_ms"],
+                        p["effects_per_s"],
+                    ]
+                    for p in pipe
+                ],
+            ),
+        ]
     rb = js.get("rebuild", {})
     if rb:
         parts += [

@@ -38,6 +38,7 @@ __all__ = [
     "SNAPSHOTS_BUCKET",
     "STREAM",
     "JetStream",
+    "bucket",
     "open_jetstream",
     "subject_of",
     "thread_token",
@@ -102,13 +103,32 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
         # It exists with another configuration (made by an older Spindle, or by hand):
         # use it as it is; `spindle cluster dev` and the tests always start empty.
         await call(js.stream_info, STREAM)
-    leases = await call(
-        js.create_key_value, bucket=LEASES_BUCKET, ttl=lease_ttl_s, history=1, replicas=replicas
-    )
-    snapshots = await call(
-        js.create_key_value, bucket=SNAPSHOTS_BUCKET, history=1, replicas=replicas
-    )
-    return JetStream(nc, js, leases, snapshots, replicas, lease_ttl_s)
+    leases = await bucket(js, LEASES_BUCKET, ttl=lease_ttl_s, replicas=replicas)
+    snapshots = await bucket(js, SNAPSHOTS_BUCKET, replicas=replicas)
+    # The bucket's TTL is the lease TTL, whatever this runner was told: the first runner
+    # made the bucket, and every holder must judge its lease by the same clock.
+    status = await call(leases.status)
+    actual = status.ttl or lease_ttl_s
+    if abs(actual - lease_ttl_s) > 1e-3:
+        logger.warning(
+            "lease TTL %.3g s asked, the leases bucket has %.3g s: using the bucket's",
+            lease_ttl_s,
+            actual,
+        )
+    return JetStream(nc, js, leases, snapshots, replicas, actual)
+
+
+async def bucket(
+    js: JetStreamContext, name: str, *, replicas: int, ttl: float | None = None
+) -> KeyValue:
+    """The KV bucket ``name``: created with these settings, or bound as it exists."""
+    try:
+        kv: KeyValue = await trio_asyncio.aio_as_trio(js.create_key_value)(
+            bucket=name, ttl=ttl, history=1, replicas=replicas
+        )
+    except BadRequestError:  # it exists with other settings (another TTL, say): use it
+        kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
+    return kv
 
 
 @asynccontextmanager

@@ -185,12 +185,18 @@ class JetStreamLog:
             thread_id, timeout_s=timeout_s if timeout_s is not None else self.claim_timeout_s
         )
         subject = subject_of(thread_id)
-        while True:
-            loaded = await self._load(thread_id)
-            stored_at = await self._publish_epoch(subject, loaded.last_stream_seq, revision)
-            if stored_at is not None:
-                break
-            # The previous holder appended after we read: read again, then fence it.
+        try:
+            while True:
+                loaded = await self._load(thread_id)
+                stored_at = await self._publish_epoch(subject, loaded.last_stream_seq, revision)
+                if stored_at is not None:
+                    break
+                # The previous holder appended after we read: read again, then fence it.
+        except BaseException:
+            # Not claimed after all: let the lease go rather than renew it for nothing.
+            with trio.CancelScope(shield=True), trio.move_on_after(self.publish_timeout_s):
+                await self.leases.release(thread_id)
+            raise
         ack_seq = stored_at
         t = _Thread(
             thread_id,
@@ -205,12 +211,9 @@ class JetStreamLog:
         self._threads[thread_id] = t
 
     async def release(self, thread_id: str) -> None:
-        """Stop writing the thread and give its lease up (what is buffered is dropped:
-        flush first)."""
-        t = self._threads.pop(thread_id, None)
-        if t is not None:
-            for entry in [*t.pending, *(t.retry.entries if t.retry else [])]:
-                self._undurable.pop(entry.ticket, None)
+        """Stop writing the thread and give its lease up. What is still buffered is
+        dropped, never durable (wait for it first)."""
+        self._threads.pop(thread_id, None)
         await self.leases.release(thread_id)
 
     def holds(self, thread_id: str) -> bool:

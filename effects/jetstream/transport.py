@@ -32,7 +32,7 @@ from nats.js.errors import BadRequestError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import TypeAdapter
 
-from threadspindle.effects.jetstream.connection import JetStream, thread_token
+from threadspindle.effects.jetstream.connection import JetStream, bucket, thread_token
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.log_read import ACTION_ADAPTER
@@ -176,15 +176,10 @@ async def open_transport(conn: JetStream) -> Transport:
             )
         except BadRequestError:
             await conn.call(conn.js.stream_info, name)
-    routes = await conn.call(
-        conn.js.create_key_value, bucket="spindle_routes", history=1, replicas=conn.replicas
-    )
-    root_leases = await conn.call(
-        conn.js.create_key_value,
-        bucket="spindle_root_leases",
-        ttl=conn.lease_ttl_s,
-        history=1,
-        replicas=conn.replicas,
+    routes = await bucket(conn.js, "spindle_routes", replicas=conn.replicas)
+    # Root leases share the thread leases' TTL (``Leases`` judges both by ``lease_ttl_s``).
+    root_leases = await bucket(
+        conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
     )
     return Transport(conn, routes, root_leases)
 
