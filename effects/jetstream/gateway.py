@@ -25,12 +25,13 @@ import logging
 from typing import Any
 
 import trio
+from nats.aio.msg import Msg
 
 from threadspindle.effects.jetstream.connection import JetStream
 from threadspindle.effects.jetstream.log import load_thread
-from threadspindle.effects.jetstream.transport import Transport, decode_effect
+from threadspindle.effects.jetstream.transport import Inbox, Transport, decode_effect
 from threadspindle.runtime.core.actions import Action, OutputPosted
-from threadspindle.runtime.core.effect_types import KEYED_POSTS
+from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect
 from threadspindle.runtime.live.ports import RendererFactory, RendererPort
 
 __all__ = ["Gateway"]
@@ -99,29 +100,40 @@ class Gateway:
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Apply effects until cancelled, acking each right after it is applied and
-        reported (so a crash leaves at most the effect in hand to be delivered again)."""
+        reported (so a crash leaves at most the effects in hand to be delivered again).
+        The threads of a fetched batch are served concurrently, each in order."""
         outbox = await self.transport.outbox(name, ack_wait_s=ack_wait_s)
         task_status.started()
         while True:
-            for msg in await outbox.fetch(batch=64, timeout_s=1.0):
+            by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
+            for msg in await outbox.fetch(batch=256, timeout_s=1.0):
                 thread_id, effect = decode_effect(msg)
-                renderer = await self.renderer(thread_id)
-                if isinstance(effect, KEYED_POSTS) and effect.key in self.posted_keys.get(
-                    thread_id, ()
-                ):
-                    self.skipped += 1
-                    await outbox.ack(msg)
-                    continue
-                try:
-                    posted = await renderer.apply(effect)
-                except Exception as exc:  # refused for good by the platform: not retried
-                    self.failed += 1
-                    logger.warning("effect %s in %s failed: %s", effect.type, thread_id, exc)
-                    posted = []
-                late, self._late = self._late, []
-                for key, message_ids in posted:
-                    await self.report(thread_id, key, message_ids)
-                for late_thread, key, message_ids in late:
-                    await self.report(late_thread, key, message_ids)
-                self.applied += 1
+                by_thread.setdefault(thread_id, []).append((msg, effect))
+            async with trio.open_nursery() as nursery:
+                for thread_id, items in by_thread.items():
+                    nursery.start_soon(self._serve_thread, outbox, thread_id, items)
+
+    async def _serve_thread(
+        self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]
+    ) -> None:
+        renderer = await self.renderer(thread_id)
+        for msg, effect in items:
+            if isinstance(effect, KEYED_POSTS) and effect.key in self.posted_keys.get(
+                thread_id, ()
+            ):
+                self.skipped += 1
                 await outbox.ack(msg)
+                continue
+            try:
+                posted = await renderer.apply(effect)
+            except Exception as exc:  # refused for good by the platform: not retried
+                self.failed += 1
+                logger.warning("effect %s in %s failed: %s", effect.type, thread_id, exc)
+                posted = []
+            late, self._late = self._late, []
+            for key, message_ids in posted:
+                await self.report(thread_id, key, message_ids)
+            for late_thread, key, message_ids in late:
+                await self.report(late_thread, key, message_ids)
+            self.applied += 1
+            await outbox.ack(msg)

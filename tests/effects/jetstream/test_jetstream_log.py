@@ -97,3 +97,13 @@ async def test_a_thread_first_seen_by_append_is_claimed_by_the_flusher(tmp_path:
                 nursery.cancel_scope.cancel()
             assert [r[0] async for r in export_rows(conn, thread)] == [1]
             assert "=" in subject_of(thread) and "/" not in subject_of(thread)
+
+
+async def test_a_second_runner_uses_the_lease_ttl_of_the_existing_bucket(tmp_path: Path) -> None:
+    with nats_cluster(tmp_path) as cluster:
+        async with open_jetstream(cluster.urls, lease_ttl_s=2) as first:
+            assert first.lease_ttl_s == 2
+            async with open_jetstream(cluster.urls, lease_ttl_s=7) as second:
+                # Judging a lease by 7 s while the bucket drops it after 2 s would let a
+                # holder believe in a lease that is gone: the bucket's TTL wins.
+                assert second.lease_ttl_s == 2
