@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     export = log_sub.add_parser("export", parents=[common], help="write one thread's log as JSONL")
     export.add_argument("thread")
     export.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
+    export.add_argument(
+        "--nats", help="read the thread's log from NATS JetStream at these URLs (scale-out)"
+    )
 
     # Scale-out over NATS JetStream (docs/scale-out.md; app/scale_out.py).
     runner = command(

@@ -164,6 +164,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.log_command != "export":
         print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "nats", None):
+        return _scale_out("cmd_log_export")(args, settings)
     db = settings.database_path
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)

@@ -8,6 +8,8 @@ JetStream (docs/scale-out.md).
   (``/start THREAD [WORKDIR] [AGENT]`` starts a conversation, ``THREAD: text`` sends a
   prompt) and every effect the runners publish is printed. (The Discord, Telegram and
   Slack gateways are not built yet.)
+- ``log export THREAD --nats URLS``: the thread's log read from the start of its JetStream
+  subject, written as the same JSONL as from SQLite (docs/log-format.md).
 - ``cluster dev``: a 3-node JetStream cluster on 127.0.0.1 (``sync_interval: always``), two
   runners of one root (one serves, one stands by: kill the first and watch the second take
   over) and the console gateway, until end of input or Ctrl-C.
@@ -22,14 +24,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
-from threadspindle.app.exit_codes import EXIT_OK, EXIT_USAGE
+from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
+from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster
 from threadspindle.effects.jetstream.transport import open_transport
@@ -37,7 +41,7 @@ from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.ports import OnPosted, Posted
 
-__all__ = ["cmd_cluster", "cmd_gateway", "cmd_runner"]
+__all__ = ["cmd_cluster", "cmd_gateway", "cmd_log_export", "cmd_runner"]
 
 
 def _servers(args: argparse.Namespace) -> list[str]:
@@ -197,4 +201,30 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+    return EXIT_OK
+
+
+def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
+    from threadspindle.runtime.live.log_read import LogError
+    from threadspindle.runtime.live.replay import export_lines
+
+    async def rows() -> list[tuple[int, float, dict[str, Any]]]:
+        servers = _servers(args)
+        async with open_jetstream(servers, replicas=len(servers)) as conn:
+            return [row async for row in export_rows(conn, args.thread)]
+
+    try:
+        found = trio.run(rows)  # every record read and checked before a line is written
+    except LogError as exc:
+        print(f"Cannot export: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+    if not found:
+        print(f"No thread {args.thread!r} in JetStream.", file=sys.stderr)
+        return EXIT_FAILURE
+    lines = [line + "\n" for line in export_lines(found, args.thread)]
+    if args.output:
+        args.output.write_text("".join(lines))
+        print(f"Wrote {len(lines)} actions of {args.thread} to {args.output}.", file=sys.stderr)
+    else:
+        sys.stdout.write("".join(lines))
     return EXIT_OK

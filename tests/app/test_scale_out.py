@@ -99,3 +99,52 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
+    """``spindle log export THREAD --nats URL`` writes the same JSONL as from SQLite, read
+    from the start of the thread's subject; ``spindle replay``'s reader reads it back."""
+    import trio
+
+    from threadspindle.effects.jetstream.connection import open_jetstream
+    from threadspindle.effects.jetstream.log import open_jetstream_log
+    from threadspindle.runtime.core.actions import StatusRequested
+    from threadspindle.runtime.live.replay import read_jsonl
+    from threadspindle.testkit.nats_cluster import nats_cluster
+
+    async def write(urls: list[str]) -> None:
+        async with open_jetstream(urls) as conn, open_jetstream_log(conn, "w") as log:
+            await log.claim("t9")
+            async with trio.open_nursery() as nursery:
+                await nursery.start(log.run_flusher)
+                for n in range(1, 6):
+                    ticket = log.append(
+                        StatusRequested(thread_id="t9", action_id=f"s{n}", at=float(n))
+                    )
+                await log.wait_durable(ticket)
+                nursery.cancel_scope.cancel()
+
+    place = make_place(tmp_path)
+    out = tmp_path / "t9.jsonl"
+    with nats_cluster(tmp_path / "nats") as cluster:
+        trio.run(write, cluster.urls)
+        done = subprocess.run(
+            [*SPINDLE, "log", "export", "t9", "--nats", cluster.urls[0], "-o", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+        missing = subprocess.run(
+            [*SPINDLE, "log", "export", "nope", "--nats", cluster.urls[0]],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    actions = [a for _, a in read_jsonl(out.read_text().splitlines())]
+    assert [a.action_id for a in actions] == ["s1", "s2", "s3", "s4", "s5"]
+    assert missing.returncode == 1 and "No thread 'nope'" in missing.stderr
