@@ -35,7 +35,7 @@ from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
-from threadspindle.effects.jetstream.servers import NatsCluster
+from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
 from threadspindle.effects.jetstream.transport import open_transport
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
@@ -178,7 +178,7 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="spindle-cluster-"))
     root = os.path.realpath(args.root)
     runners: list[subprocess.Popen[bytes]] = []
-    with NatsCluster(directory / "nats", size=3) as cluster:
+    with NatsCluster(directory / "nats", size=3, die_with_parent=True) as cluster:
         urls = ",".join(cluster.urls)
         print(f"NATS JetStream cluster (3 nodes, sync_interval: always): {urls}", flush=True)
         print(f"data under {directory}", flush=True)
@@ -189,7 +189,7 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
                 command += ["--lease-ttl", str(args.lease_ttl)]
                 if getattr(args, "config", None):
                     command += ["--config", str(args.config)]
-                runners.append(subprocess.Popen(command))
+                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
                 print(f"{name}: pid {runners[-1].pid}", flush=True)
                 time.sleep(1.0)  # runner-a takes the root, runner-b stands by
             trio.run(_gateway, cluster.urls, root, args.agent, args.lease_ttl)

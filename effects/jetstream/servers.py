@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
 import time
 import urllib.error
@@ -24,7 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["NatsCluster", "NatsNode", "NatsServerError", "free_port", "nats_server_binary"]
+__all__ = [
+    "NatsCluster",
+    "NatsNode",
+    "NatsServerError",
+    "die_with_parent",
+    "free_port",
+    "nats_server_binary",
+]
 
 
 class NatsServerError(RuntimeError):
@@ -62,6 +70,10 @@ class NatsNode:
     cluster_port: int | None = None
     routes: Sequence[int] = ()
     process: subprocess.Popen[bytes] | None = None
+    # SIGTERM the server when the process that started it dies (Linux), so a killed
+    # `spindle cluster dev` leaves no server behind. Only for a start from the main thread:
+    # the signal follows the *thread* that forked, and a worker thread ends by itself.
+    die_with_parent: bool = False
 
     @property
     def url(self) -> str:
@@ -101,6 +113,7 @@ class NatsNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent if self.die_with_parent else None,
             )
         finally:
             log.close()
@@ -163,6 +176,14 @@ class NatsNode:
         self._signal(signal.SIGCONT)
 
 
+def die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the parent dies (``PR_SET_PDEATHSIG``, Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
 @dataclass
 class NatsCluster:
     """One node, or three clustered ones (``size=3``), on 127.0.0.1 under ``directory``."""
@@ -170,6 +191,7 @@ class NatsCluster:
     directory: Path
     size: int = 1
     nodes: list[NatsNode] = field(default_factory=list)
+    die_with_parent: bool = False
 
     def __post_init__(self) -> None:
         if self.size not in (1, 3, 5):
@@ -188,6 +210,8 @@ class NatsCluster:
                     )
                     for i in range(self.size)
                 ]
+        for node in self.nodes:
+            node.die_with_parent = self.die_with_parent
 
     @property
     def urls(self) -> list[str]:

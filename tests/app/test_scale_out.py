@@ -70,6 +70,7 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         bufsize=1,
         cwd=place["work"],
         env=environment(place),
+        start_new_session=True,  # its servers and runners too: one group to kill
     )
     out = Lines(proc)
     try:
@@ -96,9 +97,11 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
             out.seen.append(out.queue.get())
         assert code == 0, "\n".join(out.seen)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left
+        except ProcessLookupError:
+            pass
+        proc.wait(10)
 
 
 def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
