@@ -258,6 +258,28 @@ class SlackPlatform:
 
         return await self._call(ephemeral)
 
+    async def replies(self, channel: str, thread_ts: str, oldest: float) -> list[dict[str, Any]]:
+        """The thread's messages newer than ``oldest`` (``conversations.replies``, every
+        page), the parent first when Slack includes it."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+
+            async def page() -> Any:
+                return await self.client.conversations_replies(
+                    channel=channel,
+                    ts=thread_ts,
+                    oldest=f"{max(oldest, 0.0):.6f}",
+                    limit=200,
+                    cursor=cursor,
+                )
+
+            response = await self._call(page)
+            found.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return found
+
     # --- the calls -------------------------------------------------------------------------
 
     async def _post(

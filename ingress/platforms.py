@@ -1,11 +1,12 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram; Slack and
-WhatsApp join here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, Slack;
+WhatsApp joins here): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, a snowflake Discord's). The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``sl:…`` Slack's, a snowflake
+Discord's). The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -24,12 +25,15 @@ import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.slack.host import SlackBot, hosted_slack
+from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core.model import Policy
@@ -43,9 +47,12 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``discord`` or ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``slack``, ``discord`` or
+    ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
+    if thread_id.startswith("sl:"):
+        return "slack"
     if thread_id.isdigit():
         return "discord"
     return "other"
@@ -93,6 +100,7 @@ class PlatformsApp:
     stopping: trio.Event
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
+    slack: SlackBot | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -106,6 +114,7 @@ async def run_platforms(
     *,
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
+    slack: SlackSettings | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -116,7 +125,7 @@ async def run_platforms(
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None:
+    if discord is None and telegram is None and slack is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -131,6 +140,11 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        if slack is not None:
+            limits = SLACK_LIMITS.model_copy(
+                update={"min_edit_interval_s": slack.min_edit_interval_s}
+            )
+            router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
         runtime = await stack.enter_async_context(
             open_runtime(
                 log=log,
@@ -140,7 +154,7 @@ async def run_platforms(
                 **runtime_kwargs,
             )
         )
-        discord_bot = telegram_bot = None
+        discord_bot = telegram_bot = slack_bot = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
             discord_bot = await stack.enter_async_context(
@@ -152,7 +166,14 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
-        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot)
+        if slack is not None:
+            # Catch-up reads the threads from a little before the last logged action: what
+            # it finds twice, the core drops by its action id.
+            since = last_alive - 5.0 if last_alive is not None else None
+            slack_bot = await stack.enter_async_context(hosted_slack(slack, runtime, since=since))
+            router.renderers["slack"].attach(slack_bot.platform)
+            _log.info("Slack app %s is connected (Socket Mode)", slack_bot.user_id)
+        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot, slack_bot)
         try:
             task_status.started(app)
             async with trio.open_nursery() as nursery:
