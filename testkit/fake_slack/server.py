@@ -257,13 +257,34 @@ class FakeSlack:
         return envelope
 
     def click(
-        self, channel: str, ts: str, action_id: str, user: str, value: str | None = None
+        self,
+        channel: str,
+        ts: str,
+        action_id: str,
+        user: str,
+        value: str | None = None,
+        *,
+        as_seen: SlackMessage | None = None,
     ) -> str:
-        """Press a button, or choose ``value`` in a select; the envelope id."""
+        """Press a button, or choose ``value`` in a select; the envelope id. ``as_seen``:
+        the message as a stale client shows it (a button already gone)."""
         with self.world.lock:
-            envelope = self.world.click(channel, ts, action_id, user, value)
+            envelope = self.world.click(channel, ts, action_id, user, value, as_seen)
         self._notify()
         return envelope
+
+    def redeliver(self, envelope_id: str) -> None:
+        with self.world.lock:
+            self.world.redeliver(envelope_id)
+        self._notify()
+
+    def envelope_of(self, ts: str) -> str:
+        """The id of the envelope that delivered the message ``ts``."""
+        with self.world.lock:
+            for envelope_id, envelope in self.world.issued.items():
+                if (envelope["payload"].get("event") or {}).get("ts") == ts:
+                    return envelope_id
+        raise KeyError(ts)
 
     def inject_fault(
         self,

@@ -160,6 +160,7 @@ class World:
         self.unacked: dict[str, dict[str, Any]] = {}  # delivered, waiting for their ack
         self.acks: list[dict[str, Any]] = []  # every ack frame received
         self.delivered: list[str] = []  # envelope ids, in delivery order (repeats included)
+        self.issued: dict[str, dict[str, Any]] = {}  # every envelope ever made, by id
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.statuses: list[tuple[str, str, str]] = []  # assistant status: channel, thread, text
@@ -185,17 +186,25 @@ class World:
 
     def _envelope(self, kind: str, payload: dict[str, Any]) -> str:
         envelope_id = f"env-{next(self._seq)}"
-        self.outbox.append(
-            {
-                "envelope_id": envelope_id,
-                "type": kind,
-                "payload": payload,
-                "accepts_response_payload": kind != "events_api",
-                "retry_attempt": 0,
-                "retry_reason": "",
-            }
-        )
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": 0,
+            "retry_reason": "",
+        }
+        self.outbox.append(envelope)
+        self.issued[envelope_id] = envelope
         return envelope_id
+
+    def redeliver(self, envelope_id: str) -> None:
+        """Deliver an envelope once more, as Slack does when its ack was lost (the app
+        died after handling it, or answered too late)."""
+        envelope = self.issued[envelope_id]
+        again = dict(envelope, retry_attempt=envelope["retry_attempt"] + 1)
+        again["retry_reason"] = "timeout"
+        self.outbox.append(again)
 
     def _event(self, event: dict[str, Any], team: str) -> str:
         event_id = f"Ev{next(self._seq):08d}"
@@ -297,9 +306,18 @@ class World:
             },
         )
 
-    def click(self, channel: str, ts: str, action_id: str, user: str, value: str | None) -> str:
-        """A press of a button (``value`` None: its own) or a select's option ``value``."""
-        message = self.messages[(channel, ts)]
+    def click(
+        self,
+        channel: str,
+        ts: str,
+        action_id: str,
+        user: str,
+        value: str | None,
+        as_seen: SlackMessage | None = None,
+    ) -> str:
+        """A press of a button (``value`` None: its own) or a select's option ``value``;
+        ``as_seen``: the message as a client that has not refreshed still shows it."""
+        message = as_seen or self.messages[(channel, ts)]
         (element,) = [e for e in message.buttons() if e["action_id"] == action_id]
         action: dict[str, Any] = {
             "action_id": action_id,
