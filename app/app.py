@@ -5,8 +5,8 @@ opens the event log first (a corrupt or locked file, a row that cannot be read, 
 read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
-only), and runs the chat platforms that have a token (Discord, Telegram, or both over one
-runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
+only), and runs the chat platforms that have a token (Discord, Telegram, Slack, or any of
+them together over one runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
 get the process manager through their adapters' own config mechanism
 (``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
 """
@@ -117,13 +117,23 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
-        if console_agent is None and settings.telegram_bot_token() is not None:
-            # Telegram (with Discord too when it has a token): one runtime, every platform.
+        if console_agent is None and (
+            settings.telegram_bot_token() is not None or any(settings.slack_tokens())
+        ):
+            # Telegram and/or Slack (with Discord too when it has a token): one runtime,
+            # every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
 
             discord = settings_from_config(settings) if settings.token() is not None else None
+            telegram = (
+                telegram_settings_from_config(settings)
+                if settings.telegram_bot_token() is not None
+                else None
+            )
+            slack = slack_settings_from_config(settings) if any(settings.slack_tokens()) else None
             limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
             finished = trio.Event()
 
@@ -131,7 +141,8 @@ async def _serve(
                 try:
                     await run_platforms(
                         discord=discord,
-                        telegram=telegram_settings_from_config(settings),
+                        telegram=telegram,
+                        slack=slack,
                         log=log,
                         adapter_factory=factory,
                         policy=policy,
@@ -147,7 +158,12 @@ async def _serve(
             if _early_stop.requested:
                 both.stop()
             else:
-                names = "Discord and Telegram" if discord is not None else "Telegram"
+                served = [
+                    name
+                    for name, on in (("Discord", discord), ("Telegram", telegram), ("Slack", slack))
+                    if on is not None
+                ]
+                names = " and ".join([", ".join(served[:-1]), served[-1]] if served[1:] else served)
                 _say(f"Connected to {names}. Stop with Ctrl-C.")
             await finished.wait()
         elif console_agent is None:
@@ -379,7 +395,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
-    console = args.console or (settings.token() is None and not telegram)
+    slack = any(settings.slack_tokens())
+    console = args.console or (settings.token() is None and not telegram and not slack)
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -395,6 +412,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
             telegram_settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Telegram bot: {exc}")
+            return EXIT_USAGE
+    if not console and slack:
+        try:
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
+
+            slack_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Slack app: {exc}")
             return EXIT_USAGE
     if _process_sandbox(settings) is not None:
         try:
@@ -417,6 +442,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     redact(settings.telegram_bot_token())
+    for slack_token in settings.slack_tokens():
+        redact(slack_token)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None
