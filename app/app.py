@@ -6,8 +6,8 @@ read-only disk: one line naming the file and exit 4 or 5, before anything else s
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
 only), and runs the chat platforms that have a token (Discord, Telegram, Slack, or any of
-them together over one runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
-get the process manager through their adapters' own config mechanism
+them together over one runtime: ``ingress/platforms.py``) or the console chat (no token, or
+``--console``). Agents get the process manager through their adapters' own config mechanism
 (``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
 """
 

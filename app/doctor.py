@@ -357,8 +357,10 @@ def _check_slack(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
     if bot_token is None and app_token is None:
         return []
     if bot_token is None or app_token is None:
-        missing = "SPINDLE_SLACK_BOT_TOKEN (xoxb-)" if bot_token is None else (
-            "SPINDLE_SLACK_APP_TOKEN (xapp-)"
+        missing = (
+            "SPINDLE_SLACK_BOT_TOKEN (xoxb-)"
+            if bot_token is None
+            else ("SPINDLE_SLACK_APP_TOKEN (xapp-)")
         )
         return [Check("slack api", "fail", f"{missing} is not set", "docs/slack-setup.md")]
     import httpx  # only here: doctor without Slack never needs it

@@ -33,11 +33,11 @@ platforms host opens it). What it keeps:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import aiohttp
@@ -265,7 +265,7 @@ class SlackPlatform:
         cursor: str | None = None
         while True:
 
-            async def page() -> Any:
+            async def page(cursor: str | None) -> Any:
                 return await self.client.conversations_replies(
                     channel=channel,
                     ts=thread_ts,
@@ -274,7 +274,7 @@ class SlackPlatform:
                     cursor=cursor,
                 )
 
-            response = await self._call(page)
+            response = await self._call(partial(page, cursor))
             found.extend(response.get("messages") or [])
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
             if not response.get("has_more") or not cursor:
@@ -362,7 +362,7 @@ class SlackPlatform:
                     f"Slack unavailable ({status}): {code}", retryable=True
                 ) from error
             raise PlatformError(f"Slack refused: {code or status}") from error
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise PlatformError(f"Slack unreachable: {error!r}", retryable=True) from error
 
     # --- buttons ----------------------------------------------------------------------------

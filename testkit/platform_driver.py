@@ -8,7 +8,8 @@ every driver; a new platform adds a driver here (a class with these methods, and
 ``DRIVERS``) and must pass the same script.
 
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
-``tg:`` thread id, a Slack ``sl:`` thread id); ``running()`` may be entered again on the same log: a restart.
+``tg:`` thread id, a Slack ``sl:`` thread id); ``running()`` may be entered again on the same
+log: a restart.
 """
 
 from __future__ import annotations
@@ -326,9 +327,7 @@ class SlackDriver:
         return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
 
     def fail_next_sends(self, status: int, times: int) -> None:
-        self.world.fake.inject_fault(
-            status, method="chat.postMessage", times=times, retry_after=1
-        )
+        self.world.fake.inject_fault(status, method="chat.postMessage", times=times, retry_after=1)
 
 
 @contextmanager

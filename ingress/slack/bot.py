@@ -36,6 +36,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import trio
@@ -175,7 +176,7 @@ class SlackIngress:
             channel, thread_ts = parse_thread_id(thread_id)
             try:
                 messages = await self._retrying(
-                    lambda: self.platform.replies(channel, thread_ts, since)
+                    partial(self.platform.replies, channel, thread_ts, since)
                 )
             except PlatformError as error:
                 _log.warning("could not catch up %s: %s", thread_id, error)
@@ -373,7 +374,9 @@ class SlackIngress:
         thread_id = translate.thread_of(channel, previous.get("thread_ts"))
         if thread_id is None or not self._queued_here(thread_id, ts):
             return
-        await self._post(translate.delete_action(thread_id=thread_id, channel=channel, ts=ts, at=self._clock()))
+        await self._post(
+            translate.delete_action(thread_id=thread_id, channel=channel, ts=ts, at=self._clock())
+        )
 
     # --- commands -------------------------------------------------------------------------------
 
@@ -412,7 +415,11 @@ class SlackIngress:
     def _thread_command(
         self, name: str, args: str, thread_id: str, action_id: str, user: str, ts: str | None
     ) -> A.Action:
-        common: dict[str, Any] = {"thread_id": thread_id, "action_id": action_id, "at": self._clock()}
+        common: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": action_id,
+            "at": self._clock(),
+        }
         words = args.split()
         if name == "queue":
             if not args:
@@ -498,7 +505,9 @@ class SlackIngress:
                 return usage
             return (
                 f"Slack runs no slash command inside a thread, so in a thread write "
-                f"@Spindle {name} {args}".rstrip() + ".\n" + usage
+                f"@Spindle {name} {args}".rstrip()
+                + ".\n"
+                + usage
             )
         words = args.split()
         sub = words[0].lower() if words else "start"
@@ -512,7 +521,9 @@ class SlackIngress:
             thread_id = self._already(action_id)
             if thread_id is None:
                 # The conversation's thread hangs off a message of the app's own.
-                anchor = await self._say(channel, None, f"*{name}* conversation: reply in this thread.")
+                anchor = await self._say(
+                    channel, None, f"*{name}* conversation: reply in this thread."
+                )
                 if anchor is None:
                     return "Could not post in this channel: is the app a member of it?"
                 thread_id = slack_thread_id(channel, anchor)
@@ -569,4 +580,3 @@ class SlackIngress:
                 **common, request_id=target, answer=str(label or ""), author_id=user
             )
         await self._post(answer)
-

@@ -322,7 +322,9 @@ class FakeSlack:
 
     def ephemerals(self, user: str) -> list[SlackMessage]:
         with self.world.lock:
-            return [copy.deepcopy(m) for m in self.world.messages.values() if m.ephemeral_to == user]
+            return [
+                copy.deepcopy(m) for m in self.world.messages.values() if m.ephemeral_to == user
+            ]
 
     def message(self, channel: str, ts: str) -> SlackMessage:
         with self.world.lock:

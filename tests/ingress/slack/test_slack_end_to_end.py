@@ -114,7 +114,7 @@ async def test_mention_commands_in_a_thread_and_the_slash_command_in_a_channel(
         envelope = sl.fake.slash(channel, sl.alice, "abort")
         await wait_for(lambda: envelope in {a["envelope_id"] for a in sl.fake.acks()})
         (ack,) = [a for a in sl.fake.acks() if a["envelope_id"] == envelope]
-        assert f"@Spindle abort" in ack["payload"]["text"]
+        assert "@Spindle abort" in ack["payload"]["text"]
         # A stranger's slash command: refused, in an answer only they see.
         refused = sl.fake.slash(channel, sl.mallory, "claude start")
         await wait_for(lambda: refused in {a["envelope_id"] for a in sl.fake.acks()})
