@@ -280,6 +280,24 @@ class SlackPlatform:
             if not response.get("has_more") or not cursor:
                 return found
 
+    async def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
+        """The channel's top-level messages newer than ``oldest``, oldest first
+        (``conversations.history``, every page)."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+
+            async def page(cursor: str | None) -> Any:
+                return await self.client.conversations_history(
+                    channel=channel, oldest=f"{max(oldest, 0.0):.6f}", limit=200, cursor=cursor
+                )
+
+            response = await self._call(partial(page, cursor))
+            found.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return sorted(found, key=lambda m: float(m.get("ts", 0)))
+
     # --- the calls -------------------------------------------------------------------------
 
     async def _post(

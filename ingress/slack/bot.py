@@ -8,8 +8,9 @@ each envelope to one trio task (``run``) that handles them one at a time; bolt's
 for that envelope waits (``settled``) until it is handled and durable, and only then lets
 bolt acknowledge it (``process_before_response``). A process that dies before the ack
 gets the envelope again from Slack; its action ids come from Slack's ids (``translate``),
-so the core drops what it already has. Messages said in known threads while Spindle was
-down are read back with ``conversations.replies`` (``catch_up``) and go the same way.
+so the core drops what it already has. What was said while Spindle was down (replies in
+known threads, top-level messages of project channels) is read back with
+``conversations.replies`` and ``conversations.history`` (``catch_up``) and goes the same way.
 
 It makes no decisions of its own; what it does itself, because only Slack can do it:
 
@@ -166,10 +167,21 @@ class SlackIngress:
             self._results.pop(key, None)
 
     async def catch_up(self, since: float) -> None:
-        """Replies in every known Slack thread newer than ``since`` (a little before the
-        last action of the previous process) go in as the envelopes would have."""
+        """What was said while Spindle was down (newer than ``since``: a little before the
+        last action of the previous process) goes in as the envelopes would have: the
+        top-level messages of project channels (each starts its conversation), then the
+        replies in every known Slack thread."""
         if not self.settings.catch_up:
             return
+        for project in self.settings.project_channels:
+            try:
+                found = await self._retrying(
+                    partial(self.platform.history, project.channel_id, since)
+                )
+            except PlatformError as error:
+                _log.warning("could not catch up channel %s: %s", project.channel_id, error)
+                continue
+            await self._caught_up(project.channel_id, None, since, found)
         for thread_id, state in list(self.runtime.snapshots().items()):
             if not thread_id.startswith("sl:") or state.conversation is None:
                 continue
@@ -181,15 +193,20 @@ class SlackIngress:
             except PlatformError as error:
                 _log.warning("could not catch up %s: %s", thread_id, error)
                 continue
-            for message in messages:
-                if message.get("ts") == thread_ts or float(message.get("ts", 0)) <= since:
-                    continue
-                self.caught_up += 1
-                event = {"type": "message", "channel": channel, **message}
-                try:
-                    await self.handle("events_api", {"event": event, "team_id": event.get("team")})
-                except Exception:  # one bad message must not stop the rest
-                    _log.exception("could not catch up message %s", message.get("ts"))
+            await self._caught_up(channel, thread_ts, since, messages)
+
+    async def _caught_up(
+        self, channel: str, thread_ts: str | None, since: float, messages: list[dict[str, Any]]
+    ) -> None:
+        for message in messages:
+            if message.get("ts") == thread_ts or float(message.get("ts", 0)) <= since:
+                continue
+            self.caught_up += 1
+            event = {"type": "message", "channel": channel, **message}
+            try:
+                await self.handle("events_api", {"event": event, "team_id": event.get("team")})
+            except Exception:  # one bad message must not stop the rest
+                _log.exception("could not catch up message %s", message.get("ts"))
 
     async def handle(self, kind: str, payload: dict[str, Any]) -> str | None:
         self.handled += 1

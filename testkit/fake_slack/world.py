@@ -512,6 +512,29 @@ class World:
         out = [self.message_event(parent)] + [self.message_event(m) for m in replies[:limit]]
         return {"messages": out, "has_more": False, "response_metadata": {"next_cursor": ""}}
 
+    def api_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The channel's top-level messages newer than ``oldest``, newest first."""
+        channel = self._channel(params)
+        oldest = float(params.get("oldest") or 0)
+        found = sorted(
+            (
+                m
+                for m in self.messages.values()
+                if m.channel == channel
+                and m.thread_ts in (None, m.ts)
+                and not m.deleted
+                and m.ephemeral_to is None
+                and float(m.ts) > oldest
+            ),
+            key=lambda m: -float(m.ts),
+        )
+        limit = int(params.get("limit") or 100)
+        return {
+            "messages": [self.message_event(m) for m in found[:limit]],
+            "has_more": len(found) > limit,
+            "response_metadata": {"next_cursor": ""},
+        }
+
     def api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         if not self.assistant:
             raise ApiError("not_allowed_token_type")

@@ -244,3 +244,48 @@ async def test_a_mention_names_the_app_as_slack_shows_it(sl: SlackWorld, tmp_pat
         (helped,) = await wait_for(lambda: sl.fake.ephemerals(sl.alice))
         assert "@Spindle" in helped.shown and "/spindle" in helped.shown
         assert BOT_USER not in helped.shown
+
+
+async def test_a_long_answer_is_split_on_lines_with_code_blocks_whole(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = await stack.start_thread()
+        sl.say(thread, "LONG answer please")
+        await stack.until_footers(thread, 1, timeout=40)
+        bodies = [m for m in sl.bot_messages(thread) if not is_footer(m)]
+        assert len(bodies) >= 2  # ~6000 characters: more than one message
+        for message in bodies:
+            assert len(message.text) <= 4000 and message.text.count("```") % 2 == 0
+            assert all(len(b["text"]["text"]) <= 3000 for b in message.blocks if "text" in b)
+        shown = "\n".join(m.shown for m in bodies)
+        for n in range(3):
+            assert f"def part_{n}():" in shown
+        assert stack.app.slack is not None and stack.app.slack.platform.markup_fallbacks == 0
+
+
+async def test_edits_in_a_channel_are_paced(sl: SlackWorld, tmp_path: Path) -> None:
+    async with slack_stack(sl, tmp_path) as stack:  # min_edit_interval_s = 0.3
+        thread = await stack.start_thread()
+        channel, _ = sl.where(thread)
+        sl.say(thread, "BURST please")  # 60 deltas in 3 s
+        await stack.until_footers(thread, 1, timeout=30)
+        updates = [c.at for c in sl.fake.calls("chat.update") if c.params.get("channel") == channel]
+        assert len(updates) >= 3  # the answer grew by edits
+        gaps = [b - a for a, b in zip(updates, updates[1:], strict=False)]
+        assert min(gaps) >= 0.25, gaps  # 0.3 s apart, less the fake's clock skew
+        assert len(updates) < 60  # coalesced: far fewer edits than deltas
+
+
+async def test_a_project_message_said_while_spindle_was_down_starts_its_thread(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    async with slack_stack(sl, tmp_path) as stack:
+        ts = sl.fake.send_message(sl.project, sl.alice, "first")
+        await stack.until_footers(slack_thread_id(sl.project, ts), 1)
+    time.sleep(0.01)
+    quiet = sl.fake.post_quietly(sl.project, sl.alice, "said while away")
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = slack_thread_id(sl.project, quiet)
+        await stack.until_footers(thread, 1, timeout=30)
+        assert _delivered(stack) == ["said while away"]  # and "first" not again
