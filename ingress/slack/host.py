@@ -5,7 +5,8 @@
 ``AsyncApp`` over it (``process_before_response``: an envelope is acknowledged only when its
 listener returns, and the listeners return once the trio side has made the action durable:
 see ``bot``), asks ``auth.test`` who the app is, starts the ingress's trio task, catches up
-on the known threads (``since``: when the previous process last acted), connects Socket
+on what was said while Spindle was down (``since``: about when the previous process last
+acted), connects Socket
 Mode (slack-bolt's aiohttp ``AsyncSocketModeHandler``) and yields a ``SlackBot``. On exit,
 shielded: the socket is closed before the asyncio loop goes; envelopes not yet
 acknowledged are delivered again by Slack to the next process.
