@@ -36,7 +36,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -167,33 +167,41 @@ class SlackIngress:
             self._results.pop(key, None)
 
     async def catch_up(self, since: float) -> None:
-        """What was said while Spindle was down (newer than ``since``: a little before the
-        last action of the previous process) goes in as the envelopes would have: the
+        """What was said while Spindle was down goes in as the envelopes would have: the
         top-level messages of project channels (each starts its conversation), then the
-        replies in every known Slack thread."""
+        replies in every known Slack thread, each newer than the last message of that
+        channel (thread) the log holds, by Slack's own ``ts``; ``since`` (a little before
+        the previous process's last action, by this host's clock) where it holds none."""
         if not self.settings.catch_up:
             return
+        snapshots = dict(self.runtime.snapshots())
         for project in self.settings.project_channels:
+            channel = project.channel_id
+            starts = translate.start_action_id(channel, "")
+            oldest = _last_seen(
+                (i for state in snapshots.values() for i in state.recent_action_ids), starts
+            )
+            oldest = since if oldest is None else oldest
             try:
-                found = await self._retrying(
-                    partial(self.platform.history, project.channel_id, since)
-                )
+                found = await self._retrying(partial(self.platform.history, channel, oldest))
             except PlatformError as error:
-                _log.warning("could not catch up channel %s: %s", project.channel_id, error)
+                _log.warning("could not catch up channel %s: %s", channel, error)
                 continue
-            await self._caught_up(project.channel_id, None, since, found)
-        for thread_id, state in list(self.runtime.snapshots().items()):
+            await self._caught_up(channel, None, oldest, found)
+        for thread_id, state in snapshots.items():
             if not thread_id.startswith("sl:") or state.conversation is None:
                 continue
             channel, thread_ts = parse_thread_id(thread_id)
+            seen = _last_seen(state.recent_action_ids, translate.message_action_id(channel, ""))
+            oldest = since if seen is None else seen
             try:
                 messages = await self._retrying(
-                    partial(self.platform.replies, channel, thread_ts, since)
+                    partial(self.platform.replies, channel, thread_ts, oldest)
                 )
             except PlatformError as error:
                 _log.warning("could not catch up %s: %s", thread_id, error)
                 continue
-            await self._caught_up(channel, thread_ts, since, messages)
+            await self._caught_up(channel, thread_ts, oldest, messages)
 
     async def _caught_up(
         self, channel: str, thread_ts: str | None, since: float, messages: list[dict[str, Any]]
@@ -597,3 +605,16 @@ class SlackIngress:
                 **common, request_id=target, answer=str(label or ""), author_id=user
             )
         await self._post(answer)
+
+
+def _last_seen(action_ids: Iterable[str], prefix: str) -> float | None:
+    """The newest Slack ``ts`` among the action ids ``<prefix><ts>`` (None: none)."""
+    newest: float | None = None
+    for action_id in action_ids:
+        if action_id.startswith(prefix):
+            try:
+                ts = float(action_id[len(prefix) :])
+            except ValueError:
+                continue
+            newest = ts if newest is None else max(newest, ts)
+    return newest

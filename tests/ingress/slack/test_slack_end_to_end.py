@@ -289,3 +289,40 @@ async def test_a_project_message_said_while_spindle_was_down_starts_its_thread(
         thread = slack_thread_id(sl.project, quiet)
         await stack.until_footers(thread, 1, timeout=30)
         assert _delivered(stack) == ["said while away"]  # and "first" not again
+
+
+async def test_a_dropped_socket_is_reconnected_and_unacked_envelopes_come_again(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = await stack.start_thread()
+        sl.fake.drop_connections()
+        sl.say(thread, "hi")  # waits in Slack until a socket is there again
+        await wait_for(lambda: sl.fake.connections() >= 2, timeout=30)
+        await stack.until_footers(thread, 1, timeout=30)
+        assert _delivered(stack) == ["hi"]
+        await wait_for(lambda: not sl.fake.unacked())
+
+
+async def test_workspaces_and_channels_are_allow_listed_too(sl: SlackWorld, tmp_path: Path) -> None:
+    eve = sl.fake.add_user("eve", team="T0ELSEWHERE")  # allow-listed, in another workspace
+    elsewhere = sl.fake.add_channel("random")  # a channel the app does not serve
+    async with slack_stack(sl, tmp_path, allowed_user_ids=(sl.alice, eve)) as stack:
+        thread = await stack.start_thread()
+        sl.say(thread, "from another workspace", eve)
+        (told,) = await wait_for(lambda: sl.fake.ephemerals(eve))
+        assert told.shown == REFUSAL
+        refused = sl.fake.slash(elsewhere, sl.alice, "claude start")
+        await wait_for(lambda: refused in {a["envelope_id"] for a in sl.fake.acks()})
+        (ack,) = [a for a in sl.fake.acks() if a["envelope_id"] == refused]
+        assert ack["payload"]["text"] == REFUSAL
+        assert sl.fake.bot_messages(elsewhere) == []
+        sl.say(thread, "hi")
+        await stack.until_footers(thread, 1)
+        assert _delivered(stack) == ["hi"]
+    async with slack_stack(
+        sl, tmp_path, allowed_user_ids=(sl.alice, eve), allowed_team_ids=("T0ELSEWHERE",)
+    ) as stack:
+        sl.say(thread, "now my workspace is allowed", eve)
+        await stack.until_footers(thread, 2)
+        assert _delivered(stack) == ["now my workspace is allowed"]
