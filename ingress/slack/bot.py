@@ -32,6 +32,8 @@ It makes no decisions of its own; what it does itself, because only Slack can do
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 import time
@@ -79,8 +81,13 @@ class RuntimePort(Protocol):
 
 
 def envelope_key(payload: Mapping[str, Any]) -> str:
-    """One envelope's key, readable both from the socket and from bolt's ``body``."""
-    return str(payload.get("event_id") or payload.get("trigger_id") or id(payload))
+    """One envelope's key, readable both from the socket and from bolt's ``body`` (the
+    same payload, parsed twice): Slack's own id, else a digest of the payload."""
+    key = payload.get("event_id") or payload.get("trigger_id")
+    if key:
+        return str(key)
+    canonical = json.dumps(payload, sort_keys=True, default=str).encode()
+    return "#" + hashlib.blake2b(canonical, digest_size=16).hexdigest()
 
 
 def help_text(agents: tuple[str, ...], command: str) -> str:

@@ -118,6 +118,10 @@ class SlackStack:
             lambda: self.runtime.snapshot(thread_id),
             lambda s: s is not None and s.conversation is not None,
         )
+        # The core's "Started …" answer is shown too: a test's "before" includes it.
+        await wait_for(
+            lambda: any("Started" in m.shown for m in self.world.bot_messages(thread_id))
+        )
         return thread_id
 
     async def until_footers(
