@@ -374,6 +374,21 @@ def _log_failure(exc: BaseException) -> LogError | None:
     return None
 
 
+def _platform_refused(exc: BaseException) -> BaseException | None:
+    """A chat platform's refusal of its tokens at start-up, also inside exception groups."""
+    if "threadspindle.ingress.slack.host" in sys.modules:
+        from threadspindle.ingress.slack.host import SlackRefused
+
+        if isinstance(exc, SlackRefused):
+            return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _platform_refused(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def _say_log_failure(failure: LogError, starting: bool) -> int:
     if isinstance(failure, LogUnwritable):
         _say(
@@ -456,7 +471,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         code = EXIT_OK
     except BaseException as exc:
         failure = _log_failure(exc)
-        if failure is None:
+        refused = _platform_refused(exc)
+        if refused is not None:
+            _say(f"Cannot start: {refused}")
+            code = EXIT_USAGE
+        elif failure is None:
             logger.exception("spindle run stopped on an error")
             code = EXIT_FAILURE
         else:

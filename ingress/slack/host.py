@@ -30,15 +30,21 @@ import trio
 import trio_asyncio
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from threadspindle.effects.slack_platform import BUTTON_PREFIX, SLACK_LIMITS, SlackPlatform
 from threadspindle.ingress.slack.bot import RuntimePort, SlackIngress
 from threadspindle.ingress.slack.settings import SlackSettings
 
-__all__ = ["SlackBot", "hosted_slack"]
+__all__ = ["SlackBot", "SlackRefused", "hosted_slack"]
 
 _log = logging.getLogger(__name__)
+
+
+class SlackRefused(Exception):
+    """Slack refused the app's tokens at start-up (a wrong or revoked token, a missing
+    scope): said in one line, without the token."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,13 @@ async def hosted_slack(
         return client, AsyncApp(client=client, process_before_response=True)
 
     client, app = await aio(build)()
-    auth = await aio(client.auth_test)()
+    try:
+        auth = await aio(client.auth_test)()
+    except SlackApiError as error:
+        raise SlackRefused(
+            f"Slack refused the bot token ({error.response.get('error')}) at "
+            f"{settings.base_url}: check SPINDLE_SLACK_BOT_TOKEN (docs/slack-setup.md)"
+        ) from None
     user_id, team_id = str(auth["user_id"]), str(auth["team_id"])
     limits = SLACK_LIMITS.model_copy(update={"min_edit_interval_s": settings.min_edit_interval_s})
     platform = SlackPlatform(client, limits)
@@ -104,7 +116,14 @@ async def hosted_slack(
             await nursery.start(ingress.run)
             if since is not None:
                 await ingress.catch_up(since)  # before the socket: live envelopes come after
-            await aio(handler.connect_async)()
+            try:
+                await aio(handler.connect_async)()
+            except SlackApiError as error:
+                raise SlackRefused(
+                    f"Slack refused Socket Mode ({error.response.get('error')}): check "
+                    "SPINDLE_SLACK_APP_TOKEN, an xapp- token with connections:write "
+                    "(docs/slack-setup.md)"
+                ) from None
             try:
                 yield SlackBot(client, app, platform, ingress, user_id, team_id)
             finally:

@@ -165,3 +165,16 @@ def test_a_malformed_slack_token_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert run.returncode == 2, out + err
     assert "slack_app_token" in (out + err) and "xapp-" in (out + err)
     assert "not-a-token" not in out + err
+
+
+def test_a_token_slack_refuses_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    wrong = "xoxb-9999-9999-wrongtoken"
+    with _slack() as (fake, alice, _mallory, project):
+        config = _config(tmp_path, work, fake, alice, project)
+        run = _spindle(config, _env(tmp_path, bot=wrong), work, "run")
+        out, err = run.communicate(timeout=60)
+    assert run.returncode == 2, out + err
+    assert "Slack refused the bot token (invalid_auth)" in out + err
+    assert wrong not in out + err and "Traceback" not in out + err
