@@ -87,7 +87,11 @@ async def hosted_slack(
 
     async def build() -> tuple[AsyncWebClient, AsyncApp]:
         client = AsyncWebClient(token=settings.bot_token, base_url=settings.base_url, timeout=10)
-        return client, AsyncApp(client=client, process_before_response=True)
+        # A logger of our own under "slack_bolt": bolt's default one copies the root
+        # logger's level (DEBUG, for the log file) and would log every socket frame.
+        logger = logging.getLogger("slack_bolt.spindle")
+        app = AsyncApp(client=client, process_before_response=True, logger=logger)
+        return client, app
 
     client, app = await aio(build)()
     try:
