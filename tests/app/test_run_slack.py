@@ -149,6 +149,11 @@ def test_doctor_checks_the_slack_token_at_the_configured_api(tmp_path: Path) -> 
         out, err = bad.communicate(timeout=120)
         assert "refused" in _row(out), out + err
         assert wrong not in out
+        half = _env(tmp_path)
+        del half["SPINDLE_SLACK_APP_TOKEN"]  # Socket Mode needs the app token too
+        one = _spindle(config, half, work, "doctor")
+        out, err = one.communicate(timeout=120)
+        assert _row(out).startswith("FAIL") and "SPINDLE_SLACK_APP_TOKEN" in _row(out), out
     # Nothing listening at the configured address: said so, without the token.
     gone = _spindle(config, _env(tmp_path), work, "doctor")
     out, err = gone.communicate(timeout=120)
