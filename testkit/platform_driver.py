@@ -260,7 +260,7 @@ class SlackDriver:
     hanging off the app's anchor message; commands in it are ``@Spindle …``)."""
 
     name = "slack"
-    char_limit = 4000  # Slack's advice for one message's text (sections hold 3,000)
+    char_limit = 3000  # what one section block holds (Slack advises 4,000 for a text)
 
     def __init__(self, world: SlackWorld, tmp_path: Path) -> None:
         self.world = world
