@@ -6,9 +6,9 @@ its exception handler logs instead of re-raising (trio-asyncio's default would t
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
 ``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``sl:…`` Slack's, a snowflake
-Discord's). The
-platforms connect in turn, and the wind-down at the end (every thread parked, the last
-edits made) runs while all of them are still connected, shielded, before any closes.
+Discord's). The platforms connect in turn, and the wind-down at the end (every thread
+parked, the last edits made) runs while all of them are still connected, shielded, before
+any closes.
 """
 
 from __future__ import annotations
@@ -167,8 +167,9 @@ async def run_platforms(
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
         if slack is not None:
-            # Catch-up reads the threads from a little before the last logged action: what
-            # it finds twice, the core drops by its action id.
+            # Catch-up reads each thread from its last logged message (Slack's clock), else
+            # from a little before the last logged action: what it finds twice, the core
+            # drops by its action id.
             since = last_alive - 5.0 if last_alive is not None else None
             slack_bot = await stack.enter_async_context(hosted_slack(slack, runtime, since=since))
             router.renderers["slack"].attach(slack_bot.platform)
