@@ -205,9 +205,11 @@ async def test_a_status_line_while_working_and_none_where_slack_refuses_it(
         await stack.until_footers(thread, 1)
         assert (channel, thread_ts, "is working…") in sl.fake.statuses()
         sl.fake.world.assistant = False  # not an assistant app: nothing shown, nothing broken
+        before = len(sl.fake.calls("assistant.threads.setStatus"))
         sl.say(thread, "SLOW again")
         await stack.until_footers(thread, 2)
         assert _delivered(stack) == ["SLOW work", "SLOW again"]
+        assert len(sl.fake.calls("assistant.threads.setStatus")) == before + 1  # then no more
 
 
 async def test_a_reconnect_asked_by_slack_loses_nothing(sl: SlackWorld, tmp_path: Path) -> None:
