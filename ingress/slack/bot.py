@@ -347,7 +347,7 @@ class SlackIngress:
             channel=str(event["channel"]),
             ts=str(event["ts"]),
             author_id=user,
-            author_name=str(event.get("user_name") or user),
+            author_name=_display_name(event),
             text=text,
             at=self._clock(),
             suffix=self.settings.queue_suffix,
@@ -625,3 +625,13 @@ def _last_seen(action_ids: Iterable[str], prefix: str) -> float | None:
                 continue
             newest = ts if newest is None else max(newest, ts)
     return newest
+
+
+def _display_name(event: Mapping[str, Any]) -> str:
+    """The author's name as Slack put it in the event (``user_profile``, when it did),
+    else the user id: looking names up would take ``users:read`` and a call per user."""
+    profile = event.get("user_profile") or {}
+    for key in ("display_name", "real_name", "name"):
+        if profile.get(key):
+            return str(profile[key])
+    return str(event.get("user") or "?")

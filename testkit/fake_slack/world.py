@@ -236,6 +236,9 @@ class World:
             event["thread_ts"] = message.thread_ts
         if message.bot:
             event["bot_id"] = BOT_ID
+        else:
+            name = self.users[message.user]["name"]
+            event["user_profile"] = {"name": name, "display_name": name, "real_name": name}
         if message.blocks:
             event["blocks"] = message.blocks
         return event

@@ -91,6 +91,8 @@ async def test_editing_and_deleting_queued_messages_reconcile_the_queue(
         second = sl.say(thread, "second. queue")
         third = sl.say(thread, "third. queue")
         await wait_for(lambda: _queue(stack, thread) == ["first.", "second.", "third."])
+        queued = stack.runtime.snapshot(thread).queue
+        assert {item.author_name for item in queued} == {"alice"}  # Slack's user_profile
         sl.fake.edit_message(channel, first, "first, edited. queue")
         sl.fake.delete_message(channel, second)
         sl.fake.edit_message(channel, third, "third, no longer queued")  # suffix gone
