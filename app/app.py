@@ -5,10 +5,11 @@ opens the event log first (a corrupt or locked file, a row that cannot be read, 
 read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
-only), and runs the chat platforms that have a token (Discord, Telegram, Slack, or any of
-them together over one runtime: ``ingress/platforms.py``) or the console chat (no token, or
-``--console``). Agents get the process manager through their adapters' own config mechanism
-(``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
+only), and runs the chat platforms that have a token (Discord, Telegram, WhatsApp, Slack,
+or any of them together over one runtime: ``ingress/platforms.py``) or the console chat (no
+token, or ``--console``). Agents get the process manager through their adapters' own config
+mechanism (``AgentOptions.mcp_servers``), each thread with its own token so its processes
+stay its own.
 """
 
 from __future__ import annotations
@@ -118,14 +119,17 @@ async def _serve(
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
         if console_agent is None and (
-            settings.telegram_bot_token() is not None or any(settings.slack_tokens())
+            settings.telegram_bot_token() is not None
+            or settings.whatsapp_configured()
+            or any(settings.slack_tokens())
         ):
-            # Telegram and/or Slack (with Discord too when it has a token): one runtime,
-            # every platform.
+            # Telegram, WhatsApp and/or Slack (with Discord too when it has a token): one
+            # runtime, every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
             from threadspindle.ingress.slack.settings import slack_settings_from_config
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
 
             discord = settings_from_config(settings) if settings.token() is not None else None
             telegram = (
@@ -134,6 +138,9 @@ async def _serve(
                 else None
             )
             slack = slack_settings_from_config(settings) if any(settings.slack_tokens()) else None
+            whatsapp = (
+                whatsapp_settings_from_config(settings) if settings.whatsapp_configured() else None
+            )
             limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
             finished = trio.Event()
 
@@ -142,6 +149,7 @@ async def _serve(
                     await run_platforms(
                         discord=discord,
                         telegram=telegram,
+                        whatsapp=whatsapp,
                         slack=slack,
                         log=log,
                         adapter_factory=factory,
@@ -154,17 +162,34 @@ async def _serve(
                 finally:
                     finished.set()
 
-            both = await nursery.start(platforms)
+            try:
+                both = await nursery.start(platforms)
+            except OSError as exc:  # the webhook's port (nothing else binds here)
+                _say(
+                    f"Cannot start: the WhatsApp webhook cannot listen on "
+                    f"{settings.whatsapp.webhook_host}:{settings.whatsapp.webhook_port}: "
+                    f"{exc.strerror or exc}. Set whatsapp.webhook_port to another port."
+                )
+                return EXIT_USAGE
             if _early_stop.requested:
                 both.stop()
             else:
-                served = [
+                names = [
                     name
-                    for name, on in (("Discord", discord), ("Telegram", telegram), ("Slack", slack))
-                    if on is not None
+                    for name, on in (
+                        ("Discord", discord is not None),
+                        ("Telegram", telegram is not None),
+                        ("WhatsApp", whatsapp is not None),
+                        ("Slack", slack is not None),
+                    )
+                    if on
                 ]
-                names = " and ".join([", ".join(served[:-1]), served[-1]] if served[1:] else served)
-                _say(f"Connected to {names}. Stop with Ctrl-C.")
+                joined = " and ".join(
+                    [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
+                )
+                _say(f"Connected to {joined}. Stop with Ctrl-C.")
+                if both.whatsapp is not None:
+                    _say(f"WhatsApp webhook on {both.whatsapp.webhook_url}")
             await finished.wait()
         elif console_agent is None:
             from threadspindle.ingress.discord.host import run_discord_runtime
@@ -410,8 +435,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
+    whatsapp = settings.whatsapp_configured()
     slack = any(settings.slack_tokens())
-    console = args.console or (settings.token() is None and not telegram and not slack)
+    console = args.console or (
+        settings.token() is None and not telegram and not whatsapp and not slack
+    )
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -436,6 +464,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         except ValueError as exc:
             _say(f"Cannot start the Slack app: {exc}")
             return EXIT_USAGE
+    if not console and whatsapp:
+        try:
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
+
+            whatsapp_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start WhatsApp: {exc}")
+            return EXIT_USAGE
     if _process_sandbox(settings) is not None:
         try:
             check_sandbox(_process_sandbox(settings))
@@ -459,6 +495,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     redact(settings.telegram_bot_token())
     for slack_token in settings.slack_tokens():
         redact(slack_token)
+    for secret in settings.whatsapp_secrets().values():
+        redact(secret or None)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None

@@ -1,14 +1,15 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram, Slack;
-WhatsApp joins here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp,
+Slack): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``sl:…`` Slack's, a snowflake
-Discord's). The platforms connect in turn, and the wind-down at the end (every thread
-parked, the last edits made) runs while all of them are still connected, shielded, before
-any closes.
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, ``sl:…``
+Slack's, a snowflake Discord's; WhatsApp needs no asyncio: its webhook and client are
+trio's). The
+platforms connect in turn, and the wind-down at the end (every thread parked, the last
+edits made) runs while all of them are still connected, shielded, before any closes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ from threadspindle.ingress.slack.host import SlackBot, hosted_slack
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.whatsapp.host import (
+    WhatsAppConnection,
+    hosted_whatsapp,
+    whatsapp_limits,
+)
+from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory
@@ -47,10 +54,12 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``slack``, ``discord`` or
-    ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``slack``,
+    ``discord`` or ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
+    if thread_id.startswith("wa:"):
+        return "whatsapp"
     if thread_id.startswith("sl:"):
         return "slack"
     if thread_id.isdigit():
@@ -100,6 +109,7 @@ class PlatformsApp:
     stopping: trio.Event
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
+    whatsapp: WhatsAppConnection | None = None
     slack: SlackBot | None = None
 
     def stop(self) -> None:
@@ -114,6 +124,7 @@ async def run_platforms(
     *,
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
+    whatsapp: WhatsAppSettings | None = None,
     slack: SlackSettings | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
@@ -125,7 +136,7 @@ async def run_platforms(
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None and slack is None:
+    if discord is None and telegram is None and whatsapp is None and slack is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -145,6 +156,10 @@ async def run_platforms(
                 update={"min_edit_interval_s": slack.min_edit_interval_s}
             )
             router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
+        if whatsapp is not None:
+            router.renderers["whatsapp"] = await stack.enter_async_context(
+                ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
+            )
         runtime = await stack.enter_async_context(
             open_runtime(
                 log=log,
@@ -155,6 +170,7 @@ async def run_platforms(
             )
         )
         discord_bot = telegram_bot = slack_bot = None
+        whatsapp_connection = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
             discord_bot = await stack.enter_async_context(
@@ -174,7 +190,21 @@ async def run_platforms(
             slack_bot = await stack.enter_async_context(hosted_slack(slack, runtime, since=since))
             router.renderers["slack"].attach(slack_bot.platform)
             _log.info("Slack app %s is connected (Socket Mode)", slack_bot.user_id)
-        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot, slack_bot)
+        if whatsapp is not None:
+            whatsapp_connection = await stack.enter_async_context(
+                hosted_whatsapp(whatsapp, runtime)
+            )
+            router.renderers["whatsapp"].attach(whatsapp_connection.platform)
+            _log.info("WhatsApp webhook listening on %s", whatsapp_connection.webhook_url)
+        app = PlatformsApp(
+            runtime,
+            router,
+            trio.Event(),
+            discord_bot,
+            telegram_bot,
+            whatsapp=whatsapp_connection,
+            slack=slack_bot,
+        )
         try:
             task_status.started(app)
             async with trio.open_nursery() as nursery:
