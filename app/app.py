@@ -5,10 +5,11 @@ opens the event log first (a corrupt or locked file, a row that cannot be read, 
 read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
-only), and runs the chat platforms that have a token (Discord, Telegram, or both over one
-runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
-get the process manager through their adapters' own config mechanism
-(``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
+only), and runs the chat platforms that have a token (Discord, Telegram, WhatsApp, Slack,
+or any of them together over one runtime: ``ingress/platforms.py``) or the console chat (no
+token, or ``--console``). Agents get the process manager through their adapters' own config
+mechanism (``AgentOptions.mcp_servers``), each thread with its own token so its processes
+stay its own.
 """
 
 from __future__ import annotations
@@ -118,12 +119,15 @@ async def _serve(
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
         if console_agent is None and (
-            settings.telegram_bot_token() is not None or settings.whatsapp_configured()
+            settings.telegram_bot_token() is not None
+            or settings.whatsapp_configured()
+            or any(settings.slack_tokens())
         ):
-            # Telegram and/or WhatsApp (with Discord too when it has a token): one runtime,
-            # every platform.
+            # Telegram, WhatsApp and/or Slack (with Discord too when it has a token): one
+            # runtime, every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
             from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
 
@@ -133,6 +137,7 @@ async def _serve(
                 if settings.telegram_bot_token() is not None
                 else None
             )
+            slack = slack_settings_from_config(settings) if any(settings.slack_tokens()) else None
             whatsapp = (
                 whatsapp_settings_from_config(settings) if settings.whatsapp_configured() else None
             )
@@ -145,6 +150,7 @@ async def _serve(
                         discord=discord,
                         telegram=telegram,
                         whatsapp=whatsapp,
+                        slack=slack,
                         log=log,
                         adapter_factory=factory,
                         policy=policy,
@@ -174,6 +180,7 @@ async def _serve(
                         ("Discord", discord is not None),
                         ("Telegram", telegram is not None),
                         ("WhatsApp", whatsapp is not None),
+                        ("Slack", slack is not None),
                     )
                     if on
                 ]
@@ -392,6 +399,21 @@ def _log_failure(exc: BaseException) -> LogError | None:
     return None
 
 
+def _platform_refused(exc: BaseException) -> BaseException | None:
+    """A chat platform's refusal of its tokens at start-up, also inside exception groups."""
+    if "threadspindle.ingress.slack.host" in sys.modules:
+        from threadspindle.ingress.slack.host import SlackRefused
+
+        if isinstance(exc, SlackRefused):
+            return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _platform_refused(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def _say_log_failure(failure: LogError, starting: bool) -> int:
     if isinstance(failure, LogUnwritable):
         _say(
@@ -414,7 +436,10 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
     whatsapp = settings.whatsapp_configured()
-    console = args.console or (settings.token() is None and not telegram and not whatsapp)
+    slack = any(settings.slack_tokens())
+    console = args.console or (
+        settings.token() is None and not telegram and not whatsapp and not slack
+    )
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -430,6 +455,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
             telegram_settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Telegram bot: {exc}")
+            return EXIT_USAGE
+    if not console and slack:
+        try:
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
+
+            slack_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Slack app: {exc}")
             return EXIT_USAGE
     if not console and whatsapp:
         try:
@@ -460,6 +493,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     redact(settings.telegram_bot_token())
+    for slack_token in settings.slack_tokens():
+        redact(slack_token)
     for secret in settings.whatsapp_secrets().values():
         redact(secret or None)
     if settings.mcp.token is not None:
@@ -474,7 +509,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         code = EXIT_OK
     except BaseException as exc:
         failure = _log_failure(exc)
-        if failure is None:
+        refused = _platform_refused(exc)
+        if refused is not None:
+            _say(f"Cannot start: {refused}")
+            code = EXIT_USAGE
+        elif failure is None:
             logger.exception("spindle run stopped on an error")
             code = EXIT_FAILURE
         else:

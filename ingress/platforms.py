@@ -1,12 +1,13 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp;
-Slack joins here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp,
+Slack): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, a
-snowflake Discord's; WhatsApp needs no asyncio: its webhook and client are trio's). The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, ``sl:…``
+Slack's, a snowflake Discord's; WhatsApp needs no asyncio: its webhook and client are
+trio's). The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -25,12 +26,15 @@ import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.slack.host import SlackBot, hosted_slack
+from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.whatsapp.host import (
@@ -50,12 +54,14 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``discord`` or
-    ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``slack``,
+    ``discord`` or ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
     if thread_id.startswith("wa:"):
         return "whatsapp"
+    if thread_id.startswith("sl:"):
+        return "slack"
     if thread_id.isdigit():
         return "discord"
     return "other"
@@ -104,6 +110,7 @@ class PlatformsApp:
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
     whatsapp: WhatsAppConnection | None = None
+    slack: SlackBot | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -118,6 +125,7 @@ async def run_platforms(
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
     whatsapp: WhatsAppSettings | None = None,
+    slack: SlackSettings | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -128,7 +136,7 @@ async def run_platforms(
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None and whatsapp is None:
+    if discord is None and telegram is None and whatsapp is None and slack is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -143,6 +151,11 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        if slack is not None:
+            limits = SLACK_LIMITS.model_copy(
+                update={"min_edit_interval_s": slack.min_edit_interval_s}
+            )
+            router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
         if whatsapp is not None:
             router.renderers["whatsapp"] = await stack.enter_async_context(
                 ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
@@ -156,7 +169,7 @@ async def run_platforms(
                 **runtime_kwargs,
             )
         )
-        discord_bot = telegram_bot = None
+        discord_bot = telegram_bot = slack_bot = None
         whatsapp_connection = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
@@ -169,6 +182,14 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
+        if slack is not None:
+            # Catch-up reads each thread from its last logged message (Slack's clock), else
+            # from a little before the last logged action: what it finds twice, the core
+            # drops by its action id.
+            since = last_alive - 5.0 if last_alive is not None else None
+            slack_bot = await stack.enter_async_context(hosted_slack(slack, runtime, since=since))
+            router.renderers["slack"].attach(slack_bot.platform)
+            _log.info("Slack app %s is connected (Socket Mode)", slack_bot.user_id)
         if whatsapp is not None:
             whatsapp_connection = await stack.enter_async_context(
                 hosted_whatsapp(whatsapp, runtime)
@@ -176,7 +197,13 @@ async def run_platforms(
             router.renderers["whatsapp"].attach(whatsapp_connection.platform)
             _log.info("WhatsApp webhook listening on %s", whatsapp_connection.webhook_url)
         app = PlatformsApp(
-            runtime, router, trio.Event(), discord_bot, telegram_bot, whatsapp_connection
+            runtime,
+            router,
+            trio.Event(),
+            discord_bot,
+            telegram_bot,
+            whatsapp=whatsapp_connection,
+            slack=slack_bot,
         )
         try:
             task_status.started(app)
