@@ -1,11 +1,13 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram; Slack and
-WhatsApp join here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, the web
+chat; Slack and WhatsApp join here): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, a snowflake Discord's). The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``web:…`` the web chat's, a
+snowflake Discord's). The web chat needs no asyncio: its server (hypercorn on trio) starts
+once the runtime is open and stops after the wind-down. The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -17,6 +19,7 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
@@ -26,12 +29,16 @@ from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
+from threadspindle.effects.web_platform import WEB_LIMITS, WebPlatform
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.web.app import WebChat
+from threadspindle.ingress.web.host import WebServer, serve_web
+from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory
@@ -43,9 +50,12 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``discord`` or ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``web``, ``discord`` or
+    ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
+    if thread_id.startswith("web:"):
+        return "web"
     if thread_id.isdigit():
         return "discord"
     return "other"
@@ -93,6 +103,8 @@ class PlatformsApp:
     stopping: trio.Event
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
+    web: WebServer | None = None
+    web_chat: WebChat | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -106,6 +118,7 @@ async def run_platforms(
     *,
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
+    web: WebSettings | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -116,7 +129,7 @@ async def run_platforms(
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None:
+    if discord is None and telegram is None and web is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -131,6 +144,10 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        web_platform = WebPlatform()
+        if web is not None:
+            router.renderers["web"] = await stack.enter_async_context(ThreadRenderers(WEB_LIMITS))
+            router.renderers["web"].attach(web_platform)
         runtime = await stack.enter_async_context(
             open_runtime(
                 log=log,
@@ -152,7 +169,15 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
-        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot)
+        web_server = web_chat = None
+        if web is not None:
+            web_chat = WebChat(web, web_platform, runtime, log_path=log.path)
+            servers = await stack.enter_async_context(trio.open_nursery())
+            stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
+            web_server = await servers.start(partial(serve_web, web_chat))
+        app = PlatformsApp(
+            runtime, router, trio.Event(), discord_bot, telegram_bot, web_server, web_chat
+        )
         try:
             task_status.started(app)
             async with trio.open_nursery() as nursery:
