@@ -6,7 +6,9 @@ read-only disk: one line naming the file and exit 4 or 5, before anything else s
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
 only), and runs the chat platforms that have a token (Discord, Telegram, or both over one
-runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
+runtime: ``ingress/platforms.py``), the web chat with them or alone (``--web`` or ``[web]
+enabled``: its URL with a fresh access token printed once), or the console chat (nothing
+else configured, or ``--console``). Agents
 get the process manager through their adapters' own config mechanism
 (``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
 """
@@ -117,13 +119,20 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
-        if console_agent is None and settings.telegram_bot_token() is not None:
-            # Telegram (with Discord too when it has a token): one runtime, every platform.
+        web = _web_settings(settings, args) if console_agent is None else None
+        if console_agent is None and (settings.telegram_bot_token() is not None or web):
+            # Telegram or the web chat (with Discord too when it has a token): one runtime,
+            # every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
 
             discord = settings_from_config(settings) if settings.token() is not None else None
+            telegram = (
+                telegram_settings_from_config(settings)
+                if settings.telegram_bot_token() is not None
+                else None
+            )
             limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
             finished = trio.Event()
 
@@ -131,7 +140,8 @@ async def _serve(
                 try:
                     await run_platforms(
                         discord=discord,
-                        telegram=telegram_settings_from_config(settings),
+                        telegram=telegram,
+                        web=web,
                         log=log,
                         adapter_factory=factory,
                         policy=policy,
@@ -143,12 +153,27 @@ async def _serve(
                 finally:
                     finished.set()
 
-            both = await nursery.start(platforms)
+            try:
+                both = await nursery.start(platforms)
+            except Exception as error:
+                busy = _port_unavailable(error)
+                if busy is None:
+                    raise
+                _say(f"Cannot start: web.port = {busy.port}: {busy}. Set another, or 0 (any free).")
+                return EXIT_USAGE
+            if both.web is not None:
+                _say(f"Web chat: {both.web.start_url}")
+                _say("(open it in a browser on this machine; the token is new at every start)")
             if _early_stop.requested:
                 both.stop()
             else:
-                names = "Discord and Telegram" if discord is not None else "Telegram"
-                _say(f"Connected to {names}. Stop with Ctrl-C.")
+                names = [
+                    name
+                    for name, on in (("Discord", discord), ("Telegram", telegram))
+                    if on is not None
+                ]
+                where = f"Connected to {' and '.join(names)}" if names else "Serving the web chat"
+                _say(f"{where}. Stop with Ctrl-C.")
             await finished.wait()
         elif console_agent is None:
             from threadspindle.ingress.discord.host import run_discord_runtime
@@ -243,6 +268,47 @@ async def _console(
                     await read_piped_lines(chat)
         platform.close()
         nursery.cancel_scope.cancel()
+
+
+def _web_settings(settings: Settings, args: argparse.Namespace) -> Any:
+    """The web chat's settings when it is asked for (``--web`` or ``[web] enabled``), else
+    None. Its default agent is the console's (the first CLI ready, else echo)."""
+    if not (getattr(args, "web", False) or settings.web.enabled):
+        return None
+    from threadspindle.agents import known_agents
+    from threadspindle.app.doctor import detect_agents, pick_default_agent
+    from threadspindle.ingress.web.settings import WebSettings, new_token
+
+    token = new_token()
+    redact(token)
+    roots = tuple(settings.runtime.allowed_roots) or ("~",)
+    workdir = console_workdir(args) if getattr(args, "workdir", None) else roots[0]
+    agent = getattr(args, "agent", None) or pick_default_agent(
+        settings, detect_agents(settings, with_version=False)
+    )
+    return WebSettings(
+        host=settings.web.host,
+        port=settings.web.port,
+        token=token,
+        agents=tuple(known_agents()),
+        default_agent=agent,
+        default_workdir=workdir,
+        allowed_roots=roots,
+    )
+
+
+def _port_unavailable(error: BaseException) -> Any:
+    """The web chat's ``PortUnavailable`` that ended the start, also inside trio's groups."""
+    from threadspindle.ingress.web.host import PortUnavailable
+
+    if isinstance(error, PortUnavailable):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _port_unavailable(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def console_workdir(args: argparse.Namespace) -> str:
@@ -379,7 +445,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
-    console = args.console or (settings.token() is None and not telegram)
+    web = getattr(args, "web", False) or settings.web.enabled
+    console = args.console or (settings.token() is None and not telegram and not web)
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config

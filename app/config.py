@@ -252,6 +252,27 @@ class TelegramSettings(_Section):
         return v
 
 
+def _web_host(value: str) -> str:
+    import ipaddress
+
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
+            ) from None
+    return value
+
+
+class WebSettings(_Section):
+    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
+
+    enabled: bool = False
+    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
+    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
+
+
 class RuntimeSettings(_Section):
     queue_limit: Count = Field(default=50, ge=1, le=10_000)
     edit_interval_s: Seconds = Field(default=0.5, ge=0.05, le=60)
@@ -389,6 +410,7 @@ class Settings(BaseSettings):
     discord: DiscordSettings = DiscordSettings()
     telegram_token: SecretStr | None = None  # SPINDLE_TELEGRAM_TOKEN, the usual way
     telegram: TelegramSettings = TelegramSettings()
+    web: WebSettings = WebSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()

@@ -23,6 +23,7 @@ __all__ = [
     "chat_page",
     "error_page",
     "home_page",
+    "standalone_timeline",
     "message_html",
     "status_html",
     "thread_label",
@@ -250,6 +251,22 @@ def timeline_page(timeline: Timeline, *, title: str, back: str | None) -> str:
         f'<div class="svgbox">{timeline_svg(timeline)}</div>'
     )
     return _layout(f"Timeline · {title}", body, scripts=("timeline.js",), main_class="wide")
+
+
+def standalone_timeline(timeline: Timeline, *, title: str) -> str:
+    """The timeline page as one file to open from disk (``spindle web-timeline``): its
+    style and playback script inlined, nothing loaded from anywhere."""
+    from importlib import resources
+
+    static = resources.files("threadspindle.ingress.web").joinpath("static")
+    css = static.joinpath("style.css").read_text(encoding="utf-8")
+    js = static.joinpath("timeline.js").read_text(encoding="utf-8")
+    page = timeline_page(timeline, title=title, back=None)
+    page = page.replace('<link rel="stylesheet" href="/static/style.css">', f"<style>{css}</style>")
+    page = page.replace('<script src="/static/timeline.js" defer></script>', "")
+    page = page.replace('<a class="brand" href="/">', '<a class="brand">')
+    page = page.replace('<a href="/">home</a>', "")
+    return page.replace("</body>", f"<script>{js}</script></body>")
 
 
 def error_page(status: int, text: str) -> str:
