@@ -3,10 +3,11 @@
 One job: text an agent wrote becomes HTML that can never run script in the page. It goes
 through markdown-it-py with raw HTML **off** (``<script>`` and every other tag is shown as
 text) and markdown-it's own link check (``javascript:``, ``vbscript:``, ``file:`` and
-non-image ``data:`` URLs are not made links). What Discord has beyond CommonMark is added:
+non-image ``data:`` URLs are not made links), and images are not drawn (an image from
+an agent's text would be fetched from wherever it points; it stays text). What Discord has beyond CommonMark is added:
 a single newline is a line break, ``~~strike~~``, tables, and ``-# `` subtext lines (the
 renderer's tool-card headers, footers and prompt outcomes) as ``<p class="subtext">``.
-Links open in a new tab without a referrer or an opener.
+Links open in a new tab without a referrer or an opener; a mention ``<@id>`` reads ``@id``.
 
 The page's Content-Security-Policy (``ingress.web.security``) forbids inline script as a
 second wall; this module is the first.
@@ -14,6 +15,7 @@ second wall; this module is the first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,6 +62,7 @@ def _link_open(
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
     md.enable(["table", "strikethrough"])
+    md.disable("image")  # an image would be loaded from wherever the agent pointed it
     md.block.ruler.before(
         "list", "subtext", _subtext, {"alt": ["paragraph", "reference", "blockquote"]}
     )
@@ -70,9 +73,13 @@ def _parser() -> MarkdownIt:
 _MD = _parser()
 
 
+_MENTION = re.compile(r"<@!?([\w.\-]{1,64})>")
+
+
 def to_html(text: str) -> str:
-    """``text`` (the renderer's Discord markdown) as HTML safe to put into the page."""
-    return _MD.render(text)
+    """``text`` (the renderer's Discord markdown) as HTML safe to put into the page. A
+    Discord mention (``<@id>``, as the core names who answered a prompt) reads ``@id``."""
+    return _MD.render(_MENTION.sub(r"@\1", text))
 
 
 def message_kind(text: str) -> str:

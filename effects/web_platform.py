@@ -187,9 +187,11 @@ class WebPlatform:
         view = self._views.get(thread_id)
         return view is not None and view.typing_until > self._clock()
 
-    def say(self, thread_id: str, text: str) -> str:
-        """A message of the web ingress's own (a refused command, help)."""
-        message = _message(self._new_id(), text, (), None, reply=True, ephemeral=True)
+    def user_said(self, thread_id: str, text: str) -> str:
+        """What the user typed, shown in the thread as a chat shows its user's messages
+        (the core posts nothing for them: on Discord they are already there)."""
+        message = _message(self._new_id(), text, (), None)
+        message.kind = "user"
         self.view(thread_id).put(message)
         return message.id
 

@@ -51,6 +51,7 @@ from threadspindle.effects.web_platform import Change, WebPlatform
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.web import pages
 from threadspindle.ingress.web.commands import (
+    AUTHOR,
     WebIds,
     button_action,
     line_action,
@@ -80,7 +81,7 @@ MAX_UPLOAD = 50 * 1024 * 1024
 MAX_BODY = 1024 * 1024
 STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no message
 KEEPALIVE_S = 15.0
-STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 MAX_WORKDIR_CHOICES = 300
 
 
@@ -176,7 +177,7 @@ class WebGuard:
         if not host_ok(headers.get("host"), self.hosts):
             await refuse(421, "This server does not answer to that host name.")
             return
-        if path.startswith("/static/"):
+        if path.startswith("/static/") or path == "/favicon.ico":  # nothing secret there
             await self.app(scope, receive, send_secured)
             return
         given = query.get("token", [None])[0]
@@ -252,7 +253,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
     settings = chat.settings
     static = {
         name: (resources.files("threadspindle.ingress.web").joinpath("static", name).read_bytes())
-        for name in ("chat.js", "style.css", "timeline.js")
+        for name in ("chat.js", "style.css", "timeline.js", "icon.svg")
     }
 
     def web_thread(request: Request) -> str | None:
@@ -378,6 +379,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 )
         except InputRefused as refused:
             return _refused(str(refused))
+        chat.platform.user_said(thread_id, text)
         await chat.post(action)
         return Response(status_code=204)
 
@@ -398,7 +400,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                     thread_id=thread_id,
                     action_id=chat.ids.action_id(),
                     at=chat.clock(),
-                    author_id="web",
+                    author_id=AUTHOR,
                 )
             else:
                 action = button_action(
@@ -455,6 +457,9 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         kind = STATIC_TYPES[os.path.splitext(name)[1]]
         return Response(body, media_type=f"{kind}; charset=utf-8")
 
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse("/static/icon.svg", status_code=301)
+
     app = Starlette(
         routes=[
             Route("/", home, methods=["GET"]),
@@ -466,6 +471,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             Route("/t/{thread}/timeline", thread_timeline, methods=["GET"]),
             Route("/timeline", upload_timeline, methods=["POST"]),
             Route("/static/{name}", static_file, methods=["GET"]),
+            Route("/favicon.ico", favicon, methods=["GET"]),
         ]
     )
     return WebGuard(app, chat, allowed_hosts(settings.host, settings.port if port is None else port))

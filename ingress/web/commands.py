@@ -39,7 +39,7 @@ __all__ = [
     "web_thread_id",
 ]
 
-AUTHOR = "web"
+AUTHOR = "you"  # the one user of the page: "» you: …", "Allowed by @you"
 MAX_PROMPT_CHARS = 100_000
 
 

@@ -39,8 +39,9 @@ def _layout(title: str, body: str, *, scripts: Iterable[str] = (), main_class: s
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{escape(title)} · Spindle</title><link rel="stylesheet" href="/static/style.css">'
+        '<link rel="icon" href="/static/icon.svg" type="image/svg+xml">'
         f"{tags}</head><body>"
-        '<header class="top"><a class="brand" href="/">🧵 Spindle</a>'
+        '<header class="top"><a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" height="18"> Spindle</a>'
         '<span class="where">web chat</span></header>'
         f'<main class="{escape(main_class)}">{body}</main></body></html>'
     )
@@ -165,7 +166,7 @@ def status_html(state: ThreadState | None, *, typing: bool) -> str:
         f"{escape(phase)}</span> <b>{escape(conversation.agent)}</b>{model} "
         f'<span class="muted">in <code>{escape(conversation.workdir)}</code> · agent '
         f"{escape(state.agent_status.value)}</span>"
-        + (' <span class="typing" id="typing">typing…</span>' if typing else "")
+        + (' <span class="typing" id="typing">typing…</span>' if typing and state.run else "")
         + "</div>"
     ]
     if state.run is not None:
@@ -264,7 +265,7 @@ def standalone_timeline(timeline: Timeline, *, title: str) -> str:
     page = timeline_page(timeline, title=title, back=None)
     page = page.replace('<link rel="stylesheet" href="/static/style.css">', f"<style>{css}</style>")
     page = page.replace('<script src="/static/timeline.js" defer></script>', "")
-    page = page.replace('<a class="brand" href="/">', '<a class="brand">')
+    page = page.replace('<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" height="18">', '<a class="brand">')
     page = page.replace('<a href="/">home</a>', "")
     return page.replace("</body>", f"<script>{js}</script></body>")
 
