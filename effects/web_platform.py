@@ -128,11 +128,10 @@ class ThreadView:
         return [c for c in self._changes if c.seq > seq]
 
     async def wait_change(self, after_seq: int) -> None:
-        """Until there is a change numbered above ``after_seq`` (or typing changed)."""
-        while self.seq <= after_seq:
+        """Until there is a change numbered above ``after_seq``, or the next ``wake``
+        (typing, which the status panel shows)."""
+        if self.seq <= after_seq:
             await self._changed.wait()
-            if self.seq <= after_seq:
-                return  # woken for typing
 
     def wake(self) -> None:
         """Wake every stream waiting on this thread (a change, typing, its status)."""

@@ -33,17 +33,35 @@ __all__ = [
 QUEUE_SHOWN = 50
 
 
-def _layout(title: str, body: str, *, scripts: Iterable[str] = (), main_class: str = "") -> str:
-    tags = "".join(f'<script src="/static/{escape(s)}" defer></script>' for s in scripts)
+def _layout(
+    title: str,
+    body: str,
+    *,
+    scripts: Iterable[str] = (),
+    main_class: str = "",
+    inline: tuple[str, str] | None = None,
+) -> str:
+    """A whole page. ``inline`` (a style sheet and a script) makes a page to open from
+    disk, with nothing to fetch; served pages link the package's files instead."""
+    if inline is None:
+        head = (
+            '<link rel="stylesheet" href="/static/style.css">'
+            '<link rel="icon" href="/static/icon.svg" type="image/svg+xml">'
+            + "".join(f'<script src="/static/{escape(s)}" defer></script>' for s in scripts)
+        )
+        brand = '<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" ' \
+            'height="18"> Spindle</a>'
+        end = ""
+    else:
+        head = f"<style>{inline[0]}</style>"
+        brand = '<span class="brand">Spindle</span>'
+        end = f"<script>{inline[1]}</script>"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<title>{escape(title)} · Spindle</title><link rel="stylesheet" href="/static/style.css">'
-        '<link rel="icon" href="/static/icon.svg" type="image/svg+xml">'
-        f"{tags}</head><body>"
-        '<header class="top"><a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" height="18"> Spindle</a>'
-        '<span class="where">web chat</span></header>'
-        f'<main class="{escape(main_class)}">{body}</main></body></html>'
+        f"<title>{escape(title)} · Spindle</title>{head}</head><body>"
+        f'<header class="top">{brand}<span class="where">web chat</span></header>'
+        f'<main class="{escape(main_class)}">{body}</main>{end}</body></html>'
     )
 
 
@@ -241,8 +259,17 @@ def chat_page(
     return _layout(label, body, scripts=("chat.js",), main_class="chat")
 
 
-def timeline_page(timeline: Timeline, *, title: str, back: str | None) -> str:
-    link = f'<a href="{escape(back)}">back to the chat</a>' if back else '<a href="/">home</a>'
+def timeline_page(
+    timeline: Timeline,
+    *,
+    title: str,
+    back: str | None,
+    inline: tuple[str, str] | None = None,
+) -> str:
+    if back:
+        link = f'<a href="{escape(back)}">back to the chat</a>'
+    else:
+        link = "" if inline else '<a href="/">home</a>'
     body = (
         f'<div class="chat-head"><h1>Timeline · {escape(title)}</h1>{link}</div>'
         f"{runs_table(timeline)}"
@@ -251,7 +278,9 @@ def timeline_page(timeline: Timeline, *, title: str, back: str | None) -> str:
         '<span id="clock" class="muted"></span></div>'
         f'<div class="svgbox">{timeline_svg(timeline)}</div>'
     )
-    return _layout(f"Timeline · {title}", body, scripts=("timeline.js",), main_class="wide")
+    return _layout(
+        f"Timeline · {title}", body, scripts=("timeline.js",), main_class="wide", inline=inline
+    )
 
 
 def standalone_timeline(timeline: Timeline, *, title: str) -> str:
@@ -262,12 +291,7 @@ def standalone_timeline(timeline: Timeline, *, title: str) -> str:
     static = resources.files("threadspindle.ingress.web").joinpath("static")
     css = static.joinpath("style.css").read_text(encoding="utf-8")
     js = static.joinpath("timeline.js").read_text(encoding="utf-8")
-    page = timeline_page(timeline, title=title, back=None)
-    page = page.replace('<link rel="stylesheet" href="/static/style.css">', f"<style>{css}</style>")
-    page = page.replace('<script src="/static/timeline.js" defer></script>', "")
-    page = page.replace('<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" height="18">', '<a class="brand">')
-    page = page.replace('<a href="/">home</a>', "")
-    return page.replace("</body>", f"<script>{js}</script></body>")
+    return timeline_page(timeline, title=title, back=None, inline=(css, js))
 
 
 def error_page(status: int, text: str) -> str:
