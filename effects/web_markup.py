@@ -4,9 +4,10 @@ One job: text an agent wrote becomes HTML that can never run script in the page.
 through markdown-it-py with raw HTML **off** (``<script>`` and every other tag is shown as
 text) and markdown-it's own link check (``javascript:``, ``vbscript:``, ``file:`` and
 non-image ``data:`` URLs are not made links), and images are not drawn (an image from
-an agent's text would be fetched from wherever it points; it stays text). What Discord has beyond CommonMark is added:
-a single newline is a line break, ``~~strike~~``, tables, and ``-# `` subtext lines (the
-renderer's tool-card headers, footers and prompt outcomes) as ``<p class="subtext">``.
+an agent's text would be fetched from wherever it points; it stays text). What Discord
+has beyond CommonMark is added: a single newline is a line break, ``~~strike~~``, tables,
+and ``-# `` subtext lines (the renderer's tool-card headers, footers and prompt outcomes)
+as ``<p class="subtext">``.
 Links open in a new tab without a referrer or an opener; a mention ``<@id>`` reads ``@id``.
 
 The page's Content-Security-Policy (``ingress.web.security``) forbids inline script as a
@@ -79,7 +80,8 @@ _MENTION = re.compile(r"<@!?([\w.\-]{1,64})>")
 def to_html(text: str) -> str:
     """``text`` (the renderer's Discord markdown) as HTML safe to put into the page. A
     Discord mention (``<@id>``, as the core names who answered a prompt) reads ``@id``."""
-    return _MD.render(_MENTION.sub(r"@\1", text))
+    html: str = _MD.render(_MENTION.sub(r"@\1", text))
+    return html
 
 
 def message_kind(text: str) -> str:

@@ -159,7 +159,10 @@ class WebPlatform:
     """The web chat's ``ChatPlatform``; see the module docstring."""
 
     def __init__(
-        self, limits: PlatformLimits | None = None, *, clock: Callable[[], float] = trio.current_time
+        self,
+        limits: PlatformLimits | None = None,
+        *,
+        clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self.limits = limits or WEB_LIMITS
         self.streams_append_only = False
@@ -241,9 +244,7 @@ class WebPlatform:
         kept = old.buttons if buttons is None else buttons
         # A prompt whose buttons are taken away (answered, dismissed) loses its menu too.
         menu = old.menu if buttons is None else None
-        view.put(
-            _message(message_id, text, kept, menu, reply=old.reply, ephemeral=old.ephemeral)
-        )
+        view.put(_message(message_id, text, kept, menu, reply=old.reply, ephemeral=old.ephemeral))
 
     async def delete(self, channel_id: str, message_id: str) -> None:
         await trio.lowlevel.checkpoint()

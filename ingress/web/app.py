@@ -42,8 +42,13 @@ import trio
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.responses import StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -474,7 +479,9 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             Route("/favicon.ico", favicon, methods=["GET"]),
         ]
     )
-    return WebGuard(app, chat, allowed_hosts(settings.host, settings.port if port is None else port))
+    return WebGuard(
+        app, chat, allowed_hosts(settings.host, settings.port if port is None else port)
+    )
 
 
 def _last_used(state: ThreadState) -> float:

@@ -88,7 +88,7 @@ def line_action(
     if len(text) > MAX_PROMPT_CHARS:
         raise InputRefused(f"A message may have at most {MAX_PROMPT_CHARS} characters.")
     common: dict[str, Any] = {"thread_id": thread_id, "action_id": action_id, "at": at}
-    who = {"author_id": AUTHOR, "author_name": AUTHOR}
+    who: dict[str, Any] = {"author_id": AUTHOR, "author_name": AUTHOR}
     if not text.startswith("/"):
         prompt, queued = split_queue_suffix(text)
         return A.UserMessage(

@@ -49,8 +49,10 @@ def _layout(
             '<link rel="icon" href="/static/icon.svg" type="image/svg+xml">'
             + "".join(f'<script src="/static/{escape(s)}" defer></script>' for s in scripts)
         )
-        brand = '<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" ' \
+        brand = (
+            '<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" '
             'height="18"> Spindle</a>'
+        )
         end = ""
     else:
         head = f"<style>{inline[0]}</style>"
@@ -112,7 +114,7 @@ def home_page(
     notice_html = f'<p class="notice">{escape(notice)}</p>' if notice else ""
     body = (
         f"{notice_html}<section><h1>Conversations</h1>{listing}</section>"
-        '<section><h2>Start a conversation</h2>'
+        "<section><h2>Start a conversation</h2>"
         '<form class="start" method="post" action="/threads">'
         f'<label>Agent <select name="agent" id="agent">{options}</select></label>'
         '<label>Workdir <input name="workdir" id="workdir" list="workdirs" size="50" '
@@ -121,7 +123,7 @@ def home_page(
         '<button type="submit" id="start">Start</button></form>'
         '<p class="muted">The workdir must be inside the allowed roots '
         "(<code>runtime.allowed_roots</code>).</p></section>"
-        '<section><h2>Play back an exported log</h2>'
+        "<section><h2>Play back an exported log</h2>"
         '<form class="upload" method="post" action="/timeline" enctype="multipart/form-data">'
         '<input type="file" name="log" id="log-file" accept=".jsonl,.json,.txt" required> '
         '<button type="submit" id="upload">Show its timeline</button></form>'
@@ -196,11 +198,12 @@ def status_html(state: ThreadState | None, *, typing: bool) -> str:
         )
     for blocker in state.blockers:
         if blocker.kind == "question":
+            request = escape(blocker.request_id)
             parts.append(
                 f'<div class="answer"><span>❓ {escape(_cut(blocker.text))}</span> '
-                f'<input type="text" class="answer-text" data-request="{escape(blocker.request_id)}"'
+                f'<input type="text" class="answer-text" data-request="{request}"'
                 ' placeholder="your answer"> <button type="button" class="btn" '
-                f'data-action="question:{escape(blocker.request_id)}" data-from-input="1">Answer'
+                f'data-action="question:{request}" data-from-input="1">Answer'
                 "</button></div>"
             )
         else:

@@ -162,8 +162,11 @@ def build_timeline(
             if request not in now_pending:
                 del open_waits[request]
                 answered = isinstance(action, A.PermissionAnswered | A.QuestionAnswered)
-                waits.append(WaitSpan(run_id=run_id, kind=kind, text=text, start=start, end=at,
-                                      answered=answered))
+                waits.append(
+                    WaitSpan(
+                        run_id=run_id, kind=kind, text=text, start=start, end=at, answered=answered
+                    )
+                )
         for request, blocker in now_pending.items():
             if request not in open_waits:
                 open_waits[request] = (blocker.run_id, blocker.kind, _short(blocker.text), at)
@@ -173,13 +176,23 @@ def build_timeline(
         if old_id != new_id:
             if old_id is not None and open_run is not None:
                 run_id, prompt, start = open_run
-                runs.append(RunBar(run_id=run_id, prompt=prompt, start=start, end=at,
-                                   outcome=_outcome(before, state)))
+                runs.append(
+                    RunBar(
+                        run_id=run_id,
+                        prompt=prompt,
+                        start=start,
+                        end=at,
+                        outcome=_outcome(before, state),
+                    )
+                )
                 for (tool_run, tool_id), (name, tool_start) in list(open_tools.items()):
                     if tool_run == run_id:
                         del open_tools[(tool_run, tool_id)]
-                        tools.append(ToolSpan(run_id=run_id, name=name, start=tool_start,
-                                              end=at, finished=False))
+                        tools.append(
+                            ToolSpan(
+                                run_id=run_id, name=name, start=tool_start, end=at, finished=False
+                            )
+                        )
                 open_run = None
             if state.run is not None:
                 open_run = (state.run.id, _short(state.run.prompt.text), state.run.started_at)

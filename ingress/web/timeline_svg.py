@@ -52,8 +52,28 @@ def format_duration(seconds: float) -> str:
 
 def _tick_step(span: float) -> float:
     """A round step giving 4-10 ticks over ``span`` seconds."""
-    for step in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
-                 7200, 21600, 43200, 86400):
+    for step in (
+        0.1,
+        0.2,
+        0.5,
+        1,
+        2,
+        5,
+        10,
+        15,
+        30,
+        60,
+        120,
+        300,
+        600,
+        900,
+        1800,
+        3600,
+        7200,
+        21600,
+        43200,
+        86400,
+    ):
         if span / step <= 10:
             return float(step)
     return 86400.0 * math.ceil(span / 86400 / 10)
@@ -80,33 +100,43 @@ def timeline_svg(timeline: Timeline) -> str:
         f'<defs><clipPath id="played"><rect id="played-rect" x="0" y="0" width="{WIDTH}" '
         f'height="{HEIGHT}"/></clipPath></defs>',
     ]
-    for label, y in (("runs", RUN_Y + RUN_H / 2), ("tools", TOOL_Y + TOOL_H / 2),
-                     ("waits", WAIT_Y + WAIT_H / 2), ("queue", QUEUE_Y + QUEUE_H / 2)):
+    for label, y in (
+        ("runs", RUN_Y + RUN_H / 2),
+        ("tools", TOOL_Y + TOOL_H / 2),
+        ("waits", WAIT_Y + WAIT_H / 2),
+        ("queue", QUEUE_Y + QUEUE_H / 2),
+    ):
         out.append(f'<text class="lane" x="8" y="{y + 4:.1f}">{label}</text>')
-    out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{AXIS_Y}" '
-               f'y2="{AXIS_Y}"/>')
+    out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{AXIS_Y}" y2="{AXIS_Y}"/>')
     step = _tick_step(span)
     tick = 0.0
     while tick <= span + 1e-9:
         tx = LEFT + tick / span * inner
-        out.append(f'<line class="grid" x1="{tx:.1f}" x2="{tx:.1f}" y1="{RUN_Y - 6}" '
-                   f'y2="{AXIS_Y + 4}"/>')
-        out.append(f'<text class="tick" x="{tx:.1f}" y="{AXIS_Y + 18}">'
-                   f"{escape(format_duration(tick) if tick else '0')}</text>")
+        out.append(
+            f'<line class="grid" x1="{tx:.1f}" x2="{tx:.1f}" y1="{RUN_Y - 6}" y2="{AXIS_Y + 4}"/>'
+        )
+        out.append(
+            f'<text class="tick" x="{tx:.1f}" y="{AXIS_Y + 18}">'
+            f"{escape(format_duration(tick) if tick else '0')}</text>"
+        )
         tick += step
     out.append('<g clip-path="url(#played)">')
     for n, run in enumerate(timeline.runs, 1):
         colour = OUTCOME_COLOURS.get(run.outcome, "#888")
-        tip = (f"run {n} ({run.run_id}): {run.outcome}, {format_duration(run.end - run.start)}"
-               f"\n{run.prompt}")
+        tip = (
+            f"run {n} ({run.run_id}): {run.outcome}, {format_duration(run.end - run.start)}"
+            f"\n{run.prompt}"
+        )
         out.append(
             f'<rect class="run {escape(run.outcome)}" data-t="{rel(run.start)}" '
             f'x="{x(run.start):.1f}" y="{RUN_Y}" width="{w(run.start, run.end):.1f}" '
             f'height="{RUN_H}" rx="3" fill="{colour}"><title>{escape(tip)}</title></rect>'
         )
         if w(run.start, run.end) > 28:
-            out.append(f'<text class="runlabel" x="{x(run.start) + 4:.1f}" '
-                       f'y="{RUN_Y + RUN_H / 2 + 4:.1f}">{n}</text>')
+            out.append(
+                f'<text class="runlabel" x="{x(run.start) + 4:.1f}" '
+                f'y="{RUN_Y + RUN_H / 2 + 4:.1f}">{n}</text>'
+            )
     for tool in timeline.tools:
         state = "error" if tool.error else ("done" if tool.finished else "unfinished")
         tip = f"{tool.name}: {state}, {format_duration(tool.end - tool.start)}"
@@ -134,18 +164,25 @@ def timeline_svg(timeline: Timeline) -> str:
         length = point.length
         points.append(f"{px:.1f},{QUEUE_Y + QUEUE_H - length * scale:.1f}")
     points.append(f"{x(timeline.end):.1f},{QUEUE_Y + QUEUE_H - length * scale:.1f}")
-    out.append(f'<polyline class="queue" points="{" ".join(points)}"><title>queue length '
-               f"(peak {peak})</title></polyline>")
+    out.append(
+        f'<polyline class="queue" points="{" ".join(points)}"><title>queue length '
+        f"(peak {peak})</title></polyline>"
+    )
     out.append("</g>")
-    out.append(f'<text class="tick" x="{LEFT - 6}" y="{QUEUE_Y + 8}" text-anchor="end">'
-               f"{peak}</text>")
-    out.append(f'<line id="cursor" class="cursor" x1="{WIDTH - RIGHT}" x2="{WIDTH - RIGHT}" '
-               f'y1="{RUN_Y - 8}" y2="{AXIS_Y}"/>')
+    out.append(
+        f'<text class="tick" x="{LEFT - 6}" y="{QUEUE_Y + 8}" text-anchor="end">{peak}</text>'
+    )
+    out.append(
+        f'<line id="cursor" class="cursor" x1="{WIDTH - RIGHT}" x2="{WIDTH - RIGHT}" '
+        f'y1="{RUN_Y - 8}" y2="{AXIS_Y}"/>'
+    )
     legend_x = LEFT
     for name, colour in (*OUTCOME_COLOURS.items(), *WAIT_COLOURS.items()):
-        out.append(f'<rect x="{legend_x}" y="{HEIGHT - 14}" width="10" height="10" '
-                   f'fill="{colour}"/><text class="legend" x="{legend_x + 14}" '
-                   f'y="{HEIGHT - 5}">{escape(name)}</text>')
+        out.append(
+            f'<rect x="{legend_x}" y="{HEIGHT - 14}" width="10" height="10" '
+            f'fill="{colour}"/><text class="legend" x="{legend_x + 14}" '
+            f'y="{HEIGHT - 5}">{escape(name)}</text>'
+        )
         legend_x += 14 + 8 * len(name) + 16
     out.append("</svg>")
     return "\n".join(out)

@@ -47,11 +47,26 @@ def test_kinds() -> None:
 HOSTILE = st.lists(
     st.sampled_from(
         [
-            "<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<svg onload=alert(1)>",
-            '"><iframe src=//evil>', "[x](javascript:alert(1))", "[x](JAVASCRIPT:alert(1))",
-            "[x](data:text/html,<script>alert(1)</script>)", "<a href='javascript:x'>a</a>",
-            "`<b>`", "```\n<script>\n```", "-# <script>", "> <style>", "| a |\n|---|\n| <x> |",
-            "<https://ok.example>", "**", "\n", " ", "&lt;", "<!-- c -->", "<@1>",
+            "<script>alert(1)</script>",
+            "<img src=x onerror=alert(1)>",
+            "<svg onload=alert(1)>",
+            '"><iframe src=//evil>',
+            "[x](javascript:alert(1))",
+            "[x](JAVASCRIPT:alert(1))",
+            "[x](data:text/html,<script>alert(1)</script>)",
+            "<a href='javascript:x'>a</a>",
+            "`<b>`",
+            "```\n<script>\n```",
+            "-# <script>",
+            "> <style>",
+            "| a |\n|---|\n| <x> |",
+            "<https://ok.example>",
+            "**",
+            "\n",
+            " ",
+            "&lt;",
+            "<!-- c -->",
+            "<@1>",
         ]
     )
     | st.text(alphabet="<>\"'&=/:;()[]`*_-#! \nabcjsx", max_size=12),
@@ -63,9 +78,33 @@ HOSTILE = st.lists(
 def test_no_text_becomes_markup_that_runs(text: str) -> None:
     html = to_html(text)
     tags = re.findall(r"<\s*([a-zA-Z][\w-]*)", html)
-    allowed = {"p", "br", "strong", "em", "s", "code", "pre", "a", "blockquote", "ul", "ol",
-               "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "table", "thead", "tbody", "tr",
-               "th", "td"}
+    allowed = {
+        "p",
+        "br",
+        "strong",
+        "em",
+        "s",
+        "code",
+        "pre",
+        "a",
+        "blockquote",
+        "ul",
+        "ol",
+        "li",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "hr",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+    }
     assert set(tags) <= allowed, (text, html)
     for attribute in re.findall(r"\s([a-zA-Z-]+)=\"", html):
         assert attribute in {"href", "rel", "target", "class", "style"}, (text, html)

@@ -62,7 +62,9 @@ def _item(item_id: str, text: str) -> QueueItem:
 
 
 def _state(workdir: str, **update: Any) -> ThreadState:
-    state = ThreadState.new(THREAD).replace(conversation=Conversation(agent="echo", workdir=workdir))
+    state = ThreadState.new(THREAD).replace(
+        conversation=Conversation(agent="echo", workdir=workdir)
+    )
     return state.replace(**update) if update else state
 
 
@@ -134,8 +136,14 @@ async def test_every_post_needs_this_servers_origin(
     client: httpx.AsyncClient, runtime: RecordingRuntime
 ) -> None:
     await _logged_in(client)
-    for origin in (None, "http://evil.example", "https://127.0.0.1:8750", "null",
-                   f"http://127.0.0.1:{PORT + 1}", f"{ORIGIN}/path"):
+    for origin in (
+        None,
+        "http://evil.example",
+        "https://127.0.0.1:8750",
+        "null",
+        f"http://127.0.0.1:{PORT + 1}",
+        f"{ORIGIN}/path",
+    ):
         headers = {"origin": origin} if origin else {}
         answer = await client.post(f"/t/{THREAD}/say", json={"text": "hi"}, headers=headers)
         assert answer.status_code == 403, origin
@@ -145,7 +153,9 @@ async def test_every_post_needs_this_servers_origin(
         assert answer.status_code == 403, origin
     assert runtime.posted == []
     for origin in (ORIGIN, f"http://localhost:{PORT}"):
-        answer = await client.post(f"/t/{THREAD}/say", json={"text": "hi"}, headers={"origin": origin})
+        answer = await client.post(
+            f"/t/{THREAD}/say", json={"text": "hi"}, headers={"origin": origin}
+        )
         assert answer.status_code == 204
     assert [type(a) for a in runtime.posted] == [A.UserMessage, A.UserMessage]
 
@@ -177,15 +187,20 @@ async def test_pages_load_nothing_from_elsewhere_and_have_no_inline_script(
     for path in ("/", f"/t/{THREAD}"):
         page = (await client.get(path)).text
         # Links may lead anywhere; nothing is *loaded* from anywhere but this server.
-        loaded = re.findall(r'\ssrc="([^"]*)"', page) + re.findall(r'<link [^>]*href="([^"]*)"', page)
+        loaded = re.findall(r'\ssrc="([^"]*)"', page) + re.findall(
+            r'<link [^>]*href="([^"]*)"', page
+        )
         assert "/static/style.css" in loaded, path
         assert all(url.startswith("/static/") for url in loaded), (path, loaded)
         if path != "/":
             assert "<img" not in page.split('id="messages"')[-1]  # the image stays text
         assert re.findall(r"<script[^>]*>", page) in ([], ['<script src="/static/chat.js" defer>'])
         assert "style=" not in page
-    for name, kind in (("chat.js", "text/javascript"), ("style.css", "text/css"),
-                       ("timeline.js", "text/javascript")):
+    for name, kind in (
+        ("chat.js", "text/javascript"),
+        ("style.css", "text/css"),
+        ("timeline.js", "text/javascript"),
+    ):
         answer = await client.get(f"/static/{name}")
         assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
         assert "http://" not in answer.text and "https://" not in answer.text
@@ -210,13 +225,15 @@ async def test_agent_and_user_text_is_shown_as_text(
     )
     runtime.states[THREAD] = _state(
         str(tmp_path),
-        run=Run(id="r1", prompt=_item("p", XSS), phase=Phase.RUNNING, started_at=1, last_event_at=1),
+        run=Run(
+            id="r1", prompt=_item("p", XSS), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
         queue=(_item("q-1", XSS),),
         blockers=(Blocker(request_id="q1", kind="question", key="k", run_id="r1", text=XSS),),
     )
     page = (await client.get(f"/t/{THREAD}")).text
     shown = page.split('id="messages"')[-1]  # the chat, after the page's own header
-    assert "<script>alert" not in page and "<img" not in shown and "\"><b>" not in page
+    assert "<script>alert" not in page and "<img" not in shown and '"><b>' not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert 'onerror="alert' not in page  # only ever inside escaped text
     assert page.count("<script") == 1  # the page's own chat.js
@@ -233,18 +250,21 @@ async def test_the_chat_page_shows_status_queue_and_prompts(
     await chat.platform.send(
         THREAD,
         "🔐 **Permission needed:** `Bash`",
-        buttons=(Button(label="Accept", action="permission:allow:p1"),
-                 Button(label="Deny", action="permission:deny:p1")),
+        buttons=(
+            Button(label="Accept", action="permission:allow:p1"),
+            Button(label="Deny", action="permission:deny:p1"),
+        ),
     )
     runtime.states[THREAD] = _state(
         str(tmp_path),
-        run=Run(id="r1", prompt=_item("p", "first"), phase=Phase.RUNNING, started_at=1,
-                last_event_at=1),
+        run=Run(
+            id="r1", prompt=_item("p", "first"), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
         queue=(_item("q-1", "second"), _item("q-2", "third")),
     )
     page = (await client.get(f"/t/{THREAD}")).text
     assert 'id="abort" data-action="abort"' in page
-    assert page.count("data-action=\"remove_queued:") == 2
+    assert page.count('data-action="remove_queued:') == 2
     assert 'data-action="permission:allow:p1">Accept</button>' in page
     assert 'class="phase phase-running"' in page
     assert f'data-seq="{chat.platform.view(THREAD).seq}"' in page
@@ -259,7 +279,8 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
     await _logged_in(client)
     (tmp_path / "app").mkdir()
     answer = await client.post(
-        "/threads", data={"agent": "echo", "workdir": str(tmp_path / "app" / "..")},
+        "/threads",
+        data={"agent": "echo", "workdir": str(tmp_path / "app" / "..")},
         headers={"origin": ORIGIN},
     )
     assert answer.status_code == 303
@@ -268,8 +289,10 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
     assert answer.headers["location"] == f"/t/{start.thread_id}"
     assert re.fullmatch(r"web:[0-9a-f]{12}", start.thread_id)
     assert start.agent == "echo" and start.resolved_workdir == str(tmp_path)
-    for form in ({"agent": "nope", "workdir": str(tmp_path)},
-                 {"agent": "echo", "workdir": "bad\x00path"}):
+    for form in (
+        {"agent": "nope", "workdir": str(tmp_path)},
+        {"agent": "echo", "workdir": "bad\x00path"},
+    ):
         answer = await client.post("/threads", data=form, headers={"origin": ORIGIN})
         assert answer.status_code == 303 and answer.headers["location"].startswith("/?notice=")
     assert len(runtime.posted) == 1
@@ -281,8 +304,9 @@ async def test_lines_buttons_and_refusals(
     await _logged_in(client)
     runtime.states[THREAD] = _state(
         str(tmp_path),
-        run=Run(id="r1", prompt=_item("p", "x"), phase=Phase.RUNNING, started_at=1,
-                last_event_at=1),
+        run=Run(
+            id="r1", prompt=_item("p", "x"), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
         queue=(_item("q-1", "second"),),
         blockers=(Blocker(request_id="p1", kind="permission", key="k", run_id="r1", text="t"),),
     )

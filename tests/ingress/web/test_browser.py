@@ -90,8 +90,10 @@ def _browser_session(
             thread = page.locator("#chat").get_attribute("data-thread")
             assert thread is not None and thread.startswith("web:")
             seen["thread"] = thread
-            _until(lambda: (snapshot(thread) or ThreadState.new("x")).conversation is not None,
-                   "the conversation")
+            _until(
+                lambda: (snapshot(thread) or ThreadState.new("x")).conversation is not None,
+                "the conversation",
+            )
 
             # 1. A prompt streams in: the answer is seen growing, then whole.
             _send(page, "one two three four five six seven eight nine ten eleven twelve")
@@ -122,8 +124,10 @@ def _browser_session(
 
             # 3. Reload mid-run: the same messages, status and queue are drawn again.
             # The user's own message, then the answer streaming in.
-            _until(lambda: sum(t.startswith("w1 w2 w3") for t in _messages(page)) == 2,
-                   "the long answer to start")
+            _until(
+                lambda: sum(t.startswith("w1 w2 w3") for t in _messages(page)) == 2,
+                "the long answer to start",
+            )
             before = _messages(page)
             page.reload()
             expect(page.locator("#phase")).to_have_text("running", timeout=TIMEOUT_MS)
@@ -148,8 +152,10 @@ def _browser_session(
             expect(page.locator("#messages")).to_contain_text(
                 "Aborted the current run", timeout=TIMEOUT_MS
             )
-            _until(lambda: any(t.strip() == "queued first" for t in _messages(page)[-3:]),
-                   "the queued prompt's answer")
+            _until(
+                lambda: any(t.strip() == "queued first" for t in _messages(page)[-3:]),
+                "the queued prompt's answer",
+            )
             _wait_idle(page)
             assert not long_answer().rstrip().endswith("w60")  # cut short by the abort
 
@@ -157,18 +163,24 @@ def _browser_session(
             _send(page, "please ask tool")
             accept = page.locator("#messages button", has_text="Accept")
             expect(accept).to_be_visible(timeout=TIMEOUT_MS)
-            _until(lambda: bool((snapshot(thread) or ThreadState.new("x")).blockers),
-                   "the pending permission")
+            _until(
+                lambda: bool((snapshot(thread) or ThreadState.new("x")).blockers),
+                "the pending permission",
+            )
             accept.click()
-            _until(lambda: any(t.strip() == "please ask tool" for t in _messages(page)[-3:]),
-                   "the answer after the permission")
+            _until(
+                lambda: any(t.strip() == "please ask tool" for t in _messages(page)[-3:]),
+                "the answer after the permission",
+            )
             expect(page.locator("#messages button", has_text="Accept")).to_have_count(0)
             _wait_idle(page)
 
             # 6. An answer holding markup is shown as text; nothing runs.
             _send(page, XSS)
-            _until(lambda: sum(t.strip().endswith("done") for t in _messages(page)) >= 2,
-                   "the echoed markup")
+            _until(
+                lambda: sum(t.strip().endswith("done") for t in _messages(page)) >= 2,
+                "the echoed markup",
+            )
             _wait_idle(page)
             seen["script_tags_in_messages"] = page.locator("#messages script").count()
             seen["img_tags_in_messages"] = page.locator("#messages img").count()
@@ -187,9 +199,7 @@ def _browser_session(
             seen["tools"] = page.locator("svg.timeline rect.tool").count()
             page.click("#play")
             page.wait_for_timeout(400)
-            seen["played_width"] = float(
-                page.locator("#played-rect").get_attribute("width") or "0"
-            )
+            seen["played_width"] = float(page.locator("#played-rect").get_attribute("width") or "0")
             page.fill("#scrub", "1000")
             page.dispatch_event("#scrub", "input")
             page.screenshot(path=str(shots / "web-timeline.png"), full_page=True)

@@ -44,15 +44,21 @@ def _act(n: int, at: float, **fields: object) -> dict[str, object]:
 def test_a_run_still_going_ends_now_and_tools_of_other_runs_are_ignored() -> None:
     actions = [
         A.PolicySet(**_act(1, 10.0), policy={"allowed_roots": ["/"]}),
-        A.ConversationStarted(**_act(2, 10.0), agent="echo", requested_workdir="/",
-                              resolved_workdir="/"),
-        A.UserMessage(**_act(3, 11.0), author_id="u", author_name="u", text="<go>",
-                      interrupt=True),
+        A.ConversationStarted(
+            **_act(2, 10.0), agent="echo", requested_workdir="/", resolved_workdir="/"
+        ),
+        A.UserMessage(**_act(3, 11.0), author_id="u", author_name="u", text="<go>", interrupt=True),
         A.AgentConnected(**_act(4, 11.5)),
-        A.AgentEventReceived(**_act(5, 12.0), run_id="r1",
-                             event=E.ToolStarted(tool_id="t", name="Bash", display_name="Bash")),
-        A.AgentEventReceived(**_act(6, 12.5), run_id="stale",
-                             event=E.ToolStarted(tool_id="u", name="Old", display_name="Old")),
+        A.AgentEventReceived(
+            **_act(5, 12.0),
+            run_id="r1",
+            event=E.ToolStarted(tool_id="t", name="Bash", display_name="Bash"),
+        ),
+        A.AgentEventReceived(
+            **_act(6, 12.5),
+            run_id="stale",
+            event=E.ToolStarted(tool_id="u", name="Old", display_name="Old"),
+        ),
     ]
     t = build_timeline(actions, now=20.0)
     assert [(r.outcome, r.start, r.end) for r in t.runs] == [("running", 11.0, 20.0)]
@@ -76,11 +82,23 @@ def test_the_svg_has_a_bar_per_run_and_the_lanes(tmp_path: Path) -> None:
 def test_spindle_web_timeline_writes_a_standalone_page(tmp_path: Path) -> None:
     out = tmp_path / "t.html"
     done = subprocess.run(
-        [sys.executable, "-m", "threadspindle.app.cli", "web-timeline",
-         str(GOLDEN / "permission_crash.jsonl"), "-o", str(out)],
-        capture_output=True, text=True, timeout=60,
-        env={"SPINDLE_CONFIG": str(tmp_path / "none.toml"), "HOME": str(tmp_path),
-             "PATH": "/usr/bin:/bin"},
+        [
+            sys.executable,
+            "-m",
+            "threadspindle.app.cli",
+            "web-timeline",
+            str(GOLDEN / "permission_crash.jsonl"),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "SPINDLE_CONFIG": str(tmp_path / "none.toml"),
+            "HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
     )
     assert done.returncode == 0, done.stderr
     assert "3 run(s)" in done.stderr
@@ -91,8 +109,13 @@ def test_spindle_web_timeline_writes_a_standalone_page(tmp_path: Path) -> None:
     bad.write_text("not json\n")
     done = subprocess.run(
         [sys.executable, "-m", "threadspindle.app.cli", "web-timeline", str(bad)],
-        capture_output=True, text=True, timeout=60,
-        env={"SPINDLE_CONFIG": str(tmp_path / "none.toml"), "HOME": str(tmp_path),
-             "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "SPINDLE_CONFIG": str(tmp_path / "none.toml"),
+            "HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
     )
     assert done.returncode == 1 and "not JSON" in done.stderr
