@@ -119,6 +119,7 @@ async def run_platforms(
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
     web: WebSettings | None = None,
+    web_platform: WebPlatform | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -128,7 +129,8 @@ async def run_platforms(
     **runtime_kwargs: Any,
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
-    (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
+    (``task_status``) with a ``PlatformsApp`` once every platform is connected.
+    ``web_platform`` replaces the web chat's platform (tests inject failures through it)."""
     if discord is None and telegram is None and web is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
@@ -144,7 +146,7 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
-        web_platform = WebPlatform()
+        web_platform = web_platform or WebPlatform()
         if web is not None:
             router.renderers["web"] = await stack.enter_async_context(ThreadRenderers(WEB_LIMITS))
             router.renderers["web"].attach(web_platform)
