@@ -418,11 +418,14 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
 
     async def thread_timeline(request: Request) -> Response:
         thread_id = str(request.path_params["thread"])
-        if not ANY_THREAD.match(thread_id) or chat.log_path is None:
+        log_path = chat.log_path
+        if not ANY_THREAD.match(thread_id) or log_path is None:
             return _html(pages.error_page(404, "No such thread."), 404)
+        now = chat.clock()
         try:
+            # In a worker thread: folding a long log takes a while (~50 µs per action).
             timeline = await trio.to_thread.run_sync(
-                lambda: timeline_of_db(chat.log_path, thread_id, now=chat.clock())  # type: ignore[arg-type]
+                lambda: timeline_of_db(log_path, thread_id, now=now)
             )
         except KeyError:
             return _html(pages.error_page(404, "No action of this thread is logged yet."), 404)

@@ -116,3 +116,22 @@ def test_spindle_run_web(tmp_path: Path) -> None:
             timeline = client.get(f"{thread_path}/timeline")
             assert timeline.status_code == 200
             assert timeline.text.count('class="run completed"') == 1
+
+
+def test_doctor_checks_the_web_chat_port(tmp_path: Path) -> None:
+    import socket
+
+    from tests.app.cli_harness import spindle
+
+    place = make_place(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"SPINDLE_WEB__ENABLED": "true", "SPINDLE_WEB__PORT": str(port)}
+        busy = spindle(place, "doctor", env=env)
+    assert f"127.0.0.1:{port} cannot be listened on" in busy.stdout
+    free = spindle(place, "doctor", env={**env, "SPINDLE_WEB__PORT": "0"})
+    assert "http://127.0.0.1:0 (spindle run serves it)" in free.stdout
+    off = spindle(place, "doctor")
+    assert "web chat" not in off.stdout
