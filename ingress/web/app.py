@@ -257,7 +257,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
     checks need it when the setting is 0)."""
     settings = chat.settings
     static = {
-        name: (resources.files("threadspindle.ingress.web").joinpath("static", name).read_bytes())
+        name: (resources.files("threadspindle.ingress.web.static").joinpath(name).read_bytes())
         for name in ("chat.js", "style.css", "timeline.js", "icon.svg")
     }
 

@@ -291,7 +291,7 @@ def standalone_timeline(timeline: Timeline, *, title: str) -> str:
     style and playback script inlined, nothing loaded from anywhere."""
     from importlib import resources
 
-    static = resources.files("threadspindle.ingress.web").joinpath("static")
+    static = resources.files("threadspindle.ingress.web.static")
     css = static.joinpath("style.css").read_text(encoding="utf-8")
     js = static.joinpath("timeline.js").read_text(encoding="utf-8")
     return timeline_page(timeline, title=title, back=None, inline=(css, js))
