@@ -104,6 +104,9 @@ class WebStack:
             lambda: self.runtime.snapshot(thread_id),
             lambda s: s is not None and s.conversation is not None,
         )
+        # ... and the thread shows it ("Started claude in ..."): what a test reads next is
+        # not racing the renderer's first paced send.
+        await wait_for(lambda: self.bot_messages(thread_id))
         return thread_id
 
     def bot_messages(self, thread_id: str) -> list[WebMessage]:

@@ -35,7 +35,9 @@ CHROMIUM = "/usr/lib/chromium/chromium"  # the ELF: the /usr/bin wrapper adds it
 NO_DNS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
 WORD_DELAY_S = 0.1
 TIMEOUT_MS = 20_000
-LONG = " ".join(f"w{n}" for n in range(1, 61))  # 60 words: about 6 s of streaming
+# Long enough that a loaded machine cannot finish it before the test aborts it.
+LONG = " ".join(f"w{n}" for n in range(1, 151))  # 150 words: about 15 s of streaming
+FIRST = " ".join(["one", "two", "three", *(f"x{n}" for n in range(24)), "twelve"])  # ~3 s
 XSS = "<script>window.__pwned=1</script> <img src=x onerror=window.__pwned=2> done"
 
 
@@ -96,7 +98,7 @@ def _browser_session(
             )
 
             # 1. A prompt streams in: the answer is seen growing, then whole.
-            _send(page, "one two three four five six seven eight nine ten eleven twelve")
+            _send(page, FIRST)
             lengths: list[int] = []
 
             def grown() -> bool:
@@ -157,7 +159,7 @@ def _browser_session(
                 "the queued prompt's answer",
             )
             _wait_idle(page)
-            assert not long_answer().rstrip().endswith("w60")  # cut short by the abort
+            assert not long_answer().rstrip().endswith("w150")  # cut short by the abort
 
             # 5. A permission prompt answered with its button.
             _send(page, "please ask tool")
