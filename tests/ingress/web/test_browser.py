@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from playwright.sync_api import Page, expect, sync_playwright
 
@@ -212,8 +215,15 @@ def _browser_session(
     return seen
 
 
-async def test_the_web_chat_in_a_real_browser(tmp_path: Path) -> None:
+async def test_the_web_chat_in_a_real_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shots = Path(os.environ.get("SPINDLE_SCREENSHOTS") or tmp_path)
+    # Playwright's driver keeps the browser profile under TMPDIR: in a directory of this
+    # test's own, removed at the end even when a crash left the profile behind. (Short:
+    # under pytest's long tmp_path Chromium's socket path is too long to launch.)
+    browser_tmp = tempfile.mkdtemp(prefix="spindle-web-")
+    monkeypatch.setenv("TMPDIR", browser_tmp)
     work = tmp_path / "project"
     work.mkdir()
     web = WebSettings(
@@ -246,6 +256,7 @@ async def test_the_web_chat_in_a_real_browser(tmp_path: Path) -> None:
                 )
             finally:
                 app.stop()
+                shutil.rmtree(browser_tmp, ignore_errors=True)
     assert len(seen["stream_lengths"]) >= 3, seen["stream_lengths"]  # it grew, not popped in
     assert seen["reload"][1] >= seen["reload"][0]
     assert seen["script_tags_in_messages"] == 0 and seen["img_tags_in_messages"] == 0
