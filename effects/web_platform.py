@@ -35,6 +35,7 @@ __all__ = [
     "WEB_LIMITS",
     "Change",
     "ThreadView",
+    "Update",
     "WebMessage",
     "WebPlatform",
 ]
@@ -72,12 +73,13 @@ class WebMessage:
 
 @dataclass(frozen=True)
 class Change:
-    """Change number ``seq`` of a thread: ``put`` (a message new or changed), ``delete``."""
+    """Change number ``seq`` of a thread: ``put`` (a message new or changed), ``delete``.
+    It names the message only: a page is sent the message as it is now (an old version is
+    never kept, so a message edited a thousand times costs one copy)."""
 
     seq: int
     kind: str  # "put" | "delete"
     message_id: str
-    message: WebMessage | None = None
 
 
 def _message(
@@ -99,6 +101,20 @@ def _message(
         reply=reply,
         ephemeral=ephemeral,
     )
+
+
+@dataclass(frozen=True)
+class Update:
+    """One message to draw again on a page (``message`` as it is now) or to remove
+    (``message`` None); ``seq`` is the change it stands for."""
+
+    seq: int
+    message_id: str
+    message: WebMessage | None
+
+    @property
+    def kind(self) -> str:
+        return "delete" if self.message is None else "put"
 
 
 @dataclass
@@ -127,6 +143,22 @@ class ThreadView:
             return None
         return [c for c in self._changes if c.seq > seq]
 
+    def updates_after(self, seq: int) -> list[Update] | None:
+        """What a page that saw change ``seq`` must do, in order: one ``Update`` per message
+        changed since (at its last change: the message as it is now, or its deletion);
+        None when the page must be drawn again."""
+        changes = self.changes_after(seq)
+        if changes is None:
+            return None
+        last = {c.message_id: c.seq for c in changes}
+        updates: list[Update] = []
+        for change in changes:
+            if last[change.message_id] != change.seq:
+                continue  # a later change of the same message says it all
+            message = self._messages.get(change.message_id)
+            updates.append(Update(change.seq, change.message_id, message))
+        return updates
+
     async def wait_change(self, after_seq: int) -> None:
         """Until there is a change numbered above ``after_seq``, or the next ``wake``
         (typing, which the status panel shows)."""
@@ -138,21 +170,21 @@ class ThreadView:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _publish(self, kind: str, message_id: str, message: WebMessage | None) -> None:
+    def _publish(self, kind: str, message_id: str) -> None:
         self.seq += 1
-        self._changes.append(Change(self.seq, kind, message_id, message))
+        self._changes.append(Change(self.seq, kind, message_id))
         self.wake()
 
     def put(self, message: WebMessage) -> None:
         self._messages[message.id] = message
         while len(self._messages) > MAX_MESSAGES:
             old, _ = self._messages.popitem(last=False)
-            self._publish("delete", old, None)
-        self._publish("put", message.id, message)
+            self._publish("delete", old)
+        self._publish("put", message.id)
 
     def delete(self, message_id: str) -> None:
         if self._messages.pop(message_id, None) is not None:
-            self._publish("delete", message_id, None)
+            self._publish("delete", message_id)
 
 
 class WebPlatform:

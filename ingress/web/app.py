@@ -52,7 +52,7 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from threadspindle.effects.web_platform import Change, WebPlatform
+from threadspindle.effects.web_platform import Update, WebPlatform
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.web import pages
 from threadspindle.ingress.web.commands import (
@@ -226,13 +226,11 @@ def _refused(text: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": text}, status_code=status)
 
 
-def _change_event(change: Change) -> str:
-    if change.kind == "put":
-        assert change.message is not None
-        data: dict[str, Any] = {"id": change.message_id, "html": pages.message_html(change.message)}
-    else:
-        data = {"id": change.message_id}
-    return f"id: {change.seq}\nevent: {change.kind}\ndata: {json.dumps(data)}\n\n"
+def _update_event(update: Update) -> str:
+    data: dict[str, Any] = {"id": update.message_id}
+    if update.message is not None:
+        data["html"] = pages.message_html(update.message)
+    return f"id: {update.seq}\nevent: {update.kind}\ndata: {json.dumps(data)}\n\n"
 
 
 def _status_event(html: str, phase: str) -> str:
@@ -332,20 +330,21 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             yield "retry: 1000\n\n"
             while True:
                 view = chat.platform.view(thread_id)
-                changes = view.changes_after(seq) if seq <= view.seq else None
-                if changes is None:
+                updates = view.updates_after(seq) if seq <= view.seq else None
+                upto = view.seq  # read with the updates: each yield below may let more in
+                if updates is None:
                     yield "event: reload\ndata: {}\n\n"
                     return
-                for change in changes:
-                    yield _change_event(change)
-                    seq = change.seq
+                for update in updates:
+                    yield _update_event(update)
+                seq = upto  # the last update sent is change ``upto`` (its message's last)
                 state = chat.live().snapshot(thread_id)
                 status = pages.status_html(state, typing=chat.platform.typing_now(thread_id))
                 if status != shown_status:
                     shown_status = status
                     phase = state.run.phase.value if state and state.run else "idle"
                     yield _status_event(status, phase)
-                if changes or shown_status is status:  # something was sent just now
+                if updates or shown_status is status:  # something was sent just now
                     quiet_since = trio.current_time()
                 elif trio.current_time() - quiet_since > KEEPALIVE_S:
                     quiet_since = trio.current_time()

@@ -42,6 +42,14 @@ async def test_send_edit_delete_are_numbered_changes() -> None:
     ]
     assert view.changes_after(3) == changes[3:]
     assert view.changes_after(5) == []
+    # A page that saw change 1 is sent each message once, as it is now, at its last change.
+    updates = view.updates_after(1)
+    assert updates is not None
+    assert [(u.seq, u.kind, u.message_id) for u in updates] == [
+        (4, "put", first),
+        (5, "delete", second),
+    ]
+    assert updates[0].message is view.get(first)
     try:
         await platform.edit(T, "999", "x")
     except PlatformError as error:
