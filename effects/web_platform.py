@@ -217,6 +217,10 @@ class WebPlatform:
             self._views.move_to_end(thread_id)
         return view
 
+    def knows(self, thread_id: str) -> bool:
+        """Whether the thread has a view (without making one)."""
+        return thread_id in self._views
+
     def typing_now(self, thread_id: str) -> bool:
         view = self._views.get(thread_id)
         return view is not None and view.typing_until > self._clock()

@@ -260,8 +260,14 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
     }
 
     def web_thread(request: Request) -> str | None:
+        """The web thread the path names, when it exists (in the runtime, or on the page
+        of this process): an unknown id never gets a view made for it."""
         thread_id = str(request.path_params["thread"])
-        return thread_id if WEB_THREAD.match(thread_id) else None
+        if not WEB_THREAD.match(thread_id):
+            return None
+        if chat.live().snapshot(thread_id) is None and not chat.platform.knows(thread_id):
+            return None
+        return thread_id
 
     async def home(request: Request) -> Response:
         runtime = chat.live()
@@ -304,8 +310,6 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             return _html(pages.error_page(404, "No such web thread."), 404)
         view = chat.platform.view(thread_id)
         state = chat.live().snapshot(thread_id)
-        if state is None and not view.messages():
-            return _html(pages.error_page(404, "No such web thread."), 404)
         return _html(
             pages.chat_page(
                 thread_id,

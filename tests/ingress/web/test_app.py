@@ -299,7 +299,7 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
 
 
 async def test_lines_buttons_and_refusals(
-    client: httpx.AsyncClient, runtime: RecordingRuntime, tmp_path: Path
+    client: httpx.AsyncClient, runtime: RecordingRuntime, chat: WebChat, tmp_path: Path
 ) -> None:
     await _logged_in(client)
     runtime.states[THREAD] = _state(
@@ -358,6 +358,11 @@ async def test_lines_buttons_and_refusals(
     assert bad.status_code == 400
     elsewhere = await client.post("/t/1234/say", json={"text": "hi"}, headers=h)
     assert elsewhere.status_code == 404  # only web threads take prompts here
+    unknown = await client.post("/t/web:ffff/say", json={"text": "hi"}, headers=h)
+    assert unknown.status_code == 404
+    for path in ("/t/web:ffff", "/t/web:ffff/events"):
+        assert (await client.get(path)).status_code == 404
+    assert not chat.platform.knows("web:ffff")  # no view made for an id nobody uses
     assert len(runtime.posted) == posted
 
 
