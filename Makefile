@@ -18,7 +18,7 @@ BWRAP := .tools/bubblewrap/usr/bin/bwrap
 # driven by Playwright through the ELF itself, not the /usr/bin/chromium wrapper.
 CHROMIUM := /usr/lib/chromium/chromium
 
-.PHONY: setup agents bwrap chromium run test bench lint clean
+.PHONY: setup agents bwrap chromium run test bench lint clean cluster-dev
 
 setup: $(STAMP)
 
@@ -55,6 +55,12 @@ $(CHROMIUM):
 
 run: setup
 	$(BIN)/spindle run
+
+# Scale-out on one machine (docs/scale-out.md): 3 NATS JetStream nodes, two runners of
+# ROOT (default: here) and a console gateway.
+ROOT ?= .
+cluster-dev: setup
+	$(BIN)/spindle cluster dev --root $(ROOT)
 
 test: setup agents bwrap chromium
 	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q

@@ -120,18 +120,25 @@ async def _serve(
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
         web = _web_settings(settings, args) if console_agent is None else None
-        if console_agent is None and (settings.telegram_bot_token() is not None or web):
-            # Telegram or the web chat (with Discord too when it has a token): one runtime,
+        if console_agent is None and (
+            settings.telegram_bot_token() is not None or settings.whatsapp_configured() or web
+        ):
+            # Telegram, WhatsApp and/or the web chat (with Discord too when it has a token):
+            # one runtime,
             # every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
 
             discord = settings_from_config(settings) if settings.token() is not None else None
             telegram = (
                 telegram_settings_from_config(settings)
                 if settings.telegram_bot_token() is not None
                 else None
+            )
+            whatsapp = (
+                whatsapp_settings_from_config(settings) if settings.whatsapp_configured() else None
             )
             limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
             finished = trio.Event()
@@ -141,6 +148,7 @@ async def _serve(
                     await run_platforms(
                         discord=discord,
                         telegram=telegram,
+                        whatsapp=whatsapp,
                         web=web,
                         log=log,
                         adapter_factory=factory,
@@ -157,9 +165,20 @@ async def _serve(
                 both = await nursery.start(platforms)
             except Exception as error:
                 busy = _port_unavailable(error)
-                if busy is None:
+                if busy is not None:
+                    _say(
+                        f"Cannot start: web.port = {busy.port}: {busy}. "
+                        "Set another, or 0 (any free)."
+                    )
+                    return EXIT_USAGE
+                if not isinstance(error, OSError):
                     raise
-                _say(f"Cannot start: web.port = {busy.port}: {busy}. Set another, or 0 (any free).")
+                # The WhatsApp webhook's port (the web chat's is PortUnavailable above).
+                _say(
+                    f"Cannot start: the WhatsApp webhook cannot listen on "
+                    f"{settings.whatsapp.webhook_host}:{settings.whatsapp.webhook_port}: "
+                    f"{error.strerror or error}. Set whatsapp.webhook_port to another port."
+                )
                 return EXIT_USAGE
             if both.web is not None:
                 _say(f"Web chat: {both.web.start_url}")
@@ -169,11 +188,20 @@ async def _serve(
             else:
                 names = [
                     name
-                    for name, on in (("Discord", discord), ("Telegram", telegram))
-                    if on is not None
+                    for name, on in (
+                        ("Discord", discord is not None),
+                        ("Telegram", telegram is not None),
+                        ("WhatsApp", whatsapp is not None),
+                    )
+                    if on
                 ]
-                where = f"Connected to {' and '.join(names)}" if names else "Serving the web chat"
+                joined = " and ".join(
+                    [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
+                )
+                where = f"Connected to {joined}" if names else "Serving the web chat"
                 _say(f"{where}. Stop with Ctrl-C.")
+                if both.whatsapp is not None:
+                    _say(f"WhatsApp webhook on {both.whatsapp.webhook_url}")
             await finished.wait()
         elif console_agent is None:
             from threadspindle.ingress.discord.host import run_discord_runtime
@@ -445,8 +473,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
+    whatsapp = settings.whatsapp_configured()
     web = getattr(args, "web", False) or settings.web.enabled
-    console = args.console or (settings.token() is None and not telegram and not web)
+    console = args.console or (
+        settings.token() is None and not telegram and not whatsapp and not web
+    )
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -462,6 +493,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
             telegram_settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Telegram bot: {exc}")
+            return EXIT_USAGE
+    if not console and whatsapp:
+        try:
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
+
+            whatsapp_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start WhatsApp: {exc}")
             return EXIT_USAGE
     if _process_sandbox(settings) is not None:
         try:
@@ -484,6 +523,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     redact(settings.telegram_bot_token())
+    for secret in settings.whatsapp_secrets().values():
+        redact(secret or None)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None

@@ -1,13 +1,14 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram, the web
-chat; Slack and WhatsApp join here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp,
+the web chat; Slack joins here): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``web:…`` the web chat's, a
-snowflake Discord's). The web chat needs no asyncio: its server (hypercorn on trio) starts
-once the runtime is open and stops after the wind-down. The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, ``web:…``
+the web chat's, a snowflake Discord's; WhatsApp and the web chat need no asyncio: their
+servers run on trio, the web chat's from once the runtime is open until after the
+wind-down). The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -39,6 +40,12 @@ from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.web.app import WebChat
 from threadspindle.ingress.web.host import WebServer, serve_web
 from threadspindle.ingress.web.settings import WebSettings
+from threadspindle.ingress.whatsapp.host import (
+    WhatsAppConnection,
+    hosted_whatsapp,
+    whatsapp_limits,
+)
+from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory
@@ -50,10 +57,12 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``web``, ``discord`` or
-    ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``web``,
+    ``discord`` or ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
+    if thread_id.startswith("wa:"):
+        return "whatsapp"
     if thread_id.startswith("web:"):
         return "web"
     if thread_id.isdigit():
@@ -103,6 +112,7 @@ class PlatformsApp:
     stopping: trio.Event
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
+    whatsapp: WhatsAppConnection | None = None
     web: WebServer | None = None
     web_chat: WebChat | None = None
 
@@ -118,6 +128,7 @@ async def run_platforms(
     *,
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
+    whatsapp: WhatsAppSettings | None = None,
     web: WebSettings | None = None,
     web_platform: WebPlatform | None = None,
     log: EventLog,
@@ -131,7 +142,7 @@ async def run_platforms(
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected.
     ``web_platform`` replaces the web chat's platform (tests inject failures through it)."""
-    if discord is None and telegram is None and web is None:
+    if discord is None and telegram is None and whatsapp is None and web is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -146,6 +157,10 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        if whatsapp is not None:
+            router.renderers["whatsapp"] = await stack.enter_async_context(
+                ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
+            )
         web_platform = web_platform or WebPlatform()
         if web is not None:
             router.renderers["web"] = await stack.enter_async_context(ThreadRenderers(WEB_LIMITS))
@@ -160,6 +175,7 @@ async def run_platforms(
             )
         )
         discord_bot = telegram_bot = None
+        whatsapp_connection = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
             discord_bot = await stack.enter_async_context(
@@ -171,6 +187,12 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
+        if whatsapp is not None:
+            whatsapp_connection = await stack.enter_async_context(
+                hosted_whatsapp(whatsapp, runtime)
+            )
+            router.renderers["whatsapp"].attach(whatsapp_connection.platform)
+            _log.info("WhatsApp webhook listening on %s", whatsapp_connection.webhook_url)
         web_server = web_chat = None
         if web is not None:
             web_chat = WebChat(web, web_platform, runtime, log_path=log.path)
@@ -178,7 +200,14 @@ async def run_platforms(
             stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
             web_server = await servers.start(partial(serve_web, web_chat))
         app = PlatformsApp(
-            runtime, router, trio.Event(), discord_bot, telegram_bot, web_server, web_chat
+            runtime,
+            router,
+            trio.Event(),
+            discord_bot,
+            telegram_bot,
+            whatsapp_connection,
+            web_server,
+            web_chat,
         )
         try:
             task_status.started(app)
