@@ -313,6 +313,27 @@ class SlackSettings(_Section):
         return v
 
 
+def _web_host(value: str) -> str:
+    import ipaddress
+
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
+            ) from None
+    return value
+
+
+class WebSettings(_Section):
+    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
+
+    enabled: bool = False
+    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
+    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
+
+
 class WhatsAppSettings(_Section):
     """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
     set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
@@ -472,6 +493,7 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None  # SPINDLE_SLACK_BOT_TOKEN, the usual way
     slack_app_token: SecretStr | None = None  # SPINDLE_SLACK_APP_TOKEN
     slack: SlackSettings = SlackSettings()
+    web: WebSettings = WebSettings()
     whatsapp_token: SecretStr | None = None  # SPINDLE_WHATSAPP_TOKEN, the usual way
     whatsapp_app_secret: SecretStr | None = None  # SPINDLE_WHATSAPP_APP_SECRET
     whatsapp_verify_token: SecretStr | None = None  # SPINDLE_WHATSAPP_VERIFY_TOKEN
