@@ -282,6 +282,10 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     close_run(step)  # on_agent_event then applies the table's turn_end move
 
 
+def _on_title(step: Step, ev: E.TitleChanged) -> None:
+    on_title_changed(step, ev.title)
+
+
 class AgentEventRule(NamedTuple):
     """How the core takes one type of agent event of the current run."""
 
@@ -308,14 +312,16 @@ AGENT_EVENT_RULES: dict[type[E.AgentEvent], AgentEventRule] = {
     E.QuestionAsked: AgentEventRule("agent_event", _on_request, _refuse_request),
     E.TurnCompleted: AgentEventRule("turn_end", on_turn_end, on_turn_end, any_session=True),
     E.TurnAborted: AgentEventRule("turn_end", on_turn_end, on_turn_end),
+    # Also taken outside a run (then without a phase move): see ``on_agent_event``.
+    E.TitleChanged: AgentEventRule("agent_event", _on_title, _on_title, any_session=True),
 }
 
 
 def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
     run = step.state.run
     ev = a.event
-    if isinstance(ev, E.TitleChanged):
-        # The conversation's title, not the run's: taken between turns too.
+    if isinstance(ev, E.TitleChanged) and (run is None or a.run_id != run.id):
+        # The conversation's title, not the run's: taken between turns too (no phase move).
         on_title_changed(step, ev.title)
         return
     if run is None or a.run_id != run.id:
