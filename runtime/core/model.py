@@ -58,7 +58,6 @@ class Policy(Frozen):
     allowed_roots: tuple[str, ...] = ()
     interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
     turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
-    schedule_limit: int = 20  # schedules (and wake-ups) a thread may hold at once
     verbosity: Verbosity = "all"  # what a run shows unless /verbosity says otherwise
 
 

@@ -33,7 +33,6 @@ from threadspindle.runtime.core.transition_step import (
     interrupt_run,
     move,
 )
-
 from threadspindle.runtime.core.transitions_schedule import on_title_changed
 
 STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr

@@ -29,6 +29,7 @@ __all__ = [
     "on_verbosity_set",
 ]
 
+SCHEDULE_LIMIT = 20  # schedules (and wake-ups) a thread may hold at once
 PREVIEW_CHARS = 80  # a schedule's prompt as lists and notices show it
 TITLE_CHARS = 100  # Discord's limit for a thread name
 
@@ -46,14 +47,18 @@ def _preview(text: str) -> str:
 def _notice(step: Step, key_part: str, text: str) -> None:
     """A thread notice that answers no command (the timer, the agent): keyed by the
     action, so a replay posts nothing twice."""
-    step.emit(F.PostOutput(key=f"{step.thread}/{key_part}/{step.action.action_id}", kind="notice", text=text))
+    step.emit(
+        F.PostOutput(
+            key=f"{step.thread}/{key_part}/{step.action.action_id}", kind="notice", text=text
+        )
+    )
 
 
 def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
     state = step.state
-    if len(state.schedules) >= state.policy.schedule_limit:
+    if len(state.schedules) >= SCHEDULE_LIMIT:
         text = (
-            f"This thread already has {state.policy.schedule_limit} schedules: "
+            f"This thread already has {SCHEDULE_LIMIT} schedules: "
             "/schedule cancel one first."
         )
         if a.wakeup:
@@ -98,8 +103,10 @@ def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
 def on_schedule_cancelled(step: Step, a: A.ScheduleCancelled) -> None:
     kept = tuple(s for s in step.state.schedules if s.id != a.schedule_id)
     if len(kept) == len(step.state.schedules):
-        step.refuse(f"No schedule {a.schedule_id} in this thread (see /schedule list).",
-                    "cancel of an unknown schedule")
+        step.refuse(
+            f"No schedule {a.schedule_id} in this thread (see /schedule list).",
+            "cancel of an unknown schedule",
+        )
         return
     step.set(schedules=kept)
     step.reply(f"Cancelled schedule {a.schedule_id}.")

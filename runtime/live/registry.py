@@ -34,6 +34,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import trio
@@ -46,6 +47,7 @@ from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
 from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.schedules import ScheduleTimer
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -74,6 +76,7 @@ _MADE_BY_THE_RUNTIME = (
     A.RuntimeRecovered,
     A.ThreadParked,
     A.PolicySet,
+    A.ScheduleDue,
 )
 
 
@@ -114,6 +117,8 @@ class Runtime:
         backoff: Callable[[], Backoff] = Backoff,
         enrich: Callable[[Action], Action] | None = None,
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
+        schedule_interval_s: float = 1.0,
+        timezone: tzinfo | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -138,6 +143,16 @@ class Runtime:
         # e.g. to stop the processes the thread's agent started.
         self._on_dispose = on_dispose
         self._actors: dict[str, ThreadActor] = {}
+        # Scheduled prompts: one timer for every thread (runtime/live/schedules.py).
+        self.timezone = timezone or datetime.now().astimezone().tzinfo or UTC
+        self.schedule_timer = ScheduleTimer(
+            self.snapshots,
+            self._post_timer_action,
+            clock=clock,
+            ids=self._ids,
+            tz=self.timezone,
+            interval_s=schedule_interval_s,
+        )
         self._disposing: dict[str, trio.Event] = {}
         self._channels: dict[str, str] = {}
         self._nursery: trio.Nursery | None = None
@@ -172,6 +187,9 @@ class Runtime:
         await nursery.start(self.log.run_flusher)
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
+        # After RuntimeRecovered below: a schedule that came due while Spindle was down
+        # fires once, at the timer's first scan (the policy in runtime/live/schedules.py).
+        nursery.start_soon(self._run_schedule_timer)
         for thread_id, state in self.store.snapshot().items():
             if state.run is not None or state.queue or state.blockers:
                 self.recovered.append(thread_id)
@@ -267,6 +285,16 @@ class Runtime:
                 exc,
                 extra={"thread_id": actor.thread_id, "run": "", "action": "notice"},
             )
+
+    async def _run_schedule_timer(self) -> None:
+        await trio.lowlevel.checkpoint()  # the recovery actions of _start go first
+        await self.schedule_timer.run()
+
+    def _post_timer_action(self, action: Action) -> bool:
+        if self.closed or action.thread_id in self._disposing:
+            return False  # the state keeps the schedule: a later scan posts it
+        self._post_nowait(action)
+        return True
 
     def _post_nowait(self, action: Action) -> Receipt:
         actor = self.get_or_create(action.thread_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import Transition, transition
+from threadspindle.runtime.core.transitions_schedule import SCHEDULE_LIMIT
 from threadspindle.testkit.thread_script import ThreadScript
 
 
@@ -96,10 +97,12 @@ def test_cancel_removes_a_schedule_and_an_unknown_id_is_refused():
 
 
 def test_the_schedule_limit_refuses_one_more():
-    t = Thread(schedule_limit=1).started()
-    t.do(t.s.schedule("a", 1_500.0))
-    assert "already has 1 schedules" in texts(t.do(t.s.schedule("b", 1_600.0)))[0]
-    assert len(t.state.schedules) == 1
+    t = Thread().started()
+    for i in range(SCHEDULE_LIMIT):
+        t.do(t.s.schedule(f"p{i}", 1_500.0 + i))
+    refused = texts(t.do(t.s.schedule("one more", 1_600.0)))[0]
+    assert f"already has {SCHEDULE_LIMIT} schedules" in refused
+    assert len(t.state.schedules) == SCHEDULE_LIMIT
 
 
 def test_a_user_message_cancels_the_agents_wakeup_but_not_user_schedules():
