@@ -19,6 +19,7 @@ from threadspindle.runtime.core.model import Verbosity
 from threadspindle.runtime.live.schedules import HELP, WhenError, parse_when, split_when
 
 __all__ = [
+    "LEVELS",
     "SCHEDULE_USAGE",
     "VERBOSITY_USAGE",
     "schedule_action",

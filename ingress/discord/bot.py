@@ -176,6 +176,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             return True
         return state is not None and state.conversation is not None
 
+    def now(self) -> float:
+        """The ingress clock (what a command's ``at`` is stamped with)."""
+        return self._clock()
+
     def workdir_of(self, thread_id: str) -> str | None:
         state = self._snapshot(thread_id)
         if state is not None and state.conversation is not None:

@@ -57,10 +57,7 @@ def _notice(step: Step, key_part: str, text: str) -> None:
 def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
     state = step.state
     if len(state.schedules) >= SCHEDULE_LIMIT:
-        text = (
-            f"This thread already has {SCHEDULE_LIMIT} schedules: "
-            "/schedule cancel one first."
-        )
+        text = f"This thread already has {SCHEDULE_LIMIT} schedules: /schedule cancel one first."
         if a.wakeup:
             step.record("schedule limit reached: wake-up refused", "rejected")
             _notice(step, "schedule", f"⚠ The agent's wake-up was refused. {text}")

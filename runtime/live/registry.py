@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, tzinfo
+from datetime import tzinfo
 from typing import Any
 
 import trio
@@ -47,7 +47,7 @@ from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
 from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
-from threadspindle.runtime.live.schedules import ScheduleTimer
+from threadspindle.runtime.live.schedules import ScheduleTimer, local_timezone
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -144,7 +144,7 @@ class Runtime:
         self._on_dispose = on_dispose
         self._actors: dict[str, ThreadActor] = {}
         # Scheduled prompts: one timer for every thread (runtime/live/schedules.py).
-        self.timezone = timezone or datetime.now().astimezone().tzinfo or UTC
+        self.timezone = timezone or local_timezone()
         self.schedule_timer = ScheduleTimer(
             self.snapshots,
             self._post_timer_action,

@@ -20,7 +20,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 import trio
 from croniter import CroniterBadCronError, croniter
@@ -32,6 +32,7 @@ __all__ = [
     "ScheduleTimer",
     "When",
     "WhenError",
+    "local_timezone",
     "next_due",
     "parse_when",
     "split_when",
@@ -144,6 +145,11 @@ def split_when(text: str, now: float, tz: tzinfo) -> tuple[When, str]:
             continue
         return when, " ".join(words[n:])
     raise WhenError(f"usage: /schedule <when> <prompt>. {HELP}")
+
+
+def local_timezone() -> tzinfo:
+    """The machine's time zone: what ``14:30`` and cron fields mean by default."""
+    return datetime.now().astimezone().tzinfo or UTC
 
 
 def next_due(cron: str, after: float, tz: tzinfo) -> float:
