@@ -45,10 +45,12 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
 
@@ -387,6 +389,12 @@ class TelegramIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("conversation_end", "end"):
             action = A.ConversationEnded(**common)
+        elif name == "schedule":
+            action = schedule_action(
+                common, args, author_id=str(user.id), author_name=author, tz=local_timezone()
+            )
+        elif name == "verbosity":
+            action = verbosity_action(common, args)
         else:
             raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
