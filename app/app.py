@@ -117,6 +117,8 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
+            # The agents' schedule_wakeup tool posts its wake-ups into the runtime.
+            runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
         if console_agent is None and settings.telegram_bot_token() is not None:
             # Telegram (with Discord too when it has a token): one runtime, every platform.
             from threadspindle.ingress.discord.settings import settings_from_config

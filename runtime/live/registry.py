@@ -119,6 +119,7 @@ class Runtime:
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
         schedule_interval_s: float = 1.0,
         timezone: tzinfo | None = None,
+        on_start: Callable[[Runtime], object] | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -143,6 +144,8 @@ class Runtime:
         # e.g. to stop the processes the thread's agent started.
         self._on_dispose = on_dispose
         self._actors: dict[str, ThreadActor] = {}
+        # Told the runtime once it runs (e.g. the MCP server's wake-up tool gets ``post``).
+        self._on_start = on_start
         # Scheduled prompts: one timer for every thread (runtime/live/schedules.py).
         self.timezone = timezone or local_timezone()
         self.schedule_timer = ScheduleTimer(
@@ -476,6 +479,8 @@ async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
         except BaseException:
             scope.cancel()  # else the shielded nursery would wait forever
             raise
+        if runtime._on_start is not None:
+            runtime._on_start(runtime)
         try:
             yield runtime
         finally:
