@@ -113,6 +113,12 @@ async def _serve(
         factory = AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            # A project channel's own default verbosity for the threads it opens.
+            "channel_policies": {
+                channel_id: policy.replace(verbosity=channel.verbosity)
+                for channel_id, channel in settings.discord.project_channels.items()
+                if channel.verbosity is not None
+            },
         }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)

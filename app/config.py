@@ -165,6 +165,9 @@ class ProjectChannel(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    # What runs in this channel's threads show unless /verbosity says otherwise (None: the
+    # runtime's default).
+    verbosity: Literal["text", "tools", "all"] | None = None
 
     @field_validator("agent")
     @classmethod
@@ -264,6 +267,9 @@ class RuntimeSettings(_Section):
     # runs under bubblewrap; docs/security.md says what that protects.
     agent_sandbox: Literal["none", "bwrap"] = "none"
     agent_sandbox_binary: Name = "bwrap"  # a path, or a name on PATH
+    # What a run shows in its thread unless /verbosity (or a project channel) says otherwise:
+    # "text" only the answer; "tools" plus one line per tool call; "all" everything.
+    verbosity: Literal["text", "tools", "all"] = "all"
 
     @field_validator("allowed_roots")
     @classmethod
@@ -287,6 +293,7 @@ class RuntimeSettings(_Section):
             allowed_roots=roots,
             interrupt_grace_s=self.interrupt_grace_s,
             turn_idle_timeout_s=self.turn_idle_timeout_s,
+            verbosity=self.verbosity,
         )
 
 

@@ -144,7 +144,7 @@ def _mcp_server() -> MCPServer:
             instructions=(
                 "Start, stop, restart and watch long-running processes (dev servers, "
                 "watchers) that outlive a single tool call. Processes belong to this chat "
-                "thread."
+                "thread. schedule_wakeup queues a prompt for you in this thread later."
             ),
             log_level="WARNING",
         )

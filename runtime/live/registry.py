@@ -120,6 +120,7 @@ class Runtime:
         schedule_interval_s: float = 1.0,
         timezone: tzinfo | None = None,
         on_start: Callable[[Runtime], object] | None = None,
+        channel_policies: Mapping[str, Policy] | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -146,6 +147,8 @@ class Runtime:
         self._actors: dict[str, ThreadActor] = {}
         # Told the runtime once it runs (e.g. the MCP server's wake-up tool gets ``post``).
         self._on_start = on_start
+        # A chat channel's own policy (its default verbosity) for the threads in it.
+        self._channel_policies = dict(channel_policies or {})
         # Scheduled prompts: one timer for every thread (runtime/live/schedules.py).
         self.timezone = timezone or local_timezone()
         self.schedule_timer = ScheduleTimer(
@@ -337,11 +340,17 @@ class Runtime:
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
         state = self.store.get(thread_id)
-        if self.policy is not None and state is not None and state.policy != self.policy:
+        channel = self._channels.get(thread_id)
+        policy = self._channel_policies.get(channel or "", self.policy)
+        if channel is None and policy is not None and state is not None:
+            # Woken without its channel (a schedule after a restart): keep the verbosity
+            # its channel gave it.
+            policy = policy.replace(verbosity=state.policy.verbosity)
+        if policy is not None and state is not None and state.policy != policy:
             # The configured policy goes through the log like everything else.
             actor.post_nowait(
                 PolicySet(
-                    thread_id=thread_id, action_id=self._ids(), at=self._clock(), policy=self.policy
+                    thread_id=thread_id, action_id=self._ids(), at=self._clock(), policy=policy
                 )
             )
         return actor
