@@ -124,6 +124,7 @@ class World:
         }
         self.chats: dict[int, dict[str, Any]] = {}
         self.topics: dict[int, dict[int, str]] = {}
+        self.topic_renames: list[tuple[int, int, str]] = []  # (chat, topic, name) in order
         self.messages: dict[tuple[int, int], TgMessage] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
         self.updates: list[dict[str, Any]] = []  # not confirmed yet
@@ -407,6 +408,18 @@ class World:
         service.topic = topic
         self.topics[chat_id][topic] = name
         return {"message_thread_id": topic, "name": name, "icon_color": 7322096}
+
+    def api_editForumTopic(self, params: dict[str, Any]) -> Any:  # noqa: N802
+        chat_id = self._chat(params)
+        topic = self._topic(chat_id, params)
+        if topic is None:
+            raise ApiError(400, "Bad Request: message thread not found")
+        name = str(params.get("name", ""))
+        if not 1 <= len(name) <= 128:
+            raise ApiError(400, "Bad Request: invalid forum topic name")
+        self.topics[chat_id][topic] = name
+        self.topic_renames.append((chat_id, topic, name))
+        return True
 
     def api_getChat(self, params: dict[str, Any]) -> Any:  # noqa: N802
         return self.chats[self._chat(params)]
