@@ -68,7 +68,9 @@ class Transcriber:
             async with httpx.AsyncClient(timeout=config.timeout_s) as client:
                 response = await client.post(url, headers=headers, data=data, files=files)
         except httpx.HTTPError as error:
-            raise TranscriptionFailed(f"the transcription endpoint is unreachable ({error})")
+            raise TranscriptionFailed(
+                f"the transcription endpoint is unreachable ({error})"
+            ) from None
         if response.status_code != 200:
             raise TranscriptionFailed(
                 f"the transcription endpoint answered {response.status_code}: "
