@@ -427,6 +427,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     redact(settings.telegram_bot_token())
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
+    if settings.transcription.api_key is not None:
+        redact(settings.transcription.api_key.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None
     _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
     tune_gc()  # thousands of threads' states: see runtime/live/tuning.py
