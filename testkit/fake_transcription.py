@@ -68,7 +68,8 @@ class FakeTranscription:
         audio, filename, content_type = b"", "", ""
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
-            payload = part.get_payload(decode=True) or b""
+            raw = part.get_payload(decode=True)
+            payload = raw if isinstance(raw, bytes) else b""
             if name == "file":
                 audio = payload
                 filename = part.get_filename() or ""
@@ -100,6 +101,7 @@ class FakeTranscription:
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
+                answer: dict[str, object]
                 if self.path.rstrip("/") != "/v1/audio/transcriptions":
                     status, answer = 404, {"error": {"message": "not found"}}
                 else:

@@ -253,13 +253,14 @@ class SpindleBot(CatchUpMixin, discord.Client):
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
         text = message.content
+        attachments: tuple[Attachment, ...] = ()
         voice = voice_attachment(message)
         if voice is not None:
             # The transcript is the prompt; the audio itself never reaches the agent.
             transcript = await self._transcribe(message, voice)
             if transcript is None:
                 return
-            text, attachments = transcript, ()
+            text = transcript
         else:
             try:
                 attachments = await self._attachments(message, self.workdir_of(thread_id))
@@ -376,7 +377,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
                 raise TranscriptionFailed(f"the voice message is too long ({voice.size} bytes)")
             audio = await voice.read()
             # httpx runs on trio: this handler is asyncio code inside trio-asyncio.
-            text = await trio_asyncio.trio_as_aio(transcriber.transcribe)(
+            text: str = await trio_asyncio.trio_as_aio(transcriber.transcribe)(
                 audio, voice.filename, voice.content_type
             )
         except (TranscriptionFailed, discord.HTTPException) as error:
