@@ -37,3 +37,17 @@ async def test_the_same_title_is_not_sent_again(autojump_clock) -> None:
         await renderer.apply(RenameThread(title="Same"))
         await renderer.apply(RenameThread(title="Same"))
         assert platform.titles["t1"] == ["Same"]
+
+
+async def test_the_console_shows_a_title_as_a_line(autojump_clock) -> None:
+    import io
+
+    from threadspindle.effects.console_platform import ConsolePlatform
+
+    out = io.StringIO()
+    platform = ConsolePlatform(out, rich=False, color=False)
+    async with StreamRenderer(platform, "console:main") as renderer:
+        for n in range(3):  # no rename window on a terminal: each title is shown
+            await renderer.apply(RenameThread(title=f"Title {n}"))
+    assert out.getvalue().splitlines() == [f"✎ thread title: Title {n}" for n in range(3)]
+    assert platform.titles == {"console:main": "Title 2"}
