@@ -252,21 +252,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
-        text = message.content
-        attachments: tuple[Attachment, ...] = ()
-        voice = voice_attachment(message)
-        if voice is not None:
-            # The transcript is the prompt; the audio itself never reaches the agent.
-            transcript = await self._transcribe(message, voice)
-            if transcript is None:
-                return
-            text = transcript
-        else:
-            try:
-                attachments = await self._attachments(message, self.workdir_of(thread_id))
-            except AttachmentRefused as refused:
-                await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
-                return
+        content = await self._prompt_content(message, self.workdir_of(thread_id))
+        if content is None:
+            return
+        text, attachments = content
         action = translate.message_action(
             thread_id=thread_id,
             message_id=message.id,
@@ -296,12 +285,21 @@ class SpindleBot(CatchUpMixin, discord.Client):
         each would open a thread of its own; so it is claimed before the first await)."""
         if message.id in self._forwarded:
             return False
-        suffixed = translate.split_queue_suffix(message.content, self.settings.queue_suffix)[1]
+        content = message.content
+        voice = voice_attachment(message)
+        suffixed = translate.split_queue_suffix(content, self.settings.queue_suffix)[1]
         self._remember(message.id, queued=suffixed)
         if not await self._author_allowed(message):
             self._forwarded.pop(message.id, None)
             return False
-        name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
+        if voice is not None:
+            # A voice message opens its thread with its transcript, never with the file.
+            transcript = await self._transcribe(message, voice)
+            if transcript is None:
+                self._forwarded.pop(message.id, None)
+                return False
+            content = transcript
+        name = (content.strip().splitlines() or [agent])[0][:90] or agent
         try:
             thread = await message.create_thread(name=name)
             if notice is not None:
@@ -321,7 +319,11 @@ class SpindleBot(CatchUpMixin, discord.Client):
             resolved_workdir=translate.resolve_workdir(workdir, self.settings.default_workdir),
         )
         try:
-            attachments = await self._attachments(message, start.resolved_workdir)
+            attachments = (
+                ()
+                if voice is not None
+                else await self._attachments(message, start.resolved_workdir)
+            )
         except AttachmentRefused as refused:
             # The thread is open and its conversation starts; only the prompt is refused.
             await emit(IngressItem((start,), channel_id=str(message.channel.id)))
@@ -332,7 +334,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
             message_id=message.id,
             author_id=message.author.id,
             author_name=message.author.display_name,
-            text=message.content,
+            text=content,
             at=self._clock(),
             attachments=attachments,
             suffix=self.settings.queue_suffix,
@@ -354,6 +356,22 @@ class SpindleBot(CatchUpMixin, discord.Client):
         return await take_attachments(
             message.attachments, message_id=message.id, workdir=workdir, limits=limits
         )
+
+    async def _prompt_content(
+        self, message: discord.Message, workdir: str | None
+    ) -> tuple[str, tuple[Attachment, ...]] | None:
+        """What a message in a conversation's thread prompts: its text and attachments, or
+        a voice message's transcript (the audio itself never reaches the agent); None when
+        it is not sent to the agent (the user was told why)."""
+        voice = voice_attachment(message)
+        if voice is not None:
+            transcript = await self._transcribe(message, voice)
+            return None if transcript is None else (transcript, ())
+        try:
+            return message.content, await self._attachments(message, workdir)
+        except AttachmentRefused as refused:
+            await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+            return None
 
     async def _transcribe(self, message: discord.Message, voice: discord.Attachment) -> str | None:
         """The thread shows "🎤 Transcribing…", then the transcript (or why there is

@@ -259,9 +259,12 @@ class TelegramIngress:
                 where = thread_id or telegram_thread_id(chat.id)
                 await self._say(where, str(refused), reply_to=message.message_id)
             return
-        if voice is not None and thread_id is not None and self._has_conversation(thread_id):
+        in_conversation = thread_id is not None and self._has_conversation(thread_id)
+        project = self.settings.project_group(chat.id) if thread_id is None else None
+        if voice is not None and (in_conversation or project is not None):
             # The transcript is the prompt; the audio itself never reaches the agent.
-            transcript = await self._transcribe(message, thread_id, voice)
+            where = thread_id or telegram_thread_id(chat.id)
+            transcript = await self._transcribe(message, where, voice)
             if transcript is None:
                 return
             text = transcript

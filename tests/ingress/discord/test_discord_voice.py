@@ -78,3 +78,22 @@ async def test_without_transcription_or_when_it_fails_nothing_reaches_the_agent(
             )
             assert "503: whisper is overloaded" in failed[0]
             assert stack.agents.delivered == []
+
+
+async def test_a_voice_message_in_a_project_channel_opens_its_thread_with_the_transcript(
+    world: World, tmp_path: Path
+) -> None:
+    with FakeTranscription() as speech:
+        async with discord_stack(world, tmp_path, transcription=_config(speech)) as stack:
+            before = set(world.fake.threads(world.project_channel))
+            world.fake.send_voice_message(
+                world.project_channel, world.alice, b"SPEECH:rename the config loader"
+            )
+            opened = await wait_for(
+                lambda: set(world.fake.threads(world.project_channel)) - before
+            )
+            thread = opened.pop()
+            await stack.until_footers(thread, 1)
+            assert [t for _, t in stack.agents.delivered] == ["rename the config loader"]
+            assert world.fake.world.channels[thread].name == "rename the config loader"
+            assert not (Path(world.workdir) / ".spindle").exists()  # the audio is not saved

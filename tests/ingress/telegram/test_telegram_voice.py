@@ -50,3 +50,18 @@ async def test_without_transcription_a_voice_note_is_answered_not_sent(
             lambda: [m.text for m in tg.bot_messages(thread) if "need a transcription" in m.text]
         )
         assert stack.agents.delivered == []
+
+
+async def test_a_voice_note_in_a_project_group_opens_a_topic_with_the_transcript(
+    tg: TelegramWorld, tmp_path: Path
+) -> None:
+    from threadspindle.effects.telegram_platform import telegram_thread_id
+
+    with FakeTranscription() as speech:
+        async with telegram_stack(tg, tmp_path, transcription=_config(speech)) as stack:
+            before = set(tg.fake.topics(tg.project))
+            tg.voice(telegram_thread_id(tg.project), b"SPEECH:tidy the README")
+            topics = await wait_for(lambda: set(tg.fake.topics(tg.project)) - before)
+            topic = topics.pop()
+            assert tg.fake.topics(tg.project)[topic] == "tidy the README"
+            await wait_for(lambda: [t for _, t in stack.agents.delivered] == ["tidy the README"])
