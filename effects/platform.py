@@ -36,6 +36,11 @@ class PlatformLimits(Frozen):
     # 2 per 10 minutes per thread); more are coalesced to the latest title.
     renames_per_window: int = 2
     rename_window_s: float = 600.0
+    # Consecutive streamed text, tool cards and thinking may share one message (a platform
+    # without edits, WhatsApp): what is ready waits until ``min_edit_interval_s`` has
+    # passed since the channel's last send and goes out joined, so a busy run is a few
+    # messages, not one per step. Prompts, notices and footers always stand alone.
+    joins_messages: bool = False
 
 
 class SelectMenu(Frozen):

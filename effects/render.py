@@ -173,6 +173,7 @@ class StreamRenderer:
             append_only=append_only,
             wrap_links=not append_only if wrap_links is None else wrap_links,
             close_live_fences=not append_only if close_live_fences is None else close_live_fences,
+            clock=clock,
         )
         self._titles = TitlePacer(self._retrying, channel_id, clock=clock)
         self._lock = trio.Lock()
