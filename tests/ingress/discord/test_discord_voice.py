@@ -89,9 +89,7 @@ async def test_a_voice_message_in_a_project_channel_opens_its_thread_with_the_tr
             world.fake.send_voice_message(
                 world.project_channel, world.alice, b"SPEECH:rename the config loader"
             )
-            opened = await wait_for(
-                lambda: set(world.fake.threads(world.project_channel)) - before
-            )
+            opened = await wait_for(lambda: set(world.fake.threads(world.project_channel)) - before)
             thread = opened.pop()
             await stack.until_footers(thread, 1)
             assert [t for _, t in stack.agents.delivered] == ["rename the config loader"]
