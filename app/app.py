@@ -125,12 +125,9 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
-<<<<<<< HEAD
             # The agents' schedule_wakeup tool posts its wake-ups into the runtime.
             runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
-=======
         web = _web_settings(settings, args) if console_agent is None else None
->>>>>>> main
         if console_agent is None and (
             settings.telegram_bot_token() is not None
             or settings.whatsapp_configured()
