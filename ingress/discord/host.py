@@ -32,6 +32,7 @@ import trio_asyncio
 import yarl
 
 from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.request_budget import DISCORD_BUDGET
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
@@ -182,7 +183,10 @@ async def run_discord_runtime(
     interrupting it, so runs are closed and the last edits made before the client goes."""
     # Read before the runtime logs anything: when the previous process last did something.
     last_alive = log.last_action_at()
-    async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
+    async with (
+        trio_asyncio.open_loop(),
+        DiscordRenderers(limits, budget=DISCORD_BUDGET) as renderers,
+    ):
         async with open_runtime(
             log=log,
             renderer_factory=renderers.renderer,
