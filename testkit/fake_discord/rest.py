@@ -4,7 +4,8 @@ fault injection (429 with Retry-After, 5xx) on chosen calls.
 Answers carry ``Content-Type: application/json`` exactly, as discord.py's
 ``json_or_text`` insists. A 429 carries a ``Via`` header (discord.py treats a 429 without
 one as a Cloudflare ban) and ``retry_after`` in its body, so discord.py's own rate limiter
-sleeps and retries it.
+sleeps and retries it. With ``discord_limits`` (``fake_discord.limits``, opt-in) it enforces
+Discord's global limit and per-route buckets as Discord documents them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from threadspindle.testkit.fake_discord.gateway import Gateway
+from threadspindle.testkit.fake_discord.limits import DiscordRateLimits
 from threadspindle.testkit.fake_discord.store import (
     HAS_THREAD,
     PUBLIC_THREAD,
@@ -118,6 +120,7 @@ class RestApi:
         self.calls: list[RestCall] = []
         self.faults: list[Fault] = []
         self.rate_limits: list[RateLimit] = []
+        self.discord_limits: DiscordRateLimits | None = None  # Discord's documented limits
         self._nonces: dict[tuple[int, str], int] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         route = self._add
@@ -187,10 +190,15 @@ class RestApi:
             headers, retry_after = limit.take(path, time.time())
             if retry_after is not None:
                 break
+        if fault is None and retry_after is None and self.discord_limits is not None:
+            headers, retry_after = self.discord_limits.check(method, path, time.time())
         if fault is not None:
             response = self._fault_response(fault)
         elif retry_after is not None:
-            response = self._fault_response(Fault(429, retry_after=retry_after))
+            is_global = headers.get("X-RateLimit-Global") == "true"
+            response = self._fault_response(
+                Fault(429, retry_after=retry_after), global_limit=is_global
+            )
             response.headers.update(headers)
         else:
             response = await self._route(request, method, path)
@@ -210,12 +218,12 @@ class RestApi:
         return None
 
     @staticmethod
-    def _fault_response(fault: Fault) -> web.Response:
+    def _fault_response(fault: Fault, *, global_limit: bool = False) -> web.Response:
         if fault.status == 429:
             body = {
                 "message": "You are being rate limited.",
-                "retry_after": fault.retry_after,
-                "global": False,
+                "retry_after": round(fault.retry_after, 3),
+                "global": global_limit,
             }
             headers = {"Retry-After": str(fault.retry_after), "Via": "1.1 fake-discord"}
             return json_response(body, 429, headers)
