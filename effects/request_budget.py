@@ -13,6 +13,8 @@ token per attempt). What it keeps:
   burst inside the server's window. A token spent here comes back ``window_s +
   margin_s`` later (a sliding window log), so any window of the server's length holds at
   most ``requests`` of ours, whatever its phase; ``margin_s`` covers the network's jitter.
+- **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
+  interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
   the chat a forum topic is in; ``scope_of``), e.g. 5 edits per 5 s per channel.
 - **Priorities.** ``Priority.URGENT`` (command replies, permission and question prompts and
@@ -87,12 +89,18 @@ class BudgetLimits(Frozen):
     margin_s: float = 0.05  # added to every window: jitter between our clock and the server's
     reserve: int = 2  # tokens of a window each lower class leaves to the one above it
     channel_rules: tuple[ChannelRule, ...] = ()
+    # Kinds the platform does not count against the global limit (Discord: interaction
+    # followups, our replies to slash commands); their channel rules still apply.
+    global_exempt: tuple[str, ...] = ()
 
 
-# Discord: 50 requests/s per bot; per channel 5 message sends and 5 edits per 5 s.
+# Discord: 50 requests/s per bot; per channel 5 message sends and 5 edits per 5 s;
+# interaction endpoints (a slash command's reply) are outside the global limit. The few
+# calls ingress makes itself are not counted here: 48 leaves them 2 a second.
 DISCORD_BUDGET = BudgetLimits(
-    requests=50,
+    requests=48,
     window_s=1.0,
+    global_exempt=("reply",),
     channel_rules=(
         ChannelRule(kinds=("send",), limit=5, per_s=5.0),
         ChannelRule(kinds=("edit",), limit=5, per_s=5.0),
@@ -192,6 +200,7 @@ class RequestBudget:
         self._scope_of = scope_of
         self._clock = clock
         self._global = _Window(limits.requests, limits.window_s + limits.margin_s)
+        self._exempt = frozenset(limits.global_exempt)
         self._rules: dict[str, list[ChannelRule]] = {}  # kind -> the rules that count it
         for rule in limits.channel_rules:
             for kind in rule.kinds:
@@ -255,7 +264,8 @@ class RequestBudget:
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
         """Give back a token that was not used (the edit had nothing new to show)."""
         scope, group = self._scope_of(channel_id)
-        self._global.give_back()
+        if kind not in self._exempt:
+            self._global.give_back()
         for window in self._channel_windows(scope, group, kind):
             window.give_back()
         self._granted[priority] -= 1
@@ -331,11 +341,12 @@ class RequestBudget:
             served: list[str] = []
             starved = False
             for channel, waiters in queue.items():
-                global_at = self._global.free_at(now, spare)
+                waiter = waiters[0]
+                exempt = waiter.kind in self._exempt
+                global_at = now if exempt else self._global.free_at(now, spare)
                 if global_at > now:
                     wake, starved = min(wake, global_at), True
                     break
-                waiter = waiters[0]
                 ready = self._channel_free_at(waiter.scope, waiter.group, waiter.kind, now)
                 if ready > now:
                     wake = min(wake, ready)  # its own channel holds it: the others go
@@ -370,7 +381,8 @@ class RequestBudget:
                 del queue[waiter.channel]
 
     def _take(self, scope: str, group: bool, kind: str, now: float) -> None:
-        self._global.take(now)
+        if kind not in self._exempt:
+            self._global.take(now)
         for window in self._channel_windows(scope, group, kind):
             window.take(now)
 

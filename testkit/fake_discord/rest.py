@@ -121,6 +121,9 @@ class RestApi:
         self.faults: list[Fault] = []
         self.rate_limits: list[RateLimit] = []
         self.discord_limits: DiscordRateLimits | None = None  # Discord's documented limits
+        # (time, channel id, message id, content) of each bot message posted or edited,
+        # when a benchmark asks for it (``FakeDiscord.record_contents``).
+        self.content_log: list[tuple[float, int, int, str]] | None = None
         self._nonces: dict[tuple[int, str], int] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         route = self._add
@@ -350,6 +353,8 @@ class RestApi:
             message.reply_to = int(reference["message_id"])
         if nonce is not None:
             self._nonces[(channel_id, str(nonce))] = message.id
+        if self.content_log is not None:
+            self.content_log.append((time.time(), channel_id, message.id, message.content))
         self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
         return json_response(message.payload(self.world))
 
@@ -401,6 +406,9 @@ class RestApi:
             message.flags = int(body["flags"]) | (message.flags & EPHEMERAL)
         message.edited_at = time.time()
         message.edits += 1
+        if self.content_log is not None:
+            entry = (message.edited_at, message.channel_id, message.id, message.content)
+            self.content_log.append(entry)
         if not message.ephemeral:
             self.gateway.dispatch("MESSAGE_UPDATE", message.gateway_payload(self.world))
 
@@ -582,6 +590,7 @@ class RestApi:
         else:
             message = self._bot_message(interaction, body, ephemeral=ephemeral)
         interaction.followup_ids.append(message.id)
+        interaction.followed_up_at.append(time.time())
         if not message.ephemeral:
             self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
         return json_response(message.payload(self.world))

@@ -446,6 +446,18 @@ class FakeDiscord:
 
         return self._call(install)
 
+    def record_contents(self) -> None:
+        """From now on, keep (time, channel, message, content) of every bot message posted
+        or edited (``contents``): what a reader saw, and when."""
+
+        def start() -> None:
+            self.rest.content_log = []
+
+        self._call(start)
+
+    def contents(self) -> list[tuple[float, int, int, str]]:
+        return self._call(lambda: list(self.rest.content_log or []))
+
     def rate_limit_statistics(self) -> dict[str, int]:
         """Requests seen by the enforced limits and the 429s sent, by scope."""
 

@@ -166,13 +166,14 @@ async def discord_stack(
     *,
     limits: PlatformLimits | None = None,
     budget: BudgetLimits = DISCORD_BUDGET,
+    agents: FakeAgentWorld | None = None,
     queue_limit: int = 50,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """The production wiring (``run_discord_runtime``) with the fake agent, on a log in
     ``tmp_path`` (the same path again: a restart); ``limits`` for the renderers, ``budget``
-    the request budget they share."""
-    agents = FakeAgentWorld(script=SCRIPT)
+    the request budget they share; ``agents`` instead of the fake agent with ``SCRIPT``."""
+    agents = agents or FakeAgentWorld(script=SCRIPT)
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:
