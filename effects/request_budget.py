@@ -10,9 +10,12 @@ token per attempt). What it keeps:
 
 - **Windows, not a refilling bucket.** Discord counts requests in fixed windows whose
   phase we cannot see; a token bucket that refills continuously would spend a second
-  burst inside the server's window. A token spent here comes back ``window_s +
-  margin_s`` later (a sliding window log), so any window of the server's length holds at
-  most ``requests`` of ours, whatever its phase; ``margin_s`` covers the network's jitter.
+  burst inside the server's window. A token is held from its grant until its request
+  *completed* (``release``), and comes back ``window_s + margin_s`` after that (a sliding
+  window log of completions). A request reaches the server between its grant and its
+  completion, so any window of the server's length holds at most ``requests`` of ours,
+  whatever its phase and however long a request took to leave a busy process (granted
+  tokens used seconds later, in a burst, would otherwise overrun the server's window).
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -139,7 +142,7 @@ class BudgetStatistics(Frozen):
     max_wait_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the longest wait, by class
     holds: int = 0  # 429s reported (``hold``)
     held_until: float = -math.inf  # no grant before this (a global 429)
-    in_window: int = 0  # tokens spent in the current window
+    in_window: int = 0  # tokens held: requests in flight and completed within a window
     observed: int = 0  # rules resized from the platform's rate-limit headers
 
 
@@ -156,33 +159,42 @@ class _Waiter:
 
 
 class _Window:
-    """At most ``limit`` grants in any ``span`` seconds: the times of the recent ones."""
+    """At most ``limit`` tokens held at once, a token being held from its grant until
+    ``span`` seconds after its request completed: the requests in flight and the
+    completion times of the recent ones."""
 
-    __slots__ = ("limit", "span", "times")
+    __slots__ = ("flying", "limit", "span", "times")
 
     def __init__(self, limit: int, span: float) -> None:
         self.limit = limit
         self.span = span
+        self.flying = 0
         self.times: deque[float] = deque()
 
     def free_at(self, now: float, spare: int = 0) -> float:
-        """When a grant leaves ``spare`` tokens of the window unspent (``now``: at once)."""
+        """When a grant leaves ``spare`` tokens unspent (``now``: at once; ``inf``: not
+        before a request in flight completes)."""
         times = self.times
         while times and times[0] <= now - self.span:
             times.popleft()
-        over = len(times) + spare - self.limit
+        over = self.flying + len(times) + spare - self.limit
         if over < 0:
             return now
         if over >= len(times):
-            return math.inf  # the spare alone fills the window
+            return math.inf  # only a completion can make room
         return times[over] + self.span
 
-    def take(self, now: float) -> None:
-        self.times.append(now)
+    def take(self) -> None:
+        self.flying += 1
+
+    def complete(self, now: float) -> None:
+        if self.flying > 0:
+            self.flying -= 1
+            self.times.append(now)
 
     def give_back(self) -> None:
-        if self.times:
-            self.times.pop()
+        if self.flying > 0:
+            self.flying -= 1
 
 
 class RequestBudget:
@@ -224,7 +236,8 @@ class RequestBudget:
     # -- asking ------------------------------------------------------------------------------
 
     async def acquire(self, priority: Priority, channel_id: str, kind: CallKind) -> None:
-        """Wait for a token for one ``kind`` call in ``channel_id`` (spent once granted)."""
+        """Wait for a token for one ``kind`` call in ``channel_id``. The caller makes the
+        call and then must ``release`` the token (or ``refund`` it, unused)."""
         scope, group = self._scope_of(channel_id)
         now = self._clock()
         waiter = _Waiter(priority, channel_id, scope, group, kind, now)
@@ -245,7 +258,8 @@ class RequestBudget:
             raise
 
     def try_acquire(self, channel_id: str, kind: CallKind = "typing") -> bool:
-        """A token now if one is to spare (nobody waiting, a reserve left): typing."""
+        """A token now if one is to spare (nobody waiting, a reserve left): typing.
+        ``release`` it after the call, as one from ``acquire``."""
         now = self._clock()
         scope, group = self._scope_of(channel_id)
         spare = (len(Priority)) * self.limits.reserve
@@ -255,11 +269,22 @@ class RequestBudget:
             and self._global.free_at(now, spare) <= now
             and self._channel_free_at(scope, group, kind, now) <= now
         ):
-            self._take(scope, group, kind, now)
+            self._take(scope, group, kind)
             self._typing_granted += 1
             return True
         self._typing_refused += 1
         return False
+
+    def release(self, channel_id: str, kind: CallKind) -> None:
+        """The request of a granted token completed (answered or failed): the token comes
+        back one window from now."""
+        scope, group = self._scope_of(channel_id)
+        now = self._clock()
+        if kind not in self._exempt:
+            self._global.complete(now)
+        for window in self._channel_windows(scope, group, kind):
+            window.complete(now)
+        self._changed.set()
 
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
         """Give back a token that was not used (the edit had nothing new to show)."""
@@ -364,7 +389,7 @@ class RequestBudget:
         return wake, granted
 
     def _grant(self, waiter: _Waiter, now: float) -> None:
-        self._take(waiter.scope, waiter.group, waiter.kind, now)
+        self._take(waiter.scope, waiter.group, waiter.kind)
         waiter.granted = True
         self._waiting[waiter.priority] -= 1
         self._granted[waiter.priority] += 1
@@ -380,11 +405,11 @@ class RequestBudget:
             if not waiters:
                 del queue[waiter.channel]
 
-    def _take(self, scope: str, group: bool, kind: str, now: float) -> None:
+    def _take(self, scope: str, group: bool, kind: str) -> None:
         if kind not in self._exempt:
-            self._global.take(now)
+            self._global.take()
         for window in self._channel_windows(scope, group, kind):
-            window.take(now)
+            window.take()
 
     def _channel_windows(self, scope: str, group: bool, kind: str) -> list[_Window]:
         windows = []
@@ -414,7 +439,8 @@ class RequestBudget:
         """Drop the windows of channels with nothing in them (bounded memory)."""
         now = self._clock()
         for key, window in list(self._windows.items()):
-            if window.free_at(now) <= now and not window.times and key not in self._learned:
+            window.free_at(now)  # drops the expired completions
+            if not window.times and not window.flying and key not in self._learned:
                 del self._windows[key]
 
     # -- statistics ---------------------------------------------------------------------------
@@ -433,6 +459,6 @@ class RequestBudget:
             max_wait_s=(self._max_wait[0], self._max_wait[1], self._max_wait[2]),
             holds=self._hold_count,
             held_until=self._held_until,
-            in_window=len(self._global.times),
+            in_window=len(self._global.times) + self._global.flying,
             observed=self._observed,
         )

@@ -26,7 +26,8 @@ shared by the renderers of its channels) every attempt first waits for a token o
 call's priority (a reply ``URGENT``, a send ``POST`` or, with buttons, ``URGENT``, an edit
 ``EDIT`` unless told otherwise), a typing call is made only with a token to spare
 (``typing_skipped``), and a 429 holds the budget (the channel's kind, or everything for a
-global one) for its ``retry_after``. ``prepaid``: the caller already holds the first
+global one) for its ``retry_after``; each attempt's token is released when it is
+answered (``RequestBudget.release``). ``prepaid``: the caller already holds the first
 attempt's token (an edit waits for its token before it reads its text; ``refund`` gives
 one back unused). Without a budget it calls at once, as before.
 """
@@ -154,7 +155,8 @@ class RetryingPlatform:
     async def typing(self, channel_id: str) -> None:
         """One attempt, if the budget has a token to spare (see the module docstring); a
         failure is raised and counted."""
-        if self.budget is not None and not self.budget.try_acquire(channel_id, "typing"):
+        budget = self.budget
+        if budget is not None and not budget.try_acquire(channel_id, "typing"):
             self._typing_skipped += 1
             return
         self._attempts += 1
@@ -163,6 +165,9 @@ class RetryingPlatform:
         except PlatformError:
             self._gave_up += 1
             raise
+        finally:
+            if budget is not None:
+                budget.release(channel_id, "typing")
 
     async def reply(
         self,
@@ -203,7 +208,11 @@ class RetryingPlatform:
             prepaid = False
             self._attempts += 1
             try:
-                return await call()
+                try:
+                    return await call()
+                finally:
+                    if budget is not None:
+                        budget.release(channel_id, kind)  # answered or not, it went out
             except PlatformError as error:
                 if error.retry_after is not None and budget is not None:
                     # Every thread of the connection waits it out, not only this call.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import trio
 
 from threadspindle.effects.platform import PlatformError
-from threadspindle.effects.request_budget import BudgetLimits, ChannelRule
+from threadspindle.effects.request_budget import BudgetLimits, ChannelRule, Priority
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
@@ -122,7 +122,8 @@ async def test_a_waiting_edit_coalesces_every_delta_into_one_call_with_the_lates
         await renderer.apply(PostOutput(key="k", kind="text", text="start "))
         await trio.sleep(1)  # the first message is sent
         for n in range(7):  # spend the whole window: the edit must wait for the next one
-            await budget.acquire(0, f"other{n}", "reply")  # type: ignore[arg-type]
+            await budget.acquire(Priority.URGENT, f"other{n}", "reply")
+            budget.release(f"other{n}", "reply")  # a call that took no time
         await renderer.apply(AppendOutput(key="k", seq=1, text="one "))
         await trio.sleep(0.6)  # its edit is due and waiting for a token
         assert budget.statistics().waiting_by_priority[2] == 1
@@ -146,7 +147,8 @@ async def test_a_reply_and_a_prompt_do_not_wait_behind_their_threads_edits(
         await renderer.apply(PostOutput(key="k", kind="text", text="start "))
         await trio.sleep(1)
         for n in range(8):  # every token the edits may take, and more
-            await budget.acquire(0, f"other{n}", "reply")  # type: ignore[arg-type]
+            await budget.acquire(Priority.URGENT, f"other{n}", "reply")
+            budget.release(f"other{n}", "reply")  # a call that took no time
         await renderer.apply(AppendOutput(key="k", seq=1, text="more "))
         await trio.sleep(0.6)
         assert budget.statistics().waiting_by_priority[2] == 1  # the edit waits, unlocked
@@ -170,7 +172,8 @@ async def test_typing_is_skipped_when_the_budget_has_no_token_to_spare(
         assert budget is not None
         renderer = renderers.renderer("t")
         for n in range(10):
-            await budget.acquire(0, f"other{n}", "reply")  # type: ignore[arg-type]
+            await budget.acquire(Priority.URGENT, f"other{n}", "reply")
+            budget.release(f"other{n}", "reply")  # a call that took no time
         await renderer.apply(Typing(on=True))
         assert platform.count("typing") == 0
         assert renderer.statistics().typing_skipped == 1

@@ -54,14 +54,18 @@ class Grants:
         channel: str,
         priority: Priority = Priority.EDIT,
         kind: CallKind = "edit",
+        latency: float = 0.0,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Use with ``await nursery.start(...)``: it is in line before ``start`` returns
-        (trio runs tasks started with ``start_soon`` in no promised order)."""
+        (trio runs tasks started with ``start_soon`` in no promised order). The "request"
+        takes ``latency`` seconds, then its token is released."""
         task_status.started()
         await budget.acquire(priority, channel, kind)
         self.log.append((label, trio.current_time()))
+        await trio.sleep(latency)
+        budget.release(channel, kind)
 
     def labels(self) -> list[str]:
         return [label for label, _ in self.log]
@@ -194,6 +198,8 @@ async def test_typing_only_with_a_token_to_spare(
     assert budget.try_acquire("c")  # 5 tokens, 3 kept as reserve: 2 for typing
     assert budget.try_acquire("c")
     assert not budget.try_acquire("c")
+    budget.release("c", "typing")
+    budget.release("c", "typing")
     grants = Grants()
     async with trio.open_nursery() as nursery:
         for n in range(8):
@@ -203,6 +209,7 @@ async def test_typing_only_with_a_token_to_spare(
         assert not budget.try_acquire("c")  # someone waits: typing never goes first
     await trio.sleep(2)
     assert budget.try_acquire("c")
+    budget.release("c", "typing")
     stats = budget.statistics()
     assert (stats.typing_granted, stats.typing_refused) == (3, 2)
 
@@ -249,15 +256,31 @@ async def test_a_refunded_token_goes_to_the_next_waiter(
 ) -> None:
     grants = Grants()
     async with trio.open_nursery() as nursery:
-        for n in range(4):
-            await nursery.start(grants.ask, budget, f"e{n}", f"c{n}")
+        for n in range(3):  # granted, and never used
+            await budget.acquire(Priority.EDIT, f"c{n}", "edit")
+        await nursery.start(grants.ask, budget, "e3", "c3")
         await trio.sleep(0.1)
-        assert len(grants.log) == 3
+        assert grants.log == []
         budget.refund("c0", "edit", Priority.EDIT)
         await trio.sleep(0.01)
         assert grants.at("e3") == pytest.approx(0.1)
     stats = budget.statistics()
     assert (stats.refunded, stats.granted) == (1, 3)
+
+
+async def test_a_token_is_held_until_its_request_completes_and_a_window_after(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    """A request that leaves late (a busy process) or takes long still counts: its token
+    comes back one window after it completed, not after it was granted."""
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(3):  # the EDIT share of the window, each request taking 4 s
+            await nursery.start(grants.ask, budget, f"slow{n}", f"c{n}", Priority.EDIT, "edit", 4.0)
+        await nursery.start(grants.ask, budget, "next", "c9")
+        await trio.sleep(0.1)
+        assert budget.statistics().in_window == 3
+    assert grants.at("next") == pytest.approx(5.0)  # completed at 4, back at 5
 
 
 async def test_a_cancelled_waiter_leaves_the_line_and_spends_nothing(
