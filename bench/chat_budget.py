@@ -17,11 +17,15 @@ prompt on; setting the threads up is not measured):
   per thread its worst word; the worst thread (target ≤ 5 s);
 - requests: all REST calls in the measured window, their rate, the most in any 1 s
   (global-limited calls only) against Discord's 50;
-- final text: every thread's answer message reads exactly ``w0 … w{DELTAS-1}``.
+- final text: every thread's answer message reads exactly ``w0 … w{DELTAS-1}``;
+- the process itself: its CPU time over the run's wall time, how late trio woke a task
+  sleeping 0.1 s (the event loop's lag), and the machine's load average: on a shared
+  machine a starved process delays everything above, whatever the budget does.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
 import time
@@ -148,6 +152,16 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
             for thread in ids:
                 await trio.to_thread.run_sync(fake.send_message, thread, world.alice, "go")
             commands: list[tuple[int, float]] = []
+            loop_lag: list[float] = []
+            load_before = os.getloadavg()
+            cpu_before = time.process_time()
+            done = trio.Event()
+
+            async def watch_the_loop() -> None:
+                while not done.is_set():
+                    asked = trio.current_time()
+                    await trio.sleep(0.1)
+                    loop_lag.append(trio.current_time() - asked - 0.1)
 
             async def status_later(thread: int, delay: float) -> None:
                 await trio.sleep(delay)
@@ -157,13 +171,18 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
                 )
                 commands.append((iid, asked))
 
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as watcher:
+                watcher.start_soon(watch_the_loop)
+                async with trio.open_nursery() as nursery:
+                    for thread in ids:
+                        delay = rng.uniform(1.0, spread_s + stream_s - 1.0)
+                        nursery.start_soon(status_later, thread, delay)
                 for thread in ids:
-                    delay = rng.uniform(1.0, spread_s + stream_s - 1.0)
-                    nursery.start_soon(status_later, thread, delay)
-            for thread in ids:
-                await stack.until_footers(thread, 1, timeout=300)
-            ended = time.time()
+                    await stack.until_footers(thread, 1, timeout=300)
+                ended = time.time()
+                done.set()
+            cpu = time.process_time() - cpu_before
+            load_after = os.getloadavg()
             budget = stack.renderers.budget
             budget_stats = budget.statistics() if budget is not None else None
             calls = fake.rest_calls()[calls_before:]
@@ -234,6 +253,11 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
         "median_thread_worst_lag_s": round(percentile(list(worst.values()), 50), 2),
         "final_texts_wrong": len(wrong),
         "limits_requests_seen": limits.requests,
+        "process_cpu_share": round(cpu / elapsed, 2),
+        "loop_lag_p50_s": round(percentile(loop_lag, 50), 3),
+        "loop_lag_p99_s": round(percentile(loop_lag, 99), 3),
+        "load_average_before": [round(x, 1) for x in load_before],
+        "load_average_after": [round(x, 1) for x in load_after],
     }
     if budget_stats is not None:
         result["budget"] = {
@@ -248,14 +272,18 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
 
 
 def run(quick: bool = False) -> dict:
-    threads, deltas, spread = (10, 60, 1.0) if quick else (200, 320, 5.0)
-    with tempfile.TemporaryDirectory() as tmp:
-        result = trio.run(_measure, threads, deltas, spread, tmp)
-    print(
-        f"   {threads} threads: 429s {result['responses_429']}, reply p99 "
-        f"{result['reply_p99_s']} s, worst thread lag {result['worst_thread_lag_s']} s, "
-        f"{result['requests_per_s']} req/s (max {result['max_requests_in_1s']} in 1 s), "
-        f"wrong final texts {result['final_texts_wrong']}",
-        flush=True,
-    )
-    return {f"{threads}_threads": result}
+    sizes = [(10, 60, 1.0)] if quick else [(50, 320, 5.0), (200, 320, 5.0)]
+    results = {}
+    for threads, deltas, spread in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = trio.run(_measure, threads, deltas, spread, tmp)
+        print(
+            f"   {threads} threads: 429s {result['responses_429']}, reply p99 "
+            f"{result['reply_p99_s']} s, worst thread lag {result['worst_thread_lag_s']} s, "
+            f"{result['requests_per_s']} req/s (max {result['max_requests_in_1s']} in 1 s), "
+            f"wrong final texts {result['final_texts_wrong']}, CPU share "
+            f"{result['process_cpu_share']}, loop lag p99 {result['loop_lag_p99_s']} s",
+            flush=True,
+        )
+        results[f"{threads}_threads"] = result
+    return results

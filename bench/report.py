@@ -468,6 +468,18 @@ def _chat_budget_section(budget: Any) -> list[str]:
                 v.get("final_texts_wrong"),
             ]
         )
+    process_rows = [
+        [
+            v.get("threads"),
+            v.get("process_cpu_share"),
+            v.get("loop_lag_p50_s"),
+            v.get("loop_lag_p99_s"),
+            ", ".join(str(x) for x in v.get("load_average_before", [])),
+            ", ".join(str(x) for x in v.get("load_average_after", [])),
+        ]
+        for v in budget.values()
+        if isinstance(v, dict)
+    ]
     budget_rows = [
         [
             v.get("threads"),
@@ -525,6 +537,22 @@ def _chat_budget_section(budget: Any) -> list[str]:
                 "typing skipped",
             ],
             budget_rows,
+        ),
+        "",
+        "The process during the run: its CPU time over the wall time, how late trio woke a "
+        "task that slept 0.1 s, and the machine's load average (2 cores): a starved process "
+        "delays replies and edits whatever the budget grants.",
+        "",
+        _table(
+            [
+                "threads",
+                "CPU share",
+                "loop lag p50 s",
+                "loop lag p99 s",
+                "load before",
+                "load after",
+            ],
+            process_rows,
         ),
         "",
     ]
