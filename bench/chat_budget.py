@@ -11,7 +11,9 @@ gets one ``/status`` at a random moment. Measured (the limits are enforced from 
 prompt on; setting the threads up is not measured):
 
 - 429 responses the fake sent (target: none);
-- a command's reply: ``/status`` issued → its followup arriving at the fake (p99 ≤ 1 s);
+- a command's reply: ``/status`` issued → its followup arriving at the fake (p99 ≤ 1 s),
+  split at the bot's deferral of the interaction (before it: the gateway, discord.py and
+  ingress; after it: the runtime, the thread's chat lane, its renderer and the budget);
 - visible-text lag: for every word, the time from the agent emitting it to the first
   moment the thread's message showed it (from the fake's log of every post and edit);
   per thread its worst word; the worst thread (target ≤ 5 s);
@@ -188,10 +190,15 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
             calls = fake.rest_calls()[calls_before:]
             contents = fake.contents()
             messages = {thread: fake.messages(thread) for thread in ids}
-            replies = []
+            replies, acks, after_ack = [], [], []
             for iid, asked in commands:
-                answered = fake.interaction(iid).followed_up_at
+                interaction = fake.interaction(iid)
+                answered = interaction.followed_up_at
                 replies.append(answered[0] - asked if answered else None)
+                if interaction.acknowledged_at is not None:
+                    acks.append(interaction.acknowledged_at - asked)
+                    if answered:
+                        after_ack.append(answered[0] - interaction.acknowledged_at)
             limit_stats = fake.rate_limit_statistics()
     # -- what a reader saw -------------------------------------------------------------------
     by_thread: dict[int, list[tuple[float, int]]] = {}
@@ -247,6 +254,12 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
         "reply_p50_s": round(percentile(answered, 50), 3),
         "reply_p99_s": round(percentile(answered, 99), 3),
         "reply_max_s": round(max(answered, default=float("nan")), 3),
+        # the bot's deferral of the command (ingress: gateway -> discord.py -> defer)
+        "deferral_p50_s": round(percentile(acks, 50), 3),
+        "deferral_p99_s": round(percentile(acks, 99), 3),
+        # deferral -> reply: the runtime, the chat lane, the renderer and the budget
+        "after_deferral_p50_s": round(percentile(after_ack, 50), 3),
+        "after_deferral_p99_s": round(percentile(after_ack, 99), 3),
         "lag_p50_s": round(percentile(all_lags, 50), 2),
         "lag_p99_s": round(percentile(all_lags, 99), 2),
         "worst_thread_lag_s": round(worst_thread, 2),

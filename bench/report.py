@@ -461,6 +461,8 @@ def _chat_budget_section(budget: Any) -> list[str]:
                 v.get("reply_samples"),
                 v.get("reply_p50_s"),
                 v.get("reply_p99_s"),
+                v.get("deferral_p99_s"),
+                v.get("after_deferral_p99_s"),
                 v.get("lag_p50_s"),
                 v.get("lag_p99_s"),
                 v.get("median_thread_worst_lag_s"),
@@ -499,7 +501,9 @@ def _chat_budget_section(budget: Any) -> list[str]:
         "limits (50 requests/s, 5 sends and 5 edits per 5 s per channel: "
         "`testkit/fake_discord/limits.py`). Every thread's agent streams numbered words at "
         "20 deltas/s, the threads starting within a few seconds of each other, and each "
-        "thread gets one `/status` meanwhile (`bench/chat_budget.py`). *Lag*: for every "
+        "thread gets one `/status` meanwhile (`bench/chat_budget.py`); its reply time is split at "
+        "the bot's deferral of the interaction (before: gateway, discord.py, ingress; after: "
+        "runtime, chat lane, renderer, budget). *Lag*: for every "
         "word, its emission by the agent to the first post or edit that showed it; per "
         "thread its worst word. *Requests*: the ones Discord's global limit counts "
         "(interaction followups are exempt), rate over the run and the most in any second.",
@@ -515,6 +519,8 @@ def _chat_budget_section(budget: Any) -> list[str]:
                 "replies",
                 "reply p50 s",
                 "reply p99 s",
+                "of which to the deferral: p99 s",
+                "deferral to reply: p99 s",
                 "lag p50 s",
                 "lag p99 s",
                 "median thread's worst lag s",
