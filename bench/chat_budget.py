@@ -179,8 +179,18 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
                     for thread in ids:
                         delay = rng.uniform(1.0, spread_s + stream_s - 1.0)
                         nursery.start_soon(status_later, thread, delay)
-                for thread in ids:
-                    await stack.until_footers(thread, 1, timeout=300)
+                # Polled from a worker thread, twice a second: a test's ``until_footers``
+                # polls the fake every 20 ms from the trio thread, blocking it each time.
+                with trio.fail_after(300):
+                    for thread in ids:
+                        while not any(
+                            map(is_footer, await trio.to_thread.run_sync(fake.messages, thread))
+                        ):
+                            await trio.sleep(0.5)
+                    while any(
+                        r.statistics().dirty_messages for r in stack.renderers.renderers.values()
+                    ):
+                        await trio.sleep(0.5)
                 ended = time.time()
                 done.set()
             cpu = time.process_time() - cpu_before
