@@ -506,7 +506,16 @@ def _chat_budget_section(budget: Any) -> list[str]:
         "runtime, chat lane, renderer, budget). *Lag*: for every "
         "word, its emission by the agent to the first post or edit that showed it; per "
         "thread its worst word. *Requests*: the ones Discord's global limit counts "
-        "(interaction followups are exempt), rate over the run and the most in any second.",
+        "(interaction followups are exempt), rate over the run and the most in any second. "
+        "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
+        "",
+        "Where the time goes beyond the budget: the fake answers every request within "
+        "milliseconds, but a discord.py call waits long on the bot's side before it leaves, "
+        "and so does the gateway event that carries a command: trio-asyncio runs one asyncio "
+        "callback per trio scheduling round, so the asyncio side (discord.py's HTTP and "
+        "gateway) slows down as the trio side (200 actors, their renderers) gets busy. A "
+        "request's token is held until it completes (`effects/request_budget.py`), so slow "
+        "calls also throttle the grants, edits first.",
         "",
         _table(
             [
