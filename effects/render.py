@@ -223,7 +223,13 @@ class StreamRenderer:
                 # its turn, and what they stream in meanwhile is in the edit.
                 await self._retrying.acquire(self.channel_id, "edit", Priority.EDIT)
                 prepaid = True
-            async with self._lock:
+            try:
+                await self._lock.acquire()
+            except BaseException:
+                if prepaid:  # cancelled while waiting: a token held for ever blocks others
+                    self._retrying.refund(self.channel_id, "edit", Priority.EDIT)
+                raise
+            try:
                 try:
                     await self._flush_due(prepaid_edit=prepaid)
                 except RenderError as error:
@@ -234,6 +240,8 @@ class StreamRenderer:
                     message = f"chat platform failed: {type(error).__name__}: {error}"
                     self._background_failed(RenderError(message))
                 self._report_background_posts()
+            finally:
+                self._lock.release()
 
     async def flush(self) -> list[Posted]:
         """Send and edit everything outstanding, waiting for each message's pacing interval;
@@ -311,7 +319,12 @@ class StreamRenderer:
         elif all_edits:
             await self._delivery.flush_due(now, priority=Priority.POST)
         else:
-            await self._delivery.flush_due(now, edits=False)
+            try:
+                await self._delivery.flush_due(now, edits=False)
+            except BaseException:
+                if prepaid_edit:  # the edit's token is not going to be used
+                    self._retrying.refund(self.channel_id, "edit", Priority.EDIT)
+                raise
             if prepaid_edit:
                 await self._delivery.edit_one_due(now)
         await self._typing.refresh_if_due(now)

@@ -69,6 +69,8 @@ __all__ = [
 
 CallKind = Literal["send", "edit", "delete", "reply", "typing"]
 
+_TIDY_EVERY_S = 60.0  # how often the windows of quiet channels are dropped
+
 
 class Priority(IntEnum):
     URGENT = 0  # command replies, permission/question prompts and their dismissal
@@ -144,6 +146,7 @@ class BudgetStatistics(Frozen):
     held_until: float = -math.inf  # no grant before this (a global 429)
     in_window: int = 0  # tokens held: requests in flight and completed within a window
     observed: int = 0  # rules resized from the platform's rate-limit headers
+    channel_windows: int = 0  # per-channel windows kept (quiet ones are dropped)
 
 
 @dataclass(eq=False)
@@ -337,10 +340,15 @@ class RequestBudget:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Serve waiters as tokens come back, until cancelled."""
         task_status.started()
+        tidy_at = self._clock() + _TIDY_EVERY_S
         while True:
             self._changed = trio.Event()
-            wake = self._dispatch(self._clock())
-            with trio.move_on_at(wake):
+            now = self._clock()
+            if now >= tidy_at:
+                self.forget_idle()
+                tidy_at = now + _TIDY_EVERY_S
+            wake = self._dispatch(now)
+            with trio.move_on_at(min(wake, tidy_at)):
                 await self._changed.wait()
 
     def _dispatch(self, now: float) -> float:
@@ -461,4 +469,5 @@ class RequestBudget:
             held_until=self._held_until,
             in_window=len(self._global.times) + self._global.flying,
             observed=self._observed,
+            channel_windows=len(self._windows),
         )

@@ -77,6 +77,7 @@ async def test_many_threads_stay_within_the_budget_and_show_exactly_their_answer
         assert most_in_any_window(edits, 5.0) <= 5  # nor over a channel's edit rule
         assert platform.texts(thread) == [answers[thread]]  # the final text, exactly
     assert stats.granted == len(platform.calls) and stats.waiting == 0
+    assert stats.in_window == 0  # every token released or refunded: none held for ever
 
 
 async def test_the_threads_take_turns_so_none_falls_far_behind(autojump_clock: object) -> None:

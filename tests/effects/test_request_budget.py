@@ -341,3 +341,19 @@ def test_discords_documented_limits() -> None:
     assert DISCORD_BUDGET.global_exempt == ("reply",)  # interaction followups
     rules = {rule.kinds: (rule.limit, rule.per_s) for rule in DISCORD_BUDGET.channel_rules}
     assert rules == {("send",): (5, 5.0), ("edit",): (5, 5.0)}
+
+
+async def test_the_windows_of_quiet_channels_are_dropped(autojump_clock: object) -> None:
+    limits = SMALL.model_copy(
+        update={"channel_rules": (ChannelRule(kinds=("edit",), limit=5, per_s=5.0),)}
+    )
+    async with trio.open_nursery() as nursery:
+        budget = await start_budget(nursery, limits)
+        grants = Grants()
+        for n in range(4):
+            await nursery.start(grants.ask, budget, f"e{n}", f"c{n}")
+        await trio.sleep(1.5)  # three at once, the fourth a window later
+        assert budget.statistics().channel_windows == 4
+        await trio.sleep(61)  # the next tidy-up finds them empty
+        assert budget.statistics().channel_windows == 0
+        nursery.cancel_scope.cancel()
