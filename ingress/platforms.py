@@ -29,6 +29,7 @@ import trio_asyncio
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.slack_platform import SLACK_LIMITS
+from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.effects.web_platform import WEB_LIMITS, WebPlatform
@@ -157,13 +158,15 @@ async def run_platforms(
         asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
         if discord is not None:
             router.renderers["discord"] = await stack.enter_async_context(
-                ThreadRenderers(discord_limits)
+                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
             )
         if telegram is not None:
             limits = TELEGRAM_LIMITS.model_copy(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
-            router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+            router.renderers["telegram"] = await stack.enter_async_context(
+                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
+            )
         if slack is not None:
             limits = SLACK_LIMITS.model_copy(
                 update={"min_edit_interval_s": slack.min_edit_interval_s}
