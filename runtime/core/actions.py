@@ -15,7 +15,7 @@ from pydantic import Field
 
 from threadspindle.runtime.core.agent_events import AgentEvent
 from threadspindle.runtime.core.frozen import Frozen
-from threadspindle.runtime.core.model import Attachment, Policy
+from threadspindle.runtime.core.model import AgentCapabilities, Attachment, Policy
 
 __all__ = [
     "Action",
@@ -40,6 +40,7 @@ __all__ = [
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "SteerCommand",
     "ThreadParked",
     "Tick",
     "UserMessage",
@@ -72,6 +73,18 @@ class QueueCommand(ActionBase):
     """``/queue <message>``: add a prompt without interrupting anything."""
 
     kind: Literal["queue_command"] = "queue_command"
+    author_id: str
+    author_name: str = ""
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    source_message_id: str | None = None
+
+
+class SteerCommand(ActionBase):
+    """``/steer <message>`` (or the `` steer`` suffix): add the message to the running turn
+    without aborting it; with no run active it is a normal prompt."""
+
+    kind: Literal["steer_command"] = "steer_command"
     author_id: str
     author_name: str = ""
     text: str
@@ -213,6 +226,7 @@ class AgentConnected(ActionBase):
 
     kind: Literal["agent_connected"] = "agent_connected"
     session_id: str | None = None
+    capabilities: AgentCapabilities | None = None  # what the adapter declares it can do
 
 
 class AgentExited(ActionBase):
@@ -256,6 +270,7 @@ class PolicySet(ActionBase):
 Action = Annotated[
     UserMessage
     | QueueCommand
+    | SteerCommand
     | AbortRequested
     | QueueCleared
     | QueuedItemRemoved

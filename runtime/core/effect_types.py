@@ -33,6 +33,7 @@ __all__ = [
     "ShowPermissionPrompt",
     "ShowQuestion",
     "StartAgent",
+    "SteerAgent",
     "StopAgent",
     "Typing",
 ]
@@ -167,6 +168,19 @@ class InterruptAgent(Frozen):
     run_id: str
 
 
+class SteerAgent(Frozen):
+    """Hand ``text`` to the running turn ``run_id`` without aborting it. The adapter
+    answers with ``SteerTaken`` or ``SteerRefused`` for ``steer_id``; ``key`` names this
+    steer in an ``EffectFailed``."""
+
+    type: Literal["steer_agent"] = "steer_agent"
+    key: str
+    run_id: str
+    steer_id: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+
+
 class StopAgent(Frozen):
     """Stop the agent process tree (interrupt, SIGINT, SIGTERM, SIGKILL)."""
 
@@ -207,6 +221,7 @@ Effect = Annotated[
     | StartAgent
     | PromptAgent
     | InterruptAgent
+    | SteerAgent
     | StopAgent
     | AnswerPermission
     | AnswerQuestion

@@ -12,6 +12,7 @@ from enum import StrEnum
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
+    "AgentCapabilities",
     "AgentStatus",
     "Attachment",
     "Blocker",
@@ -41,6 +42,13 @@ class AgentStatus(StrEnum):
     STOPPED = "stopped"
     STARTING = "starting"
     READY = "ready"
+
+
+class AgentCapabilities(Frozen):
+    """What the connected agent can do besides prompts and interrupts, as its adapter
+    declares it (``AgentPort.capabilities``, reported with ``AgentConnected``)."""
+
+    steer: bool = False  # take a message into the running turn without aborting it
 
 
 class Policy(Frozen):
@@ -105,6 +113,10 @@ class Run(Frozen):
     tool_headers: tuple[tuple[str, str], ...] = ()  # (tool_id, header text)
     retry_key: str | None = None  # the status line showing the model API's retries
     retries: int = 0  # the last retry it showed
+    # Steered messages handed to the agent for this run and not yet taken or refused: a
+    # run that ends with some left puts them at the head of the queue (never lost), and a
+    # taken one leaves here for good (never sent twice).
+    steers: tuple[QueueItem, ...] = ()
 
 
 class Blocker(Frozen):
@@ -133,6 +145,8 @@ class Counters(Frozen):
     runs: int = 0  # runs started; also the source of run ids
     replies: int = 0
     illegal_moves: int = 0  # phase moves the table does not have (recorded, never applied)
+    steers: int = 0  # messages handed to a running turn (SteerAgent)
+    steers_taken: int = 0  # ... that the agent took into that turn
 
 
 class ThreadState(Frozen):
@@ -149,6 +163,8 @@ class ThreadState(Frozen):
     counters: Counters = Counters()
     parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
+    capabilities: AgentCapabilities | None = None  # of the connected agent; None: unknown
+    context_notice: int = 0  # the context-use threshold (80, 95) last told; 0: below
 
     @classmethod
     def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:

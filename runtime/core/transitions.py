@@ -54,6 +54,7 @@ __all__ = ["HANDLERS", "Transition", "transition"]
 HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.UserMessage: user.on_user_message,
     A.QueueCommand: user.on_queue_command,
+    A.SteerCommand: user.on_steer,
     A.AbortRequested: user.on_abort,
     A.QueueCleared: user.on_clear_queue,
     A.QueuedItemRemoved: user.on_remove_queued,
@@ -86,6 +87,7 @@ _NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived)
 _WAKES = (
     A.UserMessage,
     A.QueueCommand,
+    A.SteerCommand,
     A.AbortRequested,
     A.QueueCleared,
     A.QueuedItemRemoved,

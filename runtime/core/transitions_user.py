@@ -32,7 +32,8 @@ from threadspindle.runtime.core.transition_step import (
 # --- user ingress ----------------------------------------------------------------------
 
 
-def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> None:
+def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> bool:
+    """Queue ``item`` (interrupting the run for a plain message); False when refused."""
     state = step.state
     if state.conversation is None:
         step.refuse(
@@ -41,7 +42,7 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
             "prompt without a conversation",
             "rejected",
         )
-        return
+        return False
     if queue_is_full(state):
         step.refuse(
             f"The queue is full ({state.policy.queue_limit} prompts): this prompt was "
@@ -49,7 +50,7 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
             "queue full",
             "rejected",
         )
-        return
+        return False
     if interrupt:
         # A plain message goes ahead of the /queue items but behind earlier plain ones.
         pos = next((i for i, q in enumerate(state.queue) if q.from_queue), len(state.queue))
@@ -72,9 +73,12 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
                 f"Queued (position {position}).",
                 buttons=(F.Button(label="Remove from queue", action=f"remove_queued:{item.id}"),),
             )
+    return True
 
 
-def _queue_item(a: A.UserMessage | A.QueueCommand, *, from_queue: bool) -> QueueItem:
+def _queue_item(
+    a: A.UserMessage | A.QueueCommand | A.SteerCommand, *, from_queue: bool
+) -> QueueItem:
     return QueueItem(
         id=a.action_id,
         author_id=a.author_id,
@@ -94,6 +98,33 @@ def on_user_message(step: Step, a: A.UserMessage) -> None:
 
 def on_queue_command(step: Step, a: A.QueueCommand) -> None:
     _enqueue(step, _queue_item(a, from_queue=True), interrupt=False, confirm=True)
+
+
+def on_steer(step: Step, a: A.SteerCommand) -> None:
+    """Add the message to the running turn. No run (or one already being interrupted): a
+    normal prompt. An agent that cannot steer: interrupt and resend, and say so."""
+    state = step.state
+    item = _queue_item(a, from_queue=False)
+    run = state.run
+    if state.conversation is None or run is None or run.phase is Phase.INTERRUPTING:
+        _enqueue(step, item, interrupt=True, confirm=False)
+        return
+    caps = state.capabilities
+    if caps is None or not caps.steer:
+        if _enqueue(step, item, interrupt=True, confirm=False):
+            step.reply(
+                f"{state.conversation.agent} cannot add to a running turn: the turn was "
+                "interrupted and your message is sent as a new prompt."
+            )
+        return
+    key = f"{step.thread}/steer/{item.id}"
+    step.emit(
+        F.SteerAgent(
+            key=key, run_id=run.id, steer_id=item.id, text=item.text, attachments=item.attachments
+        )
+    )
+    step.set_run(steers=run.steers + (item,))
+    step.count("steers")
 
 
 def on_abort(step: Step, a: A.AbortRequested) -> None:
@@ -190,7 +221,9 @@ def open_conversation(
             session_id=session_id,
             model=a.model,
             system_instruction=a.system_instruction,
-        )
+        ),
+        capabilities=None,  # the new agent's come with its AgentConnected
+        context_notice=0,
     )
     restart_agent(step, "a new conversation was started")
     verb = f"Resumed {a.agent} session {session_id}" if session_id else f"Started {a.agent}"
