@@ -10,7 +10,7 @@ from typing import Any
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
-from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.core.model import AgentCapabilities, Policy
 
 __all__ = ["ThreadScript"]
 
@@ -45,6 +45,15 @@ class ThreadScript:
 
     def queue(self, text: str, *, author: str = "u1", source: str | None = None) -> A.QueueCommand:
         return A.QueueCommand(
+            **self._base(),
+            author_id=author,
+            author_name=author,
+            text=text,
+            source_message_id=source,
+        )
+
+    def steer(self, text: str, *, author: str = "u1", source: str | None = None) -> A.SteerCommand:
+        return A.SteerCommand(
             **self._base(),
             author_id=author,
             author_name=author,
@@ -165,8 +174,12 @@ class ThreadScript:
     def failed(self, effect: str, reason: str = "boom", key: str | None = None) -> A.EffectFailed:
         return A.EffectFailed(**self._base(), effect=effect, reason=reason, key=key)
 
-    def connected(self, session_id: str | None = None) -> A.AgentConnected:
-        return A.AgentConnected(**self._base(), session_id=session_id)
+    def connected(
+        self, session_id: str | None = None, *, steer: bool | None = None
+    ) -> A.AgentConnected:
+        """``steer``: the capability the adapter declares (None: not reported)."""
+        caps = None if steer is None else AgentCapabilities(steer=steer)
+        return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 
     def exited(self, code: int | None = 1, crashed: bool = True, stderr: str = "") -> A.AgentExited:
         return A.AgentExited(**self._base(), exit_code=code, crashed=crashed, stderr_tail=stderr)
