@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from threadspindle.runtime.core.agent_events import AgentEvent
-from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 
 __all__ = [
     "AdapterFactory",
@@ -63,6 +64,9 @@ class AgentPort(Protocol):
     """What the runtime asks of an agent adapter."""
 
     name: str
+    capabilities: AgentCapabilities
+    """What it can do besides prompts and interrupts (``steer``): declared, never probed.
+    The listener reports it with ``AgentConnected``; the core asks only for what it says."""
 
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: object) -> None:
         """Launch (or connect) and run until the process/connection ends, emitting every
@@ -74,6 +78,11 @@ class AgentPort(Protocol):
 
     async def interrupt(self, run_id: str) -> None:
         """End the current turn in-band, keeping the process alive where the CLI can."""
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Hand ``steer.text`` to the running turn ``steer.run_id`` without aborting it, and
+        emit ``SteerTaken`` (before that turn's end) or ``SteerRefused`` for ``steer_id``.
+        Raises when it cannot steer at all (the core then sends the text as a prompt)."""
 
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...
 

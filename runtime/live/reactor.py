@@ -47,6 +47,7 @@ from threadspindle.runtime.core.effect_types import (
     InterruptAgent,
     PromptAgent,
     StartAgent,
+    SteerAgent,
     StopAgent,
 )
 from threadspindle.runtime.core.frozen import Frozen
@@ -62,6 +63,7 @@ _AGENT_EFFECTS = (
     StartAgent,
     PromptAgent,
     InterruptAgent,
+    SteerAgent,
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
@@ -214,6 +216,12 @@ class Reactor:
                 return
             if isinstance(effect, InterruptAgent):
                 await live.interrupt(effect.run_id)
+            elif isinstance(effect, SteerAgent):
+                if self._current_run() != effect.run_id:
+                    # That run is over: the core has put the text back in the queue.
+                    logger.info("steer of an ended run not sent", extra=self._ctx(effect))
+                    return
+                await live.steer(effect)
             elif isinstance(effect, AnswerPermission):
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
