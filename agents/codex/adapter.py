@@ -28,7 +28,14 @@ from typing import Any
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
-from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcError, RpcPeer
+from threadspindle.agents.base.jsonrpc import (
+    METHOD_NOT_FOUND,
+    RpcClosed,
+    RpcError,
+    RpcId,
+    RpcPeer,
+    RpcResponse,
+)
 from threadspindle.agents.base.options import AgentOptions, ConversationInfo
 from threadspindle.agents.base.parsing import AgentStatistics, ParsedLine, ParserStats
 from threadspindle.agents.base.process import spawn_agent
@@ -50,10 +57,13 @@ from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["CodexAdapter"]
@@ -121,6 +131,11 @@ class CodexAdapter(AgentAdapter):
         self._exec_run_id: str | None = None  # the run whose codex exec runs now
         self._exec_waiting: set[str] = set()  # prompted runs waiting for the previous turn
         self._exec_cancelled: set[str] = set()  # ... of which interrupted before they ran
+        # turn/steer requests on their way: rpc id -> (steer id, run id). Their answers are
+        # taken by the reader, in stream order, so a SteerTaken always precedes its turn's end.
+        self._steers: dict[RpcId, tuple[str, str]] = {}
+        # app-server steers natively (turn/steer); codex exec per turn cannot.
+        self.capabilities = AgentCapabilities(steer=not options.per_turn)
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -339,7 +354,11 @@ class CodexAdapter(AgentAdapter):
 
     async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
         if parsed.response is not None:
-            rpc.resolve(parsed.response)
+            steer = self._steers.pop(parsed.response.id, None)
+            if steer is not None:
+                await self._steer_answered(steer, parsed.response)
+            else:
+                rpc.resolve(parsed.response)
         turn = parsed.turn_id
         if parsed.turn_started and turn is not None and turn not in self._ended_turns:
             if self._active_turn is None:
@@ -452,6 +471,46 @@ class CodexAdapter(AgentAdapter):
         if self._turn_runs.get(turn, run_id) != run_id:
             return  # a stale interrupt for a run that is already over
         await self._interrupt_turn(turn)
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """``turn/steer {threadId, input, expectedTurnId}``: codex adds the input to the
+        running turn (the model sees it at its next request). Its answer is read in stream
+        order (``_handle_parsed``); a turn that is not the run's any more is refused."""
+        if self.options.per_turn:
+            await super().steer(steer)
+        # The turn id may still be on its way (turn/start in flight): give it a moment.
+        with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+            while self._turn_pending and self._active_turn is None:
+                await trio.sleep(0.01)
+        turn, rpc = self._active_turn, self._rpc
+        if (
+            turn is None
+            or self._turn_runs.get(turn) != steer.run_id
+            or rpc is None
+            or rpc.closed
+            or self._thread_id is None
+        ):
+            await self._send(steer.run_id, SteerRefused(steer_id=steer.steer_id, reason="no turn"))
+            return
+        rpc_id = rpc.new_id()
+        self._steers[rpc_id] = (steer.steer_id, steer.run_id)
+        params = {
+            "threadId": self._thread_id,
+            "input": turn_input(steer.text, steer.attachments),
+            "expectedTurnId": turn,
+        }
+        try:
+            await rpc.send_request("turn/steer", params, rpc_id=rpc_id)
+        except RpcClosed:
+            self._steers.pop(rpc_id, None)  # the exit ends the turn; the core requeues it
+
+    async def _steer_answered(self, steer: tuple[str, str], response: RpcResponse) -> None:
+        steer_id, run_id = steer
+        if response.error is None:
+            await self._send(run_id, SteerTaken(steer_id=steer_id))
+            return
+        reason = response.error.get("message") if isinstance(response.error, dict) else None
+        await self._send(run_id, SteerRefused(steer_id=steer_id, reason=str(reason or "refused")))
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         pending = self._parser.take_request(request_id)
