@@ -93,6 +93,10 @@ def launch_spec(
         "--permission-prompt-tool",
         "stdio",
     ]
+    if not options.per_turn:
+        # Each user line taken into the transcript is echoed back: how a steer (a line
+        # written mid-turn) is known to be taken.
+        argv.append("--replay-user-messages")
     if session_id:
         argv += ["--resume", session_id]
     chosen_model = model or options.model

@@ -319,9 +319,7 @@ def _on_steer_refused(step: Step, ev: E.SteerRefused) -> None:
     if step.state.run is not None and step.state.run.phase is not Phase.INTERRUPTING:
         step.seal_open_part()
         why = f" ({ev.reason})" if ev.reason else ""
-        step.post(
-            "notice", f"The running turn could not take a message{why}: it is sent next."
-        )
+        step.post("notice", f"The running turn could not take a message{why}: it is sent next.")
 
 
 class AgentEventRule(NamedTuple):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from test_transitions import Thread, of, posts
+
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.model import Phase
-from test_transitions import Thread, of, posts
 
 
 def running(steer: bool | None = True) -> Thread:
@@ -32,7 +33,8 @@ def test_a_taken_steer_is_shown_once_and_never_runs_again():
     t.do(t.s.steer("also add tests"))
     steer_id = t.state.run.steers[0].id
     effects = t.do(t.s.agent("r1", E.SteerTaken(steer_id=steer_id)))
-    assert [m.text for m in posts(effects, "marker")] == ["↪ u1 (added to this turn): also add tests"]
+    markers = [m.text for m in posts(effects, "marker")]
+    assert markers == ["↪ u1 (added to this turn): also add tests"]
     assert t.state.run.steers == ()
     effects = t.do(t.s.done("r1"))
     assert of(effects, F.PromptAgent) == [] and t.state.run is None

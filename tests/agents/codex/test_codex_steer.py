@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from test_codex_integration import TURN_TIMEOUT, running  # noqa: E402
 
 from threadspindle.agents.base import AgentStartError
 from threadspindle.agents.codex import CodexAdapter
@@ -22,8 +23,6 @@ from threadspindle.runtime.core.agent_events import (
 from threadspindle.runtime.core.effect_types import PromptAgent, SteerAgent
 from threadspindle.testkit.fake_model.openai_responses import OpenAIResponsesFake
 from threadspindle.testkit.genuine_clis import codex_options
-
-from test_codex_integration import TURN_TIMEOUT, running  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 
