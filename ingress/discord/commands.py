@@ -31,6 +31,7 @@ from threadspindle.runtime.core.actions import (
     QueueCleared,
     QueueCommand,
     StatusRequested,
+    SteerCommand,
     WorkdirSet,
 )
 
@@ -89,6 +90,16 @@ def build_commands(bot: SpindleBot) -> None:
             ),
         )
 
+    @app_commands.command(name="steer", description="Add to the running turn without stopping it")
+    async def steer(interaction: discord.Interaction, message: str) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: SteerCommand(
+                **c, author_id=str(user.id), author_name=user.display_name, text=message
+            ),
+        )
+
     @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
     @app_commands.describe(position="1-based position of the one prompt to drop")
     async def clear_queue(interaction: discord.Interaction, position: int | None = None) -> None:
@@ -105,6 +116,7 @@ def build_commands(bot: SpindleBot) -> None:
         status,
         model,
         queue,
+        steer,
         clear_queue,
         abort,
     )

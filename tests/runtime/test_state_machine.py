@@ -4,11 +4,12 @@ Hypothesis drives a ``RuleBasedStateMachine`` through user messages, ``/queue``,
 queue edits, conversation changes, agent events of the current run and of stale runs,
 permission and question answers, effect feedback (also duplicated), crashes, ticks and
 restarts, and steered messages (``/steer``) with the agent taking, refusing or never
-answering them, whatever it declared it can do. A small reference model of the queue predicts, for each step, which prompts are
-queued and in what order, and a reference of the phase events each action may cause says
-which phase changes are allowed (each must be an edge of the phase table); after every step
-the invariants of ``docs/state-machine.md`` are checked. At the end the thread is driven to
-completion to show that every accepted prompt is eventually dispatched.
+answering them, whatever it declared it can do. A small reference model of the queue
+predicts, for each step, which prompts are queued and in what order, and a reference of the
+phase events each action may cause says which phase changes are allowed (each must be an
+edge of the phase table); after every step the invariants of ``docs/state-machine.md`` are
+checked. At the end the thread is driven to completion to show that every accepted prompt
+is eventually dispatched.
 """
 
 from __future__ import annotations
@@ -267,9 +268,7 @@ class ThreadMachine(RuleBasedStateMachine):
             back = [i for i in pending if action.key == f"t1/steer/{i}"]
             q = back + q
             pending = [i for i in pending if i not in back]
-        run_ended = before.run is not None and (
-            after.run is None or after.run.id != before.run.id
-        )
+        run_ended = before.run is not None and (after.run is None or after.run.id != before.run.id)
         if run_ended:
             q = pending + q
         else:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from test_claude_integration import TURN_TIMEOUT, Session, _prompt, running_claude  # noqa: E402
 
 from threadspindle.runtime.core.agent_events import (
     SessionStarted,
@@ -28,8 +29,6 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.effect_types import SteerAgent
 from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
-
-from test_claude_integration import TURN_TIMEOUT, Session, _prompt, running_claude  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 STEER = "STEERED also mention bananas"
