@@ -61,6 +61,9 @@ class ThreadScript:
             source_message_id=source,
         )
 
+    def compact(self, *, author: str = "u1") -> A.CompactRequested:
+        return A.CompactRequested(**self._base(), author_id=author, author_name=author)
+
     def abort(self) -> A.AbortRequested:
         return A.AbortRequested(**self._base())
 
@@ -175,10 +178,10 @@ class ThreadScript:
         return A.EffectFailed(**self._base(), effect=effect, reason=reason, key=key)
 
     def connected(
-        self, session_id: str | None = None, *, steer: bool | None = None
+        self, session_id: str | None = None, *, steer: bool | None = None, compact: bool = False
     ) -> A.AgentConnected:
-        """``steer``: the capability the adapter declares (None: not reported)."""
-        caps = None if steer is None else AgentCapabilities(steer=steer)
+        """``steer``, ``compact``: what the adapter declares (``steer`` None: no report)."""
+        caps = None if steer is None else AgentCapabilities(steer=steer, compact=compact)
         return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 
     def exited(self, code: int | None = 1, crashed: bool = True, stderr: str = "") -> A.AgentExited:

@@ -40,6 +40,7 @@ __all__ = [
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "CompactRequested",
     "SteerCommand",
     "ThreadParked",
     "Tick",
@@ -90,6 +91,15 @@ class SteerCommand(ActionBase):
     text: str
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
+
+
+class CompactRequested(ActionBase):
+    """``/compact``: the agent compacts (summarises) its conversation, as a run of its own
+    queued like ``/queue`` (it never interrupts)."""
+
+    kind: Literal["compact"] = "compact"
+    author_id: str
+    author_name: str = ""
 
 
 class AbortRequested(ActionBase):
@@ -271,6 +281,7 @@ Action = Annotated[
     UserMessage
     | QueueCommand
     | SteerCommand
+    | CompactRequested
     | AbortRequested
     | QueueCleared
     | QueuedItemRemoved

@@ -159,6 +159,7 @@ class PromptAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    command: str | None = None  # "compact": run the CLI's compaction instead of a prompt
 
 
 class InterruptAgent(Frozen):

@@ -49,6 +49,7 @@ class AgentCapabilities(Frozen):
     declares it (``AgentPort.capabilities``, reported with ``AgentConnected``)."""
 
     steer: bool = False  # take a message into the running turn without aborting it
+    compact: bool = False  # run the CLI's own compaction of the conversation (/compact)
 
 
 class Policy(Frozen):
@@ -79,6 +80,7 @@ class QueueItem(Frozen):
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
     from_queue: bool = False  # came from /queue or the " queue" suffix: never interrupts
+    command: str | None = None  # "compact": the run is the CLI's compaction, not a prompt
     queued_at: float
 
 

@@ -55,6 +55,7 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.UserMessage: user.on_user_message,
     A.QueueCommand: user.on_queue_command,
     A.SteerCommand: user.on_steer,
+    A.CompactRequested: user.on_compact,
     A.AbortRequested: user.on_abort,
     A.QueueCleared: user.on_clear_queue,
     A.QueuedItemRemoved: user.on_remove_queued,
@@ -88,6 +89,7 @@ _WAKES = (
     A.UserMessage,
     A.QueueCommand,
     A.SteerCommand,
+    A.CompactRequested,
     A.AbortRequested,
     A.QueueCleared,
     A.QueuedItemRemoved,
@@ -115,7 +117,12 @@ def _drain(step: Step) -> None:
     step.count("dequeued")
     step.set(queue=state.queue[1:])
     move(step, "dispatch", run_id=run_id, prompt=item)
-    if item.id != step.action.action_id:
+    if item.command == "compact":
+        step.post(
+            "marker",
+            f"🗜 Compacting the conversation (/compact by {item.author_name or item.author_id})…",
+        )
+    elif item.id != step.action.action_id:
         # The prompt waited in the queue: say in the thread which one runs now.
         text = item.text if len(item.text) <= MARKER_CHARS else item.text[:MARKER_CHARS] + "…"
         step.post("marker", f"» {item.author_name or item.author_id}: {text}")
@@ -132,6 +139,7 @@ def _drain(step: Step) -> None:
             session_id=conv.session_id,
             model=conv.model,
             system_instruction=conv.system_instruction,
+            command=item.command,
         )
     )
 

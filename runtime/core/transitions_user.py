@@ -127,6 +127,28 @@ def on_steer(step: Step, a: A.SteerCommand) -> None:
     step.count("steers")
 
 
+def on_compact(step: Step, a: A.CompactRequested) -> None:
+    """Queue the agent's own compaction as a run (never interrupting); refused when the
+    agent cannot compact, or is not known yet."""
+    state = step.state
+    conv = state.conversation
+    caps = state.capabilities
+    if conv is not None and (caps is None or not caps.compact):
+        why = "cannot compact its conversation" if caps else "has not started yet: try again"
+        step.refuse(f"{conv.agent} {why}.", "compact not supported", "rejected")
+        return
+    item = QueueItem(
+        id=a.action_id,
+        author_id=a.author_id,
+        author_name=a.author_name,
+        text="/compact",
+        from_queue=True,
+        command="compact",
+        queued_at=a.at,
+    )
+    _enqueue(step, item, interrupt=False, confirm=True)
+
+
 def on_abort(step: Step, a: A.AbortRequested) -> None:
     if step.state.run is None:
         step.refuse("Nothing to abort: no run is active.", "abort while idle")

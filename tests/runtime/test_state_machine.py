@@ -243,6 +243,18 @@ class ThreadMachine(RuleBasedStateMachine):
                 q.insert(pos, action.action_id)
             else:
                 assert before.conversation is None or len(before.queue) >= QUEUE_LIMIT
+        elif isinstance(action, A.CompactRequested):
+            if grew:  # queued like /queue: never interrupts
+                self.accepted.add(action.action_id)
+                q.append(action.action_id)
+            else:
+                caps = before.capabilities
+                assert (
+                    before.conversation is None
+                    or caps is None
+                    or not caps.compact
+                    or len(before.queue) >= QUEUE_LIMIT
+                )
         elif isinstance(action, A.UserMessage | A.QueueCommand) and grew:
             self.accepted.add(action.action_id)
             if isinstance(action, A.UserMessage) and action.interrupt:
@@ -297,13 +309,15 @@ class ThreadMachine(RuleBasedStateMachine):
         return q
 
     # --- rules -------------------------------------------------------------------------
-    @initialize(agent=st.sampled_from(["claude", "codex"]), steer=st.booleans())
-    def begin(self, agent, steer):
+    @initialize(
+        agent=st.sampled_from(["claude", "codex"]), steer=st.booleans(), compact=st.booleans()
+    )
+    def begin(self, agent, steer, compact):
         """Threads mostly have a conversation: start one, so that most steps exercise runs and
         their phases (``end`` and the refused starts still reach the other states); its
         agent connects declaring whether it can steer."""
         self.apply(self.s.start(agent, "app", "/work/app"))
-        self.apply(self.s.connected(None, steer=steer))
+        self.apply(self.s.connected(None, steer=steer, compact=compact))
 
     @rule(agent=st.sampled_from(["claude", "codex"]), where=st.sampled_from(["ok", "out", "gone"]))
     def start(self, agent, where):
@@ -326,6 +340,10 @@ class ThreadMachine(RuleBasedStateMachine):
     @rule(text=texts)
     def queue(self, text):
         self.apply(self.s.queue(text, source=f"m{self.s._n + 1}"))
+
+    @rule()
+    def compact(self):
+        self.apply(self.s.compact())
 
     @rule(text=texts)
     def steer(self, text):
@@ -452,9 +470,13 @@ class ThreadMachine(RuleBasedStateMachine):
     def effect_failed(self, effect):
         self.apply(self.s.failed(effect))
 
-    @rule(session=st.sampled_from([None, "s1"]), steer=st.sampled_from([None, True, False]))
-    def connected(self, session, steer):
-        self.apply(self.s.connected(session, steer=steer))
+    @rule(
+        session=st.sampled_from([None, "s1"]),
+        steer=st.sampled_from([None, True, False]),
+        compact=st.booleans(),
+    )
+    def connected(self, session, steer, compact):
+        self.apply(self.s.connected(session, steer=steer, compact=compact))
 
     @rule(crashed=st.booleans())
     def exited(self, crashed):

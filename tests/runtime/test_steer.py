@@ -1,4 +1,4 @@
-"""Scenario tests for steering (``/steer``) and the context-use notices, given / when / then."""
+"""Scenario tests for steering (``/steer``), ``/compact`` and the context-use notices."""
 
 from __future__ import annotations
 
@@ -145,3 +145,30 @@ def test_context_use_is_in_the_footer_and_told_at_80_and_95_percent_once_each():
     assert posts(_completed(t, "r5", 100), "notice") == []  # compacted: armed again
     t.do(t.s.user("six"))
     assert len(posts(_completed(t, "r6", 820), "notice")) == 1
+
+
+def test_compact_is_queued_as_a_run_of_its_own_and_reported():
+    t = running()
+    t.state = t.state.replace(capabilities=t.state.capabilities.replace(compact=True))
+    effects = t.do(t.s.compact())
+    assert of(effects, F.InterruptAgent) == []  # it never interrupts
+    assert "Queued (position 1)" in of(effects, F.ReplyToCommand)[0].text
+    effects = t.do(t.s.done("r1"))
+    prompt = of(effects, F.PromptAgent)[0]
+    assert prompt.command == "compact" and prompt.text == "/compact"
+    assert [m.text for m in posts(effects, "marker")] == [
+        "🗜 Compacting the conversation (/compact by u1)…"
+    ]
+    usage = E.Usage(input_tokens=50, context_window=1000)
+    effects = t.do(t.s.agent("r2", E.TurnCompleted(session_id="s1", usage=usage)))
+    assert "5% context" in posts(effects, "footer")[0].text
+
+
+def test_compact_is_refused_when_the_agent_cannot_or_is_not_known_yet():
+    t = running()  # steers, but declared no compaction
+    effects = t.do(t.s.compact())
+    assert of(effects, F.ReplyToCommand)[0].text == "claude cannot compact its conversation."
+    t = Thread().started()
+    effects = t.do(t.s.compact())
+    assert "has not started yet" in of(effects, F.ReplyToCommand)[0].text
+    assert t.state.queue == ()
