@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -68,6 +69,7 @@ from threadspindle.runtime.core.agent_events import (
     SessionStarted,
     SteerRefused,
     SteerTaken,
+    TextDelta,
     TurnAborted,
     TurnCompleted,
 )
@@ -140,7 +142,10 @@ class ClaudeAdapter(AgentAdapter):
         self._refused_steers: set[str] = set()  # refused while the CLI still holds them
         self._interrupt_next_turn = False  # the CLI runs held steers after an interrupt
         self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
-        self.capabilities = AgentCapabilities(steer=not options.per_turn)
+        # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
+        self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True)
+        self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
+        self._command_output = ""  # what the CLI's command printed (local-command-stdout)
 
     # lifecycle -----------------------------------------------------------------------------
     async def serve(
@@ -365,6 +370,8 @@ class ClaudeAdapter(AgentAdapter):
                 if '"isReplay"' in line:
                     await self._replayed(line)
                 events = parsed.events
+                if self.current_run in self._command_runs:
+                    events = self._command_events(line, parsed.turn_ended, events)
                 continues = parsed.turn_ended and bool(self._steers_open)
                 if continues:
                     events = await self._continue_turn(events)
@@ -456,6 +463,8 @@ class ClaudeAdapter(AgentAdapter):
             notice, self._notice = self._notice, None
             await self._emit_event(AgentError(message=notice), prompt.run_id)
         self.current_run = prompt.run_id
+        if prompt.command == "compact":
+            self._command_runs.add(prompt.run_id)
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)
@@ -482,6 +491,28 @@ class ClaudeAdapter(AgentAdapter):
         self._unreplayed.append((steer.steer_id, text))
         self._steers_open[steer.steer_id] = steer.run_id
         await self._control(peer.send(prompt_message(text, steer.attachments)))
+
+    def _command_events(
+        self, line: str, turn_ended: bool, events: list[AgentEvent]
+    ) -> list[AgentEvent]:
+        """A command's turn (``/compact``) streams no answer: what the CLI printed
+        ("Compacted", "Not enough messages to compact.") is shown as its text instead."""
+        if "<local-command-stdout>" in line:
+            found = re.search(r"<local-command-stdout>(.*?)</local-command-stdout>", line, re.S)
+            if found:
+                self._command_output = found.group(1).strip()
+        if not turn_ended:
+            return events
+        self._command_runs.discard(self.current_run or "")
+        output, self._command_output = self._command_output, ""
+        try:
+            result = json.loads(line).get("result")
+        except (ValueError, AttributeError):
+            result = None
+        text = (result if isinstance(result, str) else "").strip() or output
+        if text and any(isinstance(e, TurnCompleted) and not e.is_error for e in events):
+            return [TextDelta(text=text), *events]
+        return events
 
     async def _replayed(self, line: str) -> None:
         """The CLI replayed a user line it took into its transcript: a steer is taken."""

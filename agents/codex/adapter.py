@@ -135,7 +135,9 @@ class CodexAdapter(AgentAdapter):
         # taken by the reader, in stream order, so a SteerTaken always precedes its turn's end.
         self._steers: dict[RpcId, tuple[str, str]] = {}
         # app-server steers natively (turn/steer); codex exec per turn cannot.
-        self.capabilities = AgentCapabilities(steer=not options.per_turn)
+        self.capabilities = AgentCapabilities(
+            steer=not options.per_turn, compact=not options.per_turn
+        )
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -410,6 +412,9 @@ class CodexAdapter(AgentAdapter):
                     await self._turn_idle.wait()
             self._run_id = prompt.run_id
             await self._announce(prompt.run_id)
+            if prompt.command == "compact":
+                await self._compact(rpc, prompt)
+                return
             params: dict[str, Any] = {
                 "threadId": self._thread_id,
                 "input": turn_input(prompt.text, prompt.attachments),
@@ -443,6 +448,36 @@ class CodexAdapter(AgentAdapter):
                 if turn_id not in self._ended_turns and self._active_turn is None:
                     self._active_turn = turn_id
                     self._turn_idle = trio.Event()
+
+    async def _compact(self, rpc: RpcPeer, prompt: PromptAgent) -> None:
+        """``thread/compact/start``: codex compacts the thread in a turn of its own (its
+        ``turn/started`` ... ``turn/completed`` are stamped with this run, as a prompt's)."""
+        self._turn_pending = True
+        try:
+            await rpc.request(
+                "thread/compact/start", {"threadId": self._thread_id}, timeout=TURN_START_TIMEOUT_S
+            )
+        except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+            self._turn_pending = False
+            if not isinstance(exc, RpcClosed):
+                await self._send(
+                    prompt.run_id,
+                    TurnCompleted(
+                        session_id=self._thread_id,
+                        model=self._model,
+                        is_error=True,
+                        error=f"codex refused to compact: {exc}",
+                    ),
+                )
+            return
+        # The turn's id arrives with its turn/started (the response has none).
+        with trio.move_on_after(TURN_START_TIMEOUT_S):
+            while self._active_turn is None and not self._gone.is_set():
+                if prompt.run_id in self._turn_runs.values():
+                    break
+                await trio.sleep(0.01)
+        self._turn_pending = False
+        self._tree.sample(self._proc.pid if self._proc else None)
 
     async def _interrupt_turn(self, turn_id: str) -> None:
         rpc = self._rpc

@@ -1,6 +1,7 @@
 """Steering the genuine ``codex app-server`` (``turn/steer``) against the fake Responses API:
 the steered text reaches the model inside the running turn, which is not aborted; a steer
-for a turn that is over is refused; per turn (``codex exec``) it cannot steer at all."""
+for a turn that is over is refused; per turn (``codex exec``) it cannot steer at all. And
+``/compact`` (``thread/compact/start``): codex's own compaction, a turn of its own."""
 
 from __future__ import annotations
 
@@ -79,3 +80,29 @@ async def test_per_turn_codex_cannot_steer(fake: OpenAIResponsesFake, tmp_path: 
     assert not adapter.capabilities.steer
     with pytest.raises(AgentStartError):
         await adapter.steer(_steer("s1", "r1", "x"))
+
+
+async def test_compact_runs_codex_own_compaction_as_a_turn(
+    fake: OpenAIResponsesFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with running(codex_options(fake.base_url, tmp_path / "home"), work) as s:
+        assert s.adapter.capabilities.compact
+        await s.turn("r1", "hello")
+        asked = len(_inputs(fake))
+        await s.adapter.prompt(
+            PromptAgent(
+                run_id="r2", text="/compact", agent="codex", workdir=str(work), command="compact"
+            )
+        )
+        end = await s.turn_end("r2")
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error, end.event
+        compaction = _inputs(fake)[asked:]
+        assert len(compaction) == 1  # one model call: the summary, asked as a compaction
+        assert '\\"request_kind\\":\\"compaction\\"' in compaction[0]
+        assert '\\"reason\\":\\"user_requested\\"' in compaction[0]
+        end3 = await s.turn("r3", "hello again")
+        assert isinstance(end3.event, TurnCompleted) and s.text("r3") == "Hello from fake model."
+        # After compaction the model is sent the summary, not the whole history.
+        assert "Hello from fake model." in _inputs(fake)[-1]
