@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_claude_integration import TURN_TIMEOUT, running_claude  # noqa: E402
 
 from threadspindle.runtime.core.agent_events import TurnCompleted
 from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_model.anthropic import FakeAnthropic, user_text
-
-from test_claude_integration import TURN_TIMEOUT, running_claude  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 
