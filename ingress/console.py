@@ -62,6 +62,7 @@ Commands:
   /conversation end            end the conversation (the agent keeps its history)
   /queue <message>             queue a prompt without interrupting
   /steer <message>             add to the running turn without stopping it
+  /compact                     let the agent compact (summarise) its conversation
   /abort                       stop the active run (queued prompts go on)
   /clear-queue [position]      drop all queued prompts, or the one at a position
   /status                      the thread's agent, run, queue and counters
@@ -276,6 +277,10 @@ class ConsoleChat:
             base = self._base()
             await self.post(
                 A.SteerCommand(**base, author_id=self.author, author_name=self.author, text=rest)
+            )
+        elif head == "compact":
+            await self.post(
+                A.CompactRequested(**self._base(), author_id=self.author, author_name=self.author)
             )
         elif head == "abort":
             await self.post(A.AbortRequested(**self._base(), author_id=self.author))

@@ -26,6 +26,7 @@ from threadspindle.ingress.discord import translate
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, shown
 from threadspindle.runtime.core.actions import (
     AbortRequested,
+    CompactRequested,
     ConversationEnded,
     ModelChanged,
     QueueCleared,
@@ -100,6 +101,16 @@ def build_commands(bot: SpindleBot) -> None:
             ),
         )
 
+    @app_commands.command(name="compact", description="Let the agent compact its conversation")
+    async def compact(interaction: discord.Interaction) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: CompactRequested(
+                **c, author_id=str(user.id), author_name=user.display_name
+            ),
+        )
+
     @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
     @app_commands.describe(position="1-based position of the one prompt to drop")
     async def clear_queue(interaction: discord.Interaction, position: int | None = None) -> None:
@@ -117,6 +128,7 @@ def build_commands(bot: SpindleBot) -> None:
         model,
         queue,
         steer,
+        compact,
         clear_queue,
         abort,
     )

@@ -83,7 +83,8 @@ def help_text(agents: tuple[str, ...]) -> str:
         'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /abort · /status · /clear_queue [position]\n"
+        "/queue <message> · /steer <message> · /compact · /abort · /status · "
+        "/clear_queue [position]\n"
         "/model <name> · /workdir <path> · /conversation_end"
     )
 
@@ -378,6 +379,8 @@ class TelegramIngress:
                 text=args,
                 source_message_id=str(message.message_id),
             )
+        elif name == "compact":
+            action = A.CompactRequested(**common, author_id=str(user.id), author_name=author)
         elif name == "abort":
             action = A.AbortRequested(**common, author_id=str(user.id))
         elif name == "status":

@@ -47,6 +47,7 @@ __all__ = [
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("queue", "Queue a prompt without interrupting: /queue <message>"),
     ("steer", "Add to the running turn without stopping it: /steer <message>"),
+    ("compact", "Let the agent compact (summarise) its conversation"),
     ("abort", "Stop the active run"),
     ("status", "Show the run, the queue and the agent"),
     ("clear_queue", "Drop all queued prompts, or one: /clear_queue [position]"),
