@@ -64,6 +64,16 @@ class ThreadScript:
     def compact(self, *, author: str = "u1") -> A.CompactRequested:
         return A.CompactRequested(**self._base(), author_id=author, author_name=author)
 
+    def fork(self, question: str | None = None, *, author: str = "u1") -> A.ForkRequested:
+        return A.ForkRequested(
+            **self._base(), author_id=author, author_name=author, question=question
+        )
+
+    def forked(self, key: str, new_thread_id: str, label: str = "") -> A.ThreadForked:
+        return A.ThreadForked(
+            **self._base(), key=key, new_thread_id=new_thread_id, label=label or new_thread_id
+        )
+
     def abort(self) -> A.AbortRequested:
         return A.AbortRequested(**self._base())
 
@@ -178,10 +188,17 @@ class ThreadScript:
         return A.EffectFailed(**self._base(), effect=effect, reason=reason, key=key)
 
     def connected(
-        self, session_id: str | None = None, *, steer: bool | None = None, compact: bool = False
+        self,
+        session_id: str | None = None,
+        *,
+        steer: bool | None = None,
+        compact: bool = False,
+        fork: bool = False,
     ) -> A.AgentConnected:
-        """``steer``, ``compact``: what the adapter declares (``steer`` None: no report)."""
-        caps = None if steer is None else AgentCapabilities(steer=steer, compact=compact)
+        """What the adapter declares it can do (``steer`` None: no report at all)."""
+        caps = None
+        if steer is not None:
+            caps = AgentCapabilities(steer=steer, compact=compact, fork=fork)
         return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 
     def exited(self, code: int | None = 1, crashed: bool = True, stderr: str = "") -> A.AgentExited:

@@ -40,6 +40,8 @@ __all__ = [
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "ForkRequested",
+    "ThreadForked",
     "CompactRequested",
     "SteerCommand",
     "ThreadParked",
@@ -102,6 +104,26 @@ class CompactRequested(ActionBase):
     author_name: str = ""
 
 
+class ForkRequested(ActionBase):
+    """``/fork`` (``question`` None): a new thread continuing this conversation from here;
+    ``/btw <question>``: the same, with ``question`` as its first prompt, while this
+    thread's run goes on untouched."""
+
+    kind: Literal["fork"] = "fork"
+    author_id: str
+    author_name: str = ""
+    question: str | None = None
+
+
+class ThreadForked(ActionBase):
+    """Feedback: the platform opened the fork's thread (``label``: how to name it there)."""
+
+    kind: Literal["thread_forked"] = "thread_forked"
+    key: str
+    new_thread_id: str
+    label: str
+
+
 class AbortRequested(ActionBase):
     kind: Literal["abort"] = "abort"
     author_id: str = ""
@@ -158,6 +180,7 @@ class ConversationResumed(ActionBase):
     resolved_workdir: str | None
     model: str | None = None
     system_instruction: str | None = None
+    fork: bool = False  # continue a copy of the session (a new session id), not the session
 
 
 class ConversationEnded(ActionBase):
@@ -282,6 +305,8 @@ Action = Annotated[
     | QueueCommand
     | SteerCommand
     | CompactRequested
+    | ForkRequested
+    | ThreadForked
     | AbortRequested
     | QueueCleared
     | QueuedItemRemoved

@@ -25,6 +25,7 @@ __all__ = [
     "Effect",
     "InterruptAgent",
     "LogNote",
+    "OpenThread",
     "OutputKind",
     "PostOutput",
     "PromptAgent",
@@ -133,17 +134,20 @@ class StartAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    fork: bool = False  # ``session_id`` is to be forked (a new session), not resumed
 
     @classmethod
     def of(cls, source: Conversation | PromptAgent) -> StartAgent:
         """The one way to build it: the agent a conversation (or a prompt, which carries
         its conversation) needs running."""
+        fork = source.fork_of is not None and source.fork_of == source.session_id
         return cls(
             agent=source.agent,
             workdir=source.workdir,
             session_id=source.session_id,
             model=source.model,
             system_instruction=source.system_instruction,
+            fork=fork,
         )
 
 
@@ -160,6 +164,7 @@ class PromptAgent(Frozen):
     model: str | None = None
     system_instruction: str | None = None
     command: str | None = None  # "compact": run the CLI's compaction instead of a prompt
+    fork_of: str | None = None  # the conversation's (see ``Conversation.fork_of``)
 
 
 class InterruptAgent(Frozen):
@@ -201,6 +206,25 @@ class AnswerQuestion(Frozen):
     answer: str | None  # None: the question was dismissed
 
 
+class OpenThread(Frozen):
+    """Open a new chat thread beside this one (``/fork``, ``/btw``) whose conversation
+    continues a fork of ``session_id``, with ``prompt`` as its first prompt if any. The
+    runtime asks the platform for the thread, seeds it with those actions, and reports
+    ``ThreadForked`` (or ``EffectFailed``) with ``key``."""
+
+    type: Literal["open_thread"] = "open_thread"
+    key: str
+    title: str
+    agent: str
+    workdir: str
+    session_id: str
+    model: str | None = None
+    system_instruction: str | None = None
+    prompt: str | None = None
+    author_id: str = ""
+    author_name: str = ""
+
+
 class LogNote(Frozen):
     """Not user-visible: why an action was ignored or rejected, for the caller to log."""
 
@@ -226,6 +250,7 @@ Effect = Annotated[
     | StopAgent
     | AnswerPermission
     | AnswerQuestion
+    | OpenThread
     | LogNote,
     Field(discriminator="type"),
 ]

@@ -50,6 +50,7 @@ class AgentCapabilities(Frozen):
 
     steer: bool = False  # take a message into the running turn without aborting it
     compact: bool = False  # run the CLI's own compaction of the conversation (/compact)
+    fork: bool = False  # start a new session continuing a copy of an existing one (/fork)
 
 
 class Policy(Frozen):
@@ -90,6 +91,9 @@ class Conversation(Frozen):
     session_id: str | None = None  # the CLI's resume id, learned from its events
     model: str | None = None
     system_instruction: str | None = None
+    # The session this conversation is a fork of, until the fork's own session id is
+    # known: the first start forks it (``StartAgent.fork``), later ones resume the fork.
+    fork_of: str | None = None
 
 
 class OpenPart(Frozen):

@@ -56,6 +56,8 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.QueueCommand: user.on_queue_command,
     A.SteerCommand: user.on_steer,
     A.CompactRequested: user.on_compact,
+    A.ForkRequested: user.on_fork,
+    A.ThreadForked: agent.on_thread_forked,
     A.AbortRequested: user.on_abort,
     A.QueueCleared: user.on_clear_queue,
     A.QueuedItemRemoved: user.on_remove_queued,
@@ -90,6 +92,7 @@ _WAKES = (
     A.QueueCommand,
     A.SteerCommand,
     A.CompactRequested,
+    A.ForkRequested,
     A.AbortRequested,
     A.QueueCleared,
     A.QueuedItemRemoved,
@@ -140,6 +143,7 @@ def _drain(step: Step) -> None:
             model=conv.model,
             system_instruction=conv.system_instruction,
             command=item.command,
+            fork_of=conv.fork_of,
         )
     )
 

@@ -133,7 +133,9 @@ def _tool_key(run: Run, tool_id: str) -> tuple[str, str] | None:
 def _on_session_started(step: Step, ev: E.SessionStarted) -> None:
     conv = step.state.conversation
     if conv is not None:
-        step.set(conversation=conv.replace(session_id=ev.session_id))
+        # A fork's own session id: later starts resume it instead of forking again.
+        fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+        step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
 
 
 def _on_text(step: Step, ev: E.TextDelta) -> None:
@@ -266,7 +268,8 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
-            step.set(conversation=conv.replace(session_id=ev.session_id))
+            fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+            step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
         if run.end_reason is None:
             # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
@@ -391,6 +394,9 @@ def on_output_posted(step: Step, a: A.OutputPosted) -> None:
 def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
     step.emit(F.LogNote(level="warning", message=f"{a.effect} failed: {a.reason}"))
     run = step.state.run
+    if a.effect == "open_thread":
+        step.reply(f"⚠ Could not open a thread for the fork: {a.reason}")
+        return
     if a.effect == "steer_agent" and run is not None:
         # The steer never reached the agent: it becomes a normal prompt.
         lost = tuple(s for s in run.steers if a.key == f"{step.thread}/steer/{s.id}")
@@ -405,6 +411,10 @@ def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
             end_run(step, "agent_exit")
         elif step.state.conversation is not None:
             step.reply(f"⚠ The agent could not start: {a.reason}")
+
+
+def on_thread_forked(step: Step, a: A.ThreadForked) -> None:
+    step.reply(f"↳ Forked into {a.label}: the conversation continues there too.")
 
 
 def on_agent_connected(step: Step, a: A.AgentConnected) -> None:

@@ -149,6 +149,49 @@ def on_compact(step: Step, a: A.CompactRequested) -> None:
     _enqueue(step, item, interrupt=False, confirm=True)
 
 
+FORK_TITLE_CHARS = 80  # a /btw thread is named after its question, this long at most
+
+
+def on_fork(step: Step, a: A.ForkRequested) -> None:
+    """``/fork`` and ``/btw``: ask the platform for a new thread whose conversation forks
+    this one's session; this thread (and its run) is not touched."""
+    state = step.state
+    conv = state.conversation
+    caps = state.capabilities
+    if conv is None:
+        step.refuse("There is no conversation to fork.", "fork without a conversation")
+        return
+    if caps is None or not caps.fork:
+        why = "cannot fork a conversation" if caps else "has not started yet: try again"
+        step.refuse(f"{conv.agent} {why}.", "fork not supported", "rejected")
+        return
+    if conv.session_id is None:
+        step.refuse(
+            "Nothing to fork yet: the conversation has no session (send a first prompt).",
+            "fork without a session",
+        )
+        return
+    if a.question is not None:
+        title = "btw: " + " ".join(a.question.split())[:FORK_TITLE_CHARS]
+    else:
+        title = f"fork of {conv.agent} {conv.session_id[:8]}"
+    step.emit(
+        F.OpenThread(
+            key=f"{step.thread}/fork/{a.action_id}",
+            title=title,
+            agent=conv.agent,
+            workdir=conv.workdir,
+            session_id=conv.session_id,
+            model=conv.model,
+            system_instruction=conv.system_instruction,
+            prompt=a.question,
+            author_id=a.author_id,
+            author_name=a.author_name,
+        )
+    )
+    step.reply("Opening a new thread that continues this conversation…", ephemeral=True)
+
+
 def on_abort(step: Step, a: A.AbortRequested) -> None:
     if step.state.run is None:
         step.refuse("Nothing to abort: no run is active.", "abort while idle")
@@ -236,6 +279,7 @@ def open_conversation(
         step.refuse(problem, problem, "rejected")
         return
     assert a.resolved_workdir is not None
+    fork = isinstance(a, A.ConversationResumed) and a.fork
     step.set(
         conversation=Conversation(
             agent=a.agent,
@@ -243,12 +287,15 @@ def open_conversation(
             session_id=session_id,
             model=a.model,
             system_instruction=a.system_instruction,
+            fork_of=session_id if fork else None,
         ),
         capabilities=None,  # the new agent's come with its AgentConnected
         context_notice=0,
     )
     restart_agent(step, "a new conversation was started")
     verb = f"Resumed {a.agent} session {session_id}" if session_id else f"Started {a.agent}"
+    if fork:
+        verb = f"Forked {a.agent} session {session_id} (a new session continues it)"
     step.reply(f"{verb} in {a.resolved_workdir}.")
 
 

@@ -345,6 +345,17 @@ class ThreadMachine(RuleBasedStateMachine):
     def compact(self):
         self.apply(self.s.compact())
 
+    @rule(question=st.sampled_from([None, "why?"]))
+    def fork(self, question):
+        """/fork and /btw: a new thread is asked for; this thread's run and queue go on."""
+        before = self.state
+        self.apply(self.s.fork(question))
+        assert self.state.run == before.run and self.state.queue == before.queue
+
+    @rule()
+    def forked(self):
+        self.apply(self.s.forked("t1/fork/a1", "t2"))
+
     @rule(text=texts)
     def steer(self, text):
         self.apply(self.s.steer(text, source=f"m{self.s._n + 1}"))
@@ -474,9 +485,10 @@ class ThreadMachine(RuleBasedStateMachine):
         session=st.sampled_from([None, "s1"]),
         steer=st.sampled_from([None, True, False]),
         compact=st.booleans(),
+        fork=st.booleans(),
     )
-    def connected(self, session, steer, compact):
-        self.apply(self.s.connected(session, steer=steer, compact=compact))
+    def connected(self, session, steer, compact, fork):
+        self.apply(self.s.connected(session, steer=steer, compact=compact, fork=fork))
 
     @rule(crashed=st.booleans())
     def exited(self, crashed):

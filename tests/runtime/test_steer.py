@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from test_transitions import Thread, of, posts
 
+from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.model import Phase
@@ -172,3 +173,49 @@ def test_compact_is_refused_when_the_agent_cannot_or_is_not_known_yet():
     effects = t.do(t.s.compact())
     assert "has not started yet" in of(effects, F.ReplyToCommand)[0].text
     assert t.state.queue == ()
+
+
+def test_fork_asks_for_a_new_thread_continuing_the_session_and_leaves_the_run():
+    t = running()
+    t.state = t.state.replace(capabilities=t.state.capabilities.replace(fork=True))
+    before = t.state.run
+    effects = t.do(t.s.fork("what does foo do?"))
+    (opened,) = of(effects, F.OpenThread)
+    assert (opened.agent, opened.session_id, opened.prompt) == ("claude", "s1", "what does foo do?")
+    assert opened.title == "btw: what does foo do?"
+    assert t.state.run == before and of(effects, F.InterruptAgent) == []
+    effects = t.do(t.s.forked(opened.key, "t2", "<#t2>"))
+    assert "Forked into <#t2>" in of(effects, F.ReplyToCommand)[0].text
+    effects = t.do(t.s.failed("open_thread", reason="no permission"))
+    assert (
+        "Could not open a thread for the fork: no permission"
+        in of(effects, F.ReplyToCommand)[0].text
+    )
+
+
+def test_a_forked_conversation_forks_once_then_resumes_its_own_session():
+    t = Thread()
+    t.do(
+        A.ConversationResumed(
+            **t.s._base(),
+            agent="claude",
+            session_id="s1",
+            requested_workdir="/work/app",
+            resolved_workdir="/work/app",
+            fork=True,
+        )
+    )
+    start = of(t.all_effects, F.StartAgent)[-1]
+    assert start.session_id == "s1" and start.fork
+    assert "Forked claude session s1" in of(t.all_effects, F.ReplyToCommand)[-1].text
+    t.do(t.s.user("hi"), t.s.agent("r1", E.SessionStarted(session_id="s9")))
+    assert t.state.conversation.session_id == "s9" and t.state.conversation.fork_of is None
+    assert not F.StartAgent.of(t.state.conversation).fork
+
+
+def test_fork_is_refused_without_a_session_or_the_capability():
+    t = running()
+    assert "cannot fork" in of(t.do(t.s.fork()), F.ReplyToCommand)[0].text
+    t = Thread().started()
+    t.do(t.s.connected(None, steer=True, fork=True))
+    assert "Nothing to fork yet" in of(t.do(t.s.fork()), F.ReplyToCommand)[0].text
