@@ -137,6 +137,7 @@ class FakeAgentWorld:
     interrupts: list[str] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text) taken
     can_steer: bool = True  # what each ScriptedAgent declares
+    forks: list[str] = field(default_factory=list)  # sessions forked (StartAgent.fork)
     answers: list[tuple[str, object]] = field(default_factory=list)
     serve_calls: int = 0
     serve_times: list[float] = field(default_factory=list)  # trio time of each serve()
@@ -184,7 +185,7 @@ class ScriptedAgent(AgentAdapter):
         self._answers: dict[str, trio.Event] = {}
         self._interrupted: set[str] = set()
         self._nursery: trio.Nursery | None = None
-        self.capabilities = AgentCapabilities(steer=self.world.can_steer)
+        self.capabilities = AgentCapabilities(steer=self.world.can_steer, compact=True, fork=True)
 
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -198,6 +199,9 @@ class ScriptedAgent(AgentAdapter):
             world.fail_start -= 1
             raise RuntimeError("fake agent failed to start")
         self.session_id = start.session_id or f"sess-{next(world._sessions)}"
+        if start.fork and start.session_id:
+            world.forks.append(start.session_id)  # a fork continues a copy: a new session
+            self.session_id = f"sess-{next(world._sessions)}"
         self._emit = emit
         self.alive = True
         world.serving += 1

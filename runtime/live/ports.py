@@ -44,6 +44,7 @@ __all__ = [
     "RendererFactory",
     "RendererPort",
     "StampedEvent",
+    "ThreadOpener",
 ]
 
 
@@ -103,6 +104,13 @@ class AdapterFactory(Protocol):
         the reason), for the thread ``thread_id``; ``start`` is what its ``serve`` gets."""
         ...
 
+
+ThreadOpener = Callable[[str, str], Awaitable[tuple[str, str]]]
+"""``opener(source_thread_id, title)`` opens a new chat thread beside the source one (a
+Discord thread in the same channel, a Telegram topic in the same group, a console thread)
+and returns its thread id and how to name it in the chat (``<#id>``); it raises when the
+platform cannot. Given by the app to the runtime (``Runtime(thread_opener=...)``) for
+``OpenThread`` (``/fork``, ``/btw``); the runtime seeds the new thread itself."""
 
 Posted = tuple[str, tuple[str, ...]]
 """An output a renderer posted: its key and the message ids it got (new ones only)."""

@@ -34,17 +34,25 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from threadspindle.runtime.core.actions import Action, EffectFailed, OutputPosted
+from threadspindle.runtime.core.actions import (
+    Action,
+    ConversationResumed,
+    EffectFailed,
+    OutputPosted,
+    ThreadForked,
+    UserMessage,
+)
 from threadspindle.runtime.core.effect_types import (
     AnswerPermission,
     AnswerQuestion,
     AppendOutput,
     Effect,
     InterruptAgent,
+    OpenThread,
     PromptAgent,
     StartAgent,
     SteerAgent,
@@ -53,7 +61,7 @@ from threadspindle.runtime.core.effect_types import (
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import RendererPort
+from threadspindle.runtime.live.ports import RendererPort, ThreadOpener
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -67,6 +75,7 @@ _AGENT_EFFECTS = (
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
+    OpenThread,
 )
 
 
@@ -84,8 +93,12 @@ class Reactor:
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
+        thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self._thread_opener = thread_opener
+        self._post_elsewhere = post_elsewhere
         self._current_run = current_run
         self.renderer = renderer
         self.listener = listener
@@ -190,7 +203,10 @@ class Reactor:
     async def _apply_agent(self, effect: Effect) -> None:
         assert self._nursery is not None
         listener = self.listener
-        if isinstance(effect, StartAgent):
+        if isinstance(effect, OpenThread):
+            # Opening a thread takes platform calls: never hold the agent lane for it.
+            self._nursery.start_soon(self._open_thread, effect)
+        elif isinstance(effect, StartAgent):
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
             # PromptAgent after it waits for the same start; a failure is still reported.
@@ -240,6 +256,48 @@ class Reactor:
             reason = f"{type(exc).__name__}: {exc}"
             logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
             self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
+
+    async def _open_thread(self, effect: OpenThread) -> None:
+        """``/fork``, ``/btw``: the platform opens the thread; the runtime seeds it with a
+        conversation forking the session (and the question as its first prompt), then
+        tells this thread (``ThreadForked``), or reports the failure (``EffectFailed``)."""
+        try:
+            if self._thread_opener is None or self._post_elsewhere is None:
+                raise RuntimeError("this chat platform cannot open threads")
+            new_thread, label = await self._thread_opener(self.thread_id, effect.title)
+            seed = {"thread_id": new_thread, "at": self._clock()}
+            await self._post_elsewhere(
+                ConversationResumed(
+                    **seed,
+                    action_id=f"{effect.key}/start",
+                    agent=effect.agent,
+                    session_id=effect.session_id,
+                    requested_workdir=effect.workdir,
+                    resolved_workdir=effect.workdir,
+                    model=effect.model,
+                    system_instruction=effect.system_instruction,
+                    fork=True,
+                )
+            )
+            if effect.prompt is not None:
+                await self._post_elsewhere(
+                    UserMessage(
+                        **seed,
+                        action_id=f"{effect.key}/prompt",
+                        author_id=effect.author_id,
+                        author_name=effect.author_name,
+                        text=effect.prompt,
+                    )
+                )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect open_thread failed: %s", reason, extra=self._ctx(effect))
+            self._report(EffectFailed, effect=effect.type, key=effect.key, reason=reason)
+            return
+        self._report(ThreadForked, key=effect.key, new_thread_id=new_thread, label=label)
 
     def _ctx(self, effect: Effect) -> dict[str, str]:
         run_id = getattr(effect, "run_id", None) or ""

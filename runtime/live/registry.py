@@ -45,7 +45,12 @@ from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    RendererFactory,
+    RendererPort,
+    ThreadOpener,
+)
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -114,6 +119,7 @@ class Runtime:
         backoff: Callable[[], Backoff] = Backoff,
         enrich: Callable[[Action], Action] | None = None,
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
+        thread_opener: ThreadOpener | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -124,6 +130,7 @@ class Runtime:
         self.policy = policy
         self._renderer_factory = renderer_factory
         self._adapter_factory = adapter_factory
+        self.thread_opener = thread_opener  # the platform's, for /fork and /btw
         self._clock = clock
         self._ids = ids or sequential_ids()
         self._transition = transition
@@ -302,6 +309,8 @@ class Runtime:
             tick_interval_s=self.tick_interval_s,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
+            thread_opener=self.thread_opener,
+            post_elsewhere=self.post,
         )
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
