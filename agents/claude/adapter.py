@@ -143,7 +143,8 @@ class ClaudeAdapter(AgentAdapter):
         self._interrupt_next_turn = False  # the CLI runs held steers after an interrupt
         self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
         # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
-        self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True)
+        self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
+        self._fork_of: str | None = None  # forked at the next spawn (--fork-session)
         self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
         self._command_output = ""  # what the CLI's command printed (local-command-stdout)
 
@@ -157,6 +158,7 @@ class ClaudeAdapter(AgentAdapter):
         self._emit = emit
         self._start = start
         self.session_id = start.session_id
+        self._fork_of = start.session_id if start.fork else None
         self._model = start.model or self.options.model
         try:
             if self.options.per_turn:
@@ -286,6 +288,7 @@ class ClaudeAdapter(AgentAdapter):
             model=model or self._start.model,
             system_instruction=system_instruction or self._start.system_instruction,
             mcp_config_path=(mcp_path := self._write_mcp_config()),
+            fork=session_id is not None and session_id == self._fork_of,
         )
         self._mcp_config = mcp_path
         proc = await spawn_agent(spec)
@@ -411,6 +414,8 @@ class ClaudeAdapter(AgentAdapter):
         """Emit, stamped with ``run_id`` or else the run of the turn the CLI is on."""
         if isinstance(event, SessionStarted):
             self.session_id = event.session_id
+            if event.session_id != self._fork_of:
+                self._fork_of = None  # the fork has its own session: resume that from now
         if self._prompt_sent_at is not None:
             self.first_event_latency_s = time.monotonic() - self._prompt_sent_at
             self._prompt_sent_at = None

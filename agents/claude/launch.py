@@ -79,6 +79,7 @@ def launch_spec(
     system_instruction: str | None = None,
     mcp_config_path: str | None = None,
     base_env: Mapping[str, str] | None = None,
+    fork: bool = False,
 ) -> LaunchSpec:
     """argv, environment and cwd of one Claude Code process."""
     argv = [
@@ -99,6 +100,8 @@ def launch_spec(
         argv.append("--replay-user-messages")
     if session_id:
         argv += ["--resume", session_id]
+        if fork:
+            argv.append("--fork-session")  # a new session id, continuing a copy
     chosen_model = model or options.model
     if chosen_model:
         argv += ["--model", chosen_model]

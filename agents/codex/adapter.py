@@ -136,7 +136,7 @@ class CodexAdapter(AgentAdapter):
         self._steers: dict[RpcId, tuple[str, str]] = {}
         # app-server steers natively (turn/steer); codex exec per turn cannot.
         self.capabilities = AgentCapabilities(
-            steer=not options.per_turn, compact=not options.per_turn
+            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
         )
 
     # -- shared --------------------------------------------------------------------------
@@ -308,9 +308,11 @@ class CodexAdapter(AgentAdapter):
             common["developerInstructions"] = instruction
         result: Any = None
         if start.session_id:
+            # A fork (/fork, /btw) is a new thread continuing a copy of the stored one.
+            method, verb = ("thread/fork", "fork") if start.fork else ("thread/resume", "resume")
             try:
                 result = await rpc.request(
-                    "thread/resume",
+                    method,
                     {"threadId": start.session_id, "excludeTurns": True, **common},
                     timeout=RPC_TIMEOUT_S,
                 )
@@ -319,7 +321,7 @@ class CodexAdapter(AgentAdapter):
                 await self._send(
                     self._run_id,
                     AgentError(
-                        message=f"could not resume codex session {start.session_id}: {exc.message}"
+                        message=f"could not {verb} codex session {start.session_id}: {exc.message}"
                     ),
                 )
         if result is None:

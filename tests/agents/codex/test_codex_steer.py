@@ -106,3 +106,25 @@ async def test_compact_runs_codex_own_compaction_as_a_turn(
         assert isinstance(end3.event, TurnCompleted) and s.text("r3") == "Hello from fake model."
         # After compaction the model is sent the summary, not the whole history.
         assert "Hello from fake model." in _inputs(fake)[-1]
+
+
+async def test_fork_continues_a_copy_of_the_thread_under_a_new_id(
+    fake: OpenAIResponsesFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    opts = codex_options(fake.base_url, tmp_path / "home")
+    async with running(opts, work) as s:
+        assert s.adapter.capabilities.fork
+        end = await s.turn("r1", "remember ORIGINAL-MARK")
+        original = end.session_id
+    async with running(opts, work, session_id=original, fork=True) as forked:
+        end = await forked.turn("r1", "what did I say?")
+        assert end.session_id and end.session_id != original
+        last = _inputs(fake)[-1]
+        assert "ORIGINAL-MARK" in last and "what did I say?" in last
+    async with running(opts, work, session_id=original) as again:
+        end = await again.turn("r1", "and now?")
+        assert end.session_id == original
+        last = _inputs(fake)[-1]
+        assert "ORIGINAL-MARK" in last and "what did I say?" not in last
