@@ -116,7 +116,9 @@ class OpencodeAdapter(AgentAdapter):
         self._last_model: str | None = None  # "provider/model" of the last turn
         # /compact is opencode's session summarize (long-lived only); no steering (a prompt
         # on a busy session is queued by opencode, not added to the turn).
-        self.capabilities = AgentCapabilities(compact=not options.per_turn)
+        self.capabilities = AgentCapabilities(
+            compact=not options.per_turn, fork=not options.per_turn
+        )
         self._emit: EmitEvent | None = None
         self._parser: OpencodeEventParser | None = None
         self._nursery: trio.Nursery | None = None
@@ -169,7 +171,7 @@ class OpencodeAdapter(AgentAdapter):
         subscription = None
         try:
             self._problems = await self._register_mcp(server)
-            session_id = await self._open_session(server, start.session_id)
+            session_id = await self._open_session(server, start.session_id, fork=start.fork)
             self._session_id = session_id
             subscription = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
@@ -177,7 +179,7 @@ class OpencodeAdapter(AgentAdapter):
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
             for problem in self._problems:
                 await self._emit_event(AgentError(message=problem))
-            if start.session_id and start.session_id != session_id:
+            if start.session_id and start.session_id != session_id and not start.fork:
                 await self._emit_event(
                     AgentError(
                         message=f"Could not resume opencode session {start.session_id} "
@@ -206,9 +208,23 @@ class OpencodeAdapter(AgentAdapter):
                 await self._unregister_mcp(server)
                 await release_server(server)
 
-    async def _open_session(self, server: OpencodeServer, resume: str | None) -> str:
+    async def _open_session(
+        self, server: OpencodeServer, resume: str | None, *, fork: bool = False
+    ) -> str:
         mcp = mcp_registrations(self.options)
         rules = session_rules(self.permission, mcp)
+        if resume and fork:
+            # /fork, /btw: a new session with a copy of the old one's messages.
+            response = await server.request("POST", f"/session/{resume}/fork", json_body={})
+            forked = response.json() if response.status_code == 200 else None
+            if isinstance(forked, dict) and isinstance(forked.get("id"), str):
+                if mcp:
+                    await self._update_rules(server, forked["id"], forked, mcp)
+                return str(forked["id"])
+            raise AgentStartError(
+                f"opencode: could not fork session {resume}: "
+                f"{response.status_code} {response.text[:300]}"
+            )
         if resume:
             response = await server.request("GET", f"/session/{resume}")
             if response.status_code == 200:

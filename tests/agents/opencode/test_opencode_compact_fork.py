@@ -1,6 +1,7 @@
-"""``/compact`` with the genuine ``opencode serve`` against the fake Chat Completions API:
-``POST /session/<id>/summarize`` on the session's last model is opencode's own compaction;
-it runs as the run's turn, ended by the session's idle, and the session goes on."""
+"""``/compact`` and ``/fork`` with the genuine ``opencode serve`` against the fake Chat
+Completions API: ``POST /session/<id>/summarize`` on the session's last model is opencode's
+own compaction (a turn ended by the session's idle, after which the session goes on);
+``POST /session/<id>/fork`` is a new session with a copy of the old one's messages."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ async def test_compact_summarises_the_session(fake: OpenAIChatFake, tmp_path: Pa
         assert len(bodies) == 1 and "Do not mention the summary process" in bodies[0]
         after = await thread.turn("hello again")
         assert _text(after) == HELLO
+
+
+async def test_fork_opens_a_new_session_with_the_history(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    options = opencode_options(fake, tmp_path / "home")
+    async with running(options, work) as thread:
+        assert thread.adapter.capabilities.fork
+        await thread.turn("remember ORIGINAL-MARK")
+        original = thread.adapter._session_id
+    async with running(options, work, session_id=original, fork=True) as forked:
+        fork_id = forked.adapter._session_id
+        assert fork_id and fork_id != original
+        await forked.turn("what did I say?")
+        last = json.dumps(fake.requests[-1].body)
+        assert "ORIGINAL-MARK" in last and "what did I say?" in last
