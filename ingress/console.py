@@ -63,6 +63,8 @@ Commands:
   /queue <message>             queue a prompt without interrupting
   /steer <message>             add to the running turn without stopping it
   /compact                     let the agent compact (summarise) its conversation
+  /fork                        a new thread continuing this conversation from here
+  /btw <question>              ask on the side, in a forked thread (the run goes on)
   /abort                       stop the active run (queued prompts go on)
   /clear-queue [position]      drop all queued prompts, or the one at a position
   /status                      the thread's agent, run, queue and counters
@@ -120,6 +122,17 @@ class ConsoleChat:
 
     def say(self, text: str) -> None:
         self.out.write(terminal_safe(text) + "\n")
+
+    async def open_thread(self, source_thread_id: str, title: str) -> tuple[str, str]:
+        """The runtime's ``thread_opener``: a new named console thread (``fork1``, ...);
+        the current thread stays the one typed into."""
+        n = 1
+        while f"fork{n}" in self.names:
+            n += 1
+        name = f"fork{n}"
+        self.names.append(name)
+        self.say(f"[{name}] opened: {title} (/thread switch {name})")
+        return thread_id_for(name), f"console thread {name} (/thread switch {name})"
 
     def _prompt_action(self, text: str) -> A.UserMessage | A.SteerCommand:
         """A typed line as a prompt: the `` steer``/`` queue`` suffixes, else the console's
@@ -277,6 +290,16 @@ class ConsoleChat:
             base = self._base()
             await self.post(
                 A.SteerCommand(**base, author_id=self.author, author_name=self.author, text=rest)
+            )
+        elif head == "fork" and not rest:
+            await self.post(
+                A.ForkRequested(**self._base(), author_id=self.author, author_name=self.author)
+            )
+        elif head == "btw" and rest:
+            await self.post(
+                A.ForkRequested(
+                    **self._base(), author_id=self.author, author_name=self.author, question=rest
+                )
             )
         elif head == "compact":
             await self.post(

@@ -28,6 +28,7 @@ from threadspindle.runtime.core.actions import (
     AbortRequested,
     CompactRequested,
     ConversationEnded,
+    ForkRequested,
     ModelChanged,
     QueueCleared,
     QueueCommand,
@@ -111,6 +112,25 @@ def build_commands(bot: SpindleBot) -> None:
             ),
         )
 
+    @app_commands.command(name="fork", description="A new thread continuing this conversation")
+    async def fork(interaction: discord.Interaction) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: ForkRequested(**c, author_id=str(user.id), author_name=user.display_name),
+        )
+
+    @app_commands.command(name="btw", description="Ask on the side in a forked thread")
+    @app_commands.describe(question="Asked in a new thread; the run here goes on untouched")
+    async def btw(interaction: discord.Interaction, question: str) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: ForkRequested(
+                **c, author_id=str(user.id), author_name=user.display_name, question=question
+            ),
+        )
+
     @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
     @app_commands.describe(position="1-based position of the one prompt to drop")
     async def clear_queue(interaction: discord.Interaction, position: int | None = None) -> None:
@@ -129,6 +149,8 @@ def build_commands(bot: SpindleBot) -> None:
         queue,
         steer,
         compact,
+        fork,
+        btw,
         clear_queue,
         abort,
     )

@@ -83,7 +83,8 @@ def help_text(agents: tuple[str, ...]) -> str:
         'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /compact · /abort · /status · "
+        "/queue <message> · /steer <message> · /compact · /fork · /btw <question> · "
+        "/abort · /status · "
         "/clear_queue [position]\n"
         "/model <name> · /workdir <path> · /conversation_end"
     )
@@ -378,6 +379,14 @@ class TelegramIngress:
                 author_name=author,
                 text=args,
                 source_message_id=str(message.message_id),
+            )
+        elif name == "fork":
+            action = A.ForkRequested(**common, author_id=str(user.id), author_name=author)
+        elif name == "btw":
+            if not args:
+                raise InputRefused("usage: /btw <question>")
+            action = A.ForkRequested(
+                **common, author_id=str(user.id), author_name=author, question=args
             )
         elif name == "compact":
             action = A.CompactRequested(**common, author_id=str(user.id), author_name=author)

@@ -48,6 +48,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("queue", "Queue a prompt without interrupting: /queue <message>"),
     ("steer", "Add to the running turn without stopping it: /steer <message>"),
     ("compact", "Let the agent compact (summarise) its conversation"),
+    ("fork", "A new topic continuing this conversation"),
+    ("btw", "Ask on the side in a forked topic: /btw <question>"),
     ("abort", "Stop the active run"),
     ("status", "Show the run, the queue and the agent"),
     ("clear_queue", "Drop all queued prompts, or one: /clear_queue [position]"),

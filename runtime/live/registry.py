@@ -309,7 +309,7 @@ class Runtime:
             tick_interval_s=self.tick_interval_s,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
-            thread_opener=self.thread_opener,
+            thread_opener=self._open_thread,
             post_elsewhere=self.post,
         )
         self._actors[thread_id] = actor
@@ -323,6 +323,13 @@ class Runtime:
                 )
             )
         return actor
+
+    async def _open_thread(self, source_thread_id: str, title: str) -> tuple[str, str]:
+        """The platform's ``thread_opener``, looked up when used: the app may set it after
+        the runtime is open (the console's chat is made with the runtime)."""
+        if self.thread_opener is None:
+            raise RuntimeError("this chat platform cannot open threads")
+        return await self.thread_opener(source_thread_id, title)
 
     def _renderer_for(self, thread_id: str) -> RendererPort:
         """A renderer for the thread, told what the log says was already posted, so it
