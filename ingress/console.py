@@ -143,12 +143,18 @@ class ConsoleChat:
         if not steered:
             prompt, queued = split_queue_suffix(text)
             steered = not queued and self.plain_message == "steer"
-        who = {"author_id": self.author, "author_name": self.author}
         if steered:
-            return A.SteerCommand(**base, **who, text=prompt, source_message_id=base["action_id"])
+            return A.SteerCommand(
+                **base,
+                author_id=self.author,
+                author_name=self.author,
+                text=prompt,
+                source_message_id=base["action_id"],
+            )
         return A.UserMessage(
             **base,
-            **who,
+            author_id=self.author,
+            author_name=self.author,
             text=prompt,
             source_message_id=base["action_id"],
             interrupt=not queued and self.plain_message != "queue",

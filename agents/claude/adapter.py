@@ -546,7 +546,9 @@ class ClaudeAdapter(AgentAdapter):
         its own next, which continues this run. After an interrupt that turn is
         interrupted too, and the steers are refused (the core sends them as prompts)."""
         ends = [e for e in events if isinstance(e, TurnCompleted | TurnAborted)]
-        rest = [e for e in events if not isinstance(e, TurnCompleted | TurnAborted)]
+        rest: list[AgentEvent] = [
+            e for e in events if not isinstance(e, TurnCompleted | TurnAborted)
+        ]
         aborted = any(isinstance(e, TurnAborted) for e in ends)
         if aborted:
             self._interrupt_next_turn = True
@@ -558,7 +560,8 @@ class ClaudeAdapter(AgentAdapter):
         else:
             done = next((e for e in ends if isinstance(e, TurnCompleted)), None)
             if done is not None:
-                self._carried = self._merge_carried(done)
+                merged = self._merge_carried(done)
+                self._carried = merged if isinstance(merged, TurnCompleted) else done
         return rest
 
     def _merge_carried(self, event: AgentEvent) -> AgentEvent:

@@ -265,10 +265,11 @@ class Reactor:
             if self._thread_opener is None or self._post_elsewhere is None:
                 raise RuntimeError("this chat platform cannot open threads")
             new_thread, label = await self._thread_opener(self.thread_id, effect.title)
-            seed = {"thread_id": new_thread, "at": self._clock()}
+            at = self._clock()
             await self._post_elsewhere(
                 ConversationResumed(
-                    **seed,
+                    thread_id=new_thread,
+                    at=at,
                     action_id=f"{effect.key}/start",
                     agent=effect.agent,
                     session_id=effect.session_id,
@@ -282,7 +283,8 @@ class Reactor:
             if effect.prompt is not None:
                 await self._post_elsewhere(
                     UserMessage(
-                        **seed,
+                        thread_id=new_thread,
+                        at=at,
                         action_id=f"{effect.key}/prompt",
                         author_id=effect.author_id,
                         author_name=effect.author_name,
