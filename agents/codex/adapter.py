@@ -480,6 +480,17 @@ class CodexAdapter(AgentAdapter):
                 await trio.sleep(0.01)
         self._turn_pending = False
         self._tree.sample(self._proc.pid if self._proc else None)
+        if prompt.run_id not in self._turn_runs.values() and not self._gone.is_set():
+            # No turn came of it: the run must still end (the process lives on).
+            await self._send(
+                prompt.run_id,
+                TurnCompleted(
+                    session_id=self._thread_id,
+                    model=self._model,
+                    is_error=True,
+                    error="codex started no compaction turn",
+                ),
+            )
 
     async def _interrupt_turn(self, turn_id: str) -> None:
         rpc = self._rpc
