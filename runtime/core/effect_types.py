@@ -134,20 +134,24 @@ class StartAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
-    fork: bool = False  # ``session_id`` is to be forked (a new session), not resumed
+    fork_of: str | None = None  # the conversation's (``Conversation.fork_of``)
+
+    @property
+    def fork(self) -> bool:
+        """``session_id`` is to be forked (a new session continuing a copy), not resumed."""
+        return self.fork_of is not None and self.fork_of == self.session_id
 
     @classmethod
     def of(cls, source: Conversation | PromptAgent) -> StartAgent:
         """The one way to build it: the agent a conversation (or a prompt, which carries
         its conversation) needs running."""
-        fork = source.fork_of is not None and source.fork_of == source.session_id
         return cls(
             agent=source.agent,
             workdir=source.workdir,
             session_id=source.session_id,
             model=source.model,
             system_instruction=source.system_instruction,
-            fork=fork,
+            fork_of=source.fork_of,
         )
 
 

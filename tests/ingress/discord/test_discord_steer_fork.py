@@ -27,8 +27,9 @@ async def test_steer_suffix_and_command_reach_the_running_turn(
         assert stack.agents.interrupts == []  # the turn was never interrupted
         assert [t for _, t in stack.agents.delivered] == ["LONGTOOL work"]
         await wait_for(lambda: world.fake.interaction_replies(interaction) is not None)
-        shown = world.fake.transcript(thread)
-        assert "(added to this turn): also add tests" in shown
+        await wait_for(
+            lambda: "(added to this turn): also add tests" in world.fake.transcript(thread)
+        )
 
 
 async def test_btw_opens_a_forked_thread_beside_this_one(world: World, tmp_path: Path) -> None:
