@@ -14,7 +14,7 @@ AGENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 \
 # 0.8.0 (no --argv0), while it works with the copy it bundles.
 BWRAP := .tools/bubblewrap/usr/bin/bwrap
 
-.PHONY: setup agents bwrap run test bench lint clean
+.PHONY: setup agents bwrap run test bench lint clean cluster-dev
 
 setup: $(STAMP)
 
@@ -44,6 +44,12 @@ $(BWRAP):
 
 run: setup
 	$(BIN)/spindle run
+
+# Scale-out on one machine (docs/scale-out.md): 3 NATS JetStream nodes, two runners of
+# ROOT (default: here) and a console gateway.
+ROOT ?= .
+cluster-dev: setup
+	$(BIN)/spindle cluster dev --root $(ROOT)
 
 test: setup agents bwrap
 	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q

@@ -117,13 +117,25 @@ async def _serve(
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
-        if console_agent is None and settings.telegram_bot_token() is not None:
-            # Telegram (with Discord too when it has a token): one runtime, every platform.
+        if console_agent is None and (
+            settings.telegram_bot_token() is not None or settings.whatsapp_configured()
+        ):
+            # Telegram and/or WhatsApp (with Discord too when it has a token): one runtime,
+            # every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
 
             discord = settings_from_config(settings) if settings.token() is not None else None
+            telegram = (
+                telegram_settings_from_config(settings)
+                if settings.telegram_bot_token() is not None
+                else None
+            )
+            whatsapp = (
+                whatsapp_settings_from_config(settings) if settings.whatsapp_configured() else None
+            )
             limits = PlatformLimits(min_edit_interval_s=settings.runtime.edit_interval_s)
             finished = trio.Event()
 
@@ -131,7 +143,8 @@ async def _serve(
                 try:
                     await run_platforms(
                         discord=discord,
-                        telegram=telegram_settings_from_config(settings),
+                        telegram=telegram,
+                        whatsapp=whatsapp,
                         log=log,
                         adapter_factory=factory,
                         policy=policy,
@@ -143,12 +156,33 @@ async def _serve(
                 finally:
                     finished.set()
 
-            both = await nursery.start(platforms)
+            try:
+                both = await nursery.start(platforms)
+            except OSError as exc:  # the webhook's port (nothing else binds here)
+                _say(
+                    f"Cannot start: the WhatsApp webhook cannot listen on "
+                    f"{settings.whatsapp.webhook_host}:{settings.whatsapp.webhook_port}: "
+                    f"{exc.strerror or exc}. Set whatsapp.webhook_port to another port."
+                )
+                return EXIT_USAGE
             if _early_stop.requested:
                 both.stop()
             else:
-                names = "Discord and Telegram" if discord is not None else "Telegram"
-                _say(f"Connected to {names}. Stop with Ctrl-C.")
+                names = [
+                    name
+                    for name, on in (
+                        ("Discord", discord is not None),
+                        ("Telegram", telegram is not None),
+                        ("WhatsApp", whatsapp is not None),
+                    )
+                    if on
+                ]
+                joined = " and ".join(
+                    [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
+                )
+                _say(f"Connected to {joined}. Stop with Ctrl-C.")
+                if both.whatsapp is not None:
+                    _say(f"WhatsApp webhook on {both.whatsapp.webhook_url}")
             await finished.wait()
         elif console_agent is None:
             from threadspindle.ingress.discord.host import run_discord_runtime
@@ -380,7 +414,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
-    console = args.console or (settings.token() is None and not telegram)
+    whatsapp = settings.whatsapp_configured()
+    console = args.console or (settings.token() is None and not telegram and not whatsapp)
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -396,6 +431,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
             telegram_settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Telegram bot: {exc}")
+            return EXIT_USAGE
+    if not console and whatsapp:
+        try:
+            from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
+
+            whatsapp_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start WhatsApp: {exc}")
             return EXIT_USAGE
     if _process_sandbox(settings) is not None:
         try:
@@ -418,6 +461,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     redact(settings.telegram_bot_token())
+    for secret in settings.whatsapp_secrets().values():
+        redact(secret or None)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -40,11 +41,26 @@ def dispatch(args: argparse.Namespace) -> int:
             "replay": cmd_replay,
             "log": cmd_log,
             "mcp": cmd_mcp,
+            "runner": _scale_out("cmd_runner"),
+            "gateway": _scale_out("cmd_gateway"),
+            "cluster": _scale_out("cmd_cluster"),
         }[args.command]
         return handler(args, settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
+
+
+def _scale_out(name: str) -> Callable[[argparse.Namespace, Settings], int]:
+    """A command of ``app.scale_out``, imported only when it runs (nats-py is not light)."""
+
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        from threadspindle.app import scale_out
+
+        command: Callable[[argparse.Namespace, Settings], int] = getattr(scale_out, name)
+        return command(args, settings)
+
+    return handler
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -148,6 +164,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.log_command != "export":
         print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "nats", None):
+        return _scale_out("cmd_log_export")(args, settings)
     db = settings.database_path
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)

@@ -259,6 +259,25 @@ class TelegramSettings(_Section):
         return v
 
 
+class WhatsAppSettings(_Section):
+    """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
+    set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
+    SPINDLE_WHATSAPP_VERIFY_TOKEN."""
+
+    token: SecretStr | None = None
+    app_secret: SecretStr | None = None
+    verify_token: SecretStr | None = None
+    phone_number_id: Annotated[StrictStr, Field(pattern=r"^[0-9]*$", max_length=32)] = ""
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://graph.facebook.com/v23.0"
+    webhook_host: StrictStr = "127.0.0.1"  # behind the user's HTTPS reverse proxy or tunnel
+    webhook_port: int = Field(default=8443, ge=0, le=65535)
+    webhook_path: Annotated[StrictStr, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/whatsapp/webhook"
+    allowed_wa_ids: list[Annotated[StrictStr, Field(pattern=r"^[0-9]{5,20}$")]] = []
+    allowed_group_ids: list[StrictStr] = []
+    # No edits on WhatsApp: the least time between two messages of one streamed answer.
+    min_message_interval_s: float = Field(default=2.0, ge=0.2, le=60, allow_inf_nan=False)
+
+
 class RuntimeSettings(_Section):
     queue_limit: Count = Field(default=50, ge=1, le=10_000)
     edit_interval_s: Seconds = Field(default=0.5, ge=0.05, le=60)
@@ -396,6 +415,10 @@ class Settings(BaseSettings):
     discord: DiscordSettings = DiscordSettings()
     telegram_token: SecretStr | None = None  # SPINDLE_TELEGRAM_TOKEN, the usual way
     telegram: TelegramSettings = TelegramSettings()
+    whatsapp_token: SecretStr | None = None  # SPINDLE_WHATSAPP_TOKEN, the usual way
+    whatsapp_app_secret: SecretStr | None = None  # SPINDLE_WHATSAPP_APP_SECRET
+    whatsapp_verify_token: SecretStr | None = None  # SPINDLE_WHATSAPP_VERIFY_TOKEN
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
@@ -477,6 +500,24 @@ class Settings(BaseSettings):
             if secret is not None and secret.get_secret_value():
                 return secret.get_secret_value()
         return None
+
+    def whatsapp_secrets(self) -> dict[str, str]:
+        """The WhatsApp ``token``, ``app_secret`` and ``verify_token`` (env
+        ``SPINDLE_WHATSAPP_*`` first, then ``[whatsapp]``); "" for one not set."""
+        section = self.whatsapp
+        pairs = {
+            "token": (self.whatsapp_token, section.token),
+            "app_secret": (self.whatsapp_app_secret, section.app_secret),
+            "verify_token": (self.whatsapp_verify_token, section.verify_token),
+        }
+        return {
+            name: next((s.get_secret_value() for s in found if s and s.get_secret_value()), "")
+            for name, found in pairs.items()
+        }
+
+    def whatsapp_configured(self) -> bool:
+        """A WhatsApp access token is set: ``spindle run`` serves WhatsApp."""
+        return bool(self.whatsapp_secrets()["token"])
 
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())

@@ -347,6 +347,93 @@ def _check_telegram(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
     return rows
 
 
+def _check_whatsapp(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
+    """WhatsApp only when it has a token: the other credentials, then the phone number at
+    the configured ``base_url`` (is the Graph API reachable, and does it take the token?)."""
+    secrets = settings.whatsapp_secrets()
+    token = secrets["token"]
+    if not token:
+        return []
+    import httpx  # only here: doctor without WhatsApp never needs it
+
+    w = settings.whatsapp
+    missing = [n for n in ("app_secret", "verify_token") if not secrets[n]]
+    if not w.phone_number_id:
+        missing.append("phone_number_id")
+    rows: list[Check] = []
+    if missing:
+        rows.append(
+            Check(
+                "whatsapp config",
+                "fail",
+                "missing: " + ", ".join(missing),
+                "see docs/whatsapp-setup.md (secrets as SPINDLE_WHATSAPP_*)",
+            )
+        )
+        return rows
+    base = w.base_url.rstrip("/")
+    url = f"{base}/{w.phone_number_id}"
+    try:
+        response = httpx.get(
+            url,
+            params={"fields": "display_phone_number,verified_name"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+        )
+        body = response.json() if response.content else {}
+    except (httpx.HTTPError, ValueError) as exc:
+        reason = type(exc).__name__ if not str(exc) else str(exc).replace(token, "<token>")
+        rows.append(
+            Check(
+                "whatsapp api",
+                "fail",
+                f"{base} unreachable: {reason}",
+                "check whatsapp.base_url and the network",
+            )
+        )
+    else:
+        if response.status_code == 200 and isinstance(body, dict):
+            number = body.get("display_phone_number", "?")
+            rows.append(Check("whatsapp api", "ok", f"{number} ({w.phone_number_id}) at {base}"))
+        elif response.status_code in (400, 401, 403):
+            rows.append(
+                Check(
+                    "whatsapp api",
+                    "fail",
+                    f"the token or phone number id was refused ({response.status_code})",
+                    "copy the access token and phone number id again (docs/whatsapp-setup.md)",
+                )
+            )
+        else:
+            rows.append(
+                Check(
+                    "whatsapp api",
+                    "warn",
+                    f"the phone number lookup answered {response.status_code}",
+                    "try again later; check whatsapp.base_url",
+                )
+            )
+    if not w.allowed_wa_ids:
+        rows.append(
+            Check(
+                "whatsapp access",
+                "warn",
+                "no allowed numbers: nobody can use Spindle on WhatsApp",
+                "set whatsapp.allowed_wa_ids",
+            )
+        )
+    else:
+        rows.append(
+            Check(
+                "whatsapp access",
+                "ok",
+                f"{len(w.allowed_wa_ids)} number(s), {len(w.allowed_group_ids)} group(s); "
+                f"webhook on {w.webhook_host}:{w.webhook_port}{w.webhook_path}",
+            )
+        )
+    return rows
+
+
 def run_checks(settings: Settings) -> list[Check]:
     rows: list[Check] = []
     for agent in detect_agents(settings):
@@ -378,6 +465,7 @@ def run_checks(settings: Settings) -> list[Check]:
     rows.append(_check_disk_space(settings))
     rows.extend(_check_discord(settings))
     rows.extend(_check_telegram(settings))
+    rows.extend(_check_whatsapp(settings))
     roots = settings.runtime.policy().allowed_roots
     missing = [r for r in roots if not os.path.isdir(r)]
     rows.append(

@@ -1,11 +1,12 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram; Slack and
-WhatsApp join here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp;
+Slack joins here): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, a snowflake Discord's). The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, a
+snowflake Discord's; WhatsApp needs no asyncio: its webhook and client are trio's). The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -36,6 +37,12 @@ from threadspindle.ingress.telegram.host import (
     telegram_thread_opener,
 )
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.whatsapp.host import (
+    WhatsAppConnection,
+    hosted_whatsapp,
+    whatsapp_limits,
+)
+from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory, ThreadOpener
@@ -47,9 +54,12 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``discord`` or ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``discord`` or
+    ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
+    if thread_id.startswith("wa:"):
+        return "whatsapp"
     if thread_id.isdigit():
         return "discord"
     return "other"
@@ -97,6 +107,7 @@ class PlatformsApp:
     stopping: trio.Event
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
+    whatsapp: WhatsAppConnection | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -110,6 +121,7 @@ async def run_platforms(
     *,
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
+    whatsapp: WhatsAppSettings | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -120,7 +132,7 @@ async def run_platforms(
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
     (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None:
+    if discord is None and telegram is None and whatsapp is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -135,6 +147,10 @@ async def run_platforms(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
             router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+        if whatsapp is not None:
+            router.renderers["whatsapp"] = await stack.enter_async_context(
+                ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
+            )
         runtime = await stack.enter_async_context(
             open_runtime(
                 log=log,
@@ -145,6 +161,7 @@ async def run_platforms(
             )
         )
         discord_bot = telegram_bot = None
+        whatsapp_connection = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
             discord_bot = await stack.enter_async_context(
@@ -156,8 +173,16 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
+        if whatsapp is not None:
+            whatsapp_connection = await stack.enter_async_context(
+                hosted_whatsapp(whatsapp, runtime)
+            )
+            router.renderers["whatsapp"].attach(whatsapp_connection.platform)
+            _log.info("WhatsApp webhook listening on %s", whatsapp_connection.webhook_url)
         runtime.thread_opener = _thread_opener(discord_bot, telegram_bot)
-        app = PlatformsApp(runtime, router, trio.Event(), discord_bot, telegram_bot)
+        app = PlatformsApp(
+            runtime, router, trio.Event(), discord_bot, telegram_bot, whatsapp_connection
+        )
         try:
             task_status.started(app)
             async with trio.open_nursery() as nursery:

@@ -8,7 +8,8 @@ every driver; a new platform adds a driver here (a class with these methods, and
 ``DRIVERS``) and must pass the same script.
 
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
-``tg:`` thread id); ``running()`` may be entered again on the same log: a restart.
+``tg:`` thread id, a WhatsApp ``wa:`` chat); ``running()`` may be entered again on the same
+log: a restart.
 """
 
 from __future__ import annotations
@@ -28,8 +29,22 @@ from threadspindle.testkit.fake_telegram.stack import (
     telegram_stack,
     telegram_world,
 )
+from threadspindle.testkit.fake_whatsapp.server import WaMessage
+from threadspindle.testkit.fake_whatsapp.stack import (
+    WhatsAppStack,
+    WhatsAppWorld,
+    whatsapp_stack,
+    whatsapp_world,
+)
 
-__all__ = ["DRIVERS", "DiscordDriver", "PlatformDriver", "TelegramDriver", "is_footer_text"]
+__all__ = [
+    "DRIVERS",
+    "DiscordDriver",
+    "PlatformDriver",
+    "TelegramDriver",
+    "WhatsAppDriver",
+    "is_footer_text",
+]
 
 
 def is_footer_text(text: str) -> bool:
@@ -241,6 +256,78 @@ class TelegramDriver:
         self.world.fake.inject_fault(status, method="sendMessage", times=times, retry_after=1)
 
 
+class WhatsAppDriver:
+    """The WhatsApp webhook and Graph API client against ``testkit.fake_whatsapp``.
+
+    WhatsApp has no threads and no edits, so two things read differently here:
+
+    - a thread is one user's chat: each ``start`` is a fresh allow-listed user, and a
+      stranger (``say(..., stranger=True)``) can only write in their own chat;
+    - a sent message's buttons cannot be taken away. The platform closes a prompt by a
+      message quoting it with the outcome (the renderer's dismissal), so the buttons the
+      chat still offers are those of prompts no later bot message quotes; a press on a
+      closed one is answered "no longer pending" and changes nothing.
+    """
+
+    name = "whatsapp"
+    char_limit = 4096
+
+    def __init__(self, world: WhatsAppWorld, tmp_path: Path) -> None:
+        self.world = world
+        self.tmp_path = tmp_path
+        self._stack: WhatsAppStack | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with whatsapp_stack(self.world, self.tmp_path) as stack:
+            self._stack = stack
+            yield
+
+    @property
+    def stack(self) -> WhatsAppStack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return await self.stack.start_chat()
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        self.world.fake.say(self.world.mallory if stranger else self.world.chat(thread), text)
+
+    def abort(self, thread: str) -> None:
+        self.world.fake.say(self.world.chat(thread), "/abort")
+
+    def bot_texts(self, thread: str) -> list[str]:
+        return [m.text for m in self.world.bot_messages(thread)]
+
+    def _open_prompts(self, thread: str) -> list[WaMessage]:
+        messages = self.world.bot_messages(thread)
+        quoted = {m.context for m in messages if m.context is not None}
+        return [m for m in messages if m.choices() and m.id not in quoted]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        """Reply buttons and list rows, each one choice."""
+        return [(m.id, c["title"]) for m in self._open_prompts(thread) for c in m.choices()]
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        self.world.fake.click(self.world.chat(thread), message, label)
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(thread, count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.world.fake.inject_fault(
+            status, times=times, retry_after=0.3 if status == 429 else None
+        )
+
+
 @contextmanager
 def _discord(tmp_path: Path) -> Iterator[PlatformDriver]:
     with fake_world(tmp_path) as world:
@@ -253,5 +340,15 @@ def _telegram(tmp_path: Path) -> Iterator[PlatformDriver]:
         yield TelegramDriver(world, tmp_path)
 
 
+@contextmanager
+def _whatsapp(tmp_path: Path) -> Iterator[PlatformDriver]:
+    with whatsapp_world(tmp_path) as world:
+        yield WhatsAppDriver(world, tmp_path)
+
+
 # Every platform the contract test runs: name -> a context manager giving its driver.
-DRIVERS: dict[str, Callable[[Path], Any]] = {"discord": _discord, "telegram": _telegram}
+DRIVERS: dict[str, Callable[[Path], Any]] = {
+    "discord": _discord,
+    "telegram": _telegram,
+    "whatsapp": _whatsapp,
+}

@@ -60,8 +60,7 @@ from threadspindle.runtime.core.effect_types import (
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import RendererPort, ThreadOpener
+from threadspindle.runtime.live.ports import RendererPort, ThreadLog, ThreadOpener
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -88,7 +87,7 @@ class Reactor:
         *,
         renderer: RendererPort,
         listener: AgentListener,
-        log: EventLog,
+        log: ThreadLog,
         post: Callable[[Action], object],
         clock: Callable[[], float],
         ids: Callable[[], str],
