@@ -318,6 +318,15 @@ class WhatsAppIngress:
                 text=args,
                 source_message_id=inbound.wamid,
             )
+        elif name in ("fork", "btw"):
+            if name == "btw" and not args:
+                raise InputRefused("usage: /btw <question>")
+            action = A.ForkRequested(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                question=args if name == "btw" else None,
+            )
         elif name == "compact":
             action = A.CompactRequested(
                 **common, author_id=inbound.sender, author_name=inbound.name
