@@ -117,6 +117,16 @@ def on_steer(step: Step, a: A.SteerCommand) -> None:
                 "interrupted and your message is sent as a new prompt."
             )
         return
+    if queue_is_full(state):
+        # Steers waiting for the agent's answer count against the queue: each may still
+        # become a queued prompt.
+        step.refuse(
+            f"The queue is full ({state.policy.queue_limit} prompts and steered messages): "
+            "this message was not sent. Wait for the queue to drain or /clear-queue.",
+            "queue full",
+            "rejected",
+        )
+        return
     key = f"{step.thread}/steer/{item.id}"
     step.emit(
         F.SteerAgent(

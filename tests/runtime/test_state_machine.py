@@ -225,6 +225,12 @@ class ThreadMachine(RuleBasedStateMachine):
         else:
             assert len(footers) == 1 and failures == []
 
+    @staticmethod
+    def full(state) -> bool:
+        """The queue's limit counts the steers the run may still hand back to it."""
+        steers = len(state.run.steers) if state.run is not None else 0
+        return len(state.queue) + steers >= QUEUE_LIMIT
+
     def expected_queue(self, before, action, after, dispatched: bool) -> list[str]:
         """The reference model: the queue predicted from the action's meaning alone."""
         q = [item.id for item in before.queue]
@@ -241,8 +247,8 @@ class ThreadMachine(RuleBasedStateMachine):
                 self.accepted.add(action.action_id)
                 pos = next((i for i, it in enumerate(before.queue) if it.from_queue), len(q))
                 q.insert(pos, action.action_id)
-            else:
-                assert before.conversation is None or len(before.queue) >= QUEUE_LIMIT
+            else:  # refused: no conversation, or the queue (with pending steers) is full
+                assert before.conversation is None or self.full(before)
         elif isinstance(action, A.CompactRequested):
             if grew:  # queued like /queue: never interrupts
                 self.accepted.add(action.action_id)
@@ -253,7 +259,7 @@ class ThreadMachine(RuleBasedStateMachine):
                     before.conversation is None
                     or caps is None
                     or not caps.compact
-                    or len(before.queue) >= QUEUE_LIMIT
+                    or self.full(before)
                 )
         elif isinstance(action, A.UserMessage | A.QueueCommand) and grew:
             self.accepted.add(action.action_id)
@@ -263,7 +269,7 @@ class ThreadMachine(RuleBasedStateMachine):
             else:
                 q.append(action.action_id)
         elif isinstance(action, A.UserMessage | A.QueueCommand):
-            assert before.conversation is None or len(before.queue) >= QUEUE_LIMIT
+            assert before.conversation is None or self.full(before)
         # A steer the run gives back (refused, its effect failed) goes to the queue head;
         # so do those left when the run ends. A taken one leaves the run for good.
         pending = [i.id for i in before.run.steers] if before.run is not None else []
@@ -350,7 +356,8 @@ class ThreadMachine(RuleBasedStateMachine):
         """/fork and /btw: a new thread is asked for; this thread's run and queue go on."""
         before = self.state
         self.apply(self.s.fork(question))
-        assert self.state.run == before.run and self.state.queue == before.queue
+        if before.run is not None:  # (a parked thread it wakes may dispatch its queue head)
+            assert self.state.run == before.run and self.state.queue == before.queue
 
     @rule()
     def forked(self):
