@@ -117,7 +117,12 @@ async def running(
 ) -> AsyncIterator[Session]:
     adapter = CodexAdapter(options, **adapter_kw)
     session = Session(adapter, workdir)
-    start = StartAgent(agent="codex", workdir=str(workdir), session_id=session_id, fork_of=session_id if fork else None)
+    start = StartAgent(
+        agent="codex",
+        workdir=str(workdir),
+        session_id=session_id,
+        fork_of=session_id if fork else None,
+    )
     seen: list[int] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(adapter.serve, start, session.emit)

@@ -134,7 +134,12 @@ async def running(
 ) -> AsyncIterator[Thread]:
     adapter = OpencodeAdapter(options, **kwargs)  # type: ignore[arg-type]
     thread = Thread(adapter, str(workdir))
-    start = StartAgent(agent="opencode", workdir=str(workdir), session_id=session_id, fork_of=session_id if fork else None)
+    start = StartAgent(
+        agent="opencode",
+        workdir=str(workdir),
+        session_id=session_id,
+        fork_of=session_id if fork else None,
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(adapter.serve, start, thread.emit)
         try:
