@@ -153,7 +153,14 @@ class RetryingPlatform:
         )
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
-        await self._retrying(lambda: self.platform.rename_thread(channel_id, title))
+        # A rename is one more request of the connection: drawn like an edit of the channel
+        # (its own pacing, 2 per 10 minutes on Discord, is effects/thread_titles.py's).
+        await self._retrying(
+            lambda: self.platform.rename_thread(channel_id, title),
+            channel_id,
+            "edit",
+            Priority.POST,
+        )
 
     async def typing(self, channel_id: str) -> None:
         """One attempt, if the budget has a token to spare (see the module docstring); a
