@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.core.workspace_model import Workspace, WorkspacePolicy
 
 __all__ = [
     "AgentStatus",
@@ -50,6 +51,7 @@ class Policy(Frozen):
     allowed_roots: tuple[str, ...] = ()
     interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
     turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
+    workspace: WorkspacePolicy = WorkspacePolicy()  # checkpoints, shell allow-list (issue 16)
 
 
 class Attachment(Frozen):
@@ -149,6 +151,7 @@ class ThreadState(Frozen):
     counters: Counters = Counters()
     parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
+    workspace: Workspace = Workspace()  # checkpoints, shell, worktree (transitions_workspace)
 
     @classmethod
     def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:

@@ -37,7 +37,12 @@ from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNo
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    NoWorkspace,
+    RendererPort,
+    WorkspaceFactory,
+)
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 
@@ -99,6 +104,7 @@ class ThreadActor:
         tick_interval_s: float = 1.0,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
+        workspace_factory: WorkspaceFactory | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.channel_id = channel_id
@@ -128,6 +134,7 @@ class ThreadActor:
             clock=clock,
             ids=ids,
             current_run=self._current_run_id,
+            workspace=(workspace_factory or NoWorkspace)(thread_id, self.post_nowait, clock, ids),
         )
         self.committed = 0
         self._batch_effects: list[Effect] = []  # visible effects of the batch being committed

@@ -46,13 +46,14 @@ from threadspindle.runtime.core.effect_types import (
     Effect,
     InterruptAgent,
     PromptAgent,
+    WORKSPACE_EFFECTS,
     StartAgent,
     StopAgent,
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import RendererPort
+from threadspindle.runtime.live.ports import NoWorkspace, RendererPort, WorkspacePort
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -65,6 +66,9 @@ _AGENT_EFFECTS = (
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
+    # Workspace effects share the agent lane: a checkpoint must be recorded before the
+    # prompt after it is sent, and a StopShell must not wait behind a chat rate limit.
+    *WORKSPACE_EFFECTS,
 )
 
 
@@ -82,8 +86,10 @@ class Reactor:
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
+        workspace: WorkspacePort | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self.workspace = workspace or NoWorkspace(thread_id, post, clock, ids)
         self._current_run = current_run
         self.renderer = renderer
         self.listener = listener
@@ -188,7 +194,10 @@ class Reactor:
     async def _apply_agent(self, effect: Effect) -> None:
         assert self._nursery is not None
         listener = self.listener
-        if isinstance(effect, StartAgent):
+        if isinstance(effect, WORKSPACE_EFFECTS):
+            # The port runs slow work in the nursery and reports back by actions.
+            await self.workspace.apply(effect, self._nursery)
+        elif isinstance(effect, StartAgent):
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
             # PromptAgent after it waits for the same start; a failure is still reported.

@@ -45,7 +45,12 @@ from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    RendererFactory,
+    RendererPort,
+    WorkspaceFactory,
+)
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -114,6 +119,7 @@ class Runtime:
         backoff: Callable[[], Backoff] = Backoff,
         enrich: Callable[[Action], Action] | None = None,
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
+        workspace_factory: WorkspaceFactory | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -137,6 +143,9 @@ class Runtime:
         # Run after a thread is disposed while the runtime keeps running (not at shutdown),
         # e.g. to stop the processes the thread's agent started.
         self._on_dispose = on_dispose
+        # Applies a thread's workspace effects (checkpoints, git jobs, shell commands);
+        # without one they are answered as unavailable (``ports.NoWorkspace``).
+        self._workspace_factory = workspace_factory
         self._actors: dict[str, ThreadActor] = {}
         self._disposing: dict[str, trio.Event] = {}
         self._channels: dict[str, str] = {}
@@ -173,7 +182,8 @@ class Runtime:
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
         for thread_id, state in self.store.snapshot().items():
-            if state.run is not None or state.queue or state.blockers:
+            ws = state.workspace  # a workspace job or shell command died with the process
+            if state.run is not None or state.queue or state.blockers or ws.job or ws.shell:
                 self.recovered.append(thread_id)
                 self._post_nowait(
                     RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
@@ -302,6 +312,7 @@ class Runtime:
             tick_interval_s=self.tick_interval_s,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
+            workspace_factory=self._workspace_factory,
         )
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
