@@ -57,7 +57,9 @@ def _set_ws(step: Step, **update: object) -> None:
 def _notice(step: Step, suffix: str, text: str) -> None:
     """A workspace message outside any run (a job's result), keyed by the action."""
     step.emit(
-        F.PostOutput(key=f"{step.thread}/ws/{step.action.action_id}/{suffix}", kind="notice", text=text)
+        F.PostOutput(
+            key=f"{step.thread}/ws/{step.action.action_id}/{suffix}", kind="notice", text=text
+        )
     )
 
 

@@ -40,13 +40,13 @@ import trio
 
 from threadspindle.runtime.core.actions import Action, EffectFailed, OutputPosted
 from threadspindle.runtime.core.effect_types import (
+    WORKSPACE_EFFECTS,
     AnswerPermission,
     AnswerQuestion,
     AppendOutput,
     Effect,
     InterruptAgent,
     PromptAgent,
-    WORKSPACE_EFFECTS,
     StartAgent,
     StopAgent,
 )
