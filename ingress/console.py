@@ -36,6 +36,7 @@ from threadspindle.ingress.input_checks import (
     parse_position,
     shown,
 )
+from threadspindle.ingress.workspace_commands import shell_action, workspace_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.registry import Runtime
@@ -61,6 +62,10 @@ its turn instead of interrupting. Commands:
   /status                      the thread's agent, run, queue and counters
   /workdir set <path>          move the conversation to another directory
   /model <name>                switch model (an active run is retried with it)
+  /undo | /redo                restore the files to before the last run, or re-apply
+  /diff [base]                 what changed since the conversation started
+  !<command> | /shell <cmd>    run a shell command in the workdir (allow-listed users)
+  /worktree new <name> [base] | list | remove <name> [force] | merge [target]
   /allow [id] | /deny [id]     answer the pending permission prompt
   /answer <id> <text>          answer the pending question
   /thread new NAME | /thread switch NAME | /threads
@@ -194,6 +199,10 @@ class ConsoleChat:
         text = line.rstrip("\n")
         if not text.strip():
             return True
+        shell = shell_action(text, self._base(), self.author, self.author)
+        if shell is not None:
+            await self.post(shell)
+            return True
         if not text.startswith("/"):
             prompt, queued = split_queue_suffix(text)
             base = self._base()
@@ -301,6 +310,8 @@ class ConsoleChat:
                 )
         elif head == "wait":
             await self.wait_idle()
+        elif (action := workspace_action(head, rest, self._base(), self.author)) is not None:
+            await self.post(action)
         else:
             self.say(f"Unknown command /{shown(head, 40)} (try /help).")
         return True

@@ -51,6 +51,8 @@ from threadspindle.ingress.discord.catchup import (
 from threadspindle.ingress.discord.commands import build_commands
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.workspace_commands import shell_action
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
@@ -228,6 +230,20 @@ class SpindleBot(CatchUpMixin, discord.Client):
 
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
+            return
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.id),
+            "at": self._clock(),
+        }
+        author = message.author
+        try:
+            shell = shell_action(message.content, common, str(author.id), author.display_name)
+        except InputRefused as refused:
+            await self._answer_message(message, f"⚠ {refused}")
+            return
+        if shell is not None:  # "!<command>": a shell command, not a prompt
+            await emit(IngressItem((shell,)))
             return
         try:
             attachments = await self._attachments(message, self.workdir_of(thread_id))

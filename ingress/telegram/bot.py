@@ -47,6 +47,7 @@ from threadspindle.ingress.discord.translate import resolve_workdir, split_queue
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.workspace_commands import shell_action, workspace_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 
@@ -84,7 +85,9 @@ def help_text(agents: tuple[str, ...]) -> str:
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
         "/queue <message> · /abort · /status · /clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /conversation_end"
+        "/model <name> · /workdir <path> · /conversation_end\n"
+        "/undo · /redo · /diff [base] · !<command> or /shell <command>\n"
+        "/worktree new <name> [base] | list | remove <name> [force] | merge [target]"
     )
 
 
@@ -257,6 +260,20 @@ class TelegramIngress:
     async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
         user = message.from_user
         assert user is not None
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.chat.id, message.message_id),
+            "at": self._clock(),
+        }
+        author = user.first_name or user.username or str(user.id)
+        try:
+            shell = shell_action(text, common, str(user.id), author)
+        except InputRefused as refused:
+            await self._say(thread_id, str(refused), reply_to=message.message_id)
+            return
+        if shell is not None:  # "!<command>": a shell command, not a prompt
+            await self._post(shell, channel_id=telegram_thread_id(message.chat.id))
+            return
         action = translate.message_action(
             thread_id=thread_id,
             chat_id=message.chat.id,
@@ -387,6 +404,8 @@ class TelegramIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("conversation_end", "end"):
             action = A.ConversationEnded(**common)
+        elif (found := workspace_action(name, args, common, str(user.id), author)) is not None:
+            action = found
         else:
             raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from threadspindle.effects.chunking import parse_component_action
 from threadspindle.effects.telegram_platform import telegram_thread_id
 from threadspindle.ingress.discord.translate import split_queue_suffix
+from threadspindle.ingress.workspace_commands import COMMANDS as WORKSPACE_COMMANDS
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
@@ -51,6 +52,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("workdir", "Move the conversation: /workdir <path>"),
     ("conversation_end", "End the conversation and stop its agent"),
     ("help", "What Spindle understands here"),
+    *((name, text) for name, text in WORKSPACE_COMMANDS),
 )
 
 
