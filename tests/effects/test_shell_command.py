@@ -32,9 +32,7 @@ async def _run(command, cwd, *, limits=ShellLimits(flush_s=0.05), cancel_after=N
 def test_output_streams_while_the_command_runs(tmp_path):
     async def main():
         start = trio.current_time()
-        outcome, pieces = await _run(
-            "echo first; sleep 0.6; echo second >&2; exit 3", tmp_path
-        )
+        outcome, pieces = await _run("echo first; sleep 0.6; echo second >&2; exit 3", tmp_path)
         assert outcome.outcome == "exited" and outcome.exit_code == 3
         text = "".join(p[1] for p in pieces)
         assert text == "first\nsecond\n"
@@ -65,7 +63,9 @@ def test_time_limit_stops_the_whole_tree(tmp_path):
         assert outcome.outcome == "timed_out" and outcome.exit_code is None
         pids = _pids_in(tmp_path / "pids")
         assert len(pids) == 2
-        assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        assert not [
+            p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+        ]
 
     trio.run(main)
 
@@ -78,7 +78,9 @@ def test_abort_kills_the_process_tree(tmp_path):
         assert outcome.duration_s < 10
         pids = _pids_in(tmp_path / "pids")
         assert len(pids) == 2
-        assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        assert not [
+            p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+        ]
 
     trio.run(main)
 
