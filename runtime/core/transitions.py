@@ -158,6 +158,7 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
             step.record(f"no handler for {type(action).__name__}")
         else:
             handler(step, action)
+        workspace.before_drain(step)
         _drain(step)
         workspace.after_step(step)
     except IllegalMove as illegal:  # the phase table has no such move: record, change nothing

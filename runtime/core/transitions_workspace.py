@@ -28,7 +28,7 @@ from threadspindle.runtime.core.workspace_model import (
     Worktree,
 )
 
-__all__ = ["HANDLERS", "after_step", "stop_shell", "workspace_busy"]
+__all__ = ["HANDLERS", "after_step", "before_drain", "stop_shell", "workspace_busy"]
 
 MAX_CHECKPOINTS = 64  # the state remembers this many; git prunes its refs by configuration
 SHELL_TAIL_CHARS = 1500  # a shell card shows at most this much of the output (its end)
@@ -287,7 +287,7 @@ def on_checkpoint_taken(step: Step, a: A.CheckpointTaken) -> None:
         return
     ws = _ws(step)
     # A new run after /undo: what was undone can no longer be redone (its refs stay).
-    kept = tuple(c for c in ws.checkpoints if c.undone is None)
+    kept = tuple(c for c in ws.checkpoints if c.undone is None and c.run_id != a.run_id)
     checkpoint = Checkpoint(run_id=a.run_id, commit=a.commit, ref=a.ref, workdir=a.workdir)
     _set_ws(
         step,
@@ -322,14 +322,18 @@ def _on_undo_redo(step: Step, a: A.WorkspaceJobFinished) -> None:
         return
     ws = _ws(step)
     checkpoints = list(ws.checkpoints)
-    for i, c in enumerate(checkpoints):
-        if c.run_id == a.run_id and (c.undone is None) == (a.op == "undo"):
-            undone = a.commit if a.op == "undo" else None
-            checkpoints[i] = c.replace(undone=undone, files=a.files)
-            break
-    else:
-        step.record(f"{a.op} result for a checkpoint no longer known ({a.run_id})")
+    # Undo takes the last checkpoint not undone, redo the first undone one: the undone
+    # ones stay the tail of the list.
+    done = [i for i, c in enumerate(checkpoints) if c.undone is None]
+    undone = [i for i, c in enumerate(checkpoints) if c.undone is not None]
+    candidates = done[-1:] if a.op == "undo" else undone[:1]
+    if not candidates or checkpoints[candidates[0]].run_id != a.run_id:
+        step.record(f"{a.op} result for a checkpoint no longer next ({a.run_id})")
         return
+    i = candidates[0]
+    checkpoints[i] = checkpoints[i].replace(
+        undone=a.commit if a.op == "undo" else None, files=a.files
+    )
     files = ", ".join(a.files[:NOTE_FILES]) + (" …" if len(a.files) > NOTE_FILES else "")
     if a.op == "undo":
         note = (
@@ -422,15 +426,24 @@ WAKES = (A.WorkspaceCommand, A.ShellRequested)
 # --- the hook after every action ------------------------------------------------------------
 
 
-def after_step(step: Step) -> None:
-    """Called by ``transitions.transition`` after the handler and the queue's drain."""
+def before_drain(step: Step) -> None:
+    """Called by ``transitions.transition`` after any handler, before the queue's drain:
+    what other actions mean for the workspace (a job given up frees the queue at once)."""
     action = step.action
     if isinstance(action, A.RuntimeRecovered | A.ThreadParked):
         _give_up(step, "Spindle restarted" if isinstance(action, A.RuntimeRecovered) else "parked")
     elif isinstance(action, A.EffectFailed) and action.effect in ("workspace_job", "run_shell"):
-        _set_ws(step, job=None) if action.effect == "workspace_job" else _set_ws(step, shell=None)
+        if action.effect == "workspace_job":
+            _set_ws(step, job=None)
+        else:
+            _set_ws(step, shell=None)
     elif isinstance(action, A.ConversationStarted | A.ConversationResumed | A.WorkdirSet):
         _conversation_moved(step)
+
+
+def after_step(step: Step) -> None:
+    """Called by ``transitions.transition`` after the queue's drain: the effects around
+    each prompt (checkpoint, the agent's note) and the footer's change summary."""
     if any(isinstance(e, F.PromptAgent) for e in step.effects):
         _before_prompts(step)
     policy = step.state.policy.workspace

@@ -8,8 +8,10 @@ import trio
 
 from threadspindle.effects.shell_command import ShellLimits, run_shell
 
+FAST = ShellLimits(flush_s=0.05)
 
-async def _run(command, cwd, *, limits=ShellLimits(flush_s=0.05), cancel_after=None):
+
+async def _run(command, cwd, *, limits=FAST, cancel_after=None):
     pieces: list[tuple[float, str, int]] = []
     scope = trio.CancelScope()
 
