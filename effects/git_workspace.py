@@ -175,12 +175,12 @@ async def restore(
     fields = names.out.split(b"\0")
     write: list[str] = []
     delete: list[str] = []
-    for status, path in zip(fields[0::2], fields[1::2], strict=False):
+    for status, raw in zip(fields[0::2], fields[1::2], strict=False):
         if not status:
             continue
-        (delete if status == b"D" else write).append(path.decode("utf-8", "surrogateescape"))
-    for path in delete:
-        full = Path(top, path)
+        (delete if status == b"D" else write).append(raw.decode("utf-8", "surrogateescape"))
+    for name in delete:
+        full = Path(top, name)
         if full.is_symlink() or full.is_file():
             full.unlink()
         parent = full.parent
@@ -191,8 +191,8 @@ async def restore(
         with tempfile.TemporaryDirectory(prefix="spindle-index-") as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
             await _git(top, "read-tree", target, env=env)
-            for path in write:  # a directory where a file goes back must make way
-                full = Path(top, path)
+            for name in write:  # a directory where a file goes back must make way
+                full = Path(top, name)
                 if full.is_dir() and not full.is_symlink():
                     shutil.rmtree(full)
             stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in write)

@@ -107,7 +107,7 @@ async def run_shell(
                 return
             if not chunk:
                 return
-            output.feed(chunk)
+            output.feed(bytes(chunk))
 
     async def ticker() -> None:
         while True:

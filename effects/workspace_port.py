@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -71,7 +72,7 @@ class GitWorkspace:
         self.checkpoints = 0
         self.jobs = 0
 
-    def _base(self) -> dict[str, object]:
+    def _base(self) -> dict[str, Any]:
         return {"thread_id": self.thread_id, "action_id": self._ids(), "at": self._clock()}
 
     async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
@@ -87,9 +88,9 @@ class GitWorkspace:
             self._shells[effect.shell_id] = scope
             nursery.start_soon(self._shell, effect, scope)
         elif isinstance(effect, StopShell):
-            scope = self._shells.get(effect.shell_id)
-            if scope is not None:
-                scope.cancel()
+            running = self._shells.get(effect.shell_id)
+            if running is not None:
+                running.cancel()
 
     # --- checkpoints ------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class GitWorkspace:
 
     async def _job(self, effect: WorkspaceJob) -> None:
         self.jobs += 1
-        fields: dict[str, object]
+        fields: dict[str, Any]
         try:
             fields = await _JOBS[effect.op](self, effect)
         except (git.GitError, OSError, KeyError, ValueError) as exc:
@@ -138,7 +139,7 @@ class GitWorkspace:
             )
         )
 
-    async def _undo(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _undo(self, effect: WorkspaceJob) -> dict[str, Any]:
         assert effect.commit is not None and effect.run_id is not None
         suffix = "undone" if effect.op == "undo" else "redone"
         save = git.ref_for(self.thread_id, f"{effect.run_id}-{suffix}")
@@ -153,7 +154,7 @@ class GitWorkspace:
             text = f"↷ Redid run {effect.run_id}: its changes are back ({listed})."
         return {"commit": saved, "files": tuple(files), "text": text}
 
-    async def _diff(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _diff(self, effect: WorkspaceJob) -> dict[str, Any]:
         base = effect.commit
         label = "the conversation started"
         if base is None and effect.ref not in (None, "HEAD"):
@@ -175,13 +176,13 @@ class GitWorkspace:
             "files": tuple(f[0] for f in summary.files),
         }
 
-    async def _changes(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _changes(self, effect: WorkspaceJob) -> dict[str, Any]:
         summary = await git.diff(effect.workdir, effect.commit, patch=False)
         if not summary.files:
             return {"ok": False, "text": "no changes"}
         return {"text": f"{effect.text} · {summary.line()}", "edit_key": effect.key}
 
-    async def _worktree_new(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _worktree_new(self, effect: WorkspaceJob) -> dict[str, Any]:
         if not effect.name:
             raise ValueError("usage: /worktree new <name> [base]")
         path, branch, base = await git.worktree_new(
@@ -194,12 +195,12 @@ class GitWorkspace:
             "base": base,
         }
 
-    async def _worktree_list(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _worktree_list(self, effect: WorkspaceJob) -> dict[str, Any]:
         found = await git.worktree_list(effect.workdir)
         lines = [f"{'*' if b.startswith('spindle/') else ' '} {b}  {p}" for p, b in found]
         return {"text": "Worktrees (* Spindle's):\n" + "\n".join(lines)}
 
-    async def _worktree_remove(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _worktree_remove(self, effect: WorkspaceJob) -> dict[str, Any]:
         if not effect.name:
             raise ValueError("usage: /worktree remove <name> [force]")
         path = await git.worktree_remove(effect.workdir, effect.name, force=effect.force)
@@ -207,7 +208,7 @@ class GitWorkspace:
             "text": f"Removed worktree {effect.name} ({path}); branch spindle/{effect.name} stays."
         }
 
-    async def _worktree_merge(self, effect: WorkspaceJob) -> dict[str, object]:
+    async def _worktree_merge(self, effect: WorkspaceJob) -> dict[str, Any]:
         result = await git.worktree_merge(effect.workdir, effect.ref)
         return {"ok": result.ok, "text": result.text, "files": tuple(result.conflicts)}
 

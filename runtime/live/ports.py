@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
@@ -184,7 +184,11 @@ class NoWorkspace:
         self._thread_id, self._post, self._clock, self._ids = thread_id, post, clock, ids
 
     async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
-        base = {"thread_id": self._thread_id, "action_id": self._ids(), "at": self._clock()}
+        base: dict[str, Any] = {
+            "thread_id": self._thread_id,
+            "action_id": self._ids(),
+            "at": self._clock(),
+        }
         if isinstance(effect, CheckpointWorkdir):
             self._post(
                 A.CheckpointTaken(
