@@ -352,8 +352,12 @@ class ConsoleChat:
             while True:
                 await self.runtime.wait_quiet(self.thread_id)
                 state = self.state()
-                if state is None or (state.run is None and not state.queue) or state.blockers:
-                    break  # idle, or a permission/question needs the user
+                ws = state.workspace if state is not None else None
+                idle = ws is None or (ws.job is None and ws.shell is None)
+                if state is None or (state.run is None and not state.queue and idle):
+                    break  # idle (no run, queue, shell command or workspace job)
+                if state.blockers:
+                    break  # a permission or question needs the user
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")

@@ -79,6 +79,10 @@ _MADE_BY_THE_RUNTIME = (
     A.RuntimeRecovered,
     A.ThreadParked,
     A.PolicySet,
+    A.CheckpointTaken,
+    A.WorkspaceJobFinished,
+    A.ShellOutput,
+    A.ShellFinished,
 )
 
 
