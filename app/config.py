@@ -168,6 +168,7 @@ class ProjectChannel(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
 
     @field_validator("agent")
     @classmethod
@@ -220,6 +221,7 @@ class TelegramProjectGroup(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
 
     @field_validator("agent")
     @classmethod

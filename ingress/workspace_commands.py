@@ -13,7 +13,7 @@ from typing import Any
 from threadspindle.ingress.input_checks import InputRefused, check_word
 from threadspindle.runtime.core import actions as A
 
-__all__ = ["COMMANDS", "USAGE", "shell_action", "workspace_action"]
+__all__ = ["COMMANDS", "USAGE", "new_thread_worktree", "shell_action", "workspace_action"]
 
 SHELL_PREFIX = "!"
 MAX_COMMAND_CHARS = 4000
@@ -105,3 +105,13 @@ def workspace_action(
         target = check_word(rest[0], "target branch", 200) if rest else None
         return A.WorkspaceCommand(**common, op="worktree_merge", author_id=author_id, ref=target)
     raise InputRefused(USAGE)
+
+
+def new_thread_worktree(thread_id: str, at: float) -> A.WorkspaceCommand:
+    """``/worktree new`` for a new thread of a project channel with ``worktree = true``:
+    named after the thread, made from the repository's current branch. Posted right after
+    the thread's ``ConversationStarted``, so its first prompt waits for the worktree."""
+    name = "thread-" + re.sub(r"[^A-Za-z0-9._-]", "-", thread_id)[-50:]
+    return A.WorkspaceCommand(
+        thread_id=thread_id, action_id=f"worktree-{thread_id}", at=at, op="worktree_new", name=name
+    )

@@ -52,7 +52,7 @@ from threadspindle.ingress.discord.commands import build_commands
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.ingress.input_checks import InputRefused
-from threadspindle.ingress.workspace_commands import shell_action
+from threadspindle.ingress.workspace_commands import new_thread_worktree, shell_action
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
@@ -321,6 +321,12 @@ class SpindleBot(CatchUpMixin, discord.Client):
             suffix=self.settings.queue_suffix,
         )
         self._remember(message.id, queued=not prompt.interrupt)
+        project = self.settings.project_channel(message.channel.id)
+        if project is not None and project.worktree:
+            # Its own worktree first: the prompt waits in the queue until it is made.
+            worktree = new_thread_worktree(thread_id, self._clock())
+            await emit(IngressItem((start, worktree, prompt), channel_id=str(message.channel.id)))
+            return True
         await emit(IngressItem((start, prompt), channel_id=str(message.channel.id)))
         return True
 

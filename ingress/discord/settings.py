@@ -36,6 +36,7 @@ class ProjectChannel(Frozen):
     channel_id: int
     agent: str = "claude"
     workdir: str
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
 
     @field_validator("agent")
     @classmethod
@@ -100,7 +101,9 @@ def settings_from_config(config: Any) -> DiscordSettings:
         allowed_user_ids=tuple(section.allowed_user_ids),
         allowed_role_ids=tuple(section.allowed_role_ids),
         project_channels=tuple(
-            ProjectChannel(channel_id=int(channel_id), agent=p.agent, workdir=p.workdir)
+            ProjectChannel(
+                channel_id=int(channel_id), agent=p.agent, workdir=p.workdir, worktree=p.worktree
+            )
             for channel_id, p in section.project_channels.items()
         ),
         default_workdir=roots[0],

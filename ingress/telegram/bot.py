@@ -47,7 +47,11 @@ from threadspindle.ingress.discord.translate import resolve_workdir, split_queue
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
-from threadspindle.ingress.workspace_commands import shell_action, workspace_action
+from threadspindle.ingress.workspace_commands import (
+    new_thread_worktree,
+    shell_action,
+    workspace_action,
+)
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 
@@ -313,6 +317,10 @@ class TelegramIngress:
             resolved_workdir=resolve_workdir(workdir, self.settings.default_workdir),
         )
         await self._post(start, channel_id=telegram_thread_id(chat_id))
+        project = self.settings.project_group(chat_id)
+        if project is not None and project.worktree:
+            # Its own worktree first: the prompt waits in the queue until it is made.
+            await self._post(new_thread_worktree(thread_id, self._clock()))
         await self._prompt(message, thread_id, text)
 
     async def _edited(self, message: Message) -> None:

@@ -23,3 +23,28 @@ async def test_bang_and_workspace_slash_commands(world: World, tmp_path: Path) -
         listing = world.fake.run_command(thread, world.alice, "worktree list")
         (reply,) = await wait_for(lambda: world.fake.interaction_replies(listing))
         assert reply.content == "Listing worktrees…"  # (run_command finds only registered ones)
+
+
+async def test_a_project_channel_with_worktree_asks_for_one_before_the_first_prompt(
+    world: World, tmp_path: Path
+) -> None:
+    from threadspindle.ingress.discord.settings import ProjectChannel
+
+    project = ProjectChannel(
+        channel_id=world.project_channel, agent="codex", workdir=world.workdir, worktree=True
+    )
+    # This stack has no workspace port: the worktree job answers "not available", and the
+    # prompt that waited for it goes on in the project's workdir.
+    async with discord_stack(world, tmp_path, project_channels=(project,)) as stack:
+        world.fake.send_message(world.project_channel, world.alice, "fix the bug")
+        await wait_for(lambda: stack.agents.delivered)
+        (thread,) = [t for t in stack.runtime.snapshots() if t != str(world.project_channel)]
+        state = stack.runtime.snapshot(thread)
+        assert state is not None and state.conversation is not None
+        assert f"worktree-{thread}" in state.recent_action_ids
+        assert [text for _, text in stack.agents.delivered] == ["fix the bug"]
+        messages = await wait_for(
+            lambda: [m.content for m in world.fake.messages(int(thread))],
+            lambda texts: any("workspaces are not available" in t for t in texts),
+        )
+        assert any(t.startswith("Creating worktree thread-") for t in messages)
