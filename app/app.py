@@ -114,7 +114,9 @@ async def _serve(
         factory = AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
-            "workspace_factory": workspace_factory(settings.workspaces.options()),
+            "workspace_factory": workspace_factory(
+                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+            ),
         }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)

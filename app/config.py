@@ -316,13 +316,18 @@ class WorkspaceSettings(_Section):
             shell_users=tuple(self.shell_users),
         )
 
-    def options(self) -> WorkspaceOptions:
+    def options(self, sandbox: Sandbox | None = None) -> WorkspaceOptions:
+        """``sandbox``: where `!` commands run (the agents' sandbox, when configured)."""
         return WorkspaceOptions(
             keep_checkpoints=self.keep_checkpoints,
             checkpoint_max_age_s=self.checkpoint_max_age_s,
             worktree_dir=self.worktree_dir,
             diff_max_chars=self.diff_max_chars,
-            shell=ShellLimits(timeout_s=self.shell_timeout_s, piece_chars=self.shell_output_chars),
+            shell=ShellLimits(
+                timeout_s=self.shell_timeout_s,
+                piece_chars=self.shell_output_chars,
+                sandbox=sandbox,
+            ),
         )
 
 

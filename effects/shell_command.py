@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import trio
 
 from threadspindle.effects.process import ManagedProcess
+from threadspindle.effects.sandbox import Sandbox
 
 __all__ = ["ShellLimits", "ShellOutcome", "run_shell"]
 
@@ -28,6 +29,8 @@ class ShellLimits:
     piece_chars: int = 2000
     stop_grace_s: float = 2.0
     shell: str = "/bin/sh"
+    # The agents' sandbox (runtime.agent_sandbox): a `!` command sees what an agent sees.
+    sandbox: Sandbox | None = None
 
 
 @dataclass
@@ -85,7 +88,9 @@ async def run_shell(
     way the whole process tree is stopped before this returns."""
     started = time.monotonic()
     try:
-        proc = await ManagedProcess.spawn([limits.shell, "-c", command], cwd=workdir, stdin=False)
+        proc = await ManagedProcess.spawn(
+            [limits.shell, "-c", command], cwd=workdir, stdin=False, sandbox=limits.sandbox
+        )
     except OSError as exc:
         return ShellOutcome("failed", None, 0.0, f"{type(exc).__name__}: {exc}")
     output = _Output(limits.piece_chars)

@@ -108,3 +108,27 @@ def test_a_missing_workdir_fails_cleanly(tmp_path):
         assert outcome.outcome == "failed" and "gone" in outcome.detail
 
     trio.run(main)
+
+
+def test_in_the_agents_sandbox_a_command_sees_its_workdir_only(tmp_path):
+    from pathlib import Path
+
+    from threadspindle.effects.sandbox import Sandbox
+
+    bwrap = Path(__file__).resolve().parents[2] / ".tools" / "bubblewrap" / "usr" / "bin" / "bwrap"
+    assert bwrap.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
+    roots = tmp_path / "roots"
+    mine, other = roots / "mine", roots / "other"
+    mine.mkdir(parents=True)
+    other.mkdir()
+    (other / "secret.txt").write_text("another thread's")
+    sandbox = Sandbox(binary=str(bwrap), roots=(str(roots),))
+
+    async def main():
+        limits = ShellLimits(flush_s=0.05, sandbox=sandbox)
+        outcome, pieces = await _run(f"ls {roots}; echo ok > made.txt", mine, limits=limits)
+        assert outcome.exit_code == 0, pieces
+        assert "".join(p[1] for p in pieces).split() == ["mine"]
+        assert (mine / "made.txt").read_text() == "ok\n"
+
+    trio.run(main)
