@@ -257,6 +257,107 @@ class TelegramSettings(_Section):
         return v
 
 
+def _slack_token(prefix: str, where: str) -> Any:
+    def check(v: SecretStr | None) -> SecretStr | None:
+        token = v.get_secret_value() if v is not None else ""
+        if token and not looks_like_slack_token(token, prefix):
+            raise ValueError(
+                f"expected a Slack token starting with {prefix} ({where}; letters, digits "
+                "and '-' only)"
+            )
+        return v
+
+    return check
+
+
+_slack_bot_token = _slack_token("xoxb-", "OAuth & Permissions: the Bot User OAuth Token")
+_slack_app_token = _slack_token("xapp-", "Basic Information: an app-level token")
+
+# A Slack id: a capital letter, then capitals and digits (U…, T…, C…).
+SlackId = Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z0-9]{1,30}$")]
+
+
+class SlackProjectChannel(_Section):
+    """A Slack channel where a top-level message starts a thread with this agent."""
+
+    agent: Name = "claude"
+    workdir: PathText
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
+
+class SlackSettings(_Section):
+    bot_token: SecretStr | None = None  # xoxb-…; prefer SPINDLE_SLACK_BOT_TOKEN
+    app_token: SecretStr | None = None  # xapp-… (Socket Mode); prefer SPINDLE_SLACK_APP_TOKEN
+    # Slack's Web API, or the tests' fake.
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://slack.com/api/"
+    allowed_user_ids: list[SlackId] = []
+    allowed_team_ids: list[SlackId] = []  # workspaces (empty: the app's own)
+    allowed_channel_ids: list[SlackId] = []  # channels served (project channels count)
+    project_channels: dict[str, SlackProjectChannel] = {}
+    # chat.update is Tier 3 (about 50 a minute): edits in one channel at most this often.
+    min_edit_interval_s: float = Field(default=1.2, ge=0.2, le=60, allow_inf_nan=False)
+
+    _bot_token_shape = field_validator("bot_token")(_slack_bot_token)
+    _app_token_shape = field_validator("app_token")(_slack_app_token)
+
+    @field_validator("project_channels")
+    @classmethod
+    def _channel_ids(cls, v: dict[str, SlackProjectChannel]) -> dict[str, SlackProjectChannel]:
+        for channel_id in v:
+            if not channel_id.isascii() or not channel_id.isalnum() or channel_id[:1] != "C":
+                raise ValueError(
+                    f"{channel_id!r} is not a channel id: each key is the channel's id, "
+                    'e.g. [slack.project_channels."C0123456789"]'
+                )
+        return v
+
+
+def _web_host(value: str) -> str:
+    import ipaddress
+
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
+            ) from None
+    return value
+
+
+class WebSettings(_Section):
+    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
+
+    enabled: bool = False
+    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
+    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
+
+
+class WhatsAppSettings(_Section):
+    """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
+    set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
+    SPINDLE_WHATSAPP_VERIFY_TOKEN."""
+
+    token: SecretStr | None = None
+    app_secret: SecretStr | None = None
+    verify_token: SecretStr | None = None
+    phone_number_id: Annotated[StrictStr, Field(pattern=r"^[0-9]*$", max_length=32)] = ""
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://graph.facebook.com/v23.0"
+    webhook_host: StrictStr = "127.0.0.1"  # behind the user's HTTPS reverse proxy or tunnel
+    webhook_port: int = Field(default=8443, ge=0, le=65535)
+    webhook_path: Annotated[StrictStr, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/whatsapp/webhook"
+    allowed_wa_ids: list[Annotated[StrictStr, Field(pattern=r"^[0-9]{5,20}$")]] = []
+    allowed_group_ids: list[StrictStr] = []
+    # No edits on WhatsApp: the least time between two messages of one streamed answer.
+    min_message_interval_s: float = Field(default=2.0, ge=0.2, le=60, allow_inf_nan=False)
+
+
 class RuntimeSettings(_Section):
     queue_limit: Count = Field(default=50, ge=1, le=10_000)
     edit_interval_s: Seconds = Field(default=0.5, ge=0.05, le=60)
@@ -430,6 +531,14 @@ class Settings(BaseSettings):
     discord: DiscordSettings = DiscordSettings()
     telegram_token: SecretStr | None = None  # SPINDLE_TELEGRAM_TOKEN, the usual way
     telegram: TelegramSettings = TelegramSettings()
+    slack_bot_token: SecretStr | None = None  # SPINDLE_SLACK_BOT_TOKEN, the usual way
+    slack_app_token: SecretStr | None = None  # SPINDLE_SLACK_APP_TOKEN
+    slack: SlackSettings = SlackSettings()
+    web: WebSettings = WebSettings()
+    whatsapp_token: SecretStr | None = None  # SPINDLE_WHATSAPP_TOKEN, the usual way
+    whatsapp_app_secret: SecretStr | None = None  # SPINDLE_WHATSAPP_APP_SECRET
+    whatsapp_verify_token: SecretStr | None = None  # SPINDLE_WHATSAPP_VERIFY_TOKEN
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
@@ -457,6 +566,8 @@ class Settings(BaseSettings):
 
     _token_shape = field_validator("discord_token")(_discord_token)
     _telegram_token_shape = field_validator("telegram_token")(_telegram_token)
+    _slack_bot_token_shape = field_validator("slack_bot_token")(_slack_bot_token)
+    _slack_app_token_shape = field_validator("slack_app_token")(_slack_app_token)
 
     @field_validator("agents")
     @classmethod
@@ -512,6 +623,39 @@ class Settings(BaseSettings):
             if secret is not None and secret.get_secret_value():
                 return secret.get_secret_value()
         return None
+
+    def slack_tokens(self) -> tuple[str | None, str | None]:
+        """The Slack bot and app tokens (env ``SPINDLE_SLACK_BOT_TOKEN`` and
+        ``SPINDLE_SLACK_APP_TOKEN``, or ``[slack] bot_token`` / ``app_token``)."""
+
+        def first(*secrets: SecretStr | None) -> str | None:
+            for secret in secrets:
+                if secret is not None and secret.get_secret_value():
+                    return secret.get_secret_value()
+            return None
+
+        return (
+            first(self.slack_bot_token, self.slack.bot_token),
+            first(self.slack_app_token, self.slack.app_token),
+        )
+
+    def whatsapp_secrets(self) -> dict[str, str]:
+        """The WhatsApp ``token``, ``app_secret`` and ``verify_token`` (env
+        ``SPINDLE_WHATSAPP_*`` first, then ``[whatsapp]``); "" for one not set."""
+        section = self.whatsapp
+        pairs = {
+            "token": (self.whatsapp_token, section.token),
+            "app_secret": (self.whatsapp_app_secret, section.app_secret),
+            "verify_token": (self.whatsapp_verify_token, section.verify_token),
+        }
+        return {
+            name: next((s.get_secret_value() for s in found if s and s.get_secret_value()), "")
+            for name, found in pairs.items()
+        }
+
+    def whatsapp_configured(self) -> bool:
+        """A WhatsApp access token is set: ``spindle run`` serves WhatsApp."""
+        return bool(self.whatsapp_secrets()["token"])
 
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())
@@ -678,3 +822,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"Invalid configuration: {exc}") from None
     settings._config_file = toml
     return settings
+
+
+def looks_like_slack_token(token: str, prefix: str) -> bool:
+    """``xoxb-…`` / ``xapp-…``: the prefix, then letters, digits and dashes."""
+    rest = token[len(prefix) :]
+    return token.startswith(prefix) and len(rest) >= 8 and rest.replace("-", "").isalnum()

@@ -17,7 +17,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ["core", "render_cost", "durability", "memory", "latency", "parsers", "agents"]
+SECTIONS = [
+    "core",
+    "render_cost",
+    "durability",
+    "memory",
+    "latency",
+    "parsers",
+    "agents",
+    "jetstream",
+]
 
 
 def machine() -> dict:

@@ -424,6 +424,74 @@ def _agent_targets(agents: dict) -> list[str]:
     ]
 
 
+def _jetstream_section(js: Any) -> list[str]:
+    """The JetStream log against SQLite (bench/jetstream.py; docs/scale-out.md)."""
+    if not isinstance(js, dict) or "sqlite" not in js:
+        return []
+    rows = []
+    for name in ("sqlite", "jetstream_r1", "jetstream_r3"):
+        one, many = js[name]["fenced_append"], js[name]["actions_per_s"]
+        rows.append(
+            [
+                name,
+                one["per_s"],
+                one["p50_ms"],
+                one["p99_ms"],
+                many["threads"],
+                many["per_s"],
+                many["p99_ms"],
+            ]
+        )
+    parts = [
+        "## JetStream log vs SQLite",
+        "",
+        _table(
+            ["log", "appends/s (1 thread)", "p50 ms", "p99 ms", "threads", "actions/s", "p99 ms"],
+            rows,
+        ),
+        "",
+    ]
+    for t in js.get("takeover", []):
+        parts.append(
+            f"Takeover of {t['threads']} thread(s) after their holder died (lease TTL "
+            f"{t['lease_ttl_s']} s): {t['takeover_s']} s to claim, {t['rebuild_s']} s to rebuild."
+        )
+    pipe = js.get("pipeline", [])
+    if pipe:
+        parts += [
+            "",
+            _table(
+                [
+                    "runner processes",
+                    "threads",
+                    "prompt -> first output p50 ms",
+                    "p99 ms",
+                    "effects/s",
+                ],
+                [
+                    [
+                        p["runners"],
+                        p["threads"],
+                        p["first_output_p50_ms"],
+                        p["first_output_p99_ms"],
+                        p["effects_per_s"],
+                    ]
+                    for p in pipe
+                ],
+            ),
+        ]
+    rb = js.get("rebuild", {})
+    if rb:
+        parts += [
+            "",
+            f"A thread of {rb['actions']:,} actions: claimed and rebuilt with its snapshot in "
+            f"{rb['claim_and_rebuild_with_snapshot_s']} s ({rb['tail_folded']} folded); its "
+            f"whole subject read in {rb['read_whole_subject_s']} s "
+            f"({rb['read_actions_per_s']:,} actions/s).",
+        ]
+    return parts + [""]
+
+
 def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     r = results
     m = r.get("machine", {})
@@ -507,6 +575,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
             ),
             "",
         ]
+    parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:

@@ -160,6 +160,20 @@ class MessageChunker:
         if self._body_len:
             self._close()
 
+    def close_at_paragraph(self) -> bool:
+        """Close the open message here if it ends a paragraph (a blank line) outside any
+        code block: a platform without edits sends it now instead of at the budget or the
+        end. True when it closed one."""
+        if self.finished or self._fence is not None or self._body_blank:
+            return False
+        if not "".join(self._parts[-2:]).endswith("\n\n"):
+            return False
+        last = next((p for p in reversed(self._parts) if p.strip()), "")
+        if last.lstrip().startswith("#"):
+            return False  # a heading belongs with the paragraph it heads
+        self._close()
+        return True
+
     # -- output --------------------------------------------------------------------------
 
     def take_closed(self) -> list[str]:

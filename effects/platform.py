@@ -32,6 +32,11 @@ class PlatformLimits(Frozen):
     # Bare links need wrapping in ``<>`` to show no embed (Discord). False: the platform
     # turns previews off itself and a wrapped link would show its brackets.
     wrap_links: bool = True
+    # Consecutive streamed text, tool cards and thinking may share one message (a platform
+    # without edits, WhatsApp): what is ready waits until ``min_edit_interval_s`` has
+    # passed since the channel's last send and goes out joined, so a busy run is a few
+    # messages, not one per step. Prompts, notices and footers always stand alone.
+    joins_messages: bool = False
 
 
 class SelectMenu(Frozen):

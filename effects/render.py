@@ -168,6 +168,7 @@ class StreamRenderer:
             append_only=append_only,
             wrap_links=not append_only if wrap_links is None else wrap_links,
             close_live_fences=not append_only if close_live_fences is None else close_live_fences,
+            clock=clock,
         )
         self._lock = trio.Lock()
         self._wake = trio.Event()

@@ -25,6 +25,8 @@ never after the seal or a failure. No platform call is made here but through the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from threadspindle.effects.chunking import (
     THINKING_PREVIEW_CHARS,
     MessageChunker,
@@ -69,7 +71,9 @@ class OutputComposer:
 
     ``append_only``: the display only appends (the plain console): streamed text is shown by
     whole lines and thinking once. ``wrap_links``/``close_live_fences``: wrap bare links in
-    ``<>``, close an open fence in the live message (both off on an append-only display)."""
+    ``<>``, close an open fence in the live message (both off on an append-only display).
+    ``clock``: on a platform without edits, streamed text is also sent at paragraph ends,
+    at most once per ``limits.min_edit_interval_s`` (without a clock: only when full)."""
 
     def __init__(
         self,
@@ -81,8 +85,11 @@ class OutputComposer:
         append_only: bool,
         wrap_links: bool,
         close_live_fences: bool,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._book = book
+        self._clock = clock
+        self._interval = limits.min_edit_interval_s
         self._delivery = delivery
         self._tally = tally
         self._budget = limits.char_limit - limits.split_margin
@@ -124,6 +131,7 @@ class OutputComposer:
     async def _post_output(self, effect: PostOutput) -> None:
         if effect.kind == "text":
             out = self._book.add(Output(effect.key, "stream"))
+            out.opened_at = self._clock() if self._clock is not None else 0.0
             out.chunker = MessageChunker(
                 self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
             )
@@ -255,6 +263,12 @@ class OutputComposer:
         """Hand the chunker's finished messages and its open one to the platform."""
         assert out.chunker is not None
         delivery = self._delivery
+        if not self._supports_edit and self._clock is not None and not out.chunker.finished:
+            # No edits: a long answer goes out as it is written, a message per paragraph
+            # end at most once per interval, never inside a code block.
+            now = self._clock()
+            if now >= out.opened_at + self._interval and out.chunker.close_at_paragraph():
+                out.opened_at = now
         for text in out.chunker.take_closed():
             if out.live is not None and is_blank(text):
                 # It showed the start of a line that moved on to the next message.

@@ -84,6 +84,7 @@ class Output:
     live: Message | None = None  # stream: the message showing the open part
     text: str = ""  # card/block/prompt: the raw text; preview: the tail of the thinking
     truncated: bool = False  # preview: the tail lost its beginning
+    opened_at: float = 0.0  # stream: when it opened or last sent a paragraph (no edits)
 
     def ids(self) -> tuple[str, ...]:
         return tuple(m.id for m in self.messages if m.id is not None)

@@ -17,6 +17,12 @@ through the (retrying) platform. What it keeps:
   pacing: what follows a sealed output must come after its final text.
 - **Failure is per output.** A call refused for good marks its output failed (it is fed no
   more) and raises ``RenderError`` naming the output's key.
+- **Joined messages** (``limits.joins_messages``, a platform without edits): a message of
+  streamed text, a tool card or a thinking preview, once final, waits in an outbox until
+  ``min_edit_interval_s`` has passed since the channel's last send, and goes out joined
+  with the others waiting (up to the character budget); a prompt, notice, footer or reply
+  sends what waits first and then stands alone, so order is kept and a footer is the last
+  message of its run.
 
 It never retries (the platform it is given does: ``effects.retrying_platform``) and does
 not decide what a message shows (``Output.wanted``); ``flush_due``/``next_deadline`` are
@@ -28,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 import trio
@@ -40,6 +47,8 @@ from threadspindle.runtime.core.effect_types import Button
 __all__ = ["PacedDelivery", "RenderError"]
 
 T = TypeVar("T")
+
+_JOINABLE = ("stream", "card", "preview")  # outputs that may share a message
 
 
 class RenderError(Exception):
@@ -76,15 +85,19 @@ class PacedDelivery:
         self._on_posted = on_posted
         self._dirty: dict[Message, Output] = {}  # sent messages waiting for a paced edit
         self._unsent: dict[Message, Output] = {}  # new messages waiting to be sent
+        self._joins = self._limits.joins_messages
+        self._budget = self._limits.char_limit - self._limits.split_margin
+        self._outbox: list[tuple[Output, Message]] = []  # final, waiting to go out joined
+        self._last_sent = -math.inf
 
     # -- what is waiting -------------------------------------------------------------------------
 
     def waiting(self) -> int:
         """Messages waiting for their paced send or edit."""
-        return len(self._dirty) + len(self._unsent)
+        return len(self._dirty) + len(self._unsent) + len(self._outbox)
 
     def busy_outputs(self) -> list[Output]:
-        return [*self._dirty.values(), *self._unsent.values()]
+        return [*self._dirty.values(), *self._unsent.values(), *(o for o, _ in self._outbox)]
 
     def is_unsent(self, message: Message) -> bool:
         return message in self._unsent
@@ -99,6 +112,8 @@ class PacedDelivery:
     def next_deadline(self) -> float:
         """When the next waiting send or edit falls due (``inf``: nothing waits)."""
         due = min((self._due(m) for m in self._dirty), default=math.inf)
+        if self._outbox:
+            due = min(due, self._last_sent + self._limits.min_edit_interval_s)
         return min(due, min((m.send_due for m in self._unsent), default=math.inf))
 
     async def flush_due(self, now: float) -> None:
@@ -109,6 +124,8 @@ class PacedDelivery:
         for message in sorted(self._dirty, key=lambda m: m.seq):
             if self._due(message) <= now:
                 await self.edit(self._dirty.pop(message), message)
+        if self._outbox and now >= self._last_sent + self._limits.min_edit_interval_s:
+            await self.send_joined()
 
     async def settle(self, out: Output) -> None:
         """Make a sealed output's outstanding sends and edits now, waiting out their pacing:
@@ -157,6 +174,13 @@ class PacedDelivery:
             # edits still waiting first, so the transcript reads in order.
             for waiting in sorted(self._dirty, key=lambda m: m.seq):
                 await self.edit(self._dirty.pop(waiting), waiting)
+        if self._joins:
+            if menu is None and not message.buttons and out.mode in _JOINABLE:
+                self._outbox.append((out, message))
+                if self._clock() >= self._last_sent + self._limits.min_edit_interval_s:
+                    await self.send_joined()
+                return
+            await self.send_joined()  # what waits goes first; this one stands alone
         # The same nonce for every attempt: a retried send whose answer was lost is not
         # posted twice.
         nonce = hashlib.blake2b(
@@ -169,9 +193,45 @@ class PacedDelivery:
             ),
         )
         message.shown, message.shown_buttons = text, message.buttons
-        message.last_touch = self._clock()
+        message.last_touch = self._last_sent = self._clock()
         self._tally.sends += 1
         self._on_posted(out, message.id)
+
+    async def send_joined(self) -> None:
+        """Send what waits in the outbox, joined into as few messages as fit the budget."""
+        while self._outbox:
+            batch: list[tuple[Output, Message, str]] = []
+            size = 0
+            for out, message in self._outbox:
+                text = out.wanted(message, whole_lines=self._append_only)
+                if batch and size + 2 + len(text) > self._budget:
+                    break
+                batch.append((out, message, text))
+                size += len(text) + (2 if len(batch) > 1 else 0)
+            del self._outbox[: len(batch)]
+            joined = "\n\n".join(text for _, _, text in batch if not is_blank(text))
+            if is_blank(joined):
+                self._tally.blank_skipped += 1
+                continue
+            first_out, first, _ = batch[0]
+            nonce = hashlib.blake2b(
+                f"{self._channel_id}/{first_out.key}#{first.seq}".encode(), digest_size=12
+            ).hexdigest()
+            try:
+                send = partial(self._platform.send, self._channel_id, joined, nonce=nonce)
+                message_id = await self._call(first_out, send)
+            except RenderError:
+                for out, _, _ in batch:
+                    out.failed = True
+                raise
+            now = self._last_sent = self._clock()
+            self._tally.sends += 1
+            reported: set[int] = set()
+            for out, message, text in batch:
+                message.id, message.shown, message.last_touch = message_id, text, now
+                if id(out) not in reported:
+                    reported.add(id(out))
+                    self._on_posted(out, message_id)
 
     async def edit(self, out: Output, message: Message) -> None:
         text = out.wanted(message, whole_lines=self._append_only)
@@ -199,6 +259,7 @@ class PacedDelivery:
 
     async def delete(self, out: Output, message: Message) -> None:
         self._dirty.pop(message, None)
+        self._outbox = [(o, m) for o, m in self._outbox if m is not message]
         message_id = message.id
         if message_id is None:
             self._unsent.pop(message, None)  # never sent: nothing to delete
@@ -218,6 +279,7 @@ class PacedDelivery:
         """Answer a command with ``message`` (its final text), after the messages before it."""
         text = message.final or ""
         await self.send_earlier(message)
+        await self.send_joined()
         message.id = await self._call(
             out,
             lambda: self._platform.reply(

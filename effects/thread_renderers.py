@@ -26,9 +26,11 @@ class PendingPlatform:
     """The bot's platform before the bot exists: renderers made while the runtime starts
     (recovered threads) wait here until ``attach``."""
 
-    def __init__(self, limits: PlatformLimits) -> None:
+    def __init__(self, limits: PlatformLimits, *, append_only: bool = False) -> None:
         self.limits = limits
-        self.streams_append_only = False  # every bot platform edits its messages in place
+        # As the platform it stands for: False where messages are edited in place
+        # (Discord, Telegram), True where nothing shown changes (WhatsApp).
+        self.streams_append_only = append_only
         self._platform: ChatPlatform | None = None
         self._attached = trio.Event()
 
@@ -67,9 +69,9 @@ class ThreadRenderers:
     renderer replaces the old one, which makes its last edits and then stops, so tasks
     do not pile up over the bot's lifetime."""
 
-    def __init__(self, limits: PlatformLimits | None = None) -> None:
+    def __init__(self, limits: PlatformLimits | None = None, *, append_only: bool = False) -> None:
         self.limits = limits or PlatformLimits()
-        self.platform = PendingPlatform(self.limits)
+        self.platform = PendingPlatform(self.limits, append_only=append_only)
         self.renderers: dict[str, StreamRenderer] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self.running = 0  # renderer background tasks alive

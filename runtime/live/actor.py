@@ -36,11 +36,11 @@ from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
-from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import (
     AdapterFactory,
     NoWorkspace,
     RendererPort,
+    ThreadLog,
     WorkspaceFactory,
 )
 from threadspindle.runtime.live.reactor import Reactor
@@ -63,7 +63,7 @@ class Receipt:
 
     __slots__ = ("action", "ticket", "note", "_committed", "_log")
 
-    def __init__(self, action: Action, log: EventLog) -> None:
+    def __init__(self, action: Action, log: ThreadLog) -> None:
         self.action = action
         self.ticket: int | None = None  # None: not committed (yet), or a skipped no-op tick
         self.note: str | None = None
@@ -94,7 +94,7 @@ class ThreadActor:
         thread_id: str,
         *,
         store: Store,
-        log: EventLog,
+        log: ThreadLog,
         transition: TransitionFn,
         renderer: RendererPort,
         adapter_factory: AdapterFactory,

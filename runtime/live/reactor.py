@@ -52,8 +52,7 @@ from threadspindle.runtime.core.effect_types import (
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import NoWorkspace, RendererPort, WorkspacePort
+from threadspindle.runtime.live.ports import NoWorkspace, RendererPort, ThreadLog, WorkspacePort
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -81,7 +80,7 @@ class Reactor:
         *,
         renderer: RendererPort,
         listener: AgentListener,
-        log: EventLog,
+        log: ThreadLog,
         post: Callable[[Action], object],
         clock: Callable[[], float],
         ids: Callable[[], str],

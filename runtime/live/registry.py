@@ -44,11 +44,12 @@ from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToC
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
-from threadspindle.runtime.live.log import EventLog, LogUnwritable
+from threadspindle.runtime.live.log import LogUnwritable
 from threadspindle.runtime.live.ports import (
     AdapterFactory,
     RendererFactory,
     RendererPort,
+    ThreadLog,
     WorkspaceFactory,
 )
 from threadspindle.runtime.live.store import (
@@ -110,7 +111,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        log: EventLog,
+        log: ThreadLog,
         renderer_factory: RendererFactory,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float] = time.time,
@@ -192,6 +193,24 @@ class Runtime:
                 self._post_nowait(
                     RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
                 )
+
+    def adopt(self, thread_id: str) -> bool:
+        """Fold one thread's log into the store after start-up: for a log that gained the
+        thread since (a runner that claimed it from another: ``effects.jetstream``). Like
+        start-up, a thread left with a run, queued prompts or open questions is sent
+        ``RuntimeRecovered``. False (nothing done) while the thread has an actor."""
+        if thread_id in self._actors or self._nursery is None:
+            return False
+        seq, state = self.log.snapshots().get(thread_id, (0, ThreadState.new(thread_id)))
+        for entry in self.log.read(thread_id, after_seq=seq):
+            state = self._transition(state, entry.action).state
+        self.store.swap(thread_id, state)
+        if state.run is not None or state.queue or state.blockers:
+            self.recovered.append(thread_id)
+            self._post_nowait(
+                RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
+            )
+        return True
 
     # --- ingress -------------------------------------------------------------------------
 

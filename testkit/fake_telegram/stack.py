@@ -118,6 +118,10 @@ class TelegramStack:
             lambda: self.runtime.snapshot(thread_id),
             lambda s: s is not None and s.conversation is not None,
         )
+        # And its answer shown, so what a test reads next is new (the stranger's check).
+        await wait_for(
+            lambda: [m for m in self.world.bot_messages(thread_id) if m.text.startswith("Started")]
+        )
         return thread_id
 
     async def until_footers(

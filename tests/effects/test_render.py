@@ -371,6 +371,30 @@ async def test_without_edits_only_final_messages_are_sent(autojump_clock: object
     assert texts[-1] == "-# 💭 hmm, let me see"
 
 
+async def test_without_edits_a_stream_is_sent_at_paragraph_ends_paced(
+    autojump_clock: object,
+) -> None:
+    """A platform without edits (WhatsApp) gets a long answer as it is written: a message
+    at a paragraph end once the interval has passed, never inside a code block (whose blank
+    lines are not paragraph ends), never under a heading, and all of it exactly once."""
+    platform = RecordingPlatform(PlatformLimits(supports_edit=False, min_edit_interval_s=1.0))
+    answer = "".join(
+        f"## Part {n}\n\nProse of part {n}, one sentence.\n\n```py\na = {n}\n\nb = {n}\n```\n\n"
+        for n in range(8)
+    )
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        await stream(renderer, "k", answer, step=10, every=0.05)
+        sent_before_seal = platform.count("send")
+    texts = platform.texts(CHANNEL)
+    sends = [c for c in platform.calls if c.kind == "send"]
+    assert sent_before_seal >= 3  # not held back until the end
+    assert platform.count("edit") == 0
+    assert all(b.at - a.at >= 1.0 for a, b in zip(sends, sends[1:-1], strict=False))
+    assert all(balanced(t) and t.count("```") % 2 == 0 for t in texts)  # no code block split
+    assert not any(t.rstrip().endswith(tuple(f"## Part {n}" for n in range(8))) for t in texts)
+    assert original_text(texts, answer) == answer
+
+
 async def test_output_is_delivered_in_order_across_outputs(
     renderer: StreamRenderer, platform: RecordingPlatform, autojump_clock: object
 ) -> None:
@@ -554,3 +578,34 @@ async def test_a_dismissal_shows_before_anything_posted_after_it(
     ]
     assert dismissal and len(later_sends) == 2 and dismissal[0] < min(later_sends), calls
     assert platform.message(CHANNEL, prompt_id).buttons == ()
+
+
+async def test_a_platform_that_joins_messages_gets_a_busy_run_in_few_messages(
+    autojump_clock: object,
+) -> None:
+    """WhatsApp (``joins_messages``): text and tool cards ready within one interval share a
+    message; prompts and the footer stand alone and keep their place; nothing is lost."""
+    limits = PlatformLimits(supports_edit=False, joins_messages=True, min_edit_interval_s=2.0)
+    platform = RecordingPlatform(limits)
+    async with StreamRenderer(platform, CHANNEL) as renderer:
+        await stream(renderer, "t/r1/0", "Looking around.", step=5)
+        for n in range(1, 6):
+            await renderer.apply(PostOutput(key=f"t/r1/{n}a", kind="tool", text=f"Bash(ls {n})"))
+            await trio.sleep(0.1)
+            await renderer.apply(EditOutput(key=f"t/r1/{n}a", text=f"Bash(ls {n})\nok {n}"))
+            await stream(renderer, f"t/r1/{n}b", f"Step {n} done.", step=4)
+        await renderer.apply(
+            ShowPermissionPrompt(key="t/r1/p", request_id="p1", tool="Bash", detail="rm x")
+        )
+        await renderer.apply(PostOutput(key="t/r1/f", kind="footer", text="2.0s · $0.01"))
+    texts = platform.texts(CHANNEL)
+    assert platform.count("edit") == 0
+    assert texts[0] == "Looking around."  # the channel was idle: at once
+    assert len(texts) == 4, texts  # the rest of the run in one, the prompt, the footer
+    joined = texts[1]
+    assert [joined.index(f"Step {n} done.") for n in range(1, 6)] == sorted(
+        joined.index(f"Step {n} done.") for n in range(1, 6)
+    )
+    assert all(f"ok {n}" in joined for n in range(1, 6))
+    assert "Permission needed" in texts[2] and texts[3] == "2.0s · $0.01"
+    assert renderer.statistics().dirty_messages == 0

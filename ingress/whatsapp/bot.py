@@ -1,0 +1,361 @@
+"""``WhatsAppIngress``: received WhatsApp messages -> runtime actions, each durable before the
+webhook is answered.
+
+The webhook (``host``) hands over a delivery only once its signature holds. Each message is
+handled in order and ``handle_delivery`` returns once every action it posted is in the
+durable log (``Receipt.durable``); only then does the webhook answer 200. Meta retries a
+delivery it got no 200 for, so a crash before that loses nothing, and a message handled
+twice is harmless twice over: it is dropped here by its message id (a bounded set of the
+ids seen) and, after a restart, by the core (its action id is ``wa-<wamid>``).
+
+What it does itself, because only WhatsApp can:
+
+- access control: only allow-listed wa_ids (in groups: allow-listed groups too); a refused
+  sender is told once in a while in their own chat, never in a group;
+- read receipts for every accepted message (in the background: a slow Graph API must not
+  hold up the webhook), and the chat's last message for the typing indicator;
+- button and list replies (and a number answering a numbered prompt) -> answers, "Remove
+  from queue" -> removal; a prompt no longer pending is said so;
+- commands in plain text (``translate.parse_command``) and the trailing `` queue``;
+  voice and media messages are answered with a hint to type.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import trio
+
+from threadspindle.agents import list_conversations
+from threadspindle.effects.platform import PlatformError
+from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
+from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
+from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.telegram.translate import parse_callback
+from threadspindle.ingress.whatsapp import translate
+from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import ThreadState
+
+__all__ = ["REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REFUSAL = "You are not allowed to drive agents here. Ask the owner of this number to add you."
+NO_LONGER_PENDING = "That prompt is no longer pending."
+NO_MEDIA = "Voice and media messages are not understood here: please type your message."
+NO_CONVERSATION = "No conversation here yet: start one with /claude start [workdir] (or /help)."
+
+
+class Receipt(Protocol):
+    async def durable(self) -> bool: ...
+
+
+class RuntimePort(Protocol):
+    """What the WhatsApp ingress needs of the live runtime."""
+
+    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
+
+    def snapshot(self, thread_id: str) -> ThreadState | None: ...
+
+    def snapshots(self) -> Mapping[str, ThreadState]: ...
+
+
+def help_text(agents: tuple[str, ...]) -> str:
+    names = " | ".join(f"/{agent}" for agent in agents)
+    return (
+        'Plain messages are prompts for this chat\'s agent (a message ending in " queue" '
+        "waits its turn instead of interrupting).\n"
+        f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
+        "/queue <message> · /abort · /status · /clear_queue [position]\n"
+        "/model <name> · /workdir <path> · /end"
+    )
+
+
+class WhatsAppIngress:
+    def __init__(
+        self,
+        settings: WhatsAppSettings,
+        platform: WhatsAppPlatform,
+        runtime: RuntimePort,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.platform = platform
+        self.runtime = runtime
+        self._clock = clock
+        self._seen: OrderedDict[str, None] = OrderedDict()  # wamids handled (bounded)
+        self._told: dict[str, float] = {}  # wa_id -> when last told they are refused
+        self._reads_in, self._reads_out = trio.open_memory_channel[str](1024)
+        self.handled = 0
+        self.duplicates = 0  # redelivered messages dropped by id
+        self.refusals = 0
+        self.skipped = 0  # parts of deliveries not understood
+
+    # --- deliveries -------------------------------------------------------------------
+
+    async def handle_delivery(self, delivery: translate.Delivery) -> None:
+        """Handle every message of a (signed) delivery; returns once each is durable."""
+        self.skipped += delivery.skipped
+        for inbound in delivery.messages:
+            if inbound.wamid in self._seen:
+                self.duplicates += 1
+                continue
+            if inbound.phone_number_id and inbound.phone_number_id != (
+                self.settings.phone_number_id
+            ):
+                self.skipped += 1  # sent to another number of the same account
+                continue
+            await self.handle(inbound)
+            self._seen[inbound.wamid] = None
+            while len(self._seen) > self.settings.deliveries_remembered:
+                self._seen.popitem(last=False)
+
+    async def send_read_receipts(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Mark accepted messages read, in the background, until cancelled."""
+        task_status.started()
+        async for wamid in self._reads_out:
+            try:
+                await self._retrying(lambda w=wamid: self.platform.mark_read(w))  # type: ignore[misc]
+            except PlatformError as error:
+                _log.info("could not mark %s read: %s", wamid, error)
+
+    async def handle(self, inbound: translate.Inbound) -> None:
+        self.handled += 1
+        if not await self._allowed(inbound):
+            return
+        thread_id = inbound.thread_id
+        self.platform.remember_inbound(thread_id, inbound.wamid)
+        try:
+            self._reads_in.send_nowait(inbound.wamid)
+        except trio.WouldBlock:
+            pass  # a receipt is cosmetic: dropped rather than holding the webhook
+        if inbound.kind in ("audio", "media", "other"):
+            await self._say(thread_id, NO_MEDIA, reply_to=inbound.wamid)
+            return
+        if inbound.kind == "choice":
+            await self._choice(inbound, inbound.choice_id or "", inbound.text)
+            return
+        text = inbound.text
+        if text.strip().isdigit() and (
+            numbered := self.platform.numbered_choice(thread_id, int(text.strip()))
+        ):
+            await self._choice(inbound, *numbered)
+            return
+        command = translate.parse_command(text)
+        if command is not None:
+            try:
+                await self._command(inbound, command)
+            except InputRefused as refused:
+                await self._say(thread_id, str(refused), reply_to=inbound.wamid)
+            return
+        if not text.strip():
+            return
+        if self._has_conversation(thread_id):
+            prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
+            action = A.UserMessage(
+                thread_id=thread_id,
+                action_id=translate.action_id(inbound.wamid),
+                at=self._clock(),
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                text=prompt,
+                source_message_id=inbound.wamid,
+                interrupt=not queued,
+            )
+            await self._post(action)
+        else:
+            await self._say(thread_id, NO_CONVERSATION, reply_to=inbound.wamid)
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    async def _post(self, action: A.Action) -> None:
+        receipt = await self.runtime.post(action, channel_id=action.thread_id)
+        await receipt.durable()
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A platform call made by ingress itself, through throttling and short outages."""
+        for attempt in range(6):
+            try:
+                return await call()
+            except PlatformError as error:
+                if not error.retryable or attempt == 5:
+                    raise
+                await trio.sleep(error.retry_after or min(0.5 * 2**attempt, 8.0))
+        raise AssertionError("unreachable")
+
+    async def _say(self, thread_id: str, text: str, *, reply_to: str | None = None) -> None:
+        try:
+            await self._retrying(lambda: self.platform.say(thread_id, text, reply_to=reply_to))
+        except PlatformError as error:
+            _log.warning("could not answer in %s: %s", thread_id, error)
+
+    def _has_conversation(self, thread_id: str) -> bool:
+        state = self.runtime.snapshot(thread_id)
+        return state is not None and state.conversation is not None
+
+    def _workdir(self, thread_id: str) -> str:
+        state = self.runtime.snapshot(thread_id)
+        if state is not None and state.conversation is not None:
+            return state.conversation.workdir
+        return self.settings.default_workdir
+
+    async def _allowed(self, inbound: translate.Inbound) -> bool:
+        sender = inbound.sender
+        group_ok = inbound.group_id is None or self.settings.serves_group(inbound.group_id)
+        if self.settings.is_allowed(sender) and group_ok:
+            return True
+        self.refusals += 1
+        _log.info("ignoring wa_id %s in %s: not allow-listed", sender, inbound.thread_id)
+        now = self._clock()
+        if now - self._told.get(sender, -math.inf) >= self.settings.refusal_interval_s:
+            self._told[sender] = now
+            await self._say(whatsapp_thread_id(sender), REFUSAL)  # their own chat, not a group
+        return False
+
+    # --- buttons, lists and numbers ----------------------------------------------------------
+
+    async def _choice(self, inbound: translate.Inbound, choice_id: str, title: str) -> None:
+        thread_id = inbound.thread_id
+        kind, target, detail = parse_callback(choice_id)
+        state = self.runtime.snapshot(thread_id)
+        common: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": translate.action_id(inbound.wamid),
+            "at": self._clock(),
+        }
+        if state is None or not kind:
+            await self._say(thread_id, NO_LONGER_PENDING, reply_to=inbound.wamid)
+            return
+        if kind == "remove_queued":
+            if not any(item.id == target for item in state.queue):
+                await self._say(
+                    thread_id, "That prompt is no longer queued.", reply_to=inbound.wamid
+                )
+                return
+            await self._post(A.QueuedItemRemoved(**common, item_id=target))
+            return
+        if not any(b.request_id == target and b.kind == kind for b in state.blockers):
+            await self._say(thread_id, NO_LONGER_PENDING, reply_to=inbound.wamid)
+            return
+        self.platform.forget_numbered(thread_id)
+        action: A.Action
+        if kind == "permission":
+            action = A.PermissionAnswered(
+                **common, request_id=target, allow=detail == "allow", author_id=inbound.sender
+            )
+        else:
+            label = self.platform.choice_label(choice_id) or title
+            action = A.QuestionAnswered(
+                **common, request_id=target, answer=label, author_id=inbound.sender
+            )
+        await self._post(action)
+
+    # --- commands ---------------------------------------------------------------------------
+
+    async def _command(self, inbound: translate.Inbound, command: translate.ParsedCommand) -> None:
+        thread_id = inbound.thread_id
+        name, args = command.name, command.args
+        words = args.split()
+        agent, _, sub = name.partition("_")  # /claude_start as well as /claude start
+        if agent in self.settings.agents:
+            if not sub and words and words[0].lower() in ("start", "resume", "conversations"):
+                sub, args = words[0].lower(), args[len(words[0]) :].strip()
+            await self._agent_command(inbound, agent, sub or "start", args)
+            return
+        if name in ("help", "start"):
+            await self._say(thread_id, help_text(self.settings.agents), reply_to=inbound.wamid)
+            return
+        if not self._has_conversation(thread_id):
+            await self._say(thread_id, NO_CONVERSATION, reply_to=inbound.wamid)
+            return
+        common: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": translate.action_id(inbound.wamid),
+            "at": self._clock(),
+        }
+        action: A.Action
+        if name == "queue":
+            if not args:
+                raise InputRefused("usage: /queue <message>")
+            action = A.QueueCommand(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                text=args,
+                source_message_id=inbound.wamid,
+            )
+        elif name == "abort":
+            action = A.AbortRequested(**common, author_id=inbound.sender)
+        elif name == "status":
+            action = A.StatusRequested(**common)
+        elif name in ("clear_queue", "clearqueue"):
+            if len(words) > 1:
+                raise InputRefused("usage: /clear_queue [position]")
+            position = parse_position(words[0]) if words else None
+            action = A.QueueCleared(**common, position=position)
+        elif name == "model":
+            if len(words) != 1:
+                raise InputRefused("usage: /model <name>")
+            action = A.ModelChanged(**common, model=check_word(words[0], "model name"))
+        elif name == "workdir":
+            path = args[4:].strip() if words[:1] == ["set"] else args
+            if not path:
+                raise InputRefused("usage: /workdir <path>")
+            check_path(path)
+            resolved = resolve_workdir(path, self._workdir(thread_id))
+            action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
+        elif name in ("end", "conversation_end"):
+            action = A.ConversationEnded(**common)
+        else:
+            raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
+        await self._post(action)
+
+    async def _agent_command(
+        self, inbound: translate.Inbound, agent: str, sub: str, args: str
+    ) -> None:
+        thread_id = inbound.thread_id
+        if sub == "conversations":
+            workdir = self._workdir(thread_id)
+            sessions = list_conversations(agent, workdir)
+            if not sessions:
+                text = f"No {agent} sessions found for {workdir}."
+            else:
+                lines = [f"{s.session_id}  {s.title}" for s in sessions[:15]]
+                text = f"Recent {agent} sessions in {workdir}:\n" + "\n".join(lines)
+                text += f"\nResume one with /{agent} resume <id>."
+            await self._say(thread_id, text, reply_to=inbound.wamid)
+            return
+        session: str | None = None
+        words = args.split(maxsplit=1)
+        if sub == "resume":
+            if not words:
+                raise InputRefused(f"usage: /{agent} resume <id> [workdir]")
+            session = check_word(words[0], "session id")
+            args = words[1] if len(words) > 1 else ""
+        elif sub != "start":
+            raise InputRefused(f"usage: /{agent} start [workdir] | resume <id> | conversations")
+        requested = args.strip() or self.settings.default_workdir
+        check_path(requested)
+        common: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": translate.action_id(inbound.wamid),
+            "at": self._clock(),
+            "agent": agent,
+            "requested_workdir": requested,
+            "resolved_workdir": resolve_workdir(requested, self._workdir(thread_id)),
+        }
+        action: A.Action
+        if session is not None:
+            action = A.ConversationResumed(**common, session_id=session)
+        else:
+            action = A.ConversationStarted(**common)
+        await self._post(action)

@@ -1,0 +1,84 @@
+"""Configuration of the WhatsApp connection: the Cloud API credentials, where the Graph API
+is, where Spindle's webhook listens, and who may drive agents. See docs/whatsapp-setup.md.
+
+``base_url`` defaults to Meta's Graph API; tests point it at ``testkit.fake_whatsapp``. The
+webhook listens on ``webhook_host:webhook_port`` (loopback by default): Meta reaches it
+through the user's HTTPS reverse proxy or tunnel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator
+
+from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.effects.whatsapp_platform import GRAPH_API
+from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = ["WhatsAppSettings", "whatsapp_settings_from_config"]
+
+
+class WhatsAppSettings(Frozen):
+    token: str  # the access token (a system user's, for a lasting one)
+    app_secret: str  # signs every webhook delivery (X-Hub-Signature-256)
+    verify_token: str  # what Meta's verification handshake must show
+    phone_number_id: str
+    base_url: str = GRAPH_API
+    webhook_host: str = "127.0.0.1"
+    webhook_port: int = 8443  # 0: any free port (tests)
+    webhook_path: str = "/whatsapp/webhook"
+    allowed_wa_ids: tuple[str, ...] = ()
+    allowed_group_ids: tuple[str, ...] = ()
+    default_workdir: str = "~"
+    agents: tuple[str, ...] = SLASH_AGENTS
+    queue_suffix: str = " queue"
+    # No edits: the least time between two messages of one streamed answer.
+    min_message_interval_s: float = 2.0
+    throttle_wait_s: float = 1.0  # a throttled call without Retry-After waits this long
+    refusal_interval_s: float = 600.0  # a refused user is told at most this often
+    deliveries_remembered: int = 4096  # message ids kept to drop Meta's redeliveries
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
+        return v
+
+    def is_allowed(self, wa_id: str) -> bool:
+        """Allow-listed wa_ids only. No list: nobody."""
+        return wa_id in self.allowed_wa_ids
+
+    def serves_group(self, group_id: str) -> bool:
+        return group_id in self.allowed_group_ids
+
+
+def whatsapp_settings_from_config(config: Any) -> WhatsAppSettings:
+    """The connection's settings from the ``spindle`` configuration (``app.config.Settings``:
+    its ``[whatsapp]`` section and the first allowed root as the default workdir). Raises
+    ``ValueError`` when a credential is missing."""
+    section = config.whatsapp
+    secrets = config.whatsapp_secrets()
+    missing = [name for name, value in secrets.items() if not value]
+    if not section.phone_number_id:
+        missing.append("phone_number_id")
+    if missing:
+        raise ValueError("WhatsApp needs " + ", ".join(missing) + " (see docs/whatsapp-setup.md)")
+    roots = list(config.runtime.allowed_roots) or ["~"]
+    return WhatsAppSettings(
+        token=secrets["token"],
+        app_secret=secrets["app_secret"],
+        verify_token=secrets["verify_token"],
+        phone_number_id=section.phone_number_id,
+        base_url=section.base_url,
+        webhook_host=section.webhook_host,
+        webhook_port=section.webhook_port,
+        webhook_path=section.webhook_path,
+        allowed_wa_ids=tuple(section.allowed_wa_ids),
+        allowed_group_ids=tuple(section.allowed_group_ids),
+        default_workdir=roots[0],
+        min_message_interval_s=max(section.min_message_interval_s, 0.0),
+    )
