@@ -119,10 +119,18 @@ async def _serve(
             "workspace_factory": workspace_factory(
                 settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
             ),
+            # A project channel's own default verbosity for the threads it opens.
+            "channel_policies": {
+                channel_id: policy.replace(verbosity=channel.verbosity)
+                for channel_id, channel in settings.discord.project_channels.items()
+                if channel.verbosity is not None
+            },
         }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
+            # The agents' schedule_wakeup tool posts its wake-ups into the runtime.
+            runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
         web = _web_settings(settings, args) if console_agent is None else None
         if console_agent is None and (
             settings.telegram_bot_token() is not None
@@ -563,6 +571,8 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         redact(secret or None)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
+    if settings.transcription.api_key is not None:
+        redact(settings.transcription.api_key.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None
     _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
     tune_gc()  # thousands of threads' states: see runtime/live/tuning.py

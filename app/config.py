@@ -169,6 +169,9 @@ class ProjectChannel(_Section):
     agent: Name = "claude"
     workdir: PathText
     worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
+    # What runs in this channel's threads show unless /verbosity says otherwise (None: the
+    # runtime's default).
+    verbosity: Literal["text", "tools", "all"] | None = None
 
     @field_validator("agent")
     @classmethod
@@ -370,6 +373,9 @@ class RuntimeSettings(_Section):
     # runs under bubblewrap; docs/security.md says what that protects.
     agent_sandbox: Literal["none", "bwrap"] = "none"
     agent_sandbox_binary: Name = "bwrap"  # a path, or a name on PATH
+    # What a run shows in its thread unless /verbosity (or a project channel) says otherwise:
+    # "text" only the answer; "tools" plus one line per tool call; "all" everything.
+    verbosity: Literal["text", "tools", "all"] = "all"
 
     @field_validator("allowed_roots")
     @classmethod
@@ -393,6 +399,7 @@ class RuntimeSettings(_Section):
             allowed_roots=roots,
             interrupt_grace_s=self.interrupt_grace_s,
             turn_idle_timeout_s=self.turn_idle_timeout_s,
+            verbosity=self.verbosity,
         )
 
 
@@ -482,6 +489,35 @@ def _mcp_token(v: SecretStr | None) -> SecretStr | None:
     return v
 
 
+class TranscriptionSettings(_Section):
+    """Voice messages: an OpenAI-compatible ``/audio/transcriptions`` endpoint (OpenAI,
+    Groq, a local whisper server). Off until ``enabled``; the key is best set from the
+    environment (SPINDLE_TRANSCRIPTION__API_KEY)."""
+
+    enabled: bool = False
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://api.openai.com/v1"
+    model: Name = "whisper-1"
+    api_key: SecretStr | None = None
+    language: Name | None = None  # an ISO-639-1 hint ("en"); none: detected
+    timeout_s: Seconds = Field(default=60.0, gt=0, le=600)
+    max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
+
+    def config(self) -> Any:
+        """The ingress side's ``TranscriptionConfig``, or None when off."""
+        if not self.enabled:
+            return None
+        from threadspindle.ingress.transcribe import TranscriptionConfig
+
+        return TranscriptionConfig(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            language=self.language,
+            timeout_s=self.timeout_s,
+            max_bytes=int(self.max_mib * 1024 * 1024),
+        )
+
+
 class McpSettings(_Section):
     enabled: bool = True
     port: Count = Field(default=0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
@@ -543,6 +579,7 @@ class Settings(BaseSettings):
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
     workspaces: WorkspaceSettings = WorkspaceSettings()
+    transcription: TranscriptionSettings = TranscriptionSettings()
 
     _sources: ClassVar[_Sources] = _Sources()
     _config_file: Path | None = None  # the file these settings were read from, if any

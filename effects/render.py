@@ -56,11 +56,13 @@ from threadspindle.effects.render_outputs import (
 from threadspindle.effects.render_pacing import PacedDelivery, RenderError
 from threadspindle.effects.render_typing import TypingIndicator
 from threadspindle.effects.retrying_platform import RetryingPlatform, RetryPolicy
+from threadspindle.effects.thread_titles import TitlePacer
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     DismissPrompt,
     EditOutput,
     PostOutput,
+    RenameThread,
     ReplyToCommand,
     SealOutput,
     ShowPermissionPrompt,
@@ -92,6 +94,7 @@ CHAT_EFFECTS = (
     ShowQuestion,
     DismissPrompt,
     ReplyToCommand,
+    RenameThread,
 )
 
 logger = logging.getLogger("spindle.render")
@@ -111,6 +114,8 @@ class RendererStatistics(Frozen):
     blank_skipped: int = 0  # whitespace-only messages never sent
     outputs: int = 0  # keys known
     dirty_messages: int = 0  # messages waiting for their paced send or edit
+    renames: int = 0  # thread renames made (the agent's title)
+    titles_coalesced: int = 0  # titles replaced by a newer one while the window was full
 
 
 class StreamRenderer:
@@ -170,6 +175,7 @@ class StreamRenderer:
             close_live_fences=not append_only if close_live_fences is None else close_live_fences,
             clock=clock,
         )
+        self._titles = TitlePacer(self._retrying, channel_id, clock=clock)
         self._lock = trio.Lock()
         self._wake = trio.Event()
         self._on_error = on_error
@@ -206,7 +212,9 @@ class StreamRenderer:
         task_status.started()
         while True:
             self._wake = trio.Event()
-            deadline = min(self._delivery.next_deadline(), self._typing.deadline())
+            deadline = min(
+                self._delivery.next_deadline(), self._typing.deadline(), self._titles.deadline()
+            )
             with trio.move_on_at(deadline):
                 await self._wake.wait()
             async with self._lock:
@@ -264,6 +272,8 @@ class StreamRenderer:
             blank_skipped=tally.blank_skipped,
             outputs=len(self._book),
             dirty_messages=self._delivery.waiting(),
+            renames=self._titles.renames,
+            titles_coalesced=self._titles.coalesced,
         )
 
     async def apply(self, effect: Any) -> list[Posted]:
@@ -291,6 +301,7 @@ class StreamRenderer:
         now = self._clock()
         await self._delivery.flush_due(now)
         await self._typing.refresh_if_due(now)
+        await self._titles.flush_due(now)
 
     def _posted(self, out: Output, message_id: str) -> None:
         self._book.record_posted(out.key, message_id)
@@ -319,5 +330,7 @@ class StreamRenderer:
                 await self._typing.turn_on()
             else:
                 self._typing.turn_off()
+        elif isinstance(effect, RenameThread):
+            await self._titles.request(effect.title)
         else:
             await self._composer.apply(effect)

@@ -109,6 +109,9 @@ class RetryingPlatform:
     async def delete(self, channel_id: str, message_id: str) -> None:
         await self._retrying(lambda: self.platform.delete(channel_id, message_id))
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        await self._retrying(lambda: self.platform.rename_thread(channel_id, title))
+
     async def typing(self, channel_id: str) -> None:
         """One attempt (see the module docstring); a failure is raised and counted."""
         self._attempts += 1

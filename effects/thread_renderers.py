@@ -58,6 +58,9 @@ class PendingPlatform:
     async def reply(self, channel_id: str, action_id: str, text: str, **kwargs: Any) -> str:
         return await (await self._ready()).reply(channel_id, action_id, text, **kwargs)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        await (await self._ready()).rename_thread(channel_id, title)
+
 
 class ThreadRenderers:
     """The runtime's ``renderer_factory`` for one chat platform: one ``StreamRenderer`` per

@@ -203,6 +203,7 @@ class WebPlatform:
         self._ids = itertools.count(1)
         self._nonces: OrderedDict[str, str] = OrderedDict()
         self.calls = 0
+        self.titles: dict[str, str] = {}  # channel -> the agent's title (rename_thread)
 
     # --- what the web ingress reads ----------------------------------------------------------
 
@@ -286,6 +287,11 @@ class WebPlatform:
         await trio.lowlevel.checkpoint()
         self.calls += 1
         self.view(channel_id).delete(message_id)  # deleting what is gone is a success
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """Kept for the page (``titles``); the web chat does not show it yet."""
+        await trio.lowlevel.checkpoint()
+        self.titles[channel_id] = title
 
     async def typing(self, channel_id: str) -> None:
         await trio.lowlevel.checkpoint()

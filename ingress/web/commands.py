@@ -26,8 +26,10 @@ from threadspindle.ingress.input_checks import (
     parse_position,
     shown,
 )
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = [
     "AUTHOR",
@@ -121,9 +123,14 @@ def line_action(
         )
     if head == "conversation" and args[:1] == ["end"]:
         return A.ConversationEnded(**common)
+    if head == "schedule":
+        return schedule_action(common, rest, **who, tz=local_timezone())
+    if head == "verbosity":
+        return verbosity_action(common, rest)
     raise InputRefused(
         f"Unknown command /{shown(head, 40)}: /queue <message>, /abort, /status, "
-        "/clear-queue [position], /model <name>, /workdir set <path>, /conversation end."
+        "/clear-queue [position], /model <name>, /workdir set <path>, /conversation end, "
+        "/schedule <when> <prompt> | list | cancel <id>, /verbosity text|tools|all."
     )
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core import transitions_agent as agent
+from threadspindle.runtime.core import transitions_schedule as schedule
 from threadspindle.runtime.core import transitions_user as user
 from threadspindle.runtime.core import transitions_workspace as workspace
 from threadspindle.runtime.core.guards import can_dispatch_next
@@ -78,7 +79,15 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.ThreadParked: agent.on_parked,
     A.PolicySet: agent.on_policy_set,
     **workspace.HANDLERS,
+    A.ScheduleAdded: schedule.on_schedule_added,
+    A.ScheduleCancelled: schedule.on_schedule_cancelled,
+    A.SchedulesListed: schedule.on_schedules_listed,
+    A.ScheduleDue: schedule.on_schedule_due,
+    A.VerbositySet: schedule.on_verbosity_set,
 }
+
+# A person writing in the thread voids the agent's pending wake-ups.
+_CANCELS_WAKEUPS = (A.UserMessage, A.QueueCommand)
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
@@ -100,6 +109,7 @@ _WAKES = (
     A.QuestionAnswered,
     A.RuntimeRecovered,
     *workspace.WAKES,
+    A.ScheduleDue,  # a schedule fires even in a thread the runtime put away
 )
 
 
@@ -157,6 +167,8 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
         if handler is None:
             step.record(f"no handler for {type(action).__name__}")
         else:
+            if isinstance(action, _CANCELS_WAKEUPS):
+                schedule.cancel_wakeups(step)
             handler(step, action)
         workspace.before_drain(step)
         _drain(step)

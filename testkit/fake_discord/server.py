@@ -221,6 +221,25 @@ class FakeDiscord:
 
         return self._call(act)
 
+    def send_voice_message(
+        self, channel_id: int, author_id: int, audio: bytes, *, duration_s: float = 2.5
+    ) -> int:
+        """A voice message as Discord's clients send one: no text, one Ogg/Opus attachment
+        with its duration and waveform, the IS_VOICE_MESSAGE flag (8192)."""
+
+        def act() -> int:
+            attachment = FakeAttachment(
+                self.world.next_id(), "voice-message.ogg", audio, "audio/ogg", duration_s
+            )
+            self.world.attachments[attachment.id] = attachment
+            message = self.world.add_message(
+                channel_id, author_id, "", flags=8192, attachments=[attachment]
+            )
+            self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
+            return message.id
+
+        return self._call(act)
+
     def redeliver_message(self, message_id: int) -> None:
         """Dispatch a message's MESSAGE_CREATE again, as an at-least-once gateway may."""
 

@@ -144,6 +144,7 @@ class FakeAttachment:
     filename: str
     content: bytes | GeneratedBytes
     content_type: str | None = None
+    duration_secs: float | None = None  # a voice message's note (with a waveform)
 
     @property
     def declared_size(self) -> int:
@@ -163,6 +164,9 @@ class FakeAttachment:
         }
         if self.content_type:
             data["content_type"] = self.content_type
+        if self.duration_secs is not None:
+            data["duration_secs"] = self.duration_secs
+            data["waveform"] = "AAAAAAAAAAA="  # base64 of the amplitude samples
         return data
 
 
