@@ -302,6 +302,7 @@ async def _console(
             chat = ConsoleChat(
                 runtime, out=sys.stdout, default_agent=agent, default_workdir=workdir
             )
+            runtime.thread_opener = chat.open_thread  # /fork, /btw: a new console thread
             if agent == "echo":
                 _say("Using the echo demo agent. Type /help for commands, /quit to leave.")
             else:

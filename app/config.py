@@ -163,6 +163,10 @@ def _discord_token(v: SecretStr | None) -> SecretStr | None:
     return v
 
 
+# How a message without a `` queue``/`` steer`` suffix is delivered while a run is active.
+PlainMessage = Literal["interrupt", "queue", "steer"]
+
+
 class ProjectChannel(_Section):
     """A Discord channel where a plain message starts a thread with this agent and workdir."""
 
@@ -172,6 +176,7 @@ class ProjectChannel(_Section):
     # What runs in this channel's threads show unless /verbosity says otherwise (None: the
     # runtime's default).
     verbosity: Literal["text", "tools", "all"] | None = None
+    plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
 
     @field_validator("agent")
     @classmethod
@@ -191,6 +196,7 @@ class DiscordSettings(_Section):
     rest_base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://discord.com/api/v10"
     gateway_url: Annotated[StrictStr, _url(("wss", "ws"))] = "wss://gateway.discord.gg/"
     project_channels: dict[str, ProjectChannel] = {}
+    plain_message: PlainMessage = "interrupt"
     # An attachment larger than this refuses its message with a reply (streamed to disk,
     # never held in memory, so the cap is about disk use and download time).
     attachment_max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
@@ -241,6 +247,7 @@ class TelegramSettings(_Section):
     allowed_user_ids: list[Annotated[int, Field(gt=0)]] = []
     allowed_chat_ids: list[int] = []  # groups the bot serves (private chats always)
     project_groups: dict[str, TelegramProjectGroup] = {}
+    plain_message: PlainMessage = "interrupt"
     # Telegram allows about one message a second per chat: edits at most this often.
     min_edit_interval_s: float = Field(default=1.0, ge=0.2, le=60, allow_inf_nan=False)
 

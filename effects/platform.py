@@ -50,12 +50,21 @@ class SelectMenu(Frozen):
 
 
 class PlatformError(Exception):
+    """``global_limit``: the 429 was for the whole connection (Discord's global limit),
+    not for one route or channel."""
+
     def __init__(
-        self, message: str, *, retryable: bool = False, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        global_limit: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable or retry_after is not None
         self.retry_after = retry_after
+        self.global_limit = global_limit
 
 
 class ChatPlatform(Protocol):

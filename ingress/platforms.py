@@ -28,17 +28,22 @@ import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
 from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.effects.web_platform import WEB_LIMITS, WebPlatform
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
-from threadspindle.ingress.discord.host import hosted_bot
+from threadspindle.ingress.discord.host import discord_thread_opener, hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.ingress.slack.host import SlackBot, hosted_slack
 from threadspindle.ingress.slack.settings import SlackSettings
-from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
+from threadspindle.ingress.telegram.host import (
+    TelegramBot,
+    hosted_telegram,
+    telegram_thread_opener,
+)
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.web.app import WebChat
 from threadspindle.ingress.web.host import WebServer, serve_web
@@ -51,7 +56,7 @@ from threadspindle.ingress.whatsapp.host import (
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import AdapterFactory
+from threadspindle.runtime.live.ports import AdapterFactory, ThreadOpener
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
 __all__ = ["PlatformRouter", "PlatformsApp", "platform_of", "run_platforms"]
@@ -157,13 +162,15 @@ async def run_platforms(
         asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
         if discord is not None:
             router.renderers["discord"] = await stack.enter_async_context(
-                ThreadRenderers(discord_limits)
+                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
             )
         if telegram is not None:
             limits = TELEGRAM_LIMITS.model_copy(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
-            router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+            router.renderers["telegram"] = await stack.enter_async_context(
+                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
+            )
         if slack is not None:
             limits = SLACK_LIMITS.model_copy(
                 update={"min_edit_interval_s": slack.min_edit_interval_s}
@@ -219,6 +226,7 @@ async def run_platforms(
             servers = await stack.enter_async_context(trio.open_nursery())
             stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
             web_server = await servers.start(partial(serve_web, web_chat))
+        runtime.thread_opener = _thread_opener(discord_bot, telegram_bot)
         app = PlatformsApp(
             runtime,
             router,
@@ -242,6 +250,22 @@ async def run_platforms(
             with trio.CancelScope(shield=True), trio.move_on_after(30):
                 await runtime.dispose_all()
                 await router.flush()
+
+
+def _thread_opener(
+    discord_bot: SpindleBot | None, telegram_bot: TelegramBot | None
+) -> ThreadOpener:
+    """``/fork``, ``/btw``: a new thread on the platform of the thread asking for it."""
+
+    async def opener(source: str, title: str) -> tuple[str, str]:
+        kind = platform_of(source)
+        if kind == "discord" and discord_bot is not None:
+            return await discord_thread_opener(discord_bot.platform)(source, title)
+        if kind == "telegram" and telegram_bot is not None:
+            return await telegram_thread_opener(telegram_bot.platform)(source, title)
+        raise PlatformError(f"no platform here can open a thread beside {source}")
+
+    return opener
 
 
 async def _stop_on_signals(app: PlatformsApp) -> None:

@@ -272,7 +272,8 @@ class SpindleBot(CatchUpMixin, discord.Client):
         if content is None:
             return
         text, attachments = content
-        action = translate.message_action(
+        parent = getattr(message.channel, "parent_id", None)
+        action = translate.prompt_action(
             thread_id=thread_id,
             message_id=message.id,
             author_id=message.author.id,
@@ -281,9 +282,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             at=self._clock(),
             attachments=attachments,
             suffix=self.settings.queue_suffix,
+            steer_suffix=self.settings.steer_suffix,
+            mode=self.settings.plain_message_mode(parent),
         )
-        self._remember(message.id, queued=not action.interrupt)
-        parent = getattr(message.channel, "parent_id", None)
+        self._remember(message.id, queued=translate.is_queued(action))
         await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
 
     async def _project_message(
@@ -345,7 +347,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
             await emit(IngressItem((start,), channel_id=str(message.channel.id)))
             await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
             return False  # no prompt was fed in (a catch-up does not count it)
-        prompt = translate.message_action(
+        prompt = translate.prompt_action(
             thread_id=thread_id,
             message_id=message.id,
             author_id=message.author.id,
@@ -354,8 +356,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             at=self._clock(),
             attachments=attachments,
             suffix=self.settings.queue_suffix,
+            steer_suffix=self.settings.steer_suffix,
+            mode=self.settings.plain_message_mode(message.channel.id),
         )
-        self._remember(message.id, queued=not prompt.interrupt)
+        self._remember(message.id, queued=translate.is_queued(prompt))
         project = self.settings.project_channel(message.channel.id)
         if project is not None and project.worktree:
             # Its own worktree first: the prompt waits in the queue until it is made.

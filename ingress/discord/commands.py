@@ -32,13 +32,16 @@ from threadspindle.ingress.schedule_commands import (
 from threadspindle.ingress.workspace_commands import workspace_action
 from threadspindle.runtime.core.actions import (
     AbortRequested,
+    CompactRequested,
     ConversationEnded,
+    ForkRequested,
     ModelChanged,
     QueueCleared,
     QueueCommand,
     ScheduleCancelled,
     SchedulesListed,
     StatusRequested,
+    SteerCommand,
     WorkdirSet,
 )
 from threadspindle.runtime.live.schedules import local_timezone
@@ -98,6 +101,45 @@ def build_commands(bot: SpindleBot) -> None:
             ),
         )
 
+    @app_commands.command(name="steer", description="Add to the running turn without stopping it")
+    async def steer(interaction: discord.Interaction, message: str) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: SteerCommand(
+                **c, author_id=str(user.id), author_name=user.display_name, text=message
+            ),
+        )
+
+    @app_commands.command(name="compact", description="Let the agent compact its conversation")
+    async def compact(interaction: discord.Interaction) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: CompactRequested(
+                **c, author_id=str(user.id), author_name=user.display_name
+            ),
+        )
+
+    @app_commands.command(name="fork", description="A new thread continuing this conversation")
+    async def fork(interaction: discord.Interaction) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: ForkRequested(**c, author_id=str(user.id), author_name=user.display_name),
+        )
+
+    @app_commands.command(name="btw", description="Ask on the side in a forked thread")
+    @app_commands.describe(question="Asked in a new thread; the run here goes on untouched")
+    async def btw(interaction: discord.Interaction, question: str) -> None:
+        user = interaction.user
+        await bot.command(
+            interaction,
+            lambda t, c: ForkRequested(
+                **c, author_id=str(user.id), author_name=user.display_name, question=question
+            ),
+        )
+
     @app_commands.command(name="clear-queue", description="Drop all queued prompts, or one")
     @app_commands.describe(position="1-based position of the one prompt to drop")
     async def clear_queue(interaction: discord.Interaction, position: int | None = None) -> None:
@@ -125,6 +167,10 @@ def build_commands(bot: SpindleBot) -> None:
         status,
         model,
         queue,
+        steer,
+        compact,
+        fork,
+        btw,
         clear_queue,
         abort,
     )

@@ -96,7 +96,9 @@ def help_text(agents: tuple[str, ...]) -> str:
         'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /abort · /status · /clear_queue [position]\n"
+        "/queue <message> · /steer <message> · /compact · /fork · /btw <question> · "
+        "/abort · /status · "
+        "/clear_queue [position]\n"
         "/model <name> · /workdir <path> · /conversation_end\n"
         "/undo · /redo · /diff [base] · !<command> or /shell <command>\n"
         "/worktree new <name> [base] | list | remove <name> [force] | merge [target]"
@@ -338,7 +340,7 @@ class TelegramIngress:
         if shell is not None:  # "!<command>": a shell command, not a prompt
             await self._post(shell, channel_id=telegram_thread_id(message.chat.id))
             return
-        action = translate.message_action(
+        action = translate.prompt_action(
             thread_id=thread_id,
             chat_id=message.chat.id,
             message_id=message.message_id,
@@ -347,8 +349,11 @@ class TelegramIngress:
             text=text,
             at=self._clock(),
             suffix=self.settings.queue_suffix,
+            steer_suffix=self.settings.steer_suffix,
+            mode=self.settings.plain_message,
         )
-        self._remember(message.chat.id, message.message_id, thread_id, not action.interrupt)
+        queued = isinstance(action, A.UserMessage) and not action.interrupt
+        self._remember(message.chat.id, message.message_id, thread_id, queued)
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
 
     async def _open_topic(self, chat_id: int, name: str) -> str:
@@ -450,6 +455,26 @@ class TelegramIngress:
                 text=args,
                 source_message_id=str(message.message_id),
             )
+        elif name == "steer":
+            if not args:
+                raise InputRefused("usage: /steer <message>")
+            action = A.SteerCommand(
+                **common,
+                author_id=str(user.id),
+                author_name=author,
+                text=args,
+                source_message_id=str(message.message_id),
+            )
+        elif name == "fork":
+            action = A.ForkRequested(**common, author_id=str(user.id), author_name=author)
+        elif name == "btw":
+            if not args:
+                raise InputRefused("usage: /btw <question>")
+            action = A.ForkRequested(
+                **common, author_id=str(user.id), author_name=author, question=args
+            )
+        elif name == "compact":
+            action = A.CompactRequested(**common, author_id=str(user.id), author_name=author)
         elif name == "abort":
             action = A.AbortRequested(**common, author_id=str(user.id))
         elif name == "status":

@@ -76,7 +76,8 @@ def help_text(agents: tuple[str, ...]) -> str:
         'Plain messages are prompts for this chat\'s agent (a message ending in " queue" '
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /abort · /status · /clear_queue [position]\n"
+        "/queue <message> · /steer <message> · /compact · /abort · /status · "
+        "/clear_queue [position]\n"
         "/model <name> · /workdir <path> · /end\n"
         "/schedule <when> <prompt> | list | cancel <id> · /verbosity text|tools|all"
     )
@@ -163,6 +164,20 @@ class WhatsAppIngress:
         if not text.strip():
             return
         if self._has_conversation(thread_id):
+            prompt, steered = split_queue_suffix(text, " steer")
+            if steered:  # added to the running turn (/steer)
+                await self._post(
+                    A.SteerCommand(
+                        thread_id=thread_id,
+                        action_id=translate.action_id(inbound.wamid),
+                        at=self._clock(),
+                        author_id=inbound.sender,
+                        author_name=inbound.name,
+                        text=prompt,
+                        source_message_id=inbound.wamid,
+                    )
+                )
+                return
             prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
             action = A.UserMessage(
                 thread_id=thread_id,
@@ -295,6 +310,29 @@ class WhatsAppIngress:
                 author_name=inbound.name,
                 text=args,
                 source_message_id=inbound.wamid,
+            )
+        elif name == "steer":
+            if not args:
+                raise InputRefused("usage: /steer <message>")
+            action = A.SteerCommand(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                text=args,
+                source_message_id=inbound.wamid,
+            )
+        elif name in ("fork", "btw"):
+            if name == "btw" and not args:
+                raise InputRefused("usage: /btw <question>")
+            action = A.ForkRequested(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                question=args if name == "btw" else None,
+            )
+        elif name == "compact":
+            action = A.CompactRequested(
+                **common, author_id=inbound.sender, author_name=inbound.name
             )
         elif name == "abort":
             action = A.AbortRequested(**common, author_id=inbound.sender)

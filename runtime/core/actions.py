@@ -15,7 +15,7 @@ from pydantic import Field
 
 from threadspindle.runtime.core.agent_events import AgentEvent
 from threadspindle.runtime.core.frozen import Frozen
-from threadspindle.runtime.core.model import Attachment, Policy, Verbosity
+from threadspindle.runtime.core.model import AgentCapabilities, Attachment, Policy, Verbosity
 
 __all__ = [
     "Action",
@@ -44,6 +44,10 @@ __all__ = [
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "ForkRequested",
+    "ThreadForked",
+    "CompactRequested",
+    "SteerCommand",
     "ThreadParked",
     "Tick",
     "UserMessage",
@@ -88,6 +92,47 @@ class QueueCommand(ActionBase):
     text: str
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
+
+
+class SteerCommand(ActionBase):
+    """``/steer <message>`` (or the `` steer`` suffix): add the message to the running turn
+    without aborting it; with no run active it is a normal prompt."""
+
+    kind: Literal["steer_command"] = "steer_command"
+    author_id: str
+    author_name: str = ""
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    source_message_id: str | None = None
+
+
+class CompactRequested(ActionBase):
+    """``/compact``: the agent compacts (summarises) its conversation, as a run of its own
+    queued like ``/queue`` (it never interrupts)."""
+
+    kind: Literal["compact"] = "compact"
+    author_id: str
+    author_name: str = ""
+
+
+class ForkRequested(ActionBase):
+    """``/fork`` (``question`` None): a new thread continuing this conversation from here;
+    ``/btw <question>``: the same, with ``question`` as its first prompt, while this
+    thread's run goes on untouched."""
+
+    kind: Literal["fork"] = "fork"
+    author_id: str
+    author_name: str = ""
+    question: str | None = None
+
+
+class ThreadForked(ActionBase):
+    """Feedback: the platform opened the fork's thread (``label``: how to name it there)."""
+
+    kind: Literal["thread_forked"] = "thread_forked"
+    key: str
+    new_thread_id: str
+    label: str
 
 
 class AbortRequested(ActionBase):
@@ -146,6 +191,7 @@ class ConversationResumed(ActionBase):
     resolved_workdir: str | None
     model: str | None = None
     system_instruction: str | None = None
+    fork: bool = False  # continue a copy of the session (a new session id), not the session
 
 
 class ConversationEnded(ActionBase):
@@ -259,6 +305,7 @@ class AgentConnected(ActionBase):
 
     kind: Literal["agent_connected"] = "agent_connected"
     session_id: str | None = None
+    capabilities: AgentCapabilities | None = None  # what the adapter declares it can do
 
 
 class AgentExited(ActionBase):
@@ -389,6 +436,10 @@ class ShellFinished(ActionBase):
 Action = Annotated[
     UserMessage
     | QueueCommand
+    | SteerCommand
+    | CompactRequested
+    | ForkRequested
+    | ThreadForked
     | AbortRequested
     | QueueCleared
     | QueuedItemRemoved

@@ -19,6 +19,8 @@ __all__ = [
     "PermissionRequested",
     "QuestionAsked",
     "SessionStarted",
+    "SteerRefused",
+    "SteerTaken",
     "TextDelta",
     "ThinkingDelta",
     "ToolFinished",
@@ -138,6 +140,23 @@ class TitleChanged(Frozen):
     title: str
 
 
+class SteerTaken(Frozen):
+    """The agent took the steered message ``steer_id`` into the running turn. An adapter
+    emits it before that turn's end (in stream order), never after."""
+
+    type: Literal["steer_taken"] = "steer_taken"
+    steer_id: str
+
+
+class SteerRefused(Frozen):
+    """The agent did not take the steered message ``steer_id`` (the turn had ended, the
+    CLI said no): it becomes a normal prompt."""
+
+    type: Literal["steer_refused"] = "steer_refused"
+    steer_id: str
+    reason: str = ""
+
+
 AgentEvent = Annotated[
     SessionStarted
     | TextDelta
@@ -149,6 +168,8 @@ AgentEvent = Annotated[
     | TurnCompleted
     | TurnAborted
     | AgentError
-    | TitleChanged,
+    | TitleChanged
+    | SteerTaken
+    | SteerRefused,
     Field(discriminator="type"),
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "Effect",
     "InterruptAgent",
     "LogNote",
+    "OpenThread",
     "OutputKind",
     "PostOutput",
     "PromptAgent",
@@ -34,6 +35,7 @@ __all__ = [
     "ShowPermissionPrompt",
     "ShowQuestion",
     "StartAgent",
+    "SteerAgent",
     "StopAgent",
     "Typing",
     "CheckpointWorkdir",
@@ -147,6 +149,12 @@ class StartAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    fork_of: str | None = None  # the conversation's (``Conversation.fork_of``)
+
+    @property
+    def fork(self) -> bool:
+        """``session_id`` is to be forked (a new session continuing a copy), not resumed."""
+        return self.fork_of is not None and self.fork_of == self.session_id
 
     @classmethod
     def of(cls, source: Conversation | PromptAgent) -> StartAgent:
@@ -158,6 +166,7 @@ class StartAgent(Frozen):
             session_id=source.session_id,
             model=source.model,
             system_instruction=source.system_instruction,
+            fork_of=source.fork_of,
         )
 
 
@@ -173,6 +182,8 @@ class PromptAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    command: str | None = None  # "compact": run the CLI's compaction instead of a prompt
+    fork_of: str | None = None  # the conversation's (see ``Conversation.fork_of``)
 
 
 class InterruptAgent(Frozen):
@@ -180,6 +191,19 @@ class InterruptAgent(Frozen):
 
     type: Literal["interrupt_agent"] = "interrupt_agent"
     run_id: str
+
+
+class SteerAgent(Frozen):
+    """Hand ``text`` to the running turn ``run_id`` without aborting it. The adapter
+    answers with ``SteerTaken`` or ``SteerRefused`` for ``steer_id``; ``key`` names this
+    steer in an ``EffectFailed``."""
+
+    type: Literal["steer_agent"] = "steer_agent"
+    key: str
+    run_id: str
+    steer_id: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 class StopAgent(Frozen):
@@ -199,6 +223,25 @@ class AnswerQuestion(Frozen):
     type: Literal["answer_question"] = "answer_question"
     request_id: str
     answer: str | None  # None: the question was dismissed
+
+
+class OpenThread(Frozen):
+    """Open a new chat thread beside this one (``/fork``, ``/btw``) whose conversation
+    continues a fork of ``session_id``, with ``prompt`` as its first prompt if any. The
+    runtime asks the platform for the thread, seeds it with those actions, and reports
+    ``ThreadForked`` (or ``EffectFailed``) with ``key``."""
+
+    type: Literal["open_thread"] = "open_thread"
+    key: str
+    title: str
+    agent: str
+    workdir: str
+    session_id: str
+    model: str | None = None
+    system_instruction: str | None = None
+    prompt: str | None = None
+    author_id: str = ""
+    author_name: str = ""
 
 
 class LogNote(Frozen):
@@ -268,9 +311,11 @@ Effect = Annotated[
     | StartAgent
     | PromptAgent
     | InterruptAgent
+    | SteerAgent
     | StopAgent
     | AnswerPermission
     | AnswerQuestion
+    | OpenThread
     | LogNote
     | CheckpointWorkdir
     | WorkspaceJob

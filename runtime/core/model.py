@@ -14,6 +14,7 @@ from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.core.workspace_model import Workspace, WorkspacePolicy
 
 __all__ = [
+    "AgentCapabilities",
     "AgentStatus",
     "Attachment",
     "Blocker",
@@ -52,6 +53,15 @@ class AgentStatus(StrEnum):
 Verbosity = Literal["text", "tools", "all"]
 
 
+class AgentCapabilities(Frozen):
+    """What the connected agent can do besides prompts and interrupts, as its adapter
+    declares it (``AgentPort.capabilities``, reported with ``AgentConnected``)."""
+
+    steer: bool = False  # take a message into the running turn without aborting it
+    compact: bool = False  # run the CLI's own compaction of the conversation (/compact)
+    fork: bool = False  # start a new session continuing a copy of an existing one (/fork)
+
+
 class Policy(Frozen):
     """Per-thread limits, set by the runtime from configuration (and recorded in the log)."""
 
@@ -82,6 +92,7 @@ class QueueItem(Frozen):
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
     from_queue: bool = False  # came from /queue or the " queue" suffix: never interrupts
+    command: str | None = None  # "compact": the run is the CLI's compaction, not a prompt
     queued_at: float
 
 
@@ -107,6 +118,9 @@ class Conversation(Frozen):
     session_id: str | None = None  # the CLI's resume id, learned from its events
     model: str | None = None
     system_instruction: str | None = None
+    # The session this conversation is a fork of, until the fork's own session id is
+    # known: the first start forks it (``StartAgent.fork``), later ones resume the fork.
+    fork_of: str | None = None
 
 
 class OpenPart(Frozen):
@@ -132,6 +146,10 @@ class Run(Frozen):
     tool_headers: tuple[tuple[str, str], ...] = ()  # (tool_id, header text)
     retry_key: str | None = None  # the status line showing the model API's retries
     retries: int = 0  # the last retry it showed
+    # Steered messages handed to the agent for this run and not yet taken or refused: a
+    # run that ends with some left puts them at the head of the queue (never lost), and a
+    # taken one leaves here for good (never sent twice).
+    steers: tuple[QueueItem, ...] = ()
 
 
 class Blocker(Frozen):
@@ -162,6 +180,8 @@ class Counters(Frozen):
     illegal_moves: int = 0  # phase moves the table does not have (recorded, never applied)
     schedules: int = 0  # schedules made so far; also the source of schedule ids
     schedules_fired: int = 0
+    steers: int = 0  # messages handed to a running turn (SteerAgent)
+    steers_taken: int = 0  # ... that the agent took into that turn
 
 
 class ThreadState(Frozen):
@@ -182,6 +202,8 @@ class ThreadState(Frozen):
     schedules: tuple[Schedule, ...] = ()  # pending /schedule prompts and agent wake-ups
     verbosity: Verbosity | None = None  # /verbosity; None: the policy's default
     title: str | None = None  # the agent's session title, as last shown as the thread's name
+    capabilities: AgentCapabilities | None = None  # of the connected agent; None: unknown
+    context_notice: int = 0  # the context-use threshold (80, 95) last told; 0: below
 
     @classmethod
     def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:

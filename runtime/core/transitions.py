@@ -56,6 +56,10 @@ __all__ = ["HANDLERS", "Transition", "transition"]
 HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.UserMessage: user.on_user_message,
     A.QueueCommand: user.on_queue_command,
+    A.SteerCommand: user.on_steer,
+    A.CompactRequested: user.on_compact,
+    A.ForkRequested: user.on_fork,
+    A.ThreadForked: agent.on_thread_forked,
     A.AbortRequested: user.on_abort,
     A.QueueCleared: user.on_clear_queue,
     A.QueuedItemRemoved: user.on_remove_queued,
@@ -97,6 +101,9 @@ _NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived, A.ShellOutput)
 _WAKES = (
     A.UserMessage,
     A.QueueCommand,
+    A.SteerCommand,
+    A.CompactRequested,
+    A.ForkRequested,
     A.AbortRequested,
     A.QueueCleared,
     A.QueuedItemRemoved,
@@ -126,7 +133,12 @@ def _drain(step: Step) -> None:
     step.count("dequeued")
     step.set(queue=state.queue[1:])
     move(step, "dispatch", run_id=run_id, prompt=item)
-    if item.id != step.action.action_id:
+    if item.command == "compact":
+        step.post(
+            "marker",
+            f"🗜 Compacting the conversation (/compact by {item.author_name or item.author_id})…",
+        )
+    elif item.id != step.action.action_id:
         # The prompt waited in the queue: say in the thread which one runs now.
         text = item.text if len(item.text) <= MARKER_CHARS else item.text[:MARKER_CHARS] + "…"
         step.post("marker", f"» {item.author_name or item.author_id}: {text}")
@@ -143,6 +155,8 @@ def _drain(step: Step) -> None:
             session_id=conv.session_id,
             model=conv.model,
             system_instruction=conv.system_instruction,
+            command=item.command,
+            fork_of=conv.fork_of,
         )
     )
 

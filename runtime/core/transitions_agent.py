@@ -19,6 +19,7 @@ from threadspindle.runtime.core.model import (
     Blocker,
     OpenPart,
     Phase,
+    QueueItem,
     Run,
 )
 from threadspindle.runtime.core.phase_table import PhaseEvent
@@ -32,10 +33,13 @@ from threadspindle.runtime.core.transition_step import (
     finish_retry_line,
     interrupt_run,
     move,
+    requeue_steers,
 )
 from threadspindle.runtime.core.transitions_schedule import on_title_changed
 
 STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr
+STEER_ECHO_CHARS = 200  # a steered message is shown this long in the thread
+CONTEXT_THRESHOLDS = (95, 80)  # context use (%) at which a notice suggests /compact
 
 # --- agent events ----------------------------------------------------------------------
 
@@ -54,11 +58,36 @@ def _footer(run: Run, ev: E.TurnCompleted, at: float) -> str:
         parts.append(f"${ev.cost_usd:.4f}")
     if ev.model:
         parts.append(ev.model)
-    usage = ev.usage
-    if usage and usage.context_window and usage.input_tokens is not None:
-        used = usage.input_tokens + (usage.cache_read_tokens or 0)
-        parts.append(f"{100 * used / usage.context_window:.0f}% context")
+    percent = context_percent(ev.usage)
+    if percent is not None:
+        parts.append(f"{percent:.0f}% context")
     return " · ".join(parts)
+
+
+def context_percent(usage: E.Usage | None) -> float | None:
+    """How full the context window is after a turn (its last request's input, cached or
+    not, over the window), when the CLI reports both."""
+    if usage is None or not usage.context_window or usage.input_tokens is None:
+        return None
+    used = usage.input_tokens + (usage.cache_read_tokens or 0) + (usage.cache_write_tokens or 0)
+    return 100 * used / usage.context_window
+
+
+def _context_notice(step: Step, ev: E.TurnCompleted) -> None:
+    """Past 80% and 95% of the context window, say so once each and suggest /compact;
+    below 80% again (after a compaction) the thresholds are armed again."""
+    percent = context_percent(ev.usage)
+    if percent is None:
+        return
+    reached = next((t for t in CONTEXT_THRESHOLDS if percent >= t), 0)
+    if reached > step.state.context_notice:
+        step.post(
+            "notice",
+            f"⚠ The context window is {percent:.0f}% full: /compact summarises the "
+            "conversation so far and frees it.",
+        )
+    if reached != step.state.context_notice:
+        step.set(context_notice=reached)
 
 
 def _exit_detail(exit_code: int | None, stderr_tail: str) -> tuple[str, str]:
@@ -107,7 +136,9 @@ def _tool_key(run: Run, tool_id: str) -> tuple[str, str] | None:
 def _on_session_started(step: Step, ev: E.SessionStarted) -> None:
     conv = step.state.conversation
     if conv is not None:
-        step.set(conversation=conv.replace(session_id=ev.session_id))
+        # A fork's own session id: later starts resume it instead of forking again.
+        fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+        step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
 
 
 def _on_text(step: Step, ev: E.TextDelta) -> None:
@@ -263,7 +294,8 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
-            step.set(conversation=conv.replace(session_id=ev.session_id))
+            fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+            step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
         if run.end_reason is None:
             # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
@@ -274,6 +306,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
             else:
                 step.count("completed")
                 step.post("footer", _footer(run, ev, step.action.at))
+                _context_notice(step, ev)
     elif run.end_reason is None:
         detail, tail = _exit_detail(ev.exit_code, ev.stderr_tail)
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
@@ -283,6 +316,43 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
 
 def _on_title(step: Step, ev: E.TitleChanged) -> None:
     on_title_changed(step, ev.title)
+
+
+def _take_steer(step: Step, steer_id: str) -> QueueItem | None:
+    """The pending steered message ``steer_id`` of the run, removed from it (None: it is
+    not pending, e.g. already requeued)."""
+    run = step.state.run
+    assert run is not None
+    item = next((s for s in run.steers if s.id == steer_id), None)
+    if item is None:
+        step.note = f"steer {steer_id} is not pending"
+        return None
+    step.set_run(steers=tuple(s for s in run.steers if s.id != steer_id))
+    return item
+
+
+def _on_steer_taken(step: Step, ev: E.SteerTaken) -> None:
+    item = _take_steer(step, ev.steer_id)
+    if item is None:
+        return
+    step.count("steers_taken")
+    if step.state.run is not None and step.state.run.phase is not Phase.INTERRUPTING:
+        step.seal_open_part()
+        text = item.text
+        if len(text) > STEER_ECHO_CHARS:
+            text = text[:STEER_ECHO_CHARS] + "…"
+        step.post("marker", f"↪ {item.author_name or item.author_id} (added to this turn): {text}")
+
+
+def _on_steer_refused(step: Step, ev: E.SteerRefused) -> None:
+    item = _take_steer(step, ev.steer_id)
+    if item is None:
+        return
+    requeue_steers(step, (item,))
+    if step.state.run is not None and step.state.run.phase is not Phase.INTERRUPTING:
+        step.seal_open_part()
+        why = f" ({ev.reason})" if ev.reason else ""
+        step.post("notice", f"The running turn could not take a message{why}: it is sent next.")
 
 
 class AgentEventRule(NamedTuple):
@@ -313,6 +383,8 @@ AGENT_EVENT_RULES: dict[type[E.AgentEvent], AgentEventRule] = {
     E.TurnAborted: AgentEventRule("turn_end", on_turn_end, on_turn_end),
     # Also taken outside a run (then without a phase move): see ``on_agent_event``.
     E.TitleChanged: AgentEventRule("agent_event", _on_title, _on_title, any_session=True),
+    E.SteerTaken: AgentEventRule("agent_event", _on_steer_taken, _on_steer_taken),
+    E.SteerRefused: AgentEventRule("agent_event", _on_steer_refused, _on_steer_refused),
 }
 
 
@@ -358,6 +430,14 @@ def on_output_posted(step: Step, a: A.OutputPosted) -> None:
 def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
     step.emit(F.LogNote(level="warning", message=f"{a.effect} failed: {a.reason}"))
     run = step.state.run
+    if a.effect == "open_thread":
+        step.reply(f"⚠ Could not open a thread for the fork: {a.reason}")
+        return
+    if a.effect == "steer_agent" and run is not None:
+        # The steer never reached the agent: it becomes a normal prompt.
+        lost = tuple(s for s in run.steers if a.key == f"{step.thread}/steer/{s.id}")
+        requeue_steers(step, lost)
+        return
     if a.effect in ("prompt_agent", "start_agent"):
         step.set(agent_status=AgentStatus.STOPPED)
         if run is not None:
@@ -369,9 +449,15 @@ def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
             step.reply(f"⚠ The agent could not start: {a.reason}")
 
 
+def on_thread_forked(step: Step, a: A.ThreadForked) -> None:
+    step.reply(f"↳ Forked into {a.label}: the conversation continues there too.")
+
+
 def on_agent_connected(step: Step, a: A.AgentConnected) -> None:
     step.count("listener_starts")
     step.set(agent_status=AgentStatus.READY)
+    if a.capabilities is not None:
+        step.set(capabilities=a.capabilities)
     conv = step.state.conversation
     if conv is not None and a.session_id and conv.session_id is None:
         step.set(conversation=conv.replace(session_id=a.session_id))
@@ -450,6 +536,8 @@ def on_policy_set(step: Step, a: A.PolicySet) -> None:
 _WHILE_INTERRUPTING: dict[Callable[[Step, Any], None], str] = {
     _not_shown: "not shown (noted)",
     _refuse_request: "refused at once",
+    _on_steer_taken: "taken (no marker)",
+    _on_steer_refused: "requeued (no notice)",
 }
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -41,6 +41,7 @@ from threadspindle.runtime.live.ports import (
     NoWorkspace,
     RendererPort,
     ThreadLog,
+    ThreadOpener,
     WorkspaceFactory,
 )
 from threadspindle.runtime.live.reactor import Reactor
@@ -105,6 +106,8 @@ class ThreadActor:
         backoff: Backoff | None = None,
         channel_id: str | None = None,
         workspace_factory: WorkspaceFactory | None = None,
+        thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.channel_id = channel_id
@@ -135,6 +138,8 @@ class ThreadActor:
             ids=ids,
             current_run=self._current_run_id,
             workspace=(workspace_factory or NoWorkspace)(thread_id, self.post_nowait, clock, ids),
+            thread_opener=thread_opener,
+            post_elsewhere=post_elsewhere,
         )
         self.committed = 0
         self._batch_effects: list[Effect] = []  # visible effects of the batch being committed

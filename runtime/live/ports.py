@@ -48,10 +48,11 @@ from threadspindle.runtime.core.effect_types import (
     PromptAgent,
     RunShell,
     StartAgent,
+    SteerAgent,
     StopShell,
     WorkspaceJob,
 )
-from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.model import AgentCapabilities, ThreadState
 
 if TYPE_CHECKING:
     from threadspindle.runtime.core.actions import Action
@@ -72,6 +73,7 @@ __all__ = [
     "WorkspaceFactory",
     "WorkspacePort",
     "ThreadLog",
+    "ThreadOpener",
 ]
 
 
@@ -92,6 +94,9 @@ class AgentPort(Protocol):
     """What the runtime asks of an agent adapter."""
 
     name: str
+    capabilities: AgentCapabilities
+    """What it can do besides prompts and interrupts (``steer``): declared, never probed.
+    The listener reports it with ``AgentConnected``; the core asks only for what it says."""
 
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: object) -> None:
         """Launch (or connect) and run until the process/connection ends, emitting every
@@ -103,6 +108,11 @@ class AgentPort(Protocol):
 
     async def interrupt(self, run_id: str) -> None:
         """End the current turn in-band, keeping the process alive where the CLI can."""
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Hand ``steer.text`` to the running turn ``steer.run_id`` without aborting it, and
+        emit ``SteerTaken`` (before that turn's end) or ``SteerRefused`` for ``steer_id``.
+        Raises when it cannot steer at all (the core then sends the text as a prompt)."""
 
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...
 
@@ -123,6 +133,13 @@ class AdapterFactory(Protocol):
         the reason), for the thread ``thread_id``; ``start`` is what its ``serve`` gets."""
         ...
 
+
+ThreadOpener = Callable[[str, str], Awaitable[tuple[str, str]]]
+"""``opener(source_thread_id, title)`` opens a new chat thread beside the source one (a
+Discord thread in the same channel, a Telegram topic in the same group, a console thread)
+and returns its thread id and how to name it in the chat (``<#id>``); it raises when the
+platform cannot. Given by the app to the runtime (``Runtime(thread_opener=...)``) for
+``OpenThread`` (``/fork``, ``/btw``); the runtime seeds the new thread itself."""
 
 Posted = tuple[str, tuple[str, ...]]
 """An output a renderer posted: its key and the message ids it got (new ones only)."""

@@ -34,11 +34,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from threadspindle.runtime.core.actions import Action, EffectFailed, OutputPosted
+from threadspindle.runtime.core.actions import (
+    Action,
+    ConversationResumed,
+    EffectFailed,
+    OutputPosted,
+    ThreadForked,
+    UserMessage,
+)
 from threadspindle.runtime.core.effect_types import (
     WORKSPACE_EFFECTS,
     AnswerPermission,
@@ -46,13 +53,21 @@ from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Effect,
     InterruptAgent,
+    OpenThread,
     PromptAgent,
     StartAgent,
+    SteerAgent,
     StopAgent,
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.ports import NoWorkspace, RendererPort, ThreadLog, WorkspacePort
+from threadspindle.runtime.live.ports import (
+    NoWorkspace,
+    RendererPort,
+    ThreadLog,
+    ThreadOpener,
+    WorkspacePort,
+)
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -62,12 +77,14 @@ _AGENT_EFFECTS = (
     StartAgent,
     PromptAgent,
     InterruptAgent,
+    SteerAgent,
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
     # Workspace effects share the agent lane: a checkpoint must be recorded before the
     # prompt after it is sent, and a StopShell must not wait behind a chat rate limit.
     *WORKSPACE_EFFECTS,
+    OpenThread,
 )
 
 
@@ -86,9 +103,13 @@ class Reactor:
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
         workspace: WorkspacePort | None = None,
+        thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.workspace = workspace or NoWorkspace(thread_id, post, clock, ids)
+        self._thread_opener = thread_opener
+        self._post_elsewhere = post_elsewhere
         self._current_run = current_run
         self.renderer = renderer
         self.listener = listener
@@ -196,6 +217,9 @@ class Reactor:
         if isinstance(effect, WORKSPACE_EFFECTS):
             # The port runs slow work in the nursery and reports back by actions.
             await self.workspace.apply(effect, self._nursery)
+        elif isinstance(effect, OpenThread):
+            # Opening a thread takes platform calls: never hold the agent lane for it.
+            self._nursery.start_soon(self._open_thread, effect)
         elif isinstance(effect, StartAgent):
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
@@ -222,6 +246,12 @@ class Reactor:
                 return
             if isinstance(effect, InterruptAgent):
                 await live.interrupt(effect.run_id)
+            elif isinstance(effect, SteerAgent):
+                if self._current_run() != effect.run_id:
+                    # That run is over: the core has put the text back in the queue.
+                    logger.info("steer of an ended run not sent", extra=self._ctx(effect))
+                    return
+                await live.steer(effect)
             elif isinstance(effect, AnswerPermission):
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
@@ -240,6 +270,50 @@ class Reactor:
             reason = f"{type(exc).__name__}: {exc}"
             logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
             self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
+
+    async def _open_thread(self, effect: OpenThread) -> None:
+        """``/fork``, ``/btw``: the platform opens the thread; the runtime seeds it with a
+        conversation forking the session (and the question as its first prompt), then
+        tells this thread (``ThreadForked``), or reports the failure (``EffectFailed``)."""
+        try:
+            if self._thread_opener is None or self._post_elsewhere is None:
+                raise RuntimeError("this chat platform cannot open threads")
+            new_thread, label = await self._thread_opener(self.thread_id, effect.title)
+            at = self._clock()
+            await self._post_elsewhere(
+                ConversationResumed(
+                    thread_id=new_thread,
+                    at=at,
+                    action_id=f"{effect.key}/start",
+                    agent=effect.agent,
+                    session_id=effect.session_id,
+                    requested_workdir=effect.workdir,
+                    resolved_workdir=effect.workdir,
+                    model=effect.model,
+                    system_instruction=effect.system_instruction,
+                    fork=True,
+                )
+            )
+            if effect.prompt is not None:
+                await self._post_elsewhere(
+                    UserMessage(
+                        thread_id=new_thread,
+                        at=at,
+                        action_id=f"{effect.key}/prompt",
+                        author_id=effect.author_id,
+                        author_name=effect.author_name,
+                        text=effect.prompt,
+                    )
+                )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect open_thread failed: %s", reason, extra=self._ctx(effect))
+            self._report(EffectFailed, effect=effect.type, key=effect.key, reason=reason)
+            return
+        self._report(ThreadForked, key=effect.key, new_thread_id=new_thread, label=label)
 
     def _ctx(self, effect: Effect) -> dict[str, str]:
         run_id = getattr(effect, "run_id", None) or ""

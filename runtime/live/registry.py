@@ -51,6 +51,7 @@ from threadspindle.runtime.live.ports import (
     RendererFactory,
     RendererPort,
     ThreadLog,
+    ThreadOpener,
     WorkspaceFactory,
 )
 from threadspindle.runtime.live.schedules import ScheduleTimer, local_timezone
@@ -132,6 +133,7 @@ class Runtime:
         timezone: tzinfo | None = None,
         on_start: Callable[[Runtime], object] | None = None,
         channel_policies: Mapping[str, Policy] | None = None,
+        thread_opener: ThreadOpener | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -142,6 +144,7 @@ class Runtime:
         self.policy = policy
         self._renderer_factory = renderer_factory
         self._adapter_factory = adapter_factory
+        self.thread_opener = thread_opener  # the platform's, for /fork and /btw
         self._clock = clock
         self._ids = ids or sequential_ids()
         self._transition = transition
@@ -370,6 +373,8 @@ class Runtime:
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
             workspace_factory=self._workspace_factory,
+            thread_opener=self._open_thread,
+            post_elsewhere=self.post,
         )
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
@@ -388,6 +393,13 @@ class Runtime:
                 )
             )
         return actor
+
+    async def _open_thread(self, source_thread_id: str, title: str) -> tuple[str, str]:
+        """The platform's ``thread_opener``, looked up when used: the app may set it after
+        the runtime is open (the console's chat is made with the runtime)."""
+        if self.thread_opener is None:
+            raise RuntimeError("this chat platform cannot open threads")
+        return await self.thread_opener(source_thread_id, title)
 
     def _renderer_for(self, thread_id: str) -> RendererPort:
         """A renderer for the thread, told what the log says was already posted, so it

@@ -244,6 +244,7 @@ class FakeInteraction:
     ephemeral: bool = False
     created_at: float = field(default_factory=time.time)
     acknowledged_at: float | None = None  # Discord fails an interaction not answered in 3 s
+    followed_up_at: list[float] = field(default_factory=list)  # when each followup came
 
     def payload(self, world: World) -> dict[str, Any]:
         user = world.users[self.user_id]
