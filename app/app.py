@@ -46,6 +46,7 @@ from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.process import record_children
 from threadspindle.effects.sandbox import SandboxUnavailable, check_sandbox
 from threadspindle.effects.self_protection import make_non_dumpable, private_dir, private_file
+from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
 from threadspindle.runtime.live.tuning import tune_gc
@@ -83,7 +84,7 @@ async def _serve(
 ) -> int:
     if console_agent is not None:
         settings = _with_console_workdir(settings, args)
-    policy = settings.runtime.policy()
+    policy = settings.runtime.policy().replace(workspace=settings.workspaces.policy())
     async with trio.open_nursery() as nursery:
         # Ctrl-C and SIGTERM end the program the orderly way: the console stops reading
         # input, the Discord bot is asked to stop; either way the runtime then parks every
@@ -115,6 +116,9 @@ async def _serve(
         factory = AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            "workspace_factory": workspace_factory(
+                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+            ),
             # A project channel's own default verbosity for the threads it opens.
             "channel_policies": {
                 channel_id: policy.replace(verbosity=channel.verbosity)

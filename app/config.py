@@ -60,7 +60,10 @@ from pydantic_settings import (
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.agents.base import AgentOptions
 from threadspindle.effects.sandbox import Sandbox
+from threadspindle.effects.shell_command import ShellLimits
+from threadspindle.effects.workspace_port import WorkspaceOptions
 from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.core.workspace_model import WorkspacePolicy
 
 __all__ = [
     "AGENT_NAMES",
@@ -169,6 +172,7 @@ class ProjectChannel(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
     # What runs in this channel's threads show unless /verbosity says otherwise (None: the
     # runtime's default).
     verbosity: Literal["text", "tools", "all"] | None = None
@@ -226,6 +230,7 @@ class TelegramProjectGroup(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
 
     @field_validator("agent")
     @classmethod
@@ -405,6 +410,42 @@ class RuntimeSettings(_Section):
         )
 
 
+class WorkspaceSettings(_Section):
+    """``[workspaces]``: checkpoints and undo, the footer's change summary, `!` shell
+    commands, worktrees (docs/workspaces.md)."""
+
+    checkpoints: bool = True  # a checkpoint of the workdir before each run (/undo, /diff)
+    keep_checkpoints: Count = Field(default=50, ge=1, le=10_000)  # per thread
+    checkpoint_max_age_s: Seconds = Field(default=14 * 86400.0, gt=0, le=3650 * 86400)
+    footer_changes: bool = True  # "3 files +40 −12" in a run's footer
+    shell_users: list[StrictStr] = []  # user ids allowed `!` commands; none by default
+    shell_timeout_s: Seconds = Field(default=120.0, gt=0, le=86400)
+    shell_output_chars: Count = Field(default=2000, ge=100, le=100_000)  # per streamed piece
+    worktree_dir: PathText | None = None  # default "<repo>.worktrees" beside the repository
+    diff_max_chars: Count = Field(default=20_000, ge=500, le=1_000_000)
+
+    def policy(self) -> WorkspacePolicy:
+        return WorkspacePolicy(
+            checkpoints=self.checkpoints,
+            footer_changes=self.footer_changes and self.checkpoints,
+            shell_users=tuple(self.shell_users),
+        )
+
+    def options(self, sandbox: Sandbox | None = None) -> WorkspaceOptions:
+        """``sandbox``: where `!` commands run (the agents' sandbox, when configured)."""
+        return WorkspaceOptions(
+            keep_checkpoints=self.keep_checkpoints,
+            checkpoint_max_age_s=self.checkpoint_max_age_s,
+            worktree_dir=self.worktree_dir,
+            diff_max_chars=self.diff_max_chars,
+            shell=ShellLimits(
+                timeout_s=self.shell_timeout_s,
+                piece_chars=self.shell_output_chars,
+                sandbox=sandbox,
+            ),
+        )
+
+
 class AgentSettings(_Section):
     binary: Name | None = None
     model: Name | None = None
@@ -544,6 +585,7 @@ class Settings(BaseSettings):
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
+    workspaces: WorkspaceSettings = WorkspaceSettings()
     transcription: TranscriptionSettings = TranscriptionSettings()
 
     _sources: ClassVar[_Sources] = _Sources()

@@ -41,6 +41,7 @@ from threadspindle.ingress.input_checks import (
     shown,
 )
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
+from threadspindle.ingress.workspace_commands import shell_action, workspace_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.registry import Runtime
@@ -71,6 +72,10 @@ Commands:
   /status                      the thread's agent, run, queue and counters
   /workdir set <path>          move the conversation to another directory
   /model <name>                switch model (an active run is retried with it)
+  /undo | /redo                restore the files to before the last run, or re-apply
+  /diff [base]                 what changed since the conversation started
+  !<command> | /shell <cmd>    run a shell command in the workdir (allow-listed users)
+  /worktree new <name> [base] | list | remove <name> [force] | merge [target]
   /schedule <when> <prompt>    a prompt later: in 2h, 14:30, a cron expression (*/30 * * * *)
   /schedule list | /schedule cancel <id>
   /verbosity text|tools|all    what runs show: the answer; plus tool lines; everything
@@ -246,6 +251,10 @@ class ConsoleChat:
         text = line.rstrip("\n")
         if not text.strip():
             return True
+        shell = shell_action(text, self._base(), self.author, self.author)
+        if shell is not None:
+            await self.post(shell)
+            return True
         if not text.startswith("/"):
             await self.post(self._prompt_action(text))
             return True
@@ -373,6 +382,8 @@ class ConsoleChat:
             await self.post(verbosity_action(self._base(), rest))
         elif head == "wait":
             await self.wait_idle()
+        elif (action := workspace_action(head, rest, self._base(), self.author)) is not None:
+            await self.post(action)
         else:
             self.say(f"Unknown command /{shown(head, 40)} (try /help).")
         return True
@@ -413,8 +424,12 @@ class ConsoleChat:
             while True:
                 await self.runtime.wait_quiet(self.thread_id)
                 state = self.state()
-                if state is None or (state.run is None and not state.queue) or state.blockers:
-                    break  # idle, or a permission/question needs the user
+                ws = state.workspace if state is not None else None
+                idle = ws is None or (ws.job is None and ws.shell is None)
+                if state is None or (state.run is None and not state.queue and idle):
+                    break  # idle (no run, queue, shell command or workspace job)
+                if state.blockers:
+                    break  # a permission or question needs the user
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")

@@ -51,12 +51,14 @@ from threadspindle.ingress.discord.catchup import (
 from threadspindle.ingress.discord.commands import build_commands
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
     TranscriptionFailed,
     transcript_notice,
 )
+from threadspindle.ingress.workspace_commands import new_thread_worktree, shell_action
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
@@ -252,6 +254,20 @@ class SpindleBot(CatchUpMixin, discord.Client):
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.id),
+            "at": self._clock(),
+        }
+        author = message.author
+        try:
+            shell = shell_action(message.content, common, str(author.id), author.display_name)
+        except InputRefused as refused:
+            await self._answer_message(message, f"⚠ {refused}")
+            return
+        if shell is not None:  # "!<command>": a shell command, not a prompt
+            await emit(IngressItem((shell,)))
+            return
         content = await self._prompt_content(message, self.workdir_of(thread_id))
         if content is None:
             return
@@ -344,6 +360,12 @@ class SpindleBot(CatchUpMixin, discord.Client):
             mode=self.settings.plain_message_mode(message.channel.id),
         )
         self._remember(message.id, queued=translate.is_queued(prompt))
+        project = self.settings.project_channel(message.channel.id)
+        if project is not None and project.worktree:
+            # Its own worktree first: the prompt waits in the queue until it is made.
+            worktree = new_thread_worktree(thread_id, self._clock())
+            await emit(IngressItem((start, worktree, prompt), channel_id=str(message.channel.id)))
+            return True
         await emit(IngressItem((start, prompt), channel_id=str(message.channel.id)))
         return True
 

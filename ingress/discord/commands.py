@@ -29,6 +29,7 @@ from threadspindle.ingress.schedule_commands import (
     schedule_add_action,
     verbosity_action,
 )
+from threadspindle.ingress.workspace_commands import workspace_action
 from threadspindle.runtime.core.actions import (
     AbortRequested,
     CompactRequested,
@@ -158,6 +159,7 @@ def build_commands(bot: SpindleBot) -> None:
         await bot.command(interaction, lambda t, c: verbosity_action(c, level))
 
     commands: tuple[app_commands.Command[Any, Any, Any] | app_commands.Group, ...] = (
+        *_workspace_commands(bot),
         schedule,
         verbosity,
         conversation,
@@ -174,6 +176,65 @@ def build_commands(bot: SpindleBot) -> None:
     )
     for command in commands:
         tree.add_command(command)
+
+
+def _workspace_commands(
+    bot: SpindleBot,
+) -> tuple[app_commands.Command[Any, Any, Any] | app_commands.Group, ...]:
+    """/undo, /redo, /diff, /shell and the /worktree group (docs/workspaces.md)."""
+
+    async def post(interaction: discord.Interaction, name: str, args: str) -> None:
+        user = interaction.user
+
+        def build(target: str, common: dict[str, Any]) -> Any:
+            action = workspace_action(name, args, common, str(user.id), user.display_name)
+            assert action is not None
+            return action
+
+        workspace_action(name, args, _CHECK, str(user.id))  # refuses bad input before deferring
+        await bot.command(interaction, build)
+
+    @app_commands.command(name="undo", description="Restore the files to before the last run")
+    async def undo(interaction: discord.Interaction) -> None:
+        await post(interaction, "undo", "")
+
+    @app_commands.command(name="redo", description="Re-apply what /undo restored")
+    async def redo(interaction: discord.Interaction) -> None:
+        await post(interaction, "redo", "")
+
+    @app_commands.command(name="diff", description="What changed since the conversation started")
+    @app_commands.describe(base="Compare with the worktree's base branch instead")
+    async def diff(interaction: discord.Interaction, base: bool = False) -> None:
+        await post(interaction, "diff", "base" if base else "")
+
+    @app_commands.command(name="shell", description="Run a shell command in the workdir")
+    async def shell(interaction: discord.Interaction, command: str) -> None:
+        await post(interaction, "shell", command)
+
+    worktree = app_commands.Group(name="worktree", description="This thread's git worktree")
+
+    @worktree.command(name="new", description="A worktree on branch spindle/<name>; move here")
+    @app_commands.describe(name="The worktree's name", base="Branch to start from")
+    async def new(interaction: discord.Interaction, name: str, base: str | None = None) -> None:
+        await post(interaction, "worktree", f"new {name} {base or ''}")
+
+    @worktree.command(name="list", description="The repository's worktrees")
+    async def list_(interaction: discord.Interaction) -> None:
+        await post(interaction, "worktree", "list")
+
+    @worktree.command(name="remove", description="Remove a Spindle worktree (its branch stays)")
+    async def remove(interaction: discord.Interaction, name: str, force: bool = False) -> None:
+        await post(interaction, "worktree", f"remove {name}" + (" force" if force else ""))
+
+    @worktree.command(name="merge", description="Commit, rebase onto the target, fast-forward it")
+    async def merge(interaction: discord.Interaction, target: str | None = None) -> None:
+        await post(interaction, "worktree", f"merge {target or ''}")
+
+    return (undo, redo, diff, shell, worktree)
+
+
+# Fields for checking a command's input before the interaction is deferred.
+_CHECK: dict[str, Any] = {"thread_id": "check", "action_id": "check", "at": 0.0}
 
 
 async def answer_command_error(

@@ -38,6 +38,7 @@ class ProjectChannel(Frozen):
     channel_id: int
     agent: str = "claude"
     workdir: str
+    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
     plain_message: PlainMessageMode | None = None  # None: the bot's ``plain_message``
 
     @field_validator("agent")
@@ -121,6 +122,7 @@ def settings_from_config(config: Any) -> DiscordSettings:
                 agent=p.agent,
                 workdir=p.workdir,
                 plain_message=p.plain_message,
+                worktree=p.worktree,
             )
             for channel_id, p in section.project_channels.items()
         ),

@@ -54,6 +54,11 @@ from threadspindle.ingress.transcribe import (
     TranscriptionFailed,
     transcript_notice,
 )
+from threadspindle.ingress.workspace_commands import (
+    new_thread_worktree,
+    shell_action,
+    workspace_action,
+)
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
@@ -94,7 +99,9 @@ def help_text(agents: tuple[str, ...]) -> str:
         "/queue <message> · /steer <message> · /compact · /fork · /btw <question> · "
         "/abort · /status · "
         "/clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /conversation_end"
+        "/model <name> · /workdir <path> · /conversation_end\n"
+        "/undo · /redo · /diff [base] · !<command> or /shell <command>\n"
+        "/worktree new <name> [base] | list | remove <name> [force] | merge [target]"
     )
 
 
@@ -319,6 +326,20 @@ class TelegramIngress:
     async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
         user = message.from_user
         assert user is not None
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.chat.id, message.message_id),
+            "at": self._clock(),
+        }
+        author = user.first_name or user.username or str(user.id)
+        try:
+            shell = shell_action(text, common, str(user.id), author)
+        except InputRefused as refused:
+            await self._say(thread_id, str(refused), reply_to=message.message_id)
+            return
+        if shell is not None:  # "!<command>": a shell command, not a prompt
+            await self._post(shell, channel_id=telegram_thread_id(message.chat.id))
+            return
         action = translate.prompt_action(
             thread_id=thread_id,
             chat_id=message.chat.id,
@@ -361,6 +382,10 @@ class TelegramIngress:
             resolved_workdir=resolve_workdir(workdir, self.settings.default_workdir),
         )
         await self._post(start, channel_id=telegram_thread_id(chat_id))
+        project = self.settings.project_group(chat_id)
+        if project is not None and project.worktree:
+            # Its own worktree first: the prompt waits in the queue until it is made.
+            await self._post(new_thread_worktree(thread_id, self._clock()))
         await self._prompt(message, thread_id, text)
 
     async def _edited(self, message: Message) -> None:
@@ -472,6 +497,8 @@ class TelegramIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("conversation_end", "end"):
             action = A.ConversationEnded(**common)
+        elif (found := workspace_action(name, args, common, str(user.id), author)) is not None:
+            action = found
         elif name == "schedule":
             action = schedule_action(
                 common, args, author_id=str(user.id), author_name=author, tz=local_timezone()

@@ -28,6 +28,7 @@ class ProjectGroup(Frozen):
     chat_id: int
     agent: str = "claude"
     workdir: str
+    worktree: bool = False  # each new topic gets its own git worktree (docs/workspaces.md)
 
     @field_validator("agent")
     @classmethod
@@ -95,7 +96,9 @@ def telegram_settings_from_config(config: Any) -> TelegramSettings:
         allowed_user_ids=tuple(section.allowed_user_ids),
         allowed_chat_ids=tuple(section.allowed_chat_ids),
         project_groups=tuple(
-            ProjectGroup(chat_id=int(chat_id), agent=p.agent, workdir=p.workdir)
+            ProjectGroup(
+                chat_id=int(chat_id), agent=p.agent, workdir=p.workdir, worktree=p.worktree
+            )
             for chat_id, p in section.project_groups.items()
         ),
         default_workdir=roots[0],

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from threadspindle.effects.chunking import parse_component_action
 from threadspindle.effects.telegram_platform import telegram_thread_id
 from threadspindle.ingress.discord.translate import PlainMessageMode, split_queue_suffix
+from threadspindle.ingress.workspace_commands import COMMANDS as WORKSPACE_COMMANDS
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
@@ -59,6 +60,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("schedule", "A prompt later: /schedule <when> <prompt> | list | cancel <id>"),
     ("verbosity", "What runs show: /verbosity text|tools|all"),
     ("help", "What Spindle understands here"),
+    *((name, text) for name, text in WORKSPACE_COMMANDS),
 )
 
 

@@ -53,6 +53,12 @@ __all__ = [
     "UserMessage",
     "VerbositySet",
     "WorkdirSet",
+    "WorkspaceCommand",
+    "ShellRequested",
+    "CheckpointTaken",
+    "WorkspaceJobFinished",
+    "ShellOutput",
+    "ShellFinished",
 ]
 
 
@@ -352,6 +358,81 @@ class PolicySet(ActionBase):
     policy: Policy
 
 
+# --- workspaces: checkpoints, undo, diff, shell, worktrees (docs/workspaces.md) ---------
+
+WorkspaceOp = Literal[
+    "undo", "redo", "diff", "worktree_new", "worktree_list", "worktree_remove", "worktree_merge"
+]
+
+
+class WorkspaceCommand(ActionBase):
+    """``/undo``, ``/redo``, ``/diff [base]``, ``/worktree new|list|remove|merge``."""
+
+    kind: Literal["workspace_command"] = "workspace_command"
+    op: WorkspaceOp
+    author_id: str = ""
+    name: str | None = None  # the worktree's name (new, remove)
+    ref: str | None = None  # the base (new), the target (merge), "base" (diff)
+    force: bool = False  # remove even with uncommitted changes
+
+
+class ShellRequested(ActionBase):
+    """A message starting with ``!``, or ``/shell <command>``."""
+
+    kind: Literal["shell_requested"] = "shell_requested"
+    author_id: str
+    author_name: str = ""
+    command: str
+
+
+class CheckpointTaken(ActionBase):
+    """The checkpoint before run ``run_id`` was recorded (``commit`` None: it could not be,
+    e.g. the workdir is no git repository; ``reason`` says why)."""
+
+    kind: Literal["checkpoint_taken"] = "checkpoint_taken"
+    run_id: str
+    workdir: str
+    commit: str | None = None
+    ref: str | None = None
+    reason: str = ""
+
+
+class WorkspaceJobFinished(ActionBase):
+    """A workspace job (``WorkspaceJob`` effect) ended; what it found or did."""
+
+    kind: Literal["workspace_job_finished"] = "workspace_job_finished"
+    job_id: str
+    op: str
+    ok: bool
+    text: str  # the summary shown in the thread
+    detail: str = ""  # longer text shown after it, paged (a patch, a listing)
+    commit: str | None = None  # undo/redo: the commit holding the state it replaced
+    path: str | None = None  # worktree_new: the worktree's directory
+    branch: str | None = None
+    base: str | None = None
+    files: tuple[str, ...] = ()
+    run_id: str | None = None  # undo/redo: the run whose checkpoint it was
+    edit_key: str | None = None  # changes: the footer to replace with ``text``
+
+
+class ShellOutput(ActionBase):
+    """More output of a running shell command (``binary_bytes``: bytes not shown)."""
+
+    kind: Literal["shell_output"] = "shell_output"
+    shell_id: str
+    text: str = ""
+    binary_bytes: int = 0
+
+
+class ShellFinished(ActionBase):
+    kind: Literal["shell_finished"] = "shell_finished"
+    shell_id: str
+    outcome: Literal["exited", "timed_out", "aborted", "failed"]
+    exit_code: int | None = None
+    detail: str = ""
+    duration_s: float = 0.0
+
+
 Action = Annotated[
     UserMessage
     | QueueCommand
@@ -381,6 +462,12 @@ Action = Annotated[
     | RuntimeRecovered
     | ThreadParked
     | PolicySet
+    | WorkspaceCommand
+    | ShellRequested
+    | CheckpointTaken
+    | WorkspaceJobFinished
+    | ShellOutput
+    | ShellFinished
     | ScheduleAdded
     | ScheduleCancelled
     | SchedulesListed

@@ -38,6 +38,11 @@ __all__ = [
     "SteerAgent",
     "StopAgent",
     "Typing",
+    "CheckpointWorkdir",
+    "WorkspaceJob",
+    "RunShell",
+    "StopShell",
+    "WORKSPACE_EFFECTS",
 ]
 
 # "status": one line the run keeps up to date by ``EditOutput`` (the model API's retries).
@@ -247,6 +252,51 @@ class LogNote(Frozen):
     message: str
 
 
+# --- workspaces (docs/workspaces.md): applied by the thread's ``WorkspacePort`` -----------
+
+
+class CheckpointWorkdir(Frozen):
+    """Record the workdir before run ``run_id`` (a commit on a private ref); the prompt
+    after it waits for it. Reported back as ``CheckpointTaken``."""
+
+    type: Literal["checkpoint_workdir"] = "checkpoint_workdir"
+    run_id: str
+    workdir: str
+
+
+class WorkspaceJob(Frozen):
+    """Slow workspace work, run outside the actor; reported as ``WorkspaceJobFinished``.
+    ``op``: undo, redo, diff, changes (a run's summary), worktree_new|list|remove|merge."""
+
+    type: Literal["workspace_job"] = "workspace_job"
+    job_id: str
+    op: str
+    workdir: str
+    name: str | None = None
+    ref: str | None = None
+    commit: str | None = None  # undo/redo: the state to restore; diff/changes: the base
+    run_id: str | None = None
+    force: bool = False
+    key: str | None = None  # changes: the footer to extend
+    text: str = ""  # changes: the footer's text
+
+
+class RunShell(Frozen):
+    """Run a shell command in the workdir, reporting ``ShellOutput`` and ``ShellFinished``."""
+
+    type: Literal["run_shell"] = "run_shell"
+    shell_id: str
+    command: str
+    workdir: str
+
+
+class StopShell(Frozen):
+    """Stop the shell command's whole process tree (``/abort``, parking)."""
+
+    type: Literal["stop_shell"] = "stop_shell"
+    shell_id: str
+
+
 Effect = Annotated[
     PostOutput
     | AppendOutput
@@ -266,9 +316,16 @@ Effect = Annotated[
     | AnswerPermission
     | AnswerQuestion
     | OpenThread
-    | LogNote,
+    | LogNote
+    | CheckpointWorkdir
+    | WorkspaceJob
+    | RunShell
+    | StopShell,
     Field(discriminator="type"),
 ]
 
 # Effects that create a new keyed chat output: each key appears at most once, ever.
 KEYED_POSTS = (PostOutput, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)
+
+# Effects for the thread's workspace port (``runtime.live.ports.WorkspacePort``).
+WORKSPACE_EFFECTS = (CheckpointWorkdir, WorkspaceJob, RunShell, StopShell)

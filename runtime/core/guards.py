@@ -35,9 +35,11 @@ def queue_is_full(state: ThreadState) -> bool:
 
 def can_dispatch_next(state: ThreadState) -> bool:
     """Dispatch only when a conversation exists, the queue is non-empty, no run is active,
-    no permission/question is waiting for an answer, and the thread is not parked."""
+    no permission/question is waiting for an answer, no workspace job that changes the
+    workdir is pending (docs/workspaces.md), and the thread is not parked."""
     return (
         not state.parked
+        and state.workspace.job is None
         and state.conversation is not None
         and bool(state.queue)
         and state.run is None

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Literal
 
 from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.core.workspace_model import Workspace, WorkspacePolicy
 
 __all__ = [
     "AgentCapabilities",
@@ -68,6 +69,7 @@ class Policy(Frozen):
     allowed_roots: tuple[str, ...] = ()
     interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
     turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
+    workspace: WorkspacePolicy = WorkspacePolicy()  # checkpoints, shell allow-list (issue 16)
     verbosity: Verbosity = "all"  # what a run shows unless /verbosity says otherwise
 
 
@@ -196,6 +198,7 @@ class ThreadState(Frozen):
     counters: Counters = Counters()
     parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
+    workspace: Workspace = Workspace()  # checkpoints, shell, worktree (transitions_workspace)
     schedules: tuple[Schedule, ...] = ()  # pending /schedule prompts and agent wake-ups
     verbosity: Verbosity | None = None  # /verbosity; None: the policy's default
     title: str | None = None  # the agent's session title, as last shown as the thread's name

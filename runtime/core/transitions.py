@@ -37,6 +37,7 @@ from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core import transitions_agent as agent
 from threadspindle.runtime.core import transitions_schedule as schedule
 from threadspindle.runtime.core import transitions_user as user
+from threadspindle.runtime.core import transitions_workspace as workspace
 from threadspindle.runtime.core.guards import can_dispatch_next
 from threadspindle.runtime.core.model import AgentStatus, ThreadState
 from threadspindle.runtime.core.transition_step import (
@@ -81,6 +82,7 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.RuntimeRecovered: agent.on_recovered,
     A.ThreadParked: agent.on_parked,
     A.PolicySet: agent.on_policy_set,
+    **workspace.HANDLERS,
     A.ScheduleAdded: schedule.on_schedule_added,
     A.ScheduleCancelled: schedule.on_schedule_cancelled,
     A.SchedulesListed: schedule.on_schedules_listed,
@@ -93,7 +95,7 @@ _CANCELS_WAKEUPS = (A.UserMessage, A.QueueCommand)
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
-_NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived)
+_NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived, A.ShellOutput)
 
 # What wakes a parked thread: anything a user does, and the runtime coming back.
 _WAKES = (
@@ -113,6 +115,7 @@ _WAKES = (
     A.PermissionAnswered,
     A.QuestionAnswered,
     A.RuntimeRecovered,
+    *workspace.WAKES,
     A.ScheduleDue,  # a schedule fires even in a thread the runtime put away
 )
 
@@ -181,7 +184,9 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
             if isinstance(action, _CANCELS_WAKEUPS):
                 schedule.cancel_wakeups(step)
             handler(step, action)
+        workspace.before_drain(step)
         _drain(step)
+        workspace.after_step(step)
     except IllegalMove as illegal:  # the phase table has no such move: record, change nothing
         refused = Step(state, action)
         refused.record(f"{illegal} ({action.kind})", "illegal_moves")

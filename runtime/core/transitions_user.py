@@ -28,6 +28,7 @@ from threadspindle.runtime.core.transition_step import (
     restart_agent,
     workdir_problem,
 )
+from threadspindle.runtime.core.transitions_workspace import stop_shell
 
 # --- user ingress ----------------------------------------------------------------------
 
@@ -203,8 +204,13 @@ def on_fork(step: Step, a: A.ForkRequested) -> None:
 
 
 def on_abort(step: Step, a: A.AbortRequested) -> None:
+    # A running `!` command is stopped too (its whole process tree: docs/workspaces.md).
+    shell = stop_shell(step, "aborted")
     if step.state.run is None:
-        step.refuse("Nothing to abort: no run is active.", "abort while idle")
+        if shell:
+            step.reply("Stopping the shell command.")
+        else:
+            step.refuse("Nothing to abort: no run is active.", "abort while idle")
         return
     if step.state.blockers:
         dismiss_blockers(step, "Dismissed: the run was aborted.", answer_agent=True)

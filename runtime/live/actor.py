@@ -36,7 +36,14 @@ from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
-from threadspindle.runtime.live.ports import AdapterFactory, RendererPort, ThreadLog, ThreadOpener
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    NoWorkspace,
+    RendererPort,
+    ThreadLog,
+    ThreadOpener,
+    WorkspaceFactory,
+)
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 
@@ -98,6 +105,7 @@ class ThreadActor:
         tick_interval_s: float = 1.0,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
+        workspace_factory: WorkspaceFactory | None = None,
         thread_opener: ThreadOpener | None = None,
         post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
@@ -129,6 +137,7 @@ class ThreadActor:
             clock=clock,
             ids=ids,
             current_run=self._current_run_id,
+            workspace=(workspace_factory or NoWorkspace)(thread_id, self.post_nowait, clock, ids),
             thread_opener=thread_opener,
             post_elsewhere=post_elsewhere,
         )

@@ -38,8 +38,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import trio
+
+from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.agent_events import AgentEvent
-from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    CheckpointWorkdir,
+    Effect,
+    PromptAgent,
+    RunShell,
+    StartAgent,
+    SteerAgent,
+    StopShell,
+    WorkspaceJob,
+)
 from threadspindle.runtime.core.model import AgentCapabilities, ThreadState
 
 if TYPE_CHECKING:
@@ -56,6 +68,10 @@ __all__ = [
     "RendererFactory",
     "RendererPort",
     "StampedEvent",
+    "NoWorkspace",
+    "WorkspaceEffect",
+    "WorkspaceFactory",
+    "WorkspacePort",
     "ThreadLog",
     "ThreadOpener",
 ]
@@ -159,6 +175,69 @@ class RendererPort(Protocol):
 
 RendererFactory = Callable[[str], RendererPort]
 """Makes the renderer of a thread (by thread id) when its actor is created."""
+
+
+WorkspaceEffect = CheckpointWorkdir | WorkspaceJob | RunShell | StopShell
+
+
+class WorkspacePort(Protocol):
+    """What the runtime asks of one thread's workspace (git checkpoints and jobs, shell
+    commands: docs/workspaces.md). Implemented by ``effects.workspace_port``."""
+
+    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
+        """Apply one workspace effect. A ``CheckpointWorkdir`` is done before this returns
+        (the prompt after it waits); slow work (jobs, shell commands) is started in
+        ``nursery`` and reports back only by posting actions (``CheckpointTaken``,
+        ``WorkspaceJobFinished``, ``ShellOutput``, ``ShellFinished``): every effect gets
+        its answer, a failure included. Never raises for a failure of the work itself."""
+        ...
+
+
+WorkspaceFactory = Callable[
+    [str, Callable[[A.Action], object], Callable[[], float], Callable[[], str]], WorkspacePort
+]
+"""Makes the workspace port of a thread: ``factory(thread_id, post, clock, ids)``."""
+
+
+class NoWorkspace:
+    """The workspace port when none is configured: every effect is answered as
+    unavailable, so nothing waits for an answer that never comes."""
+
+    REASON = "workspaces are not available in this runtime"
+
+    def __init__(
+        self,
+        thread_id: str,
+        post: Callable[[A.Action], object],
+        clock: Callable[[], float],
+        ids: Callable[[], str],
+    ) -> None:
+        self._thread_id, self._post, self._clock, self._ids = thread_id, post, clock, ids
+
+    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
+        base: dict[str, Any] = {
+            "thread_id": self._thread_id,
+            "action_id": self._ids(),
+            "at": self._clock(),
+        }
+        if isinstance(effect, CheckpointWorkdir):
+            self._post(
+                A.CheckpointTaken(
+                    **base, run_id=effect.run_id, workdir=effect.workdir, reason=self.REASON
+                )
+            )
+        elif isinstance(effect, WorkspaceJob):
+            self._post(
+                A.WorkspaceJobFinished(
+                    **base, job_id=effect.job_id, op=effect.op, ok=False, text=self.REASON
+                )
+            )
+        elif isinstance(effect, RunShell):
+            self._post(
+                A.ShellFinished(
+                    **base, shell_id=effect.shell_id, outcome="failed", detail=self.REASON
+                )
+            )
 
 
 class ThreadLog(Protocol):

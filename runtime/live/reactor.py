@@ -47,6 +47,7 @@ from threadspindle.runtime.core.actions import (
     UserMessage,
 )
 from threadspindle.runtime.core.effect_types import (
+    WORKSPACE_EFFECTS,
     AnswerPermission,
     AnswerQuestion,
     AppendOutput,
@@ -60,7 +61,13 @@ from threadspindle.runtime.core.effect_types import (
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.ports import RendererPort, ThreadLog, ThreadOpener
+from threadspindle.runtime.live.ports import (
+    NoWorkspace,
+    RendererPort,
+    ThreadLog,
+    ThreadOpener,
+    WorkspacePort,
+)
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -74,6 +81,9 @@ _AGENT_EFFECTS = (
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
+    # Workspace effects share the agent lane: a checkpoint must be recorded before the
+    # prompt after it is sent, and a StopShell must not wait behind a chat rate limit.
+    *WORKSPACE_EFFECTS,
     OpenThread,
 )
 
@@ -92,10 +102,12 @@ class Reactor:
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
+        workspace: WorkspacePort | None = None,
         thread_opener: ThreadOpener | None = None,
         post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self.workspace = workspace or NoWorkspace(thread_id, post, clock, ids)
         self._thread_opener = thread_opener
         self._post_elsewhere = post_elsewhere
         self._current_run = current_run
@@ -202,7 +214,10 @@ class Reactor:
     async def _apply_agent(self, effect: Effect) -> None:
         assert self._nursery is not None
         listener = self.listener
-        if isinstance(effect, OpenThread):
+        if isinstance(effect, WORKSPACE_EFFECTS):
+            # The port runs slow work in the nursery and reports back by actions.
+            await self.workspace.apply(effect, self._nursery)
+        elif isinstance(effect, OpenThread):
             # Opening a thread takes platform calls: never hold the agent lane for it.
             self._nursery.start_soon(self._open_thread, effect)
         elif isinstance(effect, StartAgent):

@@ -52,6 +52,7 @@ from threadspindle.runtime.live.ports import (
     RendererPort,
     ThreadLog,
     ThreadOpener,
+    WorkspaceFactory,
 )
 from threadspindle.runtime.live.schedules import ScheduleTimer, local_timezone
 from threadspindle.runtime.live.store import (
@@ -82,6 +83,10 @@ _MADE_BY_THE_RUNTIME = (
     A.RuntimeRecovered,
     A.ThreadParked,
     A.PolicySet,
+    A.CheckpointTaken,
+    A.WorkspaceJobFinished,
+    A.ShellOutput,
+    A.ShellFinished,
     A.ScheduleDue,
 )
 
@@ -123,6 +128,7 @@ class Runtime:
         backoff: Callable[[], Backoff] = Backoff,
         enrich: Callable[[Action], Action] | None = None,
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
+        workspace_factory: WorkspaceFactory | None = None,
         schedule_interval_s: float = 1.0,
         timezone: tzinfo | None = None,
         on_start: Callable[[Runtime], object] | None = None,
@@ -152,6 +158,9 @@ class Runtime:
         # Run after a thread is disposed while the runtime keeps running (not at shutdown),
         # e.g. to stop the processes the thread's agent started.
         self._on_dispose = on_dispose
+        # Applies a thread's workspace effects (checkpoints, git jobs, shell commands);
+        # without one they are answered as unavailable (``ports.NoWorkspace``).
+        self._workspace_factory = workspace_factory
         self._actors: dict[str, ThreadActor] = {}
         # Told the runtime once it runs (e.g. the MCP server's wake-up tool gets ``post``).
         self._on_start = on_start
@@ -205,7 +214,8 @@ class Runtime:
         # fires once, at the timer's first scan (the policy in runtime/live/schedules.py).
         nursery.start_soon(self._run_schedule_timer)
         for thread_id, state in self.store.snapshot().items():
-            if state.run is not None or state.queue or state.blockers:
+            ws = state.workspace  # a workspace job or shell command died with the process
+            if state.run is not None or state.queue or state.blockers or ws.job or ws.shell:
                 self.recovered.append(thread_id)
                 self._post_nowait(
                     RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
@@ -362,6 +372,7 @@ class Runtime:
             tick_interval_s=self.tick_interval_s,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
+            workspace_factory=self._workspace_factory,
             thread_opener=self._open_thread,
             post_elsewhere=self.post,
         )

@@ -33,6 +33,7 @@ from threadspindle.runtime.core.guards import phase
 from threadspindle.runtime.core.model import Phase, Policy, ThreadState
 from threadspindle.runtime.core.phase_table import PHASE_TABLE
 from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.core.workspace_model import WorkspacePolicy
 from threadspindle.testkit.thread_script import ThreadScript
 
 ROOT = "/work"
@@ -67,7 +68,10 @@ class ThreadMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.s = ThreadScript("t1")
-        self.state = ThreadState.new("t1", Policy(queue_limit=QUEUE_LIMIT, allowed_roots=(ROOT,)))
+        # Workspaces on: a checkpoint before each prompt, `!` for u1 (docs/workspaces.md).
+        workspace = WorkspacePolicy(checkpoints=True, footer_changes=True, shell_users=("u1",))
+        policy = Policy(queue_limit=QUEUE_LIMIT, allowed_roots=(ROOT,), workspace=workspace)
+        self.state = ThreadState.new("t1", policy)
         self.history: list[A.Action] = []
         self.keys: set[str] = set()
         self.accepted: set[str] = set()
@@ -106,7 +110,7 @@ class ThreadMachine(RuleBasedStateMachine):
             before.run is None or action.run_id != before.run.id
         )
         duplicate = (
-            not isinstance(action, A.Tick | A.OutputPosted | A.AgentEventReceived)
+            not isinstance(action, A.Tick | A.OutputPosted | A.AgentEventReceived | A.ShellOutput)
             and action.action_id in before.recent_action_ids
         )
         if stale or duplicate:
@@ -133,8 +137,14 @@ class ThreadMachine(RuleBasedStateMachine):
         if prompts:
             self.runs_started += 1
             assert after.run is not None and after.run.id == prompts[0].run_id
-            # Nothing is dispatched while a blocker is pending, nor while parked.
+            # Nothing is dispatched while a blocker is pending, nor while parked, nor while
+            # a workspace job changes the workdir; a checkpoint goes right before it.
             assert after.blockers == () and not after.parked
+            assert after.workspace.job is None
+            at = list(effects).index(prompts[0])
+            assert at > 0 and effects[at - 1] == F.CheckpointWorkdir(
+                run_id=prompts[0].run_id, workdir=prompts[0].workdir
+            )
             self.dispatched.append(after.run.prompt.id)
         assert self.runs_started - self.runs_ended == (1 if after.run is not None else 0)
 
@@ -578,7 +588,88 @@ class ThreadMachine(RuleBasedStateMachine):
     def parked(self, reason):
         self.apply(self.s.parked(reason))
 
+    # --- workspaces (runtime.core.transitions_workspace) --------------------------------
+    @rule(
+        op=st.sampled_from(
+            [
+                "undo",
+                "redo",
+                "diff",
+                "worktree_new",
+                "worktree_list",
+                "worktree_remove",
+                "worktree_merge",
+            ]
+        ),
+        name=st.sampled_from(["feat", "wt2"]),
+    )
+    def workspace_command(self, op, name):
+        base = self.s._base()
+        self.apply(A.WorkspaceCommand(**base, op=op, author_id="u1", name=name))
+
+    @rule(author=st.sampled_from(["u1", "u2"]), command=st.sampled_from(["ls", "", "sleep 9"]))
+    def shell(self, author, command):
+        self.apply(A.ShellRequested(**self.s._base(), author_id=author, command=command))
+
+    @rule(current=st.booleans(), ok=st.booleans())
+    def checkpoint_taken(self, current, ok):
+        run_id = self._current() if current else "r-old"
+        commit = f"c-{run_id}" if ok else None
+        ref = f"refs/spindle/t1/{run_id}" if ok else None
+        self.apply(
+            A.CheckpointTaken(
+                **self.s._base(), run_id=run_id or "r0", workdir=ROOT, commit=commit, ref=ref
+            )
+        )
+
+    @rule(
+        pending=st.booleans(),
+        ok=st.booleans(),
+        op=st.sampled_from(["undo", "redo", "diff", "worktree_new", "worktree_merge", "changes"]),
+        path=st.sampled_from(["/work/wt", "/elsewhere/wt"]),
+    )
+    def job_finished(self, pending, ok, op, path):
+        job = self.state.workspace.job
+        if pending and job is not None:
+            job_id, op = job.id, job.op
+        else:
+            job_id = "job-other"
+        checkpoints = self.state.workspace.checkpoints
+        run_id = checkpoints[-1].run_id if checkpoints else None
+        self.apply(
+            A.WorkspaceJobFinished(
+                **self.s._base(),
+                job_id=job_id,
+                op=op,
+                ok=ok,
+                text="done",
+                path=path,
+                branch="spindle/wt",
+                commit="saved",
+                run_id=run_id,
+                edit_key="t1/r1/0",
+            )
+        )
+
+    @rule(current=st.booleans(), end=st.sampled_from([None, "exited", "timed_out", "aborted"]))
+    def shell_feedback(self, current, end):
+        shell = self.state.workspace.shell
+        shell_id = shell.id if current and shell is not None else "sh-old"
+        if end is None:
+            self.apply(A.ShellOutput(**self.s._base(), shell_id=shell_id, text="out\n"))
+        else:
+            self.apply(A.ShellFinished(**self.s._base(), shell_id=shell_id, outcome=end))
+
     # --- invariants and the end ---------------------------------------------------------
+    @invariant()
+    def workspace_jobs_and_shells_are_consistent(self):
+        ws = self.state.workspace
+        if ws.job is not None:
+            assert ws.job.op in ("undo", "redo", "worktree_new", "worktree_merge")
+        # Checkpoints: undone ones form the tail (undo takes the last, redo the first undone).
+        undone = [c.undone is not None for c in ws.checkpoints]
+        assert undone == sorted(undone)
+
     @invariant()
     def prompts_never_lost(self):
         queued = {q.id for q in self.state.queue}
@@ -620,6 +711,13 @@ class ThreadMachine(RuleBasedStateMachine):
             return
         if self.state.parked:
             self.apply(self.s.recovered())  # what a restart does
+        job = self.state.workspace.job
+        if job is not None:  # the workspace job ends (failing): the queue goes on
+            self.apply(
+                A.WorkspaceJobFinished(
+                    **self.s._base(), job_id=job.id, op=job.op, ok=False, text="failed"
+                )
+            )
         for _ in range(QUEUE_LIMIT + 3):
             for b in self.state.blockers:
                 self.apply(

@@ -1,0 +1,433 @@
+"""Git for the thread's workspace: checkpoints on private refs, restoring them (undo/redo),
+diffs and their summaries, and Spindle's worktrees (new, list, remove, merge).
+
+A checkpoint is a commit of the whole working tree, untracked files included (ignored
+ones not), made with a temporary index (``GIT_INDEX_FILE``: a copy of the real one, so
+``git add -A`` is quick) and ``write-tree``/``commit-tree``/``update-ref`` onto
+``refs/spindle/<thread>/<run>``. Nothing here touches the user's branches, index, stash
+or HEAD; only ``worktree_merge`` commits, on the worktree's own ``spindle/<name>`` branch,
+and fast-forwards the target. Every call runs ``git`` as a subprocess (``trio``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+__all__ = [
+    "DiffSummary",
+    "GitError",
+    "MergeResult",
+    "checkpoint",
+    "diff",
+    "prune_checkpoints",
+    "ref_for",
+    "restore",
+    "snapshot",
+    "toplevel",
+    "worktree_list",
+    "worktree_merge",
+    "worktree_new",
+    "worktree_remove",
+]
+
+# Checkpoint commits are Spindle's, whoever the user is (and with no identity set up).
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Spindle",
+    "GIT_AUTHOR_EMAIL": "spindle@localhost",
+    "GIT_COMMITTER_NAME": "Spindle",
+    "GIT_COMMITTER_EMAIL": "spindle@localhost",
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class GitError(Exception):
+    """A git command failed (its stderr is the message), or the workdir is no repository."""
+
+
+@dataclass
+class _Run:
+    code: int
+    out: bytes
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out.decode("utf-8", "replace").strip()
+
+
+async def _git(
+    cwd: str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    check: bool = True,
+) -> _Run:
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    proc = await trio.run_process(
+        ["git", *args],
+        cwd=cwd,
+        env=full_env,
+        stdin=stdin if stdin is not None else b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    result = _Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip())
+    if check and proc.returncode != 0:
+        raise GitError(f"git {' '.join(args[:2])}: {result.err or f'exit {proc.returncode}'}")
+    return result
+
+
+def ref_for(thread_id: str, run_id: str) -> str:
+    """The private ref of a thread's checkpoint (thread ids may hold ':' or '/')."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id).strip(".") or "thread"
+    return f"refs/spindle/{safe}/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}"
+
+
+async def toplevel(workdir: str) -> str:
+    run = await _git(workdir, "rev-parse", "--show-toplevel", check=False)
+    if run.code != 0:
+        raise GitError(f"{workdir} is not inside a git repository")
+    return run.text
+
+
+async def _head(top: str) -> str | None:
+    run = await _git(top, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    return run.text if run.code == 0 else None
+
+
+async def snapshot(workdir: str, message: str = "spindle snapshot") -> str:
+    """A commit of the working tree as it is (tracked and untracked, not ignored files),
+    parent HEAD; no ref points to it. The user's index is only read (copied)."""
+    top = await toplevel(workdir)
+    index = Path(
+        (await _git(top, "rev-parse", "--path-format=absolute", "--git-path", "index")).text
+    )
+    head = await _head(top)
+    with tempfile.TemporaryDirectory(prefix="spindle-index-") as tmp:
+        temp_index = os.path.join(tmp, "index")
+        env = {"GIT_INDEX_FILE": temp_index, **_IDENTITY}
+        if index.exists():
+            shutil.copyfile(index, temp_index)  # its stat cache makes `add -A` quick
+        elif head is not None:
+            await _git(top, "read-tree", head, env=env)
+        await _git(top, "add", "-A", "--", ".", env=env)
+        tree = (await _git(top, "write-tree", env=env)).text
+    parents = ["-p", head] if head else []
+    return (await _git(top, "commit-tree", tree, *parents, "-m", message, env=env)).text
+
+
+async def checkpoint(workdir: str, thread_id: str, run_id: str) -> tuple[str, str]:
+    """Record the workdir before ``run_id``: (commit, ref)."""
+    commit = await snapshot(workdir, f"spindle checkpoint before {run_id} of {thread_id}")
+    ref = ref_for(thread_id, run_id)
+    await _git(await toplevel(workdir), "update-ref", ref, commit)
+    return commit, ref
+
+
+async def prune_checkpoints(
+    workdir: str, thread_id: str, *, keep: int, max_age_s: float, now: float | None = None
+) -> list[str]:
+    """Delete the thread's checkpoint refs beyond the newest ``keep`` or older than
+    ``max_age_s``; returns the refs deleted."""
+    top = await toplevel(workdir)
+    prefix = ref_for(thread_id, "x").rsplit("/", 1)[0] + "/"
+    listing = await _git(
+        top,
+        "for-each-ref",
+        "--sort=-committerdate",
+        "--format=%(refname) %(committerdate:unix)",
+        prefix,
+    )
+    now = time.time() if now is None else now
+    doomed = []
+    for i, line in enumerate(listing.text.splitlines()):
+        ref, _, stamp = line.rpartition(" ")
+        if i >= keep or now - float(stamp or 0) > max_age_s:
+            doomed.append(ref)
+    if doomed:
+        script = "".join(f"delete {ref}\n" for ref in doomed).encode()
+        await _git(top, "update-ref", "--stdin", stdin=script)
+    return doomed
+
+
+async def restore(
+    workdir: str, target: str, *, save_ref: str | None = None
+) -> tuple[str, list[str]]:
+    """Make the working tree's files what they are in commit ``target``: write the files
+    that differ, delete those ``target`` lacks (ignored files are left alone). The state
+    replaced is saved first as a commit (on ``save_ref`` when given): (that commit, the
+    paths changed). The user's index and HEAD are untouched."""
+    top = await toplevel(workdir)
+    current = await snapshot(workdir, f"spindle: state replaced by restoring {target[:12]}")
+    if save_ref:
+        await _git(top, "update-ref", save_ref, current)
+    names = await _git(top, "diff", "--name-status", "--no-renames", "-z", current, target)
+    fields = names.out.split(b"\0")
+    write: list[str] = []
+    delete: list[str] = []
+    for status, raw in zip(fields[0::2], fields[1::2], strict=False):
+        if not status:
+            continue
+        (delete if status == b"D" else write).append(raw.decode("utf-8", "surrogateescape"))
+    for name in delete:
+        full = Path(top, name)
+        if full.is_symlink() or full.is_file():
+            full.unlink()
+        parent = full.parent
+        while parent != Path(top) and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    if write:
+        with tempfile.TemporaryDirectory(prefix="spindle-index-") as tmp:
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            await _git(top, "read-tree", target, env=env)
+            for name in write:  # a directory where a file goes back must make way
+                full = Path(top, name)
+                if full.is_dir() and not full.is_symlink():
+                    shutil.rmtree(full)
+            stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in write)
+            await _git(top, "checkout-index", "-f", "-z", "--stdin", env=env, stdin=stdin)
+    return current, sorted(write + delete)
+
+
+@dataclass
+class DiffSummary:
+    """What changed between two states: one (path, added, removed, binary) per file."""
+
+    files: list[tuple[str, int, int, bool]] = field(default_factory=list)
+    patch: str = ""
+
+    @property
+    def added(self) -> int:
+        return sum(f[1] for f in self.files)
+
+    @property
+    def removed(self) -> int:
+        return sum(f[2] for f in self.files)
+
+    def line(self) -> str:
+        """``3 files +40 −12``."""
+        n = len(self.files)
+        return f"{n} file{'' if n == 1 else 's'} +{self.added} −{self.removed}"
+
+    def table(self, limit: int = 30) -> str:
+        rows = []
+        for path, added, removed, binary in self.files[:limit]:
+            rows.append(f"{path}  (binary)" if binary else f"{path}  +{added} −{removed}")
+        if len(self.files) > limit:
+            rows.append(f"… and {len(self.files) - limit} more")
+        return "\n".join(rows)
+
+
+async def diff(workdir: str, base: str | None, *, patch: bool = True) -> DiffSummary:
+    """The working tree now against ``base`` (a commit; None: HEAD, or the empty tree in a
+    repository without commits), renames detected."""
+    top = await toplevel(workdir)
+    current = await snapshot(workdir, "spindle: state for a diff")
+    if base is None:
+        base = await _head(top) or (await _git(top, "hash-object", "-t", "tree", "/dev/null")).text
+    numstat = await _git(top, "diff", "--numstat", "-M", "-z", base, current)
+    summary = DiffSummary()
+    fields = numstat.out.split(b"\0")
+    i = 0
+    while i < len(fields):
+        head = fields[i].decode("utf-8", "surrogateescape")
+        i += 1
+        if not head:
+            continue
+        added, removed, path = head.split("\t", 2)
+        if not path:  # a rename: the old and the new path follow
+            old = fields[i].decode("utf-8", "surrogateescape")
+            new = fields[i + 1].decode("utf-8", "surrogateescape")
+            i += 2
+            path = f"{old} → {new}"
+        binary = added == "-"
+        summary.files.append(
+            (path, 0 if binary else int(added), 0 if binary else int(removed), binary)
+        )
+    if patch:
+        summary.patch = (await _git(top, "diff", "-M", base, current)).out.decode(
+            "utf-8", "replace"
+        )
+    return summary
+
+
+async def merge_base(workdir: str, ref: str) -> str:
+    top = await toplevel(workdir)
+    return (await _git(top, "merge-base", "HEAD", ref)).text
+
+
+# --- worktrees ----------------------------------------------------------------------------
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name) or ".." in name or name.endswith(".lock"):
+        raise GitError(f"{name!r} is not a usable worktree name (letters, digits, . _ -)")
+    return name
+
+
+async def _main_worktree(workdir: str) -> str:
+    """The repository's main worktree (the first ``git worktree list`` entry)."""
+    top = await toplevel(workdir)
+    listing = await _git(top, "worktree", "list", "--porcelain")
+    for line in listing.text.splitlines():
+        if line.startswith("worktree "):
+            return line[len("worktree ") :]
+    return top
+
+
+def worktree_dir(main: str, folder: str | None) -> str:
+    """Where Spindle's worktrees of the repository ``main`` go: ``folder`` (absolute, or
+    relative to the repository's parent), default ``<repo>.worktrees`` beside it."""
+    parent = os.path.dirname(main.rstrip("/"))
+    if folder:
+        folder = os.path.expanduser(folder)
+        return os.path.realpath(folder if os.path.isabs(folder) else os.path.join(parent, folder))
+    return os.path.join(parent, os.path.basename(main.rstrip("/")) + ".worktrees")
+
+
+async def worktree_new(
+    workdir: str, name: str, base: str | None, folder: str | None = None
+) -> tuple[str, str, str]:
+    """Create a worktree on a new branch ``spindle/<name>`` from ``base`` (default: the
+    current branch of the workdir): (its path, its branch, the base)."""
+    check_name(name)
+    top = await toplevel(workdir)
+    main = await _main_worktree(top)
+    if base is None:
+        current = await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+        base = current.text if current.code == 0 else "HEAD"
+    path = os.path.join(worktree_dir(main, folder), name)
+    if os.path.exists(path):
+        raise GitError(f"{path} exists already")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    branch = f"spindle/{name}"
+    await _git(top, "worktree", "add", "-b", branch, path, base)
+    return os.path.realpath(path), branch, base
+
+
+async def worktree_list(workdir: str) -> list[tuple[str, str]]:
+    """(path, branch or detached head) of every worktree of the repository."""
+    top = await toplevel(workdir)
+    listing = await _git(top, "worktree", "list", "--porcelain")
+    found: list[tuple[str, str]] = []
+    path = ""
+    for line in listing.text.splitlines() + [""]:
+        if line.startswith("worktree "):
+            path = line[len("worktree ") :]
+        elif line.startswith("branch "):
+            found.append((path, line[len("branch refs/heads/") :]))
+            path = ""
+        elif line == "detached" and path:
+            found.append((path, "(detached)"))
+            path = ""
+        elif line.startswith("bare") and path:
+            path = ""
+    return found
+
+
+async def _find_worktree(workdir: str, name: str) -> str:
+    for path, branch in await worktree_list(workdir):
+        if branch == f"spindle/{name}":
+            return path
+    raise GitError(f"no Spindle worktree {name!r} (branch spindle/{name})")
+
+
+async def is_dirty(workdir: str) -> list[str]:
+    status = await _git(workdir, "status", "--porcelain", "-z", "--untracked-files=all")
+    return [e[3:].decode("utf-8", "replace") for e in status.out.split(b"\0") if len(e) > 3]
+
+
+async def worktree_remove(workdir: str, name: str, *, force: bool) -> str:
+    """Remove Spindle's worktree ``name`` (its branch stays): refused with uncommitted
+    changes unless ``force``. Returns its path."""
+    check_name(name)
+    path = await _find_worktree(workdir, name)
+    dirty = await is_dirty(path)
+    if dirty and not force:
+        shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
+        raise GitError(
+            f"worktree {name} has uncommitted changes ({shown}): "
+            f"/worktree remove {name} force removes it anyway"
+        )
+    await _git(await toplevel(workdir), "worktree", "remove", *(["--force"] if force else []), path)
+    return path
+
+
+@dataclass
+class MergeResult:
+    ok: bool
+    text: str
+    conflicts: list[str] = field(default_factory=list)
+
+
+async def _identity_env(top: str) -> dict[str, str]:
+    """The user's identity when git has one, else Spindle's (a commit needs one)."""
+    email = await _git(top, "config", "user.email", check=False)
+    return {} if email.code == 0 and email.text else dict(_IDENTITY)
+
+
+async def worktree_merge(workdir: str, target: str | None) -> MergeResult:
+    """In the worktree ``workdir`` (branch ``spindle/<name>``): commit pending changes,
+    rebase onto ``target`` (default: the main worktree's branch) and fast-forward
+    ``target`` to it. A conflict aborts the rebase: both branches stay as they were (the
+    pending changes committed on the worktree's branch) and the files are named."""
+    top = await toplevel(workdir)
+    branch = (await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)).text
+    if not branch.startswith("spindle/"):
+        raise GitError(f"{top} is not a Spindle worktree (its branch is {branch or 'detached'})")
+    main = await _main_worktree(top)
+    if target is None:
+        target = (await _git(main, "symbolic-ref", "-q", "--short", "HEAD")).text
+    env = await _identity_env(top)
+    committed = ""
+    if await is_dirty(top):
+        await _git(top, "add", "-A", env=env)
+        await _git(top, "commit", "-q", "--no-verify", "-m", f"{branch}: pending changes", env=env)
+        committed = " (pending changes committed first)"
+    rebase = await _git(top, "rebase", target, env=env, check=False)
+    if rebase.code != 0:
+        unmerged = await _git(top, "diff", "--name-only", "--diff-filter=U", check=False)
+        conflicts = unmerged.text.splitlines()
+        await _git(top, "rebase", "--abort", check=False)
+        return MergeResult(
+            False,
+            f"Merge of {branch} into {target} stopped: conflicts in "
+            f"{', '.join(conflicts) or '(unknown files)'}. Nothing was changed on {target}; "
+            f"{branch} keeps its commits{committed}. Resolve by rebasing {branch} onto "
+            f"{target} by hand, or ask the agent to.",
+            conflicts,
+        )
+    new = (await _git(top, "rev-parse", "HEAD")).text
+    old = (await _git(top, "rev-parse", f"refs/heads/{target}")).text
+    count = (await _git(top, "rev-list", "--count", f"{old}..{new}")).text
+    holder = next((p for p, b in await worktree_list(top) if b == target), None)
+    if holder is not None:
+        ff = await _git(holder, "merge", "--ff-only", "-q", new, env=env, check=False)
+        if ff.code != 0:
+            return MergeResult(
+                False,
+                f"Rebased {branch} onto {target}{committed}, but {target} (checked out in "
+                f"{holder}) could not be fast-forwarded: {ff.err}",
+            )
+    else:
+        await _git(top, "update-ref", f"refs/heads/{target}", new, old)
+    return MergeResult(
+        True,
+        f"Merged {branch} into {target}{committed}: {target} fast-forwarded to "
+        f"{new[:10]}" + f" ({count} commit(s)).",
+    )
+
+
+def paths_text(paths: Sequence[str], limit: int = 20) -> str:
+    return ", ".join(paths[:limit]) + (f" … (+{len(paths) - limit})" if len(paths) > limit else "")

@@ -1,0 +1,66 @@
+"""The workspace part of a thread's state: checkpoints, the running shell command, the
+pending slow workspace job (worktree, undo, redo) and the worktree the thread works in.
+
+Frozen values like the rest of ``runtime.core.model``; ``ThreadState.workspace`` holds one
+``Workspace`` and ``Policy.workspace`` one ``WorkspacePolicy``.
+"""
+
+from __future__ import annotations
+
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = ["Checkpoint", "PendingJob", "ShellRun", "Workspace", "WorkspacePolicy", "Worktree"]
+
+
+class WorkspacePolicy(Frozen):
+    """What the runtime's configuration allows (set with the rest of ``Policy``)."""
+
+    checkpoints: bool = False  # record a checkpoint of the workdir before each run
+    footer_changes: bool = False  # the run's footer gets its change summary
+    shell_users: tuple[str, ...] = ()  # who may run `!` / /shell commands (none by default)
+
+
+class Checkpoint(Frozen):
+    """The workdir as it was before run ``run_id``: a commit on a private ref."""
+
+    run_id: str
+    commit: str
+    ref: str
+    workdir: str
+    undone: str | None = None  # /undo saved the state it replaced as this commit (redo target)
+    files: tuple[str, ...] = ()  # the files the last undo/redo restored
+
+
+class ShellRun(Frozen):
+    """A `!` command running in the workdir, shown as a tool card (``key``)."""
+
+    id: str
+    key: str
+    header: str
+    tail: str = ""  # the last output, bounded
+    binary_bytes: int = 0
+
+
+class PendingJob(Frozen):
+    """A slow workspace job the queue waits for (worktree new/merge, undo, redo)."""
+
+    id: str
+    op: str
+
+
+class Worktree(Frozen):
+    """The Spindle worktree the conversation was moved into."""
+
+    name: str
+    path: str
+    branch: str
+    base: str | None = None  # the branch it was made from: the default merge target
+
+
+class Workspace(Frozen):
+    checkpoints: tuple[Checkpoint, ...] = ()  # oldest first; undone ones form the tail
+    base_commit: str | None = None  # the first checkpoint of the conversation (/diff)
+    shell: ShellRun | None = None
+    job: PendingJob | None = None
+    worktree: Worktree | None = None
+    agent_note: str | None = None  # told to the agent with the next prompt (undo, redo)
