@@ -149,7 +149,13 @@ class StreamRenderer:
         self._tally = RenderTally()
         self._book = OutputBook()
         self._typing = TypingIndicator(
-            self._retrying, channel_id, self._tally, clock=clock, after_post_s=typing_after_post_s
+            self._retrying,
+            channel_id,
+            self._tally,
+            clock=clock,
+            after_post_s=typing_after_post_s,
+            # A platform whose indicator is a message (Slack's "working…" line) removes it.
+            stop=getattr(platform, "stop_typing", None),
         )
         self._delivery = PacedDelivery(
             self._retrying,
@@ -235,7 +241,7 @@ class StreamRenderer:
 
     async def aclose(self) -> list[Posted]:
         """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works."""
-        self._typing.turn_off()
+        await self._typing.turn_off()
         return await self.flush()
 
     # -- the interface -----------------------------------------------------------------------
@@ -318,6 +324,6 @@ class StreamRenderer:
             if effect.on:
                 await self._typing.turn_on()
             else:
-                self._typing.turn_off()
+                await self._typing.turn_off()
         else:
             await self._composer.apply(effect)
