@@ -293,9 +293,9 @@ class SlackPlatform:
     async def _output_arrives(self, channel_id: str) -> None:
         """Output goes into the thread: its working line goes first, and is not posted again
         for half a refresh interval (so the refresh right after this post skips it)."""
-        if channel_id not in self._working and channel_id not in self._stale:
-            return
-        async with self._working_lock(channel_id):
+        async with self._working_lock(channel_id):  # not while a working line is posted
+            if channel_id not in self._working and channel_id not in self._stale:
+                return
             await self._remove_working(channel_id)
             self._quiet_until[channel_id] = self._clock() + self.limits.typing_refresh_s / 2
 
@@ -306,14 +306,18 @@ class SlackPlatform:
         await self._remove_stale(channel_id)
 
     async def _remove_stale(self, channel_id: str) -> None:
-        """Delete the thread's working lines; one Slack would not delete now is kept and
-        deleted at the next chance (never raised: the output must not wait on it)."""
+        """Delete the thread's working lines; one Slack would not delete now (a 5xx, a
+        rate limit) is kept and deleted at the next chance. Never raised: the output must
+        not wait on it."""
         for ts in sorted(self._stale.get(channel_id, ())):
             try:
                 await self.delete(channel_id, ts)
             except PlatformError as error:
-                _log.info("working line %s in %s not deleted yet: %s", ts, channel_id, error)
-                return
+                if error.retryable:
+                    _log.info("working line %s in %s not deleted yet: %s", ts, channel_id, error)
+                    return
+                # Refused for good: trying again would cost a call per output for nothing.
+                _log.warning("working line %s in %s cannot be deleted: %s", ts, channel_id, error)
             self._stale[channel_id].discard(ts)
         self._stale.pop(channel_id, None)
 
