@@ -60,6 +60,7 @@ __all__ = [
     "SLACK_LIMITS",
     "SlackPlatform",
     "callback_option",
+    "is_working_line",
     "parse_thread_id",
     "slack_thread_id",
 ]
@@ -109,6 +110,14 @@ def working_text(seconds: float) -> str:
         return WORKING
     spent = f"{whole // 60}:{whole % 60:02d}" if whole >= 60 else f"{whole}s"
     return f"_working… {spent}_"
+
+
+_WORKING_LINE = re.compile(r"^_working…( (\d+s|\d+:\d\d))?_$")
+
+
+def is_working_line(text: str) -> bool:
+    """Whether a message's text is a working line (one a killed Spindle may have left)."""
+    return bool(_WORKING_LINE.match(text))
 
 
 _THREAD = re.compile(r"^sl:([A-Z0-9]+):(\d+\.\d+)$")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_slack.stack import SlackWorld, is_footer, slack_stack
-from threadspindle.testkit.fake_slack.world import SlackMessage
+from threadspindle.testkit.fake_slack.world import BOT_USER, SlackMessage
 
 WORKING = re.compile(r"^working…( (\d+s|\d+:\d\d))?$")
 
@@ -94,3 +94,22 @@ async def test_a_working_line_slack_would_not_delete_is_deleted_later(
         assert all(m.deleted for m in _all_working(sl, thread))
         assert [c.status for c in sl.fake.calls("chat.delete")][:1] == [503]  # it was refused
         assert is_footer(sl.bot_messages(thread)[-1])
+
+
+async def test_a_working_line_left_by_a_killed_spindle_is_deleted_at_the_restart(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    sl.fake.world.assistant = False
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = await stack.start_thread()
+        sl.say(thread, "hi")
+        await stack.until_footers(thread, 1)
+    channel, thread_ts = sl.where(thread)
+    # What a Spindle killed mid-run leaves: its working line, with no process to take it away.
+    left = sl.fake.post_quietly(channel, BOT_USER, "_working… 12s_", thread_ts=thread_ts)
+    said = sl.fake.post_quietly(channel, BOT_USER, "_working… on it_", thread_ts=thread_ts)
+    async with slack_stack(sl, tmp_path) as stack:
+        await wait_for(lambda: sl.fake.message(channel, left).deleted)
+        assert not sl.fake.message(channel, said).deleted  # not a working line: kept
+        sl.say(thread, "hi again")
+        await stack.until_footers(thread, 2)
