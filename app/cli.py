@@ -1,5 +1,5 @@
-"""The ``spindle`` command line: run, status, doctor, init, replay, log export, mcp, and the
-scale-out commands runner, gateway and cluster dev.
+"""The ``spindle`` command line: run, status, doctor, init, replay, log export, web-timeline,
+mcp, and the scale-out commands runner, gateway and cluster dev.
 
 The parser only; what each subcommand does is in ``app.commands_cli`` (imported when a
 command runs, so ``spindle --help`` stays instant), the exit codes in ``app.exit_codes``.
@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
         "it runs the Discord bot; without one, the console chat.",
     )
     run.add_argument("--console", action="store_true", help="console chat even if a token is set")
+    run.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the web chat on 127.0.0.1 (config [web]); with a bot token, beside the bot",
+    )
     run.add_argument(
         "--agent",
         help="default agent for new console threads (claude, codex, gemini, opencode, echo)",
@@ -124,6 +129,16 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--dir", help="data directory (default: a new temporary one)")
     dev.add_argument("--agent", default="echo", help="agent of new conversations")
     dev.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
+
+    timeline = command(
+        "web-timeline",
+        help="an exported log's timeline as a standalone HTML page",
+        description="Reads a file written by `spindle log export` and writes its timeline "
+        "(runs, queue length, tool calls, permission waits) as one HTML file with nothing "
+        "loaded from elsewhere.",
+    )
+    timeline.add_argument("file", type=Path)
+    timeline.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
 
     mcp = command("mcp", help="run the MCP process manager alone")
     mcp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: config mcp.port)")

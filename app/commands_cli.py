@@ -40,6 +40,7 @@ def dispatch(args: argparse.Namespace) -> int:
             "doctor": cmd_doctor,
             "replay": cmd_replay,
             "log": cmd_log,
+            "web-timeline": cmd_web_timeline,
             "mcp": cmd_mcp,
             "runner": _scale_out("cmd_runner"),
             "gateway": _scale_out("cmd_gateway"),
@@ -193,6 +194,31 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         full = exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
         return EXIT_STORAGE if full else EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
+    from threadspindle.ingress.web.pages import standalone_timeline
+    from threadspindle.ingress.web.timeline import timeline_of_file
+
+    try:
+        timeline = timeline_of_file(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"Cannot read {args.file}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if timeline.actions == 0:
+        print(f"{args.file} holds no action.", file=sys.stderr)
+        return EXIT_FAILURE
+    page = standalone_timeline(timeline, title=args.file.name)
+    if args.output is None:
+        sys.stdout.write(page)
+        return EXIT_OK
+    try:
+        args.output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"Wrote the timeline of {len(timeline.runs)} run(s) to {args.output}.", file=sys.stderr)
     return EXIT_OK
 
 

@@ -160,11 +160,19 @@ def _discord_token(v: SecretStr | None) -> SecretStr | None:
     return v
 
 
+# How a message without a `` queue``/`` steer`` suffix is delivered while a run is active.
+PlainMessage = Literal["interrupt", "queue", "steer"]
+
+
 class ProjectChannel(_Section):
     """A Discord channel where a plain message starts a thread with this agent and workdir."""
 
     agent: Name = "claude"
     workdir: PathText
+    # What runs in this channel's threads show unless /verbosity says otherwise (None: the
+    # runtime's default).
+    verbosity: Literal["text", "tools", "all"] | None = None
+    plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
 
     @field_validator("agent")
     @classmethod
@@ -184,6 +192,7 @@ class DiscordSettings(_Section):
     rest_base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://discord.com/api/v10"
     gateway_url: Annotated[StrictStr, _url(("wss", "ws"))] = "wss://gateway.discord.gg/"
     project_channels: dict[str, ProjectChannel] = {}
+    plain_message: PlainMessage = "interrupt"
     # An attachment larger than this refuses its message with a reply (streamed to disk,
     # never held in memory, so the cap is about disk use and download time).
     attachment_max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
@@ -233,6 +242,7 @@ class TelegramSettings(_Section):
     allowed_user_ids: list[Annotated[int, Field(gt=0)]] = []
     allowed_chat_ids: list[int] = []  # groups the bot serves (private chats always)
     project_groups: dict[str, TelegramProjectGroup] = {}
+    plain_message: PlainMessage = "interrupt"
     # Telegram allows about one message a second per chat: edits at most this often.
     min_edit_interval_s: float = Field(default=1.0, ge=0.2, le=60, allow_inf_nan=False)
 
@@ -313,6 +323,27 @@ class SlackSettings(_Section):
         return v
 
 
+def _web_host(value: str) -> str:
+    import ipaddress
+
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
+            ) from None
+    return value
+
+
+class WebSettings(_Section):
+    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
+
+    enabled: bool = False
+    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
+    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
+
+
 class WhatsAppSettings(_Section):
     """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
     set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
@@ -344,6 +375,9 @@ class RuntimeSettings(_Section):
     # runs under bubblewrap; docs/security.md says what that protects.
     agent_sandbox: Literal["none", "bwrap"] = "none"
     agent_sandbox_binary: Name = "bwrap"  # a path, or a name on PATH
+    # What a run shows in its thread unless /verbosity (or a project channel) says otherwise:
+    # "text" only the answer; "tools" plus one line per tool call; "all" everything.
+    verbosity: Literal["text", "tools", "all"] = "all"
 
     @field_validator("allowed_roots")
     @classmethod
@@ -367,6 +401,7 @@ class RuntimeSettings(_Section):
             allowed_roots=roots,
             interrupt_grace_s=self.interrupt_grace_s,
             turn_idle_timeout_s=self.turn_idle_timeout_s,
+            verbosity=self.verbosity,
         )
 
 
@@ -418,6 +453,35 @@ def _mcp_token(v: SecretStr | None) -> SecretStr | None:
     if any(c.isspace() or not c.isprintable() for c in token) or not token.isascii():
         raise ValueError("expected printable ASCII without spaces (it goes in an HTTP header)")
     return v
+
+
+class TranscriptionSettings(_Section):
+    """Voice messages: an OpenAI-compatible ``/audio/transcriptions`` endpoint (OpenAI,
+    Groq, a local whisper server). Off until ``enabled``; the key is best set from the
+    environment (SPINDLE_TRANSCRIPTION__API_KEY)."""
+
+    enabled: bool = False
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://api.openai.com/v1"
+    model: Name = "whisper-1"
+    api_key: SecretStr | None = None
+    language: Name | None = None  # an ISO-639-1 hint ("en"); none: detected
+    timeout_s: Seconds = Field(default=60.0, gt=0, le=600)
+    max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
+
+    def config(self) -> Any:
+        """The ingress side's ``TranscriptionConfig``, or None when off."""
+        if not self.enabled:
+            return None
+        from threadspindle.ingress.transcribe import TranscriptionConfig
+
+        return TranscriptionConfig(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            language=self.language,
+            timeout_s=self.timeout_s,
+            max_bytes=int(self.max_mib * 1024 * 1024),
+        )
 
 
 class McpSettings(_Section):
@@ -472,6 +536,7 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None  # SPINDLE_SLACK_BOT_TOKEN, the usual way
     slack_app_token: SecretStr | None = None  # SPINDLE_SLACK_APP_TOKEN
     slack: SlackSettings = SlackSettings()
+    web: WebSettings = WebSettings()
     whatsapp_token: SecretStr | None = None  # SPINDLE_WHATSAPP_TOKEN, the usual way
     whatsapp_app_secret: SecretStr | None = None  # SPINDLE_WHATSAPP_APP_SECRET
     whatsapp_verify_token: SecretStr | None = None  # SPINDLE_WHATSAPP_VERIFY_TOKEN
@@ -479,6 +544,7 @@ class Settings(BaseSettings):
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
+    transcription: TranscriptionSettings = TranscriptionSettings()
 
     _sources: ClassVar[_Sources] = _Sources()
     _config_file: Path | None = None  # the file these settings were read from, if any

@@ -439,6 +439,44 @@ def _check_slack(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
     return rows
 
 
+def _check_web(settings: Settings) -> list[Check]:
+    """The web chat, when it is switched on in the config: where it listens, and whether
+    that port can be had now (taken: another Spindle, or another program)."""
+    import socket
+
+    from threadspindle.ingress.web.settings import is_loopback
+
+    web = settings.web
+    if not web.enabled:
+        return []
+    rows: list[Check] = []
+    if not is_loopback(web.host):
+        rows.append(
+            Check(
+                "web chat host",
+                "warn",
+                f"{web.host}: reachable from the network over plain HTTP",
+                'keep web.host = "127.0.0.1" unless a TLS proxy stands in front (docs/web.md)',
+            )
+        )
+    family = socket.AF_INET6 if ":" in web.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((web.host, web.port))
+        except OSError as exc:
+            rows.append(
+                Check(
+                    "web chat",
+                    "warn",
+                    f"{web.host}:{web.port} cannot be listened on: {exc.strerror or exc}",
+                    "stop what uses it (a running Spindle?) or set web.port (0: any free)",
+                )
+            )
+            return rows
+    rows.append(Check("web chat", "ok", f"http://{web.host}:{web.port} (spindle run serves it)"))
+    return rows
+
+
 def _check_whatsapp(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
     """WhatsApp only when it has a token: the other credentials, then the phone number at
     the configured ``base_url`` (is the Graph API reachable, and does it take the token?)."""
@@ -557,6 +595,7 @@ def run_checks(settings: Settings) -> list[Check]:
     rows.append(_check_disk_space(settings))
     rows.extend(_check_discord(settings))
     rows.extend(_check_telegram(settings))
+    rows.extend(_check_web(settings))
     rows.extend(_check_whatsapp(settings))
     rows.extend(_check_slack(settings))
     roots = settings.runtime.policy().allowed_roots

@@ -23,6 +23,7 @@ SECTIONS = [
     "durability",
     "memory",
     "latency",
+    "chat_budget",
     "parsers",
     "agents",
     "jetstream",

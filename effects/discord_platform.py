@@ -158,6 +158,14 @@ class DiscordPlatform:
 
         await self._call(typing)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        async def rename() -> None:
+            # Discord allows 2 renames per 10 minutes per thread: the renderer paces them
+            # (PlatformLimits.renames_per_window); a 429 still comes back as retry_after.
+            await self.client.http.edit_channel(int(channel_id), name=title[:100])
+
+        await self._call(rename)
+
     async def reply(
         self,
         channel_id: str,
@@ -222,6 +230,25 @@ class DiscordPlatform:
                 # The interaction token expired (15 min): answer in the channel instead.
                 _log.info("followup for %s failed (%s); answering in channel", action_id, error)
         return await self._call(in_channel)
+
+    async def open_thread_beside(self, thread_id: str, title: str) -> str:
+        """A new public thread in the channel of thread ``thread_id`` (``/fork``,
+        ``/btw``), named ``title``; its id. Made the way ``/claude start`` in a channel
+        makes one."""
+
+        async def open_thread() -> str:
+            source = self.client.get_channel(int(thread_id))
+            if source is None:
+                source = await self.client.fetch_channel(int(thread_id))
+            parent = source.parent if isinstance(source, discord.Thread) else source
+            if not isinstance(parent, discord.TextChannel):
+                raise PlatformError(f"cannot open a thread beside channel {thread_id}")
+            thread = await parent.create_thread(
+                name=title[:90] or "fork", type=discord.ChannelType.public_thread
+            )
+            return str(thread.id)
+
+        return await self._call(open_thread)
 
     # --- the asyncio crossing and error mapping ----------------------------------------
 

@@ -244,6 +244,11 @@ class SlackPlatform:
         await self._call(delete)
         self._buttons.pop((channel, message_id), None)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """A Slack thread has no name of its own: the title is not shown (an assistant
+        thread's ``assistant.threads.setTitle`` is not used yet)."""
+        await trio.lowlevel.checkpoint()
+
     async def typing(self, channel_id: str) -> None:
         channel, thread_ts = parse_thread_id(channel_id)
         if channel not in self._no_status:

@@ -35,7 +35,11 @@ from threadspindle.agents import known_agents
 from threadspindle.effects.console_platform import ConsolePlatform
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.terminal_text import terminal_safe
-from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
+from threadspindle.ingress.discord.translate import (
+    PlainMessageMode,
+    resolve_workdir,
+    split_queue_suffix,
+)
 from threadspindle.ingress.input_checks import (
     InputRefused,
     check_path,
@@ -43,6 +47,7 @@ from threadspindle.ingress.input_checks import (
     parse_position,
     shown,
 )
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.registry import Runtime, open_runtime
@@ -64,17 +69,25 @@ _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 HELP = """\
 Plain lines are prompts for the current thread's agent; a line ending in " queue" waits
-its turn instead of interrupting. Commands:
+its turn instead of interrupting, one ending in " steer" is added to the running turn.
+Commands:
   /<agent> start [workdir]     start a conversation (agents: claude codex gemini opencode echo)
   /<agent> resume <id>         resume one of the agent's sessions
   /<agent> conversations       list the agent's past sessions here
   /conversation end            end the conversation (the agent keeps its history)
   /queue <message>             queue a prompt without interrupting
+  /steer <message>             add to the running turn without stopping it
+  /compact                     let the agent compact (summarise) its conversation
+  /fork                        a new thread continuing this conversation from here
+  /btw <question>              ask on the side, in a forked thread (the run goes on)
   /abort                       stop the active run (queued prompts go on)
   /clear-queue [position]      drop all queued prompts, or the one at a position
   /status                      the thread's agent, run, queue and counters
   /workdir set <path>          move the conversation to another directory
   /model <name>                switch model (an active run is retried with it)
+  /schedule <when> <prompt>    a prompt later: in 2h, 14:30, a cron expression (*/30 * * * *)
+  /schedule list | /schedule cancel <id>
+  /verbosity text|tools|all    what runs show: the answer; plus tool lines; everything
   /allow [id] | /deny [id]     answer the pending permission prompt
   /answer <id> <text>          answer the pending question
   /remove <item>               take a queued prompt out (its "Remove from queue")
@@ -98,8 +111,10 @@ class ConsoleChat:
         author: str = "you",
         clock: Callable[[], float] = time.time,
         list_conversations: Callable[[str, str], list[str]] | None = None,
+        plain_message: PlainMessageMode = "interrupt",
     ) -> None:
         self.runtime = runtime
+        self.plain_message = plain_message  # how a line with no suffix is delivered
         self.out = out
         self.default_agent = default_agent
         self.default_workdir = default_workdir
@@ -128,6 +143,43 @@ class ConsoleChat:
 
     def say(self, text: str) -> None:
         self.out.write(terminal_safe(text) + "\n")
+
+    async def open_thread(self, source_thread_id: str, title: str) -> tuple[str, str]:
+        """The runtime's ``thread_opener``: a new named console thread (``fork1``, ...);
+        the current thread stays the one typed into."""
+        n = 1
+        while f"fork{n}" in self.names:
+            n += 1
+        name = f"fork{n}"
+        self.names.append(name)
+        self.say(f"[{name}] opened: {title} (/thread switch {name})")
+        return thread_id_for(name), f"console thread {name} (/thread switch {name})"
+
+    def _prompt_action(self, text: str) -> A.UserMessage | A.SteerCommand:
+        """A typed line as a prompt: the `` steer``/`` queue`` suffixes, else the console's
+        ``plain_message`` mode (as a Discord message in its channel)."""
+        base = self._base()
+        prompt, steered = split_queue_suffix(text, " steer")
+        queued = False
+        if not steered:
+            prompt, queued = split_queue_suffix(text)
+            steered = not queued and self.plain_message == "steer"
+        if steered:
+            return A.SteerCommand(
+                **base,
+                author_id=self.author,
+                author_name=self.author,
+                text=prompt,
+                source_message_id=base["action_id"],
+            )
+        return A.UserMessage(
+            **base,
+            author_id=self.author,
+            author_name=self.author,
+            text=prompt,
+            source_message_id=base["action_id"],
+            interrupt=not queued and self.plain_message != "queue",
+        )
         self.out.flush()
 
     def state(self) -> ThreadState | None:
@@ -212,18 +264,7 @@ class ConsoleChat:
         if not text.strip():
             return True
         if not text.startswith("/"):
-            prompt, queued = split_queue_suffix(text)
-            base = self._base()
-            await self.post(
-                A.UserMessage(
-                    **base,
-                    author_id=self.author,
-                    author_name=self.author,
-                    text=prompt,
-                    source_message_id=base["action_id"],
-                    interrupt=not queued,
-                )
-            )
+            await self.post(self._prompt_action(text))
             return True
         try:
             words = shlex.split(text[1:])
@@ -272,6 +313,25 @@ class ConsoleChat:
             await self.post(
                 A.QueueCommand(**base, author_id=self.author, author_name=self.author, text=rest)
             )
+        elif head == "steer" and rest:
+            base = self._base()
+            await self.post(
+                A.SteerCommand(**base, author_id=self.author, author_name=self.author, text=rest)
+            )
+        elif head == "fork" and not rest:
+            await self.post(
+                A.ForkRequested(**self._base(), author_id=self.author, author_name=self.author)
+            )
+        elif head == "btw" and rest:
+            await self.post(
+                A.ForkRequested(
+                    **self._base(), author_id=self.author, author_name=self.author, question=rest
+                )
+            )
+        elif head == "compact":
+            await self.post(
+                A.CompactRequested(**self._base(), author_id=self.author, author_name=self.author)
+            )
         elif head == "abort":
             await self.post(A.AbortRequested(**self._base(), author_id=self.author))
         elif head == "clear-queue":
@@ -319,6 +379,18 @@ class ConsoleChat:
         elif head == "remove" and len(args) == 1:
             item = check_word(args[0], "queue item")
             await self.post(A.QueuedItemRemoved(**self._base(), item_id=item))
+        elif head == "schedule":
+            await self.post(
+                schedule_action(
+                    self._base(),
+                    rest,
+                    author_id=self.author,
+                    author_name=self.author,
+                    tz=self.runtime.timezone,
+                )
+            )
+        elif head == "verbosity":
+            await self.post(verbosity_action(self._base(), rest))
         elif head == "wait":
             await self.wait_idle()
         else:
@@ -393,6 +465,7 @@ async def open_console(
                 runtime, out=out, default_agent=default_agent, default_workdir=default_workdir
             )
             chat.renderers = renderers
+            runtime.thread_opener = chat.open_thread  # /fork, /btw: a new console thread
             yield chat
         nursery.cancel_scope.cancel()  # the renderers' background tasks
 

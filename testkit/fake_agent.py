@@ -50,13 +50,17 @@ from threadspindle.runtime.core.agent_events import (
     PermissionRequested,
     QuestionAsked,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TextDelta,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 
 __all__ = [
     "FakeAgentServer",
@@ -87,6 +91,11 @@ def default_script(text: str) -> list[Step]:
     def say(t: str) -> Step:
         return Step("event", TextDelta(text=t))
 
+    if "TITLE" in text:
+        # The CLI names its session (Codex thread/name/updated, an OpenCode title ...):
+        # three titles in quick succession, to see renames paced and coalesced.
+        titles = [TitleChanged(title=f"Session title {n}") for n in (1, 2, 3)]
+        return [*(Step("event", t) for t in titles), say("Titled.")]
     if "CRASH" in text:
         return [say("Starting... "), Step("sleep", seconds=0.2), Step("crash")]
     if "SILENT" in text:
@@ -132,6 +141,9 @@ class FakeAgentWorld:
     script: Callable[[str], list[Step]] = default_script
     delivered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text)
     interrupts: list[str] = field(default_factory=list)
+    steered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text) taken
+    can_steer: bool = True  # what each ScriptedAgent declares
+    forks: list[str] = field(default_factory=list)  # sessions forked (StartAgent.fork)
     answers: list[tuple[str, object]] = field(default_factory=list)
     serve_calls: int = 0
     serve_times: list[float] = field(default_factory=list)  # trio time of each serve()
@@ -179,6 +191,7 @@ class ScriptedAgent(AgentAdapter):
         self._answers: dict[str, trio.Event] = {}
         self._interrupted: set[str] = set()
         self._nursery: trio.Nursery | None = None
+        self.capabilities = AgentCapabilities(steer=self.world.can_steer, compact=True, fork=True)
 
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -192,6 +205,9 @@ class ScriptedAgent(AgentAdapter):
             world.fail_start -= 1
             raise RuntimeError("fake agent failed to start")
         self.session_id = start.session_id or f"sess-{next(world._sessions)}"
+        if start.fork and start.session_id:
+            world.forks.append(start.session_id)  # a fork continues a copy: a new session
+            self.session_id = f"sess-{next(world._sessions)}"
         self._emit = emit
         self.alive = True
         world.serving += 1
@@ -246,6 +262,17 @@ class ScriptedAgent(AgentAdapter):
         if self.world.on_prompt is not None:
             self.world.on_prompt(prompt)
         self._send.send_nowait(prompt)
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Taken when that run's turn is the one running (recorded in the world), else
+        refused: what a CLI that steers natively reports."""
+        if not self.world.can_steer:
+            await super().steer(steer)
+        if self._turn is not None and self._turn[0] == steer.run_id:
+            self.world.steered.append((steer.run_id, steer.text))
+            await self._say(steer.run_id, SteerTaken(steer_id=steer.steer_id))
+        else:
+            await self._say(steer.run_id, SteerRefused(steer_id=steer.steer_id, reason="no turn"))
 
     async def interrupt(self, run_id: str) -> None:
         self.world.interrupts.append(run_id)

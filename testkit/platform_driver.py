@@ -14,8 +14,8 @@ a case of the script that needs what a platform lacks is not collected for it
 no server) has neither.
 
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
-``tg:`` thread id, a WhatsApp ``wa:`` chat, a Slack ``sl:`` thread id); ``running()`` may be
-entered again on the same log: a restart.
+``tg:`` thread id, a WhatsApp ``wa:`` chat, a Slack ``sl:`` thread id, a web chat ``web:``
+thread); ``running()`` may be entered again on the same log: a restart.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import trio
 
 from threadspindle.effects.console_markup import render_controls
 from threadspindle.effects.console_platform import CONSOLE_LIMITS, ConsoleMessage, ConsolePlatform
+from threadspindle.effects.web_platform import WEB_LIMITS
 from threadspindle.ingress.console import ConsoleChat, open_console, thread_id_for
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
@@ -58,6 +59,7 @@ from threadspindle.testkit.fake_whatsapp.stack import (
     whatsapp_stack,
     whatsapp_world,
 )
+from threadspindle.testkit.web_stack import WebStack, web_stack
 
 __all__ = [
     "CAPABILITIES",
@@ -68,6 +70,7 @@ __all__ = [
     "PlatformDriver",
     "SlackDriver",
     "TelegramDriver",
+    "WebDriver",
     "WhatsAppDriver",
     "drivers_with",
     "is_footer_text",
@@ -603,6 +606,87 @@ class ConsoleDriver:
         raise AssertionError("the console has no server to fail (injects_faults is False)")
 
 
+class WebDriver:
+    """The web chat over HTTP (``testkit.web_stack``): what a browser's page would send.
+    A thread is a ``web:`` thread; a stranger is a request without the access cookie."""
+
+    name = "web"
+    char_limit = WEB_LIMITS.char_limit
+    has_strangers = True  # a request without the access cookie
+    injects_faults = True
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._stack: WebStack | None = None
+        self._last: WebStack | None = None  # what the stopped run showed stays readable
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with web_stack(self.tmp_path) as stack:
+            self._stack = self._last = stack
+            try:
+                yield
+            finally:
+                self._stack = None
+
+    @property
+    def stack(self) -> WebStack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return await self.stack.start()
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        self.stack.request("POST", f"/t/{thread}/say", {"text": text}, cookie=not stranger)
+
+    def abort(self, thread: str) -> None:
+        self.stack.request("POST", f"/t/{thread}/button", {"action": "abort"})
+
+    def bot_texts(self, thread: str) -> list[str]:
+        stack = self._stack or self._last
+        assert stack is not None, "never ran"
+        return [m.text for m in stack.bot_messages(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for m in self.stack.bot_messages(thread):
+            out += [(m.id, b.label) for b in m.buttons]
+            out += [(m.id, option) for option in (m.menu.options if m.menu else ())]
+        return out
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        found = self.stack.platform.view(thread).get(message)
+        assert found is not None, f"no message {message}"
+        for button in found.buttons:
+            if button.label == label:
+                self.stack.request("POST", f"/t/{thread}/button", {"action": button.action})
+                return
+        if found.menu is not None and label in found.menu.options:
+            body = {"action": found.menu.custom_id, "answer": label}
+            self.stack.request("POST", f"/t/{thread}/button", body)
+            return
+        raise AssertionError(f"no {label!r} on message {message}")
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(thread, count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.stack.platform.fail_next_sends(status, times)
+
+
+@contextmanager
+def _web(tmp_path: Path) -> Iterator[PlatformDriver]:
+    yield WebDriver(tmp_path)
+
+
 @contextmanager
 def _discord(tmp_path: Path) -> Iterator[PlatformDriver]:
     with fake_world(tmp_path) as world:
@@ -638,6 +722,7 @@ DRIVERS: dict[str, Callable[[Path], Any]] = {
     "telegram": _telegram,
     "whatsapp": _whatsapp,
     "slack": _slack,
+    "web": _web,
     "console": _console,
 }
 
@@ -647,6 +732,7 @@ DRIVER_TYPES: dict[str, type[PlatformDriver]] = {
     "telegram": TelegramDriver,
     "whatsapp": WhatsAppDriver,
     "slack": SlackDriver,
+    "web": WebDriver,
     "console": ConsoleDriver,
 }
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
-from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.core.model import AgentCapabilities, Policy, Verbosity
 
 __all__ = ["ThreadScript"]
 
@@ -50,6 +50,28 @@ class ThreadScript:
             author_name=author,
             text=text,
             source_message_id=source,
+        )
+
+    def steer(self, text: str, *, author: str = "u1", source: str | None = None) -> A.SteerCommand:
+        return A.SteerCommand(
+            **self._base(),
+            author_id=author,
+            author_name=author,
+            text=text,
+            source_message_id=source,
+        )
+
+    def compact(self, *, author: str = "u1") -> A.CompactRequested:
+        return A.CompactRequested(**self._base(), author_id=author, author_name=author)
+
+    def fork(self, question: str | None = None, *, author: str = "u1") -> A.ForkRequested:
+        return A.ForkRequested(
+            **self._base(), author_id=author, author_name=author, question=question
+        )
+
+    def forked(self, key: str, new_thread_id: str, label: str = "") -> A.ThreadForked:
+        return A.ThreadForked(
+            **self._base(), key=key, new_thread_id=new_thread_id, label=label or new_thread_id
         )
 
     def abort(self) -> A.AbortRequested:
@@ -165,8 +187,19 @@ class ThreadScript:
     def failed(self, effect: str, reason: str = "boom", key: str | None = None) -> A.EffectFailed:
         return A.EffectFailed(**self._base(), effect=effect, reason=reason, key=key)
 
-    def connected(self, session_id: str | None = None) -> A.AgentConnected:
-        return A.AgentConnected(**self._base(), session_id=session_id)
+    def connected(
+        self,
+        session_id: str | None = None,
+        *,
+        steer: bool | None = None,
+        compact: bool = False,
+        fork: bool = False,
+    ) -> A.AgentConnected:
+        """What the adapter declares it can do (``steer`` None: no report at all)."""
+        caps = None
+        if steer is not None:
+            caps = AgentCapabilities(steer=steer, compact=compact, fork=fork)
+        return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 
     def exited(self, code: int | None = 1, crashed: bool = True, stderr: str = "") -> A.AgentExited:
         return A.AgentExited(**self._base(), exit_code=code, crashed=crashed, stderr_tail=stderr)
@@ -182,3 +215,47 @@ class ThreadScript:
 
     def policy(self, policy: Policy) -> A.PolicySet:
         return A.PolicySet(**self._base(), policy=policy)
+
+    # schedules, verbosity, titles
+    def schedule(
+        self,
+        text: str,
+        due_at: float,
+        *,
+        cron: str | None = None,
+        wakeup: bool = False,
+        author: str = "u1",
+        label: str = "",
+    ) -> A.ScheduleAdded:
+        return A.ScheduleAdded(
+            **self._base(),
+            author_id=author,
+            author_name=author,
+            text=text,
+            due_at=due_at,
+            cron=cron,
+            label=label,
+            wakeup=wakeup,
+        )
+
+    def cancel_schedule(self, schedule_id: str) -> A.ScheduleCancelled:
+        return A.ScheduleCancelled(**self._base(), schedule_id=schedule_id)
+
+    def list_schedules(self) -> A.SchedulesListed:
+        return A.SchedulesListed(**self._base())
+
+    def due(
+        self, schedule_id: str, due_at: float, next_due_at: float | None = None
+    ) -> A.ScheduleDue:
+        return A.ScheduleDue(
+            **self._base(max(self.now + self.step, due_at)),
+            schedule_id=schedule_id,
+            due_at=due_at,
+            next_due_at=next_due_at,
+        )
+
+    def verbosity(self, level: Verbosity) -> A.VerbositySet:
+        return A.VerbositySet(**self._base(), verbosity=level)
+
+    def title(self, title: str, run_id: str | None = None) -> A.AgentEventReceived:
+        return self.agent(run_id, E.TitleChanged(title=title))

@@ -17,7 +17,8 @@ from abc import ABC, abstractmethod
 
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent
 
 __all__ = ["AgentAdapter", "AgentStartError"]
@@ -33,6 +34,9 @@ class AgentAdapter(ABC):
     """One agent process/connection for one thread (see the module docstring)."""
 
     name: str  # "claude", "codex", "gemini", "opencode", "echo", "command"
+    # What the adapter can do besides prompts and interrupts; an adapter that can steer
+    # says so (per instance where it depends on the options, e.g. not per turn).
+    capabilities: AgentCapabilities = AgentCapabilities()
 
     def __init__(self, options: AgentOptions) -> None:
         self.options = options
@@ -51,6 +55,12 @@ class AgentAdapter(ABC):
     @abstractmethod
     async def interrupt(self, run_id: str) -> None:
         """End the current turn in-band, keeping the process alive where the CLI can."""
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Hand the text to the running turn (see ``AgentPort.steer``). An adapter that
+        cannot never declares ``steer``; asked anyway (a stale capability), it raises, and
+        the core sends the text as a normal prompt."""
+        raise AgentStartError(f"{self.name} cannot add a message to a running turn")
 
     @abstractmethod
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -66,10 +67,14 @@ from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
+    TextDelta,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["ClaudeAdapter"]
@@ -130,6 +135,18 @@ class ClaudeAdapter(AgentAdapter):
         self.unknown_sessions: set[str] = set()  # ids the CLI could not resume: not retried
         self._notice: str | None = None  # told the thread with the next prompt's run
         self._startup_error = ""  # the error of a `result` that came before any prompt
+        # Steering (long-lived only): user lines written mid-turn, in order, as (steer id or
+        # None for a prompt, text) until the CLI replays them (--replay-user-messages).
+        self._unreplayed: collections.deque[tuple[str | None, str]] = collections.deque()
+        self._steers_open: dict[str, str] = {}  # steer id -> run, written and not replayed
+        self._refused_steers: set[str] = set()  # refused while the CLI still holds them
+        self._interrupt_next_turn = False  # the CLI runs held steers after an interrupt
+        self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
+        # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
+        self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
+        self._fork_of: str | None = None  # forked at the next spawn (--fork-session)
+        self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
+        self._command_output = ""  # what the CLI's command printed (local-command-stdout)
 
     # lifecycle -----------------------------------------------------------------------------
     async def serve(
@@ -141,6 +158,7 @@ class ClaudeAdapter(AgentAdapter):
         self._emit = emit
         self._start = start
         self.session_id = start.session_id
+        self._fork_of = start.session_id if start.fork else None
         self._model = start.model or self.options.model
         try:
             if self.options.per_turn:
@@ -270,6 +288,7 @@ class ClaudeAdapter(AgentAdapter):
             model=model or self._start.model,
             system_instruction=system_instruction or self._start.system_instruction,
             mcp_config_path=(mcp_path := self._write_mcp_config()),
+            fork=session_id is not None and session_id == self._fork_of,
         )
         self._mcp_config = mcp_path
         proc = await spawn_agent(spec)
@@ -277,6 +296,12 @@ class ClaudeAdapter(AgentAdapter):
         self._peer = RpcPeer(proc.write_line, CONTROL, name="Claude Code")
         self.processes_started += 1
         self._startup_error = ""
+        # A new process knows nothing of the last one's steers (its exit ended their run).
+        self._unreplayed.clear()
+        self._steers_open.clear()
+        self._refused_steers.clear()
+        self._interrupt_next_turn = False
+        self._carried = None
         self.parser.process_started()
         self._turn_done = trio.Event()
         return proc
@@ -345,17 +370,35 @@ class ClaudeAdapter(AgentAdapter):
         try:
             async for line in proc.stdout_lines():
                 parsed = self.parser.feed(line)
-                for event in parsed.events:
+                if '"isReplay"' in line:
+                    await self._replayed(line)
+                events = parsed.events
+                if self.current_run in self._command_runs:
+                    events = self._command_events(line, parsed.turn_ended, events)
+                continues = parsed.turn_ended and bool(self._steers_open)
+                if continues:
+                    events = await self._continue_turn(events)
+                elif self._carried is not None and parsed.turn_ended:
+                    events = [self._merge_carried(e) for e in events]
+                for event in events:
                     await self._emit_event(event)
                 if parsed.response is not None:
                     peer.resolve(parsed.response)
                 try:
+                    if self._interrupt_next_turn and any(
+                        isinstance(e, SessionStarted) for e in events
+                    ):
+                        # The steers' own turn after an interrupt: it is interrupted too.
+                        self._interrupt_next_turn = False
+                        await self._control(peer.send_request("interrupt"))
                     if parsed.refuse is not None:
                         await peer.respond_error(
                             parsed.refuse.id, METHOD_NOT_FOUND, "not supported by Spindle"
                         )
-                    if parsed.turn_ended:
+                    if parsed.turn_ended and not continues:
                         self.current_run = None
+                        self._unreplayed.clear()
+                        self._refused_steers.clear()
                         await self._write_next(peer)
                 except (RpcClosed, AgentStartError):
                     pass  # stdin is gone: the process is exiting, and _wait_exit reports it
@@ -371,6 +414,8 @@ class ClaudeAdapter(AgentAdapter):
         """Emit, stamped with ``run_id`` or else the run of the turn the CLI is on."""
         if isinstance(event, SessionStarted):
             self.session_id = event.session_id
+            if event.session_id != self._fork_of:
+                self._fork_of = None  # the fork has its own session: resume that from now
         if self._prompt_sent_at is not None:
             self.first_event_latency_s = time.monotonic() - self._prompt_sent_at
             self._prompt_sent_at = None
@@ -423,10 +468,115 @@ class ClaudeAdapter(AgentAdapter):
             notice, self._notice = self._notice, None
             await self._emit_event(AgentError(message=notice), prompt.run_id)
         self.current_run = prompt.run_id
+        if prompt.command == "compact":
+            self._command_runs.add(prompt.run_id)
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)
+        if not self.options.per_turn:
+            self._unreplayed.append((None, text))  # its replay is not a steer's
         await self._control(peer.send(prompt_message(text, prompt.attachments)))
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Write the message as a user line while the turn runs: Claude Code takes it into
+        the turn at its next model request (as "The user sent a new message while you were
+        working: ..."), or, when the turn ends first, runs it in a turn of its own right
+        after; either way the adapter keeps one run, and the CLI's replay of the line
+        (``--replay-user-messages``) says it was taken."""
+        if self.options.per_turn:
+            await super().steer(steer)
+        proc, peer = self._proc, self._peer
+        if steer.run_id != self.current_run or proc is None or peer is None:
+            refused = SteerRefused(steer_id=steer.steer_id, reason="no turn")
+            await self._emit_event(refused, steer.run_id)
+            return
+        if proc.returncode is not None:
+            return  # the exit ends the turn: the core puts the text back in the queue
+        text = prompt_text(steer.text, steer.attachments)
+        self._unreplayed.append((steer.steer_id, text))
+        self._steers_open[steer.steer_id] = steer.run_id
+        await self._control(peer.send(prompt_message(text, steer.attachments)))
+
+    def _command_events(
+        self, line: str, turn_ended: bool, events: list[AgentEvent]
+    ) -> list[AgentEvent]:
+        """A command's turn (``/compact``) streams no answer: what the CLI printed
+        ("Compacted", "Not enough messages to compact.") is shown as its text instead."""
+        if "<local-command-stdout>" in line:
+            found = re.search(r"<local-command-stdout>(.*?)</local-command-stdout>", line, re.S)
+            if found:
+                self._command_output = found.group(1).strip()
+        if not turn_ended:
+            return events
+        self._command_runs.discard(self.current_run or "")
+        output, self._command_output = self._command_output, ""
+        try:
+            result = json.loads(line).get("result")
+        except (ValueError, AttributeError):
+            result = None
+        text = (result if isinstance(result, str) else "").strip() or output
+        if text and any(isinstance(e, TurnCompleted) and not e.is_error for e in events):
+            return [TextDelta(text=text), *events]
+        return events
+
+    async def _replayed(self, line: str) -> None:
+        """The CLI replayed a user line it took into its transcript: a steer is taken."""
+        try:
+            obj = json.loads(line)
+            content = obj["message"]["content"]
+            text = next(p["text"] for p in content if p.get("type") == "text")
+        except (ValueError, KeyError, TypeError, StopIteration, AttributeError):
+            return
+        if obj.get("isReplay") is not True:
+            return
+        found = next((i for i, (_, w) in enumerate(self._unreplayed) if w == text), None)
+        if found is None:
+            return
+        steer_id = self._unreplayed[found][0]
+        for _ in range(found + 1):  # earlier lines were taken without a replay
+            self._unreplayed.popleft()
+        if steer_id is None:
+            return
+        run_id = self._steers_open.pop(steer_id, None)
+        if run_id is not None and steer_id not in self._refused_steers:
+            await self._emit_event(SteerTaken(steer_id=steer_id), run_id)
+
+    async def _continue_turn(self, events: list[AgentEvent]) -> list[AgentEvent]:
+        """The turn ended with steers the CLI has not taken yet: it runs them in a turn of
+        its own next, which continues this run. After an interrupt that turn is
+        interrupted too, and the steers are refused (the core sends them as prompts)."""
+        ends = [e for e in events if isinstance(e, TurnCompleted | TurnAborted)]
+        rest: list[AgentEvent] = [
+            e for e in events if not isinstance(e, TurnCompleted | TurnAborted)
+        ]
+        aborted = any(isinstance(e, TurnAborted) for e in ends)
+        if aborted:
+            self._interrupt_next_turn = True
+            for steer_id in list(self._steers_open):
+                self._refused_steers.add(steer_id)
+                del self._steers_open[steer_id]
+                refused = SteerRefused(steer_id=steer_id, reason="the turn was interrupted")
+                rest.append(refused)
+        else:
+            done = next((e for e in ends if isinstance(e, TurnCompleted)), None)
+            if done is not None:
+                merged = self._merge_carried(done)
+                self._carried = merged if isinstance(merged, TurnCompleted) else done
+        return rest
+
+    def _merge_carried(self, event: AgentEvent) -> AgentEvent:
+        """The run's end carries what the turns before it (continued by steers) cost."""
+        carried = self._carried
+        if carried is None or not isinstance(event, TurnCompleted):
+            return event
+        self._carried = None
+        cost = None
+        if event.cost_usd is not None or carried.cost_usd is not None:
+            cost = (event.cost_usd or 0.0) + (carried.cost_usd or 0.0)
+        duration = None
+        if event.duration_ms is not None or carried.duration_ms is not None:
+            duration = (event.duration_ms or 0) + (carried.duration_ms or 0)
+        return event.model_copy(update={"cost_usd": cost, "duration_ms": duration})
 
     async def interrupt(self, run_id: str) -> None:
         if run_id in self._queued_runs:

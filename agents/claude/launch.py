@@ -79,6 +79,7 @@ def launch_spec(
     system_instruction: str | None = None,
     mcp_config_path: str | None = None,
     base_env: Mapping[str, str] | None = None,
+    fork: bool = False,
 ) -> LaunchSpec:
     """argv, environment and cwd of one Claude Code process."""
     argv = [
@@ -93,8 +94,14 @@ def launch_spec(
         "--permission-prompt-tool",
         "stdio",
     ]
+    if not options.per_turn:
+        # Each user line taken into the transcript is echoed back: how a steer (a line
+        # written mid-turn) is known to be taken.
+        argv.append("--replay-user-messages")
     if session_id:
         argv += ["--resume", session_id]
+        if fork:
+            argv.append("--fork-session")  # a new session id, continuing a copy
     chosen_model = model or options.model
     if chosen_model:
         argv += ["--model", chosen_model]

@@ -28,7 +28,14 @@ from typing import Any
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
-from threadspindle.agents.base.jsonrpc import METHOD_NOT_FOUND, RpcClosed, RpcError, RpcPeer
+from threadspindle.agents.base.jsonrpc import (
+    METHOD_NOT_FOUND,
+    RpcClosed,
+    RpcError,
+    RpcId,
+    RpcPeer,
+    RpcResponse,
+)
 from threadspindle.agents.base.options import AgentOptions, ConversationInfo
 from threadspindle.agents.base.parsing import AgentStatistics, ParsedLine, ParserStats
 from threadspindle.agents.base.process import spawn_agent
@@ -50,10 +57,13 @@ from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["CodexAdapter"]
@@ -121,6 +131,13 @@ class CodexAdapter(AgentAdapter):
         self._exec_run_id: str | None = None  # the run whose codex exec runs now
         self._exec_waiting: set[str] = set()  # prompted runs waiting for the previous turn
         self._exec_cancelled: set[str] = set()  # ... of which interrupted before they ran
+        # turn/steer requests on their way: rpc id -> (steer id, run id). Their answers are
+        # taken by the reader, in stream order, so a SteerTaken always precedes its turn's end.
+        self._steers: dict[RpcId, tuple[str, str]] = {}
+        # app-server steers natively (turn/steer); codex exec per turn cannot.
+        self.capabilities = AgentCapabilities(
+            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
+        )
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -291,9 +308,11 @@ class CodexAdapter(AgentAdapter):
             common["developerInstructions"] = instruction
         result: Any = None
         if start.session_id:
+            # A fork (/fork, /btw) is a new thread continuing a copy of the stored one.
+            method, verb = ("thread/fork", "fork") if start.fork else ("thread/resume", "resume")
             try:
                 result = await rpc.request(
-                    "thread/resume",
+                    method,
                     {"threadId": start.session_id, "excludeTurns": True, **common},
                     timeout=RPC_TIMEOUT_S,
                 )
@@ -302,7 +321,7 @@ class CodexAdapter(AgentAdapter):
                 await self._send(
                     self._run_id,
                     AgentError(
-                        message=f"could not resume codex session {start.session_id}: {exc.message}"
+                        message=f"could not {verb} codex session {start.session_id}: {exc.message}"
                     ),
                 )
         if result is None:
@@ -339,7 +358,11 @@ class CodexAdapter(AgentAdapter):
 
     async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
         if parsed.response is not None:
-            rpc.resolve(parsed.response)
+            steer = self._steers.pop(parsed.response.id, None)
+            if steer is not None:
+                await self._steer_answered(steer, parsed.response)
+            else:
+                rpc.resolve(parsed.response)
         turn = parsed.turn_id
         if parsed.turn_started and turn is not None and turn not in self._ended_turns:
             if self._active_turn is None:
@@ -391,6 +414,9 @@ class CodexAdapter(AgentAdapter):
                     await self._turn_idle.wait()
             self._run_id = prompt.run_id
             await self._announce(prompt.run_id)
+            if prompt.command == "compact":
+                await self._compact(rpc, prompt)
+                return
             params: dict[str, Any] = {
                 "threadId": self._thread_id,
                 "input": turn_input(prompt.text, prompt.attachments),
@@ -425,6 +451,47 @@ class CodexAdapter(AgentAdapter):
                     self._active_turn = turn_id
                     self._turn_idle = trio.Event()
 
+    async def _compact(self, rpc: RpcPeer, prompt: PromptAgent) -> None:
+        """``thread/compact/start``: codex compacts the thread in a turn of its own (its
+        ``turn/started`` ... ``turn/completed`` are stamped with this run, as a prompt's)."""
+        self._turn_pending = True
+        try:
+            await rpc.request(
+                "thread/compact/start", {"threadId": self._thread_id}, timeout=TURN_START_TIMEOUT_S
+            )
+        except (RpcError, RpcClosed, trio.TooSlowError) as exc:
+            self._turn_pending = False
+            if not isinstance(exc, RpcClosed):
+                await self._send(
+                    prompt.run_id,
+                    TurnCompleted(
+                        session_id=self._thread_id,
+                        model=self._model,
+                        is_error=True,
+                        error=f"codex refused to compact: {exc}",
+                    ),
+                )
+            return
+        # The turn's id arrives with its turn/started (the response has none).
+        with trio.move_on_after(TURN_START_TIMEOUT_S):
+            while self._active_turn is None and not self._gone.is_set():
+                if prompt.run_id in self._turn_runs.values():
+                    break
+                await trio.sleep(0.01)
+        self._turn_pending = False
+        self._tree.sample(self._proc.pid if self._proc else None)
+        if prompt.run_id not in self._turn_runs.values() and not self._gone.is_set():
+            # No turn came of it: the run must still end (the process lives on).
+            await self._send(
+                prompt.run_id,
+                TurnCompleted(
+                    session_id=self._thread_id,
+                    model=self._model,
+                    is_error=True,
+                    error="codex started no compaction turn",
+                ),
+            )
+
     async def _interrupt_turn(self, turn_id: str) -> None:
         rpc = self._rpc
         if rpc is None or rpc.closed or self._thread_id is None:
@@ -452,6 +519,46 @@ class CodexAdapter(AgentAdapter):
         if self._turn_runs.get(turn, run_id) != run_id:
             return  # a stale interrupt for a run that is already over
         await self._interrupt_turn(turn)
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """``turn/steer {threadId, input, expectedTurnId}``: codex adds the input to the
+        running turn (the model sees it at its next request). Its answer is read in stream
+        order (``_handle_parsed``); a turn that is not the run's any more is refused."""
+        if self.options.per_turn:
+            await super().steer(steer)
+        # The turn id may still be on its way (turn/start in flight): give it a moment.
+        with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+            while self._turn_pending and self._active_turn is None:
+                await trio.sleep(0.01)
+        turn, rpc = self._active_turn, self._rpc
+        if (
+            turn is None
+            or self._turn_runs.get(turn) != steer.run_id
+            or rpc is None
+            or rpc.closed
+            or self._thread_id is None
+        ):
+            await self._send(steer.run_id, SteerRefused(steer_id=steer.steer_id, reason="no turn"))
+            return
+        rpc_id = rpc.new_id()
+        self._steers[rpc_id] = (steer.steer_id, steer.run_id)
+        params = {
+            "threadId": self._thread_id,
+            "input": turn_input(steer.text, steer.attachments),
+            "expectedTurnId": turn,
+        }
+        try:
+            await rpc.send_request("turn/steer", params, rpc_id=rpc_id)
+        except RpcClosed:
+            self._steers.pop(rpc_id, None)  # the exit ends the turn; the core requeues it
+
+    async def _steer_answered(self, steer: tuple[str, str], response: RpcResponse) -> None:
+        steer_id, run_id = steer
+        if response.error is None:
+            await self._send(run_id, SteerTaken(steer_id=steer_id))
+            return
+        reason = response.error.get("message") if isinstance(response.error, dict) else None
+        await self._send(run_id, SteerRefused(steer_id=steer_id, reason=str(reason or "refused")))
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         pending = self._parser.take_request(request_id)

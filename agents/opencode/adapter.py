@@ -51,6 +51,7 @@ from threadspindle.agents.opencode.launch import (
     McpRegistration,
     launch_env,
     mcp_registrations,
+    model_ref,
     private_config,
     prompt_body,
     run_spec,
@@ -73,8 +74,10 @@ from threadspindle.runtime.core.agent_events import (
     AgentEvent,
     SessionStarted,
     TurnAborted,
+    TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["OpencodeAdapter"]
@@ -110,6 +113,12 @@ class OpencodeAdapter(AgentAdapter):
         self._session_id: str | None = None
         self._workdir: str | None = None
         self._run_id: str | None = None
+        self._last_model: str | None = None  # "provider/model" of the last turn
+        # /compact is opencode's session summarize (long-lived only); no steering (a prompt
+        # on a busy session is queued by opencode, not added to the turn).
+        self.capabilities = AgentCapabilities(
+            compact=not options.per_turn, fork=not options.per_turn
+        )
         self._emit: EmitEvent | None = None
         self._parser: OpencodeEventParser | None = None
         self._nursery: trio.Nursery | None = None
@@ -162,7 +171,7 @@ class OpencodeAdapter(AgentAdapter):
         subscription = None
         try:
             self._problems = await self._register_mcp(server)
-            session_id = await self._open_session(server, start.session_id)
+            session_id = await self._open_session(server, start.session_id, fork=start.fork)
             self._session_id = session_id
             subscription = server.subscribe(session_id)
             self._parser = OpencodeEventParser(session_id, self._stats)
@@ -170,7 +179,7 @@ class OpencodeAdapter(AgentAdapter):
             await self._emit_event(SessionStarted(session_id=session_id, model=start.model))
             for problem in self._problems:
                 await self._emit_event(AgentError(message=problem))
-            if start.session_id and start.session_id != session_id:
+            if start.session_id and start.session_id != session_id and not start.fork:
                 await self._emit_event(
                     AgentError(
                         message=f"Could not resume opencode session {start.session_id} "
@@ -199,9 +208,23 @@ class OpencodeAdapter(AgentAdapter):
                 await self._unregister_mcp(server)
                 await release_server(server)
 
-    async def _open_session(self, server: OpencodeServer, resume: str | None) -> str:
+    async def _open_session(
+        self, server: OpencodeServer, resume: str | None, *, fork: bool = False
+    ) -> str:
         mcp = mcp_registrations(self.options)
         rules = session_rules(self.permission, mcp)
+        if resume and fork:
+            # /fork, /btw: a new session with a copy of the old one's messages.
+            response = await server.request("POST", f"/session/{resume}/fork", json_body={})
+            forked = response.json() if response.status_code == 200 else None
+            if isinstance(forked, dict) and isinstance(forked.get("id"), str):
+                if mcp:
+                    await self._update_rules(server, forked["id"], forked, mcp)
+                return str(forked["id"])
+            raise AgentStartError(
+                f"opencode: could not fork session {resume}: "
+                f"{response.status_code} {response.text[:300]}"
+            )
         if resume:
             response = await server.request("GET", f"/session/{resume}")
             if response.status_code == 200:
@@ -321,6 +344,8 @@ class OpencodeAdapter(AgentAdapter):
                 await self._emit_event(event)
 
     async def _emit_event(self, event: AgentEvent) -> None:
+        if isinstance(event, TurnCompleted) and event.model:
+            self._last_model = event.model  # what /compact summarises with, unless set
         if self._emit is not None:
             await self._emit(StampedEvent(self._run_id, self._session_id, event))
 
@@ -435,10 +460,14 @@ class OpencodeAdapter(AgentAdapter):
                 update={"system_instruction": self.options.system_instruction}
             )
         body = prompt_body(prompt, self.options.model)
+        path = f"/session/{self._session_id}/prompt_async"
+        if prompt.command == "compact":
+            # opencode's own compaction (a summary message), on the session's last model.
+            model = model_ref(prompt.model or self.options.model or self._last_model)
+            path = f"/session/{self._session_id}/summarize"
+            body = dict(model) if model is not None else {}
         try:
-            response = await server.request(
-                "POST", f"/session/{self._session_id}/prompt_async", json_body=body
-            )
+            response = await server.request("POST", path, json_body=body)
             failure = None if response.status_code in (200, 204) else response.text[:500]
         except Exception as exc:  # noqa: BLE001 - any transport failure ends the turn
             failure = repr(exc)

@@ -29,6 +29,7 @@ __all__ = [
     "McpRegistration",
     "launch_env",
     "mcp_registrations",
+    "model_ref",
     "private_config",
     "prompt_body",
     "run_argv",
@@ -156,7 +157,8 @@ def run_spec(
     return LaunchSpec.of(options, argv, env, workdir, expose=(env.get("OPENCODE_CONFIG"),))
 
 
-def _model_ref(model: str | None) -> dict[str, str] | None:
+def model_ref(model: str | None) -> dict[str, str] | None:
+    """``{"providerID", "modelID"}`` of a ``provider/model`` name (None without one)."""
     if not model or "/" not in model:
         return None
     provider, _, model_id = model.partition("/")
@@ -168,7 +170,7 @@ def prompt_body(prompt: PromptAgent, default_model: str | None = None) -> dict[s
     body: dict[str, Any] = {
         "parts": [{"type": "text", "text": prompt_text(prompt.text, prompt.attachments)}]
     }
-    model = _model_ref(prompt.model or default_model)
+    model = model_ref(prompt.model or default_model)
     if model is not None:
         body["model"] = model
     if prompt.system_instruction:

@@ -31,7 +31,9 @@ import trio
 import trio_asyncio
 import yarl
 
+from threadspindle.effects.discord_platform import DiscordPlatform
 from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
@@ -39,13 +41,14 @@ from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import AdapterFactory
+from threadspindle.runtime.live.ports import AdapterFactory, ThreadOpener
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
 __all__ = [
     "DiscordApp",
     "DiscordRenderers",
     "RuntimePort",
+    "discord_thread_opener",
     "hosted_bot",
     "point_discord_at",
     "run_discord_runtime",
@@ -65,6 +68,17 @@ class RuntimePort(Protocol):
     def snapshot(self, thread_id: str) -> ThreadState | None: ...
 
     async def dispose(self, thread_id: str) -> object: ...
+
+
+def discord_thread_opener(platform: DiscordPlatform) -> ThreadOpener:
+    """The runtime's ``thread_opener`` on Discord: a public thread in the channel of the
+    thread that asked (``/fork``, ``/btw``), named as a mention."""
+
+    async def opener(source: str, title: str) -> tuple[str, str]:
+        thread_id = await platform.open_thread_beside(source, title)
+        return thread_id, f"<#{thread_id}>"
+
+    return opener
 
 
 def point_discord_at(settings: DiscordSettings) -> None:
@@ -172,6 +186,7 @@ async def run_discord_runtime(
     adapter_factory: AdapterFactory,
     policy: Policy,
     limits: PlatformLimits | None = None,
+    budget: BudgetLimits = DISCORD_BUDGET,
     stop_on_signals: bool = False,
     task_status: Any = trio.TASK_STATUS_IGNORED,
     **runtime_kwargs: Any,
@@ -179,10 +194,14 @@ async def run_discord_runtime(
     """The whole Discord bot: runtime, renderers and client, until ``stop()`` or
     cancelled. Starts (``task_status``) with a ``DiscordApp`` once the bot is ready.
     ``stop_on_signals`` (main thread only): SIGINT/SIGTERM stop it gracefully instead of
-    interrupting it, so runs are closed and the last edits made before the client goes."""
+    interrupting it, so runs are closed and the last edits made before the client goes.
+    ``budget``: the request budget the renderers share (Discord's documented limits)."""
     # Read before the runtime logs anything: when the previous process last did something.
     last_alive = log.last_action_at()
-    async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
+    async with (
+        trio_asyncio.open_loop(),
+        DiscordRenderers(limits, budget=budget) as renderers,
+    ):
         async with open_runtime(
             log=log,
             renderer_factory=renderers.renderer,
@@ -198,6 +217,7 @@ async def run_discord_runtime(
                 history=history,
             ) as bot:
                 renderers.attach(bot.platform)
+                runtime.thread_opener = discord_thread_opener(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
                 app = DiscordApp(runtime, bot, renderers, trio.Event())
                 task_status.started(app)

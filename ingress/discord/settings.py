@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.ingress.discord.translate import PlainMessageMode
+from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
@@ -36,6 +38,7 @@ class ProjectChannel(Frozen):
     channel_id: int
     agent: str = "claude"
     workdir: str
+    plain_message: PlainMessageMode | None = None  # None: the bot's ``plain_message``
 
     @field_validator("agent")
     @classmethod
@@ -62,8 +65,14 @@ class DiscordSettings(Frozen):
     # (discord.py raises anything below 30 s to 30 s).
     max_ratelimit_timeout_s: float = 30.0
     queue_suffix: str = " queue"
+    steer_suffix: str = " steer"
+    # How a message without a suffix is delivered while a run is active (per project
+    # channel: its own ``plain_message``): "interrupt", "queue" or "steer".
+    plain_message: PlainMessageMode = "interrupt"
     # How long discord.py waits for more GUILD_CREATEs before it reports ready.
     guild_ready_timeout_s: float = 2.0
+    # Voice messages are transcribed here (None: voice messages are refused with a reply).
+    transcription: TranscriptionConfig | None = None
 
     @field_validator("agents")
     @classmethod
@@ -75,6 +84,13 @@ class DiscordSettings(Frozen):
 
     def project_channel(self, channel_id: int) -> ProjectChannel | None:
         return next((p for p in self.project_channels if p.channel_id == channel_id), None)
+
+    def plain_message_mode(self, channel_id: int | None) -> PlainMessageMode:
+        """How a plain message in a thread of ``channel_id`` is delivered."""
+        project = self.project_channel(channel_id) if channel_id is not None else None
+        if project is not None and project.plain_message is not None:
+            return project.plain_message
+        return self.plain_message
 
     def is_allowed(self, user_id: int, role_ids: tuple[int, ...] | list[int]) -> bool:
         """Allow-listed users, or members holding an allow-listed role. No list: nobody."""
@@ -100,9 +116,16 @@ def settings_from_config(config: Any) -> DiscordSettings:
         allowed_user_ids=tuple(section.allowed_user_ids),
         allowed_role_ids=tuple(section.allowed_role_ids),
         project_channels=tuple(
-            ProjectChannel(channel_id=int(channel_id), agent=p.agent, workdir=p.workdir)
+            ProjectChannel(
+                channel_id=int(channel_id),
+                agent=p.agent,
+                workdir=p.workdir,
+                plain_message=p.plain_message,
+            )
             for channel_id, p in section.project_channels.items()
         ),
+        plain_message=section.plain_message,
         default_workdir=roots[0],
         attachment_max_bytes=int(section.attachment_max_mib * 1024 * 1024),
+        transcription=config.transcription.config(),
     )

@@ -3,8 +3,10 @@ except the workdir resolution (which ingress owes the core: the core judges the 
 path, it never touches the filesystem).
 
 Ingress makes no decisions: whether a prompt interrupts, is queued, or is refused is the
-core's call. The one convention decided here is syntactic: a message ending with the queue
-suffix (`` queue``) is a non-interrupting prompt.
+core's call. The conventions decided here are syntactic: a message ending with the queue
+suffix (`` queue``) is a non-interrupting prompt, one ending with the steer suffix
+(`` steer``) is added to the running turn (``SteerCommand``), and a message with neither
+is delivered the channel's way (``plain_message``: interrupt, the default; queue; steer).
 
 Action ids are derived from Discord ids, so a gateway event delivered twice (a resume
 replay) yields the same action id and the core drops the duplicate.
@@ -13,11 +15,13 @@ replay) yields the same action id and the core drops the duplicate.
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from threadspindle.effects.render import parse_component_action
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
+    SteerCommand,
     UserMessage,
 )
 from threadspindle.runtime.core.model import Attachment
@@ -29,7 +33,10 @@ __all__ = [
     "interaction_action_id",
     "message_action",
     "message_action_id",
+    "PlainMessageMode",
     "parse_custom_id",
+    "is_queued",
+    "prompt_action",
     "resolve_workdir",
     "split_queue_suffix",
 ]
@@ -78,6 +85,62 @@ def message_action(
         source_message_id=str(message_id),
         interrupt=not queued,
     )
+
+
+PlainMessageMode = Literal["interrupt", "queue", "steer"]
+"""How a message without a suffix is delivered while a run is active."""
+
+
+def prompt_action(
+    *,
+    thread_id: str,
+    message_id: int,
+    author_id: int,
+    author_name: str,
+    text: str,
+    at: float,
+    attachments: tuple[Attachment, ...] = (),
+    suffix: str = " queue",
+    steer_suffix: str = " steer",
+    mode: PlainMessageMode = "interrupt",
+) -> UserMessage | SteerCommand:
+    """A chat message as a prompt: ``message_action``, except that the steer suffix (or,
+    without any suffix, ``mode == "steer"``) makes it a ``SteerCommand``, and ``mode ==
+    "queue"`` queues a message without a suffix."""
+    prompt, steered = split_queue_suffix(text, steer_suffix)
+    queued = False
+    if not steered:
+        queued = split_queue_suffix(text, suffix)[1]
+        steered = not queued and mode == "steer"
+    if steered:
+        return SteerCommand(
+            thread_id=thread_id,
+            action_id=message_action_id(message_id),
+            at=at,
+            author_id=str(author_id),
+            author_name=author_name,
+            text=prompt,
+            attachments=attachments,
+            source_message_id=str(message_id),
+        )
+    action = message_action(
+        thread_id=thread_id,
+        message_id=message_id,
+        author_id=author_id,
+        author_name=author_name,
+        text=text,
+        at=at,
+        attachments=attachments,
+        suffix=suffix,
+    )
+    if mode == "queue" and action.interrupt:
+        action = action.model_copy(update={"interrupt": False})
+    return action
+
+
+def is_queued(action: UserMessage | SteerCommand) -> bool:
+    """The action waits in the queue (its chat message's edits and deletes follow it)."""
+    return isinstance(action, UserMessage) and not action.interrupt
 
 
 def edit_action(

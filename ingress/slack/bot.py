@@ -54,10 +54,12 @@ from threadspindle.effects.slack_platform import (
 )
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
 
@@ -498,6 +500,12 @@ class SlackIngress:
             return A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         if name in ("end", "conversation-end", "conversation"):
             return A.ConversationEnded(**common)
+        if name == "schedule":
+            return schedule_action(
+                common, args, author_id=user, author_name=user, tz=local_timezone()
+            )
+        if name == "verbosity":
+            return verbosity_action(common, args)
         raise InputRefused(f"Unknown command {name[:40]!r} (try @Spindle help).")
 
     async def _agent_command(

@@ -27,12 +27,18 @@ import trio_asyncio
 from telegram import Bot, BotCommand
 from telegram.request import HTTPXRequest
 
-from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS, TelegramPlatform
+from threadspindle.effects.telegram_platform import (
+    TELEGRAM_LIMITS,
+    TelegramPlatform,
+    parse_thread_id,
+    telegram_thread_id,
+)
 from threadspindle.ingress.telegram.bot import RuntimePort, TelegramIngress
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.telegram.translate import COMMANDS, agent_commands
+from threadspindle.runtime.live.ports import ThreadOpener
 
-__all__ = ["TelegramBot", "hosted_telegram", "make_bot"]
+__all__ = ["TelegramBot", "hosted_telegram", "make_bot", "telegram_thread_opener"]
 
 _log = logging.getLogger(__name__)
 
@@ -44,12 +50,26 @@ class TelegramBot:
     ingress: TelegramIngress
 
 
+def telegram_thread_opener(platform: TelegramPlatform) -> ThreadOpener:
+    """The runtime's ``thread_opener`` on Telegram: a new topic in the forum group of the
+    thread that asked (``/fork``, ``/btw``); a chat without topics cannot have one."""
+
+    async def opener(source: str, title: str) -> tuple[str, str]:
+        chat_id, _ = parse_thread_id(source)
+        topic = await platform.create_topic(chat_id, title or "fork")
+        return telegram_thread_id(chat_id, topic), f"the topic “{title}”"
+
+    return opener
+
+
 def make_bot(settings: TelegramSettings, *, timeout_s: float = 10.0) -> Bot:
     """A PTB ``Bot`` for ``settings`` (not initialized): one HTTP client for calls, one for
     the long poll (PTB adds the poll's timeout to the read timeout itself)."""
     return Bot(
         settings.token,
         base_url=settings.base_url,
+        # Files (voice notes) come from <api>/file/bot<token>/<path>.
+        base_file_url=settings.base_url.removesuffix("/bot") + "/file/bot",
         request=HTTPXRequest(
             connection_pool_size=8,
             connect_timeout=timeout_s,

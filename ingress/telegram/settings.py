@@ -13,6 +13,8 @@ from pydantic import field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.ingress.discord.translate import PlainMessageMode
+from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["TELEGRAM_API", "ProjectGroup", "TelegramSettings", "telegram_settings_from_config"]
@@ -45,11 +47,16 @@ class TelegramSettings(Frozen):
     default_workdir: str = "~"
     agents: tuple[str, ...] = SLASH_AGENTS
     queue_suffix: str = " queue"
+    steer_suffix: str = " steer"
+    plain_message: PlainMessageMode = "interrupt"  # how a message with no suffix goes
     poll_timeout_s: float = 30.0  # long polling: how long one getUpdates may wait
     # At most one edit per chat this often (Telegram allows about one message a second).
     min_edit_interval_s: float = 1.0
     # A refused user is told at most once per this many seconds.
     refusal_interval_s: float = 600.0
+
+    # Voice messages are transcribed here (None: voice messages are refused with a reply).
+    transcription: TranscriptionConfig | None = None
 
     @field_validator("agents")
     @classmethod
@@ -92,5 +99,7 @@ def telegram_settings_from_config(config: Any) -> TelegramSettings:
             for chat_id, p in section.project_groups.items()
         ),
         default_workdir=roots[0],
+        plain_message=section.plain_message,
         min_edit_interval_s=max(section.min_edit_interval_s, config.runtime.edit_interval_s),
+        transcription=config.transcription.config(),
     )

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 from threadspindle.effects.chunking import parse_component_action
 from threadspindle.effects.telegram_platform import telegram_thread_id
-from threadspindle.ingress.discord.translate import split_queue_suffix
+from threadspindle.ingress.discord.translate import PlainMessageMode, split_queue_suffix
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
+    SteerCommand,
     UserMessage,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "message_action_id",
     "parse_callback",
     "parse_command",
+    "prompt_action",
     "start_action_id",
     "thread_of",
 ]
@@ -44,12 +46,18 @@ __all__ = [
 # (Telegram command, its description): what setMyCommands registers, agents first.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("queue", "Queue a prompt without interrupting: /queue <message>"),
+    ("steer", "Add to the running turn without stopping it: /steer <message>"),
+    ("compact", "Let the agent compact (summarise) its conversation"),
+    ("fork", "A new topic continuing this conversation"),
+    ("btw", "Ask on the side in a forked topic: /btw <question>"),
     ("abort", "Stop the active run"),
     ("status", "Show the run, the queue and the agent"),
     ("clear_queue", "Drop all queued prompts, or one: /clear_queue [position]"),
     ("model", "Switch model (retries the active prompt): /model <name>"),
     ("workdir", "Move the conversation: /workdir <path>"),
     ("conversation_end", "End the conversation and stop its agent"),
+    ("schedule", "A prompt later: /schedule <when> <prompt> | list | cancel <id>"),
+    ("verbosity", "What runs show: /verbosity text|tools|all"),
     ("help", "What Spindle understands here"),
 )
 
@@ -122,6 +130,49 @@ def message_action(
         source_message_id=str(message_id),
         interrupt=not queued,
     )
+
+
+def prompt_action(
+    *,
+    thread_id: str,
+    chat_id: int,
+    message_id: int,
+    author_id: int,
+    author_name: str,
+    text: str,
+    at: float,
+    suffix: str = " queue",
+    steer_suffix: str = " steer",
+    mode: PlainMessageMode = "interrupt",
+) -> UserMessage | SteerCommand:
+    """A message as a prompt: the steer suffix (or, with no suffix, ``mode == "steer"``)
+    makes it a ``SteerCommand``; ``mode == "queue"`` queues a message with no suffix."""
+    prompt, steered = split_queue_suffix(text, steer_suffix)
+    if not steered:
+        steered = mode == "steer" and not split_queue_suffix(text, suffix)[1]
+    if steered:
+        return SteerCommand(
+            thread_id=thread_id,
+            action_id=message_action_id(chat_id, message_id),
+            at=at,
+            author_id=str(author_id),
+            author_name=author_name,
+            text=prompt,
+            source_message_id=str(message_id),
+        )
+    action = message_action(
+        thread_id=thread_id,
+        chat_id=chat_id,
+        message_id=message_id,
+        author_id=author_id,
+        author_name=author_name,
+        text=text,
+        at=at,
+        suffix=suffix,
+    )
+    if mode == "queue" and action.interrupt:
+        action = action.model_copy(update={"interrupt": False})
+    return action
 
 
 def edit_action(

@@ -36,11 +36,13 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram.translate import parse_callback
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
 
@@ -74,8 +76,10 @@ def help_text(agents: tuple[str, ...]) -> str:
         'Plain messages are prompts for this chat\'s agent (a message ending in " queue" '
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /abort · /status · /clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /end"
+        "/queue <message> · /steer <message> · /compact · /abort · /status · "
+        "/clear_queue [position]\n"
+        "/model <name> · /workdir <path> · /end\n"
+        "/schedule <when> <prompt> | list | cancel <id> · /verbosity text|tools|all"
     )
 
 
@@ -160,6 +164,20 @@ class WhatsAppIngress:
         if not text.strip():
             return
         if self._has_conversation(thread_id):
+            prompt, steered = split_queue_suffix(text, " steer")
+            if steered:  # added to the running turn (/steer)
+                await self._post(
+                    A.SteerCommand(
+                        thread_id=thread_id,
+                        action_id=translate.action_id(inbound.wamid),
+                        at=self._clock(),
+                        author_id=inbound.sender,
+                        author_name=inbound.name,
+                        text=prompt,
+                        source_message_id=inbound.wamid,
+                    )
+                )
+                return
             prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
             action = A.UserMessage(
                 thread_id=thread_id,
@@ -293,6 +311,29 @@ class WhatsAppIngress:
                 text=args,
                 source_message_id=inbound.wamid,
             )
+        elif name == "steer":
+            if not args:
+                raise InputRefused("usage: /steer <message>")
+            action = A.SteerCommand(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                text=args,
+                source_message_id=inbound.wamid,
+            )
+        elif name in ("fork", "btw"):
+            if name == "btw" and not args:
+                raise InputRefused("usage: /btw <question>")
+            action = A.ForkRequested(
+                **common,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                question=args if name == "btw" else None,
+            )
+        elif name == "compact":
+            action = A.CompactRequested(
+                **common, author_id=inbound.sender, author_name=inbound.name
+            )
         elif name == "abort":
             action = A.AbortRequested(**common, author_id=inbound.sender)
         elif name == "status":
@@ -315,6 +356,16 @@ class WhatsAppIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("end", "conversation_end"):
             action = A.ConversationEnded(**common)
+        elif name == "schedule":
+            action = schedule_action(
+                common,
+                args,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                tz=local_timezone(),
+            )
+        elif name == "verbosity":
+            action = verbosity_action(common, args)
         else:
             raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
         await self._post(action)

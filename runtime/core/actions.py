@@ -15,7 +15,7 @@ from pydantic import Field
 
 from threadspindle.runtime.core.agent_events import AgentEvent
 from threadspindle.runtime.core.frozen import Frozen
-from threadspindle.runtime.core.model import Attachment, Policy
+from threadspindle.runtime.core.model import AgentCapabilities, Attachment, Policy, Verbosity
 
 __all__ = [
     "Action",
@@ -37,12 +37,21 @@ __all__ = [
     "QueuedItemRemoved",
     "QuestionAnswered",
     "RuntimeRecovered",
+    "ScheduleAdded",
+    "ScheduleCancelled",
+    "ScheduleDue",
+    "SchedulesListed",
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
+    "ForkRequested",
+    "ThreadForked",
+    "CompactRequested",
+    "SteerCommand",
     "ThreadParked",
     "Tick",
     "UserMessage",
+    "VerbositySet",
     "WorkdirSet",
 ]
 
@@ -77,6 +86,47 @@ class QueueCommand(ActionBase):
     text: str
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
+
+
+class SteerCommand(ActionBase):
+    """``/steer <message>`` (or the `` steer`` suffix): add the message to the running turn
+    without aborting it; with no run active it is a normal prompt."""
+
+    kind: Literal["steer_command"] = "steer_command"
+    author_id: str
+    author_name: str = ""
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    source_message_id: str | None = None
+
+
+class CompactRequested(ActionBase):
+    """``/compact``: the agent compacts (summarises) its conversation, as a run of its own
+    queued like ``/queue`` (it never interrupts)."""
+
+    kind: Literal["compact"] = "compact"
+    author_id: str
+    author_name: str = ""
+
+
+class ForkRequested(ActionBase):
+    """``/fork`` (``question`` None): a new thread continuing this conversation from here;
+    ``/btw <question>``: the same, with ``question`` as its first prompt, while this
+    thread's run goes on untouched."""
+
+    kind: Literal["fork"] = "fork"
+    author_id: str
+    author_name: str = ""
+    question: str | None = None
+
+
+class ThreadForked(ActionBase):
+    """Feedback: the platform opened the fork's thread (``label``: how to name it there)."""
+
+    kind: Literal["thread_forked"] = "thread_forked"
+    key: str
+    new_thread_id: str
+    label: str
 
 
 class AbortRequested(ActionBase):
@@ -135,6 +185,7 @@ class ConversationResumed(ActionBase):
     resolved_workdir: str | None
     model: str | None = None
     system_instruction: str | None = None
+    fork: bool = False  # continue a copy of the session (a new session id), not the session
 
 
 class ConversationEnded(ActionBase):
@@ -176,6 +227,41 @@ class QuestionAnswered(ActionBase):
     author_id: str = ""
 
 
+class ScheduleAdded(ActionBase):
+    """``/schedule <when> <prompt>``, or an agent's wake-up (``wakeup``, from the MCP
+    tool). Ingress turns ``when`` into ``due_at`` (its clock, its time zone) and, for a
+    cron expression, keeps the expression in ``cron``; ``label`` is what the user said."""
+
+    kind: Literal["schedule_added"] = "schedule_added"
+    author_id: str
+    author_name: str = ""
+    text: str
+    due_at: float
+    cron: str | None = None
+    label: str = ""
+    wakeup: bool = False
+
+
+class ScheduleCancelled(ActionBase):
+    """``/schedule cancel <id>``."""
+
+    kind: Literal["schedule_cancelled"] = "schedule_cancelled"
+    schedule_id: str
+
+
+class SchedulesListed(ActionBase):
+    """``/schedule list``."""
+
+    kind: Literal["schedules_listed"] = "schedules_listed"
+
+
+class VerbositySet(ActionBase):
+    """``/verbosity text|tools|all``: what this thread's runs show from now on."""
+
+    kind: Literal["verbosity_set"] = "verbosity_set"
+    verbosity: Verbosity
+
+
 # --- the agent listener -----------------------------------------------------------------
 
 
@@ -213,6 +299,7 @@ class AgentConnected(ActionBase):
 
     kind: Literal["agent_connected"] = "agent_connected"
     session_id: str | None = None
+    capabilities: AgentCapabilities | None = None  # what the adapter declares it can do
 
 
 class AgentExited(ActionBase):
@@ -231,6 +318,18 @@ class Tick(ActionBase):
     """A timer tick: lets the core time out interrupts and silent turns."""
 
     kind: Literal["tick"] = "tick"
+
+
+class ScheduleDue(ActionBase):
+    """The runtime's timer: schedule ``schedule_id`` came due at ``due_at`` (its time as
+    the state has it, which makes a second delivery for the same time a no-op). For a cron
+    schedule the timer computes ``next_due_at``, the first time after ``at``: occurrences
+    missed while Spindle was down fire once, not once each."""
+
+    kind: Literal["schedule_due"] = "schedule_due"
+    schedule_id: str
+    due_at: float
+    next_due_at: float | None = None
 
 
 class RuntimeRecovered(ActionBase):
@@ -256,6 +355,10 @@ class PolicySet(ActionBase):
 Action = Annotated[
     UserMessage
     | QueueCommand
+    | SteerCommand
+    | CompactRequested
+    | ForkRequested
+    | ThreadForked
     | AbortRequested
     | QueueCleared
     | QueuedItemRemoved
@@ -277,6 +380,11 @@ Action = Annotated[
     | Tick
     | RuntimeRecovered
     | ThreadParked
-    | PolicySet,
+    | PolicySet
+    | ScheduleAdded
+    | ScheduleCancelled
+    | SchedulesListed
+    | ScheduleDue
+    | VerbositySet,
     Field(discriminator="kind"),
 ]

@@ -19,9 +19,12 @@ __all__ = [
     "PermissionRequested",
     "QuestionAsked",
     "SessionStarted",
+    "SteerRefused",
+    "SteerTaken",
     "TextDelta",
     "ThinkingDelta",
     "ToolFinished",
+    "TitleChanged",
     "ToolStarted",
     "TurnAborted",
     "TurnCompleted",
@@ -128,6 +131,32 @@ class AgentError(Frozen):
     max_retries: int | None = None
 
 
+class TitleChanged(Frozen):
+    """The CLI named (or renamed) its session: Codex ``thread/name/updated``, an OpenCode
+    session title, Claude Code's summary. It may come between turns: it belongs to the
+    conversation, not to a run."""
+
+    type: Literal["title_changed"] = "title_changed"
+    title: str
+
+
+class SteerTaken(Frozen):
+    """The agent took the steered message ``steer_id`` into the running turn. An adapter
+    emits it before that turn's end (in stream order), never after."""
+
+    type: Literal["steer_taken"] = "steer_taken"
+    steer_id: str
+
+
+class SteerRefused(Frozen):
+    """The agent did not take the steered message ``steer_id`` (the turn had ended, the
+    CLI said no): it becomes a normal prompt."""
+
+    type: Literal["steer_refused"] = "steer_refused"
+    steer_id: str
+    reason: str = ""
+
+
 AgentEvent = Annotated[
     SessionStarted
     | TextDelta
@@ -138,6 +167,9 @@ AgentEvent = Annotated[
     | QuestionAsked
     | TurnCompleted
     | TurnAborted
-    | AgentError,
+    | AgentError
+    | TitleChanged
+    | SteerTaken
+    | SteerRefused,
     Field(discriminator="type"),
 ]

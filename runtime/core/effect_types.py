@@ -25,14 +25,17 @@ __all__ = [
     "Effect",
     "InterruptAgent",
     "LogNote",
+    "OpenThread",
     "OutputKind",
     "PostOutput",
     "PromptAgent",
+    "RenameThread",
     "ReplyToCommand",
     "SealOutput",
     "ShowPermissionPrompt",
     "ShowQuestion",
     "StartAgent",
+    "SteerAgent",
     "StopAgent",
     "Typing",
 ]
@@ -122,6 +125,15 @@ class ReplyToCommand(Frozen):
     buttons: tuple[Button, ...] = ()
 
 
+class RenameThread(Frozen):
+    """Give the chat thread a new name (the agent's session title). The platform's rate
+    limit (Discord: 2 renames per 10 minutes) is the renderer's business: it coalesces
+    renames that come too fast to the latest title."""
+
+    type: Literal["rename_thread"] = "rename_thread"
+    title: str
+
+
 class StartAgent(Frozen):
     """Make sure the agent process/connection runs for this conversation (resuming a
     session when ``session_id`` is known)."""
@@ -132,6 +144,12 @@ class StartAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    fork_of: str | None = None  # the conversation's (``Conversation.fork_of``)
+
+    @property
+    def fork(self) -> bool:
+        """``session_id`` is to be forked (a new session continuing a copy), not resumed."""
+        return self.fork_of is not None and self.fork_of == self.session_id
 
     @classmethod
     def of(cls, source: Conversation | PromptAgent) -> StartAgent:
@@ -143,6 +161,7 @@ class StartAgent(Frozen):
             session_id=source.session_id,
             model=source.model,
             system_instruction=source.system_instruction,
+            fork_of=source.fork_of,
         )
 
 
@@ -158,6 +177,8 @@ class PromptAgent(Frozen):
     session_id: str | None = None
     model: str | None = None
     system_instruction: str | None = None
+    command: str | None = None  # "compact": run the CLI's compaction instead of a prompt
+    fork_of: str | None = None  # the conversation's (see ``Conversation.fork_of``)
 
 
 class InterruptAgent(Frozen):
@@ -165,6 +186,19 @@ class InterruptAgent(Frozen):
 
     type: Literal["interrupt_agent"] = "interrupt_agent"
     run_id: str
+
+
+class SteerAgent(Frozen):
+    """Hand ``text`` to the running turn ``run_id`` without aborting it. The adapter
+    answers with ``SteerTaken`` or ``SteerRefused`` for ``steer_id``; ``key`` names this
+    steer in an ``EffectFailed``."""
+
+    type: Literal["steer_agent"] = "steer_agent"
+    key: str
+    run_id: str
+    steer_id: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 class StopAgent(Frozen):
@@ -186,6 +220,25 @@ class AnswerQuestion(Frozen):
     answer: str | None  # None: the question was dismissed
 
 
+class OpenThread(Frozen):
+    """Open a new chat thread beside this one (``/fork``, ``/btw``) whose conversation
+    continues a fork of ``session_id``, with ``prompt`` as its first prompt if any. The
+    runtime asks the platform for the thread, seeds it with those actions, and reports
+    ``ThreadForked`` (or ``EffectFailed``) with ``key``."""
+
+    type: Literal["open_thread"] = "open_thread"
+    key: str
+    title: str
+    agent: str
+    workdir: str
+    session_id: str
+    model: str | None = None
+    system_instruction: str | None = None
+    prompt: str | None = None
+    author_id: str = ""
+    author_name: str = ""
+
+
 class LogNote(Frozen):
     """Not user-visible: why an action was ignored or rejected, for the caller to log."""
 
@@ -204,12 +257,15 @@ Effect = Annotated[
     | ShowQuestion
     | DismissPrompt
     | ReplyToCommand
+    | RenameThread
     | StartAgent
     | PromptAgent
     | InterruptAgent
+    | SteerAgent
     | StopAgent
     | AnswerPermission
     | AnswerQuestion
+    | OpenThread
     | LogNote,
     Field(discriminator="type"),
 ]

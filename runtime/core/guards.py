@@ -27,7 +27,10 @@ def is_busy(state: ThreadState) -> bool:
 
 
 def queue_is_full(state: ThreadState) -> bool:
-    return len(state.queue) >= state.policy.queue_limit
+    """The queue, with the steered messages the run may still hand back to it, is at its
+    limit (so a requeued steer never takes the queue past it)."""
+    steers = len(state.run.steers) if state.run is not None else 0
+    return len(state.queue) + steers >= state.policy.queue_limit
 
 
 def can_dispatch_next(state: ThreadState) -> bool:

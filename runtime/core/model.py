@@ -8,10 +8,12 @@ is a flag that could be derived: ``runtime.core.guards`` derives ``is_busy`` and
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
+    "AgentCapabilities",
     "AgentStatus",
     "Attachment",
     "Blocker",
@@ -22,7 +24,9 @@ __all__ = [
     "Policy",
     "QueueItem",
     "Run",
+    "Schedule",
     "ThreadState",
+    "Verbosity",
 ]
 
 
@@ -43,6 +47,20 @@ class AgentStatus(StrEnum):
     READY = "ready"
 
 
+# What a run shows in the thread: "text" only the answer (and notices, the footer);
+# "tools" the answer plus one line per tool call; "all" everything (thinking, tool output).
+Verbosity = Literal["text", "tools", "all"]
+
+
+class AgentCapabilities(Frozen):
+    """What the connected agent can do besides prompts and interrupts, as its adapter
+    declares it (``AgentPort.capabilities``, reported with ``AgentConnected``)."""
+
+    steer: bool = False  # take a message into the running turn without aborting it
+    compact: bool = False  # run the CLI's own compaction of the conversation (/compact)
+    fork: bool = False  # start a new session continuing a copy of an existing one (/fork)
+
+
 class Policy(Frozen):
     """Per-thread limits, set by the runtime from configuration (and recorded in the log)."""
 
@@ -50,6 +68,7 @@ class Policy(Frozen):
     allowed_roots: tuple[str, ...] = ()
     interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
     turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
+    verbosity: Verbosity = "all"  # what a run shows unless /verbosity says otherwise
 
 
 class Attachment(Frozen):
@@ -71,7 +90,24 @@ class QueueItem(Frozen):
     attachments: tuple[Attachment, ...] = ()
     source_message_id: str | None = None
     from_queue: bool = False  # came from /queue or the " queue" suffix: never interrupts
+    command: str | None = None  # "compact": the run is the CLI's compaction, not a prompt
     queued_at: float
+
+
+class Schedule(Frozen):
+    """A prompt that fires later (``/schedule``), or an agent's own wake-up. ``due_at`` is
+    when it fires next (seconds since the epoch, computed by ingress or the runtime's timer:
+    the core never reads a clock); a ``cron`` schedule is re-armed by the timer's next time."""
+
+    id: str  # "s1", "s2" ...: from ``Counters.schedules``, shown to the user
+    text: str
+    author_id: str
+    author_name: str = ""
+    due_at: float
+    cron: str | None = None
+    label: str = ""  # how the user said when ("in 2h", "*/30 * * * *"), for /schedule list
+    wakeup: bool = False  # set by the agent (MCP tool): a user message cancels it
+    created_at: float
 
 
 class Conversation(Frozen):
@@ -80,6 +116,9 @@ class Conversation(Frozen):
     session_id: str | None = None  # the CLI's resume id, learned from its events
     model: str | None = None
     system_instruction: str | None = None
+    # The session this conversation is a fork of, until the fork's own session id is
+    # known: the first start forks it (``StartAgent.fork``), later ones resume the fork.
+    fork_of: str | None = None
 
 
 class OpenPart(Frozen):
@@ -105,6 +144,10 @@ class Run(Frozen):
     tool_headers: tuple[tuple[str, str], ...] = ()  # (tool_id, header text)
     retry_key: str | None = None  # the status line showing the model API's retries
     retries: int = 0  # the last retry it showed
+    # Steered messages handed to the agent for this run and not yet taken or refused: a
+    # run that ends with some left puts them at the head of the queue (never lost), and a
+    # taken one leaves here for good (never sent twice).
+    steers: tuple[QueueItem, ...] = ()
 
 
 class Blocker(Frozen):
@@ -133,6 +176,10 @@ class Counters(Frozen):
     runs: int = 0  # runs started; also the source of run ids
     replies: int = 0
     illegal_moves: int = 0  # phase moves the table does not have (recorded, never applied)
+    schedules: int = 0  # schedules made so far; also the source of schedule ids
+    schedules_fired: int = 0
+    steers: int = 0  # messages handed to a running turn (SteerAgent)
+    steers_taken: int = 0  # ... that the agent took into that turn
 
 
 class ThreadState(Frozen):
@@ -149,6 +196,11 @@ class ThreadState(Frozen):
     counters: Counters = Counters()
     parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
+    schedules: tuple[Schedule, ...] = ()  # pending /schedule prompts and agent wake-ups
+    verbosity: Verbosity | None = None  # /verbosity; None: the policy's default
+    title: str | None = None  # the agent's session title, as last shown as the thread's name
+    capabilities: AgentCapabilities | None = None  # of the connected agent; None: unknown
+    context_notice: int = 0  # the context-use threshold (80, 95) last told; 0: below
 
     @classmethod
     def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:

@@ -33,6 +33,7 @@ __all__ = [
     "finish_retry_line",
     "interrupt_run",
     "move",
+    "requeue_steers",
     "restart_agent",
     "retry_summary",
     "start_agent",
@@ -226,11 +227,24 @@ def finish_retry_line(step: Step, *, answered: bool) -> None:
         step.set_run(retry_key=None)
 
 
+def requeue_steers(step: Step, items: tuple[QueueItem, ...]) -> None:
+    """Steered messages the running turn did not take go to the head of the queue, in the
+    order they were sent: each runs as a normal prompt, once. The queue limit does not
+    apply: they were accepted already."""
+    run = step.state.run
+    if run is not None and items:
+        ids = {i.id for i in items}
+        step.set_run(steers=tuple(s for s in run.steers if s.id not in ids))
+    step.set(queue=items + step.state.queue)
+
+
 def close_run(step: Step) -> None:
     """Tidy the active run up before it ends: close its outputs, retry status line and
-    prompts, stop typing. The phase move that ends it comes after (``end_run``)."""
+    prompts, stop typing, requeue the steered messages it did not take. The phase move
+    that ends it comes after (``end_run``)."""
     run = step.state.run
     assert run is not None
+    requeue_steers(step, run.steers)
     step.seal_open_part()
     finish_retry_line(step, answered=False)
     dismiss_blockers(step, "Expired: the run ended.", answer_agent=False)

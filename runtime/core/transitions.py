@@ -35,6 +35,7 @@ from typing import Any
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core import transitions_agent as agent
+from threadspindle.runtime.core import transitions_schedule as schedule
 from threadspindle.runtime.core import transitions_user as user
 from threadspindle.runtime.core.guards import can_dispatch_next
 from threadspindle.runtime.core.model import AgentStatus, ThreadState
@@ -54,6 +55,10 @@ __all__ = ["HANDLERS", "Transition", "transition"]
 HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.UserMessage: user.on_user_message,
     A.QueueCommand: user.on_queue_command,
+    A.SteerCommand: user.on_steer,
+    A.CompactRequested: user.on_compact,
+    A.ForkRequested: user.on_fork,
+    A.ThreadForked: agent.on_thread_forked,
     A.AbortRequested: user.on_abort,
     A.QueueCleared: user.on_clear_queue,
     A.QueuedItemRemoved: user.on_remove_queued,
@@ -76,7 +81,15 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.RuntimeRecovered: agent.on_recovered,
     A.ThreadParked: agent.on_parked,
     A.PolicySet: agent.on_policy_set,
+    A.ScheduleAdded: schedule.on_schedule_added,
+    A.ScheduleCancelled: schedule.on_schedule_cancelled,
+    A.SchedulesListed: schedule.on_schedules_listed,
+    A.ScheduleDue: schedule.on_schedule_due,
+    A.VerbositySet: schedule.on_verbosity_set,
 }
+
+# A person writing in the thread voids the agent's pending wake-ups.
+_CANCELS_WAKEUPS = (A.UserMessage, A.QueueCommand)
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
@@ -86,6 +99,9 @@ _NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived)
 _WAKES = (
     A.UserMessage,
     A.QueueCommand,
+    A.SteerCommand,
+    A.CompactRequested,
+    A.ForkRequested,
     A.AbortRequested,
     A.QueueCleared,
     A.QueuedItemRemoved,
@@ -97,6 +113,7 @@ _WAKES = (
     A.PermissionAnswered,
     A.QuestionAnswered,
     A.RuntimeRecovered,
+    A.ScheduleDue,  # a schedule fires even in a thread the runtime put away
 )
 
 
@@ -113,7 +130,12 @@ def _drain(step: Step) -> None:
     step.count("dequeued")
     step.set(queue=state.queue[1:])
     move(step, "dispatch", run_id=run_id, prompt=item)
-    if item.id != step.action.action_id:
+    if item.command == "compact":
+        step.post(
+            "marker",
+            f"🗜 Compacting the conversation (/compact by {item.author_name or item.author_id})…",
+        )
+    elif item.id != step.action.action_id:
         # The prompt waited in the queue: say in the thread which one runs now.
         text = item.text if len(item.text) <= MARKER_CHARS else item.text[:MARKER_CHARS] + "…"
         step.post("marker", f"» {item.author_name or item.author_id}: {text}")
@@ -130,6 +152,8 @@ def _drain(step: Step) -> None:
             session_id=conv.session_id,
             model=conv.model,
             system_instruction=conv.system_instruction,
+            command=item.command,
+            fork_of=conv.fork_of,
         )
     )
 
@@ -154,6 +178,8 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
         if handler is None:
             step.record(f"no handler for {type(action).__name__}")
         else:
+            if isinstance(action, _CANCELS_WAKEUPS):
+                schedule.cancel_wakeups(step)
             handler(step, action)
         _drain(step)
     except IllegalMove as illegal:  # the phase table has no such move: record, change nothing

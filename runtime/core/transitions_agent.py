@@ -19,6 +19,7 @@ from threadspindle.runtime.core.model import (
     Blocker,
     OpenPart,
     Phase,
+    QueueItem,
     Run,
 )
 from threadspindle.runtime.core.phase_table import PhaseEvent
@@ -32,9 +33,13 @@ from threadspindle.runtime.core.transition_step import (
     finish_retry_line,
     interrupt_run,
     move,
+    requeue_steers,
 )
+from threadspindle.runtime.core.transitions_schedule import on_title_changed
 
 STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr
+STEER_ECHO_CHARS = 200  # a steered message is shown this long in the thread
+CONTEXT_THRESHOLDS = (95, 80)  # context use (%) at which a notice suggests /compact
 
 # --- agent events ----------------------------------------------------------------------
 
@@ -53,11 +58,36 @@ def _footer(run: Run, ev: E.TurnCompleted, at: float) -> str:
         parts.append(f"${ev.cost_usd:.4f}")
     if ev.model:
         parts.append(ev.model)
-    usage = ev.usage
-    if usage and usage.context_window and usage.input_tokens is not None:
-        used = usage.input_tokens + (usage.cache_read_tokens or 0)
-        parts.append(f"{100 * used / usage.context_window:.0f}% context")
+    percent = context_percent(ev.usage)
+    if percent is not None:
+        parts.append(f"{percent:.0f}% context")
     return " · ".join(parts)
+
+
+def context_percent(usage: E.Usage | None) -> float | None:
+    """How full the context window is after a turn (its last request's input, cached or
+    not, over the window), when the CLI reports both."""
+    if usage is None or not usage.context_window or usage.input_tokens is None:
+        return None
+    used = usage.input_tokens + (usage.cache_read_tokens or 0) + (usage.cache_write_tokens or 0)
+    return 100 * used / usage.context_window
+
+
+def _context_notice(step: Step, ev: E.TurnCompleted) -> None:
+    """Past 80% and 95% of the context window, say so once each and suggest /compact;
+    below 80% again (after a compaction) the thresholds are armed again."""
+    percent = context_percent(ev.usage)
+    if percent is None:
+        return
+    reached = next((t for t in CONTEXT_THRESHOLDS if percent >= t), 0)
+    if reached > step.state.context_notice:
+        step.post(
+            "notice",
+            f"⚠ The context window is {percent:.0f}% full: /compact summarises the "
+            "conversation so far and frees it.",
+        )
+    if reached != step.state.context_notice:
+        step.set(context_notice=reached)
 
 
 def _exit_detail(exit_code: int | None, stderr_tail: str) -> tuple[str, str]:
@@ -79,6 +109,8 @@ def _append_delta(step: Step, run: Run, ev: E.AgentEvent, at: float) -> bool:
             return False
     elif not (isinstance(ev, E.ThinkingDelta) and part.kind == "thinking"):
         return False
+    elif _verbosity(step) != "all":
+        return False  # /verbosity changed mid-run: the handler drops the thinking
     seq = part.seq + 1
     # Built without validation: every field comes from state the core itself made.
     step.emit(F.AppendOutput.trusted(key=part.key, seq=seq, text=ev.text))
@@ -104,19 +136,32 @@ def _tool_key(run: Run, tool_id: str) -> tuple[str, str] | None:
 def _on_session_started(step: Step, ev: E.SessionStarted) -> None:
     conv = step.state.conversation
     if conv is not None:
-        step.set(conversation=conv.replace(session_id=ev.session_id))
+        # A fork's own session id: later starts resume it instead of forking again.
+        fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+        step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
 
 
 def _on_text(step: Step, ev: E.TextDelta) -> None:
     _open_part(step, "text", ev.text, ev.block)
 
 
+def _verbosity(step: Step) -> str:
+    """What the thread's runs show: its /verbosity, else the policy's default."""
+    return step.state.verbosity or step.state.policy.verbosity
+
+
 def _on_thinking(step: Step, ev: E.ThinkingDelta) -> None:
+    if _verbosity(step) != "all":
+        step.note = "thinking not shown (verbosity)"
+        return
     _open_part(step, "thinking", ev.text, None)
 
 
 def _on_tool_started(step: Step, ev: E.ToolStarted) -> None:
     step.seal_open_part()
+    if _verbosity(step) == "text":
+        step.note = "tool not shown (verbosity text)"
+        return
     header = f"{ev.display_name}({ev.input_summary})"
     key = step.post("tool", header)
     run = step.state.run
@@ -128,6 +173,18 @@ def _on_tool_started(step: Step, ev: E.ToolStarted) -> None:
 
 
 def _on_tool_finished(step: Step, ev: E.ToolFinished) -> None:
+    verbosity = _verbosity(step)
+    if verbosity != "all":
+        run = step.state.run
+        assert run is not None
+        found = _tool_key(run, ev.tool_id)
+        if verbosity == "tools" and found is not None:
+            # One line per tool: its header and how it ended, never its output.
+            key, header = found
+            step.emit(F.EditOutput(key=key, text=f"{header} {'✗' if ev.is_error else '✓'}"))
+        else:
+            step.note = f"tool result not shown (verbosity {verbosity})"
+        return
     result = ev.result
     if len(result) > TOOL_RESULT_CHARS:
         result = result[:TOOL_RESULT_CHARS] + f"… (+{len(result) - TOOL_RESULT_CHARS} chars)"
@@ -237,7 +294,8 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
         if ev.session_id and conv is not None:
-            step.set(conversation=conv.replace(session_id=ev.session_id))
+            fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
+            step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
         if run.end_reason is None:
             # A failed run ends with its notice instead of a footer (docs/commands.md).
             if ev.is_error:
@@ -248,11 +306,53 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
             else:
                 step.count("completed")
                 step.post("footer", _footer(run, ev, step.action.at))
+                _context_notice(step, ev)
     elif run.end_reason is None:
         detail, tail = _exit_detail(ev.exit_code, ev.stderr_tail)
         step.post("notice", f"⚠ The turn ended early: {ev.reason}{detail}{tail}")
         step.count("failed")
     close_run(step)  # on_agent_event then applies the table's turn_end move
+
+
+def _on_title(step: Step, ev: E.TitleChanged) -> None:
+    on_title_changed(step, ev.title)
+
+
+def _take_steer(step: Step, steer_id: str) -> QueueItem | None:
+    """The pending steered message ``steer_id`` of the run, removed from it (None: it is
+    not pending, e.g. already requeued)."""
+    run = step.state.run
+    assert run is not None
+    item = next((s for s in run.steers if s.id == steer_id), None)
+    if item is None:
+        step.note = f"steer {steer_id} is not pending"
+        return None
+    step.set_run(steers=tuple(s for s in run.steers if s.id != steer_id))
+    return item
+
+
+def _on_steer_taken(step: Step, ev: E.SteerTaken) -> None:
+    item = _take_steer(step, ev.steer_id)
+    if item is None:
+        return
+    step.count("steers_taken")
+    if step.state.run is not None and step.state.run.phase is not Phase.INTERRUPTING:
+        step.seal_open_part()
+        text = item.text
+        if len(text) > STEER_ECHO_CHARS:
+            text = text[:STEER_ECHO_CHARS] + "…"
+        step.post("marker", f"↪ {item.author_name or item.author_id} (added to this turn): {text}")
+
+
+def _on_steer_refused(step: Step, ev: E.SteerRefused) -> None:
+    item = _take_steer(step, ev.steer_id)
+    if item is None:
+        return
+    requeue_steers(step, (item,))
+    if step.state.run is not None and step.state.run.phase is not Phase.INTERRUPTING:
+        step.seal_open_part()
+        why = f" ({ev.reason})" if ev.reason else ""
+        step.post("notice", f"The running turn could not take a message{why}: it is sent next.")
 
 
 class AgentEventRule(NamedTuple):
@@ -281,12 +381,20 @@ AGENT_EVENT_RULES: dict[type[E.AgentEvent], AgentEventRule] = {
     E.QuestionAsked: AgentEventRule("agent_event", _on_request, _refuse_request),
     E.TurnCompleted: AgentEventRule("turn_end", on_turn_end, on_turn_end, any_session=True),
     E.TurnAborted: AgentEventRule("turn_end", on_turn_end, on_turn_end),
+    # Also taken outside a run (then without a phase move): see ``on_agent_event``.
+    E.TitleChanged: AgentEventRule("agent_event", _on_title, _on_title, any_session=True),
+    E.SteerTaken: AgentEventRule("agent_event", _on_steer_taken, _on_steer_taken),
+    E.SteerRefused: AgentEventRule("agent_event", _on_steer_refused, _on_steer_refused),
 }
 
 
 def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
     run = step.state.run
     ev = a.event
+    if isinstance(ev, E.TitleChanged) and (run is None or a.run_id != run.id):
+        # The conversation's title, not the run's: taken between turns too (no phase move).
+        on_title_changed(step, ev.title)
+        return
     if run is None or a.run_id != run.id:
         step.record(
             f"stale {ev.type} of run {a.run_id} (current: {run.id if run else None})", "stale_drops"
@@ -322,6 +430,14 @@ def on_output_posted(step: Step, a: A.OutputPosted) -> None:
 def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
     step.emit(F.LogNote(level="warning", message=f"{a.effect} failed: {a.reason}"))
     run = step.state.run
+    if a.effect == "open_thread":
+        step.reply(f"⚠ Could not open a thread for the fork: {a.reason}")
+        return
+    if a.effect == "steer_agent" and run is not None:
+        # The steer never reached the agent: it becomes a normal prompt.
+        lost = tuple(s for s in run.steers if a.key == f"{step.thread}/steer/{s.id}")
+        requeue_steers(step, lost)
+        return
     if a.effect in ("prompt_agent", "start_agent"):
         step.set(agent_status=AgentStatus.STOPPED)
         if run is not None:
@@ -333,9 +449,15 @@ def on_effect_failed(step: Step, a: A.EffectFailed) -> None:
             step.reply(f"⚠ The agent could not start: {a.reason}")
 
 
+def on_thread_forked(step: Step, a: A.ThreadForked) -> None:
+    step.reply(f"↳ Forked into {a.label}: the conversation continues there too.")
+
+
 def on_agent_connected(step: Step, a: A.AgentConnected) -> None:
     step.count("listener_starts")
     step.set(agent_status=AgentStatus.READY)
+    if a.capabilities is not None:
+        step.set(capabilities=a.capabilities)
     conv = step.state.conversation
     if conv is not None and a.session_id and conv.session_id is None:
         step.set(conversation=conv.replace(session_id=a.session_id))
@@ -414,6 +536,8 @@ def on_policy_set(step: Step, a: A.PolicySet) -> None:
 _WHILE_INTERRUPTING: dict[Callable[[Step, Any], None], str] = {
     _not_shown: "not shown (noted)",
     _refuse_request: "refused at once",
+    _on_steer_taken: "taken (no marker)",
+    _on_steer_refused: "requeued (no notice)",
 }
 
 

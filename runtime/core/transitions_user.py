@@ -32,7 +32,8 @@ from threadspindle.runtime.core.transition_step import (
 # --- user ingress ----------------------------------------------------------------------
 
 
-def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> None:
+def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> bool:
+    """Queue ``item`` (interrupting the run for a plain message); False when refused."""
     state = step.state
     if state.conversation is None:
         step.refuse(
@@ -41,7 +42,7 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
             "prompt without a conversation",
             "rejected",
         )
-        return
+        return False
     if queue_is_full(state):
         step.refuse(
             f"The queue is full ({state.policy.queue_limit} prompts): this prompt was "
@@ -49,7 +50,7 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
             "queue full",
             "rejected",
         )
-        return
+        return False
     if interrupt:
         # A plain message goes ahead of the /queue items but behind earlier plain ones.
         pos = next((i for i, q in enumerate(state.queue) if q.from_queue), len(state.queue))
@@ -72,9 +73,12 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
                 f"Queued (position {position}).",
                 buttons=(F.Button(label="Remove from queue", action=f"remove_queued:{item.id}"),),
             )
+    return True
 
 
-def _queue_item(a: A.UserMessage | A.QueueCommand, *, from_queue: bool) -> QueueItem:
+def _queue_item(
+    a: A.UserMessage | A.QueueCommand | A.SteerCommand, *, from_queue: bool
+) -> QueueItem:
     return QueueItem(
         id=a.action_id,
         author_id=a.author_id,
@@ -94,6 +98,108 @@ def on_user_message(step: Step, a: A.UserMessage) -> None:
 
 def on_queue_command(step: Step, a: A.QueueCommand) -> None:
     _enqueue(step, _queue_item(a, from_queue=True), interrupt=False, confirm=True)
+
+
+def on_steer(step: Step, a: A.SteerCommand) -> None:
+    """Add the message to the running turn. No run (or one already being interrupted): a
+    normal prompt. An agent that cannot steer: interrupt and resend, and say so."""
+    state = step.state
+    item = _queue_item(a, from_queue=False)
+    run = state.run
+    if state.conversation is None or run is None or run.phase is Phase.INTERRUPTING:
+        _enqueue(step, item, interrupt=True, confirm=False)
+        return
+    caps = state.capabilities
+    if caps is None or not caps.steer:
+        if _enqueue(step, item, interrupt=True, confirm=False):
+            step.reply(
+                f"{state.conversation.agent} cannot add to a running turn: the turn was "
+                "interrupted and your message is sent as a new prompt."
+            )
+        return
+    if queue_is_full(state):
+        # Steers waiting for the agent's answer count against the queue: each may still
+        # become a queued prompt.
+        step.refuse(
+            f"The queue is full ({state.policy.queue_limit} prompts and steered messages): "
+            "this message was not sent. Wait for the queue to drain or /clear-queue.",
+            "queue full",
+            "rejected",
+        )
+        return
+    key = f"{step.thread}/steer/{item.id}"
+    step.emit(
+        F.SteerAgent(
+            key=key, run_id=run.id, steer_id=item.id, text=item.text, attachments=item.attachments
+        )
+    )
+    step.set_run(steers=run.steers + (item,))
+    step.count("steers")
+
+
+def on_compact(step: Step, a: A.CompactRequested) -> None:
+    """Queue the agent's own compaction as a run (never interrupting); refused when the
+    agent cannot compact, or is not known yet."""
+    state = step.state
+    conv = state.conversation
+    caps = state.capabilities
+    if conv is not None and (caps is None or not caps.compact):
+        why = "cannot compact its conversation" if caps else "has not started yet: try again"
+        step.refuse(f"{conv.agent} {why}.", "compact not supported", "rejected")
+        return
+    item = QueueItem(
+        id=a.action_id,
+        author_id=a.author_id,
+        author_name=a.author_name,
+        text="/compact",
+        from_queue=True,
+        command="compact",
+        queued_at=a.at,
+    )
+    _enqueue(step, item, interrupt=False, confirm=True)
+
+
+FORK_TITLE_CHARS = 80  # a /btw thread is named after its question, this long at most
+
+
+def on_fork(step: Step, a: A.ForkRequested) -> None:
+    """``/fork`` and ``/btw``: ask the platform for a new thread whose conversation forks
+    this one's session; this thread (and its run) is not touched."""
+    state = step.state
+    conv = state.conversation
+    caps = state.capabilities
+    if conv is None:
+        step.refuse("There is no conversation to fork.", "fork without a conversation")
+        return
+    if caps is None or not caps.fork:
+        why = "cannot fork a conversation" if caps else "has not started yet: try again"
+        step.refuse(f"{conv.agent} {why}.", "fork not supported", "rejected")
+        return
+    if conv.session_id is None:
+        step.refuse(
+            "Nothing to fork yet: the conversation has no session (send a first prompt).",
+            "fork without a session",
+        )
+        return
+    if a.question is not None:
+        title = "btw: " + " ".join(a.question.split())[:FORK_TITLE_CHARS]
+    else:
+        title = f"fork of {conv.agent} {conv.session_id[:8]}"
+    step.emit(
+        F.OpenThread(
+            key=f"{step.thread}/fork/{a.action_id}",
+            title=title,
+            agent=conv.agent,
+            workdir=conv.workdir,
+            session_id=conv.session_id,
+            model=conv.model,
+            system_instruction=conv.system_instruction,
+            prompt=a.question,
+            author_id=a.author_id,
+            author_name=a.author_name,
+        )
+    )
+    step.reply("Opening a new thread that continues this conversation…", ephemeral=True)
 
 
 def on_abort(step: Step, a: A.AbortRequested) -> None:
@@ -183,6 +289,7 @@ def open_conversation(
         step.refuse(problem, problem, "rejected")
         return
     assert a.resolved_workdir is not None
+    fork = isinstance(a, A.ConversationResumed) and a.fork
     step.set(
         conversation=Conversation(
             agent=a.agent,
@@ -190,10 +297,15 @@ def open_conversation(
             session_id=session_id,
             model=a.model,
             system_instruction=a.system_instruction,
-        )
+            fork_of=session_id if fork else None,
+        ),
+        capabilities=None,  # the new agent's come with its AgentConnected
+        context_notice=0,
     )
     restart_agent(step, "a new conversation was started")
     verb = f"Resumed {a.agent} session {session_id}" if session_id else f"Started {a.agent}"
+    if fork:
+        verb = f"Forked {a.agent} session {session_id} (a new session continues it)"
     step.reply(f"{verb} in {a.resolved_workdir}.")
 
 

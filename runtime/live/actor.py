@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -36,7 +36,7 @@ from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
-from threadspindle.runtime.live.ports import AdapterFactory, RendererPort, ThreadLog
+from threadspindle.runtime.live.ports import AdapterFactory, RendererPort, ThreadLog, ThreadOpener
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 
@@ -98,6 +98,8 @@ class ThreadActor:
         tick_interval_s: float = 1.0,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
+        thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.channel_id = channel_id
@@ -127,6 +129,8 @@ class ThreadActor:
             clock=clock,
             ids=ids,
             current_run=self._current_run_id,
+            thread_opener=thread_opener,
+            post_elsewhere=post_elsewhere,
         )
         self.committed = 0
         self._batch_effects: list[Effect] = []  # visible effects of the batch being committed

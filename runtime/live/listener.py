@@ -277,7 +277,13 @@ class AgentListener:
                 else:
                     connected = True
                     self.adapter = adapter
-                    self._post(self._action(AgentConnected, session_id=start.session_id))
+                    self._post(
+                        self._action(
+                            AgentConnected,
+                            session_id=start.session_id,
+                            capabilities=adapter.capabilities,
+                        )
+                    )
                     self._notify()
                     if self._stopping:  # stop() came while we were starting
                         await adapter.stop()

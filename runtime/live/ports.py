@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from threadspindle.runtime.core.agent_events import AgentEvent
-from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent
-from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.model import AgentCapabilities, ThreadState
 
 if TYPE_CHECKING:
     from threadspindle.runtime.core.actions import Action
@@ -57,6 +57,7 @@ __all__ = [
     "RendererPort",
     "StampedEvent",
     "ThreadLog",
+    "ThreadOpener",
 ]
 
 
@@ -77,6 +78,9 @@ class AgentPort(Protocol):
     """What the runtime asks of an agent adapter."""
 
     name: str
+    capabilities: AgentCapabilities
+    """What it can do besides prompts and interrupts (``steer``): declared, never probed.
+    The listener reports it with ``AgentConnected``; the core asks only for what it says."""
 
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: object) -> None:
         """Launch (or connect) and run until the process/connection ends, emitting every
@@ -88,6 +92,11 @@ class AgentPort(Protocol):
 
     async def interrupt(self, run_id: str) -> None:
         """End the current turn in-band, keeping the process alive where the CLI can."""
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """Hand ``steer.text`` to the running turn ``steer.run_id`` without aborting it, and
+        emit ``SteerTaken`` (before that turn's end) or ``SteerRefused`` for ``steer_id``.
+        Raises when it cannot steer at all (the core then sends the text as a prompt)."""
 
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...
 
@@ -108,6 +117,13 @@ class AdapterFactory(Protocol):
         the reason), for the thread ``thread_id``; ``start`` is what its ``serve`` gets."""
         ...
 
+
+ThreadOpener = Callable[[str, str], Awaitable[tuple[str, str]]]
+"""``opener(source_thread_id, title)`` opens a new chat thread beside the source one (a
+Discord thread in the same channel, a Telegram topic in the same group, a console thread)
+and returns its thread id and how to name it in the chat (``<#id>``); it raises when the
+platform cannot. Given by the app to the runtime (``Runtime(thread_opener=...)``) for
+``OpenThread`` (``/fork``, ``/btw``); the runtime seeds the new thread itself."""
 
 Posted = tuple[str, tuple[str, ...]]
 """An output a renderer posted: its key and the message ids it got (new ones only)."""

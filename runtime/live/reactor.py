@@ -34,24 +34,33 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from threadspindle.runtime.core.actions import Action, EffectFailed, OutputPosted
+from threadspindle.runtime.core.actions import (
+    Action,
+    ConversationResumed,
+    EffectFailed,
+    OutputPosted,
+    ThreadForked,
+    UserMessage,
+)
 from threadspindle.runtime.core.effect_types import (
     AnswerPermission,
     AnswerQuestion,
     AppendOutput,
     Effect,
     InterruptAgent,
+    OpenThread,
     PromptAgent,
     StartAgent,
+    SteerAgent,
     StopAgent,
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.ports import RendererPort, ThreadLog
+from threadspindle.runtime.live.ports import RendererPort, ThreadLog, ThreadOpener
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -61,9 +70,11 @@ _AGENT_EFFECTS = (
     StartAgent,
     PromptAgent,
     InterruptAgent,
+    SteerAgent,
     StopAgent,
     AnswerPermission,
     AnswerQuestion,
+    OpenThread,
 )
 
 
@@ -81,8 +92,12 @@ class Reactor:
         clock: Callable[[], float],
         ids: Callable[[], str],
         current_run: Callable[[], str | None] = lambda: None,
+        thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self._thread_opener = thread_opener
+        self._post_elsewhere = post_elsewhere
         self._current_run = current_run
         self.renderer = renderer
         self.listener = listener
@@ -187,7 +202,10 @@ class Reactor:
     async def _apply_agent(self, effect: Effect) -> None:
         assert self._nursery is not None
         listener = self.listener
-        if isinstance(effect, StartAgent):
+        if isinstance(effect, OpenThread):
+            # Opening a thread takes platform calls: never hold the agent lane for it.
+            self._nursery.start_soon(self._open_thread, effect)
+        elif isinstance(effect, StartAgent):
             # Starting an agent takes seconds: do not hold the thread's chat output (the
             # "Started ..." reply comes right after this effect) until it is ready. A
             # PromptAgent after it waits for the same start; a failure is still reported.
@@ -213,6 +231,12 @@ class Reactor:
                 return
             if isinstance(effect, InterruptAgent):
                 await live.interrupt(effect.run_id)
+            elif isinstance(effect, SteerAgent):
+                if self._current_run() != effect.run_id:
+                    # That run is over: the core has put the text back in the queue.
+                    logger.info("steer of an ended run not sent", extra=self._ctx(effect))
+                    return
+                await live.steer(effect)
             elif isinstance(effect, AnswerPermission):
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
@@ -231,6 +255,50 @@ class Reactor:
             reason = f"{type(exc).__name__}: {exc}"
             logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
             self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
+
+    async def _open_thread(self, effect: OpenThread) -> None:
+        """``/fork``, ``/btw``: the platform opens the thread; the runtime seeds it with a
+        conversation forking the session (and the question as its first prompt), then
+        tells this thread (``ThreadForked``), or reports the failure (``EffectFailed``)."""
+        try:
+            if self._thread_opener is None or self._post_elsewhere is None:
+                raise RuntimeError("this chat platform cannot open threads")
+            new_thread, label = await self._thread_opener(self.thread_id, effect.title)
+            at = self._clock()
+            await self._post_elsewhere(
+                ConversationResumed(
+                    thread_id=new_thread,
+                    at=at,
+                    action_id=f"{effect.key}/start",
+                    agent=effect.agent,
+                    session_id=effect.session_id,
+                    requested_workdir=effect.workdir,
+                    resolved_workdir=effect.workdir,
+                    model=effect.model,
+                    system_instruction=effect.system_instruction,
+                    fork=True,
+                )
+            )
+            if effect.prompt is not None:
+                await self._post_elsewhere(
+                    UserMessage(
+                        thread_id=new_thread,
+                        at=at,
+                        action_id=f"{effect.key}/prompt",
+                        author_id=effect.author_id,
+                        author_name=effect.author_name,
+                        text=effect.prompt,
+                    )
+                )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            self.failed += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("effect open_thread failed: %s", reason, extra=self._ctx(effect))
+            self._report(EffectFailed, effect=effect.type, key=effect.key, reason=reason)
+            return
+        self._report(ThreadForked, key=effect.key, new_thread_id=new_thread, label=label)
 
     def _ctx(self, effect: Effect) -> dict[str, str]:
         run_id = getattr(effect, "run_id", None) or ""

@@ -3,11 +3,15 @@
 Hypothesis drives a ``RuleBasedStateMachine`` through user messages, ``/queue``, aborts,
 queue edits, conversation changes, agent events of the current run and of stale runs,
 permission and question answers, effect feedback (also duplicated), crashes, ticks and
-restarts. A small reference model of the queue predicts, for each step, which prompts are
-queued and in what order, and a reference of the phase events each action may cause says
-which phase changes are allowed (each must be an edge of the phase table); after every step
-the invariants of ``docs/state-machine.md`` are checked. At the end the thread is driven to
-completion to show that every accepted prompt is eventually dispatched.
+restarts, and steered messages (``/steer``) with the agent taking, refusing or never
+answering them, whatever it declared it can do. A small reference model of the queue
+predicts, for each step, which prompts are queued and in what order, and a reference of the
+phase events each action may cause says which phase changes are allowed (each must be an
+edge of the phase table); a reference of the thread's schedules says which exist and checks
+that each due time fires at most once and none is lost (restarts, parking, crashes keep
+them); after every step the invariants of ``docs/state-machine.md`` are checked. At the end
+the thread is driven to completion to show that every accepted prompt is eventually
+dispatched.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def phase_events_of(action: A.Action) -> set[str]:
         return {"turn_end"} if ends else {"agent_event"}
     if isinstance(action, A.UserMessage):
         return {"interrupt"} if action.interrupt else set()
+    if isinstance(action, A.SteerCommand):
+        return {"interrupt"}  # an agent that cannot steer: interrupt and resend
     if isinstance(action, A.AbortRequested):
         return {"interrupt"}
     if isinstance(action, A.Tick):
@@ -72,6 +78,11 @@ class ThreadMachine(RuleBasedStateMachine):
         self.request_ids: list[str] = []
         self.status_runs: set[str] = set()
         self.n_req = 0
+        # The reference of schedules: id -> (due_at, cron, wakeup); fired (id, due time).
+        self.schedules: dict[str, tuple[float, str | None, bool]] = {}
+        self.fired: set[tuple[str, float]] = set()
+        self.steered: set[str] = set()  # steers handed to a running turn (SteerAgent)
+        self.taken: list[str] = []  # steers a run took (SteerTaken of a pending one)
 
     # --- applying one action and checking the step -----------------------------------
     def apply(self, action: A.Action) -> None:
@@ -131,6 +142,7 @@ class ThreadMachine(RuleBasedStateMachine):
         expected = self.expected_queue(before, action, after, bool(prompts))
         assert [q.id for q in after.queue] == expected
 
+        self.check_schedules(before, action, after)
         self.check_run_end(before, action, effects)
         self.check_typing(before, after, effects)
         self.check_retry_line(before, after, effects)
@@ -161,6 +173,33 @@ class ThreadMachine(RuleBasedStateMachine):
             edge(Phase.IDLE, dst, {"dispatch"})
         elif src is not dst:
             edge(src, dst, events)
+
+    def check_schedules(self, before, action, after) -> None:
+        """Schedules: a due time fires at most once; nothing but a cancel, a firing or (for
+        the agent's wake-ups) a user message removes one, so none is lost to a restart,
+        a park, a crash or a conversation's end; a cron schedule re-arms."""
+        ref = self.schedules
+        if isinstance(action, A.ScheduleAdded):
+            if after.counters.schedules > before.counters.schedules:
+                ref[f"s{after.counters.schedules}"] = (action.due_at, action.cron, action.wakeup)
+        elif isinstance(action, A.ScheduleCancelled):
+            ref.pop(action.schedule_id, None)
+        elif isinstance(action, A.UserMessage | A.QueueCommand):
+            for sid in [sid for sid, (_, _, wakeup) in ref.items() if wakeup]:
+                del ref[sid]
+        elif isinstance(action, A.ScheduleDue):
+            fires = action.schedule_id in ref and ref[action.schedule_id][0] == action.due_at
+            assert (after.counters.schedules_fired > before.counters.schedules_fired) == fires
+            if fires:
+                assert (action.schedule_id, action.due_at) not in self.fired, "fired twice"
+                self.fired.add((action.schedule_id, action.due_at))
+                _, cron, wakeup = ref[action.schedule_id]
+                nxt = action.next_due_at
+                if cron is not None and nxt is not None and nxt > action.due_at:
+                    ref[action.schedule_id] = (nxt, cron, wakeup)
+                else:
+                    del ref[action.schedule_id]
+        assert {s.id: (s.due_at, s.cron, s.wakeup) for s in after.schedules} == ref
 
     def check_retry_line(self, before, after, effects) -> None:
         """The model API's retries: at most one status line per run, posted for the current
@@ -219,12 +258,43 @@ class ThreadMachine(RuleBasedStateMachine):
         else:
             assert len(footers) == 1 and failures == []
 
+    @staticmethod
+    def full(state) -> bool:
+        """The queue's limit counts the steers the run may still hand back to it."""
+        steers = len(state.run.steers) if state.run is not None else 0
+        return len(state.queue) + steers >= QUEUE_LIMIT
+
     def expected_queue(self, before, action, after, dispatched: bool) -> list[str]:
         """The reference model: the queue predicted from the action's meaning alone."""
         q = [item.id for item in before.queue]
         by_source = {item.source_message_id: item.id for item in before.queue}
         grew = after.counters.queued > before.counters.queued
-        if isinstance(action, A.UserMessage | A.QueueCommand) and grew:
+        if isinstance(action, A.SteerCommand):
+            if after.counters.steers > before.counters.steers:
+                # Handed to the running turn: pending in the run, not queued.
+                self.accepted.add(action.action_id)
+                self.steered.add(action.action_id)
+                assert not grew and after.run is not None
+                assert after.run.steers[-1].id == action.action_id
+            elif grew:  # no run, one being interrupted, or an agent that cannot steer
+                self.accepted.add(action.action_id)
+                pos = next((i for i, it in enumerate(before.queue) if it.from_queue), len(q))
+                q.insert(pos, action.action_id)
+            else:  # refused: no conversation, or the queue (with pending steers) is full
+                assert before.conversation is None or self.full(before)
+        elif isinstance(action, A.CompactRequested):
+            if grew:  # queued like /queue: never interrupts
+                self.accepted.add(action.action_id)
+                q.append(action.action_id)
+            else:
+                caps = before.capabilities
+                assert (
+                    before.conversation is None
+                    or caps is None
+                    or not caps.compact
+                    or self.full(before)
+                )
+        elif isinstance(action, A.UserMessage | A.QueueCommand) and grew:
             self.accepted.add(action.action_id)
             if isinstance(action, A.UserMessage) and action.interrupt:
                 pos = next((i for i, it in enumerate(before.queue) if it.from_queue), len(q))
@@ -232,7 +302,35 @@ class ThreadMachine(RuleBasedStateMachine):
             else:
                 q.append(action.action_id)
         elif isinstance(action, A.UserMessage | A.QueueCommand):
-            assert before.conversation is None or len(before.queue) >= QUEUE_LIMIT
+            assert before.conversation is None or self.full(before)
+        elif isinstance(action, A.ScheduleDue) and grew:
+            # A due schedule takes the /queue path: appended, never ahead of anything.
+            item_id = f"{action.schedule_id}@{action.action_id}"
+            self.accepted.add(item_id)
+            q.append(item_id)
+        # A steer the run gives back (refused, its effect failed) goes to the queue head;
+        # so do those left when the run ends. A taken one leaves the run for good.
+        pending = [i.id for i in before.run.steers] if before.run is not None else []
+        if isinstance(action, A.AgentEventReceived) and before.run is not None:
+            if action.run_id == before.run.id and isinstance(action.event, E.SteerTaken):
+                if action.event.steer_id in pending:
+                    self.taken.append(action.event.steer_id)
+                    pending.remove(action.event.steer_id)
+            if action.run_id == before.run.id and isinstance(action.event, E.SteerRefused):
+                if action.event.steer_id in pending:
+                    q.insert(0, action.event.steer_id)
+                    pending.remove(action.event.steer_id)
+        if isinstance(action, A.EffectFailed) and action.effect == "steer_agent" and pending:
+            back = [i for i in pending if action.key == f"t1/steer/{i}"]
+            q = back + q
+            pending = [i for i in pending if i not in back]
+        run_ended = before.run is not None and (after.run is None or after.run.id != before.run.id)
+        if run_ended:
+            q = pending + q
+        else:
+            left = [i.id for i in after.run.steers] if after.run is not None else []
+            added = [action.action_id] if action.action_id in self.steered else []
+            assert left == [i for i in pending if i not in added] + added
         gone: set[str] = set()
         if isinstance(action, A.QueueCleared):
             if action.position is None:
@@ -255,11 +353,15 @@ class ThreadMachine(RuleBasedStateMachine):
         return q
 
     # --- rules -------------------------------------------------------------------------
-    @initialize(agent=st.sampled_from(["claude", "codex"]))
-    def begin(self, agent):
+    @initialize(
+        agent=st.sampled_from(["claude", "codex"]), steer=st.booleans(), compact=st.booleans()
+    )
+    def begin(self, agent, steer, compact):
         """Threads mostly have a conversation: start one, so that most steps exercise runs and
-        their phases (``end`` and the refused starts still reach the other states)."""
+        their phases (``end`` and the refused starts still reach the other states); its
+        agent connects declaring whether it can steer."""
         self.apply(self.s.start(agent, "app", "/work/app"))
+        self.apply(self.s.connected(None, steer=steer, compact=compact))
 
     @rule(agent=st.sampled_from(["claude", "codex"]), where=st.sampled_from(["ok", "out", "gone"]))
     def start(self, agent, where):
@@ -282,6 +384,83 @@ class ThreadMachine(RuleBasedStateMachine):
     @rule(text=texts)
     def queue(self, text):
         self.apply(self.s.queue(text, source=f"m{self.s._n + 1}"))
+
+    @rule(
+        after=st.sampled_from([0.0, 30.0, 3600.0]),
+        cron=st.sampled_from([None, "*/5 * * * *"]),
+        wakeup=st.booleans(),
+    )
+    def add_schedule(self, after, cron, wakeup):
+        self.apply(self.s.schedule("scheduled", self.s.now + after, cron=cron, wakeup=wakeup))
+
+    @rule(data=st.data(), rearm=st.booleans(), stale=st.booleans())
+    def schedule_due(self, data, rearm, stale):
+        """The timer (or a restart's first scan, or a late second delivery) says one is due."""
+        known = [(s.id, s.due_at) for s in self.state.schedules] or [("s1", 0.0)]
+        sid, due_at = data.draw(st.sampled_from(known))
+        if stale:
+            due_at -= 300.0  # a delivery for a time that already fired
+        nxt = due_at + 300.0 if rearm else None
+        self.apply(self.s.due(sid, due_at, nxt))
+
+    @rule(level=st.sampled_from(["text", "tools", "all"]))
+    def verbosity(self, level):
+        self.apply(self.s.verbosity(level))
+
+    @rule(data=st.data())
+    def cancel_schedule(self, data):
+        ids = [s.id for s in self.state.schedules] + ["s99"]
+        self.apply(self.s.cancel_schedule(data.draw(st.sampled_from(ids))))
+
+    @rule()
+    def compact(self):
+        self.apply(self.s.compact())
+
+    @rule(question=st.sampled_from([None, "why?"]))
+    def fork(self, question):
+        """/fork and /btw: a new thread is asked for; this thread's run and queue go on."""
+        before = self.state
+        self.apply(self.s.fork(question))
+        if before.run is not None:  # (a parked thread it wakes may dispatch its queue head)
+            assert self.state.run == before.run and self.state.queue == before.queue
+
+    @rule()
+    def forked(self):
+        self.apply(self.s.forked("t1/fork/a1", "t2"))
+
+    @rule(text=texts)
+    def steer(self, text):
+        self.apply(self.s.steer(text, source=f"m{self.s._n + 1}"))
+
+    @rule(data=st.data(), taken=st.booleans())
+    def steer_answer(self, data, taken):
+        """The agent takes (or refuses) a pending steer, or one it never had."""
+        pending = [i.id for i in self.state.run.steers] if self.state.run else []
+        steer_id = data.draw(st.sampled_from(pending + ["s-none"]))
+        event = E.SteerTaken(steer_id=steer_id) if taken else E.SteerRefused(steer_id=steer_id)
+        self.apply(self.s.agent(self._current(), event))
+
+    @rule(text=texts, answer=st.sampled_from(["taken", "refused", "turn ends", "exit"]))
+    def steer_while_running(self, text, answer):
+        """A steer into a running turn, then what the agent does with it."""
+        if self.state.run is not None and self.state.run.phase is Phase.DISPATCHING:
+            self.apply(self.s.text(self.state.run.id, "working"))
+        self.apply(self.s.steer(text))
+        run, steer_id = self._current(), f"a{self.s._n}"
+        if answer == "taken":
+            self.apply(self.s.agent(run, E.SteerTaken(steer_id=steer_id)))
+        elif answer == "refused":
+            self.apply(self.s.agent(run, E.SteerRefused(steer_id=steer_id, reason="over")))
+        elif answer == "turn ends":
+            self.apply(self.s.done(run, session_id=None))
+        else:
+            self.apply(self.s.exited())
+
+    @rule(data=st.data())
+    def steer_failed(self, data):
+        pending = [i.id for i in self.state.run.steers] if self.state.run else []
+        steer_id = data.draw(st.sampled_from(pending + ["s-none"]))
+        self.apply(self.s.failed("steer_agent", key=f"t1/steer/{steer_id}"))
 
     @rule()
     def abort(self):
@@ -374,9 +553,14 @@ class ThreadMachine(RuleBasedStateMachine):
     def effect_failed(self, effect):
         self.apply(self.s.failed(effect))
 
-    @rule(session=st.sampled_from([None, "s1"]))
-    def connected(self, session):
-        self.apply(self.s.connected(session))
+    @rule(
+        session=st.sampled_from([None, "s1"]),
+        steer=st.sampled_from([None, True, False]),
+        compact=st.booleans(),
+        fork=st.booleans(),
+    )
+    def connected(self, session, steer, compact, fork):
+        self.apply(self.s.connected(session, steer=steer, compact=compact, fork=fork))
 
     @rule(crashed=st.booleans())
     def exited(self, crashed):
@@ -400,8 +584,16 @@ class ThreadMachine(RuleBasedStateMachine):
         queued = {q.id for q in self.state.queue}
         running = {self.state.run.prompt.id} if self.state.run else set()
         dispatched = set(self.dispatched)
-        # Every accepted prompt is dispatched, explicitly removed by the user, or queued.
-        assert self.accepted <= dispatched | self.removed | queued
+        pending = {i.id for i in self.state.run.steers} if self.state.run else set()
+        taken = set(self.taken)
+        # Every accepted prompt is dispatched, explicitly removed by the user, or queued;
+        # a steered one may instead be pending in the run or taken by it.
+        assert self.accepted <= dispatched | self.removed | queued | pending | taken
+        # A steered message is never sent twice: taken at most once, and never both taken
+        # and dispatched; pending in the run and queued never both.
+        assert len(self.taken) == len(taken)
+        assert taken.isdisjoint(dispatched)
+        assert pending.isdisjoint(queued) and pending.isdisjoint(taken)
         assert queued.isdisjoint(self.removed)
         assert running <= dispatched
         # Only /model retries a prompt; otherwise each is dispatched once.
@@ -438,7 +630,7 @@ class ThreadMachine(RuleBasedStateMachine):
             if self.state.run is not None:
                 self.apply(self.s.done(self.state.run.id, session_id=None))
         assert self.state.run is None and self.state.queue == ()
-        assert self.accepted <= set(self.dispatched) | self.removed
+        assert self.accepted <= set(self.dispatched) | self.removed | set(self.taken)
 
 
 TestThreadMachine = ThreadMachine.TestCase

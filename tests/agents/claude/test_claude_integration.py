@@ -110,6 +110,7 @@ async def running_claude(
     *,
     session_id: str | None = None,
     name: str = "a",
+    fork: bool = False,
     **overrides: object,
 ) -> AsyncIterator[Session]:
     _require_cli()
@@ -119,7 +120,12 @@ async def running_claude(
     workdir.mkdir(exist_ok=True)
     adapter = ClaudeAdapter(_options(fake, home, **overrides))
     session = Session(adapter, workdir, home)
-    start = StartAgent(agent="claude", workdir=str(workdir), session_id=session_id)
+    start = StartAgent(
+        agent="claude",
+        workdir=str(workdir),
+        session_id=session_id,
+        fork_of=session_id if fork else None,
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(adapter.serve, start, session.emit)
         pids = tree_pids(adapter._proc.pid) if adapter._proc is not None else []

@@ -46,6 +46,7 @@ def test_launch_spec_long_lived_flags_and_options() -> None:
         "--include-partial-messages",
         "--permission-prompt-tool",
         "stdio",
+        "--replay-user-messages",
         "--resume",
         "abc",
         "--model",

@@ -112,11 +112,17 @@ async def running(
     options: AgentOptions,
     workdir: Path,
     session_id: str | None = None,
+    fork: bool = False,
     **adapter_kw: str,
 ) -> AsyncIterator[Session]:
     adapter = CodexAdapter(options, **adapter_kw)
     session = Session(adapter, workdir)
-    start = StartAgent(agent="codex", workdir=str(workdir), session_id=session_id)
+    start = StartAgent(
+        agent="codex",
+        workdir=str(workdir),
+        session_id=session_id,
+        fork_of=session_id if fork else None,
+    )
     seen: list[int] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(adapter.serve, start, session.emit)

@@ -126,11 +126,20 @@ def _of(events: list[StampedEvent], kind: type) -> list:
 
 @asynccontextmanager
 async def running(
-    options: AgentOptions, workdir: Path, session_id: str | None = None, **kwargs: object
+    options: AgentOptions,
+    workdir: Path,
+    session_id: str | None = None,
+    fork: bool = False,
+    **kwargs: object,
 ) -> AsyncIterator[Thread]:
     adapter = OpencodeAdapter(options, **kwargs)  # type: ignore[arg-type]
     thread = Thread(adapter, str(workdir))
-    start = StartAgent(agent="opencode", workdir=str(workdir), session_id=session_id)
+    start = StartAgent(
+        agent="opencode",
+        workdir=str(workdir),
+        session_id=session_id,
+        fork_of=session_id if fork else None,
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(adapter.serve, start, thread.emit)
         try:

@@ -187,6 +187,9 @@ async def test_markup_telegram_refuses_goes_out_as_plain_text(
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
         thread = await stack.start_topic()
+        # The fault is for the answer: the start reply (sent after the start is logged)
+        # must be out first, or it takes the fault instead.
+        await wait_for(lambda: any(m.text.startswith("Started") for m in tg.messages(thread)))
         tg.fake.inject_fault(
             400,
             method="sendMessage",
