@@ -153,7 +153,14 @@ class RetryingPlatform:
         )
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
-        await self._retrying(lambda: self.platform.rename_thread(channel_id, title))
+        # A rename is an edit of the thread, as cosmetic as a streamed edit (the merge of
+        # titles and the request budget had left this call without its channel and kind).
+        await self._retrying(
+            lambda: self.platform.rename_thread(channel_id, title),
+            channel_id,
+            "edit",
+            Priority.EDIT,
+        )
 
     async def typing(self, channel_id: str) -> None:
         """One attempt, if the budget has a token to spare (see the module docstring); a
