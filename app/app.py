@@ -269,9 +269,7 @@ async def _console(
     stop_input: trio.CancelScope,
 ) -> None:
     from threadspindle.effects.console_platform import ConsolePlatform
-    from threadspindle.effects.render import StreamRenderer
-    from threadspindle.ingress.console import ConsoleChat, read_piped_lines, read_terminal_lines
-    from threadspindle.runtime.live.registry import open_runtime
+    from threadspindle.ingress.console import open_console, read_piped_lines, read_terminal_lines
 
     workdir = console_workdir(args)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -285,24 +283,16 @@ async def _console(
             await stack.enter_async_context(trio_asyncio.open_loop())
             stack.enter_context(patch_stdout(raw=True))
         platform = ConsolePlatform(sys.stdout, rich=False)
-        nursery = await stack.enter_async_context(trio.open_nursery())
-
-        def renderer(thread_id: str) -> StreamRenderer:
-            r = StreamRenderer(platform, thread_id)
-            nursery.start_soon(r.run)
-            return r
-
-        async with open_runtime(
+        async with open_console(
+            platform,
+            out=sys.stdout,
+            default_agent=agent,
+            default_workdir=workdir,
             log=log,
-            renderer_factory=renderer,
             adapter_factory=factory,
             policy=policy,
             **runtime_kwargs,
-        ) as runtime:
-            chat = ConsoleChat(
-                runtime, out=sys.stdout, default_agent=agent, default_workdir=workdir
-            )
-            runtime.thread_opener = chat.open_thread  # /fork, /btw: a new console thread
+        ) as chat:
             if agent == "echo":
                 _say("Using the echo demo agent. Type /help for commands, /quit to leave.")
             else:
@@ -314,7 +304,6 @@ async def _console(
                 else:
                     await read_piped_lines(chat)
         platform.close()
-        nursery.cancel_scope.cancel()
 
 
 def _web_settings(settings: Settings, args: argparse.Namespace) -> Any:

@@ -7,8 +7,9 @@ text, no mention pills and nothing to click, so the console shows them its own w
   dimmed when the output takes colour;
 - ``<@id>``, ``<@!id>``, ``<@&id>`` and ``<#id>`` become ``@id`` and ``#id``;
 - buttons and menus become the console command that does what a click would: Accept and
-  Deny are ``/allow <id>`` and ``/deny <id>``, a question's options ``/answer <id> ...``;
-  a button the console has no command for keeps its label, in brackets.
+  Deny are ``/allow <id>`` and ``/deny <id>``, a question's options ``/answer <id> ...``,
+  "Remove from queue" ``/remove <item>``; a button the console has no command for keeps
+  its label, in brackets.
 
 Only the lines' own markup is rewritten, line by line, so text streamed in pieces renders
 the same as the whole. Sanitizing what an agent wrote is not this module's job.
@@ -25,6 +26,7 @@ from threadspindle.runtime.core.effect_types import Button
 __all__ = ["render_controls", "render_line", "render_text"]
 
 SUBTEXT = "-# "
+REMOVE_QUEUED = "remove_queued:"  # the core's "Remove from queue" button action
 DIM, NORMAL = "\x1b[2m", "\x1b[22m"
 _MENTION = re.compile(r"<(@[!&]?|#)(\w+)>")
 
@@ -51,6 +53,9 @@ def render_controls(buttons: tuple[Button, ...], menu: SelectMenu | None) -> str
         if parsed is not None and parsed[0] == "permission":
             command = "/allow" if parsed[2] else "/deny"
             parts.append(f"{button.label}: {command} {parsed[1]}")
+        elif button.action.startswith(REMOVE_QUEUED) and button.action[len(REMOVE_QUEUED) :]:
+            # The core's "Remove from queue" button: the console types it.
+            parts.append(f"{button.label}: /remove {button.action[len(REMOVE_QUEUED) :]}")
         else:
             parts.append(f"[{button.label}]")
     if menu is not None:

@@ -163,7 +163,13 @@ class StreamRenderer:
         self._tally = RenderTally()
         self._book = OutputBook()
         self._typing = TypingIndicator(
-            self._retrying, channel_id, self._tally, clock=clock, after_post_s=typing_after_post_s
+            self._retrying,
+            channel_id,
+            self._tally,
+            clock=clock,
+            after_post_s=typing_after_post_s,
+            # A platform whose indicator is a message (Slack's "working…" line) removes it.
+            stop=getattr(platform, "stop_typing", None),
         )
         self._delivery = PacedDelivery(
             self._retrying,
@@ -266,7 +272,7 @@ class StreamRenderer:
 
     async def aclose(self) -> list[Posted]:
         """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works."""
-        self._typing.turn_off()
+        await self._typing.turn_off()
         return await self.flush()
 
     # -- the interface -----------------------------------------------------------------------
@@ -367,7 +373,7 @@ class StreamRenderer:
             if effect.on:
                 await self._typing.turn_on()
             else:
-                self._typing.turn_off()
+                await self._typing.turn_off()
         elif isinstance(effect, RenameThread):
             await self._titles.request(effect.title)
         else:

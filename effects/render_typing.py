@@ -2,8 +2,9 @@
 
 Platforms expire the indicator after a few seconds (Discord: ~10 s) and a posted message
 ends it at once. ``TypingIndicator`` therefore, while on, shows it again every
-``limits.typing_refresh_s`` and ``after_post_s`` after each post. Turning it off makes no
-call: it stops the refreshes and the platform lets it expire.
+``limits.typing_refresh_s`` and ``after_post_s`` after each post. Turning it off stops the
+refreshes and the platform lets it expire; a platform whose indicator is a message of its
+own (Slack's "working…" line) is given ``stop`` to take it away.
 
 It owns no task: ``deadline`` tells the renderer's background task when the next refresh
 falls due, and ``refresh_if_due`` makes it. A failed call is not raised (typing is
@@ -13,7 +14,7 @@ cosmetic; the next refresh tries again); the retrying platform counts it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from threadspindle.effects.platform import ChatPlatform, PlatformError
 from threadspindle.effects.render_outputs import RenderTally
@@ -32,12 +33,14 @@ class TypingIndicator:
         *,
         clock: Callable[[], float],
         after_post_s: float,
+        stop: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._platform = platform
         self._channel_id = channel_id
         self._tally = tally
         self._clock = clock
         self._after_post_s = after_post_s
+        self._stop = stop
         self.on = False
         self._due = math.inf
 
@@ -47,9 +50,16 @@ class TypingIndicator:
             self.on = True
             await self._show()
 
-    def turn_off(self) -> None:
+    async def turn_off(self) -> None:
+        """Stop the refreshes; ``stop`` (when given) takes a shown indicator away."""
+        was_on = self.on
         self.on = False
         self._due = math.inf
+        if was_on and self._stop is not None:
+            try:
+                await self._stop(self._channel_id)
+            except PlatformError:
+                pass  # cosmetic: the platform keeps what it could not remove and tries again
 
     def deadline(self) -> float:
         """When the next refresh falls due (``inf`` while off)."""

@@ -23,7 +23,12 @@ platforms host opens it). What it keeps:
   edit that does not name them keeps them (``chat.update`` is always sent whole).
 - **Typing**: Slack has no bot typing indicator in threads; ``assistant.threads.setStatus``
   shows a status line where the app is an assistant app. Where Slack refuses it, the
-  channel is remembered and nothing more is tried there.
+  channel is remembered and the status is a message of Spindle's own instead: a
+  "working…" line in the thread, edited with the time worked at each refresh (paced as
+  every edit), deleted (``chat.delete``) as soon as the run's output is posted in the thread
+  or typing goes off (``stop_typing``), so it never stays behind the footer. Once output
+  has taken it away it is not posted again for half ``limits.typing_refresh_s``, so a busy
+  run costs at most one post and one delete per refresh interval, not two per output.
 - **Replies** to a command go into its thread; an ephemeral one goes to the user who gave
   it (``chat.postEphemeral``) when ingress remembered who that was.
 - Failures become ``PlatformError``: a 429 carries ``Retry-After``; 5xx, timeouts and
@@ -37,6 +42,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -54,6 +60,7 @@ __all__ = [
     "SLACK_LIMITS",
     "SlackPlatform",
     "callback_option",
+    "is_working_line",
     "parse_thread_id",
     "slack_thread_id",
 ]
@@ -84,6 +91,34 @@ SLACK_LIMITS = PlatformLimits(
     subtext=False,
     wrap_links=False,  # unfurls are turned off per message instead
 )
+
+WORKING = "_working…_"  # the status line where Slack refuses the assistant status
+
+
+@dataclass
+class _WorkingLine:
+    """A thread's "working…" message: its ts, and since when the run has been shown working."""
+
+    ts: str
+    since: float
+
+
+def working_text(seconds: float) -> str:
+    """The working line after ``seconds`` of work (the bare line for the first few)."""
+    whole = int(seconds)
+    if whole < 5:
+        return WORKING
+    spent = f"{whole // 60}:{whole % 60:02d}" if whole >= 60 else f"{whole}s"
+    return f"_working… {spent}_"
+
+
+_WORKING_LINE = re.compile(r"^_working…( (\d+s|\d+:\d\d))?_$")
+
+
+def is_working_line(text: str) -> bool:
+    """Whether a message's text is a working line (one a killed Spindle may have left)."""
+    return bool(_WORKING_LINE.match(text))
+
 
 _THREAD = re.compile(r"^sl:([A-Z0-9]+):(\d+\.\d+)$")
 _TS = re.compile(r"^\d+\.\d+$")
@@ -139,6 +174,10 @@ class SlackPlatform:
         self._next_edit: dict[str, float] = {}  # channel -> when its next edit may go
         self._authors: OrderedDict[str, str] = OrderedDict()  # action id -> user, for replies
         self._no_status: set[str] = set()  # channels where assistant status is refused
+        self._working: dict[str, _WorkingLine] = {}  # thread id -> its working line
+        self._stale: dict[str, set[str]] = {}  # thread id -> working lines not deleted yet
+        self._quiet_until: dict[str, float] = {}  # thread id -> no working line before
+        self._working_locks: dict[str, trio.Lock] = {}
         self.calls = 0
         self.markup_fallbacks = 0  # texts Slack refused as blocks, sent as plain text
         self.truncated = 0  # texts cut to Slack's limit
@@ -164,6 +203,7 @@ class SlackPlatform:
     ) -> str:
         channel, thread_ts = parse_thread_id(channel_id)
         elements = self._elements(buttons, menu)
+        await self._output_arrives(channel_id)
         return await self._post(channel, thread_ts, text, elements)
 
     async def edit(
@@ -211,22 +251,89 @@ class SlackPlatform:
 
     async def typing(self, channel_id: str) -> None:
         channel, thread_ts = parse_thread_id(channel_id)
-        if channel in self._no_status:
-            return
+        if channel not in self._no_status:
 
-        async def status() -> None:
-            await self.client.assistant_threads_setStatus(
-                channel_id=channel, thread_ts=thread_ts, status="is working…"
-            )
+            async def status() -> None:
+                await self.client.assistant_threads_setStatus(
+                    channel_id=channel, thread_ts=thread_ts, status="is working…"
+                )
 
-        try:
-            await self._call(status)
-        except PlatformError as error:
-            if error.retryable:
+            try:
+                await self._call(status)
+                return
+            except PlatformError as error:
+                if error.retryable:
+                    raise
+                # Not an assistant app here: Slack has no other bot typing indicator.
+                self._no_status.add(channel)
+                _log.info("no assistant status in %s (%s): a working line", channel, error)
+        await self._show_working(channel_id)
+
+    async def stop_typing(self, channel_id: str) -> None:
+        """Typing went off: the thread's working line (if any) is deleted. (An assistant
+        status clears itself with the app's next reply.)"""
+        async with self._working_lock(channel_id):
+            await self._remove_working(channel_id)
+
+    # --- the working line ---------------------------------------------------------------
+
+    def _working_lock(self, channel_id: str) -> trio.Lock:
+        lock = self._working_locks.get(channel_id)
+        if lock is None:
+            lock = self._working_locks[channel_id] = trio.Lock()
+        return lock
+
+    async def _show_working(self, channel_id: str) -> None:
+        """Post the working line, or edit it with the time worked; nothing just after an
+        output post (the refresh after it would cost a post and a delete per output)."""
+        async with self._working_lock(channel_id):
+            await self._remove_stale(channel_id)
+            now = self._clock()
+            line = self._working.get(channel_id)
+            if line is None:
+                if now < self._quiet_until.get(channel_id, 0.0):
+                    return
+                channel, thread_ts = parse_thread_id(channel_id)
+                ts = await self._post(channel, thread_ts, WORKING, [])
+                self._working[channel_id] = _WorkingLine(ts, now)
+                return
+            try:
+                await self.edit(channel_id, line.ts, working_text(now - line.since), buttons=())
+            except PlatformError as error:
+                if not error.retryable:  # deleted by someone: the next refresh posts anew
+                    self._working.pop(channel_id, None)
                 raise
-            # Not an assistant app here: Slack has no other bot typing indicator.
-            self._no_status.add(channel)
-            _log.info("no assistant status in %s (%s): typing is not shown", channel, error)
+
+    async def _output_arrives(self, channel_id: str) -> None:
+        """Output goes into the thread: its working line goes first, and is not posted again
+        for half a refresh interval (so the refresh right after this post skips it)."""
+        async with self._working_lock(channel_id):  # not while a working line is posted
+            if channel_id not in self._working and channel_id not in self._stale:
+                return
+            await self._remove_working(channel_id)
+            self._quiet_until[channel_id] = self._clock() + self.limits.typing_refresh_s / 2
+
+    async def _remove_working(self, channel_id: str) -> None:
+        line = self._working.pop(channel_id, None)
+        if line is not None:
+            self._stale.setdefault(channel_id, set()).add(line.ts)
+        await self._remove_stale(channel_id)
+
+    async def _remove_stale(self, channel_id: str) -> None:
+        """Delete the thread's working lines; one Slack would not delete now (a 5xx, a
+        rate limit) is kept and deleted at the next chance. Never raised: the output must
+        not wait on it."""
+        for ts in sorted(self._stale.get(channel_id, ())):
+            try:
+                await self.delete(channel_id, ts)
+            except PlatformError as error:
+                if error.retryable:
+                    _log.info("working line %s in %s not deleted yet: %s", ts, channel_id, error)
+                    return
+                # Refused for good: trying again would cost a call per output for nothing.
+                _log.warning("working line %s in %s cannot be deleted: %s", ts, channel_id, error)
+            self._stale[channel_id].discard(ts)
+        self._stale.pop(channel_id, None)
 
     async def reply(
         self,
@@ -241,6 +348,7 @@ class SlackPlatform:
         user = self._authors.get(action_id)
         if ephemeral and user is not None and not buttons:
             return "ephemeral-" + await self.say_to(channel, thread_ts, user, text)
+        await self._output_arrives(channel_id)
         return await self._post(channel, thread_ts, text, self._elements(buttons, None))
 
     # --- what ingress asks of it ---------------------------------------------------------

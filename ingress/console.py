@@ -5,13 +5,17 @@ lines are prompts (a line ending in `` queue`` is queued without interrupting), 
 commands of docs/commands.md work the same way (``/claude start .``, ``/queue``, ``/abort``,
 ``/status`` ...). Console-only commands manage the named threads (``/thread new NAME``,
 ``/thread switch NAME``, ``/threads``), answer prompts that Discord shows as buttons
-(``/allow``, ``/deny``, ``/answer``), and help scripts (``/wait`` blocks until the current
+(``/allow``, ``/deny``, ``/answer``, ``/remove`` for a queued prompt's "Remove from queue"),
+and help scripts (``/wait`` blocks until the current
 thread is idle with an empty queue, or waits for an answer; ``/quit``).
 
 It decides nothing: every line becomes an action posted to the runtime, and what the user
 sees comes back through the console platform. What it checks is the text itself, where it
 enters (``ingress.input_checks``): a path, a name or a position that cannot be one is
 answered with the reason, and nothing typed can raise out of ``handle_line``.
+
+``open_console`` is the wiring ``spindle run`` uses (a stream renderer per thread over the
+console platform, the live runtime, the chat); the platform contract test drives it too.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import trio
 
 from threadspindle.agents import known_agents
+from threadspindle.effects.console_platform import ConsolePlatform
+from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.terminal_text import terminal_safe
 from threadspindle.ingress.discord.translate import (
     PlainMessageMode,
@@ -44,9 +51,16 @@ from threadspindle.ingress.schedule_commands import schedule_action, verbosity_a
 from threadspindle.ingress.workspace_commands import shell_action, workspace_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
-from threadspindle.runtime.live.registry import Runtime
+from threadspindle.runtime.live.registry import Runtime, open_runtime
 
-__all__ = ["ConsoleChat", "HELP", "read_piped_lines", "read_terminal_lines", "thread_id_for"]
+__all__ = [
+    "ConsoleChat",
+    "HELP",
+    "open_console",
+    "read_piped_lines",
+    "read_terminal_lines",
+    "thread_id_for",
+]
 
 logger = logging.getLogger("spindle.console")
 
@@ -81,6 +95,7 @@ Commands:
   /verbosity text|tools|all    what runs show: the answer; plus tool lines; everything
   /allow [id] | /deny [id]     answer the pending permission prompt
   /answer <id> <text>          answer the pending question
+  /remove <item>               take a queued prompt out (its "Remove from queue")
   /thread new NAME | /thread switch NAME | /threads
   /wait                        wait until this thread is idle, or a prompt needs an answer
   /help | /quit"""
@@ -115,6 +130,8 @@ class ConsoleChat:
         self.current = "main"
         self.names: list[str] = ["main"]
         self._list_conversations = list_conversations or _list_conversations
+        # thread id -> its stream renderer, filled by ``open_console`` (a test waits on them)
+        self.renderers: dict[str, StreamRenderer] = {}
 
     # --- helpers --------------------------------------------------------------------------
     @property
@@ -368,6 +385,9 @@ class ConsoleChat:
                         **self._base(), request_id=request, answer=answer, author_id=self.author
                     )
                 )
+        elif head == "remove" and len(args) == 1:
+            item = check_word(args[0], "queue item")
+            await self.post(A.QueuedItemRemoved(**self._base(), item_id=item))
         elif head == "schedule":
             await self.post(
                 schedule_action(
@@ -433,6 +453,36 @@ class ConsoleChat:
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")
+
+
+@asynccontextmanager
+async def open_console(
+    platform: ConsolePlatform,
+    *,
+    out: TextIO,
+    default_agent: str,
+    default_workdir: str,
+    **runtime_kwargs: Any,
+) -> AsyncIterator[ConsoleChat]:
+    """The console's wiring for the body of the block: the live runtime (``runtime_kwargs``
+    as for ``Runtime``: log, adapter factory, policy ...) with a stream renderer per thread
+    over ``platform``, each with its background task, and the chat typed lines go to."""
+    renderers: dict[str, StreamRenderer] = {}
+    async with trio.open_nursery() as nursery:
+
+        def renderer(thread_id: str) -> StreamRenderer:
+            made = renderers[thread_id] = StreamRenderer(platform, thread_id)
+            nursery.start_soon(made.run)
+            return made
+
+        async with open_runtime(renderer_factory=renderer, **runtime_kwargs) as runtime:
+            chat = ConsoleChat(
+                runtime, out=out, default_agent=default_agent, default_workdir=default_workdir
+            )
+            chat.renderers = renderers
+            runtime.thread_opener = chat.open_thread  # /fork, /btw: a new console thread
+            yield chat
+        nursery.cancel_scope.cancel()  # the renderers' background tasks
 
 
 async def read_piped_lines(chat: ConsoleChat) -> None:

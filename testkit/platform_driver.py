@@ -7,6 +7,12 @@ a thread, press a button, read what the bot shows. The contract test runs one sc
 every driver; a new platform adds a driver here (a class with these methods, and a line in
 ``DRIVERS``) and must pass the same script.
 
+A driver says what its platform has (``has_strangers``: users who are not allowed can
+write where the bot reads; ``injects_faults``: a server whose sends can be made to fail):
+a case of the script that needs what a platform lacks is not collected for it
+(``drivers_with``), rather than skipped at run time. The console (one user at a terminal,
+no server) has neither.
+
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
 ``tg:`` thread id, a WhatsApp ``wa:`` chat, a Slack ``sl:`` thread id, a web chat ``web:``
 thread); ``running()`` may be entered again on the same log: a restart.
@@ -14,16 +20,26 @@ thread); ``running()`` may be entered again on the same log: a restart.
 
 from __future__ import annotations
 
+import io
+import math
+import os
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+import trio
+
+from threadspindle.effects.console_markup import render_controls
+from threadspindle.effects.console_platform import CONSOLE_LIMITS, ConsoleMessage, ConsolePlatform
 from threadspindle.effects.web_platform import WEB_LIMITS
-from threadspindle.runtime.core.model import ThreadState
+from threadspindle.ingress.console import ConsoleChat, open_console, thread_id_for
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.live.log import EventLog
 from threadspindle.testkit.fake_agent import FakeAgentWorld
-from threadspindle.testkit.fake_discord.harness import World, fake_world
-from threadspindle.testkit.fake_discord.stack import FOOTER, Stack, discord_stack
+from threadspindle.testkit.fake_discord.harness import World, fake_world, wait_for
+from threadspindle.testkit.fake_discord.stack import FOOTER, SCRIPT, Stack, discord_stack
 from threadspindle.testkit.fake_slack.stack import (
     SlackStack,
     SlackWorld,
@@ -46,15 +62,23 @@ from threadspindle.testkit.fake_whatsapp.stack import (
 from threadspindle.testkit.web_stack import WebStack, web_stack
 
 __all__ = [
+    "CAPABILITIES",
     "DRIVERS",
+    "DRIVER_TYPES",
+    "ConsoleDriver",
     "DiscordDriver",
     "PlatformDriver",
     "SlackDriver",
     "TelegramDriver",
     "WebDriver",
     "WhatsAppDriver",
+    "drivers_with",
     "is_footer_text",
+    "typed_controls",
 ]
+
+# What a platform may lack, each a boolean class attribute of every driver.
+CAPABILITIES = ("has_strangers", "injects_faults")
 
 
 def is_footer_text(text: str) -> bool:
@@ -66,6 +90,8 @@ class PlatformDriver(Protocol):
     """What the contract script needs of a platform (see the module docstring)."""
 
     name: str
+    has_strangers: bool  # someone not allowed can write where the bot reads
+    injects_faults: bool  # the platform's sends can be made to fail (``fail_next_sends``)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """The platform's bot over the runtime, on the driver's log, while inside."""
@@ -120,6 +146,8 @@ class DiscordDriver:
 
     name = "discord"
     char_limit = 2000
+    has_strangers = True
+    injects_faults = True
 
     def __init__(self, world: World, tmp_path: Path) -> None:
         self.world = world
@@ -210,6 +238,8 @@ class TelegramDriver:
 
     name = "telegram"
     char_limit = 4096
+    has_strangers = True
+    injects_faults = True
 
     def __init__(self, world: TelegramWorld, tmp_path: Path) -> None:
         self.world = world
@@ -281,6 +311,8 @@ class WhatsAppDriver:
 
     name = "whatsapp"
     char_limit = 4096
+    has_strangers = True
+    injects_faults = True
 
     def __init__(self, world: WhatsAppWorld, tmp_path: Path) -> None:
         self.world = world
@@ -344,6 +376,8 @@ class SlackDriver:
 
     name = "slack"
     char_limit = 3000  # what one section block holds (Slack advises 4,000 for a text)
+    has_strangers = True
+    injects_faults = True
 
     def __init__(self, world: SlackWorld, tmp_path: Path) -> None:
         self.world = world
@@ -413,12 +447,173 @@ class SlackDriver:
         self.world.fake.inject_fault(status, method="chat.postMessage", times=times, retry_after=1)
 
 
+_CONTROL = re.compile(r"^(?P<label>.+?): (?P<command>/\S.*)$")
+_ANSWER = re.compile(r"^/answer (?P<id>\S+) <(?P<options>.*)>$")
+
+
+def typed_controls(message: ConsoleMessage) -> list[tuple[str, str]]:
+    """What the console shows under ``message`` instead of buttons, read back as
+    ``(label, command to type)``; a control shown without a command gives nothing."""
+    shown = render_controls(message.buttons, message.menu).removeprefix("→ ")
+    found: list[tuple[str, str]] = []
+    for part in shown.split("  ·  ") if shown else ():
+        if answer := _ANSWER.match(part):
+            found += [
+                (option, f"/answer {answer['id']} {option}")
+                for option in answer["options"].split(" | ")
+            ]
+        elif control := _CONTROL.match(part):
+            found.append((control["label"], control["command"]))
+    return found
+
+
+class ConsoleDriver:
+    """The console as ``spindle run`` wires it (``ingress.console.open_console``) on the plain
+    ``ConsolePlatform``; a thread is a named console thread (``console:<name>``).
+
+    Everything the user does is a typed line through ``ConsoleChat.handle_line``, in order,
+    after ``/thread new|switch <name>`` when it is for another thread than the current one.
+    The console has no buttons: a message shows its controls as the commands to type
+    (``effects.console_markup``), ``buttons`` reads them back and ``click`` types the one
+    shown for the label. One user at a terminal and no server: no strangers, no faults. The
+    terminal outlives each run: after a restart the new output is printed below the old.
+    """
+
+    name = "console"
+    char_limit = CONSOLE_LIMITS.char_limit
+    has_strangers = False
+    injects_faults = False
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.workdir = os.path.realpath(tmp_path)
+        self.out = io.StringIO()  # the transcript of the console platform
+        self.notes = io.StringIO()  # what the console chat says of its own
+        self.platform = ConsolePlatform(self.out, rich=False)
+        self._chat: ConsoleChat | None = None
+        self._agents: FakeAgentWorld | None = None
+        self._typed: trio.MemorySendChannel[tuple[str, str | None]] | None = None
+        self._threads = 0
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        agents = FakeAgentWorld(script=SCRIPT)
+        policy = Policy(allowed_roots=(self.workdir,), queue_limit=50)
+        typed, lines = trio.open_memory_channel[tuple[str, str | None]](math.inf)
+        with EventLog(self.tmp_path / "events.sqlite3") as log:
+            async with open_console(
+                self.platform,
+                out=self.notes,
+                default_agent="claude",
+                default_workdir=self.workdir,
+                log=log,
+                adapter_factory=agents.factory,
+                policy=policy,
+                tick_interval_s=0.25,
+            ) as chat:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._type, chat, lines)
+                    self._chat, self._agents, self._typed = chat, agents, typed
+                    try:
+                        yield
+                    finally:
+                        self._chat = self._typed = None
+                        nursery.cancel_scope.cancel()
+
+    async def _type(
+        self, chat: ConsoleChat, lines: trio.MemoryReceiveChannel[tuple[str, str | None]]
+    ) -> None:
+        async for thread, line in lines:
+            name = thread.removeprefix("console:")
+            if chat.current != name:
+                verb = "switch" if name in chat.names else "new"
+                await chat.handle_line(f"/thread {verb} {name}")
+            if line is not None:
+                await chat.handle_line(line)
+
+    def _line(self, thread: str, line: str | None) -> None:
+        assert self._typed is not None, "not running"
+        self._typed.send_nowait((thread, line))
+
+    @property
+    def chat(self) -> ConsoleChat:
+        assert self._chat is not None, "not running"
+        return self._chat
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        assert self._agents is not None, "not running"
+        return self._agents
+
+    async def start(self) -> str:
+        """``/thread new t<n>``: a new thread, given a conversation with the default agent."""
+        self._threads += 1
+        thread = thread_id_for(f"t{self._threads}")
+        self._line(thread, None)
+        await wait_for(
+            lambda: self.chat.runtime.snapshot(thread),
+            lambda s: s is not None and s.conversation is not None,
+        )
+        await wait_for(lambda: any("Started" in t for t in self.bot_texts(thread)))
+        return thread
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        assert not stranger, "the console has no strangers (has_strangers is False)"
+        self._line(thread, text)
+
+    def abort(self, thread: str) -> None:
+        self._line(thread, "/abort")
+
+    def _shown(self, thread: str) -> list[ConsoleMessage]:
+        return [
+            m
+            for m in list(self.platform.messages.values())
+            if m.channel_id == thread and not m.deleted
+        ]
+
+    def bot_texts(self, thread: str) -> list[str]:
+        return [m.text for m in self._shown(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        """Each control a message shows as a command, (message, label)."""
+        return [(m.id, label) for m in self._shown(thread) for label, _ in typed_controls(m)]
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        """Type the command the message shows for ``label``."""
+        commands = [
+            c for shown, c in typed_controls(self.platform.messages[message]) if shown == label
+        ]
+        assert commands, f"no {label!r} on message {message}"
+        self._line(thread, commands[0])
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await wait_for(
+            lambda: self.bot_texts(thread),
+            lambda texts: sum(map(is_footer_text, texts)) >= count,
+            timeout,
+        )
+        await self.chat.runtime.wait_quiet(thread)
+        await wait_for(
+            lambda: [r.statistics().dirty_messages for r in self.chat.renderers.values()],
+            lambda dirty: not any(dirty),
+            timeout,
+        )
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.chat.runtime.snapshot(thread)
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        raise AssertionError("the console has no server to fail (injects_faults is False)")
+
+
 class WebDriver:
     """The web chat over HTTP (``testkit.web_stack``): what a browser's page would send.
     A thread is a ``web:`` thread; a stranger is a request without the access cookie."""
 
     name = "web"
     char_limit = WEB_LIMITS.char_limit
+    has_strangers = True  # a request without the access cookie
+    injects_faults = True
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -516,6 +711,11 @@ def _whatsapp(tmp_path: Path) -> Iterator[PlatformDriver]:
         yield WhatsAppDriver(world, tmp_path)
 
 
+@contextmanager
+def _console(tmp_path: Path) -> Iterator[PlatformDriver]:
+    yield ConsoleDriver(tmp_path)
+
+
 # Every platform the contract test runs: name -> a context manager giving its driver.
 DRIVERS: dict[str, Callable[[Path], Any]] = {
     "discord": _discord,
@@ -523,4 +723,27 @@ DRIVERS: dict[str, Callable[[Path], Any]] = {
     "whatsapp": _whatsapp,
     "slack": _slack,
     "web": _web,
+    "console": _console,
 }
+
+# Every platform's driver class, for what it has (``CAPABILITIES``) before one is made.
+DRIVER_TYPES: dict[str, type[PlatformDriver]] = {
+    "discord": DiscordDriver,
+    "telegram": TelegramDriver,
+    "whatsapp": WhatsAppDriver,
+    "slack": SlackDriver,
+    "web": WebDriver,
+    "console": ConsoleDriver,
+}
+
+
+def drivers_with(*capabilities: str) -> list[str]:
+    """The names of the platforms that have every one of ``capabilities``, sorted."""
+    unknown = set(capabilities) - set(CAPABILITIES)
+    if unknown:
+        raise ValueError(f"no such capability: {sorted(unknown)}")
+    return sorted(
+        name
+        for name, kind in DRIVER_TYPES.items()
+        if all(getattr(kind, capability) for capability in capabilities)
+    )

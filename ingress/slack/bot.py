@@ -46,7 +46,12 @@ import trio
 
 from threadspindle.agents import list_conversations
 from threadspindle.effects.platform import PlatformError
-from threadspindle.effects.slack_platform import SlackPlatform, parse_thread_id, slack_thread_id
+from threadspindle.effects.slack_platform import (
+    SlackPlatform,
+    is_working_line,
+    parse_thread_id,
+    slack_thread_id,
+)
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
@@ -218,12 +223,25 @@ class SlackIngress:
         for message in messages:
             if message.get("ts") == thread_ts or float(message.get("ts", 0)) <= since:
                 continue
+            if thread_ts is not None and self._left_working_line(message):
+                # A "working…" line of a Spindle killed mid-run: the run it told of is over.
+                try:
+                    await self.platform.delete(
+                        slack_thread_id(channel, thread_ts), str(message.get("ts"))
+                    )
+                except PlatformError as error:
+                    _log.warning("could not delete a left working line: %s", error)
+                continue
             self.caught_up += 1
             event = {"type": "message", "channel": channel, **message}
             try:
                 await self.handle("events_api", {"event": event, "team_id": event.get("team")})
             except Exception:  # one bad message must not stop the rest
                 _log.exception("could not catch up message %s", message.get("ts"))
+
+    def _left_working_line(self, message: Mapping[str, Any]) -> bool:
+        own = bool(message.get("bot_id")) or message.get("user") == self.bot_user
+        return own and is_working_line(str(message.get("text") or ""))
 
     async def handle(self, kind: str, payload: dict[str, Any]) -> str | None:
         self.handled += 1

@@ -102,7 +102,12 @@ async def hosted_slack(
             f"{settings.base_url}: check SPINDLE_SLACK_BOT_TOKEN (docs/slack-setup.md)"
         ) from None
     user_id, team_id = str(auth["user_id"]), str(auth["team_id"])
-    limits = SLACK_LIMITS.model_copy(update={"min_edit_interval_s": settings.min_edit_interval_s})
+    limits = SLACK_LIMITS.model_copy(
+        update={
+            "min_edit_interval_s": settings.min_edit_interval_s,
+            "typing_refresh_s": settings.typing_refresh_s,
+        }
+    )
     platform = SlackPlatform(client, limits)
     ingress = SlackIngress(settings, platform, runtime, bot_user=user_id, team=team_id)
     _listeners(app, ingress, settings.command)

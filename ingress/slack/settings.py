@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
@@ -49,6 +49,8 @@ class SlackSettings(Frozen):
     queue_suffix: str = " queue"
     # At most one edit per channel this often (chat.update is Tier 3, ~50 a minute).
     min_edit_interval_s: float = 1.2
+    # How often the status (assistant status, or the "working…" line) is refreshed.
+    typing_refresh_s: float = Field(default=10.0, gt=0)
     # A refused user is told at most once per this many seconds.
     refusal_interval_s: float = 600.0
     catch_up: bool = True  # read what was said in known threads while Spindle was down

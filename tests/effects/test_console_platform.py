@@ -187,7 +187,7 @@ async def test_plain_output_shows_discord_markup_as_a_terminal_can() -> None:
         "❓ **Question:** Which?\n"
         "→ /answer q1 <Red | Blue>\n"
         "Queued (position 1).\n"
-        "[Remove from queue]\n"
+        "→ Remove from queue: /remove a1\n"  # the console types what Discord clicks
     )
     # What the platform keeps is the message as sent: the console ingress and the edits
     # compare against it.
@@ -201,3 +201,15 @@ async def test_the_console_dims_subtext_but_strips_what_the_agent_wrote() -> Non
     platform = ConsolePlatform(out, color=True)
     await platform.send("c", "-# thinking \x1b[31mred\x1b]0;title\x07\nplain \x1b[2J")
     assert out.getvalue() == "\x1b[2mthinking red\x1b[22m\nplain \n"
+
+
+async def test_a_queued_prompts_remove_button_shows_as_the_command_to_type() -> None:
+    out = io.StringIO()
+    platform = ConsolePlatform(out)
+    remove = Button(label="Remove from queue", action="remove_queued:item7")
+    other = Button(label="Later", action="something:else")
+    await platform.reply("console:a", "act1", "Queued (position 1).", buttons=(remove,))
+    await platform.send("console:a", "no command for this", buttons=(other,))
+    assert out.getvalue() == (
+        "↳ Queued (position 1).\n→ Remove from queue: /remove item7\nno command for this\n[Later]\n"
+    )

@@ -61,7 +61,7 @@ async def test_turning_off_makes_no_call_and_stops_the_refreshes(autojump_clock:
     platform = RecordingPlatform()
     typing, _ = indicator(platform)
     await typing.turn_on()
-    typing.turn_off()
+    await typing.turn_off()
     assert typing.deadline() == math.inf and not typing.on
     await trio.sleep(30.0)
     await typing.refresh_if_due(trio.current_time())

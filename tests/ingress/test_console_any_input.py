@@ -46,6 +46,7 @@ COMMANDS = (
     "/answer ",
     "/allow ",
     "/deny ",
+    "/remove ",
     "/conversation end",
     "/status",
     "/abort",

@@ -6,6 +6,10 @@ queue and its buttons, interrupt and abort, permission prompts answered and dism
 questions, a long answer within the platform's limit, rate limits and server errors that
 lose nothing, a restart that keeps the queue, and a stranger who gets nowhere. A new
 platform adds a driver to ``DRIVERS`` and passes this file.
+
+Each case is parametrised over the platforms that have what it needs (``every``, over
+``drivers_with``): the console has no strangers and no server to fail, so those cases are
+not collected for it; no case skips itself.
 """
 
 from __future__ import annotations
@@ -17,15 +21,29 @@ import pytest
 import trio
 
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.platform_driver import DRIVERS, PlatformDriver, is_footer_text
+from threadspindle.testkit.platform_driver import (
+    DRIVERS,
+    PlatformDriver,
+    drivers_with,
+    is_footer_text,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(params=sorted(DRIVERS))
+def every(*capabilities: str) -> pytest.MarkDecorator:
+    """Run the case on each platform that has ``capabilities`` (none: on all of them)."""
+    return pytest.mark.parametrize("driver", drivers_with(*capabilities), indirect=True)
+
+
+@pytest.fixture
 def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformDriver]:
     with DRIVERS[request.param](tmp_path) as made:
         yield made
+
+
+def test_every_platform_runs_the_cases_that_need_nothing() -> None:
+    assert drivers_with() == sorted(DRIVERS)
 
 
 def footers(driver: PlatformDriver, thread: str) -> int:
@@ -36,6 +54,7 @@ def delivered(driver: PlatformDriver) -> list[str]:
     return [text for _, text in driver.agents.delivered]
 
 
+@every()
 async def test_a_cold_start_answers_with_one_footer(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -46,6 +65,7 @@ async def test_a_cold_start_answers_with_one_footer(driver: PlatformDriver) -> N
         assert delivered(driver) == ["hi"]
 
 
+@every()
 async def test_queue_when_idle_and_when_busy(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -60,6 +80,7 @@ async def test_queue_when_idle_and_when_busy(driver: PlatformDriver) -> None:
         assert footers(driver, thread) == 3
 
 
+@every()
 async def test_remove_from_queue(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -79,6 +100,7 @@ async def test_remove_from_queue(driver: PlatformDriver) -> None:
         assert delivered(driver) == ["SLOW work", "this."]
 
 
+@every()
 async def test_an_interrupting_message_keeps_the_queue(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -94,6 +116,7 @@ async def test_an_interrupting_message_keeps_the_queue(driver: PlatformDriver) -
         assert footers(driver, thread) == 2  # the interrupted run has none
 
 
+@every()
 async def test_abort_mid_tool_then_a_new_message(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -124,6 +147,7 @@ async def _answer_a_permission(driver: PlatformDriver, label: str) -> bool | str
     return driver.agents.answers[-1][1]
 
 
+@every()
 async def test_permission_allowed_denied_and_dismissed(driver: PlatformDriver) -> None:
     async with driver.running():
         assert await _answer_a_permission(driver, "Accept") is True
@@ -137,6 +161,7 @@ async def test_permission_allowed_denied_and_dismissed(driver: PlatformDriver) -
         assert driver.agents.answers[-1][1] is False  # the agent is not left waiting
 
 
+@every()
 async def test_a_question_answered_and_one_dismissed(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -154,6 +179,7 @@ async def test_a_question_answered_and_one_dismissed(driver: PlatformDriver) -> 
         assert delivered(driver)[-1] == "skip it"
 
 
+@every()
 async def test_a_6000_character_answer_is_well_formed(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -167,6 +193,7 @@ async def test_a_6000_character_answer_is_well_formed(driver: PlatformDriver) ->
         assert footers(driver, thread) == 1
 
 
+@every("injects_faults")
 @pytest.mark.parametrize("status", [429, 502])
 async def test_rate_limits_and_server_errors_lose_nothing(
     driver: PlatformDriver, status: int
@@ -181,6 +208,7 @@ async def test_rate_limits_and_server_errors_lose_nothing(
         assert footers(driver, thread) == 1
 
 
+@every()
 async def test_a_restart_keeps_the_queue(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()
@@ -198,6 +226,7 @@ async def test_a_restart_keeps_the_queue(driver: PlatformDriver) -> None:
         assert footers(driver, thread) == 1
 
 
+@every("has_strangers")
 async def test_a_stranger_gets_nowhere(driver: PlatformDriver) -> None:
     async with driver.running():
         thread = await driver.start()

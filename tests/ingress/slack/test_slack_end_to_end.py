@@ -197,21 +197,18 @@ async def test_a_429_waits_its_retry_after(sl: SlackWorld, tmp_path: Path) -> No
         assert [m.shown for m in sl.bot_messages(thread)].count("Hello from fake agent.") == 1
 
 
-async def test_a_status_line_while_working_and_none_where_slack_refuses_it(
+async def test_a_status_line_while_working_where_the_app_is_an_assistant(
     sl: SlackWorld, tmp_path: Path
 ) -> None:
+    """The assistant status where Slack allows it; where it refuses, the working line
+    (``test_working_line.py``)."""
     async with slack_stack(sl, tmp_path) as stack:
         thread = await stack.start_thread()
         channel, thread_ts = sl.where(thread)
         sl.say(thread, "SLOW work")
         await stack.until_footers(thread, 1)
         assert (channel, thread_ts, "is working…") in sl.fake.statuses()
-        sl.fake.world.assistant = False  # not an assistant app: nothing shown, nothing broken
-        before = len(sl.fake.calls("assistant.threads.setStatus"))
-        sl.say(thread, "SLOW again")
-        await stack.until_footers(thread, 2)
-        assert _delivered(stack) == ["SLOW work", "SLOW again"]
-        assert len(sl.fake.calls("assistant.threads.setStatus")) == before + 1  # then no more
+        assert not sl.fake.calls("chat.delete")  # no working line where the status shows
 
 
 async def test_a_reconnect_asked_by_slack_loses_nothing(sl: SlackWorld, tmp_path: Path) -> None:
