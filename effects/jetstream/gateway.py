@@ -71,14 +71,24 @@ class Gateway:
             renderer = self._factory(thread_id)
             renderer.on_posted = lambda key, ids: self._late.append((thread_id, key, ids))
             loaded = await load_thread(self.conn, thread_id)
-            for key, message_ids in loaded.posted.items():
+            # What the log says was posted, and what an earlier gateway recorded as posted
+            # whose OutputPosted the runner had not logged yet.
+            recorded = await self.transport.posted_of(thread_id)
+            posted = {**recorded, **loaded.posted}
+            for key, message_ids in posted.items():
                 renderer.known(key, message_ids)
-            self.posted_keys[thread_id] = set(loaded.posted)
+            self.posted_keys[thread_id] = set(posted)
             self.renderers[thread_id] = renderer
+            for key in recorded.keys() - loaded.posted.keys():
+                # Posted and recorded by a gateway that died before its OutputPosted was
+                # stored (or logged): sent again, a duplicate id if it was.
+                await self.report(thread_id, key, recorded[key])
         return renderer
 
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        """Record the post (``spindle_posted``) and send ``OutputPosted`` to the runner."""
         self.posted_keys.setdefault(thread_id, set()).add(key)
+        await self.transport.record_posted(thread_id, key, message_ids)
         digest = hashlib.blake2b(
             f"{key}\0{','.join(message_ids)}".encode(), digest_size=10
         ).hexdigest()

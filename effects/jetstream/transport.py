@@ -16,6 +16,10 @@ durable consumers with explicit acks.
   gateway holds no thread state, only where to send.
 - KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
   a time; standbys wait for the key).
+- KV ``spindle_posted``: ``<thread token>.<key digest>`` -> an output key the gateway posted
+  and its message ids, stored right after the post and before ``OutputPosted`` is sent or
+  the effect acked: a restarted gateway knows the post even when the runner has not yet
+  logged its ``OutputPosted``. Entries live a week (the log has them long before).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ __all__ = [
     "EFFECT_ADAPTER",
     "IN_STREAM",
     "OUT_STREAM",
+    "POSTED_BUCKET",
     "Inbox",
     "RemoteRenderer",
     "Transport",
@@ -51,6 +56,7 @@ __all__ = [
 
 IN_STREAM = "SPINDLE_IN"
 OUT_STREAM = "SPINDLE_OUT"
+POSTED_BUCKET = "spindle_posted"
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -89,6 +95,36 @@ class Transport:
     conn: JetStream
     routes: KeyValue
     root_leases: KeyValue
+    posted: KeyValue
+
+    async def record_posted(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        """Store that ``key`` of the thread was posted as ``message_ids`` (``spindle_posted``)."""
+        digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+        await self.conn.call(
+            self.posted.put,
+            f"{thread_token(thread_id)}.{digest}",
+            orjson.dumps({"key": key, "ids": list(message_ids)}),
+        )
+
+    async def posted_of(self, thread_id: str) -> dict[str, tuple[str, ...]]:
+        """Every output key of the thread recorded in ``spindle_posted``."""
+        kv = self.posted
+
+        async def read() -> dict[str, tuple[str, ...]]:
+            watcher = await kv.watch(f"{thread_token(thread_id)}.>", ignore_deletes=True)
+            found: dict[str, tuple[str, ...]] = {}
+            try:
+                async for entry in watcher:
+                    if entry is None:  # the end of what is stored now
+                        break
+                    if entry.value:
+                        raw = orjson.loads(entry.value)
+                        found[str(raw["key"])] = tuple(str(i) for i in raw["ids"])
+            finally:
+                await watcher.stop()
+            return found
+
+        return await self.conn.call(read)
 
     async def route(self, thread_id: str, root: str) -> None:
         """Record that the thread's conversation lives under ``root``."""
@@ -181,7 +217,8 @@ async def open_transport(conn: JetStream) -> Transport:
     root_leases = await bucket(
         conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
     )
-    return Transport(conn, routes, root_leases)
+    posted = await bucket(conn.js, POSTED_BUCKET, ttl=7 * 24 * 3600.0, replicas=conn.replicas)
+    return Transport(conn, routes, root_leases, posted)
 
 
 class RemoteRenderer:
