@@ -5,17 +5,19 @@ root, and apply the effects runners publish.
   recorded for the thread (``spindle_routes``), set when a conversation starts under it
   (``start``). The action is accepted once JetStream stored it.
 - ``serve_effects`` reads ``SPINDLE_OUT`` through the durable consumer ``gateway``: for each
-  effect, the thread's renderer (made on first use and seeded from the thread's log with
-  every output already posted, so a restarted gateway never posts a key twice) applies it;
-  what it posted goes back to the thread's runner as ``OutputPosted`` (its action id is
-  derived from the key and message ids, so a resend is dropped as a duplicate); the effect
-  is acked after that. An effect redelivered after a gateway crash (not acked) whose key
-  the log or this gateway already knows as posted is acked without applying it: the
-  renderer is never asked to post a key twice.
+  effect, the thread's renderer (made on first use and seeded with every output the
+  thread's log or ``spindle_posted`` knows as posted, so a restarted gateway never posts a
+  known key twice) applies it; each post is recorded in ``spindle_posted`` and then goes
+  back to the thread's runner as ``OutputPosted`` (its action id is derived from the key
+  and message ids, so a resend is dropped as a duplicate); the effect is acked after that.
+  An effect redelivered after a gateway crash whose key is known as posted is acked
+  without applying it. A post recorded but never reported (the gateway died in between)
+  is reported when the thread's renderer is made again.
 
-The one window left is the effect in hand when a gateway dies: applied but not acked, it is
-delivered again; a post whose ``OutputPosted`` was not stored yet is posted again, an
-``AppendOutput`` appended again (edits that set text are harmless). docs/scale-out.md.
+The one window left is between a post and its record: a gateway that dies there leaves the
+effect in hand unacked, and it is posted again; an ``AppendOutput`` in hand is appended
+again (edits that set text are harmless). Measured by tests/effects/jetstream/
+test_jetstream_gateway.py; docs/scale-out.md.
 """
 
 from __future__ import annotations
