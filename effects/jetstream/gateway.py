@@ -40,6 +40,10 @@ __all__ = ["Gateway"]
 
 logger = logging.getLogger("spindle.gateway")
 
+# Posts kept per thread in spindle_posted: the ones whose OutputPosted the runner may not
+# have logged yet (it logs them within a flush round; 64 is many rounds of posts).
+RECENT_POSTS = 64
+
 
 class Gateway:
     def __init__(self, conn: JetStream, transport: Transport, renderers: RendererFactory) -> None:
@@ -50,6 +54,7 @@ class Gateway:
         self._roots: dict[str, str] = {}
         self._late: list[tuple[str, str, tuple[str, ...]]] = []  # posted outside apply
         self.posted_keys: dict[str, set[str]] = {}
+        self._recent: dict[str, dict[str, tuple[str, ...]]] = {}  # as in spindle_posted
         self.applied = 0
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
@@ -76,6 +81,7 @@ class Gateway:
             # What the log says was posted, and what an earlier gateway recorded as posted
             # whose OutputPosted the runner had not logged yet.
             recorded = await self.transport.posted_of(thread_id)
+            self._recent[thread_id] = dict(recorded)
             posted = {**recorded, **loaded.posted}
             for key, message_ids in posted.items():
                 renderer.known(key, message_ids)
@@ -90,7 +96,12 @@ class Gateway:
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
         """Record the post (``spindle_posted``) and send ``OutputPosted`` to the runner."""
         self.posted_keys.setdefault(thread_id, set()).add(key)
-        await self.transport.record_posted(thread_id, key, message_ids)
+        recent = self._recent.setdefault(thread_id, {})
+        recent.pop(key, None)
+        recent[key] = message_ids
+        while len(recent) > RECENT_POSTS:  # the log has the older ones by now
+            del recent[next(iter(recent))]
+        await self.transport.record_posted(thread_id, recent)
         digest = hashlib.blake2b(
             f"{key}\0{','.join(message_ids)}".encode(), digest_size=10
         ).hexdigest()

@@ -16,10 +16,12 @@ durable consumers with explicit acks.
   gateway holds no thread state, only where to send.
 - KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
   a time; standbys wait for the key).
-- KV ``spindle_posted``: ``<thread token>.<key digest>`` -> an output key the gateway posted
-  and its message ids, stored right after the post and before ``OutputPosted`` is sent or
-  the effect acked: a restarted gateway knows the post even when the runner has not yet
-  logged its ``OutputPosted``. Entries live a week (the log has them long before).
+- KV ``spindle_posted``: ``<thread token>`` -> the thread's last posts (output key ->
+  message ids, at most ``RECENT_POSTS``), stored right after each post and before
+  ``OutputPosted`` is sent or the effect acked: a restarted gateway knows a post even when
+  the runner has not logged its ``OutputPosted`` yet (the log has the older ones). One key
+  per thread, read with one get: a KV watch per thread would make a JetStream consumer
+  each, and 1,000 threads at once hit the server's consumer limit (measured).
 """
 
 from __future__ import annotations
@@ -97,34 +99,22 @@ class Transport:
     root_leases: KeyValue
     posted: KeyValue
 
-    async def record_posted(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
-        """Store that ``key`` of the thread was posted as ``message_ids`` (``spindle_posted``)."""
-        digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+    async def record_posted(self, thread_id: str, posted: dict[str, tuple[str, ...]]) -> None:
+        """Store the thread's recent posts (``spindle_posted``): key -> message ids."""
         await self.conn.call(
             self.posted.put,
-            f"{thread_token(thread_id)}.{digest}",
-            orjson.dumps({"key": key, "ids": list(message_ids)}),
+            thread_token(thread_id),
+            orjson.dumps({key: list(ids) for key, ids in posted.items()}),
         )
 
     async def posted_of(self, thread_id: str) -> dict[str, tuple[str, ...]]:
-        """Every output key of the thread recorded in ``spindle_posted``."""
-        kv = self.posted
-
-        async def read() -> dict[str, tuple[str, ...]]:
-            watcher = await kv.watch(f"{thread_token(thread_id)}.>", ignore_deletes=True)
-            found: dict[str, tuple[str, ...]] = {}
-            try:
-                async for entry in watcher:
-                    if entry is None:  # the end of what is stored now
-                        break
-                    if entry.value:
-                        raw = orjson.loads(entry.value)
-                        found[str(raw["key"])] = tuple(str(i) for i in raw["ids"])
-            finally:
-                await watcher.stop()
-            return found
-
-        return await self.conn.call(read)
+        """The thread's recent posts recorded in ``spindle_posted`` (oldest first)."""
+        try:
+            entry = await self.conn.call(self.posted.get, thread_token(thread_id))
+        except KeyNotFoundError:
+            return {}
+        raw = orjson.loads(entry.value or b"{}")
+        return {str(key): tuple(str(i) for i in ids) for key, ids in raw.items()}
 
     async def route(self, thread_id: str, root: str) -> None:
         """Record that the thread's conversation lives under ``root``."""

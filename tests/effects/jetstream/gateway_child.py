@@ -68,7 +68,8 @@ class Dying(Gateway):
         if self.posts == self.at and self.mode == "posted":
             self.die(thread_id, key)
         if self.posts == self.at and self.mode == "recorded":
-            await self.transport.record_posted(thread_id, key, message_ids)
+            recent = {**await self.transport.posted_of(thread_id), key: message_ids}
+            await self.transport.record_posted(thread_id, recent)
             self.die(thread_id, key)
         await super().report(thread_id, key, message_ids)
 
