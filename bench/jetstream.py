@@ -16,6 +16,11 @@ machine (file storage, ``sync_interval: always``):
   gateway, each answered by 20 deltas in a second; prompt -> first output at the gateway
   p50/p99 and effects applied per second, with the threads on one runner and split over two
   runners (two roots);
+- ``load``: ingress -> effect under load, as ``bench/latency.py`` measures it for one
+  ``spindle run`` process: T threads (1,000) all streaming 20 deltas a second at once, on
+  one runner process or split over two (two roots); each delta carries its emission time
+  and the gateway notes when it first appears in an applied effect (p50/p99), how many of
+  the emitted deltas reached the chat before a drain limit, and the effects applied per s;
 - ``rebuild``: a thread of N actions with a snapshot every 1,000: claiming and rebuilding
   it (reads the snapshot and the tail after it), and reading the whole subject from the
   start (``spindle log export``; the ordered-consumer fast path).
@@ -23,6 +28,7 @@ machine (file storage, ``sync_interval: always``):
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -48,7 +54,9 @@ from threadspindle.runtime.live.store import rebuild_from_log
 from threadspindle.testkit.fake_chat import RenderWorld
 from threadspindle.testkit.nats_cluster import NatsCluster
 
-__all__ = ["run"]
+__all__ = ["load_only", "run"]
+
+_STAMP = re.compile(r"@(\d+\.\d+)")
 
 
 def _status(thread_id: str, n: int) -> StatusRequested:
@@ -325,6 +333,141 @@ async def _pipeline(urls: list[str], tmp: Path, runners: int, threads: int) -> d
                 proc.kill()
 
 
+class _Stamped:
+    """A recording renderer that notes, per thread, when each stamped delta first shows up
+    in an applied effect (an append, or the text of a post or an edit)."""
+
+    def __init__(self, inner: RendererPort, thread_id: str, lat: list[float], seen: set[str]):
+        self.inner, self.thread_id, self.lat, self.seen = inner, thread_id, lat, seen
+        self.on_posted = None
+        self.effects = 0
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        self.inner.known(key, message_ids)
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        now = time.time()
+        for stamp in _STAMP.findall(getattr(effect, "text", "") or ""):
+            if (tag := f"{self.thread_id}@{stamp}") not in self.seen:
+                self.seen.add(tag)
+                self.lat.append(now - float(stamp))
+        self.effects += 1
+        return await self.inner.apply(effect)
+
+    async def aclose(self) -> list[Posted]:
+        return await self.inner.aclose()
+
+
+async def _load(
+    urls: list[str], tmp: Path, runners: int, threads: int, stream_s: float, drain_s: float
+) -> dict[str, Any]:
+    """``threads`` threads streaming 20 deltas/s for ``stream_s`` over ``runners`` runner
+    processes; delta emission -> applied at the gateway."""
+    roots = [tmp / f"load{runners}-root{i}" for i in range(runners)]
+    procs = []
+    for i, root in enumerate(roots):
+        root.mkdir()
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench._runner_child", ",".join(urls), f"l{runners}-{i}"]
+                + [str(root), "5", str(stream_s)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+        )
+    lat: list[float] = []
+    seen: set[str] = set()
+    renderers: list[_Stamped] = []
+
+    def make(thread_id: str) -> _Stamped:
+        r = _Stamped(RenderWorld().renderer(thread_id), thread_id, lat, seen)
+        renderers.append(r)
+        return r
+
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = await trio.to_thread.run_sync(proc.stdout.readline)
+            assert line.strip() == "ready", line
+        async with open_jetstream(urls, replicas=len(urls), lease_ttl_s=5) as conn:
+            gateway = Gateway(conn, await open_transport(conn), make)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(gateway.serve_effects)
+                ids = [f"L{runners}-{i}" for i in range(threads)]
+                t0 = time.perf_counter()
+
+                async def open_some(part: list[str]) -> None:
+                    for i, thread_id in part:
+                        root = str(roots[i % runners])
+                        await gateway.start(
+                            root,
+                            ConversationStarted(
+                                thread_id=thread_id,
+                                action_id=f"c-{thread_id}",
+                                at=time.time(),
+                                agent="fake",
+                                requested_workdir=root,
+                                resolved_workdir=root,
+                            ),
+                        )
+                        await gateway.send(
+                            UserMessage(
+                                thread_id=thread_id,
+                                action_id=f"u-{thread_id}",
+                                at=time.time(),
+                                author_id="u",
+                                text="go",
+                            )
+                        )
+
+                indexed = list(enumerate(ids))
+                async with trio.open_nursery() as senders:  # 16 senders, like many users
+                    for k in range(16):
+                        senders.start_soon(open_some, indexed[k::16])
+                sent_s = time.perf_counter() - t0
+                expected = threads * stream_s / 0.05
+                start = time.perf_counter()
+                with trio.move_on_after(stream_s + drain_s):
+                    last, quiet_since = -1, time.perf_counter()
+                    while time.perf_counter() - quiet_since < 3 or len(lat) < 1:
+                        await trio.sleep(0.5)
+                        if len(lat) != last:
+                            last, quiet_since = len(lat), time.perf_counter()
+                window = quiet_since - start  # up to the last delta that reached the chat
+                nursery.cancel_scope.cancel()
+        effects = sum(r.effects for r in renderers)
+        return {
+            "runners": runners,
+            "threads": threads,
+            "stream_s": stream_s,
+            "open_and_prompt_s": round(sent_s, 1),
+            "deltas_expected": round(expected),
+            "deltas_reached_chat": len(lat),
+            "delta_to_chat_p50_ms": round(percentile(lat, 50) * 1000) if lat else None,
+            "delta_to_chat_p99_ms": round(percentile(lat, 99) * 1000) if lat else None,
+            "effects": effects,
+            "effects_per_s": round(effects / window) if window > 0 else 0,
+        }
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def load_only(threads: int, stream_s: float, drain_s: float) -> list[dict[str, Any]]:
+    """Only the ``load`` part (``python -m bench.jetstream --load [THREADS]``)."""
+    with tempfile.TemporaryDirectory(prefix="spindle-bench-load-") as tmp_name:
+        tmp = Path(tmp_name)
+        with NatsCluster(tmp / "r3", size=3) as cluster:
+            return [await _load(cluster.urls, tmp, n, threads, stream_s, drain_s) for n in (1, 2)]
+
+
 async def _main(quick: bool) -> dict[str, Any]:
     sequential = 50 if quick else 400
     threads = 10 if quick else 100
@@ -347,6 +490,10 @@ async def _main(quick: bool) -> dict[str, Any]:
             results["pipeline"] = [
                 await _pipeline(cluster.urls, tmp, n, pipeline_threads) for n in (1, 2)
             ]
+            results["load"] = [
+                await _load(cluster.urls, tmp, n, 20 if quick else 1000, 2 if quick else 5, 60)
+                for n in (1, 2)
+            ]
     sqlite, r3 = results["sqlite"], results["jetstream_r3"]
     results["ratios"] = {
         "fenced_append_p50_r3_over_sqlite": round(
@@ -368,4 +515,9 @@ if __name__ == "__main__":
     import json
     import sys
 
-    print(json.dumps(run("--quick" in sys.argv), indent=2))
+    if "--load" in sys.argv:
+        rest = sys.argv[sys.argv.index("--load") + 1 :]
+        n = int(rest[0]) if rest else 1000
+        print(json.dumps(trio.run(load_only, n, 5.0, 60.0), indent=2))
+    else:
+        print(json.dumps(run("--quick" in sys.argv), indent=2))

@@ -499,6 +499,32 @@ def _jetstream_section(js: Any) -> list[str]:
                 ],
             ),
         ]
+    load = js.get("load", [])
+    if load:
+        parts += [
+            "",
+            _table(
+                [
+                    "runner processes",
+                    "threads streaming 20 deltas/s",
+                    "deltas reached chat",
+                    "delta -> chat p50 ms",
+                    "p99 ms",
+                    "effects/s",
+                ],
+                [
+                    [
+                        x["runners"],
+                        x["threads"],
+                        f"{x['deltas_reached_chat']:,} of {x['deltas_expected']:,}",
+                        x["delta_to_chat_p50_ms"],
+                        x["delta_to_chat_p99_ms"],
+                        x["effects_per_s"],
+                    ]
+                    for x in load
+                ],
+            ),
+        ]
     rb = js.get("rebuild", {})
     if rb:
         parts += [

@@ -5,17 +5,19 @@ root, and apply the effects runners publish.
   recorded for the thread (``spindle_routes``), set when a conversation starts under it
   (``start``). The action is accepted once JetStream stored it.
 - ``serve_effects`` reads ``SPINDLE_OUT`` through the durable consumer ``gateway``: for each
-  effect, the thread's renderer (made on first use and seeded from the thread's log with
-  every output already posted, so a restarted gateway never posts a key twice) applies it;
-  what it posted goes back to the thread's runner as ``OutputPosted`` (its action id is
-  derived from the key and message ids, so a resend is dropped as a duplicate); the effect
-  is acked after that. An effect redelivered after a gateway crash (not acked) whose key
-  the log or this gateway already knows as posted is acked without applying it: the
-  renderer is never asked to post a key twice.
+  effect, the thread's renderer (made on first use and seeded with every output the
+  thread's log or ``spindle_posted`` knows as posted, so a restarted gateway never posts a
+  known key twice) applies it; each post is recorded in ``spindle_posted`` and then goes
+  back to the thread's runner as ``OutputPosted`` (its action id is derived from the key
+  and message ids, so a resend is dropped as a duplicate); the effect is acked after that.
+  An effect redelivered after a gateway crash whose key is known as posted is acked
+  without applying it. A post recorded but never reported (the gateway died in between)
+  is reported when the thread's renderer is made again.
 
-The one window left is the effect in hand when a gateway dies: applied but not acked, it is
-delivered again; a post whose ``OutputPosted`` was not stored yet is posted again, an
-``AppendOutput`` appended again (edits that set text are harmless). docs/scale-out.md.
+The one window left is between a post and its record: a gateway that dies there leaves the
+effect in hand unacked, and it is posted again; an ``AppendOutput`` in hand is appended
+again (edits that set text are harmless). Measured by tests/effects/jetstream/
+test_jetstream_gateway.py; docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ __all__ = ["Gateway"]
 
 logger = logging.getLogger("spindle.gateway")
 
+# Posts kept per thread in spindle_posted: the ones whose OutputPosted the runner may not
+# have logged yet (it logs them within a flush round; 64 is many rounds of posts).
+RECENT_POSTS = 64
+
 
 class Gateway:
     def __init__(self, conn: JetStream, transport: Transport, renderers: RendererFactory) -> None:
@@ -48,6 +54,7 @@ class Gateway:
         self._roots: dict[str, str] = {}
         self._late: list[tuple[str, str, tuple[str, ...]]] = []  # posted outside apply
         self.posted_keys: dict[str, set[str]] = {}
+        self._recent: dict[str, dict[str, tuple[str, ...]]] = {}  # as in spindle_posted
         self.applied = 0
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
@@ -71,14 +78,30 @@ class Gateway:
             renderer = self._factory(thread_id)
             renderer.on_posted = lambda key, ids: self._late.append((thread_id, key, ids))
             loaded = await load_thread(self.conn, thread_id)
-            for key, message_ids in loaded.posted.items():
+            # What the log says was posted, and what an earlier gateway recorded as posted
+            # whose OutputPosted the runner had not logged yet.
+            recorded = await self.transport.posted_of(thread_id)
+            self._recent[thread_id] = dict(recorded)
+            posted = {**recorded, **loaded.posted}
+            for key, message_ids in posted.items():
                 renderer.known(key, message_ids)
-            self.posted_keys[thread_id] = set(loaded.posted)
+            self.posted_keys[thread_id] = set(posted)
             self.renderers[thread_id] = renderer
+            for key in recorded.keys() - loaded.posted.keys():
+                # Posted and recorded by a gateway that died before its OutputPosted was
+                # stored (or logged): sent again, a duplicate id if it was.
+                await self.report(thread_id, key, recorded[key])
         return renderer
 
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        """Record the post (``spindle_posted``) and send ``OutputPosted`` to the runner."""
         self.posted_keys.setdefault(thread_id, set()).add(key)
+        recent = self._recent.setdefault(thread_id, {})
+        recent.pop(key, None)
+        recent[key] = message_ids
+        while len(recent) > RECENT_POSTS:  # the log has the older ones by now
+            del recent[next(iter(recent))]
+        await self.transport.record_posted(thread_id, recent)
         digest = hashlib.blake2b(
             f"{key}\0{','.join(message_ids)}".encode(), digest_size=10
         ).hexdigest()

@@ -16,6 +16,12 @@ durable consumers with explicit acks.
   gateway holds no thread state, only where to send.
 - KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
   a time; standbys wait for the key).
+- KV ``spindle_posted``: ``<thread token>`` -> the thread's last posts (output key ->
+  message ids, at most ``RECENT_POSTS``), stored right after each post and before
+  ``OutputPosted`` is sent or the effect acked: a restarted gateway knows a post even when
+  the runner has not logged its ``OutputPosted`` yet (the log has the older ones). One key
+  per thread, read with one get: a KV watch per thread would make a JetStream consumer
+  each, and 1,000 threads at once hit the server's consumer limit (measured).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ __all__ = [
     "EFFECT_ADAPTER",
     "IN_STREAM",
     "OUT_STREAM",
+    "POSTED_BUCKET",
     "Inbox",
     "RemoteRenderer",
     "Transport",
@@ -51,6 +58,7 @@ __all__ = [
 
 IN_STREAM = "SPINDLE_IN"
 OUT_STREAM = "SPINDLE_OUT"
+POSTED_BUCKET = "spindle_posted"
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -89,6 +97,24 @@ class Transport:
     conn: JetStream
     routes: KeyValue
     root_leases: KeyValue
+    posted: KeyValue
+
+    async def record_posted(self, thread_id: str, posted: dict[str, tuple[str, ...]]) -> None:
+        """Store the thread's recent posts (``spindle_posted``): key -> message ids."""
+        await self.conn.call(
+            self.posted.put,
+            thread_token(thread_id),
+            orjson.dumps({key: list(ids) for key, ids in posted.items()}),
+        )
+
+    async def posted_of(self, thread_id: str) -> dict[str, tuple[str, ...]]:
+        """The thread's recent posts recorded in ``spindle_posted`` (oldest first)."""
+        try:
+            entry = await self.conn.call(self.posted.get, thread_token(thread_id))
+        except KeyNotFoundError:
+            return {}
+        raw = orjson.loads(entry.value or b"{}")
+        return {str(key): tuple(str(i) for i in ids) for key, ids in raw.items()}
 
     async def route(self, thread_id: str, root: str) -> None:
         """Record that the thread's conversation lives under ``root``."""
@@ -181,7 +207,8 @@ async def open_transport(conn: JetStream) -> Transport:
     root_leases = await bucket(
         conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
     )
-    return Transport(conn, routes, root_leases)
+    posted = await bucket(conn.js, POSTED_BUCKET, ttl=7 * 24 * 3600.0, replicas=conn.replicas)
+    return Transport(conn, routes, root_leases, posted)
 
 
 class RemoteRenderer:
