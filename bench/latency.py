@@ -13,6 +13,7 @@ import math
 import os
 import random
 import tempfile
+import time
 
 import trio
 
@@ -77,7 +78,10 @@ def _options():
 async def _load(threads: int, seconds: float, db: str) -> dict:
     world = StreamingWorld()
     async with bench_runtime(db, world=world, tick_interval_s=1.0) as (rt, _, renderers):
-        scripts = [ThreadScript(f"t{i}") for i in range(threads)]
+        # The users' actions carry the wall clock, as ingress stamps them: the runtime's own
+        # actions (ticks, agent events) do, and the core's turn timeout compares the two (a
+        # script's made-up clock would time every run out at its first tick).
+        scripts = [ThreadScript(f"t{i}", start=time.time()) for i in range(threads)]
         for s in scripts:
             await rt.post(s.start("fake", "/tmp", "/tmp"))
             await rt.post(s.user("stream"))
