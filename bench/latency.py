@@ -116,14 +116,19 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
                 await trio.sleep(seconds / max(1, threads))
 
         world.stop_at = trio.current_time() + seconds
+        cpu_started, wall_started = time.process_time(), trio.current_time()
         world.go.set()
         await users()
         drained = False
         with trio.move_on_after(DRAIN_LIMIT_S):
             await rt.wait_quiet()
+            drained = True
+        # The process's CPU time from the start of the load until every delta was applied:
+        # what one delta costs, whatever share of the machine the other jobs left us.
+        cpu_load, wall_load = time.process_time() - cpu_started, trio.current_time() - wall_started
+        if drained:
             await trio.sleep(0.5)
             await rt.wait_quiet()
-            drained = True
         delta_lat, reply_lat, abort_lat = [], [], []
         for _thread, applied, effect in renderers.effects[start_index:]:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
@@ -159,6 +164,12 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         "interrupts_applied": interrupts,
         "drained_within_limit": drained,
         "deltas": world.deltas,
+        # Deltas the agents managed to emit per second, against 20 x threads offered: an
+        # overloaded process also slows the (in-process) agents down.
+        "deltas_per_s": round(world.deltas / max(1e-9, wall_load)),
+        "cpu_us_per_delta": round(cpu_load / max(1, world.deltas) * 1e6, 1),
+        "cpu_share": round(cpu_load / max(1e-9, wall_load), 2),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         # Actions committed per delta received: 1.0 without merging; lower when deltas that
         # waited together became one action.
         "delta_actions_per_delta": round((world.deltas - coalesced) / max(1, world.deltas), 3),
