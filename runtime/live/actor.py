@@ -40,6 +40,7 @@ from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
+from threadspindle.runtime.live.timers import Timers
 
 __all__ = ["Receipt", "ThreadActor"]
 
@@ -100,6 +101,7 @@ class ThreadActor:
         ids: Callable[[], str],
         new_state: Callable[[str], ThreadState],
         tick_interval_s: float = 1.0,
+        timers: Timers | None = None,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
     ) -> None:
@@ -111,6 +113,7 @@ class ThreadActor:
         self._clock = clock
         self._ids = ids
         self.tick_interval_s = tick_interval_s
+        self._timers = timers or Timers()  # not running: plain trio.sleep
         store.get_or_new(thread_id, new_state)
         self._send, self._recv = trio.open_memory_channel[tuple[Action, Receipt | None]](math.inf)
         self.listener = AgentListener(
@@ -328,7 +331,7 @@ class ThreadActor:
             if not self._busy:
                 await self._busy_changed.wait()
                 continue
-            await trio.sleep(self.tick_interval_s)
+            await self._timers.sleep(self.tick_interval_s)
             if self._busy:
                 self.post_nowait(
                     Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
