@@ -3,8 +3,8 @@
 Invariants:
 
 - Effects of an action are applied only once that action is durable in the log
-  (``EventLog.when_durable`` hands them to their lane then), so a crash can lose an effect but never show one whose
-  cause the log forgot.
+  (``EventLog.when_durable`` hands them to their lane then), so a crash can lose an effect
+  but never show one whose cause the log forgot.
 - Effects go into two lanes, each applied one at a time in commit order: the **agent
   lane** (start, prompt, interrupt, stop, answers) and the **chat lane** (everything the
   renderer shows). A chat effect stuck in a long 429 ``retry_after`` (the renderer waits
