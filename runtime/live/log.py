@@ -401,6 +401,20 @@ class EventLog:
         self._wake_waiters()
         self._run_durable_callbacks()
 
+    def flush_now(self) -> None:
+        """Flush at once, in the caller, for an action that must not wait for the flusher's
+        turn (an ``/abort``'s interrupt behind thousands of streaming threads). Left to the
+        flusher instead while it writes from a worker thread or the disk refuses writes
+        (a failure here keeps the rows buffered for it, as its own would)."""
+        if self.flush_in_thread or self.unwritable is not None or self._conn is None:
+            return
+        try:
+            self.flush()
+        except (LogUnwritable, sqlite3.Error):
+            if self._wakeup is not None:
+                self._wakeup_set = True
+                self._wakeup.set()  # the flusher retries and reports it
+
     def when_durable(self, ticket: int, callback: Callable[[], object]) -> None:
         """Call ``callback()`` (synchronously, from the flush) once ``ticket`` is durable;
         at once when it already is. Callbacks registered with growing tickets run in

@@ -139,6 +139,10 @@ class Reactor:
         if chat:
             self._chat_lane.pending += len(chat)
         self._log.when_durable(ticket, lambda: self._deliver(ticket, agent, chat))
+        if agent:
+            # An interrupt, a prompt or an answer goes ahead of the streaming traffic: the
+            # log is flushed now instead of on the flusher's turn, one scheduler round on.
+            self._log.flush_now()
 
     def _deliver(self, ticket: int, agent: list[Effect], chat: list[Effect]) -> None:
         """Hand durable effects to their lanes (called by the log's flush)."""
