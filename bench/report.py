@@ -9,6 +9,11 @@ from typing import Any
 __all__ = ["write_report"]
 
 
+# Measured by hand, not by the section: the same section run against main's runtime/live
+# and this one, alternately, in one period (docs/performance.md says how).
+LATENCY_BEFORE_AFTER = "TBD"
+
+
 def _get(results: dict, *path: str) -> Any:
     node: Any = results
     for key in path:
@@ -493,6 +498,42 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
             + ".",
             "",
         ]
+        load_rows = [
+            [
+                k.replace("_", " "),
+                round(v["threads"] * v.get("delta_rate_per_thread", 20)),
+                v.get("deltas_per_s"),
+                v.get("cpu_us_per_delta"),
+                v.get("cpu_share"),
+                ", ".join(str(x) for x in v.get("load_average", [])) or None,
+            ]
+            for k, v in lat.items()
+            if "cpu_us_per_delta" in v
+        ]
+        if load_rows:
+            parts += [
+                "What the process kept up with: *deltas/s offered* is 20 per thread; *emitted* "
+                "is what the in-process fake agents managed (an overloaded process slows them "
+                "too); *CPU µs per delta* is the process's CPU time from the start of the load "
+                "until every delta was applied, divided by the deltas: what a delta costs, "
+                "whatever share of the machine the other jobs left (*CPU share*: CPU seconds "
+                "per wall second during the load; 1.0 is one whole core).",
+                "",
+                _table(
+                    [
+                        "load",
+                        "deltas/s offered",
+                        "deltas/s emitted",
+                        "CPU µs per delta",
+                        "CPU share",
+                        "load average",
+                    ],
+                    load_rows,
+                ),
+                "",
+                LATENCY_BEFORE_AFTER,
+                "",
+            ]
     mem = r.get("memory", {})
     if mem and "error" not in mem:
         rows = [
