@@ -77,6 +77,13 @@ class StreamingAgent(ScriptedAgent):
     """Streams a stamped delta every 50 ms until interrupted, or until the load period ends
     (``world.stop_at``): an overloaded runtime must not be fed for ever."""
 
+    thread_id = ""
+
+    async def interrupt(self, run_id: str) -> None:
+        # When the interrupt reaches the agent: what ``/abort`` -> interrupt measures.
+        self.world.interrupted_at.setdefault(self.thread_id, trio.current_time())  # type: ignore[attr-defined]
+        await super().interrupt(run_id)
+
     async def _turns(self) -> None:
         world = self.world
         assert isinstance(world, StreamingWorld)
@@ -102,11 +109,13 @@ class StreamingWorld(FakeAgentWorld):
         self.pacer = Pacer()
         self.stop_at = math.inf
         self.deltas = 0  # text deltas the agents emitted
+        self.interrupted_at: dict[str, float] = {}  # thread -> first interrupt received
 
     def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = StreamingAgent(
             self.adapters[0].options if self.adapters else _options(), world=self
         )
+        adapter.thread_id = thread_id
         self.adapters.append(adapter)
         return adapter
 
@@ -181,7 +190,7 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         if drained:
             await trio.sleep(0.5)
             await rt.wait_quiet()
-        delta_lat, reply_lat, abort_lat = [], [], []
+        delta_lat, reply_lat, abort_reply_lat = [], [], []
         for _thread, applied, effect in renderers.effects[start_index:]:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
                 # Deltas merged into one action (runtime/live/actor.py) show in one effect:
@@ -192,7 +201,14 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
             elif isinstance(effect, ReplyToCommand) and effect.key in queued_at:
                 reply_lat.append(applied - queued_at[effect.key])
             elif isinstance(effect, ReplyToCommand) and effect.key in aborted_at:
-                abort_lat.append(applied - aborted_at[effect.key])
+                abort_reply_lat.append(applied - aborted_at[effect.key])
+        # /abort -> the agent's interrupt() called (the agent lane), and -> its reply shown
+        # (the chat lane, behind the run's last part and the typing indicator turned off).
+        abort_lat = [
+            world.interrupted_at[key.split("/", 1)[0]] - at
+            for key, at in aborted_at.items()
+            if key.split("/", 1)[0] in world.interrupted_at
+        ]
         interrupts = len(world.interrupts)
         actors = [a for a in (rt.get(t) for t in rt.actors()) if a is not None]
         coalesced = sum(a.coalesced_deltas for a in actors)
@@ -213,6 +229,7 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         "ingress_to_effect": summary(delta_lat),
         "queue_reply": summary(reply_lat),
         "abort_to_interrupt": summary(abort_lat),
+        "abort_reply": summary(abort_reply_lat),
         "interrupts_applied": interrupts,
         "drained_within_limit": drained,
         "deltas": world.deltas,

@@ -466,7 +466,9 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     if lat and "error" not in lat:
         rows = []
         for k, v in lat.items():
-            for what in ("ingress_to_effect", "queue_reply", "abort_to_interrupt"):
+            for what in ("ingress_to_effect", "queue_reply", "abort_to_interrupt", "abort_reply"):
+                if what not in v:
+                    continue
                 s = v.get(what, {})
                 rows.append(
                     [
