@@ -14,7 +14,11 @@ AGENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 \
 # 0.8.0 (no --argv0), while it works with the copy it bundles.
 BWRAP := .tools/bubblewrap/usr/bin/bwrap
 
-.PHONY: setup agents bwrap run test bench lint clean
+# Debian's chromium for the web chat's browser test (tests/ingress/web/test_browser.py),
+# driven by Playwright through the ELF itself, not the /usr/bin/chromium wrapper.
+CHROMIUM := /usr/lib/chromium/chromium
+
+.PHONY: setup agents bwrap chromium run test bench lint clean cluster-dev
 
 setup: $(STAMP)
 
@@ -42,10 +46,23 @@ $(BWRAP):
 	cd .tools && dpkg-deb -x bubblewrap_*.deb bubblewrap && rm -f bubblewrap_*.deb
 	test -x $(BWRAP)
 
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	apt-get install -y --no-install-recommends chromium \
+	  || { apt-get update -qq && apt-get install -y --no-install-recommends chromium; }
+	test -x $(CHROMIUM)
+
 run: setup
 	$(BIN)/spindle run
 
-test: setup agents bwrap
+# Scale-out on one machine (docs/scale-out.md): 3 NATS JetStream nodes, two runners of
+# ROOT (default: here) and a console gateway.
+ROOT ?= .
+cluster-dev: setup
+	$(BIN)/spindle cluster dev --root $(ROOT)
+
+test: setup agents bwrap chromium
 	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q
 
 bench: setup agents

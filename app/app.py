@@ -5,10 +5,12 @@ opens the event log first (a corrupt or locked file, a row that cannot be read, 
 read-only disk: one line naming the file and exit 4 or 5, before anything else starts),
 stops whatever the previous run's agents left running (before any conversation resumes:
 ``effects/child_registry.py``), starts the MCP process manager (its operator token in memory
-only), and runs the chat platforms that have a token (Discord, Telegram, or both over one
-runtime: ``ingress/platforms.py``) or the console chat (no token, or ``--console``). Agents
-get the process manager through their adapters' own config mechanism
-(``AgentOptions.mcp_servers``), each thread with its own token so its processes stay its own.
+only), and runs the chat platforms that have a token (Discord, Telegram, WhatsApp, Slack,
+or any of them together over one runtime: ``ingress/platforms.py``), the web chat with them
+or alone (``--web`` or ``[web] enabled``: its URL with a fresh access token printed once),
+or the console chat (nothing else configured, or ``--console``). Agents get the process
+manager through their adapters' own config mechanism (``AgentOptions.mcp_servers``), each
+thread with its own token so its processes stay its own.
 """
 
 from __future__ import annotations
@@ -113,17 +115,30 @@ async def _serve(
         factory = AgentFactory(settings, mcp)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            # A project channel's own default verbosity for the threads it opens.
+            "channel_policies": {
+                channel_id: policy.replace(verbosity=channel.verbosity)
+                for channel_id, channel in settings.discord.project_channels.items()
+                if channel.verbosity is not None
+            },
         }
         if mcp is not None:
             runtime_kwargs["enrich"] = partial(_with_processes, mcp)
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
+            # The agents' schedule_wakeup tool posts its wake-ups into the runtime.
+            runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
+        web = _web_settings(settings, args) if console_agent is None else None
         if console_agent is None and (
-            settings.telegram_bot_token() is not None or settings.whatsapp_configured()
+            settings.telegram_bot_token() is not None
+            or settings.whatsapp_configured()
+            or any(settings.slack_tokens())
+            or web
         ):
-            # Telegram and/or WhatsApp (with Discord too when it has a token): one runtime,
-            # every platform.
+            # Telegram, WhatsApp, Slack and/or the web chat (with Discord too when it has a
+            # token): one runtime, every platform.
             from threadspindle.ingress.discord.settings import settings_from_config
             from threadspindle.ingress.platforms import run_platforms
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
             from threadspindle.ingress.telegram.settings import telegram_settings_from_config
             from threadspindle.ingress.whatsapp.settings import whatsapp_settings_from_config
 
@@ -133,6 +148,7 @@ async def _serve(
                 if settings.telegram_bot_token() is not None
                 else None
             )
+            slack = slack_settings_from_config(settings) if any(settings.slack_tokens()) else None
             whatsapp = (
                 whatsapp_settings_from_config(settings) if settings.whatsapp_configured() else None
             )
@@ -145,6 +161,8 @@ async def _serve(
                         discord=discord,
                         telegram=telegram,
                         whatsapp=whatsapp,
+                        slack=slack,
+                        web=web,
                         log=log,
                         adapter_factory=factory,
                         policy=policy,
@@ -158,13 +176,26 @@ async def _serve(
 
             try:
                 both = await nursery.start(platforms)
-            except OSError as exc:  # the webhook's port (nothing else binds here)
+            except Exception as error:
+                busy = _port_unavailable(error)
+                if busy is not None:
+                    _say(
+                        f"Cannot start: web.port = {busy.port}: {busy}. "
+                        "Set another, or 0 (any free)."
+                    )
+                    return EXIT_USAGE
+                if not isinstance(error, OSError):
+                    raise
+                # The WhatsApp webhook's port (the web chat's is PortUnavailable above).
                 _say(
                     f"Cannot start: the WhatsApp webhook cannot listen on "
                     f"{settings.whatsapp.webhook_host}:{settings.whatsapp.webhook_port}: "
-                    f"{exc.strerror or exc}. Set whatsapp.webhook_port to another port."
+                    f"{error.strerror or error}. Set whatsapp.webhook_port to another port."
                 )
                 return EXIT_USAGE
+            if both.web is not None:
+                _say(f"Web chat: {both.web.start_url}")
+                _say("(open it in a browser on this machine; the token is new at every start)")
             if _early_stop.requested:
                 both.stop()
             else:
@@ -174,13 +205,15 @@ async def _serve(
                         ("Discord", discord is not None),
                         ("Telegram", telegram is not None),
                         ("WhatsApp", whatsapp is not None),
+                        ("Slack", slack is not None),
                     )
                     if on
                 ]
                 joined = " and ".join(
                     [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
                 )
-                _say(f"Connected to {joined}. Stop with Ctrl-C.")
+                where = f"Connected to {joined}" if names else "Serving the web chat"
+                _say(f"{where}. Stop with Ctrl-C.")
                 if both.whatsapp is not None:
                     _say(f"WhatsApp webhook on {both.whatsapp.webhook_url}")
             await finished.wait()
@@ -277,6 +310,47 @@ async def _console(
                     await read_piped_lines(chat)
         platform.close()
         nursery.cancel_scope.cancel()
+
+
+def _web_settings(settings: Settings, args: argparse.Namespace) -> Any:
+    """The web chat's settings when it is asked for (``--web`` or ``[web] enabled``), else
+    None. Its default agent is the console's (the first CLI ready, else echo)."""
+    if not (getattr(args, "web", False) or settings.web.enabled):
+        return None
+    from threadspindle.agents import known_agents
+    from threadspindle.app.doctor import detect_agents, pick_default_agent
+    from threadspindle.ingress.web.settings import WebSettings, new_token
+
+    token = new_token()
+    redact(token)
+    roots = tuple(settings.runtime.allowed_roots) or ("~",)
+    workdir = console_workdir(args) if getattr(args, "workdir", None) else roots[0]
+    agent = getattr(args, "agent", None) or pick_default_agent(
+        settings, detect_agents(settings, with_version=False)
+    )
+    return WebSettings(
+        host=settings.web.host,
+        port=settings.web.port,
+        token=token,
+        agents=tuple(known_agents()),
+        default_agent=agent,
+        default_workdir=workdir,
+        allowed_roots=roots,
+    )
+
+
+def _port_unavailable(error: BaseException) -> Any:
+    """The web chat's ``PortUnavailable`` that ended the start, also inside trio's groups."""
+    from threadspindle.ingress.web.host import PortUnavailable
+
+    if isinstance(error, PortUnavailable):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _port_unavailable(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def console_workdir(args: argparse.Namespace) -> str:
@@ -392,6 +466,21 @@ def _log_failure(exc: BaseException) -> LogError | None:
     return None
 
 
+def _platform_refused(exc: BaseException) -> BaseException | None:
+    """A chat platform's refusal of its tokens at start-up, also inside exception groups."""
+    if "threadspindle.ingress.slack.host" in sys.modules:
+        from threadspindle.ingress.slack.host import SlackRefused
+
+        if isinstance(exc, SlackRefused):
+            return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _platform_refused(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def _say_log_failure(failure: LogError, starting: bool) -> int:
     if isinstance(failure, LogUnwritable):
         _say(
@@ -414,7 +503,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     _protect(settings)
     telegram = settings.telegram_bot_token() is not None
     whatsapp = settings.whatsapp_configured()
-    console = args.console or (settings.token() is None and not telegram and not whatsapp)
+    slack = any(settings.slack_tokens())
+    web = getattr(args, "web", False) or settings.web.enabled
+    console = args.console or (
+        settings.token() is None and not telegram and not whatsapp and not slack and not web
+    )
     if not console and settings.token() is not None:
         try:
             from threadspindle.ingress.discord.settings import settings_from_config
@@ -430,6 +523,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
             telegram_settings_from_config(settings)
         except ValueError as exc:
             _say(f"Cannot start the Telegram bot: {exc}")
+            return EXIT_USAGE
+    if not console and slack:
+        try:
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
+
+            slack_settings_from_config(settings)
+        except ValueError as exc:
+            _say(f"Cannot start the Slack app: {exc}")
             return EXIT_USAGE
     if not console and whatsapp:
         try:
@@ -460,10 +561,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level, settings.log_path, terminal=True)
     redact(settings.token())
     redact(settings.telegram_bot_token())
+    for slack_token in settings.slack_tokens():
+        redact(slack_token)
     for secret in settings.whatsapp_secrets().values():
         redact(secret or None)
     if settings.mcp.token is not None:
         redact(settings.mcp.token.get_secret_value())
+    if settings.transcription.api_key is not None:
+        redact(settings.transcription.api_key.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None
     _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
     tune_gc()  # thousands of threads' states: see runtime/live/tuning.py
@@ -474,7 +579,11 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         code = EXIT_OK
     except BaseException as exc:
         failure = _log_failure(exc)
-        if failure is None:
+        refused = _platform_refused(exc)
+        if refused is not None:
+            _say(f"Cannot start: {refused}")
+            code = EXIT_USAGE
+        elif failure is None:
             logger.exception("spindle run stopped on an error")
             code = EXIT_FAILURE
         else:

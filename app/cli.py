@@ -1,4 +1,5 @@
-"""The ``spindle`` command line: run, status, doctor, init, replay, log export, mcp.
+"""The ``spindle`` command line: run, status, doctor, init, replay, log export, web-timeline,
+mcp, and the scale-out commands runner, gateway and cluster dev.
 
 The parser only; what each subcommand does is in ``app.commands_cli`` (imported when a
 command runs, so ``spindle --help`` stays instant), the exit codes in ``app.exit_codes``.
@@ -51,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--console", action="store_true", help="console chat even if a token is set")
     run.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the web chat on 127.0.0.1 (config [web]); with a bot token, beside the bot",
+    )
+    run.add_argument(
         "--agent",
         help="default agent for new console threads (claude, codex, gemini, opencode, echo)",
     )
@@ -89,6 +95,50 @@ def _parser() -> argparse.ArgumentParser:
     export = log_sub.add_parser("export", parents=[common], help="write one thread's log as JSONL")
     export.add_argument("thread")
     export.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
+    export.add_argument(
+        "--nats", help="read the thread's log from NATS JetStream at these URLs (scale-out)"
+    )
+
+    # Scale-out over NATS JetStream (docs/scale-out.md; app/scale_out.py).
+    runner = command(
+        "runner",
+        help="serve workdir roots on a NATS JetStream cluster (scale-out)",
+        description="Host the thread actors of the given roots, with the thread log on "
+        "JetStream; a second runner of the same roots stands by and takes over.",
+    )
+    runner.add_argument("--nats", required=True, help="server URLs, comma-separated")
+    runner.add_argument("--root", action="append", required=True, help="a workdir root")
+    runner.add_argument("--name", help="this runner's name (default: runner-<pid>)")
+    runner.add_argument("--replicas", type=int, help="stream replicas (default: one per URL)")
+    runner.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
+    gateway = command(
+        "gateway",
+        help="console gateway to runners over NATS JetStream (scale-out)",
+        description="Type '/start THREAD' and 'THREAD: text'; effects are printed.",
+    )
+    gateway.add_argument("--nats", required=True, help="server URLs, comma-separated")
+    gateway.add_argument("--root", default=".", help="root of new conversations (default: .)")
+    gateway.add_argument("--agent", default="echo", help="agent of new conversations")
+    gateway.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
+    cluster = command("cluster", help="a local JetStream cluster with runners and a gateway")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND")
+    dev = cluster_sub.add_parser(
+        "dev", parents=[common], help="3 NATS nodes, two runners and a console gateway"
+    )
+    dev.add_argument("--root", default=".", help="the runners' workdir root (default: .)")
+    dev.add_argument("--dir", help="data directory (default: a new temporary one)")
+    dev.add_argument("--agent", default="echo", help="agent of new conversations")
+    dev.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
+
+    timeline = command(
+        "web-timeline",
+        help="an exported log's timeline as a standalone HTML page",
+        description="Reads a file written by `spindle log export` and writes its timeline "
+        "(runs, queue length, tool calls, permission waits) as one HTML file with nothing "
+        "loaded from elsewhere.",
+    )
+    timeline.add_argument("file", type=Path)
+    timeline.add_argument("-o", "--output", type=Path, help="file (default: standard output)")
 
     mcp = command("mcp", help="run the MCP process manager alone")
     mcp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: config mcp.port)")

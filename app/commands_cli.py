@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -39,12 +40,28 @@ def dispatch(args: argparse.Namespace) -> int:
             "doctor": cmd_doctor,
             "replay": cmd_replay,
             "log": cmd_log,
+            "web-timeline": cmd_web_timeline,
             "mcp": cmd_mcp,
+            "runner": _scale_out("cmd_runner"),
+            "gateway": _scale_out("cmd_gateway"),
+            "cluster": _scale_out("cmd_cluster"),
         }[args.command]
         return handler(args, settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
+
+
+def _scale_out(name: str) -> Callable[[argparse.Namespace, Settings], int]:
+    """A command of ``app.scale_out``, imported only when it runs (nats-py is not light)."""
+
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        from threadspindle.app import scale_out
+
+        command: Callable[[argparse.Namespace, Settings], int] = getattr(scale_out, name)
+        return command(args, settings)
+
+    return handler
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -148,6 +165,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.log_command != "export":
         print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "nats", None):
+        return _scale_out("cmd_log_export")(args, settings)
     db = settings.database_path
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)
@@ -175,6 +194,31 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         full = exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
         return EXIT_STORAGE if full else EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
+    from threadspindle.ingress.web.pages import standalone_timeline
+    from threadspindle.ingress.web.timeline import timeline_of_file
+
+    try:
+        timeline = timeline_of_file(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"Cannot read {args.file}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if timeline.actions == 0:
+        print(f"{args.file} holds no action.", file=sys.stderr)
+        return EXIT_FAILURE
+    page = standalone_timeline(timeline, title=args.file.name)
+    if args.output is None:
+        sys.stdout.write(page)
+        return EXIT_OK
+    try:
+        args.output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"Wrote the timeline of {len(timeline.runs)} run(s) to {args.output}.", file=sys.stderr)
     return EXIT_OK
 
 

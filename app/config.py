@@ -165,6 +165,9 @@ class ProjectChannel(_Section):
 
     agent: Name = "claude"
     workdir: PathText
+    # What runs in this channel's threads show unless /verbosity says otherwise (None: the
+    # runtime's default).
+    verbosity: Literal["text", "tools", "all"] | None = None
 
     @field_validator("agent")
     @classmethod
@@ -252,6 +255,88 @@ class TelegramSettings(_Section):
         return v
 
 
+def _slack_token(prefix: str, where: str) -> Any:
+    def check(v: SecretStr | None) -> SecretStr | None:
+        token = v.get_secret_value() if v is not None else ""
+        if token and not looks_like_slack_token(token, prefix):
+            raise ValueError(
+                f"expected a Slack token starting with {prefix} ({where}; letters, digits "
+                "and '-' only)"
+            )
+        return v
+
+    return check
+
+
+_slack_bot_token = _slack_token("xoxb-", "OAuth & Permissions: the Bot User OAuth Token")
+_slack_app_token = _slack_token("xapp-", "Basic Information: an app-level token")
+
+# A Slack id: a capital letter, then capitals and digits (U…, T…, C…).
+SlackId = Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z0-9]{1,30}$")]
+
+
+class SlackProjectChannel(_Section):
+    """A Slack channel where a top-level message starts a thread with this agent."""
+
+    agent: Name = "claude"
+    workdir: PathText
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
+
+class SlackSettings(_Section):
+    bot_token: SecretStr | None = None  # xoxb-…; prefer SPINDLE_SLACK_BOT_TOKEN
+    app_token: SecretStr | None = None  # xapp-… (Socket Mode); prefer SPINDLE_SLACK_APP_TOKEN
+    # Slack's Web API, or the tests' fake.
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://slack.com/api/"
+    allowed_user_ids: list[SlackId] = []
+    allowed_team_ids: list[SlackId] = []  # workspaces (empty: the app's own)
+    allowed_channel_ids: list[SlackId] = []  # channels served (project channels count)
+    project_channels: dict[str, SlackProjectChannel] = {}
+    # chat.update is Tier 3 (about 50 a minute): edits in one channel at most this often.
+    min_edit_interval_s: float = Field(default=1.2, ge=0.2, le=60, allow_inf_nan=False)
+
+    _bot_token_shape = field_validator("bot_token")(_slack_bot_token)
+    _app_token_shape = field_validator("app_token")(_slack_app_token)
+
+    @field_validator("project_channels")
+    @classmethod
+    def _channel_ids(cls, v: dict[str, SlackProjectChannel]) -> dict[str, SlackProjectChannel]:
+        for channel_id in v:
+            if not channel_id.isascii() or not channel_id.isalnum() or channel_id[:1] != "C":
+                raise ValueError(
+                    f"{channel_id!r} is not a channel id: each key is the channel's id, "
+                    'e.g. [slack.project_channels."C0123456789"]'
+                )
+        return v
+
+
+def _web_host(value: str) -> str:
+    import ipaddress
+
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
+            ) from None
+    return value
+
+
+class WebSettings(_Section):
+    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
+
+    enabled: bool = False
+    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
+    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
+
+
 class WhatsAppSettings(_Section):
     """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
     set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
@@ -283,6 +368,9 @@ class RuntimeSettings(_Section):
     # runs under bubblewrap; docs/security.md says what that protects.
     agent_sandbox: Literal["none", "bwrap"] = "none"
     agent_sandbox_binary: Name = "bwrap"  # a path, or a name on PATH
+    # What a run shows in its thread unless /verbosity (or a project channel) says otherwise:
+    # "text" only the answer; "tools" plus one line per tool call; "all" everything.
+    verbosity: Literal["text", "tools", "all"] = "all"
 
     @field_validator("allowed_roots")
     @classmethod
@@ -306,6 +394,7 @@ class RuntimeSettings(_Section):
             allowed_roots=roots,
             interrupt_grace_s=self.interrupt_grace_s,
             turn_idle_timeout_s=self.turn_idle_timeout_s,
+            verbosity=self.verbosity,
         )
 
 
@@ -359,6 +448,35 @@ def _mcp_token(v: SecretStr | None) -> SecretStr | None:
     return v
 
 
+class TranscriptionSettings(_Section):
+    """Voice messages: an OpenAI-compatible ``/audio/transcriptions`` endpoint (OpenAI,
+    Groq, a local whisper server). Off until ``enabled``; the key is best set from the
+    environment (SPINDLE_TRANSCRIPTION__API_KEY)."""
+
+    enabled: bool = False
+    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://api.openai.com/v1"
+    model: Name = "whisper-1"
+    api_key: SecretStr | None = None
+    language: Name | None = None  # an ISO-639-1 hint ("en"); none: detected
+    timeout_s: Seconds = Field(default=60.0, gt=0, le=600)
+    max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
+
+    def config(self) -> Any:
+        """The ingress side's ``TranscriptionConfig``, or None when off."""
+        if not self.enabled:
+            return None
+        from threadspindle.ingress.transcribe import TranscriptionConfig
+
+        return TranscriptionConfig(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            language=self.language,
+            timeout_s=self.timeout_s,
+            max_bytes=int(self.max_mib * 1024 * 1024),
+        )
+
+
 class McpSettings(_Section):
     enabled: bool = True
     port: Count = Field(default=0, ge=0, le=65535)  # 0: any free port; a fixed one must be free
@@ -408,6 +526,10 @@ class Settings(BaseSettings):
     discord: DiscordSettings = DiscordSettings()
     telegram_token: SecretStr | None = None  # SPINDLE_TELEGRAM_TOKEN, the usual way
     telegram: TelegramSettings = TelegramSettings()
+    slack_bot_token: SecretStr | None = None  # SPINDLE_SLACK_BOT_TOKEN, the usual way
+    slack_app_token: SecretStr | None = None  # SPINDLE_SLACK_APP_TOKEN
+    slack: SlackSettings = SlackSettings()
+    web: WebSettings = WebSettings()
     whatsapp_token: SecretStr | None = None  # SPINDLE_WHATSAPP_TOKEN, the usual way
     whatsapp_app_secret: SecretStr | None = None  # SPINDLE_WHATSAPP_APP_SECRET
     whatsapp_verify_token: SecretStr | None = None  # SPINDLE_WHATSAPP_VERIFY_TOKEN
@@ -415,6 +537,7 @@ class Settings(BaseSettings):
     runtime: RuntimeSettings = RuntimeSettings()
     agents: dict[str, AgentSettings] = {}
     mcp: McpSettings = McpSettings()
+    transcription: TranscriptionSettings = TranscriptionSettings()
 
     _sources: ClassVar[_Sources] = _Sources()
     _config_file: Path | None = None  # the file these settings were read from, if any
@@ -438,6 +561,8 @@ class Settings(BaseSettings):
 
     _token_shape = field_validator("discord_token")(_discord_token)
     _telegram_token_shape = field_validator("telegram_token")(_telegram_token)
+    _slack_bot_token_shape = field_validator("slack_bot_token")(_slack_bot_token)
+    _slack_app_token_shape = field_validator("slack_app_token")(_slack_app_token)
 
     @field_validator("agents")
     @classmethod
@@ -493,6 +618,21 @@ class Settings(BaseSettings):
             if secret is not None and secret.get_secret_value():
                 return secret.get_secret_value()
         return None
+
+    def slack_tokens(self) -> tuple[str | None, str | None]:
+        """The Slack bot and app tokens (env ``SPINDLE_SLACK_BOT_TOKEN`` and
+        ``SPINDLE_SLACK_APP_TOKEN``, or ``[slack] bot_token`` / ``app_token``)."""
+
+        def first(*secrets: SecretStr | None) -> str | None:
+            for secret in secrets:
+                if secret is not None and secret.get_secret_value():
+                    return secret.get_secret_value()
+            return None
+
+        return (
+            first(self.slack_bot_token, self.slack.bot_token),
+            first(self.slack_app_token, self.slack.app_token),
+        )
 
     def whatsapp_secrets(self) -> dict[str, str]:
         """The WhatsApp ``token``, ``app_secret`` and ``verify_token`` (env
@@ -677,3 +817,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"Invalid configuration: {exc}") from None
     settings._config_file = toml
     return settings
+
+
+def looks_like_slack_token(token: str, prefix: str) -> bool:
+    """``xoxb-…`` / ``xapp-…``: the prefix, then letters, digits and dashes."""
+    rest = token[len(prefix) :]
+    return token.startswith(prefix) and len(rest) >= 8 and rest.replace("-", "").isalnum()

@@ -231,11 +231,18 @@ def _check_disk_space(settings: Settings) -> Check:
 def _check_discord(settings: Settings) -> list[Check]:
     token = settings.token()
     if token is None:
+        others = (
+            settings.telegram_bot_token() is not None
+            or settings.whatsapp_configured()
+            or any(settings.slack_tokens())
+        )
         return [
             Check(
                 "discord token",
                 "warn",
-                "not set: `spindle run` starts the console chat",
+                "not set: Discord is not served"
+                if others
+                else "not set: `spindle run` starts the console chat",
                 "set SPINDLE_DISCORD_TOKEN to run the Discord bot (docs/discord-setup.md)",
             )
         ]
@@ -344,6 +351,129 @@ def _check_telegram(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
                 f"{len(t.project_groups)} project group(s)",
             )
         )
+    return rows
+
+
+def _check_slack(settings: Settings, timeout_s: float = 5.0) -> list[Check]:
+    """Slack only when it has a token: both tokens there, then ``auth.test`` with the bot
+    token at the configured ``base_url`` (is the Web API reachable, does it accept it?)."""
+    bot_token, app_token = settings.slack_tokens()
+    if bot_token is None and app_token is None:
+        return []
+    if bot_token is None or app_token is None:
+        missing = (
+            "SPINDLE_SLACK_BOT_TOKEN (xoxb-)"
+            if bot_token is None
+            else ("SPINDLE_SLACK_APP_TOKEN (xapp-)")
+        )
+        return [Check("slack api", "fail", f"{missing} is not set", "docs/slack-setup.md")]
+    import httpx  # only here: doctor without Slack never needs it
+
+    base = settings.slack.base_url
+    url = base.rstrip("/") + "/auth.test"
+    try:
+        response = httpx.post(
+            url, headers={"Authorization": f"Bearer {bot_token}"}, timeout=timeout_s
+        )
+        body = response.json() if response.content else {}
+    except (httpx.HTTPError, ValueError) as exc:
+        reason = type(exc).__name__ if not str(exc) else str(exc)
+        for token in (bot_token, app_token):
+            reason = reason.replace(token, "<token>")
+        rows = [
+            Check(
+                "slack api",
+                "fail",
+                f"{base} unreachable: {reason}",
+                "check slack.base_url and the network",
+            )
+        ]
+    else:
+        ok = response.status_code == 200 and isinstance(body, dict) and body.get("ok")
+        error = body.get("error") if isinstance(body, dict) else None
+        if ok:
+            rows = [
+                Check(
+                    "slack api",
+                    "ok",
+                    f"{body.get('user', '?')} in {body.get('team', '?')} at {base}",
+                )
+            ]
+        elif error in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):
+            rows = [
+                Check(
+                    "slack api",
+                    "fail",
+                    f"the bot token was refused ({error})",
+                    "copy the Bot User OAuth Token again (docs/slack-setup.md)",
+                )
+            ]
+        else:
+            rows = [
+                Check(
+                    "slack api",
+                    "warn",
+                    f"auth.test answered {response.status_code} {error or ''}".rstrip(),
+                    "try again later; check slack.base_url",
+                )
+            ]
+    s = settings.slack
+    if not s.allowed_user_ids:
+        rows.append(
+            Check(
+                "slack access",
+                "warn",
+                "no allowed users: nobody can use the app",
+                "set slack.allowed_user_ids",
+            )
+        )
+    else:
+        rows.append(
+            Check(
+                "slack access",
+                "ok",
+                f"{len(s.allowed_user_ids)} user(s), {len(s.allowed_channel_ids)} channel(s), "
+                f"{len(s.project_channels)} project channel(s)",
+            )
+        )
+    return rows
+
+
+def _check_web(settings: Settings) -> list[Check]:
+    """The web chat, when it is switched on in the config: where it listens, and whether
+    that port can be had now (taken: another Spindle, or another program)."""
+    import socket
+
+    from threadspindle.ingress.web.settings import is_loopback
+
+    web = settings.web
+    if not web.enabled:
+        return []
+    rows: list[Check] = []
+    if not is_loopback(web.host):
+        rows.append(
+            Check(
+                "web chat host",
+                "warn",
+                f"{web.host}: reachable from the network over plain HTTP",
+                'keep web.host = "127.0.0.1" unless a TLS proxy stands in front (docs/web.md)',
+            )
+        )
+    family = socket.AF_INET6 if ":" in web.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((web.host, web.port))
+        except OSError as exc:
+            rows.append(
+                Check(
+                    "web chat",
+                    "warn",
+                    f"{web.host}:{web.port} cannot be listened on: {exc.strerror or exc}",
+                    "stop what uses it (a running Spindle?) or set web.port (0: any free)",
+                )
+            )
+            return rows
+    rows.append(Check("web chat", "ok", f"http://{web.host}:{web.port} (spindle run serves it)"))
     return rows
 
 
@@ -465,7 +595,9 @@ def run_checks(settings: Settings) -> list[Check]:
     rows.append(_check_disk_space(settings))
     rows.extend(_check_discord(settings))
     rows.extend(_check_telegram(settings))
+    rows.extend(_check_web(settings))
     rows.extend(_check_whatsapp(settings))
+    rows.extend(_check_slack(settings))
     roots = settings.runtime.policy().allowed_roots
     missing = [r for r in roots if not os.path.isdir(r)]
     rows.append(

@@ -212,5 +212,15 @@ def configure_logging(level: str, log_file: Path | None, *, terminal: bool = Tru
         term.addFilter(context)
         root.addHandler(term)
     # Libraries' chatter stays out of the terminal unless asked for.
-    for noisy in ("discord", "hypercorn", "httpx", "httpcore", "mcp", "asyncio", "trio_asyncio"):
+    for noisy in (
+        "discord",
+        "hypercorn",
+        "httpx",
+        "httpcore",
+        "mcp",
+        "asyncio",
+        "trio_asyncio",
+        "slack_sdk",  # at DEBUG it logs every request's body and every socket frame
+        "slack_bolt",
+    ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -17,7 +17,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ["core", "render_cost", "durability", "memory", "latency", "parsers", "agents"]
+SECTIONS = [
+    "core",
+    "render_cost",
+    "durability",
+    "memory",
+    "latency",
+    "chat_budget",
+    "parsers",
+    "agents",
+    "jetstream",
+]
 
 
 def machine() -> dict:

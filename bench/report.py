@@ -134,6 +134,25 @@ def _targets(r: dict) -> list[list[Any]]:
         calls,
         None if calls is None else calls <= 1.0,
     )
+    budget = _get(r, "chat_budget", "200_threads")
+    if isinstance(budget, dict):
+        check(
+            "429 responses, 200 threads × 20 deltas/s at Discord's limits",
+            "0",
+            budget.get("responses_429"),
+            budget.get("responses_429") == 0,
+        )
+        p99 = budget.get("reply_p99_s")
+        check("command reply p99, same load (s)", "≤ 1 s", p99, p99 is not None and p99 <= 1.0)
+        lag = budget.get("worst_thread_lag_s")
+        check(
+            "visible text behind its agent, worst thread (s)",
+            "≤ 5 s",
+            lag,
+            lag is not None and lag <= 5.0,
+        )
+        wrong = budget.get("final_texts_wrong")
+        check("answers whose final text is wrong", "0", wrong, wrong == 0)
     rebuild = _get(r, "durability", "rebuild_1000000", "with_snapshots_s")
     check(
         "rebuild a 1M-action log with snapshots",
@@ -468,6 +487,204 @@ def _agent_targets(agents: dict) -> list[str]:
     ]
 
 
+def _jetstream_section(js: Any) -> list[str]:
+    """The JetStream log against SQLite (bench/jetstream.py; docs/scale-out.md)."""
+    if not isinstance(js, dict) or "sqlite" not in js:
+        return []
+    rows = []
+    for name in ("sqlite", "jetstream_r1", "jetstream_r3"):
+        one, many = js[name]["fenced_append"], js[name]["actions_per_s"]
+        rows.append(
+            [
+                name,
+                one["per_s"],
+                one["p50_ms"],
+                one["p99_ms"],
+                many["threads"],
+                many["per_s"],
+                many["p99_ms"],
+            ]
+        )
+    parts = [
+        "## JetStream log vs SQLite",
+        "",
+        _table(
+            ["log", "appends/s (1 thread)", "p50 ms", "p99 ms", "threads", "actions/s", "p99 ms"],
+            rows,
+        ),
+        "",
+    ]
+    for t in js.get("takeover", []):
+        parts.append(
+            f"Takeover of {t['threads']} thread(s) after their holder died (lease TTL "
+            f"{t['lease_ttl_s']} s): {t['takeover_s']} s to claim, {t['rebuild_s']} s to rebuild."
+        )
+    pipe = js.get("pipeline", [])
+    if pipe:
+        parts += [
+            "",
+            _table(
+                [
+                    "runner processes",
+                    "threads",
+                    "prompt -> first output p50 ms",
+                    "p99 ms",
+                    "effects/s",
+                ],
+                [
+                    [
+                        p["runners"],
+                        p["threads"],
+                        p["first_output_p50_ms"],
+                        p["first_output_p99_ms"],
+                        p["effects_per_s"],
+                    ]
+                    for p in pipe
+                ],
+            ),
+        ]
+    rb = js.get("rebuild", {})
+    if rb:
+        parts += [
+            "",
+            f"A thread of {rb['actions']:,} actions: claimed and rebuilt with its snapshot in "
+            f"{rb['claim_and_rebuild_with_snapshot_s']} s ({rb['tail_folded']} folded); its "
+            f"whole subject read in {rb['read_whole_subject_s']} s "
+            f"({rb['read_actions_per_s']:,} actions/s).",
+        ]
+    return parts + [""]
+
+
+def _chat_budget_section(budget: Any) -> list[str]:
+    if not isinstance(budget, dict) or not budget or "error" in budget:
+        return []
+    rows = []
+    for v in budget.values():
+        if not isinstance(v, dict):
+            continue
+        rows.append(
+            [
+                v.get("threads"),
+                v.get("seconds"),
+                v.get("responses_429"),
+                v.get("requests_global_limited"),
+                v.get("requests_per_s"),
+                v.get("max_requests_in_1s"),
+                v.get("reply_samples"),
+                v.get("reply_p50_s"),
+                v.get("reply_p99_s"),
+                v.get("deferral_p99_s"),
+                v.get("after_deferral_p99_s"),
+                v.get("lag_p50_s"),
+                v.get("lag_p99_s"),
+                v.get("median_thread_worst_lag_s"),
+                v.get("worst_thread_lag_s"),
+                v.get("final_texts_wrong"),
+            ]
+        )
+    process_rows = [
+        [
+            v.get("threads"),
+            v.get("process_cpu_share"),
+            v.get("loop_lag_p50_s"),
+            v.get("loop_lag_p99_s"),
+            ", ".join(str(x) for x in v.get("load_average_before", [])),
+            ", ".join(str(x) for x in v.get("load_average_after", [])),
+        ]
+        for v in budget.values()
+        if isinstance(v, dict)
+    ]
+    budget_rows = [
+        [
+            v.get("threads"),
+            *v["budget"]["granted_urgent_post_edit"],
+            *v["budget"]["max_wait_s_urgent_post_edit"],
+            v["budget"]["typing_granted"],
+            v["budget"]["typing_refused"],
+        ]
+        for v in budget.values()
+        if isinstance(v, dict) and "budget" in v
+    ]
+    return [
+        "## Many threads against one bot's API budget",
+        "",
+        "The whole bot (discord.py, runtime, renderers sharing one `RequestBudget`: "
+        "`effects/request_budget.py`) against the fake Discord enforcing Discord's documented "
+        "limits (50 requests/s, 5 sends and 5 edits per 5 s per channel: "
+        "`testkit/fake_discord/limits.py`). Every thread's agent streams numbered words at "
+        "20 deltas/s, the threads starting within a few seconds of each other, and each "
+        "thread gets one `/status` meanwhile (`bench/chat_budget.py`); its reply time is split at "
+        "the bot's deferral of the interaction (before: gateway, discord.py, ingress; after: "
+        "runtime, chat lane, renderer, budget). *Lag*: for every "
+        "word, its emission by the agent to the first post or edit that showed it; per "
+        "thread its worst word. *Requests*: the ones Discord's global limit counts "
+        "(interaction followups are exempt), rate over the run and the most in any second. "
+        "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
+        "",
+        "Where the time goes beyond the budget: the fake answers every request within "
+        "milliseconds, but a discord.py call waits long on the bot's side before it leaves, "
+        "and so does the gateway event that carries a command: trio-asyncio runs one asyncio "
+        "callback per trio scheduling round, so the asyncio side (discord.py's HTTP and "
+        "gateway) slows down as the trio side (200 actors, their renderers) gets busy. A "
+        "request's token is held until it completes (`effects/request_budget.py`), so slow "
+        "calls also throttle the grants, edits first.",
+        "",
+        _table(
+            [
+                "threads",
+                "s",
+                "429s",
+                "requests",
+                "req/s",
+                "most in 1 s",
+                "replies",
+                "reply p50 s",
+                "reply p99 s",
+                "of which to the deferral: p99 s",
+                "deferral to reply: p99 s",
+                "lag p50 s",
+                "lag p99 s",
+                "median thread's worst lag s",
+                "worst thread's lag s",
+                "wrong final texts",
+            ],
+            rows,
+        ),
+        "",
+        _table(
+            [
+                "threads",
+                "tokens: urgent",
+                "post",
+                "edit",
+                "longest wait s: urgent",
+                "post",
+                "edit",
+                "typing shown",
+                "typing skipped",
+            ],
+            budget_rows,
+        ),
+        "",
+        "The process during the run: its CPU time over the wall time, how late trio woke a "
+        "task that slept 0.1 s, and the machine's load average (2 cores): a starved process "
+        "delays replies and edits whatever the budget grants.",
+        "",
+        _table(
+            [
+                "threads",
+                "CPU share",
+                "loop lag p50 s",
+                "loop lag p99 s",
+                "load before",
+                "load after",
+            ],
+            process_rows,
+        ),
+        "",
+    ]
+
+
 def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     r = results
     m = r.get("machine", {})
@@ -575,6 +792,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 LATENCY_BEFORE_AFTER,
                 "",
             ]
+    parts += _chat_budget_section(r.get("chat_budget", {}))
     mem = r.get("memory", {})
     if mem and "error" not in mem:
         rows = [
@@ -589,6 +807,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
             ),
             "",
         ]
+    parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:

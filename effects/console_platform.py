@@ -49,6 +49,8 @@ CONSOLE_LIMITS = PlatformLimits(
     supports_edit=True,
     min_edit_interval_s=0.1,
     typing_refresh_s=8.0,
+    renames_per_window=1000,  # a terminal has no rename limit: each title is one line
+    rename_window_s=1.0,
 )
 LIVE_MESSAGES = 4  # messages kept in the rich live area, where edits re-render in place
 
@@ -93,6 +95,7 @@ class ConsolePlatform:
         self.label_channels = label_channels
         self.messages: dict[str, ConsoleMessage] = {}
         self.typing_calls = 0
+        self.titles: dict[str, str] = {}  # channel -> the agent's title, as last shown
         self._ids = itertools.count(1)
         # plain: the message printed last (its text may still grow), and whether the
         # newline after it was added by us rather than being part of its text
@@ -169,6 +172,13 @@ class ConsolePlatform:
         if self.rich:
             self._typing = True
             self._rich_refresh()
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """A terminal thread has no name to change: say it as a line of its own."""
+        await trio.lowlevel.checkpoint()
+        self.titles[channel_id] = title
+        label = f"{channel_id}: " if self.label_channels else ""
+        self.note(f"✎ {label}thread title: {title}")
 
     def note(self, text: str) -> None:
         """Print a line of the console's own (help, a prompt label, a log line) above the

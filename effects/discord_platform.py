@@ -158,6 +158,14 @@ class DiscordPlatform:
 
         await self._call(typing)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        async def rename() -> None:
+            # Discord allows 2 renames per 10 minutes per thread: the renderer paces them
+            # (PlatformLimits.renames_per_window); a 429 still comes back as retry_after.
+            await self.client.http.edit_channel(int(channel_id), name=title[:100])
+
+        await self._call(rename)
+
     async def reply(
         self,
         channel_id: str,

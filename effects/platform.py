@@ -32,6 +32,10 @@ class PlatformLimits(Frozen):
     # Bare links need wrapping in ``<>`` to show no embed (Discord). False: the platform
     # turns previews off itself and a wrapped link would show its brackets.
     wrap_links: bool = True
+    # Thread renames (the agent's session title): at most this many per window (Discord:
+    # 2 per 10 minutes per thread); more are coalesced to the latest title.
+    renames_per_window: int = 2
+    rename_window_s: float = 600.0
     # Consecutive streamed text, tool cards and thinking may share one message (a platform
     # without edits, WhatsApp): what is ready waits until ``min_edit_interval_s`` has
     # passed since the channel's last send and goes out joined, so a busy run is a few
@@ -46,12 +50,21 @@ class SelectMenu(Frozen):
 
 
 class PlatformError(Exception):
+    """``global_limit``: the 429 was for the whole connection (Discord's global limit),
+    not for one route or channel."""
+
     def __init__(
-        self, message: str, *, retryable: bool = False, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        global_limit: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable or retry_after is not None
         self.retry_after = retry_after
+        self.global_limit = global_limit
 
 
 class ChatPlatform(Protocol):
@@ -87,6 +100,11 @@ class ChatPlatform(Protocol):
 
     async def typing(self, channel_id: str) -> None:
         """Show the typing indicator once (platforms expire it after a few seconds)."""
+        ...
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """Give the thread (channel) a new name; a platform without named threads does
+        nothing (a Telegram private chat)."""
         ...
 
     async def reply(

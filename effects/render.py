@@ -20,7 +20,12 @@ where failures go; the work is done by its parts, one module each:
   (``run``/``async with``).
 - ``effects.retrying_platform``: every platform call, with the 429 Retry-After wait and
   the bounded 5xx backoff; a send carries a nonce derived from its key, so a retried send
-  whose answer was lost is not doubled.
+  whose answer was lost is not doubled. With a ``budget`` (``effects.request_budget``, one
+  per connection) every call first waits for a token of its priority.
+- **With a budget, paced edits are the background task's**, and it waits for each edit's
+  token *before* it takes the lock: ``apply`` (a command's reply above all) never waits
+  behind an intermediate edit of its own thread, and the edit, made once the token came,
+  shows everything that streamed in meanwhile (one call, the latest text).
 - ``effects.render_typing``: the typing indicator, kept alive while on.
 
 A call that still fails raises ``RenderError`` from ``apply``, which the reactor turns
@@ -55,12 +60,15 @@ from threadspindle.effects.render_outputs import (
 )
 from threadspindle.effects.render_pacing import PacedDelivery, RenderError
 from threadspindle.effects.render_typing import TypingIndicator
+from threadspindle.effects.request_budget import Priority, RequestBudget
 from threadspindle.effects.retrying_platform import RetryingPlatform, RetryPolicy
+from threadspindle.effects.thread_titles import TitlePacer
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     DismissPrompt,
     EditOutput,
     PostOutput,
+    RenameThread,
     ReplyToCommand,
     SealOutput,
     ShowPermissionPrompt,
@@ -92,6 +100,7 @@ CHAT_EFFECTS = (
     ShowQuestion,
     DismissPrompt,
     ReplyToCommand,
+    RenameThread,
 )
 
 logger = logging.getLogger("spindle.render")
@@ -106,11 +115,14 @@ class RendererStatistics(Frozen):
     retries: int = 0  # platform calls repeated after a 429 or a retryable error
     rate_limited: int = 0  # of which 429s
     failures: int = 0  # calls given up on (typing failures included)
+    typing_skipped: int = 0  # typing calls the shared budget had no token to spare for
     ignored_appends: int = 0  # duplicate or stale ``seq``, or an unknown key
     duplicate_posts: int = 0  # a key already posted
     blank_skipped: int = 0  # whitespace-only messages never sent
     outputs: int = 0  # keys known
     dirty_messages: int = 0  # messages waiting for their paced send or edit
+    renames: int = 0  # thread renames made (the agent's title)
+    titles_coalesced: int = 0  # titles replaced by a newer one while the window was full
 
 
 class StreamRenderer:
@@ -134,6 +146,7 @@ class StreamRenderer:
         max_backoff_s: float = 8.0,
         wrap_links: bool | None = None,
         close_live_fences: bool | None = None,
+        budget: RequestBudget | None = None,
     ) -> None:
         self.platform = platform
         self.channel_id = channel_id
@@ -143,8 +156,9 @@ class StreamRenderer:
         # A terminal that only appends (the plain console) needs text that only grows by
         # whole lines: no temporary fence closers, no rewritten links, no half lines.
         append_only = platform.streams_append_only
+        self._budget = budget
         self._retrying = RetryingPlatform(
-            platform, RetryPolicy(backoff_s=backoff_s, max_backoff_s=max_backoff_s)
+            platform, RetryPolicy(backoff_s=backoff_s, max_backoff_s=max_backoff_s), budget
         )
         self._tally = RenderTally()
         self._book = OutputBook()
@@ -170,6 +184,7 @@ class StreamRenderer:
             close_live_fences=not append_only if close_live_fences is None else close_live_fences,
             clock=clock,
         )
+        self._titles = TitlePacer(self._retrying, channel_id, clock=clock)
         self._lock = trio.Lock()
         self._wake = trio.Event()
         self._on_error = on_error
@@ -206,12 +221,26 @@ class StreamRenderer:
         task_status.started()
         while True:
             self._wake = trio.Event()
-            deadline = min(self._delivery.next_deadline(), self._typing.deadline())
+            deadline = min(
+                self._delivery.next_deadline(), self._typing.deadline(), self._titles.deadline()
+            )
             with trio.move_on_at(deadline):
                 await self._wake.wait()
-            async with self._lock:
+            prepaid = False
+            if self._budget is not None and self._delivery.has_due_edit(self._clock()):
+                # Unlocked: the thread's own replies and posts go on while this edit waits
+                # its turn, and what they stream in meanwhile is in the edit.
+                await self._retrying.acquire(self.channel_id, "edit", Priority.EDIT)
+                prepaid = True
+            try:
+                await self._lock.acquire()
+            except BaseException:
+                if prepaid:  # cancelled while waiting: a token held for ever blocks others
+                    self._retrying.refund(self.channel_id, "edit", Priority.EDIT)
+                raise
+            try:
                 try:
-                    await self._flush_due()
+                    await self._flush_due(prepaid_edit=prepaid)
                 except RenderError as error:
                     self._background_failed(error)
                 except Exception as error:  # a platform that broke its contract
@@ -220,13 +249,15 @@ class StreamRenderer:
                     message = f"chat platform failed: {type(error).__name__}: {error}"
                     self._background_failed(RenderError(message))
                 self._report_background_posts()
+            finally:
+                self._lock.release()
 
     async def flush(self) -> list[Posted]:
         """Send and edit everything outstanding, waiting for each message's pacing interval;
         returns what was posted since the last report (as ``apply`` does)."""
         while True:
             async with self._lock:
-                await self._flush_due()
+                await self._flush_due(all_edits=True)
                 deadline = self._delivery.next_deadline()
             if deadline == math.inf:
                 break
@@ -259,11 +290,14 @@ class StreamRenderer:
             retries=calls.retries,
             rate_limited=calls.rate_limited,
             failures=calls.gave_up + tally.broken_calls,
+            typing_skipped=calls.typing_skipped,
             ignored_appends=tally.ignored_appends,
             duplicate_posts=tally.duplicate_posts,
             blank_skipped=tally.blank_skipped,
             outputs=len(self._book),
             dirty_messages=self._delivery.waiting(),
+            renames=self._titles.renames,
+            titles_coalesced=self._titles.coalesced,
         )
 
     async def apply(self, effect: Any) -> list[Posted]:
@@ -286,11 +320,26 @@ class StreamRenderer:
                 self._wake.set()
             return self._book.take_posted()
 
-    async def _flush_due(self) -> None:
-        """Send the new messages and make the edits that fell due, and a typing refresh."""
+    async def _flush_due(self, *, prepaid_edit: bool = False, all_edits: bool = False) -> None:
+        """Send the new messages and make the edits that fell due, and a typing refresh.
+        With a budget only one paced edit is made, with the token the background task
+        waited for (``prepaid_edit``), unless ``all_edits`` (a flush: each waits its own)."""
         now = self._clock()
-        await self._delivery.flush_due(now)
+        if self._budget is None:
+            await self._delivery.flush_due(now)
+        elif all_edits:
+            await self._delivery.flush_due(now, priority=Priority.POST)
+        else:
+            try:
+                await self._delivery.flush_due(now, edits=False)
+            except BaseException:
+                if prepaid_edit:  # the edit's token is not going to be used
+                    self._retrying.refund(self.channel_id, "edit", Priority.EDIT)
+                raise
+            if prepaid_edit:
+                await self._delivery.edit_one_due(now)
         await self._typing.refresh_if_due(now)
+        await self._titles.flush_due(now)
 
     def _posted(self, out: Output, message_id: str) -> None:
         self._book.record_posted(out.key, message_id)
@@ -319,5 +368,7 @@ class StreamRenderer:
                 await self._typing.turn_on()
             else:
                 self._typing.turn_off()
+        elif isinstance(effect, RenameThread):
+            await self._titles.request(effect.title)
         else:
             await self._composer.apply(effect)

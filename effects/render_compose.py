@@ -40,6 +40,7 @@ from threadspindle.effects.chunking import (
 from threadspindle.effects.platform import PlatformLimits, SelectMenu
 from threadspindle.effects.render_outputs import Output, OutputBook, RenderTally
 from threadspindle.effects.render_pacing import PacedDelivery
+from threadspindle.effects.request_budget import Priority
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     Button,
@@ -228,7 +229,7 @@ class OutputComposer:
         self._delivery.mark_dirty(out, message)
         # Now, not at the next paced flush: what the chat shows after the dismissal (the
         # next run's answer and footer) must not appear while the buttons are still there.
-        await self._delivery.settle(out)
+        await self._delivery.settle(out, priority=Priority.URGENT)
 
     async def _reply(self, effect: ReplyToCommand) -> None:
         out = self._book.add(Output(effect.key, "reply", text=effect.text, sealed=True))

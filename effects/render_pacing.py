@@ -23,6 +23,12 @@ through the (retrying) platform. What it keeps:
   with the others waiting (up to the character budget); a prompt, notice, footer or reply
   sends what waits first and then stands alone, so order is kept and a footer is the last
   message of its run.
+- **Priorities** for a shared request budget (``effects.request_budget``): a prompt (a
+  message with buttons or a menu), its dismissal and a reply are ``URGENT``; other sends,
+  deletions and the edits that settle an output are ``POST``; paced edits are ``EDIT``. A
+  message sent before a more urgent one (channel order) goes at the urgent one's priority.
+  With a budget the paced edits are the renderer's background task's alone
+  (``flush_due(edits=False)``; ``edit_one_due`` with a token it waited for unlocked).
 
 It never retries (the platform it is given does: ``effects.retrying_platform``) and does
 not decide what a message shows (``Output.wanted``); ``flush_due``/``next_deadline`` are
@@ -40,8 +46,10 @@ from typing import TypeVar
 import trio
 
 from threadspindle.effects.chunking import is_blank
-from threadspindle.effects.platform import ChatPlatform, PlatformError, SelectMenu
+from threadspindle.effects.platform import PlatformError, SelectMenu
 from threadspindle.effects.render_outputs import Message, Output, OutputBook, RenderTally
+from threadspindle.effects.request_budget import Priority
+from threadspindle.effects.retrying_platform import RetryingPlatform
 from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["PacedDelivery", "RenderError"]
@@ -66,7 +74,7 @@ class PacedDelivery:
 
     def __init__(
         self,
-        platform: ChatPlatform,
+        platform: RetryingPlatform,
         channel_id: str,
         book: OutputBook,
         tally: RenderTally,
@@ -116,18 +124,35 @@ class PacedDelivery:
             due = min(due, self._last_sent + self._limits.min_edit_interval_s)
         return min(due, min((m.send_due for m in self._unsent), default=math.inf))
 
-    async def flush_due(self, now: float) -> None:
-        """Send the new messages and make the edits that fell due by ``now``."""
+    async def flush_due(
+        self, now: float, *, edits: bool = True, priority: Priority = Priority.EDIT
+    ) -> None:
+        """Send the new messages and (``edits``) make the edits that fell due by ``now``."""
         for message in sorted(self._unsent, key=lambda m: m.seq):
             if message.send_due <= now and message in self._unsent:
                 await self.send(self._unsent[message], message)
-        for message in sorted(self._dirty, key=lambda m: m.seq):
-            if self._due(message) <= now:
-                await self.edit(self._dirty.pop(message), message)
+        if edits:
+            for message in sorted(self._dirty, key=lambda m: m.seq):
+                if self._due(message) <= now and message in self._dirty:
+                    await self.edit(self._dirty.pop(message), message, priority=priority)
+        # Joined messages are sends, not edits: they go whoever flushes.
         if self._outbox and now >= self._last_sent + self._limits.min_edit_interval_s:
             await self.send_joined()
 
-    async def settle(self, out: Output) -> None:
+    def has_due_edit(self, now: float) -> bool:
+        return any(self._due(m) <= now for m in self._dirty)
+
+    async def edit_one_due(self, now: float) -> None:
+        """The oldest edit due by ``now``, with the ``EDIT`` token the caller already
+        holds (given back when no edit is due any more or it would change nothing)."""
+        due = [m for m in self._dirty if self._due(m) <= now]
+        if not due:
+            self._platform.refund(self._channel_id, "edit", Priority.EDIT)
+            return
+        message = min(due, key=lambda m: m.seq)
+        await self.edit(self._dirty.pop(message), message, prepaid=True)
+
+    async def settle(self, out: Output, *, priority: Priority = Priority.POST) -> None:
         """Make a sealed output's outstanding sends and edits now, waiting out their pacing:
         whatever the chat shows after it (the footer, the next tool card) must come after
         its final text, not before its last paced edit."""
@@ -135,14 +160,14 @@ class PacedDelivery:
             (m for m, o in self._unsent.items() if o is out), key=lambda m: m.seq
         ):
             if message in self._unsent:
-                await self.send(out, message)
+                await self.send(out, message, priority=priority)
         while pending := sorted(
             (m for m, o in self._dirty.items() if o is out), key=lambda m: m.seq
         ):
             message = pending[0]
             await trio.sleep_until(self._due(message))
             if message in self._dirty:
-                await self.edit(self._dirty.pop(message), message)
+                await self.edit(self._dirty.pop(message), message, priority=priority)
 
     # -- the calls -------------------------------------------------------------------------------
 
@@ -154,15 +179,24 @@ class PacedDelivery:
             message.send_due = self._clock() + self._limits.min_edit_interval_s
             self._unsent[message] = out
 
-    async def send_earlier(self, message: Message) -> None:
+    async def send_earlier(self, message: Message, priority: Priority = Priority.POST) -> None:
         """Channel order is creation order: send the waiting messages made before it."""
         for earlier in sorted(self._unsent, key=lambda m: m.seq):
             if earlier.seq < message.seq and earlier in self._unsent:
-                await self.send(self._unsent[earlier], earlier)
+                await self.send(self._unsent[earlier], earlier, priority=priority)
 
-    async def send(self, out: Output, message: Message, *, menu: SelectMenu | None = None) -> None:
+    async def send(
+        self,
+        out: Output,
+        message: Message,
+        *,
+        menu: SelectMenu | None = None,
+        priority: Priority = Priority.POST,
+    ) -> None:
+        if message.buttons or menu is not None:
+            priority = Priority.URGENT  # a prompt: what the agent waits for
         self._unsent.pop(message, None)
-        await self.send_earlier(message)
+        await self.send_earlier(message, priority)
         text = out.wanted(message, whole_lines=self._append_only)
         if is_blank(text):
             self._tally.blank_skipped += 1
@@ -173,7 +207,7 @@ class PacedDelivery:
             # An append-only display shows a late edit below newer messages: make the
             # edits still waiting first, so the transcript reads in order.
             for waiting in sorted(self._dirty, key=lambda m: m.seq):
-                await self.edit(self._dirty.pop(waiting), waiting)
+                await self.edit(self._dirty.pop(waiting), waiting, priority=priority)
         if self._joins:
             if menu is None and not message.buttons and out.mode in _JOINABLE:
                 self._outbox.append((out, message))
@@ -189,7 +223,12 @@ class PacedDelivery:
         message.id = await self._call(
             out,
             lambda: self._platform.send(
-                self._channel_id, text, buttons=message.buttons, menu=menu, nonce=nonce
+                self._channel_id,
+                text,
+                buttons=message.buttons,
+                menu=menu,
+                nonce=nonce,
+                priority=priority,
             ),
         )
         message.shown, message.shown_buttons = text, message.buttons
@@ -233,38 +272,70 @@ class PacedDelivery:
                     reported.add(id(out))
                     self._on_posted(out, message_id)
 
-    async def edit(self, out: Output, message: Message) -> None:
+    async def edit(
+        self,
+        out: Output,
+        message: Message,
+        *,
+        priority: Priority = Priority.EDIT,
+        prepaid: bool = False,
+    ) -> None:
+        """Bring a sent message to its wanted text (read now: a paced edit shows whatever
+        came in while it waited). ``prepaid``: the caller holds an ``EDIT`` token for it,
+        given back when there is nothing to edit."""
         text = out.wanted(message, whole_lines=self._append_only)
         message_id = message.id
-        if message_id is None or out.failed:
-            return
         components_changed = message.clear_components or message.buttons != message.shown_buttons
-        if text == message.shown and not components_changed:
-            return
-        if is_blank(text):
-            self._tally.blank_skipped += 1
-            return
-        if not self._limits.supports_edit:
+        if (
+            message_id is None
+            or out.failed
+            or (text == message.shown and not components_changed)
+            or is_blank(text)
+            or not self._limits.supports_edit
+        ):
+            if prepaid:
+                self._platform.refund(self._channel_id, "edit", Priority.EDIT)
+            if message_id is None or out.failed:
+                return
+            if text == message.shown and not components_changed:
+                return
+            if is_blank(text):
+                self._tally.blank_skipped += 1
+                return
             # No edits: the new text arrives as a new message.
-            await self.send(out, self._book.new_message(out, text))
+            await self.send(out, self._book.new_message(out, text), priority=priority)
             return
+        if components_changed and message.clear_components:
+            priority = Priority.URGENT  # a dismissed prompt: its buttons must go first
         buttons = message.buttons if components_changed else None
         await self._call(
-            out, lambda: self._platform.edit(self._channel_id, message_id, text, buttons=buttons)
+            out,
+            lambda: self._platform.edit(
+                self._channel_id,
+                message_id,
+                text,
+                buttons=buttons,
+                priority=priority,
+                prepaid=prepaid,
+            ),
         )
         message.shown, message.shown_buttons = text, message.buttons
         message.clear_components = False
         message.last_touch = self._clock()
         self._tally.edits += 1
 
-    async def delete(self, out: Output, message: Message) -> None:
+    async def delete(
+        self, out: Output, message: Message, *, priority: Priority = Priority.POST
+    ) -> None:
         self._dirty.pop(message, None)
         self._outbox = [(o, m) for o, m in self._outbox if m is not message]
         message_id = message.id
         if message_id is None:
             self._unsent.pop(message, None)  # never sent: nothing to delete
             return
-        await self._call(out, lambda: self._platform.delete(self._channel_id, message_id))
+        await self._call(
+            out, lambda: self._platform.delete(self._channel_id, message_id, priority=priority)
+        )
         self._tally.deletes += 1
 
     async def reply(
@@ -278,7 +349,7 @@ class PacedDelivery:
     ) -> None:
         """Answer a command with ``message`` (its final text), after the messages before it."""
         text = message.final or ""
-        await self.send_earlier(message)
+        await self.send_earlier(message, Priority.URGENT)
         await self.send_joined()
         message.id = await self._call(
             out,

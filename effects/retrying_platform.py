@@ -21,10 +21,15 @@ Repeating a call is safe: an edit or delete says the same thing twice, a send ca
 caller's ``nonce`` (the platform drops a second send with the same one), and a reply
 answers its command once. The waits are ``trio.sleep``: the caller's cancel scope ends them.
 
-Why a wrapper and not a loop inside the renderer: it is the one place every platform call
-passes, so a later issue can turn it into a per-connection request budget with priorities
-(one instance shared by the renderers of a connection's channels, an edit of streamed text
-yielding to a prompt) without touching the renderer.
+**The budget.** With a ``RequestBudget`` (``effects.request_budget``: one per connection,
+shared by the renderers of its channels) every attempt first waits for a token of its
+call's priority (a reply ``URGENT``, a send ``POST`` or, with buttons, ``URGENT``, an edit
+``EDIT`` unless told otherwise), a typing call is made only with a token to spare
+(``typing_skipped``), and a 429 holds the budget (the channel's kind, or everything for a
+global one) for its ``retry_after``; each attempt's token is released when it is
+answered (``RequestBudget.release``). ``prepaid``: the caller already holds the first
+attempt's token (an edit waits for its token before it reads its text; ``refund`` gives
+one back unused). Without a budget it calls at once, as before.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import TypeVar
 import trio
 
 from threadspindle.effects.platform import ChatPlatform, PlatformError, SelectMenu
+from threadspindle.effects.request_budget import CallKind, Priority, RequestBudget
 from threadspindle.runtime.core.effect_types import Button
 from threadspindle.runtime.core.frozen import Frozen
 
@@ -55,17 +61,25 @@ class RetryStatistics(Frozen):
     retries: int = 0  # attempts repeated after a 429 or a retryable error
     rate_limited: int = 0  # of which after a 429
     gave_up: int = 0  # calls that ended in a PlatformError (typing included)
+    typing_skipped: int = 0  # typing calls not made: the budget had no token to spare
 
 
 class RetryingPlatform:
     """A ``ChatPlatform`` that calls ``platform`` with the retry policy; see the module
     docstring. ``platform`` is looked up at each call, so it may be replaced."""
 
-    def __init__(self, platform: ChatPlatform, policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        platform: ChatPlatform,
+        policy: RetryPolicy | None = None,
+        budget: RequestBudget | None = None,
+    ) -> None:
         self.platform = platform
         self.limits = platform.limits
         self.policy = policy or RetryPolicy()
+        self.budget = budget
         self._attempts = self._retries = self._rate_limited = self._gave_up = 0
+        self._typing_skipped = 0
 
     @property
     def streams_append_only(self) -> bool:
@@ -77,7 +91,20 @@ class RetryingPlatform:
             retries=self._retries,
             rate_limited=self._rate_limited,
             gave_up=self._gave_up,
+            typing_skipped=self._typing_skipped,
         )
+
+    # -- the budget --------------------------------------------------------------------------
+
+    async def acquire(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
+        """Wait for a token now, for a call made later with ``prepaid=True``."""
+        if self.budget is not None:
+            await self.budget.acquire(priority, channel_id, kind)
+
+    def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
+        """Give back a token taken with ``acquire`` and not used."""
+        if self.budget is not None:
+            self.budget.refund(channel_id, kind, priority)
 
     # -- ChatPlatform ------------------------------------------------------------------------
 
@@ -89,9 +116,15 @@ class RetryingPlatform:
         buttons: tuple[Button, ...] = (),
         menu: SelectMenu | None = None,
         nonce: str | None = None,
+        priority: Priority | None = None,
     ) -> str:
+        if priority is None:
+            priority = Priority.URGENT if buttons or menu is not None else Priority.POST
         return await self._retrying(
-            lambda: self.platform.send(channel_id, text, buttons=buttons, menu=menu, nonce=nonce)
+            lambda: self.platform.send(channel_id, text, buttons=buttons, menu=menu, nonce=nonce),
+            channel_id,
+            "send",
+            priority,
         )
 
     async def edit(
@@ -101,22 +134,43 @@ class RetryingPlatform:
         text: str,
         *,
         buttons: tuple[Button, ...] | None = None,
+        priority: Priority = Priority.EDIT,
+        prepaid: bool = False,
     ) -> None:
         await self._retrying(
-            lambda: self.platform.edit(channel_id, message_id, text, buttons=buttons)
+            lambda: self.platform.edit(channel_id, message_id, text, buttons=buttons),
+            channel_id,
+            "edit",
+            priority,
+            prepaid=prepaid,
         )
 
-    async def delete(self, channel_id: str, message_id: str) -> None:
-        await self._retrying(lambda: self.platform.delete(channel_id, message_id))
+    async def delete(
+        self, channel_id: str, message_id: str, *, priority: Priority = Priority.POST
+    ) -> None:
+        await self._retrying(
+            lambda: self.platform.delete(channel_id, message_id), channel_id, "delete", priority
+        )
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        await self._retrying(lambda: self.platform.rename_thread(channel_id, title))
 
     async def typing(self, channel_id: str) -> None:
-        """One attempt (see the module docstring); a failure is raised and counted."""
+        """One attempt, if the budget has a token to spare (see the module docstring); a
+        failure is raised and counted."""
+        budget = self.budget
+        if budget is not None and not budget.try_acquire(channel_id, "typing"):
+            self._typing_skipped += 1
+            return
         self._attempts += 1
         try:
             await self.platform.typing(channel_id)
         except PlatformError:
             self._gave_up += 1
             raise
+        finally:
+            if budget is not None:
+                budget.release(channel_id, "typing")
 
     async def reply(
         self,
@@ -126,23 +180,47 @@ class RetryingPlatform:
         *,
         ephemeral: bool = False,
         buttons: tuple[Button, ...] = (),
+        priority: Priority = Priority.URGENT,
     ) -> str:
         return await self._retrying(
             lambda: self.platform.reply(
                 channel_id, action_id, text, ephemeral=ephemeral, buttons=buttons
-            )
+            ),
+            channel_id,
+            "reply",
+            priority,
         )
 
     # -- the policy --------------------------------------------------------------------------
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(
+        self,
+        call: Callable[[], Awaitable[T]],
+        channel_id: str,
+        kind: CallKind,
+        priority: Priority,
+        *,
+        prepaid: bool = False,
+    ) -> T:
         policy = self.policy
+        budget = self.budget
         waits = retries = 0
         while True:
+            if budget is not None and not prepaid:
+                await budget.acquire(priority, channel_id, kind)
+            prepaid = False
             self._attempts += 1
             try:
-                return await call()
+                try:
+                    return await call()
+                finally:
+                    if budget is not None:
+                        budget.release(channel_id, kind)  # answered or not, it went out
             except PlatformError as error:
+                if error.retry_after is not None and budget is not None:
+                    # Every thread of the connection waits it out, not only this call.
+                    scope = None if error.global_limit else channel_id
+                    budget.hold(error.retry_after, channel_id=scope, kind=kind)
                 if error.retry_after is not None and waits < policy.max_rate_limit_waits:
                     waits += 1
                     self._rate_limited += 1

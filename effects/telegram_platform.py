@@ -234,6 +234,16 @@ class TelegramPlatform:
 
         await self._call(typing)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        chat, topic = parse_thread_id(channel_id)
+        if topic is None:
+            return  # a private chat or a group without topics has no name of its own
+
+        async def rename() -> None:
+            await self.bot.edit_forum_topic(chat_id=chat, message_thread_id=topic, name=title[:128])
+
+        await self._call(rename)
+
     async def reply(
         self,
         channel_id: str,

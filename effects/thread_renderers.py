@@ -4,18 +4,22 @@ One ``StreamRenderer`` per thread over the platform, each with its background ta
 edits, typing refresh) in this object's nursery; ``PendingPlatform`` stands in for the
 platform until its client is connected (threads recovered at start-up render into it and
 wait). Discord, Telegram and later platforms each have one; ``spindle run`` routes a
-thread to its platform's by the thread id (``app.platforms``).
+thread to its platform's by the thread id (``app.platforms``). With ``budget`` limits, one
+``RequestBudget`` (``effects.request_budget``) serves every renderer of the connection:
+its task runs in this object's nursery.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from threadspindle.effects.platform import ChatPlatform, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.request_budget import BudgetLimits, RequestBudget
 
 __all__ = ["PendingPlatform", "ThreadRenderers"]
 
@@ -58,6 +62,9 @@ class PendingPlatform:
     async def reply(self, channel_id: str, action_id: str, text: str, **kwargs: Any) -> str:
         return await (await self._ready()).reply(channel_id, action_id, text, **kwargs)
 
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        await (await self._ready()).rename_thread(channel_id, title)
+
 
 class ThreadRenderers:
     """The runtime's ``renderer_factory`` for one chat platform: one ``StreamRenderer`` per
@@ -69,8 +76,22 @@ class ThreadRenderers:
     renderer replaces the old one, which makes its last edits and then stops, so tasks
     do not pile up over the bot's lifetime."""
 
-    def __init__(self, limits: PlatformLimits | None = None, *, append_only: bool = False) -> None:
+    def __init__(
+        self,
+        limits: PlatformLimits | None = None,
+        *,
+        append_only: bool = False,
+        budget: BudgetLimits | None = None,
+        scope_of: Callable[[str], tuple[str, bool]] | None = None,
+    ) -> None:
         self.limits = limits or PlatformLimits()
+        self.budget: RequestBudget | None = None
+        if budget is not None:
+            self.budget = (
+                RequestBudget(budget)
+                if scope_of is None
+                else RequestBudget(budget, scope_of=scope_of)
+            )
         self.platform = PendingPlatform(self.limits, append_only=append_only)
         self.renderers: dict[str, StreamRenderer] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
@@ -81,6 +102,8 @@ class ThreadRenderers:
     async def __aenter__(self) -> ThreadRenderers:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
+        if self.budget is not None:
+            await self._nursery.start(self.budget.run)
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
@@ -104,7 +127,9 @@ class ThreadRenderers:
         old, old_scope = self.renderers.get(thread_id), self._scopes.get(thread_id)
         if old is not None and old_scope is not None:
             self._nursery.start_soon(self._retire, old, old_scope)
-        renderer = StreamRenderer(self.platform, thread_id, wrap_links=self.limits.wrap_links)
+        renderer = StreamRenderer(
+            self.platform, thread_id, wrap_links=self.limits.wrap_links, budget=self.budget
+        )
         scope = trio.CancelScope()
         self.renderers[thread_id] = renderer
         self._scopes[thread_id] = scope

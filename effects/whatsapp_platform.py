@@ -38,6 +38,7 @@ from collections import OrderedDict
 from typing import Any
 
 import httpx
+import trio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.effects.whatsapp_markup import to_whatsapp
@@ -201,6 +202,10 @@ class WhatsAppPlatform:
             await self._post(
                 {"status": "read", "message_id": wamid, "typing_indicator": {"type": "text"}}
             )
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """A WhatsApp chat has no name Spindle may change: the title is not shown."""
+        await trio.lowlevel.checkpoint()
 
     async def reply(
         self,

@@ -36,6 +36,7 @@ from threadspindle.ingress.input_checks import (
     parse_position,
     shown,
 )
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.registry import Runtime
@@ -61,6 +62,9 @@ its turn instead of interrupting. Commands:
   /status                      the thread's agent, run, queue and counters
   /workdir set <path>          move the conversation to another directory
   /model <name>                switch model (an active run is retried with it)
+  /schedule <when> <prompt>    a prompt later: in 2h, 14:30, a cron expression (*/30 * * * *)
+  /schedule list | /schedule cancel <id>
+  /verbosity text|tools|all    what runs show: the answer; plus tool lines; everything
   /allow [id] | /deny [id]     answer the pending permission prompt
   /answer <id> <text>          answer the pending question
   /thread new NAME | /thread switch NAME | /threads
@@ -299,6 +303,18 @@ class ConsoleChat:
                         **self._base(), request_id=request, answer=answer, author_id=self.author
                     )
                 )
+        elif head == "schedule":
+            await self.post(
+                schedule_action(
+                    self._base(),
+                    rest,
+                    author_id=self.author,
+                    author_name=self.author,
+                    tz=self.runtime.timezone,
+                )
+            )
+        elif head == "verbosity":
+            await self.post(verbosity_action(self._base(), rest))
         elif head == "wait":
             await self.wait_idle()
         else:

@@ -1,12 +1,14 @@
-"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp;
-Slack joins here): ``run_platforms``.
+"""One runtime serving every configured chat platform at once (Discord, Telegram, WhatsApp,
+Slack, the web chat): ``run_platforms``.
 
 Each platform's library is asyncio, so one ``trio_asyncio.open_loop()`` hosts them all;
 its exception handler logs instead of re-raising (trio-asyncio's default would tear the
 loop down on any stray asyncio error report). One ``open_runtime`` owns every thread;
 ``PlatformRouter`` is its ``renderer_factory`` and hands each thread to its platform's
-``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, a
-snowflake Discord's; WhatsApp needs no asyncio: its webhook and client are trio's). The
+``ThreadRenderers`` by the thread id (``tg:…`` is Telegram's, ``wa:…`` WhatsApp's, ``sl:…``
+Slack's, ``web:…`` the web chat's, a snowflake Discord's; WhatsApp and the web chat need no
+asyncio: their servers and clients run on trio, the web chat's from once the runtime is open
+until after the wind-down). The
 platforms connect in turn, and the wind-down at the end (every thread parked, the last
 edits made) runs while all of them are still connected, shielded, before any closes.
 """
@@ -18,6 +20,7 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
@@ -25,14 +28,22 @@ import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
+from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
+from threadspindle.effects.web_platform import WEB_LIMITS, WebPlatform
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.slack.host import SlackBot, hosted_slack
+from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.web.app import WebChat
+from threadspindle.ingress.web.host import WebServer, serve_web
+from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.ingress.whatsapp.host import (
     WhatsAppConnection,
     hosted_whatsapp,
@@ -50,12 +61,16 @@ _log = logging.getLogger(__name__)
 
 
 def platform_of(thread_id: str) -> str:
-    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``discord`` or
-    ``other``."""
+    """Which platform a thread id belongs to: ``telegram``, ``whatsapp``, ``slack``, ``web``,
+    ``discord`` or ``other``."""
     if thread_id.startswith("tg:"):
         return "telegram"
     if thread_id.startswith("wa:"):
         return "whatsapp"
+    if thread_id.startswith("sl:"):
+        return "slack"
+    if thread_id.startswith("web:"):
+        return "web"
     if thread_id.isdigit():
         return "discord"
     return "other"
@@ -104,6 +119,9 @@ class PlatformsApp:
     discord: SpindleBot | None = None
     telegram: TelegramBot | None = None
     whatsapp: WhatsAppConnection | None = None
+    slack: SlackBot | None = None
+    web: WebServer | None = None
+    web_chat: WebChat | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -118,6 +136,9 @@ async def run_platforms(
     discord: DiscordSettings | None = None,
     telegram: TelegramSettings | None = None,
     whatsapp: WhatsAppSettings | None = None,
+    slack: SlackSettings | None = None,
+    web: WebSettings | None = None,
+    web_platform: WebPlatform | None = None,
     log: EventLog,
     adapter_factory: AdapterFactory,
     policy: Policy,
@@ -127,8 +148,9 @@ async def run_platforms(
     **runtime_kwargs: Any,
 ) -> None:
     """Every configured platform over one runtime, until ``stop()`` or cancelled. Starts
-    (``task_status``) with a ``PlatformsApp`` once every platform is connected."""
-    if discord is None and telegram is None and whatsapp is None:
+    (``task_status``) with a ``PlatformsApp`` once every platform is connected.
+    ``web_platform`` replaces the web chat's platform (tests inject failures through it)."""
+    if discord is None and telegram is None and whatsapp is None and slack is None and web is None:
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
@@ -136,17 +158,28 @@ async def run_platforms(
         asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
         if discord is not None:
             router.renderers["discord"] = await stack.enter_async_context(
-                ThreadRenderers(discord_limits)
+                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
             )
         if telegram is not None:
             limits = TELEGRAM_LIMITS.model_copy(
                 update={"min_edit_interval_s": telegram.min_edit_interval_s}
             )
-            router.renderers["telegram"] = await stack.enter_async_context(ThreadRenderers(limits))
+            router.renderers["telegram"] = await stack.enter_async_context(
+                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
+            )
+        if slack is not None:
+            limits = SLACK_LIMITS.model_copy(
+                update={"min_edit_interval_s": slack.min_edit_interval_s}
+            )
+            router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
         if whatsapp is not None:
             router.renderers["whatsapp"] = await stack.enter_async_context(
                 ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
             )
+        web_platform = web_platform or WebPlatform()
+        if web is not None:
+            router.renderers["web"] = await stack.enter_async_context(ThreadRenderers(WEB_LIMITS))
+            router.renderers["web"].attach(web_platform)
         runtime = await stack.enter_async_context(
             open_runtime(
                 log=log,
@@ -156,7 +189,7 @@ async def run_platforms(
                 **runtime_kwargs,
             )
         )
-        discord_bot = telegram_bot = None
+        discord_bot = telegram_bot = slack_bot = None
         whatsapp_connection = None
         if discord is not None:
             history = LoggedHistory(log, runtime.snapshots, last_alive)
@@ -169,14 +202,36 @@ async def run_platforms(
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)
             _log.info("Telegram bot @%s is polling", telegram_bot.bot.username)
+        if slack is not None:
+            # Catch-up reads each thread from its last logged message (Slack's clock), else
+            # from a little before the last logged action: what it finds twice, the core
+            # drops by its action id.
+            since = last_alive - 5.0 if last_alive is not None else None
+            slack_bot = await stack.enter_async_context(hosted_slack(slack, runtime, since=since))
+            router.renderers["slack"].attach(slack_bot.platform)
+            _log.info("Slack app %s is connected (Socket Mode)", slack_bot.user_id)
         if whatsapp is not None:
             whatsapp_connection = await stack.enter_async_context(
                 hosted_whatsapp(whatsapp, runtime)
             )
             router.renderers["whatsapp"].attach(whatsapp_connection.platform)
             _log.info("WhatsApp webhook listening on %s", whatsapp_connection.webhook_url)
+        web_server = web_chat = None
+        if web is not None:
+            web_chat = WebChat(web, web_platform, runtime, log_path=log.path)
+            servers = await stack.enter_async_context(trio.open_nursery())
+            stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
+            web_server = await servers.start(partial(serve_web, web_chat))
         app = PlatformsApp(
-            runtime, router, trio.Event(), discord_bot, telegram_bot, whatsapp_connection
+            runtime,
+            router,
+            trio.Event(),
+            discord_bot,
+            telegram_bot,
+            whatsapp=whatsapp_connection,
+            slack=slack_bot,
+            web=web_server,
+            web_chat=web_chat,
         )
         try:
             task_status.started(app)

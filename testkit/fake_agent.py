@@ -51,6 +51,7 @@ from threadspindle.runtime.core.agent_events import (
     QuestionAsked,
     SessionStarted,
     TextDelta,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
@@ -87,6 +88,11 @@ def default_script(text: str) -> list[Step]:
     def say(t: str) -> Step:
         return Step("event", TextDelta(text=t))
 
+    if "TITLE" in text:
+        # The CLI names its session (Codex thread/name/updated, an OpenCode title ...):
+        # three titles in quick succession, to see renames paced and coalesced.
+        titles = [TitleChanged(title=f"Session title {n}") for n in (1, 2, 3)]
+        return [*(Step("event", t) for t in titles), say("Titled.")]
     if "CRASH" in text:
         return [say("Starting... "), Step("sleep", seconds=0.2), Step("crash")]
     if "SILENT" in text:

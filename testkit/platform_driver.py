@@ -8,8 +8,8 @@ every driver; a new platform adds a driver here (a class with these methods, and
 ``DRIVERS``) and must pass the same script.
 
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
-``tg:`` thread id, a WhatsApp ``wa:`` chat); ``running()`` may be entered again on the same
-log: a restart.
+``tg:`` thread id, a WhatsApp ``wa:`` chat, a Slack ``sl:`` thread id, a web chat ``web:``
+thread); ``running()`` may be entered again on the same log: a restart.
 """
 
 from __future__ import annotations
@@ -19,10 +19,17 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from pathlib import Path
 from typing import Any, Protocol
 
+from threadspindle.effects.web_platform import WEB_LIMITS
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.testkit.fake_agent import FakeAgentWorld
 from threadspindle.testkit.fake_discord.harness import World, fake_world
 from threadspindle.testkit.fake_discord.stack import FOOTER, Stack, discord_stack
+from threadspindle.testkit.fake_slack.stack import (
+    SlackStack,
+    SlackWorld,
+    slack_stack,
+    slack_world,
+)
 from threadspindle.testkit.fake_telegram.stack import (
     TelegramStack,
     TelegramWorld,
@@ -36,12 +43,15 @@ from threadspindle.testkit.fake_whatsapp.stack import (
     whatsapp_stack,
     whatsapp_world,
 )
+from threadspindle.testkit.web_stack import WebStack, web_stack
 
 __all__ = [
     "DRIVERS",
     "DiscordDriver",
     "PlatformDriver",
+    "SlackDriver",
     "TelegramDriver",
+    "WebDriver",
     "WhatsAppDriver",
     "is_footer_text",
 ]
@@ -328,6 +338,160 @@ class WhatsAppDriver:
         )
 
 
+class SlackDriver:
+    """slack-bolt (Socket Mode) against ``testkit.fake_slack`` (a thread is a Slack thread
+    hanging off the app's anchor message; commands in it are ``@Spindle …``)."""
+
+    name = "slack"
+    char_limit = 3000  # what one section block holds (Slack advises 4,000 for a text)
+
+    def __init__(self, world: SlackWorld, tmp_path: Path) -> None:
+        self.world = world
+        self.tmp_path = tmp_path
+        self._stack: SlackStack | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with slack_stack(self.world, self.tmp_path) as stack:
+            self._stack = stack
+            yield
+
+    @property
+    def stack(self) -> SlackStack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return await self.stack.start_thread()
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        self.world.say(thread, text, self.world.mallory if stranger else None)
+
+    def abort(self, thread: str) -> None:
+        self.world.command(thread, "abort")
+
+    def bot_texts(self, thread: str) -> list[str]:
+        return [m.shown for m in self.world.bot_messages(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        """Buttons, and each option of a static select, as one choice each."""
+        out: list[tuple[str, str]] = []
+        for m in self.world.bot_messages(thread):
+            for element in m.buttons():
+                if element["type"] == "button":
+                    out.append((m.ts, element["text"]["text"]))
+                else:
+                    out += [(m.ts, o["text"]["text"]) for o in element["options"]]
+        return out
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        channel, _ = self.world.where(thread)
+        found = self.world.fake.message(channel, message)
+        for element in found.buttons():
+            if element["type"] == "button" and element["text"]["text"] == label:
+                self.world.fake.click(channel, message, element["action_id"], self.world.alice)
+                return
+            for option in element.get("options", []):
+                if option["text"]["text"] == label:
+                    self.world.fake.click(
+                        channel, message, element["action_id"], self.world.alice, option["value"]
+                    )
+                    return
+        raise AssertionError(f"no {label!r} on message {message}")
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(thread, count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.world.fake.inject_fault(status, method="chat.postMessage", times=times, retry_after=1)
+
+
+class WebDriver:
+    """The web chat over HTTP (``testkit.web_stack``): what a browser's page would send.
+    A thread is a ``web:`` thread; a stranger is a request without the access cookie."""
+
+    name = "web"
+    char_limit = WEB_LIMITS.char_limit
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._stack: WebStack | None = None
+        self._last: WebStack | None = None  # what the stopped run showed stays readable
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with web_stack(self.tmp_path) as stack:
+            self._stack = self._last = stack
+            try:
+                yield
+            finally:
+                self._stack = None
+
+    @property
+    def stack(self) -> WebStack:
+        assert self._stack is not None, "not running"
+        return self._stack
+
+    @property
+    def agents(self) -> FakeAgentWorld:
+        return self.stack.agents
+
+    async def start(self) -> str:
+        return await self.stack.start()
+
+    def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
+        self.stack.request("POST", f"/t/{thread}/say", {"text": text}, cookie=not stranger)
+
+    def abort(self, thread: str) -> None:
+        self.stack.request("POST", f"/t/{thread}/button", {"action": "abort"})
+
+    def bot_texts(self, thread: str) -> list[str]:
+        stack = self._stack or self._last
+        assert stack is not None, "never ran"
+        return [m.text for m in stack.bot_messages(thread)]
+
+    def buttons(self, thread: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for m in self.stack.bot_messages(thread):
+            out += [(m.id, b.label) for b in m.buttons]
+            out += [(m.id, option) for option in (m.menu.options if m.menu else ())]
+        return out
+
+    def click(self, thread: str, message: str, label: str) -> None:
+        found = self.stack.platform.view(thread).get(message)
+        assert found is not None, f"no message {message}"
+        for button in found.buttons:
+            if button.label == label:
+                self.stack.request("POST", f"/t/{thread}/button", {"action": button.action})
+                return
+        if found.menu is not None and label in found.menu.options:
+            body = {"action": found.menu.custom_id, "answer": label}
+            self.stack.request("POST", f"/t/{thread}/button", body)
+            return
+        raise AssertionError(f"no {label!r} on message {message}")
+
+    async def until_footers(self, thread: str, count: int, timeout: float = 20.0) -> None:
+        await self.stack.until_footers(thread, count, timeout)
+
+    def snapshot(self, thread: str) -> ThreadState | None:
+        return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    def fail_next_sends(self, status: int, times: int) -> None:
+        self.stack.platform.fail_next_sends(status, times)
+
+
+@contextmanager
+def _web(tmp_path: Path) -> Iterator[PlatformDriver]:
+    yield WebDriver(tmp_path)
+
+
 @contextmanager
 def _discord(tmp_path: Path) -> Iterator[PlatformDriver]:
     with fake_world(tmp_path) as world:
@@ -341,6 +505,12 @@ def _telegram(tmp_path: Path) -> Iterator[PlatformDriver]:
 
 
 @contextmanager
+def _slack(tmp_path: Path) -> Iterator[PlatformDriver]:
+    with slack_world(tmp_path) as world:
+        yield SlackDriver(world, tmp_path)
+
+
+@contextmanager
 def _whatsapp(tmp_path: Path) -> Iterator[PlatformDriver]:
     with whatsapp_world(tmp_path) as world:
         yield WhatsAppDriver(world, tmp_path)
@@ -351,4 +521,6 @@ DRIVERS: dict[str, Callable[[Path], Any]] = {
     "discord": _discord,
     "telegram": _telegram,
     "whatsapp": _whatsapp,
+    "slack": _slack,
+    "web": _web,
 }

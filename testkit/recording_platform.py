@@ -21,7 +21,7 @@ from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["Fault", "PlatformCall", "RecordedMessage", "RecordingPlatform"]
 
-CallKind = str  # "send" | "edit" | "delete" | "typing" | "reply"
+CallKind = str  # "send" | "edit" | "delete" | "typing" | "reply" | "rename"
 
 
 @dataclass
@@ -92,6 +92,7 @@ class RecordingPlatform:
         self._channels: dict[str, _Channel] = {}
         self._ids = itertools.count(1)
         self._by_nonce: dict[tuple[str, str], str] = {}
+        self.titles: dict[str, list[str]] = {}  # channel -> every title it was renamed to
 
     # -- fault injection -----------------------------------------------------------------
 
@@ -253,6 +254,11 @@ class RecordingPlatform:
 
     async def typing(self, channel_id: str) -> None:
         fault = await self._enter("typing", channel_id, None, None)
+        self._leave(fault)
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        fault = await self._enter("rename", channel_id, None, title)
+        self.titles.setdefault(channel_id, []).append(title)
         self._leave(fault)
 
     async def reply(

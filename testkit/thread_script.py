@@ -10,7 +10,7 @@ from typing import Any
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
-from threadspindle.runtime.core.model import Policy
+from threadspindle.runtime.core.model import Policy, Verbosity
 
 __all__ = ["ThreadScript"]
 
@@ -182,3 +182,47 @@ class ThreadScript:
 
     def policy(self, policy: Policy) -> A.PolicySet:
         return A.PolicySet(**self._base(), policy=policy)
+
+    # schedules, verbosity, titles
+    def schedule(
+        self,
+        text: str,
+        due_at: float,
+        *,
+        cron: str | None = None,
+        wakeup: bool = False,
+        author: str = "u1",
+        label: str = "",
+    ) -> A.ScheduleAdded:
+        return A.ScheduleAdded(
+            **self._base(),
+            author_id=author,
+            author_name=author,
+            text=text,
+            due_at=due_at,
+            cron=cron,
+            label=label,
+            wakeup=wakeup,
+        )
+
+    def cancel_schedule(self, schedule_id: str) -> A.ScheduleCancelled:
+        return A.ScheduleCancelled(**self._base(), schedule_id=schedule_id)
+
+    def list_schedules(self) -> A.SchedulesListed:
+        return A.SchedulesListed(**self._base())
+
+    def due(
+        self, schedule_id: str, due_at: float, next_due_at: float | None = None
+    ) -> A.ScheduleDue:
+        return A.ScheduleDue(
+            **self._base(max(self.now + self.step, due_at)),
+            schedule_id=schedule_id,
+            due_at=due_at,
+            next_due_at=next_due_at,
+        )
+
+    def verbosity(self, level: Verbosity) -> A.VerbositySet:
+        return A.VerbositySet(**self._base(), verbosity=level)
+
+    def title(self, title: str, run_id: str | None = None) -> A.AgentEventReceived:
+        return self.agent(run_id, E.TitleChanged(title=title))

@@ -57,6 +57,7 @@ from threadspindle.runtime.core.agent_events import (
     QuestionAsked,
     TextDelta,
     ThinkingDelta,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
@@ -293,6 +294,14 @@ class AppServerParser:
             return
         if method == "turn/completed":
             self._turn_completed(params, out)
+            return
+        if method == "thread/name/updated":
+            # The thread's name (set by the user or generated): the chat thread follows it.
+            name = as_str(params.get("threadName"))
+            if name and name.strip():
+                out.events.append(TitleChanged(title=name))
+            else:
+                self.stats.skip(f"{method}:empty")
             return
         if method == "thread/tokenUsage/updated":
             self._token_usage(params)

@@ -33,6 +33,7 @@ from threadspindle.runtime.core.agent_events import (
     QuestionAsked,
     TextDelta,
     ThinkingDelta,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
@@ -53,6 +54,7 @@ __all__ = [
 
 ABORTED_ERROR = "MessageAbortedError"
 SUMMARY_LIMIT = 300
+_PLACEHOLDER_TITLE = "New session - "  # OpenCode's name for a session not titled yet
 # Events that carry no meaning for a chat thread (bookkeeping, UI, background noise).
 _NOISE = frozenset(
     {
@@ -63,7 +65,6 @@ _NOISE = frozenset(
         "reference.updated",
         "integration.updated",
         "session.created",
-        "session.updated",
         "session.diff",
         "session.compacted",
         "permission.replied",
@@ -254,6 +255,7 @@ class OpencodeEventParser:
         self._tools_finished: set[str] = set()
         self.retries = 0  # ``session.status retry`` seen in this turn
         self.last_retry_message = ""
+        self.title: str | None = None  # the session's title as last reported
 
     # turn bookkeeping ---------------------------------------------------------------------
     @property
@@ -325,6 +327,21 @@ class OpencodeEventParser:
     # handlers ---------------------------------------------------------------------------
     def _on_noise(self, props: dict[str, Any]) -> list[AgentEvent]:
         raise _Skip
+
+    def _on_session_updated(self, props: dict[str, Any]) -> list[AgentEvent]:
+        """The session's title (OpenCode names a session after its first exchange): the
+        thread follows it. Its placeholder ``New session - <time>`` is no title."""
+        info = props["info"]
+        title = info.get("title") if isinstance(info, dict) else None
+        if (
+            not isinstance(title, str)
+            or not title.strip()
+            or title.startswith(_PLACEHOLDER_TITLE)
+            or title == self.title
+        ):
+            raise _Skip
+        self.title = title
+        return [TitleChanged(title=title)]
 
     def _on_status(self, props: dict[str, Any]) -> list[AgentEvent]:
         status = props["status"]
@@ -549,6 +566,7 @@ _HANDLERS: dict[str, Any] = {
     for kind, fn in {
         **{noise: OpencodeEventParser._on_noise for noise in _NOISE},
         "session.status": OpencodeEventParser._on_status,
+        "session.updated": OpencodeEventParser._on_session_updated,
         "session.idle": OpencodeEventParser._on_idle,
         "session.error": OpencodeEventParser._on_error,
         "message.updated": OpencodeEventParser._on_message,

@@ -44,6 +44,7 @@ from .models import (
     StopResult,
 )
 from .supervisor import ProcessError, ProcessSupervisor
+from .wakeups import MAX_WAKEUP_MINUTES, WakeupResult, Wakeups, WakeupsUnavailable
 
 __all__ = [
     "SERVER_NAME",
@@ -93,11 +94,14 @@ class ProcessManager:
         authority: TokenAuthority,
         supervisor: ProcessSupervisor,
         guard: BearerGuard,
+        wakeups: Wakeups | None = None,
     ) -> None:
         self.url = url
         self.authority = authority
         self.supervisor = supervisor
         self.guard = guard
+        # The schedule_wakeup tool's way into the runtime (``wakeups.attach(runtime.post)``).
+        self.wakeups = wakeups or Wakeups()
 
     @property
     def operator_token(self) -> str:
@@ -140,7 +144,7 @@ def _mcp_server() -> MCPServer:
             instructions=(
                 "Start, stop, restart and watch long-running processes (dev servers, "
                 "watchers) that outlive a single tool call. Processes belong to this chat "
-                "thread."
+                "thread. schedule_wakeup queues a prompt for you in this thread later."
             ),
             log_level="WARNING",
         )
@@ -148,8 +152,34 @@ def _mcp_server() -> MCPServer:
         root.removeHandler(placeholder)
 
 
-def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -> MCPServer:
+def build_mcp_server(
+    supervisor: ProcessSupervisor, authority: TokenAuthority, wakeups: Wakeups | None = None
+) -> MCPServer:
     server = _mcp_server()
+    wake = wakeups or Wakeups()
+
+    @server.tool()
+    async def schedule_wakeup(
+        in_minutes: Annotated[
+            float,
+            Field(gt=0, le=MAX_WAKEUP_MINUTES, description="how long from now, in minutes"),
+        ],
+        prompt: Annotated[
+            str,
+            Field(min_length=1, description="what you will be told then, e.g. 'check the CI'"),
+        ],
+        ctx: Context,
+    ) -> WakeupResult:
+        """Wake yourself up later in this chat thread: the prompt is queued for you then
+        (e.g. "check the CI run again" in 20 minutes). A message from a person in the thread
+        before then cancels it."""
+        caller = _caller(authority, ctx)
+        if caller.sees_all:
+            raise ToolError("a wake-up belongs to a chat thread: call it from one")
+        try:
+            return await wake.request(caller.thread_id, in_minutes, prompt)
+        except WakeupsUnavailable as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool()
     async def start_process(
@@ -223,9 +253,12 @@ def build_mcp_server(supervisor: ProcessSupervisor, authority: TokenAuthority) -
 
 
 def build_app(
-    supervisor: ProcessSupervisor, authority: TokenAuthority, config: ProcessManagerConfig
+    supervisor: ProcessSupervisor,
+    authority: TokenAuthority,
+    config: ProcessManagerConfig,
+    wakeups: Wakeups | None = None,
 ) -> BearerGuard:
-    mcp = build_mcp_server(supervisor, authority)
+    mcp = build_mcp_server(supervisor, authority, wakeups)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -254,7 +287,8 @@ async def serve_process_manager(
         secret = config.token or load_or_create_secret(config.data_dir)
         authority = TokenAuthority(secret)
         async with ProcessSupervisor.open(config) as supervisor:
-            guard = build_app(supervisor, authority, config)
+            wakeups = Wakeups()
+            guard = build_app(supervisor, authority, config, wakeups)
             hconfig = HypercornConfig()
             hconfig.bind = [f"fd://{fd}"]
             hconfig.accesslog = None
@@ -264,7 +298,7 @@ async def serve_process_manager(
                 handed_over = True
                 binds = await nursery.start(hypercorn_serve, guard, hconfig)
                 url = binds[0].rstrip("/") + config.path
-                task_status.started(ProcessManager(url, authority, supervisor, guard))
+                task_status.started(ProcessManager(url, authority, supervisor, guard, wakeups))
                 await trio.sleep_forever()
     finally:
         if not handed_over:

@@ -51,6 +51,12 @@ from threadspindle.ingress.discord.catchup import (
 from threadspindle.ingress.discord.commands import build_commands
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.transcribe import (
+    TRANSCRIBING,
+    Transcriber,
+    TranscriptionFailed,
+    transcript_notice,
+)
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
@@ -67,6 +73,15 @@ _log = logging.getLogger(__name__)
 
 REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
 _REMEMBERED_MESSAGES = 2048
+
+
+def voice_attachment(message: discord.Message) -> discord.Attachment | None:
+    """The voice note of a voice message (Discord's IS_VOICE_MESSAGE flag, or an audio
+    attachment with a duration and waveform), else None."""
+    for attachment in message.attachments:
+        if message.flags.voice or attachment.is_voice_message():
+            return attachment
+    return None
 
 
 class SpindleBot(CatchUpMixin, discord.Client):
@@ -90,6 +105,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             allowed_mentions=discord.AllowedMentions.none(),
         )
         self.settings = settings
+        # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.
+        self.transcriber = (
+            Transcriber(settings.transcription) if settings.transcription is not None else None
+        )
         self.tree = app_commands.CommandTree(self)
         self.platform = DiscordPlatform(self)
         self._events = events
@@ -176,6 +195,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             return True
         return state is not None and state.conversation is not None
 
+    def now(self) -> float:
+        """The ingress clock (what a command's ``at`` is stamped with)."""
+        return self._clock()
+
     def workdir_of(self, thread_id: str) -> str | None:
         state = self._snapshot(thread_id)
         if state is not None and state.conversation is not None:
@@ -229,17 +252,16 @@ class SpindleBot(CatchUpMixin, discord.Client):
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
-        try:
-            attachments = await self._attachments(message, self.workdir_of(thread_id))
-        except AttachmentRefused as refused:
-            await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+        content = await self._prompt_content(message, self.workdir_of(thread_id))
+        if content is None:
             return
+        text, attachments = content
         action = translate.message_action(
             thread_id=thread_id,
             message_id=message.id,
             author_id=message.author.id,
             author_name=message.author.display_name,
-            text=message.content,
+            text=text,
             at=self._clock(),
             attachments=attachments,
             suffix=self.settings.queue_suffix,
@@ -263,12 +285,21 @@ class SpindleBot(CatchUpMixin, discord.Client):
         each would open a thread of its own; so it is claimed before the first await)."""
         if message.id in self._forwarded:
             return False
-        suffixed = translate.split_queue_suffix(message.content, self.settings.queue_suffix)[1]
+        content = message.content
+        voice = voice_attachment(message)
+        suffixed = translate.split_queue_suffix(content, self.settings.queue_suffix)[1]
         self._remember(message.id, queued=suffixed)
         if not await self._author_allowed(message):
             self._forwarded.pop(message.id, None)
             return False
-        name = (message.content.strip().splitlines() or [agent])[0][:90] or agent
+        if voice is not None:
+            # A voice message opens its thread with its transcript, never with the file.
+            transcript = await self._transcribe(message, voice)
+            if transcript is None:
+                self._forwarded.pop(message.id, None)
+                return False
+            content = transcript
+        name = (content.strip().splitlines() or [agent])[0][:90] or agent
         try:
             thread = await message.create_thread(name=name)
             if notice is not None:
@@ -288,7 +319,11 @@ class SpindleBot(CatchUpMixin, discord.Client):
             resolved_workdir=translate.resolve_workdir(workdir, self.settings.default_workdir),
         )
         try:
-            attachments = await self._attachments(message, start.resolved_workdir)
+            attachments = (
+                ()
+                if voice is not None
+                else await self._attachments(message, start.resolved_workdir)
+            )
         except AttachmentRefused as refused:
             # The thread is open and its conversation starts; only the prompt is refused.
             await emit(IngressItem((start,), channel_id=str(message.channel.id)))
@@ -299,7 +334,7 @@ class SpindleBot(CatchUpMixin, discord.Client):
             message_id=message.id,
             author_id=message.author.id,
             author_name=message.author.display_name,
-            text=message.content,
+            text=content,
             at=self._clock(),
             attachments=attachments,
             suffix=self.settings.queue_suffix,
@@ -321,6 +356,54 @@ class SpindleBot(CatchUpMixin, discord.Client):
         return await take_attachments(
             message.attachments, message_id=message.id, workdir=workdir, limits=limits
         )
+
+    async def _prompt_content(
+        self, message: discord.Message, workdir: str | None
+    ) -> tuple[str, tuple[Attachment, ...]] | None:
+        """What a message in a conversation's thread prompts: its text and attachments, or
+        a voice message's transcript (the audio itself never reaches the agent); None when
+        it is not sent to the agent (the user was told why)."""
+        voice = voice_attachment(message)
+        if voice is not None:
+            transcript = await self._transcribe(message, voice)
+            return None if transcript is None else (transcript, ())
+        try:
+            return message.content, await self._attachments(message, workdir)
+        except AttachmentRefused as refused:
+            await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+            return None
+
+    async def _transcribe(self, message: discord.Message, voice: discord.Attachment) -> str | None:
+        """The thread shows "🎤 Transcribing…", then the transcript (or why there is
+        none); the transcript, or None when the message is not sent to the agent."""
+        transcriber = self.transcriber
+        if transcriber is None:
+            await self._answer_message(
+                message,
+                "⚠ Not sent to the agent: voice messages need a transcription endpoint "
+                "(`[transcription]` in Spindle's config).",
+            )
+            return None
+        status = await message.reply(
+            TRANSCRIBING,
+            mention_author=False,
+            nonce=discord_nonce(f"voice/{message.id}"),
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        try:
+            if voice.size > transcriber.config.max_bytes:
+                raise TranscriptionFailed(f"the voice message is too long ({voice.size} bytes)")
+            audio = await voice.read()
+            # httpx runs on trio: this handler is asyncio code inside trio-asyncio.
+            text: str = await trio_asyncio.trio_as_aio(transcriber.transcribe)(
+                audio, voice.filename, voice.content_type
+            )
+        except (TranscriptionFailed, discord.HTTPException) as error:
+            _log.warning("could not transcribe voice message %s: %s", message.id, error)
+            await status.edit(content=f"⚠ Could not transcribe the voice message: {error}")
+            return None
+        await status.edit(content=transcript_notice(text))
+        return text
 
     async def _answer_message(self, message: discord.Message, text: str) -> None:
         """Answer a message ingress could not take (a gateway redelivery of it gets the

@@ -43,7 +43,6 @@ import discord
 
 from threadspindle.effects.discord_platform import discord_nonce
 from threadspindle.ingress.discord import translate
-from threadspindle.ingress.discord.attachments import AttachmentRefused
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action, SourceMessageDeleted, SourceMessageEdited
@@ -197,6 +196,10 @@ class CatchUpMixin(discord.Client):
             self, message: discord.Message, workdir: str | None
         ) -> tuple[Attachment, ...]: ...
 
+        async def _prompt_content(
+            self, message: discord.Message, workdir: str | None
+        ) -> tuple[str, tuple[Attachment, ...]] | None: ...
+
         async def _project_message(
             self,
             message: discord.Message,
@@ -315,17 +318,18 @@ class CatchUpMixin(discord.Client):
                     if new >= room:
                         not_queued += 1
                         continue
-                    try:
-                        attachments = await self._attachments(message, self.workdir_of(thread_id))
-                    except AttachmentRefused as refused:  # answered as a live message is
-                        await self._answer_message(message, f"⚠ Not sent to the agent: {refused}")
+                    # Answered as a live message is when it cannot be sent; a voice
+                    # message is transcribed.
+                    content = await self._prompt_content(message, self.workdir_of(thread_id))
+                    if content is None:
                         continue
+                    text, attachments = content
                     prompt = translate.message_action(
                         thread_id=thread_id,
                         message_id=message.id,
                         author_id=message.author.id,
                         author_name=message.author.display_name,
-                        text=message.content,
+                        text=text,
                         at=self._clock(),
                         attachments=attachments,
                         suffix=self.settings.queue_suffix,

@@ -24,15 +24,23 @@ from discord import app_commands
 from threadspindle.agents import list_conversations
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, shown
+from threadspindle.ingress.schedule_commands import (
+    LEVELS,
+    schedule_add_action,
+    verbosity_action,
+)
 from threadspindle.runtime.core.actions import (
     AbortRequested,
     ConversationEnded,
     ModelChanged,
     QueueCleared,
     QueueCommand,
+    ScheduleCancelled,
+    SchedulesListed,
     StatusRequested,
     WorkdirSet,
 )
+from threadspindle.runtime.live.schedules import local_timezone
 
 if TYPE_CHECKING:
     from threadspindle.ingress.discord.bot import SpindleBot
@@ -99,7 +107,17 @@ def build_commands(bot: SpindleBot) -> None:
         user_id = str(interaction.user.id)
         await bot.command(interaction, lambda t, c: AbortRequested(**c, author_id=user_id))
 
+    schedule = _schedule_group(bot)
+
+    @app_commands.command(name="verbosity", description="What runs show in this thread")
+    @app_commands.describe(level="text: only the answer; tools: plus one line per tool; all")
+    @app_commands.choices(level=[app_commands.Choice(name=level, value=level) for level in LEVELS])
+    async def verbosity(interaction: discord.Interaction, level: str) -> None:
+        await bot.command(interaction, lambda t, c: verbosity_action(c, level))
+
     commands: tuple[app_commands.Command[Any, Any, Any] | app_commands.Group, ...] = (
+        schedule,
+        verbosity,
         conversation,
         workdir,
         status,
@@ -136,6 +154,54 @@ async def answer_command_error(
             await interaction.response.send_message(text, ephemeral=True)
     except discord.HTTPException as exc:
         _log.warning("could not answer a failed command: %s", exc)
+
+
+def _schedule_group(bot: SpindleBot) -> app_commands.Group:
+    """``/schedule add|list|cancel``: Discord cannot mix a command's options with
+    subcommands, so adding one is ``/schedule add when:<when> prompt:<prompt>``."""
+    group = app_commands.Group(name="schedule", description="Prompts that run later")
+
+    @group.command(name="add", description="Run a prompt later (once, or repeating by cron)")
+    @app_commands.describe(
+        when="in 20m, in 2h, 14:30, 2026-12-01 09:00, or a cron expression like */30 * * * *",
+        prompt="The prompt to queue when it is due",
+    )
+    async def add(interaction: discord.Interaction, when: str, prompt: str) -> None:
+        user = interaction.user
+        at = bot.now()
+        tz = local_timezone()
+        # Checked before deferring: a bad ``when`` is answered to the user alone.
+        schedule_add_action(
+            {"thread_id": "", "action_id": "check", "at": at},
+            when=when,
+            prompt=prompt,
+            author_id=str(user.id),
+            author_name=user.display_name,
+            tz=tz,
+        )
+        await bot.command(
+            interaction,
+            lambda t, c: schedule_add_action(
+                c,
+                when=when,
+                prompt=prompt,
+                author_id=str(user.id),
+                author_name=user.display_name,
+                tz=tz,
+            ),
+        )
+
+    @group.command(name="list", description="This thread's scheduled prompts")
+    async def list_(interaction: discord.Interaction) -> None:
+        await bot.command(interaction, lambda t, c: SchedulesListed(**c))
+
+    @group.command(name="cancel", description="Drop a scheduled prompt")
+    @app_commands.describe(id="Its id, as /schedule list shows it (s1, s2 ...)")
+    async def cancel(interaction: discord.Interaction, id: str) -> None:
+        check_word(id, "schedule id", 20)
+        await bot.command(interaction, lambda t, c: ScheduleCancelled(**c, schedule_id=id))
+
+    return group
 
 
 def _agent_group(bot: SpindleBot, agent: str) -> app_commands.Group:

@@ -32,6 +32,7 @@ import trio_asyncio
 import yarl
 
 from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
 from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
@@ -172,6 +173,7 @@ async def run_discord_runtime(
     adapter_factory: AdapterFactory,
     policy: Policy,
     limits: PlatformLimits | None = None,
+    budget: BudgetLimits = DISCORD_BUDGET,
     stop_on_signals: bool = False,
     task_status: Any = trio.TASK_STATUS_IGNORED,
     **runtime_kwargs: Any,
@@ -179,10 +181,14 @@ async def run_discord_runtime(
     """The whole Discord bot: runtime, renderers and client, until ``stop()`` or
     cancelled. Starts (``task_status``) with a ``DiscordApp`` once the bot is ready.
     ``stop_on_signals`` (main thread only): SIGINT/SIGTERM stop it gracefully instead of
-    interrupting it, so runs are closed and the last edits made before the client goes."""
+    interrupting it, so runs are closed and the last edits made before the client goes.
+    ``budget``: the request budget the renderers share (Discord's documented limits)."""
     # Read before the runtime logs anything: when the previous process last did something.
     last_alive = log.last_action_at()
-    async with trio_asyncio.open_loop(), DiscordRenderers(limits) as renderers:
+    async with (
+        trio_asyncio.open_loop(),
+        DiscordRenderers(limits, budget=budget) as renderers,
+    ):
         async with open_runtime(
             log=log,
             renderer_factory=renderers.renderer,

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
@@ -64,6 +65,8 @@ class DiscordSettings(Frozen):
     queue_suffix: str = " queue"
     # How long discord.py waits for more GUILD_CREATEs before it reports ready.
     guild_ready_timeout_s: float = 2.0
+    # Voice messages are transcribed here (None: voice messages are refused with a reply).
+    transcription: TranscriptionConfig | None = None
 
     @field_validator("agents")
     @classmethod
@@ -105,4 +108,5 @@ def settings_from_config(config: Any) -> DiscordSettings:
         ),
         default_workdir=roots[0],
         attachment_max_bytes=int(section.attachment_max_mib * 1024 * 1024),
+        transcription=config.transcription.config(),
     )

@@ -37,7 +37,7 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 import trio_asyncio
-from telegram import Bot, CallbackQuery, Message, Update, User
+from telegram import Bot, CallbackQuery, Message, Update, User, Voice
 from telegram.error import RetryAfter, TelegramError
 
 from threadspindle.agents import list_conversations
@@ -45,10 +45,18 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.transcribe import (
+    TRANSCRIBING,
+    Transcriber,
+    TranscriptionFailed,
+    transcript_notice,
+)
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
 
@@ -99,6 +107,10 @@ class TelegramIngress:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.
+        self.transcriber = (
+            Transcriber(settings.transcription) if settings.transcription is not None else None
+        )
         self.bot = bot
         self.platform = platform
         self.runtime = runtime
@@ -229,7 +241,8 @@ class TelegramIngress:
     async def _message(self, message: Message) -> None:
         user, chat = message.from_user, message.chat
         text = message.text or message.caption or ""
-        if user is None or user.is_bot or not text.strip():
+        voice = message.voice
+        if user is None or user.is_bot or (not text.strip() and voice is None):
             return
         private = chat.type == "private"
         topic = message.message_thread_id if message.is_topic_message else None
@@ -246,6 +259,15 @@ class TelegramIngress:
                 where = thread_id or telegram_thread_id(chat.id)
                 await self._say(where, str(refused), reply_to=message.message_id)
             return
+        in_conversation = thread_id is not None and self._has_conversation(thread_id)
+        project = self.settings.project_group(chat.id) if thread_id is None else None
+        if voice is not None and (in_conversation or project is not None):
+            # The transcript is the prompt; the audio itself never reaches the agent.
+            where = thread_id or telegram_thread_id(chat.id)
+            transcript = await self._transcribe(message, where, voice)
+            if transcript is None:
+                return
+            text = transcript
         if thread_id is not None and self._has_conversation(thread_id):
             await self._prompt(message, thread_id, text)
         elif thread_id is None and (project := self.settings.project_group(chat.id)):
@@ -253,6 +275,44 @@ class TelegramIngress:
         elif thread_id is not None:
             hint = "No conversation here yet: start one with /claude start [workdir] (or /help)."
             await self._say(thread_id, hint, reply_to=message.message_id)
+
+    async def _transcribe(self, message: Message, thread_id: str, voice: Voice) -> str | None:
+        """The topic shows "🎤 Transcribing…", then the transcript (or why there is none);
+        the transcript, or None when the message is not sent to the agent."""
+        if self.transcriber is None:
+            await self._say(
+                thread_id,
+                "⚠ Not sent to the agent: voice messages need a transcription endpoint "
+                "([transcription] in Spindle's config).",
+                reply_to=message.message_id,
+            )
+            return None
+        try:
+            status = await self._retrying(
+                lambda: self.platform.say(thread_id, TRANSCRIBING, reply_to=message.message_id)
+            )
+        except PlatformError as error:
+            _log.warning("could not show the transcription status: %s", error)
+            status = None
+        try:
+            if (voice.file_size or 0) > self.transcriber.config.max_bytes:
+                raise TranscriptionFailed(
+                    f"the voice message is too long ({voice.file_size} bytes)"
+                )
+            aio = trio_asyncio.aio_as_trio
+            file = await aio(self.bot.get_file)(voice.file_id)
+            audio = bytes(await aio(file.download_as_bytearray)())
+            text = await self.transcriber.transcribe(audio, "voice.ogg", voice.mime_type)
+            shown = transcript_notice(text)
+        except (TranscriptionFailed, TelegramError) as error:
+            _log.warning("could not transcribe voice message %s: %s", message.message_id, error)
+            text, shown = None, f"⚠ Could not transcribe the voice message: {error}"
+        if status is not None:
+            try:
+                await self._retrying(lambda: self.platform.edit(thread_id, status, shown))
+            except PlatformError as error:
+                _log.warning("could not show the transcript: %s", error)
+        return text
 
     async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
         user = message.from_user
@@ -387,6 +447,12 @@ class TelegramIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("conversation_end", "end"):
             action = A.ConversationEnded(**common)
+        elif name == "schedule":
+            action = schedule_action(
+                common, args, author_id=str(user.id), author_name=author, tz=local_timezone()
+            )
+        elif name == "verbosity":
+            action = verbosity_action(common, args)
         else:
             raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))

@@ -50,6 +50,8 @@ def make_bot(settings: TelegramSettings, *, timeout_s: float = 10.0) -> Bot:
     return Bot(
         settings.token,
         base_url=settings.base_url,
+        # Files (voice notes) come from <api>/file/bot<token>/<path>.
+        base_file_url=settings.base_url.removesuffix("/bot") + "/file/bot",
         request=HTTPXRequest(
             connection_pool_size=8,
             connect_timeout=timeout_s,

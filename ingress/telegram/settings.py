@@ -13,6 +13,7 @@ from pydantic import field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["TELEGRAM_API", "ProjectGroup", "TelegramSettings", "telegram_settings_from_config"]
@@ -50,6 +51,9 @@ class TelegramSettings(Frozen):
     min_edit_interval_s: float = 1.0
     # A refused user is told at most once per this many seconds.
     refusal_interval_s: float = 600.0
+
+    # Voice messages are transcribed here (None: voice messages are refused with a reply).
+    transcription: TranscriptionConfig | None = None
 
     @field_validator("agents")
     @classmethod
@@ -93,4 +97,5 @@ def telegram_settings_from_config(config: Any) -> TelegramSettings:
         ),
         default_workdir=roots[0],
         min_edit_interval_s=max(section.min_edit_interval_s, config.runtime.edit_interval_s),
+        transcription=config.transcription.config(),
     )

@@ -50,6 +50,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("model", "Switch model (retries the active prompt): /model <name>"),
     ("workdir", "Move the conversation: /workdir <path>"),
     ("conversation_end", "End the conversation and stop its agent"),
+    ("schedule", "A prompt later: /schedule <when> <prompt> | list | cancel <id>"),
+    ("verbosity", "What runs show: /verbosity text|tools|all"),
     ("help", "What Spindle understands here"),
 )
 

@@ -36,11 +36,13 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram.translate import parse_callback
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
 
@@ -75,7 +77,8 @@ def help_text(agents: tuple[str, ...]) -> str:
         "waits its turn instead of interrupting).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
         "/queue <message> · /abort · /status · /clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /end"
+        "/model <name> · /workdir <path> · /end\n"
+        "/schedule <when> <prompt> | list | cancel <id> · /verbosity text|tools|all"
     )
 
 
@@ -315,6 +318,16 @@ class WhatsAppIngress:
             action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
         elif name in ("end", "conversation_end"):
             action = A.ConversationEnded(**common)
+        elif name == "schedule":
+            action = schedule_action(
+                common,
+                args,
+                author_id=inbound.sender,
+                author_name=inbound.name,
+                tz=local_timezone(),
+            )
+        elif name == "verbosity":
+            action = verbosity_action(common, args)
         else:
             raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
         await self._post(action)

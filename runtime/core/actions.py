@@ -15,7 +15,7 @@ from pydantic import Field
 
 from threadspindle.runtime.core.agent_events import AgentEvent
 from threadspindle.runtime.core.frozen import Frozen
-from threadspindle.runtime.core.model import Attachment, Policy
+from threadspindle.runtime.core.model import Attachment, Policy, Verbosity
 
 __all__ = [
     "Action",
@@ -37,12 +37,17 @@ __all__ = [
     "QueuedItemRemoved",
     "QuestionAnswered",
     "RuntimeRecovered",
+    "ScheduleAdded",
+    "ScheduleCancelled",
+    "ScheduleDue",
+    "SchedulesListed",
     "SourceMessageDeleted",
     "SourceMessageEdited",
     "StatusRequested",
     "ThreadParked",
     "Tick",
     "UserMessage",
+    "VerbositySet",
     "WorkdirSet",
 ]
 
@@ -176,6 +181,41 @@ class QuestionAnswered(ActionBase):
     author_id: str = ""
 
 
+class ScheduleAdded(ActionBase):
+    """``/schedule <when> <prompt>``, or an agent's wake-up (``wakeup``, from the MCP
+    tool). Ingress turns ``when`` into ``due_at`` (its clock, its time zone) and, for a
+    cron expression, keeps the expression in ``cron``; ``label`` is what the user said."""
+
+    kind: Literal["schedule_added"] = "schedule_added"
+    author_id: str
+    author_name: str = ""
+    text: str
+    due_at: float
+    cron: str | None = None
+    label: str = ""
+    wakeup: bool = False
+
+
+class ScheduleCancelled(ActionBase):
+    """``/schedule cancel <id>``."""
+
+    kind: Literal["schedule_cancelled"] = "schedule_cancelled"
+    schedule_id: str
+
+
+class SchedulesListed(ActionBase):
+    """``/schedule list``."""
+
+    kind: Literal["schedules_listed"] = "schedules_listed"
+
+
+class VerbositySet(ActionBase):
+    """``/verbosity text|tools|all``: what this thread's runs show from now on."""
+
+    kind: Literal["verbosity_set"] = "verbosity_set"
+    verbosity: Verbosity
+
+
 # --- the agent listener -----------------------------------------------------------------
 
 
@@ -233,6 +273,18 @@ class Tick(ActionBase):
     kind: Literal["tick"] = "tick"
 
 
+class ScheduleDue(ActionBase):
+    """The runtime's timer: schedule ``schedule_id`` came due at ``due_at`` (its time as
+    the state has it, which makes a second delivery for the same time a no-op). For a cron
+    schedule the timer computes ``next_due_at``, the first time after ``at``: occurrences
+    missed while Spindle was down fire once, not once each."""
+
+    kind: Literal["schedule_due"] = "schedule_due"
+    schedule_id: str
+    due_at: float
+    next_due_at: float | None = None
+
+
 class RuntimeRecovered(ActionBase):
     """The runtime restarted and rebuilt this thread from the log."""
 
@@ -277,6 +329,11 @@ Action = Annotated[
     | Tick
     | RuntimeRecovered
     | ThreadParked
-    | PolicySet,
+    | PolicySet
+    | ScheduleAdded
+    | ScheduleCancelled
+    | SchedulesListed
+    | ScheduleDue
+    | VerbositySet,
     Field(discriminator="kind"),
 ]

@@ -22,6 +22,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolFinished",
+    "TitleChanged",
     "ToolStarted",
     "TurnAborted",
     "TurnCompleted",
@@ -128,6 +129,15 @@ class AgentError(Frozen):
     max_retries: int | None = None
 
 
+class TitleChanged(Frozen):
+    """The CLI named (or renamed) its session: Codex ``thread/name/updated``, an OpenCode
+    session title, Claude Code's summary. It may come between turns: it belongs to the
+    conversation, not to a run."""
+
+    type: Literal["title_changed"] = "title_changed"
+    title: str
+
+
 AgentEvent = Annotated[
     SessionStarted
     | TextDelta
@@ -138,6 +148,7 @@ AgentEvent = Annotated[
     | QuestionAsked
     | TurnCompleted
     | TurnAborted
-    | AgentError,
+    | AgentError
+    | TitleChanged,
     Field(discriminator="type"),
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "OutputKind",
     "PostOutput",
     "PromptAgent",
+    "RenameThread",
     "ReplyToCommand",
     "SealOutput",
     "ShowPermissionPrompt",
@@ -122,6 +123,15 @@ class ReplyToCommand(Frozen):
     buttons: tuple[Button, ...] = ()
 
 
+class RenameThread(Frozen):
+    """Give the chat thread a new name (the agent's session title). The platform's rate
+    limit (Discord: 2 renames per 10 minutes) is the renderer's business: it coalesces
+    renames that come too fast to the latest title."""
+
+    type: Literal["rename_thread"] = "rename_thread"
+    title: str
+
+
 class StartAgent(Frozen):
     """Make sure the agent process/connection runs for this conversation (resuming a
     session when ``session_id`` is known)."""
@@ -204,6 +214,7 @@ Effect = Annotated[
     | ShowQuestion
     | DismissPrompt
     | ReplyToCommand
+    | RenameThread
     | StartAgent
     | PromptAgent
     | InterruptAgent

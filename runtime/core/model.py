@@ -8,6 +8,7 @@ is a flag that could be derived: ``runtime.core.guards`` derives ``is_busy`` and
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from threadspindle.runtime.core.frozen import Frozen
 
@@ -22,7 +23,9 @@ __all__ = [
     "Policy",
     "QueueItem",
     "Run",
+    "Schedule",
     "ThreadState",
+    "Verbosity",
 ]
 
 
@@ -43,6 +46,11 @@ class AgentStatus(StrEnum):
     READY = "ready"
 
 
+# What a run shows in the thread: "text" only the answer (and notices, the footer);
+# "tools" the answer plus one line per tool call; "all" everything (thinking, tool output).
+Verbosity = Literal["text", "tools", "all"]
+
+
 class Policy(Frozen):
     """Per-thread limits, set by the runtime from configuration (and recorded in the log)."""
 
@@ -50,6 +58,7 @@ class Policy(Frozen):
     allowed_roots: tuple[str, ...] = ()
     interrupt_grace_s: float = 10.0  # INTERRUPTING longer than this: stop the agent
     turn_idle_timeout_s: float = 600.0  # no agent event for this long: end the turn
+    verbosity: Verbosity = "all"  # what a run shows unless /verbosity says otherwise
 
 
 class Attachment(Frozen):
@@ -72,6 +81,22 @@ class QueueItem(Frozen):
     source_message_id: str | None = None
     from_queue: bool = False  # came from /queue or the " queue" suffix: never interrupts
     queued_at: float
+
+
+class Schedule(Frozen):
+    """A prompt that fires later (``/schedule``), or an agent's own wake-up. ``due_at`` is
+    when it fires next (seconds since the epoch, computed by ingress or the runtime's timer:
+    the core never reads a clock); a ``cron`` schedule is re-armed by the timer's next time."""
+
+    id: str  # "s1", "s2" ...: from ``Counters.schedules``, shown to the user
+    text: str
+    author_id: str
+    author_name: str = ""
+    due_at: float
+    cron: str | None = None
+    label: str = ""  # how the user said when ("in 2h", "*/30 * * * *"), for /schedule list
+    wakeup: bool = False  # set by the agent (MCP tool): a user message cancels it
+    created_at: float
 
 
 class Conversation(Frozen):
@@ -133,6 +158,8 @@ class Counters(Frozen):
     runs: int = 0  # runs started; also the source of run ids
     replies: int = 0
     illegal_moves: int = 0  # phase moves the table does not have (recorded, never applied)
+    schedules: int = 0  # schedules made so far; also the source of schedule ids
+    schedules_fired: int = 0
 
 
 class ThreadState(Frozen):
@@ -149,6 +176,9 @@ class ThreadState(Frozen):
     counters: Counters = Counters()
     parked: bool = False  # the runtime put the actor away; user ingress or a restart wakes it
     last_note: str | None = None  # why the last action was ignored or rejected
+    schedules: tuple[Schedule, ...] = ()  # pending /schedule prompts and agent wake-ups
+    verbosity: Verbosity | None = None  # /verbosity; None: the policy's default
+    title: str | None = None  # the agent's session title, as last shown as the thread's name
 
     @classmethod
     def new(cls, thread_id: str, policy: Policy | None = None) -> ThreadState:

@@ -35,6 +35,7 @@ from typing import Any
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core import transitions_agent as agent
+from threadspindle.runtime.core import transitions_schedule as schedule
 from threadspindle.runtime.core import transitions_user as user
 from threadspindle.runtime.core.guards import can_dispatch_next
 from threadspindle.runtime.core.model import AgentStatus, ThreadState
@@ -76,7 +77,15 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.RuntimeRecovered: agent.on_recovered,
     A.ThreadParked: agent.on_parked,
     A.PolicySet: agent.on_policy_set,
+    A.ScheduleAdded: schedule.on_schedule_added,
+    A.ScheduleCancelled: schedule.on_schedule_cancelled,
+    A.SchedulesListed: schedule.on_schedules_listed,
+    A.ScheduleDue: schedule.on_schedule_due,
+    A.VerbositySet: schedule.on_verbosity_set,
 }
+
+# A person writing in the thread voids the agent's pending wake-ups.
+_CANCELS_WAKEUPS = (A.UserMessage, A.QueueCommand)
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
@@ -97,6 +106,7 @@ _WAKES = (
     A.PermissionAnswered,
     A.QuestionAnswered,
     A.RuntimeRecovered,
+    A.ScheduleDue,  # a schedule fires even in a thread the runtime put away
 )
 
 
@@ -154,6 +164,8 @@ def transition(state: ThreadState, action: A.Action) -> Transition:
         if handler is None:
             step.record(f"no handler for {type(action).__name__}")
         else:
+            if isinstance(action, _CANCELS_WAKEUPS):
+                schedule.cancel_wakeups(step)
             handler(step, action)
         _drain(step)
     except IllegalMove as illegal:  # the phase table has no such move: record, change nothing

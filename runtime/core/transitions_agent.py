@@ -33,6 +33,7 @@ from threadspindle.runtime.core.transition_step import (
     interrupt_run,
     move,
 )
+from threadspindle.runtime.core.transitions_schedule import on_title_changed
 
 STDERR_TAIL_CHARS = 800  # an exit notice shows at most this much of the agent's stderr
 
@@ -79,6 +80,8 @@ def _append_delta(step: Step, run: Run, ev: E.AgentEvent, at: float) -> bool:
             return False
     elif not (isinstance(ev, E.ThinkingDelta) and part.kind == "thinking"):
         return False
+    elif _verbosity(step) != "all":
+        return False  # /verbosity changed mid-run: the handler drops the thinking
     seq = part.seq + 1
     # Built without validation: every field comes from state the core itself made.
     step.emit(F.AppendOutput.trusted(key=part.key, seq=seq, text=ev.text))
@@ -111,12 +114,23 @@ def _on_text(step: Step, ev: E.TextDelta) -> None:
     _open_part(step, "text", ev.text, ev.block)
 
 
+def _verbosity(step: Step) -> str:
+    """What the thread's runs show: its /verbosity, else the policy's default."""
+    return step.state.verbosity or step.state.policy.verbosity
+
+
 def _on_thinking(step: Step, ev: E.ThinkingDelta) -> None:
+    if _verbosity(step) != "all":
+        step.note = "thinking not shown (verbosity)"
+        return
     _open_part(step, "thinking", ev.text, None)
 
 
 def _on_tool_started(step: Step, ev: E.ToolStarted) -> None:
     step.seal_open_part()
+    if _verbosity(step) == "text":
+        step.note = "tool not shown (verbosity text)"
+        return
     header = f"{ev.display_name}({ev.input_summary})"
     key = step.post("tool", header)
     run = step.state.run
@@ -128,6 +142,18 @@ def _on_tool_started(step: Step, ev: E.ToolStarted) -> None:
 
 
 def _on_tool_finished(step: Step, ev: E.ToolFinished) -> None:
+    verbosity = _verbosity(step)
+    if verbosity != "all":
+        run = step.state.run
+        assert run is not None
+        found = _tool_key(run, ev.tool_id)
+        if verbosity == "tools" and found is not None:
+            # One line per tool: its header and how it ended, never its output.
+            key, header = found
+            step.emit(F.EditOutput(key=key, text=f"{header} {'✗' if ev.is_error else '✓'}"))
+        else:
+            step.note = f"tool result not shown (verbosity {verbosity})"
+        return
     result = ev.result
     if len(result) > TOOL_RESULT_CHARS:
         result = result[:TOOL_RESULT_CHARS] + f"… (+{len(result) - TOOL_RESULT_CHARS} chars)"
@@ -255,6 +281,10 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     close_run(step)  # on_agent_event then applies the table's turn_end move
 
 
+def _on_title(step: Step, ev: E.TitleChanged) -> None:
+    on_title_changed(step, ev.title)
+
+
 class AgentEventRule(NamedTuple):
     """How the core takes one type of agent event of the current run."""
 
@@ -281,12 +311,18 @@ AGENT_EVENT_RULES: dict[type[E.AgentEvent], AgentEventRule] = {
     E.QuestionAsked: AgentEventRule("agent_event", _on_request, _refuse_request),
     E.TurnCompleted: AgentEventRule("turn_end", on_turn_end, on_turn_end, any_session=True),
     E.TurnAborted: AgentEventRule("turn_end", on_turn_end, on_turn_end),
+    # Also taken outside a run (then without a phase move): see ``on_agent_event``.
+    E.TitleChanged: AgentEventRule("agent_event", _on_title, _on_title, any_session=True),
 }
 
 
 def on_agent_event(step: Step, a: A.AgentEventReceived) -> None:
     run = step.state.run
     ev = a.event
+    if isinstance(ev, E.TitleChanged) and (run is None or a.run_id != run.id):
+        # The conversation's title, not the run's: taken between turns too (no phase move).
+        on_title_changed(step, ev.title)
+        return
     if run is None or a.run_id != run.id:
         step.record(
             f"stale {ev.type} of run {a.run_id} (current: {run.id if run else None})", "stale_drops"

@@ -36,8 +36,7 @@ from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
-from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import AdapterFactory, RendererPort
+from threadspindle.runtime.live.ports import AdapterFactory, RendererPort, ThreadLog
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 from threadspindle.runtime.live.timers import Timers
@@ -62,7 +61,7 @@ class Receipt:
 
     __slots__ = ("action", "ticket", "note", "_committed", "_log")
 
-    def __init__(self, action: Action, log: EventLog) -> None:
+    def __init__(self, action: Action, log: ThreadLog) -> None:
         self.action = action
         self.ticket: int | None = None  # None: not committed (yet), or a skipped no-op tick
         self.note: str | None = None
@@ -93,7 +92,7 @@ class ThreadActor:
         thread_id: str,
         *,
         store: Store,
-        log: EventLog,
+        log: ThreadLog,
         transition: TransitionFn,
         renderer: RendererPort,
         adapter_factory: AdapterFactory,

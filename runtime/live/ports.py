@@ -20,19 +20,32 @@ those layers (``tests/test_import_layers.py``).
   (``aclose``). Implemented by ``effects.render.StreamRenderer`` and
   ``testkit.fake_chat.RecordingRenderer``. ``RendererFactory`` makes one per thread.
 
+- ``ThreadLog``: the durable log of every thread the runtime hosts. ``append`` buffers an
+  action and hands out a durability ticket at once (the actor never waits on I/O);
+  ``run_flusher`` writes what is buffered; whoever must not act before an action is
+  durable awaits ``wait_durable``. Implemented by ``runtime.live.log.EventLog`` (SQLite, the
+  embedded default of ``spindle run``) and ``effects.jetstream.log.JetStreamLog`` (NATS
+  JetStream, one fenced writer per thread: docs/scale-out.md).
+
 The chat platform (Discord, the console) is not a port of the runtime but of the renderer:
-``effects/platform.py: ChatPlatform``. The event log is the runtime's own
-(``runtime/live/log.py``), not a port.
+``effects/platform.py: ChatPlatform``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from threadspindle.runtime.core.agent_events import AgentEvent
 from threadspindle.runtime.core.effect_types import Effect, PromptAgent, StartAgent
+from threadspindle.runtime.core.model import ThreadState
+
+if TYPE_CHECKING:
+    from threadspindle.runtime.core.actions import Action
+    from threadspindle.runtime.live.log import LogStatistics, LogUnwritable
+    from threadspindle.runtime.live.log_read import LoggedAction
 
 __all__ = [
     "AdapterFactory",
@@ -43,6 +56,7 @@ __all__ = [
     "RendererFactory",
     "RendererPort",
     "StampedEvent",
+    "ThreadLog",
 ]
 
 
@@ -129,3 +143,54 @@ class RendererPort(Protocol):
 
 RendererFactory = Callable[[str], RendererPort]
 """Makes the renderer of a thread (by thread id) when its actor is created."""
+
+
+class ThreadLog(Protocol):
+    """What the runtime (registry, actor, reactor, receipts) asks of the durable log."""
+
+    path: Path
+    """Where the log is, for messages: a file, or ``jetstream:<stream>``."""
+
+    unwritable: LogUnwritable | None
+    """Why the log cannot store anything right now (disk full, no JetStream quorum); None
+    while it can. Actions from people are refused meanwhile."""
+
+    def append(self, action: Action, state_after: ThreadState | None = None) -> int:
+        """Buffer the thread's next action; return its durability ticket (no I/O)."""
+        ...
+
+    def flush(self) -> int:
+        """Write what is buffered now, where the log can without waiting (else 0)."""
+        ...
+
+    def is_durable(self, ticket: int) -> bool: ...
+
+    async def wait_durable(self, ticket: int) -> None:
+        """Return once the action with this ticket is stored (never, if it never is)."""
+        ...
+
+    async def wait_durable_or_unwritable(self, ticket: int) -> bool:
+        """True once stored; False as soon as the log cannot store it (for ingress)."""
+        ...
+
+    def on_writability(
+        self, listener: Callable[[LogUnwritable | None], object]
+    ) -> Callable[[], None]: ...
+
+    async def run_flusher(self, *, task_status: Any = ...) -> None:
+        """Write whatever is buffered, until cancelled."""
+        ...
+
+    def thread_ids(self) -> list[str]: ...
+
+    def last_seq(self, thread_id: str) -> int: ...
+
+    def snapshots(self) -> dict[str, tuple[int, ThreadState]]: ...
+
+    def read(self, thread_id: str, after_seq: int = 0) -> Iterator[LoggedAction]: ...
+
+    def posted_outputs(self, thread_id: str) -> dict[str, tuple[str, ...]]: ...
+
+    def check_posted_outputs(self) -> None: ...
+
+    def statistics(self) -> LogStatistics: ...

@@ -51,8 +51,7 @@ from threadspindle.runtime.core.effect_types import (
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
-from threadspindle.runtime.live.log import EventLog
-from threadspindle.runtime.live.ports import RendererPort
+from threadspindle.runtime.live.ports import RendererPort, ThreadLog
 
 __all__ = ["Reactor", "ReactorStatistics"]
 
@@ -77,7 +76,7 @@ class Reactor:
         *,
         renderer: RendererPort,
         listener: AgentListener,
-        log: EventLog,
+        log: ThreadLog,
         post: Callable[[Action], object],
         clock: Callable[[], float],
         ids: Callable[[], str],

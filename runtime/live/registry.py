@@ -34,6 +34,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import tzinfo
 from typing import Any
 
 import trio
@@ -44,8 +45,14 @@ from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToC
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
-from threadspindle.runtime.live.log import EventLog, LogUnwritable
-from threadspindle.runtime.live.ports import AdapterFactory, RendererFactory, RendererPort
+from threadspindle.runtime.live.log import LogUnwritable
+from threadspindle.runtime.live.ports import (
+    AdapterFactory,
+    RendererFactory,
+    RendererPort,
+    ThreadLog,
+)
+from threadspindle.runtime.live.schedules import ScheduleTimer, local_timezone
 from threadspindle.runtime.live.store import (
     Store,
     ThreadStatistics,
@@ -75,6 +82,7 @@ _MADE_BY_THE_RUNTIME = (
     A.RuntimeRecovered,
     A.ThreadParked,
     A.PolicySet,
+    A.ScheduleDue,
 )
 
 
@@ -102,7 +110,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        log: EventLog,
+        log: ThreadLog,
         renderer_factory: RendererFactory,
         adapter_factory: AdapterFactory,
         clock: Callable[[], float] = time.time,
@@ -115,6 +123,10 @@ class Runtime:
         backoff: Callable[[], Backoff] = Backoff,
         enrich: Callable[[Action], Action] | None = None,
         on_dispose: Callable[[str], Awaitable[object]] | None = None,
+        schedule_interval_s: float = 1.0,
+        timezone: tzinfo | None = None,
+        on_start: Callable[[Runtime], object] | None = None,
+        channel_policies: Mapping[str, Policy] | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -140,6 +152,20 @@ class Runtime:
         # e.g. to stop the processes the thread's agent started.
         self._on_dispose = on_dispose
         self._actors: dict[str, ThreadActor] = {}
+        # Told the runtime once it runs (e.g. the MCP server's wake-up tool gets ``post``).
+        self._on_start = on_start
+        # A chat channel's own policy (its default verbosity) for the threads in it.
+        self._channel_policies = dict(channel_policies or {})
+        # Scheduled prompts: one timer for every thread (runtime/live/schedules.py).
+        self.timezone = timezone or local_timezone()
+        self.schedule_timer = ScheduleTimer(
+            self.snapshots,
+            self._post_timer_action,
+            clock=clock,
+            ids=self._ids,
+            tz=self.timezone,
+            interval_s=schedule_interval_s,
+        )
         self._disposing: dict[str, trio.Event] = {}
         self._channels: dict[str, str] = {}
         self._nursery: trio.Nursery | None = None
@@ -175,12 +201,33 @@ class Runtime:
         await nursery.start(self.timers.run)
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
+        # After RuntimeRecovered below: a schedule that came due while Spindle was down
+        # fires once, at the timer's first scan (the policy in runtime/live/schedules.py).
+        nursery.start_soon(self._run_schedule_timer)
         for thread_id, state in self.store.snapshot().items():
             if state.run is not None or state.queue or state.blockers:
                 self.recovered.append(thread_id)
                 self._post_nowait(
                     RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
                 )
+
+    def adopt(self, thread_id: str) -> bool:
+        """Fold one thread's log into the store after start-up: for a log that gained the
+        thread since (a runner that claimed it from another: ``effects.jetstream``). Like
+        start-up, a thread left with a run, queued prompts or open questions is sent
+        ``RuntimeRecovered``. False (nothing done) while the thread has an actor."""
+        if thread_id in self._actors or self._nursery is None:
+            return False
+        seq, state = self.log.snapshots().get(thread_id, (0, ThreadState.new(thread_id)))
+        for entry in self.log.read(thread_id, after_seq=seq):
+            state = self._transition(state, entry.action).state
+        self.store.swap(thread_id, state)
+        if state.run is not None or state.queue or state.blockers:
+            self.recovered.append(thread_id)
+            self._post_nowait(
+                RuntimeRecovered(thread_id=thread_id, action_id=self._ids(), at=self._clock())
+            )
+        return True
 
     # --- ingress -------------------------------------------------------------------------
 
@@ -271,6 +318,16 @@ class Runtime:
                 extra={"thread_id": actor.thread_id, "run": "", "action": "notice"},
             )
 
+    async def _run_schedule_timer(self) -> None:
+        await trio.lowlevel.checkpoint()  # the recovery actions of _start go first
+        await self.schedule_timer.run()
+
+    def _post_timer_action(self, action: Action) -> bool:
+        if self.closed or action.thread_id in self._disposing:
+            return False  # the state keeps the schedule: a later scan posts it
+        self._post_nowait(action)
+        return True
+
     def _post_nowait(self, action: Action) -> Receipt:
         actor = self.get_or_create(action.thread_id)
         receipt = Receipt(action, self.log)
@@ -310,11 +367,17 @@ class Runtime:
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
         state = self.store.get(thread_id)
-        if self.policy is not None and state is not None and state.policy != self.policy:
+        channel = self._channels.get(thread_id)
+        policy = self._channel_policies.get(channel or "", self.policy)
+        if channel is None and policy is not None and state is not None:
+            # Woken without its channel (a schedule after a restart): keep the verbosity
+            # its channel gave it.
+            policy = policy.replace(verbosity=state.policy.verbosity)
+        if policy is not None and state is not None and state.policy != policy:
             # The configured policy goes through the log like everything else.
             actor.post_nowait(
                 PolicySet(
-                    thread_id=thread_id, action_id=self._ids(), at=self._clock(), policy=self.policy
+                    thread_id=thread_id, action_id=self._ids(), at=self._clock(), policy=policy
                 )
             )
         return actor
@@ -452,6 +515,8 @@ async def open_runtime(**kwargs: Any) -> AsyncIterator[Runtime]:
         except BaseException:
             scope.cancel()  # else the shielded nursery would wait forever
             raise
+        if runtime._on_start is not None:
+            runtime._on_start(runtime)
         try:
             yield runtime
         finally:

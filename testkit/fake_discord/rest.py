@@ -4,7 +4,8 @@ fault injection (429 with Retry-After, 5xx) on chosen calls.
 Answers carry ``Content-Type: application/json`` exactly, as discord.py's
 ``json_or_text`` insists. A 429 carries a ``Via`` header (discord.py treats a 429 without
 one as a Cloudflare ban) and ``retry_after`` in its body, so discord.py's own rate limiter
-sleeps and retries it.
+sleeps and retries it. With ``discord_limits`` (``fake_discord.limits``, opt-in) it enforces
+Discord's global limit and per-route buckets as Discord documents them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from threadspindle.testkit.fake_discord.gateway import Gateway
+from threadspindle.testkit.fake_discord.limits import DiscordRateLimits
 from threadspindle.testkit.fake_discord.store import (
     HAS_THREAD,
     PUBLIC_THREAD,
@@ -118,6 +120,10 @@ class RestApi:
         self.calls: list[RestCall] = []
         self.faults: list[Fault] = []
         self.rate_limits: list[RateLimit] = []
+        self.discord_limits: DiscordRateLimits | None = None  # Discord's documented limits
+        # (time, channel id, message id, content) of each bot message posted or edited,
+        # when a benchmark asks for it (``FakeDiscord.record_contents``).
+        self.content_log: list[tuple[float, int, int, str]] | None = None
         self._nonces: dict[tuple[int, str], int] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         route = self._add
@@ -187,10 +193,15 @@ class RestApi:
             headers, retry_after = limit.take(path, time.time())
             if retry_after is not None:
                 break
+        if fault is None and retry_after is None and self.discord_limits is not None:
+            headers, retry_after = self.discord_limits.check(method, path, time.time())
         if fault is not None:
             response = self._fault_response(fault)
         elif retry_after is not None:
-            response = self._fault_response(Fault(429, retry_after=retry_after))
+            is_global = headers.get("X-RateLimit-Global") == "true"
+            response = self._fault_response(
+                Fault(429, retry_after=retry_after), global_limit=is_global
+            )
             response.headers.update(headers)
         else:
             response = await self._route(request, method, path)
@@ -210,12 +221,12 @@ class RestApi:
         return None
 
     @staticmethod
-    def _fault_response(fault: Fault) -> web.Response:
+    def _fault_response(fault: Fault, *, global_limit: bool = False) -> web.Response:
         if fault.status == 429:
             body = {
                 "message": "You are being rate limited.",
-                "retry_after": fault.retry_after,
-                "global": False,
+                "retry_after": round(fault.retry_after, 3),
+                "global": global_limit,
             }
             headers = {"Retry-After": str(fault.retry_after), "Via": "1.1 fake-discord"}
             return json_response(body, 429, headers)
@@ -342,6 +353,8 @@ class RestApi:
             message.reply_to = int(reference["message_id"])
         if nonce is not None:
             self._nonces[(channel_id, str(nonce))] = message.id
+        if self.content_log is not None:
+            self.content_log.append((time.time(), channel_id, message.id, message.content))
         self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
         return json_response(message.payload(self.world))
 
@@ -393,6 +406,9 @@ class RestApi:
             message.flags = int(body["flags"]) | (message.flags & EPHEMERAL)
         message.edited_at = time.time()
         message.edits += 1
+        if self.content_log is not None:
+            entry = (message.edited_at, message.channel_id, message.id, message.content)
+            self.content_log.append(entry)
         if not message.ephemeral:
             self.gateway.dispatch("MESSAGE_UPDATE", message.gateway_payload(self.world))
 
@@ -574,6 +590,7 @@ class RestApi:
         else:
             message = self._bot_message(interaction, body, ephemeral=ephemeral)
         interaction.followup_ids.append(message.id)
+        interaction.followed_up_at.append(time.time())
         if not message.ephemeral:
             self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
         return json_response(message.payload(self.world))

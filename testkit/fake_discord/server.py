@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from threadspindle.testkit.fake_discord.gateway import Gateway
+from threadspindle.testkit.fake_discord.limits import DiscordRateLimits
 from threadspindle.testkit.fake_discord.rest import Fault, RateLimit, RestApi, RestCall
 from threadspindle.testkit.fake_discord.store import (
     PUBLIC_THREAD,
@@ -44,10 +45,13 @@ _SUBCOMMAND, _SUBCOMMAND_GROUP = 1, 2
 class FakeDiscord:
     """Use as a context manager (``with FakeDiscord() as fake:``) or ``start()``/``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, rate_limits: DiscordRateLimits | None = None) -> None:
+        """``rate_limits``: enforce Discord's global limit and per-route buckets
+        (``fake_discord.limits``) from the start; off by default."""
         self.world = World()
         self.gateway = Gateway(self.world)
         self.rest = RestApi(self.world, self.gateway)
+        self.rest.discord_limits = rate_limits
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -216,6 +220,25 @@ class FakeDiscord:
                 channel.archived = False
                 self.gateway.dispatch("THREAD_UPDATE", channel.payload())
             message = self.world.add_message(channel_id, author_id, content, attachments=files)
+            self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
+            return message.id
+
+        return self._call(act)
+
+    def send_voice_message(
+        self, channel_id: int, author_id: int, audio: bytes, *, duration_s: float = 2.5
+    ) -> int:
+        """A voice message as Discord's clients send one: no text, one Ogg/Opus attachment
+        with its duration and waveform, the IS_VOICE_MESSAGE flag (8192)."""
+
+        def act() -> int:
+            attachment = FakeAttachment(
+                self.world.next_id(), "voice-message.ogg", audio, "audio/ogg", duration_s
+            )
+            self.world.attachments[attachment.id] = attachment
+            message = self.world.add_message(
+                channel_id, author_id, "", flags=8192, attachments=[attachment]
+            )
             self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
             return message.id
 
@@ -430,6 +453,38 @@ class FakeDiscord:
         matching calls from now on."""
         bucket = RateLimit(limit, per_s, method, path_contains)
         self._call(lambda: self.rest.rate_limits.append(bucket))
+
+    def enforce_rate_limits(self, limits: DiscordRateLimits | None = None) -> DiscordRateLimits:
+        """From now on, Discord's global limit and per-route buckets as documented
+        (``fake_discord.limits``); returns them (``rate_limit_statistics`` reads them)."""
+        chosen = limits or DiscordRateLimits()
+
+        def install() -> DiscordRateLimits:
+            self.rest.discord_limits = chosen
+            return chosen
+
+        return self._call(install)
+
+    def record_contents(self) -> None:
+        """From now on, keep (time, channel, message, content) of every bot message posted
+        or edited (``contents``): what a reader saw, and when."""
+
+        def start() -> None:
+            self.rest.content_log = []
+
+        self._call(start)
+
+    def contents(self) -> list[tuple[float, int, int, str]]:
+        return self._call(lambda: list(self.rest.content_log or []))
+
+    def rate_limit_statistics(self) -> dict[str, int]:
+        """Requests seen by the enforced limits and the 429s sent, by scope."""
+
+        def read() -> dict[str, int]:
+            limits = self.rest.discord_limits
+            return limits.statistics() if limits is not None else {}
+
+        return self._call(read)
 
     def disconnect_gateway(self, code: int = 4000) -> None:
         """Drop the bot's websocket; it resumes and gets every missed event replayed."""

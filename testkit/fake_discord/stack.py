@@ -30,6 +30,7 @@ from typing import Any
 import trio
 
 from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.host import DiscordApp, DiscordRenderers, run_discord_runtime
 from threadspindle.runtime.core.agent_events import TextDelta, ToolFinished, ToolStarted
@@ -164,12 +165,15 @@ async def discord_stack(
     tmp_path: Path,
     *,
     limits: PlatformLimits | None = None,
+    budget: BudgetLimits = DISCORD_BUDGET,
+    agents: FakeAgentWorld | None = None,
     queue_limit: int = 50,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """The production wiring (``run_discord_runtime``) with the fake agent, on a log in
-    ``tmp_path`` (the same path again: a restart); ``limits`` for the renderers."""
-    agents = FakeAgentWorld(script=SCRIPT)
+    ``tmp_path`` (the same path again: a restart); ``limits`` for the renderers, ``budget``
+    the request budget they share; ``agents`` instead of the fake agent with ``SCRIPT``."""
+    agents = agents or FakeAgentWorld(script=SCRIPT)
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:
@@ -181,6 +185,7 @@ async def discord_stack(
                     adapter_factory=agents.factory,
                     policy=policy,
                     limits=limits,
+                    budget=budget,
                     tick_interval_s=0.25,
                 )
             )

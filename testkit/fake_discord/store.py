@@ -144,6 +144,7 @@ class FakeAttachment:
     filename: str
     content: bytes | GeneratedBytes
     content_type: str | None = None
+    duration_secs: float | None = None  # a voice message's note (with a waveform)
 
     @property
     def declared_size(self) -> int:
@@ -163,6 +164,9 @@ class FakeAttachment:
         }
         if self.content_type:
             data["content_type"] = self.content_type
+        if self.duration_secs is not None:
+            data["duration_secs"] = self.duration_secs
+            data["waveform"] = "AAAAAAAAAAA="  # base64 of the amplitude samples
         return data
 
 
@@ -240,6 +244,7 @@ class FakeInteraction:
     ephemeral: bool = False
     created_at: float = field(default_factory=time.time)
     acknowledged_at: float | None = None  # Discord fails an interaction not answered in 3 s
+    followed_up_at: list[float] = field(default_factory=list)  # when each followup came
 
     def payload(self, world: World) -> dict[str, Any]:
         user = world.users[self.user_id]

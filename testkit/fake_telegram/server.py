@@ -102,6 +102,7 @@ class FakeTelegram:
         self._arrived = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_route("GET", "/file/bot{token}/voice/{file}", self._file)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -148,6 +149,17 @@ class FakeTelegram:
             self.world.calls.append(Call(time.time(), method, status, params))
         return web.Response(status=status, text=json.dumps(body), content_type="application/json")
 
+    async def _file(self, request: web.Request) -> web.Response:
+        """A file's content, as api.telegram.org/file/bot<token>/<file_path> serves it."""
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        file_id = request.match_info["file"].removesuffix(".oga")
+        with self.world.lock:
+            data = self.world.files.get(file_id)
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="audio/ogg")
+
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         assert self._arrived is not None
         offset = params.get("offset")
@@ -192,6 +204,15 @@ class FakeTelegram:
                     "message_thread_id"
                 ]
             )
+
+    def send_voice(
+        self, chat_id: int, user_id: int, audio: bytes, *, topic: int | None = None
+    ) -> int:
+        """A user's voice message (its audio served by getFile and /file/); its id."""
+        with self.world.lock:
+            message = self.world.user_voice(chat_id, user_id, audio, topic, duration=2)
+        self._notify()
+        return message.message_id
 
     def send_message(
         self, chat_id: int, user_id: int, text: str, *, topic: int | None = None

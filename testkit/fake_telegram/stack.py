@@ -70,6 +70,10 @@ class TelegramWorld:
         chat, topic = parse_thread_id(thread_id)
         return self.fake.send_message(chat, user or self.alice, text, topic=topic)
 
+    def voice(self, thread_id: str, audio: bytes, user: int | None = None) -> int:
+        chat, topic = parse_thread_id(thread_id)
+        return self.fake.send_voice(chat, user or self.alice, audio, topic=topic)
+
     def messages(self, thread_id: str) -> list[TgMessage]:
         chat, topic = parse_thread_id(thread_id)
         return self.fake.messages(chat, topic)

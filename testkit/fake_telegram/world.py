@@ -90,6 +90,7 @@ class TgMessage:
     edits: int = 0
     deleted: bool = False
     service: str | None = None  # "forum_topic_created"
+    voice: dict[str, Any] | None = None  # a voice message's Voice object (no text then)
 
     def buttons(self) -> list[dict[str, Any]]:
         rows = (self.reply_markup or {}).get("inline_keyboard", [])
@@ -124,6 +125,9 @@ class World:
         }
         self.chats: dict[int, dict[str, Any]] = {}
         self.topics: dict[int, dict[int, str]] = {}
+        self.topic_renames: list[tuple[int, int, str]] = []  # (chat, topic, name) in order
+        self.files: dict[str, bytes] = {}  # file_id -> content (voice notes), for getFile
+        self._file_ids = itertools.count(1)
         self.messages: dict[tuple[int, int], TgMessage] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
         self.updates: list[dict[str, Any]] = []  # not confirmed yet
@@ -178,6 +182,8 @@ class World:
         }
         if message.service == "forum_topic_created":
             data["forum_topic_created"] = {"name": message.text, "icon_color": 7322096}
+        elif message.voice is not None:
+            data["voice"] = message.voice
         else:
             data["text"] = message.text
         if message.topic is not None:
@@ -203,6 +209,34 @@ class World:
         self.updates.append(update)
         self.issued[update_id] = update
         return update_id
+
+    def user_voice(
+        self, chat_id: int, user_id: int, audio: bytes, topic: int | None, duration: int
+    ) -> TgMessage:
+        """A voice message as Telegram's apps send one: Opus in Ogg, no text."""
+        file_id = f"voice-{next(self._file_ids)}"
+        self.files[file_id] = audio
+        message = self._new_message(chat_id, user_id, "", topic)
+        message.voice = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_size": len(audio),
+        }
+        self._push("message", self.message_dict(message))
+        return message
+
+    def api_getFile(self, params: dict[str, Any]) -> Any:  # noqa: N802
+        file_id = str(params.get("file_id", ""))
+        if file_id not in self.files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(self.files[file_id]),
+            "file_path": f"voice/{file_id}.oga",
+        }
 
     def user_message(self, chat_id: int, user_id: int, text: str, topic: int | None) -> TgMessage:
         message = self._new_message(chat_id, user_id, text, topic)
@@ -407,6 +441,18 @@ class World:
         service.topic = topic
         self.topics[chat_id][topic] = name
         return {"message_thread_id": topic, "name": name, "icon_color": 7322096}
+
+    def api_editForumTopic(self, params: dict[str, Any]) -> Any:  # noqa: N802
+        chat_id = self._chat(params)
+        topic = self._topic(chat_id, params)
+        if topic is None:
+            raise ApiError(400, "Bad Request: message thread not found")
+        name = str(params.get("name", ""))
+        if not 1 <= len(name) <= 128:
+            raise ApiError(400, "Bad Request: invalid forum topic name")
+        self.topics[chat_id][topic] = name
+        self.topic_renames.append((chat_id, topic, name))
+        return True
 
     def api_getChat(self, params: dict[str, Any]) -> Any:  # noqa: N802
         return self.chats[self._chat(params)]

@@ -5,7 +5,9 @@ queue edits, conversation changes, agent events of the current run and of stale 
 permission and question answers, effect feedback (also duplicated), crashes, ticks and
 restarts. A small reference model of the queue predicts, for each step, which prompts are
 queued and in what order, and a reference of the phase events each action may cause says
-which phase changes are allowed (each must be an edge of the phase table); after every step
+which phase changes are allowed (each must be an edge of the phase table); a reference of
+the thread's schedules says which exist and checks that each due time fires at most once and
+none is lost (restarts, parking, crashes keep them); after every step
 the invariants of ``docs/state-machine.md`` are checked. At the end the thread is driven to
 completion to show that every accepted prompt is eventually dispatched.
 """
@@ -72,6 +74,9 @@ class ThreadMachine(RuleBasedStateMachine):
         self.request_ids: list[str] = []
         self.status_runs: set[str] = set()
         self.n_req = 0
+        # The reference of schedules: id -> (due_at, cron, wakeup); fired (id, due time).
+        self.schedules: dict[str, tuple[float, str | None, bool]] = {}
+        self.fired: set[tuple[str, float]] = set()
 
     # --- applying one action and checking the step -----------------------------------
     def apply(self, action: A.Action) -> None:
@@ -131,6 +136,7 @@ class ThreadMachine(RuleBasedStateMachine):
         expected = self.expected_queue(before, action, after, bool(prompts))
         assert [q.id for q in after.queue] == expected
 
+        self.check_schedules(before, action, after)
         self.check_run_end(before, action, effects)
         self.check_typing(before, after, effects)
         self.check_retry_line(before, after, effects)
@@ -161,6 +167,33 @@ class ThreadMachine(RuleBasedStateMachine):
             edge(Phase.IDLE, dst, {"dispatch"})
         elif src is not dst:
             edge(src, dst, events)
+
+    def check_schedules(self, before, action, after) -> None:
+        """Schedules: a due time fires at most once; nothing but a cancel, a firing or (for
+        the agent's wake-ups) a user message removes one, so none is lost to a restart,
+        a park, a crash or a conversation's end; a cron schedule re-arms."""
+        ref = self.schedules
+        if isinstance(action, A.ScheduleAdded):
+            if after.counters.schedules > before.counters.schedules:
+                ref[f"s{after.counters.schedules}"] = (action.due_at, action.cron, action.wakeup)
+        elif isinstance(action, A.ScheduleCancelled):
+            ref.pop(action.schedule_id, None)
+        elif isinstance(action, A.UserMessage | A.QueueCommand):
+            for sid in [sid for sid, (_, _, wakeup) in ref.items() if wakeup]:
+                del ref[sid]
+        elif isinstance(action, A.ScheduleDue):
+            fires = action.schedule_id in ref and ref[action.schedule_id][0] == action.due_at
+            assert (after.counters.schedules_fired > before.counters.schedules_fired) == fires
+            if fires:
+                assert (action.schedule_id, action.due_at) not in self.fired, "fired twice"
+                self.fired.add((action.schedule_id, action.due_at))
+                _, cron, wakeup = ref[action.schedule_id]
+                nxt = action.next_due_at
+                if cron is not None and nxt is not None and nxt > action.due_at:
+                    ref[action.schedule_id] = (nxt, cron, wakeup)
+                else:
+                    del ref[action.schedule_id]
+        assert {s.id: (s.due_at, s.cron, s.wakeup) for s in after.schedules} == ref
 
     def check_retry_line(self, before, after, effects) -> None:
         """The model API's retries: at most one status line per run, posted for the current
@@ -233,6 +266,11 @@ class ThreadMachine(RuleBasedStateMachine):
                 q.append(action.action_id)
         elif isinstance(action, A.UserMessage | A.QueueCommand):
             assert before.conversation is None or len(before.queue) >= QUEUE_LIMIT
+        elif isinstance(action, A.ScheduleDue) and grew:
+            # A due schedule takes the /queue path: appended, never ahead of anything.
+            item_id = f"{action.schedule_id}@{action.action_id}"
+            self.accepted.add(item_id)
+            q.append(item_id)
         gone: set[str] = set()
         if isinstance(action, A.QueueCleared):
             if action.position is None:
@@ -282,6 +320,33 @@ class ThreadMachine(RuleBasedStateMachine):
     @rule(text=texts)
     def queue(self, text):
         self.apply(self.s.queue(text, source=f"m{self.s._n + 1}"))
+
+    @rule(
+        after=st.sampled_from([0.0, 30.0, 3600.0]),
+        cron=st.sampled_from([None, "*/5 * * * *"]),
+        wakeup=st.booleans(),
+    )
+    def add_schedule(self, after, cron, wakeup):
+        self.apply(self.s.schedule("scheduled", self.s.now + after, cron=cron, wakeup=wakeup))
+
+    @rule(data=st.data(), rearm=st.booleans(), stale=st.booleans())
+    def schedule_due(self, data, rearm, stale):
+        """The timer (or a restart's first scan, or a late second delivery) says one is due."""
+        known = [(s.id, s.due_at) for s in self.state.schedules] or [("s1", 0.0)]
+        sid, due_at = data.draw(st.sampled_from(known))
+        if stale:
+            due_at -= 300.0  # a delivery for a time that already fired
+        nxt = due_at + 300.0 if rearm else None
+        self.apply(self.s.due(sid, due_at, nxt))
+
+    @rule(level=st.sampled_from(["text", "tools", "all"]))
+    def verbosity(self, level):
+        self.apply(self.s.verbosity(level))
+
+    @rule(data=st.data())
+    def cancel_schedule(self, data):
+        ids = [s.id for s in self.state.schedules] + ["s99"]
+        self.apply(self.s.cancel_schedule(data.draw(st.sampled_from(ids))))
 
     @rule()
     def abort(self):

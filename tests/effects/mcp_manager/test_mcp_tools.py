@@ -35,6 +35,7 @@ async def test_lists_the_five_tools_with_schemas(manager: ProcessManager) -> Non
         "restart_process",
         "list_processes",
         "get_output",
+        "schedule_wakeup",  # test_mcp_wakeup.py
     }
     start = tools["start_process"].input_schema
     assert set(start["required"]) == {"name", "command"}

@@ -1,0 +1,230 @@
+"""``spindle runner``, ``spindle gateway`` and ``spindle cluster dev``: Spindle over NATS
+JetStream (docs/scale-out.md).
+
+- ``runner``: serves its workdir roots (``effects.jetstream.runner.serve_runner``) with the
+  configured agents; when another runner takes a root over, it stands by and serves again
+  when it can take the root back.
+- ``gateway``: a console gateway for trying it out: lines typed are sent as actions
+  (``/start THREAD [WORKDIR] [AGENT]`` starts a conversation, ``THREAD: text`` sends a
+  prompt) and every effect the runners publish is printed. (The Discord, Telegram and
+  Slack gateways are not built yet.)
+- ``log export THREAD --nats URLS``: the thread's log read from the start of its JetStream
+  subject, written as the same JSONL as from SQLite (docs/log-format.md).
+- ``cluster dev``: a 3-node JetStream cluster on 127.0.0.1 (``sync_interval: always``), two
+  runners of one root (one serves, one stands by: kill the first and watch the second take
+  over) and the console gateway, until end of input or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from threadspindle.app.agent_factory import AgentFactory
+from threadspindle.app.config import Settings
+from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from threadspindle.effects.jetstream.connection import open_jetstream
+from threadspindle.effects.jetstream.gateway import Gateway
+from threadspindle.effects.jetstream.log import export_rows
+from threadspindle.effects.jetstream.runner import RootLost, serve_runner
+from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
+from threadspindle.effects.jetstream.transport import open_transport
+from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
+from threadspindle.runtime.core.effect_types import Effect
+from threadspindle.runtime.live.ports import OnPosted, Posted
+
+__all__ = ["cmd_cluster", "cmd_gateway", "cmd_log_export", "cmd_runner"]
+
+
+def _servers(args: argparse.Namespace) -> list[str]:
+    return [url for url in args.nats.split(",") if url]
+
+
+def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
+    trio.run(_runner, args, settings)
+    return EXIT_OK
+
+
+async def _runner(args: argparse.Namespace, settings: Settings) -> None:
+    roots = [os.path.realpath(root) for root in args.root]
+    name = args.name or f"runner-{os.getpid()}"
+    factory = AgentFactory(settings, None)
+    servers = _servers(args)
+    async with open_jetstream(
+        servers, replicas=args.replicas or len(servers), lease_ttl_s=args.lease_ttl
+    ) as conn:
+        while True:
+            print(f"{name}: waiting to serve {', '.join(roots)}", flush=True)
+            try:
+                await serve_runner(
+                    conn,
+                    name=name,
+                    roots=roots,
+                    adapter_factory=factory,
+                    ready=lambda rt: print(f"{name}: serving {', '.join(roots)}", flush=True),
+                )
+            except RootLost as exc:
+                print(f"{exc}; standing by", flush=True)
+
+
+class PrintRenderer:
+    """A thread's renderer that prints each effect as a line (the console gateway)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.on_posted: OnPosted | None = None
+        self.posted: dict[str, tuple[str, ...]] = {}
+        self._count = 0
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        self.posted[key] = self.posted.get(key, ()) + message_ids
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        key = getattr(effect, "key", None)
+        text = getattr(effect, "text", None)
+        if text:
+            print(f"[{self.thread_id}] {effect.type}: {text}", flush=True)
+        if not isinstance(key, str) or key in self.posted:
+            return []
+        self._count += 1
+        ids = (f"{self.thread_id}-{self._count}",)
+        self.posted[key] = ids
+        return [(key, ids)]
+
+    async def aclose(self) -> list[Posted]:
+        return []
+
+
+def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
+    trio.run(_gateway, _servers(args), args.root, args.agent, args.lease_ttl)
+    return EXIT_OK
+
+
+async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) -> None:
+    root = os.path.realpath(root)
+    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
+        gateway = Gateway(conn, await open_transport(conn), PrintRenderer)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(gateway.serve_effects)
+            print(
+                "gateway: '/start THREAD [WORKDIR] [AGENT]' starts a conversation, "
+                "'THREAD: text' sends a prompt",
+                flush=True,
+            )
+            stdin = trio.lowlevel.FdStream(os.dup(0))
+            buf = b""
+            n = 0
+            while True:
+                chunk = await stdin.receive_some(4096)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    raw, buf = buf.split(b"\n", 1)
+                    line = raw.decode().strip()
+                    n += 1
+                    action_id = f"gw-{os.getpid()}-{n}-{int(time.time() * 1000)}"
+                    try:
+                        if line.startswith("/start "):
+                            parts = line.split()
+                            thread_id = parts[1]
+                            workdir = os.path.realpath(parts[2]) if len(parts) > 2 else root
+                            await gateway.start(
+                                root,
+                                ConversationStarted(
+                                    thread_id=thread_id,
+                                    action_id=action_id,
+                                    at=time.time(),
+                                    agent=parts[3] if len(parts) > 3 else agent,
+                                    requested_workdir=workdir,
+                                    resolved_workdir=workdir,
+                                ),
+                            )
+                        elif ":" in line:
+                            thread_id, text = (part.strip() for part in line.split(":", 1))
+                            await gateway.send(
+                                UserMessage(
+                                    thread_id=thread_id,
+                                    action_id=action_id,
+                                    at=time.time(),
+                                    author_id="console",
+                                    text=text,
+                                )
+                            )
+                        elif line:
+                            print("? '/start THREAD' or 'THREAD: text'", flush=True)
+                            continue
+                        else:
+                            continue
+                    except LookupError as exc:
+                        print(str(exc), flush=True)
+                        continue
+                    print(f"(sent {action_id})", flush=True)
+            nursery.cancel_scope.cancel()
+
+
+def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "cluster_command", None) != "dev":
+        print("usage: spindle cluster dev [--root DIR] [--dir DIR]", file=sys.stderr)
+        return EXIT_USAGE
+    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="spindle-cluster-"))
+    root = os.path.realpath(args.root)
+    runners: list[subprocess.Popen[bytes]] = []
+    with NatsCluster(directory / "nats", size=3, die_with_parent=True) as cluster:
+        urls = ",".join(cluster.urls)
+        print(f"NATS JetStream cluster (3 nodes, sync_interval: always): {urls}", flush=True)
+        print(f"data under {directory}", flush=True)
+        try:
+            for name in ("runner-a", "runner-b"):
+                command = [sys.executable, "-m", "threadspindle.app.cli", "runner", "--nats"]
+                command += [urls, "--root", root, "--name", name]
+                command += ["--lease-ttl", str(args.lease_ttl)]
+                if getattr(args, "config", None):
+                    command += ["--config", str(args.config)]
+                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
+                print(f"{name}: pid {runners[-1].pid}", flush=True)
+                time.sleep(1.0)  # runner-a takes the root, runner-b stands by
+            trio.run(_gateway, cluster.urls, root, args.agent, args.lease_ttl)
+        finally:
+            for proc in runners:
+                proc.terminate()
+            for proc in runners:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return EXIT_OK
+
+
+def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
+    from threadspindle.runtime.live.log_read import LogError
+    from threadspindle.runtime.live.replay import export_lines
+
+    async def rows() -> list[tuple[int, float, dict[str, Any]]]:
+        servers = _servers(args)
+        async with open_jetstream(servers, replicas=len(servers)) as conn:
+            return [row async for row in export_rows(conn, args.thread)]
+
+    try:
+        found = trio.run(rows)  # every record read and checked before a line is written
+    except LogError as exc:
+        print(f"Cannot export: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+    if not found:
+        print(f"No thread {args.thread!r} in JetStream.", file=sys.stderr)
+        return EXIT_FAILURE
+    lines = [line + "\n" for line in export_lines(found, args.thread)]
+    if args.output:
+        args.output.write_text("".join(lines))
+        print(f"Wrote {len(lines)} actions of {args.thread} to {args.output}.", file=sys.stderr)
+    else:
+        sys.stdout.write("".join(lines))
+    return EXIT_OK

@@ -1,0 +1,163 @@
+"""One connection to NATS JetStream from trio: the stream and buckets Spindle uses, created
+if missing, and every nats-py call crossed into asyncio.
+
+nats-py is an asyncio client; Spindle is trio. ``open_jetstream`` runs a trio-asyncio loop
+for the connection's life and ``JetStream.call`` wraps each call with ``aio_as_trio`` (a
+bare ``await`` of a nats-py coroutine from trio fails). Names, in one place:
+
+- stream ``SPINDLE``: subjects ``spindle.thread.<token>.log``, one per thread; file storage,
+  one replica per node of the cluster (3 in production), direct gets allowed;
+- KV bucket ``spindle_leases``: ``<token>`` -> the holder of the thread's lease; the
+  bucket's TTL is the lease TTL (a key not renewed within it is gone);
+- KV bucket ``spindle_snapshots``: ``<token>`` -> the thread's newest snapshot.
+
+A thread id that is not a plain token (letters, digits, ``_``, ``-``) is written as ``=``
+and its base64url: subjects may not hold ``.`` ``*`` ``>`` or spaces, KV keys less.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import nats
+import trio_asyncio
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import StorageType
+from nats.js.errors import BadRequestError
+from nats.js.kv import KeyValue
+
+__all__ = [
+    "LEASES_BUCKET",
+    "SNAPSHOTS_BUCKET",
+    "STREAM",
+    "JetStream",
+    "bucket",
+    "open_jetstream",
+    "subject_of",
+    "thread_token",
+]
+
+logger = logging.getLogger("spindle.jetstream")
+
+STREAM = "SPINDLE"
+SUBJECT_PREFIX = "spindle.thread."
+LEASES_BUCKET = "spindle_leases"
+SNAPSHOTS_BUCKET = "spindle_snapshots"
+
+_PLAIN = re.compile(r"[A-Za-z0-9_-]{1,200}")
+T = TypeVar("T")
+
+
+def thread_token(thread_id: str) -> str:
+    """The thread's token in subjects and KV keys (see the module doc)."""
+    if _PLAIN.fullmatch(thread_id):
+        return thread_id
+    return "=" + base64.urlsafe_b64encode(thread_id.encode()).decode().rstrip("=")
+
+
+def subject_of(thread_id: str) -> str:
+    return f"{SUBJECT_PREFIX}{thread_token(thread_id)}.log"
+
+
+@dataclass
+class JetStream:
+    """A live connection: the client, its JetStream context and the two buckets."""
+
+    nc: Client
+    js: JetStreamContext
+    leases: KeyValue
+    snapshots: KeyValue
+    replicas: int
+    lease_ttl_s: float
+
+    async def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run one nats-py coroutine function from trio."""
+        result: T = await trio_asyncio.aio_as_trio(fn)(*args, **kwargs)
+        return result
+
+
+async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
+    js = nc.jetstream(timeout=5.0)
+
+    async def call(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        result: T = await trio_asyncio.aio_as_trio(fn)(*args, **kwargs)
+        return result
+
+    try:
+        await call(
+            js.add_stream,
+            name=STREAM,
+            subjects=[f"{SUBJECT_PREFIX}*.log"],
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            allow_direct=True,
+        )
+    except BadRequestError:
+        # It exists with another configuration (made by an older Spindle, or by hand):
+        # use it as it is; `spindle cluster dev` and the tests always start empty.
+        await call(js.stream_info, STREAM)
+    leases = await bucket(js, LEASES_BUCKET, ttl=lease_ttl_s, replicas=replicas)
+    snapshots = await bucket(js, SNAPSHOTS_BUCKET, replicas=replicas)
+    # The bucket's TTL is the lease TTL, whatever this runner was told: the first runner
+    # made the bucket, and every holder must judge its lease by the same clock.
+    status = await call(leases.status)
+    actual = status.ttl or lease_ttl_s
+    if abs(actual - lease_ttl_s) > 1e-3:
+        logger.warning(
+            "lease TTL %.3g s asked, the leases bucket has %.3g s: using the bucket's",
+            lease_ttl_s,
+            actual,
+        )
+    return JetStream(nc, js, leases, snapshots, replicas, actual)
+
+
+async def bucket(
+    js: JetStreamContext, name: str, *, replicas: int, ttl: float | None = None
+) -> KeyValue:
+    """The KV bucket ``name``: created with these settings, or bound as it exists."""
+    try:
+        kv: KeyValue = await trio_asyncio.aio_as_trio(js.create_key_value)(
+            bucket=name, ttl=ttl, history=1, replicas=replicas
+        )
+    except BadRequestError:  # it exists with other settings (another TTL, say): use it
+        kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
+    return kv
+
+
+@asynccontextmanager
+async def open_jetstream(
+    servers: Sequence[str],
+    *,
+    replicas: int = 1,
+    lease_ttl_s: float = 5.0,
+    name: str = "spindle",
+    connect_timeout_s: float = 5.0,
+) -> AsyncIterator[JetStream]:
+    """Connect (inside a trio-asyncio loop of its own) and make sure the stream and the
+    buckets exist; closed on the way out. The client reconnects by itself, for ever, to
+    any of ``servers`` while the block runs."""
+
+    async def error_cb(exc: Exception) -> None:
+        logger.debug("nats: %s", exc)
+
+    async with trio_asyncio.open_loop():
+        nc: Client = await trio_asyncio.aio_as_trio(nats.connect)(
+            servers=list(servers),
+            name=name,
+            error_cb=error_cb,
+            connect_timeout=connect_timeout_s,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.1,
+            allow_reconnect=True,
+        )
+        try:
+            yield await _ensure(nc, replicas, lease_ttl_s)
+        finally:
+            await trio_asyncio.aio_as_trio(nc.close)()

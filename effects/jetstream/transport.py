@@ -1,0 +1,211 @@
+"""Actions to a thread's owner and effects to the gateway, through JetStream streams read by
+durable consumers with explicit acks.
+
+- stream ``SPINDLE_IN``, subjects ``spindle.in.<root token>.<thread token>``: actions for
+  the runner that owns the workdir root. Published with ``Nats-Msg-Id: <action id>`` (a
+  sender's retry within the duplicate window is stored once). The owning runner reads them
+  through the durable consumer ``root-<root token>`` and acks each once its action is in
+  the thread's log (or was refused with a reply): at least once, and a redelivered action
+  is dropped by its action id (``runner.py``).
+- stream ``SPINDLE_OUT``, subjects ``spindle.out.<thread token>``: the chat effects of every
+  thread, for the gateway (durable consumer ``gateway``), which acks each once applied. A
+  redelivered effect is harmless: the renderer posts a key once (it knows the keys it
+  posted, and a restarted gateway seeds them from the thread's log).
+- KV ``spindle_routes``: ``<thread token>`` -> the root token the thread's conversation
+  lives under, written by whoever starts a conversation (the gateway, or a test): the
+  gateway holds no thread state, only where to send.
+- KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
+  a time; standbys wait for the key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType
+from nats.js.errors import BadRequestError, KeyNotFoundError
+from nats.js.kv import KeyValue
+from pydantic import TypeAdapter
+
+from threadspindle.effects.jetstream.connection import JetStream, bucket, thread_token
+from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.effect_types import Effect
+from threadspindle.runtime.live.log_read import ACTION_ADAPTER
+from threadspindle.runtime.live.ports import OnPosted, Posted
+
+__all__ = [
+    "EFFECT_ADAPTER",
+    "IN_STREAM",
+    "OUT_STREAM",
+    "Inbox",
+    "RemoteRenderer",
+    "Transport",
+    "open_transport",
+    "root_token",
+]
+
+IN_STREAM = "SPINDLE_IN"
+OUT_STREAM = "SPINDLE_OUT"
+EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
+
+
+def root_token(root: str) -> str:
+    """The token of a workdir root (its path) in subjects and keys."""
+    return thread_token(root)
+
+
+@dataclass
+class Inbox:
+    """One durable pull consumer: ``fetch`` a batch, ``ack`` / ``nak`` each message."""
+
+    conn: JetStream
+    subscription: Any
+
+    async def fetch(self, batch: int = 64, timeout_s: float = 1.0) -> list[Msg]:
+        import nats.errors
+
+        try:
+            msgs: list[Msg] = await self.conn.call(
+                self.subscription.fetch, batch=batch, timeout=timeout_s
+            )
+        except (nats.errors.TimeoutError, TimeoutError):  # nothing waiting (either kind)
+            return []
+        return msgs
+
+    async def ack(self, msg: Msg) -> None:
+        await self.conn.call(msg.ack)
+
+    async def nak(self, msg: Msg, delay_s: float = 1.0) -> None:
+        await self.conn.call(msg.nak, delay=delay_s)
+
+
+@dataclass
+class Transport:
+    conn: JetStream
+    routes: KeyValue
+    root_leases: KeyValue
+
+    async def route(self, thread_id: str, root: str) -> None:
+        """Record that the thread's conversation lives under ``root``."""
+        await self.conn.call(self.routes.put, thread_token(thread_id), root.encode())
+
+    async def root_of(self, thread_id: str) -> str | None:
+        try:
+            entry = await self.conn.call(self.routes.get, thread_token(thread_id))
+        except KeyNotFoundError:
+            return None
+        return entry.value.decode() if entry.value else None
+
+    async def send_action(self, root: str, action: Action) -> int:
+        """Publish an action for the runner of ``root``; its stream sequence once stored."""
+        subject = f"spindle.in.{root_token(root)}.{thread_token(action.thread_id)}"
+        ack = await self.conn.call(
+            self.conn.js.publish,
+            subject,
+            action.model_dump_json().encode(),
+            headers={"Nats-Msg-Id": action.action_id},
+        )
+        return int(ack.seq)
+
+    async def send_effect(self, thread_id: str, effect: Effect) -> None:
+        body = EFFECT_ADAPTER.dump_json(effect)
+        digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+        await self.conn.call(
+            self.conn.js.publish,
+            f"spindle.out.{thread_token(thread_id)}",
+            orjson.dumps({"thread_id": thread_id})[:-1] + b',"effect":' + body + b"}",
+            headers={"Nats-Msg-Id": f"{thread_token(thread_id)}/{digest}"},
+        )
+
+    async def inbox(self, root: str) -> Inbox:
+        """The durable consumer of the root's actions (created if missing)."""
+        token = root_token(root)
+        durable = f"root-{token}".replace("=", "_")
+        sub = await self.conn.call(
+            self.conn.js.pull_subscribe,
+            f"spindle.in.{token}.*",
+            durable=durable,
+            stream=IN_STREAM,
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=10_000
+            ),
+        )
+        return Inbox(self.conn, sub)
+
+    async def outbox(self, name: str = "gateway", *, ack_wait_s: float = 30.0) -> Inbox:
+        """The gateway's durable consumer of every thread's effects (an effect not acked
+        within ``ack_wait_s``, say by a gateway that died, is delivered again)."""
+        sub = await self.conn.call(
+            self.conn.js.pull_subscribe,
+            "spindle.out.*",
+            durable=name,
+            stream=OUT_STREAM,
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s, max_ack_pending=10_000
+            ),
+        )
+        return Inbox(self.conn, sub)
+
+
+def decode_action(msg: Msg) -> Action:
+    return ACTION_ADAPTER.validate_json(msg.data)
+
+
+def decode_effect(msg: Msg) -> tuple[str, Effect]:
+    raw = orjson.loads(msg.data)
+    return str(raw["thread_id"]), EFFECT_ADAPTER.validate_python(raw["effect"])
+
+
+async def open_transport(conn: JetStream) -> Transport:
+    """Make sure the two streams and the two buckets exist."""
+    for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*"])):
+        try:
+            await conn.call(
+                conn.js.add_stream,
+                name=name,
+                subjects=subjects,
+                storage=StorageType.FILE,
+                num_replicas=conn.replicas,
+                retention=RetentionPolicy.LIMITS,
+                duplicate_window=120.0,
+            )
+        except BadRequestError:
+            await conn.call(conn.js.stream_info, name)
+    routes = await bucket(conn.js, "spindle_routes", replicas=conn.replicas)
+    # Root leases share the thread leases' TTL (``Leases`` judges both by ``lease_ttl_s``).
+    root_leases = await bucket(
+        conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
+    )
+    return Transport(conn, routes, root_leases)
+
+
+class RemoteRenderer:
+    """A thread's ``RendererPort`` on a runner: every chat effect goes to the gateway over
+    ``SPINDLE_OUT`` (the gateway's renderer posts it and reports ``OutputPosted`` back
+    through the thread's inbox). ``apply`` returns once JetStream stored the effect."""
+
+    def __init__(self, transport: Transport, thread_id: str) -> None:
+        self.transport = transport
+        self.thread_id = thread_id
+        self.on_posted: OnPosted | None = None
+        self.sent = 0
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        """The gateway seeds its renderer from the log itself."""
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        await self.transport.send_effect(self.thread_id, effect)
+        self.sent += 1
+        return []
+
+    async def aclose(self) -> list[Posted]:
+        return []
+
+
+def remote_renderers(transport: Transport) -> Callable[[str], RemoteRenderer]:
+    return lambda thread_id: RemoteRenderer(transport, thread_id)

@@ -1,0 +1,473 @@
+"""``RequestBudget``: one chat connection's request budget, shared by every thread's renderer.
+
+A bot may make only so many API requests: Discord about 50 a second in all, and per
+channel 5 message sends and 5 edits per 5 s; Telegram about 30 messages a second, and 20 a
+minute in one group. Each renderer paces its own messages, but 200 threads streaming at
+once ask for far more than that; without one budget the platform's own limiter (or a 429)
+makes every thread wait, command replies and permission prompts behind intermediate edits.
+Every call a renderer makes passes here first (``effects.retrying_platform`` asks, one
+token per attempt). What it keeps:
+
+- **Windows, not a refilling bucket.** Discord counts requests in fixed windows whose
+  phase we cannot see; a token bucket that refills continuously would spend a second
+  burst inside the server's window. A token is held from its grant until its request
+  *completed* (``release``), and comes back ``window_s + margin_s`` after that (a sliding
+  window log of completions). A request reaches the server between its grant and its
+  completion, so any window of the server's length holds at most ``requests`` of ours,
+  whatever its phase and however long a request took to leave a busy process (granted
+  tokens used seconds later, in a burst, would otherwise overrun the server's window).
+- **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
+  interaction followups (a slash command's reply) against its global limit.
+- **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
+  the chat a forum topic is in; ``scope_of``), e.g. 5 edits per 5 s per channel.
+- **Priorities.** ``Priority.URGENT`` (command replies, permission and question prompts and
+  their dismissal) before ``Priority.POST`` (first posts, footers, a sealed stream's final
+  text, deletions) before ``Priority.EDIT`` (intermediate edits of streamed text).
+  A lower class never takes the last ``reserve`` tokens of a window that a higher one may
+  take, so a reply finds a token at once even while every thread streams. A waiter held up
+  only by its own channel's rule does not hold up the others.
+- **Fair.** Within a class, channels take turns (round-robin): a channel served goes to the
+  back of the line; its later requests wait behind every other channel's.
+- **Coalescing is the caller's.** A renderer asks for an edit's token *before* it reads the
+  text to send, so whatever streamed in while it waited is in that one edit
+  (``StreamRenderer.run``).
+- **Typing never waits** (``try_acquire``): it is cosmetic, granted only with no one
+  waiting and a reserve to spare.
+- **The platform's word wins.** A 429 (``hold``) stops all grants (global) or the channel's
+  kind until its ``retry_after``; rate-limit headers (``observe``) replace a rule's
+  documented size with the one the server reports.
+
+Grants are made by ``run`` (one task per connection, in ``ThreadRenderers``) when a token
+comes back, and at once by ``acquire`` when one is free. It reads time from ``clock``
+(trio's, so trio's ``MockClock`` drives it in tests) and makes no platform call itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Literal
+
+import trio
+
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = [
+    "DISCORD_BUDGET",
+    "TELEGRAM_BUDGET",
+    "BudgetLimits",
+    "BudgetStatistics",
+    "CallKind",
+    "ChannelRule",
+    "Priority",
+    "RequestBudget",
+    "telegram_scope",
+]
+
+CallKind = Literal["send", "edit", "delete", "reply", "typing"]
+
+_TIDY_EVERY_S = 60.0  # how often the windows of quiet channels are dropped
+
+
+class Priority(IntEnum):
+    URGENT = 0  # command replies, permission/question prompts and their dismissal
+    POST = 1  # first posts, footers, tool cards, a sealed output's final text, deletions
+    EDIT = 2  # intermediate edits of streamed text
+
+
+class ChannelRule(Frozen):
+    """At most ``limit`` calls of ``kinds`` per ``per_s`` in one channel scope
+    (``groups_only``: only in a scope ``scope_of`` calls a group)."""
+
+    kinds: tuple[str, ...]
+    limit: int
+    per_s: float
+    groups_only: bool = False
+
+
+class BudgetLimits(Frozen):
+    requests: int = 50  # per window, every kind and channel together
+    window_s: float = 1.0
+    margin_s: float = 0.05  # added to every window: jitter between our clock and the server's
+    reserve: int = 2  # tokens of a window each lower class leaves to the one above it
+    channel_rules: tuple[ChannelRule, ...] = ()
+    # Kinds the platform does not count against the global limit (Discord: interaction
+    # followups, our replies to slash commands); their channel rules still apply.
+    global_exempt: tuple[str, ...] = ()
+
+
+# Discord: 50 requests/s per bot; per channel 5 message sends and 5 edits per 5 s;
+# interaction endpoints (a slash command's reply) are outside the global limit. The few
+# calls ingress makes itself are not counted here: 48 leaves them 2 a second.
+DISCORD_BUDGET = BudgetLimits(
+    requests=48,
+    window_s=1.0,
+    global_exempt=("reply",),
+    channel_rules=(
+        ChannelRule(kinds=("send",), limit=5, per_s=5.0),
+        ChannelRule(kinds=("edit",), limit=5, per_s=5.0),
+    ),
+)
+
+# Telegram: ~30 messages/s per bot; ~20 a minute in one group (a forum's topics share it).
+TELEGRAM_BUDGET = BudgetLimits(
+    requests=30,
+    window_s=1.0,
+    channel_rules=(
+        ChannelRule(kinds=("send", "edit", "reply"), limit=20, per_s=60.0, groups_only=True),
+    ),
+)
+
+
+def telegram_scope(channel_id: str) -> tuple[str, bool]:
+    """``tg:<chat>[:<topic>]`` -> (the chat, whether it is a group: a negative chat id)."""
+    parts = channel_id.split(":")
+    chat = parts[1] if len(parts) > 1 else channel_id
+    return f"tg:{chat}", chat.startswith("-")
+
+
+def _own_scope(channel_id: str) -> tuple[str, bool]:
+    return channel_id, False
+
+
+class BudgetStatistics(Frozen):
+    granted: int = 0  # tokens handed out (refunds subtracted)
+    granted_by_priority: tuple[int, int, int] = (0, 0, 0)  # URGENT, POST, EDIT
+    typing_granted: int = 0
+    typing_refused: int = 0  # typing calls skipped: no token to spare
+    refunded: int = 0  # tokens given back unused (an edit that had nothing new to show)
+    waiting: int = 0  # callers waiting for a token now
+    waiting_by_priority: tuple[int, int, int] = (0, 0, 0)
+    max_wait_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the longest wait, by class
+    holds: int = 0  # 429s reported (``hold``)
+    held_until: float = -math.inf  # no grant before this (a global 429)
+    in_window: int = 0  # tokens held: requests in flight and completed within a window
+    observed: int = 0  # rules resized from the platform's rate-limit headers
+    channel_windows: int = 0  # per-channel windows kept (quiet ones are dropped)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    priority: Priority
+    channel: str
+    scope: str
+    group: bool
+    kind: str
+    since: float
+    event: trio.Event = field(default_factory=trio.Event)
+    granted: bool = False
+
+
+class _Window:
+    """At most ``limit`` tokens held at once, a token being held from its grant until
+    ``span`` seconds after its request completed: the requests in flight and the
+    completion times of the recent ones."""
+
+    __slots__ = ("flying", "limit", "span", "times")
+
+    def __init__(self, limit: int, span: float) -> None:
+        self.limit = limit
+        self.span = span
+        self.flying = 0
+        self.times: deque[float] = deque()
+
+    def free_at(self, now: float, spare: int = 0) -> float:
+        """When a grant leaves ``spare`` tokens unspent (``now``: at once; ``inf``: not
+        before a request in flight completes)."""
+        times = self.times
+        while times and times[0] <= now - self.span:
+            times.popleft()
+        over = self.flying + len(times) + spare - self.limit
+        if over < 0:
+            return now
+        if over >= len(times):
+            return math.inf  # only a completion can make room
+        return times[over] + self.span
+
+    def take(self) -> None:
+        self.flying += 1
+
+    def complete(self, now: float) -> None:
+        if self.flying > 0:
+            self.flying -= 1
+            self.times.append(now)
+
+    def give_back(self) -> None:
+        if self.flying > 0:
+            self.flying -= 1
+
+
+class RequestBudget:
+    """One connection's budget; see the module docstring. Run ``run`` in a nursery
+    (``nursery.start(budget.run)``) so that waiters are served when tokens come back."""
+
+    def __init__(
+        self,
+        limits: BudgetLimits,
+        *,
+        scope_of: Callable[[str], tuple[str, bool]] = _own_scope,
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
+        self.limits = limits
+        self._scope_of = scope_of
+        self._clock = clock
+        self._global = _Window(limits.requests, limits.window_s + limits.margin_s)
+        self._exempt = frozenset(limits.global_exempt)
+        self._rules: dict[str, list[ChannelRule]] = {}  # kind -> the rules that count it
+        for rule in limits.channel_rules:
+            for kind in rule.kinds:
+                self._rules.setdefault(kind, []).append(rule)
+        self._windows: dict[tuple[str, int], _Window] = {}  # (scope, rule index) -> window
+        self._rule_index = {id(r): n for n, r in enumerate(limits.channel_rules)}
+        self._learned: dict[tuple[str, int], tuple[int, float]] = {}  # from headers
+        self._holds: dict[tuple[str, str], float] = {}  # (scope, kind) -> held until
+        self._held_until = -math.inf
+        # Per class, the channels in turn order, each with its waiters in arrival order.
+        self._queues: tuple[OrderedDict[str, deque[_Waiter]], ...] = tuple(
+            OrderedDict() for _ in Priority
+        )
+        self._waiting = [0, 0, 0]
+        self._granted = [0, 0, 0]
+        self._max_wait = [0.0, 0.0, 0.0]
+        self._typing_granted = self._typing_refused = self._refunded = 0
+        self._hold_count = self._observed = 0
+        self._changed = trio.Event()
+
+    # -- asking ------------------------------------------------------------------------------
+
+    async def acquire(self, priority: Priority, channel_id: str, kind: CallKind) -> None:
+        """Wait for a token for one ``kind`` call in ``channel_id``. The caller makes the
+        call and then must ``release`` the token (or ``refund`` it, unused)."""
+        scope, group = self._scope_of(channel_id)
+        now = self._clock()
+        waiter = _Waiter(priority, channel_id, scope, group, kind, now)
+        queue = self._queues[priority]
+        queue.setdefault(channel_id, deque()).append(waiter)
+        self._waiting[priority] += 1
+        self._dispatch(now)
+        if waiter.granted:
+            return
+        self._changed.set()
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self.refund(channel_id, kind, priority)  # cancelled as it was granted
+            else:
+                self._drop(waiter)
+            raise
+
+    def try_acquire(self, channel_id: str, kind: CallKind = "typing") -> bool:
+        """A token now if one is to spare (nobody waiting, a reserve left): typing.
+        ``release`` it after the call, as one from ``acquire``."""
+        now = self._clock()
+        scope, group = self._scope_of(channel_id)
+        spare = (len(Priority)) * self.limits.reserve
+        if (
+            sum(self._waiting) == 0
+            and now >= self._held_until
+            and self._global.free_at(now, spare) <= now
+            and self._channel_free_at(scope, group, kind, now) <= now
+        ):
+            self._take(scope, group, kind)
+            self._typing_granted += 1
+            return True
+        self._typing_refused += 1
+        return False
+
+    def release(self, channel_id: str, kind: CallKind) -> None:
+        """The request of a granted token completed (answered or failed): the token comes
+        back one window from now."""
+        scope, group = self._scope_of(channel_id)
+        now = self._clock()
+        if kind not in self._exempt:
+            self._global.complete(now)
+        for window in self._channel_windows(scope, group, kind):
+            window.complete(now)
+        self._changed.set()
+
+    def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
+        """Give back a token that was not used (the edit had nothing new to show)."""
+        scope, group = self._scope_of(channel_id)
+        if kind not in self._exempt:
+            self._global.give_back()
+        for window in self._channel_windows(scope, group, kind):
+            window.give_back()
+        self._granted[priority] -= 1
+        self._refunded += 1
+        self._changed.set()
+
+    # -- what the platform says ---------------------------------------------------------------
+
+    def hold(self, retry_after: float, *, channel_id: str | None = None, kind: str = "") -> None:
+        """A 429: no grant at all (``channel_id`` None: the global limit) or none of
+        ``kind`` in the channel's scope for ``retry_after`` seconds."""
+        until = self._clock() + max(retry_after, 0.0)
+        self._hold_count += 1
+        if channel_id is None:
+            self._held_until = max(self._held_until, until)
+        else:
+            key = (self._scope_of(channel_id)[0], kind)
+            self._holds[key] = max(self._holds.get(key, -math.inf), until)
+        self._changed.set()
+
+    def observe(self, channel_id: str, kind: str, limit: int, reset_after_s: float) -> None:
+        """The platform's rate-limit headers for a ``kind`` call in ``channel_id``: its
+        bucket allows ``limit`` calls and resets in ``reset_after_s`` (so its window is at
+        least that long). A rule of that kind in the channel's scope takes the server's
+        size where it is stricter than the documented one."""
+        if limit <= 0 or reset_after_s < 0:
+            return
+        scope, group = self._scope_of(channel_id)
+        for rule in self._rules.get(kind, []):
+            if rule.groups_only and not group:
+                continue
+            index = self._rule_index[id(rule)]
+            old_limit, old_span = self._learned.get((scope, index), (rule.limit, rule.per_s))
+            size = (min(limit, old_limit), max(reset_after_s, old_span))
+            if size != (old_limit, old_span):
+                self._learned[(scope, index)] = size
+                window = self._windows.get((scope, index))
+                if window is not None:
+                    window.limit, window.span = size[0], size[1] + self.limits.margin_s
+                self._observed += 1
+
+    # -- the grants ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve waiters as tokens come back, until cancelled."""
+        task_status.started()
+        tidy_at = self._clock() + _TIDY_EVERY_S
+        while True:
+            self._changed = trio.Event()
+            now = self._clock()
+            if now >= tidy_at:
+                self.forget_idle()
+                tidy_at = now + _TIDY_EVERY_S
+            wake = self._dispatch(now)
+            with trio.move_on_at(min(wake, tidy_at)):
+                await self._changed.wait()
+
+    def _dispatch(self, now: float) -> float:
+        """Grant every waiter that can go now, by class and turn; returns when the next
+        one could (``inf``: no one waits)."""
+        if not any(self._waiting):
+            return math.inf
+        if now < self._held_until:
+            return self._held_until
+        while True:
+            wake, granted = self._one_turn(now)
+            if not granted:
+                return wake
+
+    def _one_turn(self, now: float) -> tuple[float, bool]:
+        """One grant at most per waiting channel, class by class; (next wake, any grant)."""
+        wake, granted = math.inf, False
+        for priority in Priority:
+            queue = self._queues[priority]
+            if not queue:
+                continue
+            spare = priority * self.limits.reserve
+            served: list[str] = []
+            starved = False
+            for channel, waiters in queue.items():
+                waiter = waiters[0]
+                exempt = waiter.kind in self._exempt
+                global_at = now if exempt else self._global.free_at(now, spare)
+                if global_at > now:
+                    wake, starved = min(wake, global_at), True
+                    break
+                ready = self._channel_free_at(waiter.scope, waiter.group, waiter.kind, now)
+                if ready > now:
+                    wake = min(wake, ready)  # its own channel holds it: the others go
+                    continue
+                waiters.popleft()
+                self._grant(waiter, now)
+                served.append(channel)
+            for channel in served:
+                waiters = queue.pop(channel)
+                if waiters:
+                    queue[channel] = waiters  # to the back of the line
+            granted = granted or bool(served)
+            if starved:
+                break  # the lower classes leave more spare: none of them can go either
+        return wake, granted
+
+    def _grant(self, waiter: _Waiter, now: float) -> None:
+        self._take(waiter.scope, waiter.group, waiter.kind)
+        waiter.granted = True
+        self._waiting[waiter.priority] -= 1
+        self._granted[waiter.priority] += 1
+        self._max_wait[waiter.priority] = max(self._max_wait[waiter.priority], now - waiter.since)
+        waiter.event.set()
+
+    def _drop(self, waiter: _Waiter) -> None:
+        queue = self._queues[waiter.priority]
+        waiters = queue.get(waiter.channel)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            self._waiting[waiter.priority] -= 1
+            if not waiters:
+                del queue[waiter.channel]
+
+    def _take(self, scope: str, group: bool, kind: str) -> None:
+        if kind not in self._exempt:
+            self._global.take()
+        for window in self._channel_windows(scope, group, kind):
+            window.take()
+
+    def _channel_windows(self, scope: str, group: bool, kind: str) -> list[_Window]:
+        windows = []
+        for rule in self._rules.get(kind, []):
+            if rule.groups_only and not group:
+                continue
+            index = self._rule_index[id(rule)]
+            window = self._windows.get((scope, index))
+            if window is None:
+                limit, per_s = self._learned.get((scope, index), (rule.limit, rule.per_s))
+                window = self._windows[(scope, index)] = _Window(
+                    limit, per_s + self.limits.margin_s
+                )
+            windows.append(window)
+        return windows
+
+    def _channel_free_at(self, scope: str, group: bool, kind: str, now: float) -> float:
+        ready = self._holds.get((scope, kind), -math.inf)
+        if ready <= now:
+            self._holds.pop((scope, kind), None)
+            ready = now
+        for window in self._channel_windows(scope, group, kind):
+            ready = max(ready, window.free_at(now))
+        return ready
+
+    def forget_idle(self) -> None:
+        """Drop the windows of channels with nothing in them (bounded memory)."""
+        now = self._clock()
+        for key, window in list(self._windows.items()):
+            window.free_at(now)  # drops the expired completions
+            if not window.times and not window.flying and key not in self._learned:
+                del self._windows[key]
+
+    # -- statistics ---------------------------------------------------------------------------
+
+    def statistics(self) -> BudgetStatistics:
+        now = self._clock()
+        self._global.free_at(now)  # drops the expired tokens
+        return BudgetStatistics(
+            granted=sum(self._granted),
+            granted_by_priority=(self._granted[0], self._granted[1], self._granted[2]),
+            typing_granted=self._typing_granted,
+            typing_refused=self._typing_refused,
+            refunded=self._refunded,
+            waiting=sum(self._waiting),
+            waiting_by_priority=(self._waiting[0], self._waiting[1], self._waiting[2]),
+            max_wait_s=(self._max_wait[0], self._max_wait[1], self._max_wait[2]),
+            holds=self._hold_count,
+            held_until=self._held_until,
+            in_window=len(self._global.times) + self._global.flying,
+            observed=self._observed,
+            channel_windows=len(self._windows),
+        )

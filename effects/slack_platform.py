@@ -1,0 +1,436 @@
+"""``SlackPlatform``: the ``ChatPlatform`` the stream renderer drives, over slack-sdk's
+``AsyncWebClient``.
+
+Called from trio (the reactor); every call crosses into the asyncio world through
+``trio_asyncio.aio_as_trio``, so it must run inside ``trio_asyncio.open_loop()`` (the
+platforms host opens it). What it keeps:
+
+- **Where**: a Spindle thread is a Slack thread, ``sl:<channel>:<thread_ts>``
+  (``slack_thread_id``/``parse_thread_id`` are the one place that spells it); every
+  message goes into it with ``thread_ts``. Message ids are Slack's ``ts``.
+- **Markup**: the text goes out as mrkdwn (``effects.slack_markup``), link unfurls off, in
+  ``section`` blocks of at most 3,000 characters (Slack's limit for one) with the buttons
+  in an ``actions`` block; ``text`` carries the same mrkdwn for notifications. If Slack
+  refuses the blocks all the same (``invalid_blocks``, ``msg_too_long``), the call is made
+  again as plain text (``slack_markup.plain_text``, cut to fit) and counted
+  (``markup_fallbacks``).
+- **Paced per channel**: edits (``chat.update``) in one channel are at least
+  ``limits.min_edit_interval_s`` apart, whichever thread or message they are for; the
+  renderer's lock makes the deltas that arrive meanwhile one later edit.
+- **Buttons**: each ``Button`` is a Block Kit button whose ``value`` is its action; a
+  question's ``SelectMenu`` is a ``static_select`` whose options' values are
+  ``callback_option(custom_id, index)``. The buttons of each message are remembered so an
+  edit that does not name them keeps them (``chat.update`` is always sent whole).
+- **Typing**: Slack has no bot typing indicator in threads; ``assistant.threads.setStatus``
+  shows a status line where the app is an assistant app. Where Slack refuses it, the
+  channel is remembered and nothing more is tried there.
+- **Replies** to a command go into its thread; an ephemeral one goes to the user who gave
+  it (``chat.postEphemeral``) when ingress remembered who that was.
+- Failures become ``PlatformError``: a 429 carries ``Retry-After``; 5xx, timeouts and
+  network errors are ``retryable``; other refusals are permanent. Deleting a message that
+  is gone is a success.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import aiohttp
+import trio
+import trio_asyncio
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.effects.slack_markup import plain_text, split_sections, to_mrkdwn
+from threadspindle.runtime.core.effect_types import Button
+
+__all__ = [
+    "SLACK_LIMITS",
+    "SlackPlatform",
+    "callback_option",
+    "parse_thread_id",
+    "slack_thread_id",
+]
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_SECTION = 3000  # characters in one section block
+MAX_TEXT = 40_000  # characters in a message's text (Slack truncates beyond)
+BUTTON_PREFIX = "spindle:"  # every action_id Spindle makes starts so
+_REMEMBERED = 1024
+_MARKUP_ERRORS = ("invalid_blocks", "invalid_blocks_format", "msg_too_long", "invalid_arguments")
+_RETRYABLE_ERRORS = (
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+    "ratelimited",
+)
+
+SLACK_LIMITS = PlatformLimits(
+    char_limit=MAX_SECTION,
+    split_margin=200,  # mrkdwn escapes (&amp;) make the sent text a little longer
+    supports_edit=True,
+    min_edit_interval_s=1.2,  # chat.update is Tier 3 (about 50 a minute)
+    typing_refresh_s=10.0,  # an assistant status stays until the next reply
+    subtext=False,
+    wrap_links=False,  # unfurls are turned off per message instead
+)
+
+_THREAD = re.compile(r"^sl:([A-Z0-9]+):(\d+\.\d+)$")
+_TS = re.compile(r"^\d+\.\d+$")
+
+
+def slack_thread_id(channel: str, thread_ts: str) -> str:
+    """The Spindle thread of a Slack thread (its parent message's ``ts``)."""
+    return f"sl:{channel}:{thread_ts}"
+
+
+def parse_thread_id(thread_id: str) -> tuple[str, str]:
+    """``(channel, thread_ts)``; ``ValueError`` for an id that is not Slack's."""
+    match = _THREAD.match(thread_id)
+    if match is None:
+        raise ValueError(f"not a Slack thread id: {thread_id!r}")
+    return match.group(1), match.group(2)
+
+
+def callback_option(custom_id: str, index: int) -> str:
+    """The value of a question menu's option ``index``."""
+    return f"{custom_id}#{index}"
+
+
+def _retry_after(error: SlackApiError) -> float:
+    headers = getattr(error.response, "headers", None) or {}
+    for name in ("Retry-After", "retry-after"):
+        value = headers.get(name)
+        if value is not None:
+            if isinstance(value, list):
+                value = value[0]
+            try:
+                return max(float(value), 0.0)
+            except ValueError:
+                break
+    return 1.0
+
+
+class SlackPlatform:
+    """A ``ChatPlatform`` over an ``AsyncWebClient`` made on the asyncio side."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        limits: PlatformLimits | None = None,
+        *,
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
+        self.client = client
+        self.limits = limits or SLACK_LIMITS
+        self.streams_append_only = False  # messages are edited in place
+        self._clock = clock
+        self._buttons: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
+        self._next_edit: dict[str, float] = {}  # channel -> when its next edit may go
+        self._authors: OrderedDict[str, str] = OrderedDict()  # action id -> user, for replies
+        self._no_status: set[str] = set()  # channels where assistant status is refused
+        self.calls = 0
+        self.markup_fallbacks = 0  # texts Slack refused as blocks, sent as plain text
+        self.truncated = 0  # texts cut to Slack's limit
+
+    # --- what ingress tells it ----------------------------------------------------------
+
+    def remember_author(self, action_id: str, user_id: str) -> None:
+        """Who gave the command ``action_id``: an ephemeral reply goes to them alone."""
+        self._authors[action_id] = user_id
+        while len(self._authors) > _REMEMBERED:
+            self._authors.popitem(last=False)
+
+    # --- ChatPlatform -----------------------------------------------------------------
+
+    async def send(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] = (),
+        menu: SelectMenu | None = None,
+        nonce: str | None = None,  # Slack has no nonce; a lost answer may double a send
+    ) -> str:
+        channel, thread_ts = parse_thread_id(channel_id)
+        elements = self._elements(buttons, menu)
+        return await self._post(channel, thread_ts, text, elements)
+
+    async def edit(
+        self,
+        channel_id: str,
+        message_id: str,
+        text: str,
+        *,
+        buttons: tuple[Button, ...] | None = None,
+    ) -> None:
+        if not _TS.match(message_id):
+            return  # an ephemeral reply: Slack lets nobody edit it
+        channel, _ = parse_thread_id(channel_id)
+        key = (channel, message_id)
+        elements = self._buttons.get(key, []) if buttons is None else self._elements(buttons, None)
+        await self._pace(channel)
+
+        async def update(body: str, blocks: list[dict[str, Any]]) -> Any:
+            return await self.client.chat_update(
+                channel=channel, ts=message_id, text=body, blocks=blocks
+            )
+
+        await self._with_fallback(text, elements, update)
+        self._remember_buttons(key, elements)
+
+    async def delete(self, channel_id: str, message_id: str) -> None:
+        if not _TS.match(message_id):
+            return
+        channel, _ = parse_thread_id(channel_id)
+
+        async def delete() -> None:
+            try:
+                await self.client.chat_delete(channel=channel, ts=message_id)
+            except SlackApiError as error:
+                if error.response.get("error") != "message_not_found":
+                    raise  # already gone: deleting is idempotent
+
+        await self._call(delete)
+        self._buttons.pop((channel, message_id), None)
+
+    async def rename_thread(self, channel_id: str, title: str) -> None:
+        """A Slack thread has no name of its own: the title is not shown (an assistant
+        thread's ``assistant.threads.setTitle`` is not used yet)."""
+        await trio.lowlevel.checkpoint()
+
+    async def typing(self, channel_id: str) -> None:
+        channel, thread_ts = parse_thread_id(channel_id)
+        if channel in self._no_status:
+            return
+
+        async def status() -> None:
+            await self.client.assistant_threads_setStatus(
+                channel_id=channel, thread_ts=thread_ts, status="is working…"
+            )
+
+        try:
+            await self._call(status)
+        except PlatformError as error:
+            if error.retryable:
+                raise
+            # Not an assistant app here: Slack has no other bot typing indicator.
+            self._no_status.add(channel)
+            _log.info("no assistant status in %s (%s): typing is not shown", channel, error)
+
+    async def reply(
+        self,
+        channel_id: str,
+        action_id: str,
+        text: str,
+        *,
+        ephemeral: bool = False,
+        buttons: tuple[Button, ...] = (),
+    ) -> str:
+        channel, thread_ts = parse_thread_id(channel_id)
+        user = self._authors.get(action_id)
+        if ephemeral and user is not None and not buttons:
+            return "ephemeral-" + await self.say_to(channel, thread_ts, user, text)
+        return await self._post(channel, thread_ts, text, self._elements(buttons, None))
+
+    # --- what ingress asks of it ---------------------------------------------------------
+
+    async def say(self, channel: str, thread_ts: str | None, text: str) -> str:
+        """A message of ingress's own (help, a hint), in a thread or top-level; its ts."""
+        return await self._post(channel, thread_ts, text, [])
+
+    async def say_to(self, channel: str, thread_ts: str | None, user: str, text: str) -> str:
+        """A message only ``user`` sees (a refusal, a refused value)."""
+
+        async def ephemeral() -> str:
+            response = await self.client.chat_postEphemeral(
+                channel=channel,
+                user=user,
+                text=plain_text(text)[:MAX_SECTION],
+                thread_ts=thread_ts,
+            )
+            return str(response.get("message_ts", ""))
+
+        return await self._call(ephemeral)
+
+    async def replies(self, channel: str, thread_ts: str, oldest: float) -> list[dict[str, Any]]:
+        """The thread's messages newer than ``oldest`` (``conversations.replies``, every
+        page), the parent first when Slack includes it."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+
+            async def page(cursor: str | None) -> Any:
+                return await self.client.conversations_replies(
+                    channel=channel,
+                    ts=thread_ts,
+                    oldest=f"{max(oldest, 0.0):.6f}",
+                    limit=200,
+                    cursor=cursor,
+                )
+
+            response = await self._call(partial(page, cursor))
+            found.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return found
+
+    async def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
+        """The channel's top-level messages newer than ``oldest``, oldest first
+        (``conversations.history``, every page)."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+
+            async def page(cursor: str | None) -> Any:
+                return await self.client.conversations_history(
+                    channel=channel, oldest=f"{max(oldest, 0.0):.6f}", limit=200, cursor=cursor
+                )
+
+            response = await self._call(partial(page, cursor))
+            found.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return sorted(found, key=lambda m: float(m.get("ts", 0)))
+
+    # --- the calls -------------------------------------------------------------------------
+
+    async def _post(
+        self, channel: str, thread_ts: str | None, text: str, elements: list[dict[str, Any]]
+    ) -> str:
+        sent: list[str] = []
+
+        async def post(body: str, blocks: list[dict[str, Any]]) -> None:
+            response = await self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=body,
+                blocks=blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+            sent.append(str(response["ts"]))
+
+        await self._with_fallback(text, elements, post)
+        self._next_edit[channel] = max(
+            self._next_edit.get(channel, 0.0),
+            self._clock() + self.limits.min_edit_interval_s / 2,
+        )
+        self._remember_buttons((channel, sent[-1]), elements)
+        return sent[-1]
+
+    async def _with_fallback(
+        self,
+        text: str,
+        elements: list[dict[str, Any]],
+        call: Callable[[str, list[dict[str, Any]]], Awaitable[Any]],
+    ) -> None:
+        """``call(text, blocks)`` with the mrkdwn of ``text``; again as plain text when
+        Slack refuses the blocks."""
+        mrkdwn = to_mrkdwn(text)
+        if len(mrkdwn) > MAX_TEXT:
+            self.truncated += 1
+            mrkdwn = plain_text(text)[: MAX_TEXT - 1] + "…"
+        sections = split_sections(mrkdwn, MAX_SECTION) or ["\u200b"]
+        blocks: list[dict[str, Any]] = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": piece}} for piece in sections
+        ][:49]
+        if elements:
+            blocks.append({"type": "actions", "block_id": "spindle", "elements": elements})
+        try:
+            await self._call(lambda: call(mrkdwn, blocks))
+        except PlatformError as error:
+            if not any(code in str(error) for code in _MARKUP_ERRORS):
+                raise
+            self.markup_fallbacks += 1
+            _log.warning("Slack refused the blocks (%s); sending plain text", error)
+            plain = plain_text(text)[: MAX_SECTION - 1] or "\u200b"
+            fallback: list[dict[str, Any]] = [
+                {"type": "section", "text": {"type": "plain_text", "text": plain}}
+            ]
+            if elements:
+                fallback.append({"type": "actions", "block_id": "spindle", "elements": elements})
+            await self._call(lambda: call(plain, fallback))
+
+    async def _pace(self, channel: str) -> None:
+        now = self._clock()
+        due = self._next_edit.get(channel, 0.0)
+        if due > now:
+            await trio.sleep(due - now)
+        self._next_edit[channel] = max(due, now) + self.limits.min_edit_interval_s
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        self.calls += 1
+        try:
+            return await trio_asyncio.aio_as_trio(fn)()  # type: ignore[no-any-return]
+        except SlackApiError as error:
+            status = getattr(error.response, "status_code", 200)
+            code = str(error.response.get("error", "")) if error.response is not None else ""
+            if status == 429 or code == "ratelimited":
+                raise PlatformError(
+                    f"Slack rate limit: {code}", retry_after=_retry_after(error)
+                ) from error
+            if status >= 500 or code in _RETRYABLE_ERRORS:
+                raise PlatformError(
+                    f"Slack unavailable ({status}): {code}", retryable=True
+                ) from error
+            raise PlatformError(f"Slack refused: {code or status}") from error
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            raise PlatformError(f"Slack unreachable: {error!r}", retryable=True) from error
+
+    # --- buttons ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _elements(buttons: tuple[Button, ...], menu: SelectMenu | None) -> list[dict[str, Any]]:
+        elements: list[dict[str, Any]] = [
+            {
+                "type": "button",
+                "action_id": f"{BUTTON_PREFIX}{index}",
+                "text": {"type": "plain_text", "text": button.label[:75] or "?"},
+                "value": button.action[:2000],
+                **(_style(button.action)),
+            }
+            for index, button in enumerate(buttons[:24])
+        ]
+        if menu is not None and menu.options:
+            elements.append(
+                {
+                    "type": "static_select",
+                    "action_id": f"{BUTTON_PREFIX}menu",
+                    "placeholder": {"type": "plain_text", "text": "Choose an answer"},
+                    "options": [
+                        {
+                            "text": {"type": "plain_text", "text": option[:75] or "?"},
+                            "value": callback_option(menu.custom_id, index)[:150],
+                        }
+                        for index, option in enumerate(menu.options[:100])
+                    ],
+                }
+            )
+        return elements
+
+    def _remember_buttons(self, key: tuple[str, str], elements: list[dict[str, Any]]) -> None:
+        if not elements:
+            self._buttons.pop(key, None)
+            return
+        self._buttons[key] = elements
+        while len(self._buttons) > _REMEMBERED:
+            self._buttons.popitem(last=False)
+
+
+def _style(action: str) -> dict[str, str]:
+    if action.startswith("permission:allow:"):
+        return {"style": "primary"}
+    if action.startswith("permission:deny:"):
+        return {"style": "danger"}
+    return {}

@@ -1,0 +1,106 @@
+"""Configuration of the Slack app: its two tokens, where the Web API is, who may drive agents,
+in which workspaces and channels, and which channels are project channels. See
+docs/slack-setup.md.
+
+``base_url`` defaults to Slack's own; tests point it at ``testkit.fake_slack``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator
+
+from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.runtime.core.frozen import Frozen
+
+__all__ = ["SLACK_API", "ProjectChannel", "SlackSettings", "slack_settings_from_config"]
+
+SLACK_API = "https://slack.com/api/"
+
+
+class ProjectChannel(Frozen):
+    """A channel where a top-level message starts a thread with this agent/workdir."""
+
+    channel_id: str
+    agent: str = "claude"
+    workdir: str
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, v: str) -> str:
+        if v not in known_agents():
+            raise ValueError(unknown_agent_message(v))
+        return v
+
+
+class SlackSettings(Frozen):
+    bot_token: str  # xoxb-…: the Web API
+    app_token: str  # xapp-…: Socket Mode (connections:write)
+    base_url: str = SLACK_API
+    allowed_user_ids: tuple[str, ...] = ()
+    allowed_team_ids: tuple[str, ...] = ()  # workspaces; empty: the app's own only
+    allowed_channel_ids: tuple[str, ...] = ()  # channels served (project channels count)
+    project_channels: tuple[ProjectChannel, ...] = ()
+    default_workdir: str = "~"
+    agents: tuple[str, ...] = SLASH_AGENTS
+    command: str = "/spindle"  # the one slash command
+    queue_suffix: str = " queue"
+    # At most one edit per channel this often (chat.update is Tier 3, ~50 a minute).
+    min_edit_interval_s: float = 1.2
+    # A refused user is told at most once per this many seconds.
+    refusal_interval_s: float = 600.0
+    catch_up: bool = True  # read what was said in known threads while Spindle was down
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name not in known_agents():
+                raise ValueError(unknown_agent_message(name))
+        return v
+
+    def project_channel(self, channel_id: str) -> ProjectChannel | None:
+        return next((p for p in self.project_channels if p.channel_id == channel_id), None)
+
+    def is_allowed(self, user_id: str, team_id: str | None, own_team: str) -> bool:
+        """Allow-listed users of an allowed workspace only. No user list: nobody."""
+        teams = self.allowed_team_ids or (own_team,)
+        return user_id in self.allowed_user_ids and (team_id is None or team_id in teams)
+
+    def serves_channel(self, channel_id: str) -> bool:
+        """Allow-listed channels, project channels, and direct messages with the app."""
+        return (
+            channel_id in self.allowed_channel_ids
+            or self.project_channel(channel_id) is not None
+            or channel_id.startswith("D")
+        )
+
+
+def slack_settings_from_config(config: Any) -> SlackSettings:
+    """The app's settings from the ``spindle`` configuration (``app.config.Settings``: its
+    ``[slack]`` section, the tokens, and the first allowed root as the default workdir).
+    Raises ``ValueError`` without both tokens."""
+    bot_token, app_token = config.slack_tokens()
+    if not bot_token or not app_token:
+        raise ValueError(
+            "Slack needs both tokens: SPINDLE_SLACK_BOT_TOKEN (xoxb-…) and "
+            "SPINDLE_SLACK_APP_TOKEN (xapp-…), or [slack] bot_token / app_token"
+        )
+    section = config.slack
+    roots = list(config.runtime.allowed_roots) or ["~"]
+    return SlackSettings(
+        bot_token=bot_token,
+        app_token=app_token,
+        base_url=section.base_url,
+        allowed_user_ids=tuple(section.allowed_user_ids),
+        allowed_team_ids=tuple(section.allowed_team_ids),
+        allowed_channel_ids=tuple(section.allowed_channel_ids),
+        project_channels=tuple(
+            ProjectChannel(channel_id=channel_id, agent=p.agent, workdir=p.workdir)
+            for channel_id, p in section.project_channels.items()
+        ),
+        default_workdir=roots[0],
+        min_edit_interval_s=max(section.min_edit_interval_s, config.runtime.edit_interval_s),
+    )

@@ -1,0 +1,500 @@
+"""The web chat's ASGI application: pages, the live stream, and the user's actions.
+
+``build_app(chat)`` is a Starlette app behind ``WebGuard`` (``ingress.web.security``: the
+token, its cookie, ``Origin`` on every POST, ``Host``, the security headers); hypercorn
+serves it on the trio thread (``ingress.web.host``). ``WebChat`` is what the routes share:
+the runtime (the one entry for actions), the ``WebPlatform`` (what the renderer showed),
+the settings and ids. It decides nothing: every request that changes something posts an
+action and answers once it is durable; what the user then sees comes back through the
+renderer and the live stream, exactly as on any other platform.
+
+Routes:
+
+- ``GET /``: the web threads, starting a conversation, uploading an exported log;
+- ``POST /threads`` (form ``agent``, ``workdir``): a new ``web:`` thread, then its page;
+- ``GET /t/<thread>``: the chat, drawn from the platform's messages and the runtime's
+  snapshot (a reload mid-run shows what the stream showed);
+- ``GET /t/<thread>/events?after=N``: server-sent events: ``put``/``delete`` of messages
+  (numbered: a reconnect resumes after ``Last-Event-ID``), ``status`` when the panel
+  changes, ``reload`` when the page is too far behind;
+- ``POST /t/<thread>/say`` (JSON ``text``, ``queue``) and ``/button`` (``action``,
+  ``answer``): a prompt or command, a button press; 400 with ``error`` when refused;
+- ``GET /t/<thread>/timeline``: the thread's timeline from the event log;
+  ``POST /timeline`` (a file): the timeline of an exported log;
+- ``GET /static/<name>``: the script and style shipped in the package.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlencode
+
+import trio
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from threadspindle.effects.web_platform import Update, WebPlatform
+from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.web import pages
+from threadspindle.ingress.web.commands import (
+    AUTHOR,
+    WebIds,
+    button_action,
+    line_action,
+    start_action,
+)
+from threadspindle.ingress.web.security import (
+    COOKIE,
+    SECURITY_HEADERS,
+    allowed_hosts,
+    cookie_header,
+    host_ok,
+    origin_ok,
+    token_ok,
+)
+from threadspindle.ingress.web.settings import WebSettings
+from threadspindle.ingress.web.timeline import timeline_of_db, timeline_of_lines
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import ThreadState
+
+__all__ = ["RuntimePort", "WebChat", "WebGuard", "build_app", "workdir_choices"]
+
+_log = logging.getLogger(__name__)
+
+WEB_THREAD = re.compile(r"^web:[0-9a-f]{1,32}$")
+ANY_THREAD = re.compile(r"^[\w:.\-]{1,128}$")
+MAX_UPLOAD = 50 * 1024 * 1024
+MAX_BODY = 1024 * 1024
+STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no message
+KEEPALIVE_S = 15.0
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+MAX_WORKDIR_CHOICES = 300
+
+
+class Receipt(Protocol):
+    async def durable(self) -> bool: ...
+
+
+class RuntimePort(Protocol):
+    """What the web chat needs of the live runtime."""
+
+    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Receipt: ...
+
+    def snapshot(self, thread_id: str) -> ThreadState | None: ...
+
+    def snapshots(self) -> Mapping[str, ThreadState]: ...
+
+
+@dataclass
+class WebChat:
+    """What every route shares; ``runtime`` is set once the runtime is open."""
+
+    settings: WebSettings
+    platform: WebPlatform
+    runtime: RuntimePort | None = None
+    log_path: Path | None = None  # the event log, for timelines
+    clock: Callable[[], float] = time.time
+    ids: WebIds = field(default_factory=WebIds)
+    requests: int = 0
+    refused: int = 0  # requests the guard turned away
+
+    def live(self) -> RuntimePort:
+        if self.runtime is None:
+            raise RuntimeError("the runtime is not open yet")
+        return self.runtime
+
+    async def post(self, action: A.Action) -> None:
+        receipt = await self.live().post(action, channel_id="web")
+        await receipt.durable()  # answered only once a crash cannot lose it
+
+
+def workdir_choices(roots: tuple[str, ...], limit: int = MAX_WORKDIR_CHOICES) -> list[str]:
+    """The allowed roots and the directories right under them (hidden ones left out)."""
+    found: list[str] = []
+    for root in roots:
+        found.append(root)
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if len(found) >= limit:
+                return found
+            try:
+                if not entry.name.startswith(".") and entry.is_dir():
+                    found.append(entry.path)
+            except OSError:
+                continue
+    return found
+
+
+# --- the guard ---------------------------------------------------------------------------
+
+
+class WebGuard:
+    """ASGI middleware: refuses what ``ingress.web.security`` refuses, before the app."""
+
+    def __init__(self, app: ASGIApp, chat: WebChat, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.chat = chat
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.chat.requests += 1
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        path: str = scope["path"]
+        token = self.chat.settings.token
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        async def refuse(status: int, text: str) -> None:
+            self.chat.refused += 1
+            response = HTMLResponse(pages.error_page(status, text), status_code=status)
+            await response(scope, receive, send_secured)
+
+        if not host_ok(headers.get("host"), self.hosts):
+            await refuse(421, "This server does not answer to that host name.")
+            return
+        if path.startswith("/static/") or path == "/favicon.ico":  # nothing secret there
+            await self.app(scope, receive, send_secured)
+            return
+        given = query.get("token", [None])[0]
+        if scope["method"] == "GET" and given is not None:
+            if not token_ok(given, token):
+                await refuse(401, "Wrong access token: open the URL Spindle printed at start.")
+                return
+            rest = {k: v for k, v in query.items() if k != "token"}
+            target = path + ("?" + urlencode(rest, doseq=True) if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.headers["set-cookie"] = cookie_header(token)
+            await response(scope, receive, send_secured)
+            return
+        if not token_ok(_cookie(headers.get("cookie", ""), COOKIE), token):
+            await refuse(401, "Open the URL Spindle printed at start (it carries the token).")
+            return
+        if scope["method"] not in ("GET", "HEAD") and not origin_ok(
+            headers.get("origin"), self.hosts
+        ):
+            await refuse(403, "Refused: this request did not come from the web chat's page.")
+            return
+        await self.app(scope, receive, send_secured)
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+# --- the routes --------------------------------------------------------------------------
+
+
+def _html(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status)
+
+
+def _refused(text: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": text}, status_code=status)
+
+
+def _update_event(update: Update) -> str:
+    data: dict[str, Any] = {"id": update.message_id}
+    if update.message is not None:
+        data["html"] = pages.message_html(update.message)
+    return f"id: {update.seq}\nevent: {update.kind}\ndata: {json.dumps(data)}\n\n"
+
+
+def _status_event(html: str, phase: str) -> str:
+    return f"event: status\ndata: {json.dumps({'html': html, 'phase': phase})}\n\n"
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise InputRefused("The request is too large.")
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        raise InputRefused("The request is not JSON.") from None
+    if not isinstance(data, dict):
+        raise InputRefused("The request is not a JSON object.")
+    return data
+
+
+def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
+    """The guarded app; ``port`` is the one really bound (the ``Host`` and ``Origin``
+    checks need it when the setting is 0)."""
+    settings = chat.settings
+    static = {
+        name: (resources.files("threadspindle.ingress.web.static").joinpath(name).read_bytes())
+        for name in ("chat.js", "style.css", "timeline.js", "icon.svg")
+    }
+
+    def web_thread(request: Request) -> str | None:
+        """The web thread the path names, when it exists (in the runtime, or on the page
+        of this process): an unknown id never gets a view made for it."""
+        thread_id = str(request.path_params["thread"])
+        if not WEB_THREAD.match(thread_id):
+            return None
+        if chat.live().snapshot(thread_id) is None and not chat.platform.knows(thread_id):
+            return None
+        return thread_id
+
+    async def home(request: Request) -> Response:
+        runtime = chat.live()
+        threads = {
+            tid: state
+            for tid, state in runtime.snapshots().items()
+            if WEB_THREAD.match(tid) and state.conversation is not None
+        }
+        ordered = dict(sorted(threads.items(), key=lambda kv: -_last_used(kv[1])))
+        workdirs = await trio.to_thread.run_sync(workdir_choices, settings.roots())
+        return _html(
+            pages.home_page(
+                ordered,
+                agents=settings.agents,
+                default_agent=settings.default_agent,
+                workdirs=workdirs,
+                default_workdir=settings.default_workdir,
+                notice=request.query_params.get("notice", "")[:300],
+            )
+        )
+
+    async def start(request: Request) -> Response:
+        body = (await request.body())[:MAX_BODY].decode("utf-8", "replace")
+        form = parse_qs(body)
+        agent = form.get("agent", [settings.default_agent])[0]
+        workdir = form.get("workdir", [settings.default_workdir])[0]
+        thread_id = chat.ids.thread_id()
+        try:
+            action = start_action(
+                thread_id, chat.ids.action_id(), chat.clock(), agent, workdir, settings.agents
+            )
+        except InputRefused as refused:
+            return RedirectResponse("/?" + urlencode({"notice": str(refused)}), status_code=303)
+        await chat.post(action)
+        return RedirectResponse(f"/t/{thread_id}", status_code=303)
+
+    async def thread_page(request: Request) -> Response:
+        thread_id = web_thread(request)
+        if thread_id is None:
+            return _html(pages.error_page(404, "No such web thread."), 404)
+        view = chat.platform.view(thread_id)
+        state = chat.live().snapshot(thread_id)
+        return _html(
+            pages.chat_page(
+                thread_id,
+                state,
+                view.messages(),
+                seq=view.seq,
+                typing=chat.platform.typing_now(thread_id),
+            )
+        )
+
+    async def events(request: Request) -> Response:
+        thread_id = web_thread(request)
+        if thread_id is None:
+            return _html(pages.error_page(404, "No such web thread."), 404)
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        after = int(raw) if raw.isascii() and raw.isdigit() else 0
+
+        async def stream() -> AsyncIterator[str]:
+            seq = after
+            shown_status: str | None = None
+            quiet_since = trio.current_time()
+            yield "retry: 1000\n\n"
+            while True:
+                view = chat.platform.view(thread_id)
+                updates = view.updates_after(seq) if seq <= view.seq else None
+                upto = view.seq  # read with the updates: each yield below may let more in
+                if updates is None:
+                    yield "event: reload\ndata: {}\n\n"
+                    return
+                for update in updates:
+                    yield _update_event(update)
+                seq = upto  # the last update sent is change ``upto`` (its message's last)
+                state = chat.live().snapshot(thread_id)
+                status = pages.status_html(state, typing=chat.platform.typing_now(thread_id))
+                if status != shown_status:
+                    shown_status = status
+                    phase = state.run.phase.value if state and state.run else "idle"
+                    yield _status_event(status, phase)
+                if updates or shown_status is status:  # something was sent just now
+                    quiet_since = trio.current_time()
+                elif trio.current_time() - quiet_since > KEEPALIVE_S:
+                    quiet_since = trio.current_time()
+                    yield ": keep-alive\n\n"
+                with trio.move_on_after(STATUS_POLL_S):
+                    await view.wait_change(seq)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    async def say(request: Request) -> Response:
+        thread_id = web_thread(request)
+        if thread_id is None:
+            return _refused("No such web thread.", 404)
+        try:
+            data = await _json_body(request)
+            text = data.get("text")
+            if not isinstance(text, str):
+                raise InputRefused("Type a prompt or a command.")
+            state = chat.live().snapshot(thread_id)
+            if state is None or state.conversation is None:
+                raise InputRefused("No conversation in this thread: start one on the home page.")
+            action = line_action(state, thread_id, chat.ids.action_id(), chat.clock(), text)
+            if data.get("queue") is True and isinstance(action, A.UserMessage):
+                action = A.QueueCommand(
+                    thread_id=thread_id,
+                    action_id=action.action_id,
+                    at=action.at,
+                    author_id=action.author_id,
+                    author_name=action.author_name,
+                    text=action.text,
+                    source_message_id=action.source_message_id,
+                )
+        except InputRefused as refused:
+            return _refused(str(refused))
+        chat.platform.user_said(thread_id, text)
+        await chat.post(action)
+        return Response(status_code=204)
+
+    async def button(request: Request) -> Response:
+        thread_id = web_thread(request)
+        if thread_id is None:
+            return _refused("No such web thread.", 404)
+        try:
+            data = await _json_body(request)
+            pressed = data.get("action")
+            answer = data.get("answer")
+            if not isinstance(pressed, str) or not (answer is None or isinstance(answer, str)):
+                raise InputRefused("That button does nothing here.")
+            state = chat.live().snapshot(thread_id)
+            action: A.Action
+            if pressed == "abort":
+                action = A.AbortRequested(
+                    thread_id=thread_id,
+                    action_id=chat.ids.action_id(),
+                    at=chat.clock(),
+                    author_id=AUTHOR,
+                )
+            else:
+                action = button_action(
+                    state, thread_id, chat.ids.action_id(), chat.clock(), pressed, answer
+                )
+        except InputRefused as refused:
+            return _refused(str(refused))
+        await chat.post(action)
+        return Response(status_code=204)
+
+    async def thread_timeline(request: Request) -> Response:
+        thread_id = str(request.path_params["thread"])
+        log_path = chat.log_path
+        if not ANY_THREAD.match(thread_id) or log_path is None:
+            return _html(pages.error_page(404, "No such thread."), 404)
+        now = chat.clock()
+        try:
+            # In a worker thread: folding a long log takes a while (~50 µs per action).
+            timeline = await trio.to_thread.run_sync(
+                lambda: timeline_of_db(log_path, thread_id, now=now)
+            )
+        except KeyError:
+            return _html(pages.error_page(404, "No action of this thread is logged yet."), 404)
+        except Exception as error:  # a log that cannot be read: say so, keep serving
+            _log.warning("timeline of %s: %s", thread_id, error)
+            return _html(pages.error_page(500, f"Cannot read the log: {error}"), 500)
+        back = f"/t/{thread_id}" if WEB_THREAD.match(thread_id) else None
+        return _html(pages.timeline_page(timeline, title=thread_id, back=back))
+
+    async def upload_timeline(request: Request) -> Response:
+        if int(request.headers.get("content-length") or 0) > MAX_UPLOAD:
+            return _html(pages.error_page(413, "The file is larger than 50 MiB."), 413)
+        async with request.form(max_files=1, max_fields=4) as form:
+            upload = form.get("log")
+            if not isinstance(upload, UploadFile):
+                return _html(pages.error_page(400, "Choose an exported log file."), 400)
+            raw = await upload.read(MAX_UPLOAD + 1)
+            name = upload.filename or "uploaded log"
+        if len(raw) > MAX_UPLOAD:
+            return _html(pages.error_page(413, "The file is larger than 50 MiB."), 413)
+        text = raw.decode("utf-8", "replace")
+        try:
+            timeline = await trio.to_thread.run_sync(
+                lambda: timeline_of_lines(text.splitlines(), name)
+            )
+        except ValueError as error:
+            return _html(pages.error_page(400, f"Not a Spindle log export: {error}"), 400)
+        if timeline.actions == 0:
+            return _html(pages.error_page(400, "The file holds no action."), 400)
+        return _html(pages.timeline_page(timeline, title=name, back=None))
+
+    async def static_file(request: Request) -> Response:
+        name = str(request.path_params["name"])
+        body = static.get(name)
+        if body is None:
+            return Response("not found", status_code=404, media_type="text/plain")
+        kind = STATIC_TYPES[os.path.splitext(name)[1]]
+        return Response(body, media_type=f"{kind}; charset=utf-8")
+
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse("/static/icon.svg", status_code=301)
+
+    app = Starlette(
+        routes=[
+            Route("/", home, methods=["GET"]),
+            Route("/threads", start, methods=["POST"]),
+            Route("/t/{thread}", thread_page, methods=["GET"]),
+            Route("/t/{thread}/events", events, methods=["GET"]),
+            Route("/t/{thread}/say", say, methods=["POST"]),
+            Route("/t/{thread}/button", button, methods=["POST"]),
+            Route("/t/{thread}/timeline", thread_timeline, methods=["GET"]),
+            Route("/timeline", upload_timeline, methods=["POST"]),
+            Route("/static/{name}", static_file, methods=["GET"]),
+            Route("/favicon.ico", favicon, methods=["GET"]),
+        ]
+    )
+    return WebGuard(
+        app, chat, allowed_hosts(settings.host, settings.port if port is None else port)
+    )
+
+
+def _last_used(state: ThreadState) -> float:
+    if state.run is not None:
+        return state.run.started_at
+    if state.queue:
+        return state.queue[-1].queued_at
+    if state.last_prompt is not None:
+        return state.last_prompt.queued_at
+    return 0.0

@@ -1,0 +1,89 @@
+"""Serving the web chat: hypercorn's trio worker on the trio thread, as the MCP process
+manager is served (``effects.mcp_manager.server``).
+
+``serve_web(chat)`` binds the socket first (a port that cannot be had is one clean
+``PortUnavailable``), builds the app for the port really bound, hands hypercorn the socket
+by its descriptor (``fd://``) and starts with a ``WebServer``: the address and the start
+URL that carries the token. It serves until cancelled.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+
+from threadspindle.ingress.web.app import WebChat, build_app
+
+__all__ = ["PortUnavailable", "WebServer", "serve_web"]
+
+_log = logging.getLogger(__name__)
+
+
+class PortUnavailable(Exception):
+    """The configured port cannot be listened on (taken, or not allowed)."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        self.host, self.port, self.error = host, port, error
+        if error.errno == errno.EADDRINUSE:
+            super().__init__(f"{host}:{port} is already in use (another Spindle?)")
+        else:
+            super().__init__(f"cannot listen on {host}:{port}: {error.strerror or error}")
+
+
+@dataclass(frozen=True)
+class WebServer:
+    url: str  # http://127.0.0.1:PORT
+    port: int
+    token: str
+
+    @property
+    def start_url(self) -> str:
+        """The URL to open: it carries the token once, the cookie does from then on."""
+        return f"{self.url}/?token={self.token}"
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortUnavailable(host, port, exc) from None
+    return sock
+
+
+async def serve_web(
+    chat: WebChat, *, task_status: trio.TaskStatus[WebServer] = trio.TASK_STATUS_IGNORED
+) -> None:
+    settings = chat.settings
+    sock = _listening_socket(settings.host, settings.port)
+    port = sock.getsockname()[1]
+    fd = sock.detach()
+    handed_over = False
+    try:
+        config = HypercornConfig()
+        config.bind = [f"fd://{fd}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hypercorn.error")
+        config.graceful_timeout = 1.0
+        app = build_app(chat, port=port)
+        async with trio.open_nursery() as nursery:
+            handed_over = True
+            await nursery.start(hypercorn_serve, app, config)
+            host = f"[{settings.host}]" if ":" in settings.host else settings.host
+            server = WebServer(f"http://{host}:{port}", port, settings.token)
+            _log.info("web chat on %s", server.url)
+            task_status.started(server)
+            await trio.sleep_forever()
+    finally:
+        if not handed_over:
+            os.close(fd)

@@ -1,0 +1,153 @@
+"""``spindle cluster dev``: a 3-node JetStream cluster, two runners of one root and the
+console gateway, run as the real command. A conversation started and prompted through the
+gateway is answered by the echo agent on the serving runner (whichever took the root);
+after that runner is killed (SIGKILL), the standby takes the root and the thread over and
+answers the next prompt."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cli_harness import SPINDLE, environment, make_place
+
+
+class Lines:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.seen: list[str] = []
+        self.used: set[int] = set()
+        self.queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.queue.put(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> str:
+        """The first line matching ``pattern`` not matched before (lines of several
+        processes interleave: one already read counts)."""
+        for i, line in enumerate(self.seen):
+            if i not in self.used and re.search(pattern, line):
+                self.used.add(i)
+                return line
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if re.search(pattern, line):
+                self.used.add(len(self.seen) - 1)
+                return line
+        raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.seen))
+
+    def send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+
+@pytest.mark.timeout(240)
+def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Path) -> None:
+    place = make_place(tmp_path)
+    proc = subprocess.Popen(
+        [*SPINDLE, "cluster", "dev", "--root", str(place["work"]), "--dir", str(tmp_path / "c")]
+        + ["--lease-ttl", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        cwd=place["work"],
+        env=environment(place),
+        start_new_session=True,  # its servers and runners too: one group to kill
+    )
+    out = Lines(proc)
+    try:
+        pids = {
+            line.split(":")[0]: int(line.split()[-1])
+            for line in (out.wait_for(r"^runner-a: pid \d+"), out.wait_for(r"^runner-b: pid \d+"))
+        }
+        serving = out.wait_for(r"^runner-[ab]: serving ").split(":")[0]
+        standby = "runner-b" if serving == "runner-a" else "runner-a"
+        out.wait_for(r"^gateway: ")
+        out.send("/start t1")
+        out.wait_for(r"^\[t1\] reply: Started echo")
+        out.send("t1: first words")
+        out.wait_for(r"^\[t1\] .*first")
+        os.kill(pids[serving], signal.SIGKILL)
+        out.wait_for(rf"^{standby}: serving ")
+        out.send("t1: second words")
+        out.wait_for(r"^\[t1\] .*second")
+        assert proc.stdin is not None
+        proc.stdin.close()
+        code = proc.wait(60)
+        time.sleep(0.2)
+        while not out.queue.empty():
+            out.seen.append(out.queue.get())
+        assert code == 0, "\n".join(out.seen)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left
+        except ProcessLookupError:
+            pass
+        proc.wait(10)
+
+
+def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
+    """``spindle log export THREAD --nats URL`` writes the same JSONL as from SQLite, read
+    from the start of the thread's subject; ``spindle replay``'s reader reads it back."""
+    import trio
+
+    from threadspindle.effects.jetstream.connection import open_jetstream
+    from threadspindle.effects.jetstream.log import open_jetstream_log
+    from threadspindle.runtime.core.actions import StatusRequested
+    from threadspindle.runtime.live.replay import read_jsonl
+    from threadspindle.testkit.nats_cluster import nats_cluster
+
+    async def write(urls: list[str]) -> None:
+        async with open_jetstream(urls) as conn, open_jetstream_log(conn, "w") as log:
+            await log.claim("t9")
+            async with trio.open_nursery() as nursery:
+                await nursery.start(log.run_flusher)
+                for n in range(1, 6):
+                    ticket = log.append(
+                        StatusRequested(thread_id="t9", action_id=f"s{n}", at=float(n))
+                    )
+                await log.wait_durable(ticket)
+                nursery.cancel_scope.cancel()
+
+    place = make_place(tmp_path)
+    out = tmp_path / "t9.jsonl"
+    with nats_cluster(tmp_path / "nats") as cluster:
+        trio.run(write, cluster.urls)
+        done = subprocess.run(
+            [*SPINDLE, "log", "export", "t9", "--nats", cluster.urls[0], "-o", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+        missing = subprocess.run(
+            [*SPINDLE, "log", "export", "nope", "--nats", cluster.urls[0]],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    actions = [a for _, a in read_jsonl(out.read_text().splitlines())]
+    assert [a.action_id for a in actions] == ["s1", "s2", "s3", "s4", "s5"]
+    assert missing.returncode == 1 and "No thread 'nope'" in missing.stderr

@@ -1,0 +1,381 @@
+"""The web chat's ASGI app, driven by httpx in-process over a recording runtime: who gets
+in (token, cookie, Origin, Host), what each request posts, and that nothing an agent or a
+user wrote reaches the page as markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from threadspindle.effects.platform import SelectMenu
+from threadspindle.effects.web_platform import WebPlatform
+from threadspindle.ingress.web.app import WebChat, build_app
+from threadspindle.ingress.web.settings import WebSettings
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.effect_types import Button
+from threadspindle.runtime.core.model import (
+    Blocker,
+    Conversation,
+    Phase,
+    QueueItem,
+    Run,
+    ThreadState,
+)
+
+TOKEN = "t0ken-for-tests-only"
+PORT = 8750
+ORIGIN = f"http://127.0.0.1:{PORT}"
+THREAD = "web:0abc"
+XSS = '<script>alert(1)</script> <img src=x onerror="alert(2)"> "><b>'
+
+
+class Receipt:
+    async def durable(self) -> bool:
+        return True
+
+
+class RecordingRuntime:
+    """The runtime as the web chat sees it: what was posted, and states set by the test."""
+
+    def __init__(self) -> None:
+        self.posted: list[A.Action] = []
+        self.states: dict[str, ThreadState] = {}
+
+    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Receipt:
+        self.posted.append(action)
+        return Receipt()
+
+    def snapshot(self, thread_id: str) -> ThreadState | None:
+        return self.states.get(thread_id)
+
+    def snapshots(self) -> Mapping[str, ThreadState]:
+        return dict(self.states)
+
+
+def _item(item_id: str, text: str) -> QueueItem:
+    return QueueItem(id=item_id, author_id="web", author_name="web", text=text, queued_at=1.0)
+
+
+def _state(workdir: str, **update: Any) -> ThreadState:
+    state = ThreadState.new(THREAD).replace(
+        conversation=Conversation(agent="echo", workdir=workdir)
+    )
+    return state.replace(**update) if update else state
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> RecordingRuntime:
+    runtime = RecordingRuntime()
+    runtime.states[THREAD] = _state(str(tmp_path))
+    return runtime
+
+
+@pytest.fixture
+def chat(runtime: RecordingRuntime, tmp_path: Path) -> WebChat:
+    settings = WebSettings(
+        token=TOKEN,
+        port=PORT,
+        agents=("echo", "claude"),
+        default_workdir=str(tmp_path),
+        allowed_roots=(str(tmp_path),),
+    )
+    return WebChat(settings, WebPlatform(), runtime, clock=lambda: 1000.0)
+
+
+@pytest.fixture
+async def client(chat: WebChat) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=build_app(chat))
+    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as c:
+        yield c
+
+
+async def _logged_in(client: httpx.AsyncClient) -> None:
+    answer = await client.get(f"/?token={TOKEN}")
+    assert answer.status_code == 303
+    client.cookies.set("spindle_web", TOKEN)
+
+
+# --- who gets in -------------------------------------------------------------------------
+
+
+async def test_without_the_token_nothing_is_shown_or_posted(
+    client: httpx.AsyncClient, runtime: RecordingRuntime
+) -> None:
+    for path in ("/", f"/t/{THREAD}", f"/t/{THREAD}/events", f"/t/{THREAD}/timeline"):
+        answer = await client.get(path)
+        assert answer.status_code == 401, path
+        assert "printed at start" in answer.text
+    answer = await client.post(f"/t/{THREAD}/say", json={"text": "hi"}, headers={"origin": ORIGIN})
+    assert answer.status_code == 401
+    answer = await client.get("/?token=wrong-token")
+    assert answer.status_code == 401
+    assert "set-cookie" not in answer.headers
+    assert runtime.posted == []
+
+
+async def test_the_token_in_the_url_becomes_a_strict_httponly_cookie(
+    client: httpx.AsyncClient,
+) -> None:
+    answer = await client.get(f"/t/{THREAD}?token={TOKEN}&x=1")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/t/{THREAD}?x=1"  # the token left the URL
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(f"spindle_web={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    page = await client.get(f"/t/{THREAD}")  # httpx keeps the cookie
+    assert page.status_code == 200
+    assert TOKEN not in page.text
+
+
+async def test_every_post_needs_this_servers_origin(
+    client: httpx.AsyncClient, runtime: RecordingRuntime
+) -> None:
+    await _logged_in(client)
+    for origin in (
+        None,
+        "http://evil.example",
+        "https://127.0.0.1:8750",
+        "null",
+        f"http://127.0.0.1:{PORT + 1}",
+        f"{ORIGIN}/path",
+    ):
+        headers = {"origin": origin} if origin else {}
+        answer = await client.post(f"/t/{THREAD}/say", json={"text": "hi"}, headers=headers)
+        assert answer.status_code == 403, origin
+        answer = await client.post(
+            "/threads", data={"agent": "echo", "workdir": "/"}, headers=headers
+        )
+        assert answer.status_code == 403, origin
+    assert runtime.posted == []
+    for origin in (ORIGIN, f"http://localhost:{PORT}"):
+        answer = await client.post(
+            f"/t/{THREAD}/say", json={"text": "hi"}, headers={"origin": origin}
+        )
+        assert answer.status_code == 204
+    assert [type(a) for a in runtime.posted] == [A.UserMessage, A.UserMessage]
+
+
+async def test_a_foreign_host_name_is_refused(client: httpx.AsyncClient) -> None:
+    await _logged_in(client)
+    answer = await client.get("/", headers={"host": f"rebound.example:{PORT}"})
+    assert answer.status_code == 421
+
+
+async def test_every_answer_carries_the_security_headers(client: httpx.AsyncClient) -> None:
+    await _logged_in(client)
+    for path in ("/", f"/t/{THREAD}", "/static/chat.js", "/nowhere"):
+        answer = await client.get(path)
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp
+        assert "unsafe-inline" not in csp
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "same-origin"
+
+
+async def test_pages_load_nothing_from_elsewhere_and_have_no_inline_script(
+    client: httpx.AsyncClient, chat: WebChat
+) -> None:
+    await _logged_in(client)
+    await chat.platform.send(
+        THREAD, "see <https://example.org>, ![img](https://example.com/x.png) [x](//example.com)"
+    )
+    for path in ("/", f"/t/{THREAD}"):
+        page = (await client.get(path)).text
+        # Links may lead anywhere; nothing is *loaded* from anywhere but this server.
+        loaded = re.findall(r'\ssrc="([^"]*)"', page) + re.findall(
+            r'<link [^>]*href="([^"]*)"', page
+        )
+        assert "/static/style.css" in loaded, path
+        assert all(url.startswith("/static/") for url in loaded), (path, loaded)
+        if path != "/":
+            assert "<img" not in page.split('id="messages"')[-1]  # the image stays text
+        assert re.findall(r"<script[^>]*>", page) in ([], ['<script src="/static/chat.js" defer>'])
+        assert "style=" not in page
+    for name, kind in (
+        ("chat.js", "text/javascript"),
+        ("style.css", "text/css"),
+        ("timeline.js", "text/javascript"),
+    ):
+        answer = await client.get(f"/static/{name}")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+        assert "http://" not in answer.text and "https://" not in answer.text
+    assert (await client.get("/static/../app.py")).status_code == 404
+
+
+# --- what is shown ----------------------------------------------------------------------
+
+
+async def test_agent_and_user_text_is_shown_as_text(
+    client: httpx.AsyncClient, chat: WebChat, runtime: RecordingRuntime, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    await chat.platform.send(THREAD, f"answer: {XSS}")
+    await chat.platform.send(
+        THREAD,
+        "❓ **Question:** pick",
+        menu=SelectMenu(custom_id="question:q1", options=(XSS, "plain")),
+    )
+    await chat.platform.reply(
+        THREAD, "a1", "Queued.", buttons=(Button(label=XSS, action=f"remove_queued:{XSS}"),)
+    )
+    runtime.states[THREAD] = _state(
+        str(tmp_path),
+        run=Run(
+            id="r1", prompt=_item("p", XSS), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
+        queue=(_item("q-1", XSS),),
+        blockers=(Blocker(request_id="q1", kind="question", key="k", run_id="r1", text=XSS),),
+    )
+    page = (await client.get(f"/t/{THREAD}")).text
+    shown = page.split('id="messages"')[-1]  # the chat, after the page's own header
+    assert "<script>alert" not in page and "<img" not in shown and '"><b>' not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert 'onerror="alert' not in page  # only ever inside escaped text
+    assert page.count("<script") == 1  # the page's own chat.js
+    # Attributes carry the same text escaped: the quote cannot close them.
+    assert 'data-answer="&lt;script&gt;alert(1)&lt;/script&gt; &lt;img src=x onerror=&quot;' in page
+    home = (await client.get("/")).text
+    assert "<script>alert" not in home
+
+
+async def test_the_chat_page_shows_status_queue_and_prompts(
+    client: httpx.AsyncClient, chat: WebChat, runtime: RecordingRuntime, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    await chat.platform.send(
+        THREAD,
+        "🔐 **Permission needed:** `Bash`",
+        buttons=(
+            Button(label="Accept", action="permission:allow:p1"),
+            Button(label="Deny", action="permission:deny:p1"),
+        ),
+    )
+    runtime.states[THREAD] = _state(
+        str(tmp_path),
+        run=Run(
+            id="r1", prompt=_item("p", "first"), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
+        queue=(_item("q-1", "second"), _item("q-2", "third")),
+    )
+    page = (await client.get(f"/t/{THREAD}")).text
+    assert 'id="abort" data-action="abort"' in page
+    assert page.count('data-action="remove_queued:') == 2
+    assert 'data-action="permission:allow:p1">Accept</button>' in page
+    assert 'class="phase phase-running"' in page
+    assert f'data-seq="{chat.platform.view(THREAD).seq}"' in page
+
+
+# --- what is posted ----------------------------------------------------------------------
+
+
+async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
+    client: httpx.AsyncClient, runtime: RecordingRuntime, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    (tmp_path / "app").mkdir()
+    answer = await client.post(
+        "/threads",
+        data={"agent": "echo", "workdir": str(tmp_path / "app" / "..")},
+        headers={"origin": ORIGIN},
+    )
+    assert answer.status_code == 303
+    (start,) = runtime.posted
+    assert isinstance(start, A.ConversationStarted)
+    assert answer.headers["location"] == f"/t/{start.thread_id}"
+    assert re.fullmatch(r"web:[0-9a-f]{12}", start.thread_id)
+    assert start.agent == "echo" and start.resolved_workdir == str(tmp_path)
+    for form in (
+        {"agent": "nope", "workdir": str(tmp_path)},
+        {"agent": "echo", "workdir": "bad\x00path"},
+    ):
+        answer = await client.post("/threads", data=form, headers={"origin": ORIGIN})
+        assert answer.status_code == 303 and answer.headers["location"].startswith("/?notice=")
+    assert len(runtime.posted) == 1
+
+
+async def test_lines_buttons_and_refusals(
+    client: httpx.AsyncClient, runtime: RecordingRuntime, chat: WebChat, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    runtime.states[THREAD] = _state(
+        str(tmp_path),
+        run=Run(
+            id="r1", prompt=_item("p", "x"), phase=Phase.RUNNING, started_at=1, last_event_at=1
+        ),
+        queue=(_item("q-1", "second"),),
+        blockers=(Blocker(request_id="p1", kind="permission", key="k", run_id="r1", text="t"),),
+    )
+    h = {"origin": ORIGIN}
+
+    async def say(body: dict[str, Any]) -> httpx.Response:
+        return await client.post(f"/t/{THREAD}/say", json=body, headers=h)
+
+    async def press(body: dict[str, Any]) -> httpx.Response:
+        return await client.post(f"/t/{THREAD}/button", json=body, headers=h)
+
+    assert (await say({"text": "plain"})).status_code == 204
+    assert (await say({"text": "later", "queue": True})).status_code == 204
+    assert (await say({"text": "also later queue"})).status_code == 204
+    assert (await say({"text": "/abort"})).status_code == 204
+    assert (await say({"text": "/clear-queue 1"})).status_code == 204
+    assert (await press({"action": "remove_queued:q-1"})).status_code == 204
+    assert (await press({"action": "permission:allow:p1"})).status_code == 204
+    assert (await press({"action": "abort"})).status_code == 204
+    kinds = [(type(a).__name__, getattr(a, "interrupt", None)) for a in runtime.posted]
+    assert kinds == [
+        ("UserMessage", True),
+        ("QueueCommand", None),
+        ("UserMessage", False),
+        ("AbortRequested", None),
+        ("QueueCleared", None),
+        ("QueuedItemRemoved", None),
+        ("PermissionAnswered", None),
+        ("AbortRequested", None),
+    ]
+    posted = len(runtime.posted)
+    for body, why in (
+        ({"text": "/clear-queue ²"}, "position"),
+        ({"text": "/frobnicate"}, "Unknown command"),
+        ({"text": "   "}, "Type a prompt"),
+        ({"text": 42}, "Type a prompt"),
+    ):
+        answer = await say(body)
+        assert answer.status_code == 400 and why in answer.json()["error"]
+    for body, why in (
+        ({"action": "remove_queued:gone"}, "no longer queued"),
+        ({"action": "permission:deny:other"}, "no longer pending"),
+        ({"action": "question:p1", "answer": "x"}, "no longer pending"),
+        ({"action": "whatever"}, "does nothing"),
+    ):
+        answer = await press(body)
+        assert answer.status_code == 400 and why in answer.json()["error"]
+    bad = await client.post(f"/t/{THREAD}/say", content=b"not json", headers=h)
+    assert bad.status_code == 400
+    elsewhere = await client.post("/t/1234/say", json={"text": "hi"}, headers=h)
+    assert elsewhere.status_code == 404  # only web threads take prompts here
+    unknown = await client.post("/t/web:ffff/say", json={"text": "hi"}, headers=h)
+    assert unknown.status_code == 404
+    for path in ("/t/web:ffff", "/t/web:ffff/events"):
+        assert (await client.get(path)).status_code == 404
+    assert not chat.platform.knows("web:ffff")  # no view made for an id nobody uses
+    assert len(runtime.posted) == posted
+
+
+async def test_an_uploaded_export_is_drawn_and_a_bad_one_refused(
+    client: httpx.AsyncClient,
+) -> None:
+    await _logged_in(client)
+    golden = Path(__file__).parents[2] / "runtime" / "golden" / "interrupt_queue.jsonl"
+    h = {"origin": ORIGIN}
+    answer = await client.post(
+        "/timeline", files={"log": ("run.jsonl", golden.read_bytes())}, headers=h
+    )
+    assert answer.status_code == 200
+    assert answer.text.count('class="run ') == 3
+    bad = await client.post("/timeline", files={"log": ("x.jsonl", b"{nope")}, headers=h)
+    assert bad.status_code == 400 and "Not a Spindle log export" in bad.text

@@ -1,0 +1,271 @@
+"""The web chat in a real browser: Debian's headless Chromium driven by Playwright.
+
+``spindle run``'s wiring (``run_platforms`` with the web chat, the live runtime on a real
+SQLite log, the echo agent answering word by word) serves on 127.0.0.1 in this trio run;
+the whole Playwright session runs in one worker thread (Playwright's sync calls would
+block the loop that serves the page). The browser resolves no name but 127.0.0.1
+(``NO_DNS``). One session walks through what a user does: start a conversation, watch an
+answer stream, queue two prompts and remove one, reload mid-run and find the same page,
+abort, answer a permission prompt, see an answer holding ``<script>`` shown as text, and
+open the thread's timeline. With ``SPINDLE_SCREENSHOTS=DIR`` the chat and the timeline are
+saved there (``docs/web-chat.png``, ``docs/web-timeline.png`` were made so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from playwright.sync_api import Page, expect, sync_playwright
+
+from threadspindle.agents.base import AgentOptions
+from threadspindle.agents.echo import EchoAdapter
+from threadspindle.ingress.platforms import PlatformsApp, run_platforms
+from threadspindle.ingress.web.settings import WebSettings
+from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.live.log import EventLog
+
+CHROMIUM = "/usr/lib/chromium/chromium"  # the ELF: the /usr/bin wrapper adds its own flags
+NO_DNS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
+WORD_DELAY_S = 0.1
+TIMEOUT_MS = 20_000
+# Long enough that a loaded machine cannot finish it before the test aborts it.
+LONG = " ".join(f"w{n}" for n in range(1, 151))  # 150 words: about 15 s of streaming
+FIRST = " ".join(["one", "two", "three", *(f"x{n}" for n in range(24)), "twelve"])  # ~3 s
+XSS = "<script>window.__pwned=1</script> <img src=x onerror=window.__pwned=2> done"
+
+
+def _messages(page: Page) -> list[str]:
+    return [t.strip() for t in page.locator("#messages .msg .body").all_inner_texts()]
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _wait_idle(page: Page) -> None:
+    expect(page.locator("#phase")).to_have_text("idle", timeout=TIMEOUT_MS)
+
+
+def _send(page: Page, text: str, *, queue: bool = False) -> None:
+    page.fill("#prompt", text)
+    page.click("#queue-send" if queue else "#send")
+    expect(page.locator("#prompt")).to_have_value("", timeout=TIMEOUT_MS)
+
+
+def _browser_session(
+    start_url: str,
+    snapshot: Callable[[str], ThreadState | None],
+    shots: Path,
+) -> dict[str, Any]:
+    """The user's walk through the chat, in the browser; returns what it saw."""
+    # trio-asyncio (imported by the platforms) patches asyncio's loop creation; Playwright's
+    # sync API needs a plain loop, and the policy is per thread under trio-asyncio.
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    seen: dict[str, Any] = {}
+    dialogs: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=NO_DNS)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+            # The start URL carries the token; the page then runs on the cookie alone.
+            page.goto(start_url)
+            assert "token=" not in page.url
+            expect(page.locator("h1").first).to_have_text("Conversations")
+            page.select_option("#agent", "echo")
+            page.click("#start")
+            expect(page.locator("#chat")).to_be_visible(timeout=TIMEOUT_MS)
+            thread = page.locator("#chat").get_attribute("data-thread")
+            assert thread is not None and thread.startswith("web:")
+            seen["thread"] = thread
+            _until(
+                lambda: (snapshot(thread) or ThreadState.new("x")).conversation is not None,
+                "the conversation",
+            )
+
+            # 1. A prompt streams in: the answer is seen growing, then whole.
+            _send(page, FIRST)
+            lengths: list[int] = []
+
+            def grown() -> bool:
+                texts = [t for t in _messages(page) if t.startswith("one two")]
+                if len(texts) >= 2:  # the user's own message, then the answer
+                    lengths.append(len(texts[-1]))
+                    return texts[-1].endswith("twelve")
+                return False
+
+            _until(grown, "the whole answer")
+            seen["stream_lengths"] = sorted(set(lengths))
+            _wait_idle(page)
+
+            # 2. Queue two behind a long run, remove one.
+            _send(page, LONG)
+            expect(page.locator("#phase")).to_have_text("running", timeout=TIMEOUT_MS)
+            _send(page, "queued first", queue=True)
+            _send(page, "queued second", queue=True)
+            expect(page.locator("#queue li")).to_have_count(2, timeout=TIMEOUT_MS)
+            page.locator("#queue li", has_text="queued second").locator("button").click()
+            expect(page.locator("#queue li")).to_have_count(1, timeout=TIMEOUT_MS)
+            expect(page.locator("#queue li")).to_contain_text("queued first")
+            state = snapshot(thread)
+            assert state is not None and [q.text for q in state.queue] == ["queued first"]
+
+            # 3. Reload mid-run: the same messages, status and queue are drawn again.
+            # The user's own message, then the answer streaming in.
+            _until(
+                lambda: sum(t.startswith("w1 w2 w3") for t in _messages(page)) == 2,
+                "the long answer to start",
+            )
+            before = _messages(page)
+            page.reload()
+            expect(page.locator("#phase")).to_have_text("running", timeout=TIMEOUT_MS)
+            after = _messages(page)
+            assert len(after) >= len(before)
+            for was, now in zip(before, after, strict=False):
+                # The same messages in the same order; the streaming answer may have grown.
+                assert now == was or (was.startswith("w1 w2") and now.startswith(was)), (was, now)
+            expect(page.locator("#queue li")).to_have_count(1)
+            expect(page.locator("#queue li")).to_contain_text("queued first")
+            seen["reload"] = (len(before), len(after))
+
+            # ... and it goes on streaming after the reload.
+            def long_answer() -> str:
+                return [t for t in _messages(page) if t.startswith("w1 w2")][-1]
+
+            grown_from = len(long_answer())
+            _until(lambda: len(long_answer()) > grown_from, "the stream after reload")
+
+            # 4. Abort: the run stops, the queued prompt goes next.
+            page.click("#abort")
+            expect(page.locator("#messages")).to_contain_text(
+                "Aborted the current run", timeout=TIMEOUT_MS
+            )
+            _until(
+                lambda: any(t.strip() == "queued first" for t in _messages(page)[-3:]),
+                "the queued prompt's answer",
+            )
+            _wait_idle(page)
+            assert not long_answer().rstrip().endswith("w150")  # cut short by the abort
+
+            # 5. A permission prompt answered with its button.
+            _send(page, "please ask tool")
+            accept = page.locator("#messages button", has_text="Accept")
+            expect(accept).to_be_visible(timeout=TIMEOUT_MS)
+            _until(
+                lambda: bool((snapshot(thread) or ThreadState.new("x")).blockers),
+                "the pending permission",
+            )
+            accept.click()
+            _until(
+                lambda: any(t.strip() == "please ask tool" for t in _messages(page)[-3:]),
+                "the answer after the permission",
+            )
+            expect(page.locator("#messages button", has_text="Accept")).to_have_count(0)
+            _wait_idle(page)
+
+            # 6. An answer holding markup is shown as text; nothing runs.
+            _send(page, XSS)
+            _until(
+                lambda: sum(t.strip().endswith("done") for t in _messages(page)) >= 2,
+                "the echoed markup",
+            )
+            _wait_idle(page)
+            seen["script_tags_in_messages"] = page.locator("#messages script").count()
+            seen["img_tags_in_messages"] = page.locator("#messages img").count()
+            seen["pwned"] = page.evaluate("window.__pwned === undefined ? null : window.__pwned")
+            seen["literal"] = [t for t in _messages(page) if "<script>" in t]
+            page.evaluate("window.scrollTo(0, 0)")  # the status panel in its place
+            page.screenshot(path=str(shots / "web-chat.png"), full_page=True)
+
+            # 7. The timeline of this thread.
+            page.click("#timeline-link")
+            expect(page.locator("svg.timeline")).to_be_visible(timeout=TIMEOUT_MS)
+            seen["run_bars"] = page.locator("svg.timeline rect.run").evaluate_all(
+                "rects => rects.map(r => r.getAttribute('class'))"
+            )
+            seen["waits"] = page.locator("svg.timeline rect.wait").count()
+            seen["tools"] = page.locator("svg.timeline rect.tool").count()
+            page.click("#play")
+            page.wait_for_timeout(400)
+            seen["played_width"] = float(page.locator("#played-rect").get_attribute("width") or "0")
+            page.fill("#scrub", "1000")
+            page.dispatch_event("#scrub", "input")
+            page.screenshot(path=str(shots / "web-timeline.png"), full_page=True)
+            seen["dialogs"] = dialogs
+            seen["console_errors"] = errors
+        finally:
+            browser.close()
+    return seen
+
+
+async def test_the_web_chat_in_a_real_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shots = Path(os.environ.get("SPINDLE_SCREENSHOTS") or tmp_path)
+    # Playwright's driver keeps the browser profile under TMPDIR: in a directory of this
+    # test's own, removed at the end even when a crash left the profile behind. (Short:
+    # under pytest's long tmp_path Chromium's socket path is too long to launch.)
+    browser_tmp = tempfile.mkdtemp(prefix="spindle-web-")
+    monkeypatch.setenv("TMPDIR", browser_tmp)
+    work = tmp_path / "project"
+    work.mkdir()
+    web = WebSettings(
+        token="browser-test-token",
+        port=0,
+        agents=("echo",),
+        default_agent="echo",
+        default_workdir=str(work),
+        allowed_roots=(str(tmp_path),),
+    )
+
+    def echo(start: Any, thread_id: str) -> EchoAdapter:
+        return EchoAdapter(AgentOptions(), word_delay_s=WORD_DELAY_S)
+
+    with EventLog(tmp_path / "spindle.db") as log:
+        async with trio.open_nursery() as nursery:
+            app: PlatformsApp = await nursery.start(
+                partial(
+                    run_platforms,
+                    web=web,
+                    log=log,
+                    adapter_factory=echo,
+                    policy=Policy(allowed_roots=(str(tmp_path),)),
+                )
+            )
+            assert app.web is not None
+            try:
+                seen = await trio.to_thread.run_sync(
+                    _browser_session, app.web.start_url, app.runtime.snapshot, shots
+                )
+            finally:
+                app.stop()
+                shutil.rmtree(browser_tmp, ignore_errors=True)
+    assert len(seen["stream_lengths"]) >= 3, seen["stream_lengths"]  # it grew, not popped in
+    assert seen["reload"][1] >= seen["reload"][0]
+    assert seen["script_tags_in_messages"] == 0 and seen["img_tags_in_messages"] == 0
+    assert seen["pwned"] is None and seen["dialogs"] == []
+    assert any("<script>window.__pwned=1</script>" in t for t in seen["literal"])
+    outcomes = [c.split()[1] for c in seen["run_bars"]]
+    assert outcomes.count("completed") >= 4 and outcomes.count("aborted") == 1, outcomes
+    assert seen["waits"] == 1 and seen["tools"] == 1
+    assert seen["played_width"] < 1000  # playback started from the beginning
+    assert seen["console_errors"] == []  # no CSP violation, no script error
+    for name in ("web-chat.png", "web-timeline.png"):
+        assert (shots / name).stat().st_size > 10_000
