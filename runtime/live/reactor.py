@@ -51,6 +51,7 @@ from threadspindle.runtime.core.effect_types import (
 )
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
+from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import RendererPort, ThreadLog
 
 __all__ = ["Reactor", "ReactorStatistics"]
@@ -137,14 +138,20 @@ class Reactor:
             self._agent_lane.pending += len(agent)
         if chat:
             self._chat_lane.pending += len(chat)
-        self._log.when_durable(ticket, lambda: self._deliver(ticket, agent, chat))
-        if agent:
-            # An interrupt, a prompt or an answer goes ahead of the streaming traffic: the
-            # log is flushed now instead of on the flusher's turn, one scheduler round on.
-            self._log.flush_now()
+        log = self._log
+        if isinstance(log, EventLog):
+            log.when_durable(ticket, lambda: self._deliver(ticket, agent, chat))
+            if agent:
+                # An interrupt, a prompt or an answer goes ahead of the streaming traffic:
+                # the log is flushed now instead of on the flusher's turn, a round later.
+                log.flush_now()
+        else:
+            # Another ThreadLog (JetStream) has no flush callbacks: the lane itself waits
+            # for durability before applying (``_run_lane``).
+            self._deliver(ticket, agent, chat)
 
     def _deliver(self, ticket: int, agent: list[Effect], chat: list[Effect]) -> None:
-        """Hand durable effects to their lanes (called by the log's flush)."""
+        """Hand effects to their lanes (called by the SQLite log's flush, once durable)."""
         if agent:
             self._agent_lane.deliver(ticket, agent)
         if chat:
@@ -180,6 +187,9 @@ class Reactor:
                     batches.append(lane.recv.receive_nowait())
                 except trio.WouldBlock:
                     break
+            last = batches[-1][0]
+            if not self._log.is_durable(last):  # (the SQLite log delivers durable batches)
+                await self._log.wait_durable(last)
             for effect, count in _coalesce_appends(batches):
                 await self.apply(effect)
                 lane.pending -= count
