@@ -9,10 +9,12 @@ applied, so ingress->effect latency is measured per delta. Meanwhile each thread
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import random
 import tempfile
+import time
 
 import trio
 
@@ -33,19 +35,66 @@ DELTA_INTERVAL_S = 0.05
 DRAIN_LIMIT_S = 120.0  # an overloaded run reports what it measured instead of waiting on
 
 
+class Pacer:
+    """Wakes each streaming agent when its next delta is due with one reschedule, the way
+    trio wakes a task reading an agent's pipe when a line arrives; one timer task serves
+    every agent. (``trio.sleep`` per delta costs a cancel scope and a ``Cancelled`` each,
+    ~30 µs: at 20,000 deltas/s that alone took a fifth of the process, spent by the fake
+    agents, not by Spindle.)"""
+
+    TICK_S = 0.001
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, trio.lowlevel.Task]] = []
+        self._gone: set[int] = set()  # entries whose sleeper was cancelled
+        self._n = 0
+
+    async def sleep_until(self, deadline: float) -> None:
+        self._n += 1
+        entry = self._n
+        heapq.heappush(self._due, (deadline, entry, trio.lowlevel.current_task()))
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._gone.add(entry)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    async def run(self) -> None:
+        due, gone = self._due, self._gone
+        while True:
+            now = trio.current_time()
+            while due and due[0][0] <= now:
+                _, entry, task = heapq.heappop(due)
+                if entry in gone:
+                    gone.discard(entry)
+                else:
+                    trio.lowlevel.reschedule(task)
+            await trio.sleep(self.TICK_S)
+
+
 class StreamingAgent(ScriptedAgent):
     """Streams a stamped delta every 50 ms until interrupted, or until the load period ends
     (``world.stop_at``): an overloaded runtime must not be fed for ever."""
 
+    thread_id = ""
+
+    async def interrupt(self, run_id: str) -> None:
+        # When the interrupt reaches the agent: what ``/abort`` -> interrupt measures.
+        self.world.interrupted_at.setdefault(self.thread_id, trio.current_time())  # type: ignore[attr-defined]
+        await super().interrupt(run_id)
+
     async def _turns(self) -> None:
+        world = self.world
+        assert isinstance(world, StreamingWorld)
         async for prompt in self._recv:
             with trio.CancelScope() as scope:
                 self._turn = (prompt.run_id, scope)
-                await self.world.go.wait()  # every thread set up first: then the load starts
-                while trio.current_time() < self.world.stop_at:
-                    self.world.deltas += 1
+                await world.go.wait()  # every thread set up first: then the load starts
+                while trio.current_time() < world.stop_at:
+                    world.deltas += 1
                     await self._say(prompt.run_id, E.TextDelta(text=f"@{trio.current_time():.6f} "))
-                    await trio.sleep(DELTA_INTERVAL_S)
+                    await world.pacer.sleep_until(trio.current_time() + DELTA_INTERVAL_S)
             self._turn = None
             if scope.cancelled_caught:
                 await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
@@ -57,13 +106,16 @@ class StreamingWorld(FakeAgentWorld):
     def __init__(self) -> None:
         super().__init__()
         self.go = trio.Event()
+        self.pacer = Pacer()
         self.stop_at = math.inf
         self.deltas = 0  # text deltas the agents emitted
+        self.interrupted_at: dict[str, float] = {}  # thread -> first interrupt received
 
     def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = StreamingAgent(
             self.adapters[0].options if self.adapters else _options(), world=self
         )
+        adapter.thread_id = thread_id
         self.adapters.append(adapter)
         return adapter
 
@@ -76,8 +128,20 @@ def _options():
 
 async def _load(threads: int, seconds: float, db: str) -> dict:
     world = StreamingWorld()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(world.pacer.run)
+        try:
+            return await _measure(world, threads, seconds, db)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str) -> dict:
     async with bench_runtime(db, world=world, tick_interval_s=1.0) as (rt, _, renderers):
-        scripts = [ThreadScript(f"t{i}") for i in range(threads)]
+        # The users' actions carry the wall clock, as ingress stamps them: the runtime's own
+        # actions (ticks, agent events) do, and the core's turn timeout compares the two (a
+        # script's made-up clock would time every run out at its first tick).
+        scripts = [ThreadScript(f"t{i}", start=time.time()) for i in range(threads)]
         for s in scripts:
             await rt.post(s.start("fake", "/tmp", "/tmp"))
             await rt.post(s.user("stream"))
@@ -112,15 +176,21 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
                 await trio.sleep(seconds / max(1, threads))
 
         world.stop_at = trio.current_time() + seconds
+
+        cpu_started, wall_started = time.process_time(), trio.current_time()
         world.go.set()
         await users()
         drained = False
         with trio.move_on_after(DRAIN_LIMIT_S):
             await rt.wait_quiet()
+            drained = True
+        # The process's CPU time from the start of the load until every delta was applied:
+        # what one delta costs, whatever share of the machine the other jobs left us.
+        cpu_load, wall_load = time.process_time() - cpu_started, trio.current_time() - wall_started
+        if drained:
             await trio.sleep(0.5)
             await rt.wait_quiet()
-            drained = True
-        delta_lat, reply_lat, abort_lat = [], [], []
+        delta_lat, reply_lat, abort_reply_lat = [], [], []
         for _thread, applied, effect in renderers.effects[start_index:]:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
                 # Deltas merged into one action (runtime/live/actor.py) show in one effect:
@@ -131,7 +201,14 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
             elif isinstance(effect, ReplyToCommand) and effect.key in queued_at:
                 reply_lat.append(applied - queued_at[effect.key])
             elif isinstance(effect, ReplyToCommand) and effect.key in aborted_at:
-                abort_lat.append(applied - aborted_at[effect.key])
+                abort_reply_lat.append(applied - aborted_at[effect.key])
+        # /abort -> the agent's interrupt() called (the agent lane), and -> its reply shown
+        # (the chat lane, behind the run's last part and the typing indicator turned off).
+        abort_lat = [
+            world.interrupted_at[key.split("/", 1)[0]] - at
+            for key, at in aborted_at.items()
+            if key.split("/", 1)[0] in world.interrupted_at
+        ]
         interrupts = len(world.interrupts)
         actors = [a for a in (rt.get(t) for t in rt.actors()) if a is not None]
         coalesced = sum(a.coalesced_deltas for a in actors)
@@ -152,9 +229,16 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
         "ingress_to_effect": summary(delta_lat),
         "queue_reply": summary(reply_lat),
         "abort_to_interrupt": summary(abort_lat),
+        "abort_reply": summary(abort_reply_lat),
         "interrupts_applied": interrupts,
         "drained_within_limit": drained,
         "deltas": world.deltas,
+        # Deltas the agents managed to emit per second, against 20 x threads offered: an
+        # overloaded process also slows the (in-process) agents down.
+        "deltas_per_s": round(world.deltas / max(1e-9, wall_load)),
+        "cpu_us_per_delta": round(cpu_load / max(1, world.deltas) * 1e6, 1),
+        "cpu_share": round(cpu_load / max(1e-9, wall_load), 2),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         # Actions committed per delta received: 1.0 without merging; lower when deltas that
         # waited together became one action.
         "delta_actions_per_delta": round((world.deltas - coalesced) / max(1, world.deltas), 3),

@@ -165,6 +165,8 @@ class JetStreamLog:
         self._appended = 0
         self._undurable: dict[int, str] = {}  # ticket -> thread, until stored
         self._changed = trio.Event()
+        # (ticket, callback) of the reactor, run by _notify once the ticket is stored.
+        self._on_durable: list[tuple[int, Callable[[], object]]] = []
         self._wakeup = trio.Event()
         self.flushes = 0  # flush rounds that stored something
         self.messages = 0  # batches stored
@@ -347,7 +349,27 @@ class JetStreamLog:
             await self._changed.wait()
         return True
 
+    def when_durable(self, ticket: int, callback: Callable[[], object]) -> None:
+        """``callback()`` once ``ticket`` is stored (at once if it is). A thread's entries
+        are published in order, so its callbacks run in ticket order; a fenced thread's
+        never run, as its effects are never shown."""
+        if self.is_durable(ticket):
+            callback()
+        else:
+            self._on_durable.append((ticket, callback))
+
+    def flush_now(self) -> None:
+        """JetStream is written by the flusher alone (a publish is awaited): wake it now."""
+        self._wakeup.set()
+
     def _notify(self) -> None:
+        if self._on_durable:
+            waiting, self._on_durable = self._on_durable, []
+            for ticket, callback in waiting:
+                if self.is_durable(ticket):
+                    callback()
+                else:
+                    self._on_durable.append((ticket, callback))
         done, self._changed = self._changed, trio.Event()
         done.set()
 

@@ -46,6 +46,7 @@ from threadspindle.runtime.live.ports import (
 )
 from threadspindle.runtime.live.reactor import Reactor
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
+from threadspindle.runtime.live.timers import Timers
 
 __all__ = ["Receipt", "ThreadActor"]
 
@@ -53,6 +54,9 @@ logger = logging.getLogger("spindle.actor")
 
 BATCH = 64  # actions committed per scheduler turn at most: fair to other threads
 COALESCE_MAX_CHARS = 16_384  # one merged delta's text at most (a bounded action and log row)
+# A post this soon after the last one committed at once goes to the mailbox instead: one
+# action of a burst is committed at once, the rest wait together and are merged.
+INLINE_GAP_S = 0.002
 
 # The one mapping of a LogNote's level to logging's (the reactor never sees a LogNote).
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -103,6 +107,7 @@ class ThreadActor:
         ids: Callable[[], str],
         new_state: Callable[[str], ThreadState],
         tick_interval_s: float = 1.0,
+        timers: Timers | None = None,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
         workspace_factory: WorkspaceFactory | None = None,
@@ -117,6 +122,7 @@ class ThreadActor:
         self._clock = clock
         self._ids = ids
         self.tick_interval_s = tick_interval_s
+        self._timers = timers or Timers()  # not running: plain trio.sleep
         store.get_or_new(thread_id, new_state)
         self._send, self._recv = trio.open_memory_channel[tuple[Action, Receipt | None]](math.inf)
         self.listener = AgentListener(
@@ -150,18 +156,50 @@ class ThreadActor:
         self._mailbox = 0
         self._busy = False
         self._busy_changed = trio.Event()
-        self._quiet = trio.Event()
-        self._quiet.set()
+        # Set when the mailbox empties; made only when someone waits for that (``wait_quiet``),
+        # not once per action posted.
+        self._quiet: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self.running = False
         self.done = trio.Event()
         self.closing = False
         self.coalesced_deltas = 0  # deltas merged into the one before them (``_coalesce``)
+        self.inline_commits = 0  # actions committed by ``post_nowait`` itself
+        self._parked = False  # the actor task waits on an empty mailbox
+        self._last_inline = -math.inf  # trio time of the last commit made by ``post_nowait``
+        self._committing = False  # a commit (or batch of them) is under way
 
     # --- ingress -------------------------------------------------------------------------
 
     def post_nowait(self, action: Action, receipt: Receipt | None = None) -> bool:
-        """Queue an action for this thread; False (and counted) when the actor is gone."""
+        """Queue an action for this thread; False (and counted) when the actor is gone.
+
+        When the actor is parked on an empty mailbox (running, nothing queued, not in the
+        middle of a commit), the action is committed at once, in the caller's task: the
+        commit is synchronous, so nothing can come between, and the order is the one the
+        mailbox would have given. That spares a task wake-up per action (an agent's delta,
+        an ``/abort``) and a scheduler round on the way to its effect. A thread that is
+        behind, and the rest of a burst (``INLINE_GAP_S``), queue as before, where waiting
+        deltas are merged (``_coalesce``)."""
+        if self._mailbox == 0 and self._parked and not self._committing:
+            now = trio.current_time()
+            if now - self._last_inline < INLINE_GAP_S:
+                # A burst (posted in one go): the first went in at once, the rest wait in
+                # the mailbox for the actor, which merges them.
+                self._parked = False
+                return self._enqueue(action, receipt)
+            self._last_inline = now
+            self._committing = True
+            try:
+                self._commit(action, receipt)
+                self._end_batch()
+            finally:
+                self._committing = False
+            self.inline_commits += 1
+            return True
+        return self._enqueue(action, receipt)
+
+    def _enqueue(self, action: Action, receipt: Receipt | None) -> bool:
         try:
             self._send.send_nowait((action, receipt))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -170,8 +208,6 @@ class ThreadActor:
             logger.info("dropped: the actor is closed", extra=self._ctx(None, action.kind))
             return False
         self._mailbox += 1
-        if self._quiet.is_set():
-            self._quiet = trio.Event()
         return True
 
     # --- the task ------------------------------------------------------------------------
@@ -184,7 +220,14 @@ class ThreadActor:
                 nursery.start_soon(self.reactor.run, nursery)
                 nursery.start_soon(self._ticker)
                 task_status.started()
-                async for action, receipt in self._recv:
+                while True:
+                    self._parked = self._mailbox == 0
+                    try:
+                        action, receipt = await self._recv.receive()
+                    except trio.EndOfChannel:
+                        break
+                    finally:
+                        self._parked = False
                     self._mailbox -= 1
                     batch = [(action, receipt)]
                     # Take what is already waiting (up to a batch) before yielding: the log
@@ -197,11 +240,16 @@ class ThreadActor:
                             # (an agent's late event was the last action): the loop ends.
                             break
                         self._mailbox -= 1
-                    for action, receipt in self._coalesce(batch):
-                        self._commit(action, receipt)
-                    self._end_batch()
-                    if self._mailbox == 0:
+                    self._committing = True
+                    try:
+                        for action, receipt in self._coalesce(batch):
+                            self._commit(action, receipt)
+                        self._end_batch()
+                    finally:
+                        self._committing = False
+                    if self._mailbox == 0 and self._quiet is not None:
                         self._quiet.set()
+                        self._quiet = None
                 nursery.cancel_scope.cancel()
         finally:
             self.running = False
@@ -295,7 +343,7 @@ class ThreadActor:
             if not self._busy:
                 await self._busy_changed.wait()
                 continue
-            await trio.sleep(self.tick_interval_s)
+            await self._timers.sleep(self.tick_interval_s)
             if self._busy:
                 self.post_nowait(
                     Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
@@ -322,6 +370,8 @@ class ThreadActor:
         """Wait until the mailbox is empty and every committed effect has been applied."""
         while not self.is_quiet():
             if self._mailbox:
+                if self._quiet is None:
+                    self._quiet = trio.Event()
                 await self._quiet.wait()
             else:
                 await self.reactor.wait_idle()
@@ -359,6 +409,7 @@ class ThreadActor:
             await self._dismiss_leftover_prompts(reason)
             await self._flush_renderer()
             await self.wait_quiet()  # commit the OutputPosted of that last flush
+        self._parked = False  # from here on nothing is committed: posts are dropped
         self._send.close()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()

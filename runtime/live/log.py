@@ -38,6 +38,7 @@ import fcntl
 import os
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,9 @@ class EventLog:
         self._durable = 0  # tickets written
         self._flushed = trio.Event() if _in_trio() else None
         self._wakeup = trio.Event() if _in_trio() else None
+        self._wakeup_set = False  # ``_wakeup`` set since the flusher last woke (cheap check)
+        # (ticket, callback) in registration order: called once the ticket is durable.
+        self._on_durable: deque[tuple[int, Callable[[], object]]] = deque()
         self.flushes = 0
         self.flush_seconds = 0.0  # time spent in flush(), for measurements
         self.rows_written = 0
@@ -326,7 +330,8 @@ class EventLog:
         if state_after is not None and seq % self.snapshot_every == 0:
             self._pending_snapshots[thread_id] = (seq, state_after.model_dump_json())
         self._appended += 1
-        if self._wakeup is not None:
+        if self._wakeup is not None and not self._wakeup_set:
+            self._wakeup_set = True
             self._wakeup.set()
         return self._appended
 
@@ -394,6 +399,37 @@ class EventLog:
         self.flushes += 1
         self.rows_written += len(rows)
         self._wake_waiters()
+        self._run_durable_callbacks()
+
+    def flush_now(self) -> None:
+        """Flush at once, in the caller, for an action that must not wait for the flusher's
+        turn (an ``/abort``'s interrupt behind thousands of streaming threads). Left to the
+        flusher instead while it writes from a worker thread or the disk refuses writes
+        (a failure here keeps the rows buffered for it, as its own would)."""
+        if self.flush_in_thread or self.unwritable is not None or self._conn is None:
+            return
+        try:
+            self.flush()
+        except (LogUnwritable, sqlite3.Error):
+            if self._wakeup is not None:
+                self._wakeup_set = True
+                self._wakeup.set()  # the flusher retries and reports it
+
+    def when_durable(self, ticket: int, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` (synchronously, from the flush) once ``ticket`` is durable;
+        at once when it already is. Callbacks registered with growing tickets run in
+        registration order. Unlike ``wait_durable`` this wakes no task per waiter: the
+        reactor hands a batch of effects to its lane only once it may be applied, so a
+        lane wakes once per batch, not once for the batch and again for the flush."""
+        if ticket <= self._durable:
+            callback()
+        else:
+            self._on_durable.append((ticket, callback))
+
+    def _run_durable_callbacks(self) -> None:
+        queue, durable = self._on_durable, self._durable
+        while queue and queue[0][0] <= durable:
+            queue.popleft()[1]()
 
     def _wake_waiters(self) -> None:
         if self._flushed is not None:
@@ -452,14 +488,15 @@ class EventLog:
             while True:
                 if self.unwritable is None:
                     await self._wakeup.wait()
-                    self._wakeup = trio.Event()
                     if self.batch_window_s > 0:
                         await trio.sleep(self.batch_window_s)
-                    else:
-                        await trio.lowlevel.checkpoint()  # let every ready actor append first
+                    # (No extra checkpoint otherwise: woken by the first append of a
+                    # scheduler batch, the flusher runs in the next one, after every actor
+                    # of that batch appended; one more batch would only add latency.)
                 else:
                     await trio.sleep(self.retry_interval_s)
-                    self._wakeup = trio.Event()
+                self._wakeup = trio.Event()
+                self._wakeup_set = False
                 try:
                     await self._flush_batch()
                 except LogUnwritable as exc:

@@ -268,6 +268,17 @@ class ThreadLog(Protocol):
         """True once stored; False as soon as the log cannot store it (for ingress)."""
         ...
 
+    def when_durable(self, ticket: int, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` (synchronously) once the action with this ticket is stored,
+        at once when it already is; callbacks of one thread run in ticket order. The reactor
+        hands a batch of effects to its lane this way: a lane wakes once per batch."""
+        ...
+
+    def flush_now(self) -> None:
+        """Start writing what is buffered now rather than on the flusher's next turn (an
+        ``/abort``'s interrupt must not wait behind streaming threads); never raises."""
+        ...
+
     def on_writability(
         self, listener: Callable[[LogUnwritable | None], object]
     ) -> Callable[[], None]: ...

@@ -3,8 +3,8 @@
 Invariants:
 
 - Effects of an action are applied only once that action is durable in the log
-  (``EventLog.wait_durable``), so a crash can lose an effect but never show one whose
-  cause the log forgot.
+  (``ThreadLog.when_durable`` hands them to their lane then), so a crash can lose an effect
+  but never show one whose cause the log forgot.
 - Effects go into two lanes, each applied one at a time in commit order: the **agent
   lane** (start, prompt, interrupt, stop, answers) and the **chat lane** (everything the
   renderer shows). A chat effect stuck in a long 429 ``retry_after`` (the renderer waits
@@ -125,8 +125,8 @@ class Reactor:
         self.failed = 0
         self.skipped_prompts = 0
         self.coalesced = 0  # appends handed to the renderer inside another one
-        self._idle = trio.Event()
-        self._idle.set()
+        self._idle_now = True  # nothing pending
+        self._idle: trio.Event | None = None  # set when idle again, for ``wait_idle``
         self._wire_background_posts()
 
     def _wire_background_posts(self) -> None:
@@ -149,22 +149,47 @@ class Reactor:
         self._report(OutputPosted, key=key, message_ids=tuple(message_ids))
 
     def submit(self, ticket: int, effects: tuple[Effect, ...]) -> None:
-        """Queue the effects of the action with durability ``ticket`` (actor only)."""
+        """Queue the effects of the action with durability ``ticket`` (actor only). Each
+        lane gets them once the log says the ticket is durable (``ThreadLog.when_durable``):
+        a lane holds only effects it may apply, and wakes once for them."""
         if not effects:
             return
         self.pending += len(effects)
-        if self._idle.is_set():
-            self._idle = trio.Event()
+        self._idle_now = False
         agent: list[Effect] = []
         chat: list[Effect] = []
         for effect in effects:
             (agent if isinstance(effect, _AGENT_EFFECTS) else chat).append(effect)
         if agent:
-            self._agent_lane.submit(ticket, agent)
+            self._agent_lane.pending += len(agent)
         if chat:
-            self._chat_lane.submit(ticket, chat)
+            self._chat_lane.pending += len(chat)
+        log = self._log
+        log.when_durable(ticket, lambda: self._deliver(ticket, agent, chat))
+        if agent:
+            # An interrupt, a prompt or an answer goes ahead of the streaming traffic:
+            # the log is flushed now instead of on the flusher's turn, a round later.
+            log.flush_now()
+
+    def _deliver(self, ticket: int, agent: list[Effect], chat: list[Effect]) -> None:
+        """Hand effects to their lanes (called by the SQLite log's flush, once durable)."""
+        if agent:
+            self._agent_lane.deliver(ticket, agent)
+        if chat:
+            self._chat_lane.deliver(ticket, chat)
+
+    def _set_idle(self) -> None:
+        self._idle_now = True
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
     async def wait_idle(self) -> None:
+        if self._idle_now:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._idle is None:
+            self._idle = trio.Event()  # made only when someone waits: not once per batch
         await self._idle.wait()
 
     async def run(self, nursery: trio.Nursery) -> None:
@@ -176,22 +201,23 @@ class Reactor:
 
     async def _run_lane(self, lane: _Lane) -> None:
         async for first in lane.recv:
-            # Take every batch already committed: tickets grow in commit order, so once the
-            # last one is durable all are, and one wait covers them (one log flush).
+            # Take every durable batch already delivered: they go out in commit order.
             batches = [first]
             while True:
                 try:
                     batches.append(lane.recv.receive_nowait())
                 except trio.WouldBlock:
                     break
-            await self._log.wait_durable(batches[-1][0])
+            last = batches[-1][0]
+            if not self._log.is_durable(last):  # (the SQLite log delivers durable batches)
+                await self._log.wait_durable(last)
             for effect, count in _coalesce_appends(batches):
                 await self.apply(effect)
                 lane.pending -= count
                 self.pending -= count
                 self.coalesced += count - 1
             if self.pending == 0:
-                self._idle.set()
+                self._set_idle()
 
     async def apply(self, effect: Effect) -> None:
         try:
@@ -387,7 +413,8 @@ def _coalesce_appends(
 
 
 class _Lane:
-    """One ordered queue of (durability ticket, effects) batches and its count."""
+    """One ordered queue of durable effect batches and its count (``pending`` counts the
+    effects submitted and not yet applied, durable or not)."""
 
     __slots__ = ("name", "send", "recv", "pending")
 
@@ -396,6 +423,8 @@ class _Lane:
         self.send, self.recv = trio.open_memory_channel[tuple[int, list[Effect]]](math.inf)
         self.pending = 0
 
-    def submit(self, ticket: int, effects: list[Effect]) -> None:
-        self.pending += len(effects)
-        self.send.send_nowait((ticket, effects))
+    def deliver(self, ticket: int, effects: list[Effect]) -> None:
+        try:
+            self.send.send_nowait((ticket, effects))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass  # the thread is gone (disposed): nobody applies its effects any more

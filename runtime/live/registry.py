@@ -61,6 +61,7 @@ from threadspindle.runtime.live.store import (
     TransitionFn,
     rebuild_from_log,
 )
+from threadspindle.runtime.live.timers import Timers
 
 __all__ = ["Runtime", "RuntimeClosed", "open_runtime", "sequential_ids"]
 
@@ -149,6 +150,7 @@ class Runtime:
         self._ids = ids or sequential_ids()
         self._transition = transition
         self.tick_interval_s = tick_interval_s
+        self.timers = Timers()  # every thread's ticker sleeps on it (runtime/live/timers.py)
         self.idle_timeout_s = idle_timeout_s
         self.sweep_interval_s = sweep_interval_s
         self._backoff = backoff
@@ -208,6 +210,7 @@ class Runtime:
         self._nursery = nursery
         self._unsubscribe = self.log.on_writability(self._writability_changed)
         await nursery.start(self.log.run_flusher)
+        await nursery.start(self.timers.run)
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
         # After RuntimeRecovered below: a schedule that came due while Spindle was down
@@ -370,6 +373,7 @@ class Runtime:
             # a logged PolicySet, so a replay from the log alone sees the same policy.
             new_state=ThreadState.new,
             tick_interval_s=self.tick_interval_s,
+            timers=self.timers,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
             workspace_factory=self._workspace_factory,

@@ -78,3 +78,44 @@ async def test_waiting_deltas_become_one_action_and_replay_the_same(
     ]
     assert len(merged) < len(words)  # fewer rows than deltas
     assert folded[-1][2].state == runtime.snapshot("t1")
+
+
+async def test_a_post_to_a_parked_actor_commits_at_once_and_a_burst_still_merges(
+    tmp_path: Path, autojump_clock: object
+) -> None:
+    agents = FakeAgentWorld(script=lambda text: [Step("sleep", seconds=1e9)])
+    async with running(tmp_path, agents=agents) as runtime:
+        chat = Chat(runtime, workdir=str(tmp_path))
+        await chat.start()
+        await chat.say("go")
+        await until(lambda: (s := runtime.snapshot("t1")) is not None and s.run is not None)
+        await runtime.wait_quiet("t1")
+        await trio.sleep(1)  # the actor parks on its empty mailbox
+        state = runtime.snapshot("t1")
+        actor = runtime.get("t1")
+        assert state is not None and state.run is not None and actor is not None
+        assert state.conversation is not None
+        session = state.conversation.session_id
+
+        def delta(n: int, text: str) -> AgentEventReceived:
+            assert state is not None and state.run is not None
+            return _delta(n, TextDelta(text=text), run=state.run.id).replace(session_id=session)
+
+        seq = runtime.log.last_seq("t1")
+        inline = actor.inline_commits
+        actor.post_nowait(delta(3000, "now "))
+        # Committed in this very call: the log has its row, no scheduler round later.
+        assert runtime.log.last_seq("t1") == seq + 1
+        assert actor.inline_commits == inline + 1
+        # The rest of a burst waits in the mailbox and is merged there.
+        for i in range(10):
+            actor.post_nowait(delta(3001 + i, f"b{i} "))
+        assert runtime.log.last_seq("t1") == seq + 1
+        await runtime.wait_quiet("t1")
+        assert actor.inline_commits == inline + 1
+        runtime.log.flush()
+        rows = runtime.log.read("t1", seq)
+        events = [e.action for e in rows if isinstance(e.action, AgentEventReceived)]
+        assert len(events) == 2  # the one committed at once, then ten deltas as one action
+        shown = "".join(runtime.chat.texts("t1"))  # type: ignore[attr-defined]
+        assert "now " + "".join(f"b{i} " for i in range(10)) in shown

@@ -186,3 +186,20 @@ def test_action_ids_of_some_kinds_and_the_last_action_time(tmp_path: Path) -> No
         assert log.action_ids("a", ("user_message", "status")) == ["msg-7", "s9", "msg-3"]
         assert log.action_ids("b", ("user_message",)) == [] == log.action_ids("a", ())
         assert log.last_action_at() == 6.0  # thread a's last action; b's was at 4.0
+
+
+def test_when_durable_calls_back_from_the_flush_in_order(tmp_path: Path) -> None:
+    calls: list[int] = []
+    with EventLog(tmp_path / "log.sqlite3") as log:
+        tickets = [log.append(_status("a", n)) for n in range(1, 4)]
+        for ticket in tickets:
+            log.when_durable(ticket, lambda t=ticket: calls.append(t))
+        assert calls == []  # nothing durable yet: nothing called
+        log.flush()
+        assert calls == [1, 2, 3]
+        log.when_durable(2, lambda: calls.append(-2))  # already durable: called at once
+        assert calls == [1, 2, 3, -2]
+        later = log.append(_status("a", 4))
+        log.when_durable(later, lambda: calls.append(later))
+        log.flush_now()  # the flush an action with agent effects asks for
+        assert calls == [1, 2, 3, -2, 4] and log.is_durable(later)
