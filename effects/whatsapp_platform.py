@@ -23,6 +23,8 @@ trio, so no trio-asyncio hop. What it keeps:
 - **Receipts and typing**: ``mark_read`` of a received message, and ``typing`` (WhatsApp
   shows it for a received message, at most 25 s or until the next answer) for the chat's
   last received message; none received in this process: no indicator.
+- **Media**: ``download_media`` fetches a received audio message's bytes into memory
+  (``GET /{media-id}``, then its URL with the bearer token) for the transcription.
 - **Replies** quote the message that asked (action ids ``wa-<wamid>``).
 - Failures become ``PlatformError``: throttling (HTTP 429, or error codes 4, 80007, 130429,
   131056) carries ``retry_after`` (the ``Retry-After`` header, else ``throttle_wait_s``, or
@@ -129,7 +131,8 @@ class WhatsAppPlatform:
         self.client = client
         self.limits = limits or WHATSAPP_LIMITS
         self.streams_append_only = True  # nothing shown is ever changed
-        self._url = f"{base_url.rstrip('/')}/{phone_number_id}/messages"
+        self._base = base_url.rstrip("/")
+        self._url = f"{self._base}/{phone_number_id}/messages"
         self._headers = {"Authorization": f"Bearer {token}"}
         self._throttle_wait_s = throttle_wait_s
         self._last_inbound: OrderedDict[str, str] = OrderedDict()  # chat -> wamid
@@ -160,6 +163,47 @@ class WhatsAppPlatform:
 
     async def mark_read(self, wamid: str) -> None:
         await self._post({"status": "read", "message_id": wamid})
+
+    async def download_media(self, media_id: str, *, max_bytes: int) -> tuple[bytes, str | None]:
+        """A received medium's bytes and type, in memory (never on disk): the Cloud API's two
+        steps, ``GET /{media-id}`` for a short-lived URL, then ``GET`` that URL with the same
+        bearer token. Over ``max_bytes``: a permanent ``PlatformError`` (the size is checked
+        before the download when Graph states it, and again while reading)."""
+        self.calls += 1
+        try:
+            response = await self.client.get(f"{self._base}/{media_id}", headers=self._headers)
+        except httpx.TransportError as error:
+            raise PlatformError(f"WhatsApp unreachable: {error!r}", retryable=True) from error
+        try:
+            answer: Any = response.json()
+        except ValueError:
+            answer = {}
+        if response.status_code != 200 or not isinstance(answer, dict):
+            raise _refusal(response, answer, self._throttle_wait_s)
+        url, mime = answer.get("url"), answer.get("mime_type")
+        if not isinstance(url, str) or not url:
+            raise PlatformError(f"WhatsApp named no URL for media {media_id}")
+        size = answer.get("file_size")
+        if isinstance(size, int) and size > max_bytes:
+            raise PlatformError(f"the audio is {size // 1024} KiB, over {max_bytes // 1024} KiB")
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            async with self.client.stream("GET", url, headers=self._headers) as download:
+                if download.status_code != 200:
+                    await download.aread()
+                    raise PlatformError(
+                        f"WhatsApp refused the media download ({download.status_code})",
+                        retryable=download.status_code >= 500,
+                    )
+                async for chunk in download.aiter_bytes():
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise PlatformError(f"the audio is over {max_bytes // 1024} KiB")
+                    chunks.append(chunk)
+        except httpx.TransportError as error:
+            raise PlatformError(f"WhatsApp unreachable: {error!r}", retryable=True) from error
+        return b"".join(chunks), mime if isinstance(mime, str) and mime else None
 
     async def say(self, thread_id: str, text: str, *, reply_to: str | None = None) -> str:
         """A message of ingress's own (help, a refusal, a refused value)."""

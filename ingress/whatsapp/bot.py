@@ -17,7 +17,13 @@ What it does itself, because only WhatsApp can:
 - button and list replies (and a number answering a numbered prompt) -> answers, "Remove
   from queue" -> removal; a prompt no longer pending is said so;
 - commands in plain text (``translate.parse_command``) and the trailing `` queue``;
-  voice and media messages are answered with a hint to type.
+  other media are answered with a hint to type;
+- voice and audio messages: downloaded into memory (``download_media``), transcribed
+  (``ingress.transcribe``), shown "🎤 Transcribing…" then "🎤 <transcript>" (new messages:
+  no edits), and the transcript is the prompt. This happens inside the delivery, so the
+  webhook still answers only once the prompt is durable: the answer waits for the
+  download and the transcription (bounded by ``[transcription] timeout_s``), and a
+  redelivery meanwhile waits its turn and is dropped by id.
 """
 
 from __future__ import annotations
@@ -38,13 +44,19 @@ from threadspindle.ingress.discord.translate import resolve_workdir, split_queue
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram.translate import parse_callback
+from threadspindle.ingress.transcribe import (
+    TRANSCRIBING,
+    Transcriber,
+    TranscriptionFailed,
+    transcript_notice,
+)
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
 
-__all__ = ["REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
+__all__ = ["NO_TRANSCRIPTION", "REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,7 +64,22 @@ T = TypeVar("T")
 
 REFUSAL = "You are not allowed to drive agents here. Ask the owner of this number to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
-NO_MEDIA = "Voice and media messages are not understood here: please type your message."
+NO_MEDIA = "Media messages are not understood here: please type your message."
+NO_TRANSCRIPTION = (
+    "⚠ Not sent to the agent: voice messages need a transcription endpoint "
+    "([transcription] in Spindle's config)."
+)
+# The file name tells an OpenAI-compatible endpoint the audio's format.
+_AUDIO_EXTENSIONS = {
+    "audio/ogg": "ogg",
+    "audio/opus": "ogg",
+    "audio/mpeg": "mp3",
+    "audio/mp4": "m4a",
+    "audio/aac": "aac",
+    "audio/amr": "amr",
+    "audio/wav": "wav",
+    "audio/webm": "webm",
+}
 NO_CONVERSATION = "No conversation here yet: start one with /claude start [workdir] (or /help)."
 
 
@@ -96,6 +123,10 @@ class WhatsAppIngress:
         self.platform = platform
         self.runtime = runtime
         self._clock = clock
+        # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.
+        self.transcriber = (
+            Transcriber(settings.transcription) if settings.transcription is not None else None
+        )
         self._seen: OrderedDict[str, None] = OrderedDict()  # wamids handled (bounded)
         self._told: dict[str, float] = {}  # wa_id -> when last told they are refused
         self._reads_in, self._reads_out = trio.open_memory_channel[str](1024)
@@ -142,7 +173,10 @@ class WhatsAppIngress:
             self._reads_in.send_nowait(inbound.wamid)
         except trio.WouldBlock:
             pass  # a receipt is cosmetic: dropped rather than holding the webhook
-        if inbound.kind in ("audio", "media", "other"):
+        if inbound.kind == "audio":
+            await self._voice(inbound)
+            return
+        if inbound.kind in ("media", "other"):
             await self._say(thread_id, NO_MEDIA, reply_to=inbound.wamid)
             return
         if inbound.kind == "choice":
@@ -164,34 +198,81 @@ class WhatsAppIngress:
         if not text.strip():
             return
         if self._has_conversation(thread_id):
-            prompt, steered = split_queue_suffix(text, " steer")
-            if steered:  # added to the running turn (/steer)
-                await self._post(
-                    A.SteerCommand(
-                        thread_id=thread_id,
-                        action_id=translate.action_id(inbound.wamid),
-                        at=self._clock(),
-                        author_id=inbound.sender,
-                        author_name=inbound.name,
-                        text=prompt,
-                        source_message_id=inbound.wamid,
-                    )
-                )
-                return
-            prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
-            action = A.UserMessage(
-                thread_id=thread_id,
-                action_id=translate.action_id(inbound.wamid),
-                at=self._clock(),
-                author_id=inbound.sender,
-                author_name=inbound.name,
-                text=prompt,
-                source_message_id=inbound.wamid,
-                interrupt=not queued,
-            )
-            await self._post(action)
+            await self._prompt(inbound, text)
         else:
             await self._say(thread_id, NO_CONVERSATION, reply_to=inbound.wamid)
+
+    async def _prompt(self, inbound: translate.Inbound, text: str) -> None:
+        """A typed message or a voice message's transcript -> a prompt (interrupting, or
+        queued with the `` queue`` suffix, or steered with `` steer``)."""
+        thread_id = inbound.thread_id
+        prompt, steered = split_queue_suffix(text, " steer")
+        if steered:  # added to the running turn (/steer)
+            await self._post(
+                A.SteerCommand(
+                    thread_id=thread_id,
+                    action_id=translate.action_id(inbound.wamid),
+                    at=self._clock(),
+                    author_id=inbound.sender,
+                    author_name=inbound.name,
+                    text=prompt,
+                    source_message_id=inbound.wamid,
+                )
+            )
+            return
+        prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
+        action = A.UserMessage(
+            thread_id=thread_id,
+            action_id=translate.action_id(inbound.wamid),
+            at=self._clock(),
+            author_id=inbound.sender,
+            author_name=inbound.name,
+            text=prompt,
+            source_message_id=inbound.wamid,
+            interrupt=not queued,
+        )
+        await self._post(action)
+
+    # --- voice messages ------------------------------------------------------------------
+
+    async def _voice(self, inbound: translate.Inbound) -> None:
+        """An audio message: its transcript is the prompt; the audio never reaches the agent
+        and is never written to disk."""
+        thread_id = inbound.thread_id
+        if not self._has_conversation(thread_id):
+            await self._say(thread_id, NO_CONVERSATION, reply_to=inbound.wamid)
+            return
+        transcript = await self._transcribe(inbound)
+        if transcript is not None:
+            await self._prompt(inbound, transcript)
+
+    async def _transcribe(self, inbound: translate.Inbound) -> str | None:
+        """The chat shows "🎤 Transcribing…", then (a new message: WhatsApp has no edits)
+        the transcript or why there is none; the transcript, or None when nothing goes to
+        the agent. A failure is told and not raised: Meta's redelivery would only fail again.
+        """
+        thread_id, wamid = inbound.thread_id, inbound.wamid
+        transcriber = self.transcriber
+        if transcriber is None:
+            await self._say(thread_id, NO_TRANSCRIPTION, reply_to=wamid)
+            return None
+        await self._say(thread_id, TRANSCRIBING, reply_to=wamid)
+        text: str | None = None
+        try:
+            if inbound.media_id is None:
+                raise TranscriptionFailed("WhatsApp named no audio in the message")
+            media_id, limit = inbound.media_id, transcriber.config.max_bytes
+            audio, mime = await self._retrying(
+                lambda: self.platform.download_media(media_id, max_bytes=limit)
+            )
+            mime = mime or inbound.mime_type
+            text = await transcriber.transcribe(audio, _audio_filename(mime), mime)
+            shown = transcript_notice(text)
+        except (TranscriptionFailed, PlatformError) as error:
+            _log.warning("could not transcribe voice message %s: %s", wamid, error)
+            text, shown = None, f"⚠ Could not transcribe the voice message: {error}"
+        await self._say(thread_id, shown, reply_to=wamid)
+        return text
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -410,3 +491,8 @@ class WhatsAppIngress:
         else:
             action = A.ConversationStarted(**common)
         await self._post(action)
+
+
+def _audio_filename(mime: str | None) -> str:
+    kind = (mime or "").split(";")[0].strip().lower()
+    return f"voice.{_AUDIO_EXTENSIONS.get(kind, 'ogg')}"

@@ -15,6 +15,7 @@ from pydantic import field_validator
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.effects.whatsapp_platform import GRAPH_API
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["WhatsAppSettings", "whatsapp_settings_from_config"]
@@ -39,6 +40,8 @@ class WhatsAppSettings(Frozen):
     throttle_wait_s: float = 1.0  # a throttled call without Retry-After waits this long
     refusal_interval_s: float = 600.0  # a refused user is told at most this often
     deliveries_remembered: int = 4096  # message ids kept to drop Meta's redeliveries
+    # Voice messages are transcribed here (None: voice messages are refused with a reply).
+    transcription: TranscriptionConfig | None = None
 
     @field_validator("agents")
     @classmethod
@@ -81,4 +84,5 @@ def whatsapp_settings_from_config(config: Any) -> WhatsAppSettings:
         allowed_group_ids=tuple(section.allowed_group_ids),
         default_workdir=roots[0],
         min_message_interval_s=max(section.min_message_interval_s, 0.0),
+        transcription=config.transcription.config(),
     )

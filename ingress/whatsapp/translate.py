@@ -4,9 +4,10 @@
 - **Signature**: Meta signs the raw body: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256
   of the body with the app secret>``; ``signature_ok`` compares with ``hmac.compare_digest``.
 - **Deliveries** (``parse_delivery``): ``entry[].changes[].value`` with ``messages[]``
-  (text, interactive ``button_reply``/``list_reply``, a template ``button``, audio and other
-  media) and ``contacts[]`` (the sender's profile name). Status updates (sent, delivered,
-  read) and anything not understood are skipped and counted, never raised.
+  (text, interactive ``button_reply``/``list_reply``, a template ``button``, audio (its
+  media id and type, for the transcription) and other media) and ``contacts[]`` (the
+  sender's profile name). Status updates (sent, delivered, read) and anything not
+  understood are skipped and counted, never raised.
 - **Threads**: a user's chat is ``wa:<wa_id>``, a group's ``wa:g:<group_id>``.
 - **Action ids** come from WhatsApp's message ids: ``wa-<wamid>``, so a delivery Meta sends
   again (it retries whatever was not answered 200 in time) is the same action, which the
@@ -53,6 +54,8 @@ class Inbound(Frozen):
     text: str = ""  # the text, or a choice's title
     choice_id: str | None = None  # a button or list row's id
     context_id: str | None = None  # the message it answers (a pressed button's message)
+    media_id: str | None = None  # an audio message's media id (downloaded by the platform)
+    mime_type: str | None = None  # its type as WhatsApp names it ("audio/ogg; codecs=opus")
 
     @property
     def thread_id(self) -> str:
@@ -199,7 +202,15 @@ def _message(raw: Any, names: dict[str, str], phone_id: str) -> Inbound | None:
             text=text if isinstance(text, str) else "",
         )
     if kind in ("audio", "voice"):
-        return Inbound(**common, kind="audio")
+        audio = raw.get(kind)
+        media = audio.get("id") if isinstance(audio, dict) else None
+        mime = audio.get("mime_type") if isinstance(audio, dict) else None
+        return Inbound(
+            **common,
+            kind="audio",
+            media_id=media if isinstance(media, str) and media else None,
+            mime_type=mime if isinstance(mime, str) and mime else None,
+        )
     if kind in ("image", "video", "document", "sticker", "location", "contacts"):
         return Inbound(**common, kind="media")
     return Inbound(**common, kind="other")

@@ -13,6 +13,9 @@ Two halves, each in its own thread (so it serves whatever the test runs):
   (``{"error": {"message", "type", "code", "fbtrace_id"}}``); a wrong token is 401 code
   190. ``inject_fault`` fails the next calls: 429 with code 130429 (throttled, with a
   ``Retry-After`` header when asked) or a 5xx.
+- **Media**: ``GET /v23.0/{media_id}`` answers a received medium's ``url`` (on this
+  server), ``mime_type``, ``sha256`` and ``file_size``; ``GET`` of that URL with the bearer
+  token answers its bytes (the Cloud API's two-step download). ``voice`` keeps its audio.
 - **Meta's webhook side**: ``say``/``click``/``voice`` make a user's message in the real
   delivery shape (``object``, ``entry[].changes[].value`` with ``metadata``,
   ``contacts[]``, ``messages[]``) and queue it; one sender thread POSTs each delivery in
@@ -33,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 
@@ -44,6 +48,7 @@ VERIFY_TOKEN = "fake-verify-token"
 PHONE_ID = "106540352242922"
 BUSINESS_NUMBER = "15550783881"
 VERSION = "v23.0"
+MEDIA_PATH = "/whatsapp_business/attachments/"  # where media URLs point (lookaside's path)
 
 
 @dataclass
@@ -133,6 +138,9 @@ class FakeWhatsApp:
         self.reads: list[str] = []  # message ids marked read
         self.typing: list[str] = []  # message ids the indicator was shown for
         self.faults: list[Fault] = []
+        self.media: dict[str, tuple[bytes, str]] = {}  # media id -> (bytes, type)
+        self.media_lookups: list[str] = []  # GET /{media-id}
+        self.media_downloads: list[str] = []  # GET of the media URL
         self.deliveries: list[Delivery] = []
         self.webhook_url: str | None = None
         self.retry_every_s = retry_every_s
@@ -170,9 +178,10 @@ class FakeWhatsApp:
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 status, body = fake._lookup(self.path, self.headers.get("authorization", ""))
-                data = json.dumps(body).encode()
+                binary = isinstance(body, tuple)  # a medium's (bytes, type)
+                data = body[0] if binary else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", body[1] if binary else "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -222,11 +231,37 @@ class FakeWhatsApp:
             self.faults.append(Fault(status, times, made, retry_after, kinds))
 
     def _lookup(self, path: str, auth: str) -> tuple[int, Any]:
-        """``GET /v23.0/{phone_id}``: the phone number (what ``spindle doctor`` asks)."""
-        if path.split("?")[0] != f"/{VERSION}/{self.phone_id}":
-            return 400, GraphError(400, 100, "Unsupported get request").body()
+        """``GET /v23.0/{phone_id}``: the phone number (what ``spindle doctor`` asks);
+        ``GET /v23.0/{media_id}``: a medium's URL; ``GET`` that URL: its bytes."""
+        route, _, query = path.partition("?")
         if auth != f"Bearer {self.token}":
             return 401, GraphError(401, 190, "Invalid OAuth access token").body()
+        if route == MEDIA_PATH:
+            media_id = parse_qs(query).get("mid", [""])[0]
+            with self.lock:
+                found = self.media.get(media_id)
+                if found is not None:
+                    self.media_downloads.append(media_id)
+            if found is None:
+                return 404, GraphError(404, 100, "Media not found").body()
+            return 200, found
+        media_id = route.removeprefix(f"/{VERSION}/")
+        with self.lock:
+            found = self.media.get(media_id)
+            if found is not None:
+                self.media_lookups.append(media_id)
+        if found is not None:
+            audio, mime = found
+            return 200, {
+                "messaging_product": "whatsapp",
+                "url": f"{self.base_url.rsplit('/', 1)[0]}{MEDIA_PATH}?mid={media_id}&ext=1",
+                "mime_type": mime,
+                "sha256": hashlib.sha256(audio).hexdigest(),
+                "file_size": len(audio),
+                "id": media_id,
+            }
+        if route != f"/{VERSION}/{self.phone_id}":
+            return 400, GraphError(400, 100, "Unsupported get request").body()
         return 200, {
             "display_phone_number": "+1 555-078-3881",
             "verified_name": "Spindle Test",
@@ -430,9 +465,15 @@ class FakeWhatsApp:
         """A text message from ``wa_id`` in their chat, delivered to the webhook."""
         return self.deliver(self._inbound(wa_id, wa_id, "text", {"text": {"body": text}}))
 
-    def voice(self, wa_id: str) -> Delivery:
-        audio = {"id": "1013859600285441", "mime_type": "audio/ogg; codecs=opus", "voice": True}
-        return self.deliver(self._inbound(wa_id, wa_id, "audio", {"audio": audio}))
+    def voice(self, wa_id: str, audio: bytes = b"SPEECH:hello") -> Delivery:
+        """A voice message (``audio`` with ``voice``) from ``wa_id``, its bytes ``audio``
+        kept for the media download."""
+        media_id = f"10138596{next(self._ids):08d}"
+        mime = "audio/ogg; codecs=opus"
+        with self.lock:
+            self.media[media_id] = (audio, mime)
+        content = {"id": media_id, "mime_type": mime, "voice": True}
+        return self.deliver(self._inbound(wa_id, wa_id, "audio", {"audio": content}))
 
     def click(self, wa_id: str, message_id: str, title: str) -> Delivery:
         """``wa_id`` presses the button (or list row) titled ``title`` on ``message_id``."""

@@ -158,3 +158,19 @@ def test_markup_leaves_code_alone() -> None:
         "*Plan*\n*bold* ~gone~ `**kept**`\n```py\nx = 2 ** 3  # **no**\n```\n_note_"
     )
     assert to_whatsapp("see <https://x.io/a>") == "see https://x.io/a"
+
+
+async def test_media_is_downloaded_in_two_steps_within_its_limit(
+    fake: FakeWhatsApp, platform: WhatsAppPlatform
+) -> None:
+    fake.voice(USER, b"OggS" + b"\0" * 60)  # queued for a webhook nobody listens on
+    ((media_id, _),) = fake.media.items()
+    audio, mime = await platform.download_media(media_id, max_bytes=1024)
+    assert (audio, mime) == (b"OggS" + b"\0" * 60, "audio/ogg; codecs=opus")
+    assert fake.media_lookups == [media_id] and fake.media_downloads == [media_id]
+    with pytest.raises(PlatformError, match="over"):
+        await platform.download_media(media_id, max_bytes=10)
+    assert fake.media_downloads == [media_id]  # refused by its stated size, not fetched
+    with pytest.raises(PlatformError) as missing:
+        await platform.download_media("404404", max_bytes=1024)
+    assert not missing.value.retryable

@@ -13,7 +13,7 @@ import httpx
 import trio
 
 from threadspindle.effects.whatsapp_platform import whatsapp_thread_id
-from threadspindle.ingress.whatsapp.bot import NO_LONGER_PENDING, NO_MEDIA, REFUSAL
+from threadspindle.ingress.whatsapp.bot import NO_LONGER_PENDING, NO_TRANSCRIPTION, REFUSAL
 from threadspindle.runtime.core.agent_events import QuestionAsked, TextDelta
 from threadspindle.testkit.fake_agent import Step
 from threadspindle.testkit.fake_discord.harness import wait_for
@@ -159,7 +159,8 @@ async def test_read_receipts_typing_and_voice_messages(wa: WhatsAppWorld, tmp_pa
         await wait_for(lambda: prompt.id in wa.fake.reads)
         assert prompt.id in wa.fake.typing  # shown while the agent worked
         wa.fake.voice(user)
-        await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.text == NO_MEDIA])
+        # No transcription configured: told so (tests/ingress/whatsapp/test_whatsapp_voice.py).
+        await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.text == NO_TRANSCRIPTION])
         assert _delivered(stack) == ["SLOW work"]
 
 

@@ -101,6 +101,7 @@ def test_text_buttons_lists_and_audio() -> None:
     )
     assert (c.choice_id, c.text) == ("question:q#2", "blue")
     assert d.kind == "audio" and a.phone_number_id == "106"
+    assert (d.media_id, d.mime_type) == ("9", "audio/ogg; codecs=opus")
     assert action_id(a.wamid) == "wa-wamid.A"
 
 
