@@ -264,10 +264,20 @@ async def diff(workdir: str, base: str | None, *, patch: bool = True) -> DiffSum
 
 async def merge_base(workdir: str, ref: str) -> str:
     top = await toplevel(workdir)
-    return (await _git(top, "merge-base", "HEAD", ref)).text
+    return (await _git(top, "merge-base", "HEAD", check_ref(ref, "diff base"))).text
 
 
 # --- worktrees ----------------------------------------------------------------------------
+
+
+def check_ref(ref: str, what: str) -> str:
+    """A branch or commit a user typed (a worktree's base, a merge target, a diff base):
+    refused when git could read it as an option. ``git rebase --exec=…`` runs a shell
+    command, which would hand anyone allowed to talk to the agent what ``!`` reserves for
+    the shell allow-list."""
+    if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+        raise GitError(f"{ref!r} is not a usable {what} (a branch, tag or commit)")
+    return ref
 
 
 def check_name(name: str) -> str:
@@ -312,7 +322,7 @@ async def worktree_new(
         raise GitError(f"{path} exists already")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     branch = f"spindle/{name}"
-    await _git(top, "worktree", "add", "-b", branch, path, base)
+    await _git(top, "worktree", "add", "-b", branch, path, check_ref(base, "base branch"))
     return os.path.realpath(path), branch, base
 
 
@@ -389,6 +399,7 @@ async def worktree_merge(workdir: str, target: str | None) -> MergeResult:
     main = await _main_worktree(top)
     if target is None:
         target = (await _git(main, "symbolic-ref", "-q", "--short", "HEAD")).text
+    check_ref(target, "target branch")  # before anything is committed
     env = await _identity_env(top)
     committed = ""
     if await is_dirty(top):

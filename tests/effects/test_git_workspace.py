@@ -175,3 +175,22 @@ def test_bad_worktree_names_are_refused(tmp_path):
     for name in ("../x", "a/b", "-x", "x.lock", ""):
         with pytest.raises(gw.GitError):
             run(gw.worktree_new, str(repo), name, None)
+
+
+def test_refs_git_would_read_as_options_are_refused(tmp_path):
+    """A base, target or diff base comes from the chat: ``--exec=…`` would make ``git
+    rebase`` run a shell command for a user who is not on the shell allow-list."""
+    repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
+    wt, _, _ = run(gw.worktree_new, str(repo), "feat", None)
+    Path(wt, "a.txt").write_text("pending\n")
+    pwned = tmp_path / "pwned"
+    for ref in (f"--exec=touch{chr(36)}{{IFS}}{pwned}", "-x", "a b", ""):
+        with pytest.raises(gw.GitError, match="not a usable target branch"):
+            run(gw.worktree_merge, wt, ref)
+        with pytest.raises(gw.GitError, match="not a usable base branch"):
+            run(gw.worktree_new, str(repo), "other", ref)
+        with pytest.raises(gw.GitError, match="not a usable diff base"):
+            run(gw.merge_base, str(repo), ref)
+    assert not pwned.exists()
+    assert git(wt, "status", "--porcelain") != ""  # nothing was committed for the refusal
+    assert not Path(tmp_path / "proj.worktrees" / "other").exists()
