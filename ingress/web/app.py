@@ -237,10 +237,21 @@ def _status_event(html: str, phase: str) -> str:
     return f"event: status\ndata: {json.dumps({'html': html, 'phase': phase})}\n\n"
 
 
+async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request's body, read chunk by chunk and refused past ``limit`` bytes: memory stays
+    bounded whatever a client sends (a chunked body has no Content-Length to check first)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise InputRefused("The request is too large.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise InputRefused("The request is too large.")
+    body = await _bounded_body(request)
     try:
         data = json.loads(body or b"{}")
     except ValueError:
@@ -290,12 +301,11 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         )
 
     async def start(request: Request) -> Response:
-        body = (await request.body())[:MAX_BODY].decode("utf-8", "replace")
-        form = parse_qs(body)
-        agent = form.get("agent", [settings.default_agent])[0]
-        workdir = form.get("workdir", [settings.default_workdir])[0]
         thread_id = chat.ids.thread_id()
         try:
+            form = parse_qs((await _bounded_body(request)).decode("utf-8", "replace"))
+            agent = form.get("agent", [settings.default_agent])[0]
+            workdir = form.get("workdir", [settings.default_workdir])[0]
             action = start_action(
                 thread_id, chat.ids.action_id(), chat.clock(), agent, workdir, settings.agents
             )

@@ -379,3 +379,22 @@ async def test_an_uploaded_export_is_drawn_and_a_bad_one_refused(
     assert answer.text.count('class="run ') == 3
     bad = await client.post("/timeline", files={"log": ("x.jsonl", b"{nope")}, headers=h)
     assert bad.status_code == 400 and "Not a Spindle log export" in bad.text
+
+
+async def test_an_oversized_body_is_refused_without_being_read_whole(
+    client: httpx.AsyncClient, runtime: RecordingRuntime
+) -> None:
+    """A body past the limit is refused chunk by chunk, Content-Length or not (a chunked
+    body has none), and posts nothing."""
+    await _logged_in(client)
+    h = {"origin": ORIGIN}
+
+    async def chunks():
+        for _ in range(64):  # 4 MiB offered, 1 MiB allowed
+            yield b"x" * 65536
+
+    answer = await client.post(f"/t/{THREAD}/say", content=chunks(), headers=h)
+    assert answer.status_code == 400 and "too large" in answer.json()["error"]
+    started = await client.post("/threads", content=chunks(), headers=h)
+    assert started.status_code == 303 and "too+large" in started.headers["location"]
+    assert runtime.posted == []
