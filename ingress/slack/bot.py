@@ -44,7 +44,6 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from threadspindle.agents import list_conversations
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.slack_platform import (
     SlackPlatform,
@@ -52,6 +51,7 @@ from threadspindle.effects.slack_platform import (
     parse_thread_id,
     slack_thread_id,
 )
+from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
@@ -514,23 +514,8 @@ class SlackIngress:
         """``<agent> start|resume|conversations`` in ``thread_id``: the text to tell the
         user (None: the core answers in the thread)."""
         if sub == "conversations":
-            workdir = self._workdir(thread_id)
-            sessions = list_conversations(agent, workdir)
-            if not sessions:
-                return f"No {agent} sessions found for {workdir}."
-            lines = [f"{s.session_id}  {s.title}" for s in sessions[:15]]
-            return f"Recent {agent} sessions in {workdir}:\n" + "\n".join(lines)
-        session: str | None = None
-        words = args.split(maxsplit=1)
-        if sub == "resume":
-            if not words:
-                raise InputRefused(f"usage: {agent} resume <id> [workdir]")
-            session = check_word(words[0], "session id")
-            args = words[1] if len(words) > 1 else ""
-        elif sub != "start":
-            raise InputRefused(f"usage: {agent} start [workdir] | resume <id> | conversations")
-        requested = args.strip() or self.settings.default_workdir
-        check_path(requested)
+            return conversations_text(agent, self._workdir(thread_id))
+        session, requested = start_or_resume(agent, sub, args, self.settings.default_workdir, agent)
         resolved = resolve_workdir(requested, self._workdir(thread_id))
         common: dict[str, Any] = {
             "thread_id": thread_id,

@@ -40,9 +40,9 @@ import trio_asyncio
 from telegram import Bot, CallbackQuery, Message, Update, User, Voice
 from telegram.error import RetryAfter, TelegramError
 
-from threadspindle.agents import list_conversations
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
+from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
@@ -515,27 +515,12 @@ class TelegramIngress:
         chat = message.chat
         here = thread_id or telegram_thread_id(chat.id)
         if sub == "conversations":
-            workdir = self._workdir(thread_id)
-            sessions = list_conversations(agent, workdir)
-            if not sessions:
-                text = f"No {agent} sessions found for {workdir}."
-            else:
-                lines = [f"{s.session_id}  {s.title}" for s in sessions[:15]]
-                text = f"Recent {agent} sessions in {workdir}:\n" + "\n".join(lines)
-                text += f"\nResume one with /{agent} resume <id>."
+            text = conversations_text(agent, self._workdir(thread_id), f"/{agent} resume <id>")
             await self._say(here, text, reply_to=message.message_id)
             return
-        session: str | None = None
-        words = args.split(maxsplit=1)
-        if sub == "resume":
-            if not words:
-                raise InputRefused(f"usage: /{agent} resume <id> [workdir]")
-            session = check_word(words[0], "session id")
-            args = words[1] if len(words) > 1 else ""
-        elif sub != "start":
-            raise InputRefused(f"usage: /{agent} start [workdir] | resume <id> | conversations")
-        requested = args.strip() or self.settings.default_workdir
-        check_path(requested)
+        session, requested = start_or_resume(
+            agent, sub, args, self.settings.default_workdir, f"/{agent}"
+        )
         resolved = resolve_workdir(requested, self._workdir(thread_id))
         action_id = translate.message_action_id(chat.id, message.message_id)
         if thread_id is None:

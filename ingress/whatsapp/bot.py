@@ -37,9 +37,9 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from threadspindle.agents import list_conversations
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
+from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
@@ -456,27 +456,12 @@ class WhatsAppIngress:
     ) -> None:
         thread_id = inbound.thread_id
         if sub == "conversations":
-            workdir = self._workdir(thread_id)
-            sessions = list_conversations(agent, workdir)
-            if not sessions:
-                text = f"No {agent} sessions found for {workdir}."
-            else:
-                lines = [f"{s.session_id}  {s.title}" for s in sessions[:15]]
-                text = f"Recent {agent} sessions in {workdir}:\n" + "\n".join(lines)
-                text += f"\nResume one with /{agent} resume <id>."
+            text = conversations_text(agent, self._workdir(thread_id), f"/{agent} resume <id>")
             await self._say(thread_id, text, reply_to=inbound.wamid)
             return
-        session: str | None = None
-        words = args.split(maxsplit=1)
-        if sub == "resume":
-            if not words:
-                raise InputRefused(f"usage: /{agent} resume <id> [workdir]")
-            session = check_word(words[0], "session id")
-            args = words[1] if len(words) > 1 else ""
-        elif sub != "start":
-            raise InputRefused(f"usage: /{agent} start [workdir] | resume <id> | conversations")
-        requested = args.strip() or self.settings.default_workdir
-        check_path(requested)
+        session, requested = start_or_resume(
+            agent, sub, args, self.settings.default_workdir, f"/{agent}"
+        )
         common: dict[str, Any] = {
             "thread_id": thread_id,
             "action_id": translate.action_id(inbound.wamid),
