@@ -711,6 +711,11 @@ def _chat_budget_section(budget: Any) -> list[str]:
     ]
 
 
+def _span(values: list) -> list:
+    """The least and the most of ``values`` (empty: nothing)."""
+    return [min(values), max(values)] if values else []
+
+
 def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     r = results
     m = r.get("machine", {})
@@ -854,12 +859,24 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         ]
         lin = rc.get("linearity", {})
         rows = [
-            [k, v["deltas"], v["calls"], v["cpu_s"]] for k, v in lin.items() if isinstance(v, dict)
+            [
+                k,
+                v["deltas"],
+                v["calls"],
+                v["cpu_s"],
+                "–".join(str(c) for c in _span(v.get("cpu_s_runs", []))),
+            ]
+            for k, v in lin.items()
+            if isinstance(v, dict)
         ]
         parts += [
-            _table(["answer", "deltas", "API calls", "CPU s"], rows),
+            _table(["answer", "deltas", "API calls", "CPU s (median)", "CPU s, least–most"], rows),
             "",
-            f"CPU ratio {lin.get('cpu_ratio')} for a {lin.get('size_ratio')}× larger answer.",
+            f"CPU ratio {lin.get('cpu_ratio')} for a {lin.get('size_ratio')}× larger answer: "
+            "the median over rounds that each render the small answer "
+            f"{lin.get('size_ratio')} times and the large one once, taking turns (rounds: "
+            f"{', '.join(str(x) for x in lin.get('cpu_ratio_rounds', []))}; one measurement "
+            "of a second on the shared machine moves by 10-20%).",
             "",
         ]
     dur = r.get("durability", {})
