@@ -16,7 +16,9 @@ It also renders a 1 MB and a 10 MB answer through Spindle to show CPU grows line
 
 from __future__ import annotations
 
+import cProfile
 import gc
+import pstats
 import random
 import statistics
 import time
@@ -344,6 +346,17 @@ def run(quick: bool) -> dict:
         platforms[large_label], cpu = render_spindle(answers[large_label])
         cpu_runs[large_label].append(round(cpu, 4))
         ratios.append(cpu / max(1e-9, small_total / factor))
+    # A measure free of the machine's noise: the Python function calls of one render of
+    # each (cProfile's count). An algorithm that grows faster than the answer shows here.
+    calls = {}
+    for _, label in sizes:
+        profile = cProfile.Profile()
+        profile.enable()
+        render_spindle(answers[label])
+        profile.disable()
+        calls[label] = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+    result["linearity"]["python_calls"] = calls
+    result["linearity"]["python_calls_ratio"] = round(calls[large_label] / calls[small_label], 3)
     del answers
     for size, label in sizes:
         result["linearity"][label] = {

@@ -876,7 +876,9 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
             "the median over rounds that each render the small answer "
             f"{lin.get('size_ratio')} times and the large one once, taking turns (rounds: "
             f"{', '.join(str(x) for x in lin.get('cpu_ratio_rounds', []))}; one measurement "
-            "of a second on the shared machine moves by 10-20%).",
+            "of a second on the shared machine moves by 10-20%). Python function calls of one "
+            f"render each, free of that noise: {lin.get('python_calls_ratio')}× "
+            "(cProfile's count).",
             "",
         ]
     dur = r.get("durability", {})
