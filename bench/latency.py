@@ -96,7 +96,12 @@ class StreamingAgent(ScriptedAgent):
                 # the next read hands all of it over in one go, as a line reader does (the
                 # stamp is when it was written). So a process that falls behind is offered
                 # the whole load, not fed less.
+                # From the turn's start on (a queued prompt's turn after the load says
+                # nothing: the load is over).
                 due = world.go_at + world.rng.random() * DELTA_INTERVAL_S
+                if due < trio.current_time():
+                    behind = trio.current_time() - due
+                    due += math.ceil(behind / DELTA_INTERVAL_S) * DELTA_INTERVAL_S
                 while due < world.stop_at:
                     now = trio.current_time()
                     while due <= now and due < world.stop_at:
