@@ -383,14 +383,28 @@ class AgentListener:
         ):
             self._merging = _Merging(stamped, event, self._clock())
             return
-        self._post(
-            self._action(
-                AgentEventReceived,
-                run_id=stamped.run_id,
-                session_id=stamped.session_id,
-                event=event,
+        if isinstance(event, TextDelta | ThinkingDelta):
+            # The hot path: built without validation from a delta the adapter made (a
+            # pydantic model already) and the listener's own ids and stamps.
+            self._post(
+                AgentEventReceived.trusted(
+                    thread_id=self.thread_id,
+                    action_id=self._ids(),
+                    at=self._clock(),
+                    run_id=stamped.run_id,
+                    session_id=stamped.session_id,
+                    event=event,
+                )
             )
-        )
+        else:
+            self._post(
+                self._action(
+                    AgentEventReceived,
+                    run_id=stamped.run_id,
+                    session_id=stamped.session_id,
+                    event=event,
+                )
+            )
         # A chatty agent must not starve the actor (nor anyone): an event that follows the
         # previous one within EMIT_BURST_S yields. One arriving alone does not: the adapter
         # waited for it (a pipe read yields), and a yield after it would cost every delta
@@ -415,7 +429,7 @@ class AgentListener:
             merging.first if len(merging.texts) == 1 else joined_delta(merging.first, merging.texts)
         )
         self._post(
-            AgentEventReceived(
+            AgentEventReceived.trusted(  # a delta, as in ``_emit``
                 thread_id=self.thread_id,
                 action_id=self._ids(),
                 at=merging.at,
