@@ -9,12 +9,13 @@ interrupt-and-resend (``session/cancel``, then the text as the next prompt)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from test_gemini_integration import TURN_TIMEOUT, Session, fake, running_gemini  # noqa: F401
+from test_gemini_integration import TURN_TIMEOUT, Session, running_gemini  # noqa: E402
 
 from threadspindle.agents.base import AgentStartError
 from threadspindle.runtime.core.agent_events import TextDelta, TurnAborted, TurnCompleted
@@ -22,6 +23,14 @@ from threadspindle.runtime.core.effect_types import PromptAgent, SteerAgent
 from threadspindle.testkit.fake_model.gemini import TEXT_ANSWER, FakeGeminiServer
 
 pytestmark = pytest.mark.timeout(150)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGeminiServer]:
+    server = FakeGeminiServer(slow_delay=0.25)
+    server.start()
+    yield server
+    server.stop()
 
 
 def _user_texts(fake: FakeGeminiServer) -> list[list[str]]:
