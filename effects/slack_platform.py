@@ -174,6 +174,7 @@ class SlackPlatform:
         self._next_edit: dict[str, float] = {}  # channel -> when its next edit may go
         self._authors: OrderedDict[str, str] = OrderedDict()  # action id -> user, for replies
         self._no_status: set[str] = set()  # channels where assistant status is refused
+        self._no_title: set[str] = set()  # channels where assistant titles are refused
         self._working: dict[str, _WorkingLine] = {}  # thread id -> its working line
         self._stale: dict[str, set[str]] = {}  # thread id -> working lines not deleted yet
         self._quiet_until: dict[str, float] = {}  # thread id -> no working line before
@@ -245,9 +246,29 @@ class SlackPlatform:
         self._buttons.pop((channel, message_id), None)
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
-        """A Slack thread has no name of its own: the title is not shown (an assistant
-        thread's ``assistant.threads.setTitle`` is not used yet)."""
-        await trio.lowlevel.checkpoint()
+        """An ordinary Slack thread has no name of its own, and its root is usually the
+        user's message (a bot cannot edit it; a new message per title would be noise): the
+        title goes to ``assistant.threads.setTitle``, the name Slack shows for a thread of an
+        assistant app (its history list and header). Where Slack refuses it (not an
+        assistant app, not an assistant thread) the channel is remembered and nothing is
+        shown there."""
+        channel, thread_ts = parse_thread_id(channel_id)
+        if channel in self._no_title:
+            await trio.lowlevel.checkpoint()
+            return
+
+        async def set_title() -> None:
+            await self.client.assistant_threads_setTitle(
+                channel_id=channel, thread_ts=thread_ts, title=title
+            )
+
+        try:
+            await self._call(set_title)
+        except PlatformError as error:
+            if error.retryable:
+                raise
+            self._no_title.add(channel)
+            _log.info("no assistant thread title in %s (%s): not shown", channel, error)
 
     async def typing(self, channel_id: str) -> None:
         channel, thread_ts = parse_thread_id(channel_id)

@@ -164,6 +164,7 @@ class World:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.statuses: list[tuple[str, str, str]] = []  # assistant status: channel, thread, text
+        self.titles: list[tuple[str, str, str]] = []  # assistant titles: channel, thread, title
         self.assistant = True  # assistant.threads.setStatus allowed
         self.connections = 0
         self._seq = itertools.count(1)
@@ -537,6 +538,13 @@ class World:
             "has_more": len(found) > limit,
             "response_metadata": {"next_cursor": ""},
         }
+
+    def api_assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        if not self.assistant:
+            raise ApiError("not_allowed_token_type")
+        channel = self._channel(params, "channel_id")
+        self.titles.append((channel, str(params.get("thread_ts")), str(params.get("title"))))
+        return {}
 
     def api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         if not self.assistant:
