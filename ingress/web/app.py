@@ -233,8 +233,11 @@ def _update_event(update: Update) -> str:
     return f"id: {update.seq}\nevent: {update.kind}\ndata: {json.dumps(data)}\n\n"
 
 
-def _status_event(html: str, phase: str) -> str:
-    return f"event: status\ndata: {json.dumps({'html': html, 'phase': phase})}\n\n"
+def _status_event(html: str, phase: str, title: str) -> str:
+    """The status panel, the run's phase and the thread's name (the agent's title once it
+    has one: the page's heading and the browser tab follow it)."""
+    data = {"html": html, "phase": phase, "title": title}
+    return f"event: status\ndata: {json.dumps(data)}\n\n"
 
 
 async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
@@ -340,6 +343,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         async def stream() -> AsyncIterator[str]:
             seq = after
             shown_status: str | None = None
+            shown_label = ""
             quiet_since = trio.current_time()
             yield "retry: 1000\n\n"
             while True:
@@ -354,10 +358,11 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 seq = upto  # the last update sent is change ``upto`` (its message's last)
                 state = chat.live().snapshot(thread_id)
                 status = pages.status_html(state, typing=chat.platform.typing_now(thread_id))
-                if status != shown_status:
-                    shown_status = status
+                label = pages.thread_label(state) if state is not None else thread_id
+                if status != shown_status or label != shown_label:
+                    shown_status, shown_label = status, label
                     phase = state.run.phase.value if state and state.run else "idle"
-                    yield _status_event(status, phase)
+                    yield _status_event(status, phase, label)
                 if updates or shown_status is status:  # something was sent just now
                     quiet_since = trio.current_time()
                 elif trio.current_time() - quiet_since > KEEPALIVE_S:
