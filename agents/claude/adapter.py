@@ -63,7 +63,7 @@ from threadspindle.agents.claude.parser import (
     PendingControl,
     is_unknown_session,
 )
-from threadspindle.agents.claude.titles import ask_session_title
+from threadspindle.agents.claude.titles import TITLE_MIN_CHARS, ask_session_title
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -147,9 +147,9 @@ class ClaudeAdapter(AgentAdapter):
         self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
         # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
         self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
-        # A new session (long-lived) is titled once, from its first prompt, after its first
-        # completed turn; a resumed one has its title already.
-        self._title_from: str | None = None
+        # A new session (long-lived) is titled once, from its first prompts (enough text for
+        # the CLI to title), after a completed turn; a resumed one has its title already.
+        self._title_from = ""
         self._title_asked = options.per_turn
         self._fork_of: str | None = None  # forked at the next spawn (--fork-session)
         self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
@@ -417,7 +417,8 @@ class ClaudeAdapter(AgentAdapter):
 
     def _maybe_ask_title(self, peer: RpcPeer, events: list[AgentEvent]) -> None:
         done = any(isinstance(e, TurnCompleted) and not e.is_error for e in events)
-        if self._title_asked or not done or not self._title_from or self._proc_nursery is None:
+        enough = len(self._title_from) >= TITLE_MIN_CHARS
+        if self._title_asked or not done or not enough or self._proc_nursery is None:
             return
         self._title_asked = True
         self._proc_nursery.start_soon(self._ask_title, peer, self._title_from, self.current_run)
@@ -491,8 +492,8 @@ class ClaudeAdapter(AgentAdapter):
         self.current_run = prompt.run_id
         if prompt.command == "compact":
             self._command_runs.add(prompt.run_id)
-        elif self._title_from is None:
-            self._title_from = prompt.text
+        elif len(self._title_from) < TITLE_MIN_CHARS:
+            self._title_from = f"{self._title_from}\n{prompt.text}".strip()
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)

@@ -5,7 +5,8 @@ Claude Code's stream-json output never carries a title (2.1.197: no ``summary`` 
 file). Its SDK control protocol has the request: ``control_request generate_session_title
 {description, persist}``; the CLI makes one model call with its own title prompt
 ("Generate a concise, sentence-case title (3-7 words) ...", JSON output) and answers
-``control_response {title}`` (``null`` when the model's answer was no title); ``persist``
+``control_response {title}`` (``null`` when the model's answer was no title, and, without a
+model call, for a description under 10 characters: ``TITLE_MIN_CHARS``); ``persist``
 writes the ``ai-title`` line, so ``claude --resume`` lists the session by it too. Recorded:
 ``tests/agents/fixtures/claude/claude-title.jsonl``.
 """
@@ -16,9 +17,10 @@ import trio
 
 from threadspindle.agents.base.jsonrpc import RpcClosed, RpcPeer
 
-__all__ = ["TITLE_SOURCE_CHARS", "TITLE_TIMEOUT_S", "ask_session_title"]
+__all__ = ["TITLE_MIN_CHARS", "TITLE_SOURCE_CHARS", "TITLE_TIMEOUT_S", "ask_session_title"]
 
-TITLE_SOURCE_CHARS = 2000  # of the first prompt: what the title is made from
+TITLE_MIN_CHARS = 10  # the CLI titles nothing shorter (it answers null without asking)
+TITLE_SOURCE_CHARS = 2000  # of the first prompts: what the title is made from
 TITLE_TIMEOUT_S = 60.0
 
 
