@@ -421,12 +421,13 @@ class ClaudeAdapter(AgentAdapter):
         if self._title_asked or not done or not enough or self._proc_nursery is None:
             return
         self._title_asked = True
-        self._proc_nursery.start_soon(self._ask_title, peer, self._title_from, self.current_run)
+        self._proc_nursery.start_soon(self._ask_title, peer, self._title_from)
 
-    async def _ask_title(self, peer: RpcPeer, description: str, run_id: str | None) -> None:
+    async def _ask_title(self, peer: RpcPeer, description: str) -> None:
         title = await ask_session_title(peer, description)
-        if title is not None:
-            await self._emit_event(TitleChanged(title=title), run_id)
+        if title is not None and self._emit is not None:
+            # The conversation's, not a run's (that turn is over): stamped with no run.
+            await self._emit(StampedEvent(None, self.session_id, TitleChanged(title=title)))
 
     @property
     def turn_open(self) -> bool:
