@@ -40,7 +40,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -54,11 +54,11 @@ from threadspindle.effects.slack_platform import (
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
@@ -71,20 +71,6 @@ REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add 
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
 _KINDS = ("events_api", "slash_commands", "interactive")
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the Slack ingress needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 def envelope_key(payload: Mapping[str, Any]) -> str:
