@@ -31,11 +31,11 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import trio
@@ -54,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadspindle.effects.web_platform import Update, WebPlatform
 from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.web import pages
 from threadspindle.ingress.web.commands import (
     AUTHOR,
@@ -88,20 +89,6 @@ STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no 
 KEEPALIVE_S = 15.0
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 MAX_WORKDIR_CHOICES = 300
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the web chat needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Receipt: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 @dataclass
