@@ -63,7 +63,7 @@ from threadspindle.agents.claude.parser import (
     PendingControl,
     is_unknown_session,
 )
-from threadspindle.agents.claude.titles import TITLE_MIN_CHARS, ask_session_title
+from threadspindle.agents.claude.titles import SessionTitling, ask_session_title
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -149,8 +149,7 @@ class ClaudeAdapter(AgentAdapter):
         self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
         # A new session (long-lived) is titled once, from its first prompts (enough text for
         # the CLI to title), after a completed turn; a resumed one has its title already.
-        self._title_from = ""
-        self._title_asked = options.per_turn
+        self._titling = SessionTitling(asked=options.per_turn)
         self._fork_of: str | None = None  # forked at the next spawn (--fork-session)
         self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
         self._command_output = ""  # what the CLI's command printed (local-command-stdout)
@@ -179,7 +178,7 @@ class ClaudeAdapter(AgentAdapter):
             self._remove_mcp_config()
 
     async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
-        self._title_asked = self._title_asked or bool(start.session_id)
+        self._titling.asked = self._titling.asked or bool(start.session_id)
         if self.session_id in self.unknown_sessions:
             self.session_id = None
         while True:
@@ -416,12 +415,9 @@ class ClaudeAdapter(AgentAdapter):
             done.set()
 
     def _maybe_ask_title(self, peer: RpcPeer, events: list[AgentEvent]) -> None:
-        done = any(isinstance(e, TurnCompleted) and not e.is_error for e in events)
-        enough = len(self._title_from) >= TITLE_MIN_CHARS
-        if self._title_asked or not done or not enough or self._proc_nursery is None:
-            return
-        self._title_asked = True
-        self._proc_nursery.start_soon(self._ask_title, peer, self._title_from)
+        description = self._titling.due(events)
+        if description is not None and self._proc_nursery is not None:
+            self._proc_nursery.start_soon(self._ask_title, peer, description)
 
     async def _ask_title(self, peer: RpcPeer, description: str) -> None:
         title = await ask_session_title(peer, description)
@@ -493,8 +489,8 @@ class ClaudeAdapter(AgentAdapter):
         self.current_run = prompt.run_id
         if prompt.command == "compact":
             self._command_runs.add(prompt.run_id)
-        elif len(self._title_from) < TITLE_MIN_CHARS:
-            self._title_from = f"{self._title_from}\n{prompt.text}".strip()
+        else:
+            self._titling.prompted(prompt.text)
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)

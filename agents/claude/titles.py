@@ -16,12 +16,41 @@ from __future__ import annotations
 import trio
 
 from threadspindle.agents.base.jsonrpc import RpcClosed, RpcPeer
+from threadspindle.runtime.core.agent_events import AgentEvent, TurnCompleted
 
-__all__ = ["TITLE_MIN_CHARS", "TITLE_SOURCE_CHARS", "TITLE_TIMEOUT_S", "ask_session_title"]
+__all__ = [
+    "TITLE_MIN_CHARS",
+    "TITLE_SOURCE_CHARS",
+    "TITLE_TIMEOUT_S",
+    "SessionTitling",
+    "ask_session_title",
+]
 
 TITLE_MIN_CHARS = 10  # the CLI titles nothing shorter (it answers null without asking)
 TITLE_SOURCE_CHARS = 2000  # of the first prompts: what the title is made from
 TITLE_TIMEOUT_S = 60.0
+
+
+class SessionTitling:
+    """When to ask: once per new session (a resumed one has its title), after a completed
+    turn, from the first prompts joined until they reach ``TITLE_MIN_CHARS``."""
+
+    def __init__(self, *, asked: bool = False) -> None:
+        self.asked = asked
+        self.source = ""
+
+    def prompted(self, text: str) -> None:
+        if len(self.source) < TITLE_MIN_CHARS:
+            self.source = f"{self.source}\n{text}".strip()
+
+    def due(self, events: list[AgentEvent]) -> str | None:
+        """The description to ask with, if the turn that ``events`` end makes it time (it
+        is then asked: never twice)."""
+        done = any(isinstance(e, TurnCompleted) and not e.is_error for e in events)
+        if self.asked or not done or len(self.source) < TITLE_MIN_CHARS:
+            return None
+        self.asked = True
+        return self.source
 
 
 async def ask_session_title(peer: RpcPeer, description: str) -> str | None:
