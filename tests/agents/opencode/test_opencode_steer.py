@@ -15,7 +15,6 @@ import pytest
 import trio
 from test_opencode_integration import (  # noqa: E402
     HELLO,
-    TURN_TIMEOUT,
     OpenAIChatFake,
     _ends_turn,
     opencode_options,
@@ -37,7 +36,7 @@ pytestmark = pytest.mark.timeout(150)
 
 @pytest.fixture
 def fake() -> Iterator[OpenAIChatFake]:
-    server = OpenAIChatFake(slow_delay=0.15, slow_chunks=20)
+    server = OpenAIChatFake(slow_delay=0.15, slow_chunks=12)
     server.start()
     yield server
     server.stop()
@@ -76,6 +75,3 @@ async def test_a_steer_joins_the_running_loop(fake: OpenAIChatFake, tmp_path: Pa
         assert late == [SteerRefused(steer_id="s2", reason="no turn")]
         await trio.sleep(0.5)
         assert len(fake.requests) == asked
-        with trio.fail_after(TURN_TIMEOUT):
-            after = await thread.turn("hello again")
-        assert isinstance(after[-1].event, TurnCompleted)
