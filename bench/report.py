@@ -61,11 +61,12 @@ byte as a validated one).
 **The target (p99 ≤ 20 ms, `/abort` p99 ≤ 20 ms at 1,000 threads × 20 deltas/s) is not \
 met on this machine**: p99 456-876 ms and 108-128 ms in these runs. Why: a thread's deltas come \
 50 ms apart, so merging only starts once the process is more than 50 ms behind; to stay \
-under 20 ms every delta must be its own action, and a delta action costs ~100 µs all in \
-here (100 threads: ~190-220 µs per delta with the fixed costs), i.e. ~2 cores for 20,000/s, \
-while one trio process uses at most one (it got 0.8-0.9 of one in these runs). So the \
-process settles where reads hold 2-3 deltas (0.4-0.5 actions per delta) and scheduler \
-rounds last hundreds of ms; the p99 is the length of a few such rounds, and `/abort` waits \
+under 20 ms every delta must be its own action, and here a delta costs ~20 µs plus ~75 µs \
+per action (a fit over the 1,000-thread runs: 38-55 µs per delta at 0.24-0.46 actions per \
+delta), ~95 µs unmerged, i.e. ~2 cores for 20,000/s, while one trio process uses at most \
+one (it got 0.6-0.9 of one in these runs). So the process settles where reads hold 2-4 \
+deltas (0.24-0.46 actions per delta) and scheduler rounds last hundreds of ms; the p99 \
+is the length of a few such rounds, and `/abort` waits \
 for one (its interrupt goes out from the agent lane, a task woken for the next round). \
 Where a round's time goes (cProfile, 1,000 threads, load only): the core's transitions \
 19%, the fake agents 17% (what a parser costs in production), trio's scheduling 12%, the \
