@@ -57,6 +57,7 @@ __all__ = [
     "ShellRequested",
     "CheckpointTaken",
     "WorkspaceJobFinished",
+    "ConversationRolledBack",
     "ShellOutput",
     "ShellFinished",
 ]
@@ -415,6 +416,20 @@ class WorkspaceJobFinished(ActionBase):
     edit_key: str | None = None  # changes: the footer to replace with ``text``
 
 
+class ConversationRolledBack(ActionBase):
+    """What became of a ``RollbackAgent``: ``ok`` the agent's conversation was rolled back
+    (undo) or forward (redo) natively; ``restorable``: an undone turn can come back (redo);
+    else ``detail`` says why not (the agent cannot; the CLI refused)."""
+
+    kind: Literal["conversation_rolled_back"] = "conversation_rolled_back"
+    job_id: str
+    op: str
+    run_id: str
+    ok: bool
+    restorable: bool = False
+    detail: str = ""
+
+
 class ShellOutput(ActionBase):
     """More output of a running shell command (``binary_bytes``: bytes not shown)."""
 
@@ -466,6 +481,7 @@ Action = Annotated[
     | ShellRequested
     | CheckpointTaken
     | WorkspaceJobFinished
+    | ConversationRolledBack
     | ShellOutput
     | ShellFinished
     | ScheduleAdded

@@ -42,6 +42,7 @@ __all__ = [
     "WorkspaceJob",
     "RunShell",
     "StopShell",
+    "RollbackAgent",
     "WORKSPACE_EFFECTS",
 ]
 
@@ -290,6 +291,21 @@ class RunShell(Frozen):
     workdir: str
 
 
+class RollbackAgent(Frozen):
+    """/undo, /redo: roll the agent's own conversation back (``op`` undo: hide the last
+    ``turns`` turns it still has, the run ``run_id``'s the earliest of them) or forward (redo:
+    bring back the turn of ``run_id``, keeping the ``turns`` after it hidden). Applied on the
+    agent lane before the job ``job_id`` restores the files (the CLI's own file restore, if
+    any, is overwritten by git's); answered by ``ConversationRolledBack``."""
+
+    type: Literal["rollback_agent"] = "rollback_agent"
+    job_id: str
+    op: Literal["undo", "redo"]
+    run_id: str
+    turns: int
+    start: StartAgent  # the agent to (re)start for it when none runs
+
+
 class StopShell(Frozen):
     """Stop the shell command's whole process tree (``/abort``, parking)."""
 
@@ -320,7 +336,8 @@ Effect = Annotated[
     | CheckpointWorkdir
     | WorkspaceJob
     | RunShell
-    | StopShell,
+    | StopShell
+    | RollbackAgent,
     Field(discriminator="type"),
 ]
 

@@ -46,6 +46,7 @@ from threadspindle.runtime.core.effect_types import (
     CheckpointWorkdir,
     Effect,
     PromptAgent,
+    RollbackAgent,
     RunShell,
     StartAgent,
     SteerAgent,
@@ -113,6 +114,12 @@ class AgentPort(Protocol):
         """Hand ``steer.text`` to the running turn ``steer.run_id`` without aborting it, and
         emit ``SteerTaken`` (before that turn's end) or ``SteerRefused`` for ``steer_id``.
         Raises when it cannot steer at all (the core then sends the text as a prompt)."""
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """/undo (``capabilities.rollback``): drop the last ``rollback.turns`` turns from
+        the agent's own conversation; /redo (``capabilities.restore``): bring the earliest
+        turn it hid back, keeping ``rollback.turns`` after it hidden. Returns once done;
+        raises when the CLI refuses or cannot (the core then tells the agent by a note)."""
 
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...
 

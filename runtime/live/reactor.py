@@ -41,6 +41,7 @@ import trio
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
+    ConversationRolledBack,
     EffectFailed,
     OutputPosted,
     ThreadForked,
@@ -55,6 +56,7 @@ from threadspindle.runtime.core.effect_types import (
     InterruptAgent,
     OpenThread,
     PromptAgent,
+    RollbackAgent,
     StartAgent,
     SteerAgent,
     StopAgent,
@@ -85,7 +87,10 @@ _AGENT_EFFECTS = (
     # prompt after it is sent, and a StopShell must not wait behind a chat rate limit.
     *WORKSPACE_EFFECTS,
     OpenThread,
+    # Before the undo/redo job after it: the files end as git restores them.
+    RollbackAgent,
 )
+ROLLBACK_TIMEOUT_S = 60.0  # starting the agent for it included
 
 
 class Reactor:
@@ -263,6 +268,8 @@ class Reactor:
             await adapter.prompt(effect)
         elif isinstance(effect, StopAgent):
             await listener.stop(effect.reason)
+        elif isinstance(effect, RollbackAgent):
+            await self._rollback(effect)
         else:
             live = listener.adapter
             if live is None:
@@ -282,6 +289,37 @@ class Reactor:
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
+
+    async def _rollback(self, effect: RollbackAgent) -> None:
+        """/undo, /redo: roll the agent's conversation natively (starting the agent if none
+        runs) and always answer ``ConversationRolledBack``, so the core knows whether the
+        agent still needs to be told by a note."""
+        assert self._nursery is not None
+        ok, restorable, detail = False, False, ""
+        try:
+            with trio.fail_after(ROLLBACK_TIMEOUT_S):
+                adapter = await self.listener.ensure(self._nursery, effect.start)
+                caps = adapter.capabilities
+                if caps.rollback if effect.op == "undo" else caps.restore:
+                    await adapter.rollback(effect)
+                    ok, restorable = True, caps.restore
+                else:
+                    way = "back" if effect.op == "undo" else "forward"
+                    detail = f"{adapter.name} cannot roll its conversation {way}"
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # the CLI refused, or no agent: the note fallback
+            detail = f"{type(exc).__name__}: {exc}"
+            logger.warning("rollback failed: %s", detail, extra=self._ctx(effect))
+        self._report(
+            ConversationRolledBack,
+            job_id=effect.job_id,
+            op=effect.op,
+            run_id=effect.run_id,
+            ok=ok,
+            restorable=restorable,
+            detail=detail,
+        )
 
     async def _start_agent(self, effect: StartAgent, stops_seen: int) -> None:
         """Start the agent in the background; a later ``StopAgent`` voids this start (the

@@ -86,6 +86,7 @@ _MADE_BY_THE_RUNTIME = (
     A.PolicySet,
     A.CheckpointTaken,
     A.WorkspaceJobFinished,
+    A.ConversationRolledBack,
     A.ShellOutput,
     A.ShellFinished,
     A.ScheduleDue,
