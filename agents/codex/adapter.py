@@ -62,7 +62,12 @@ from threadspindle.runtime.core.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
@@ -135,8 +140,10 @@ class CodexAdapter(AgentAdapter):
         # taken by the reader, in stream order, so a SteerTaken always precedes its turn's end.
         self._steers: dict[RpcId, tuple[str, str]] = {}
         # app-server steers natively (turn/steer); codex exec per turn cannot.
+        # thread/revert drops turns for good: rollback, no restore.
+        long_lived = not options.per_turn
         self.capabilities = AgentCapabilities(
-            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
+            steer=long_lived, compact=long_lived, fork=long_lived, rollback=long_lived
         )
 
     # -- shared --------------------------------------------------------------------------
@@ -559,6 +566,43 @@ class CodexAdapter(AgentAdapter):
             return
         reason = response.error.get("message") if isinstance(response.error, dict) else None
         await self._send(run_id, SteerRefused(steer_id=steer_id, reason=str(reason or "refused")))
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """/undo: ``thread/revert {threadId, beforeTurnId}`` replaces the thread's history
+        with the part before the run's turn (that turn and every later one are dropped; the
+        files are not touched: Spindle restores them). The turn is the one this process
+        started for the run, else (a restart since) the ``turns``-th newest of
+        ``thread/turns/list``. Codex cannot bring a dropped turn back: no /redo."""
+        rpc, thread_id = self._rpc, self._thread_id
+        if self.options.per_turn or rollback.op != "undo":
+            await super().rollback(rollback)
+        if rpc is None or rpc.closed or thread_id is None or self._gone.is_set():
+            raise AgentStartError("codex is not running")
+        async with self._turn_lock:
+            turn_id = next((t for t, r in self._turn_runs.items() if r == rollback.run_id), None)
+            if turn_id is None:
+                listed = await rpc.request(
+                    "thread/turns/list",
+                    {"threadId": thread_id, "limit": rollback.turns, "sortDirection": "desc"},
+                    timeout=RPC_TIMEOUT_S,
+                )
+                turns = listed.get("data") if isinstance(listed, dict) else None
+                if rollback.turns < 1 or not isinstance(turns, list) or len(turns) < rollback.turns:
+                    raise RuntimeError(f"codex has no turn {rollback.turns} back: {listed!r:.300}")
+                entry = turns[rollback.turns - 1]
+                turn_id = entry.get("id") if isinstance(entry, dict) else None
+            if not isinstance(turn_id, str):
+                raise RuntimeError(f"no codex turn for run {rollback.run_id}")
+            await rpc.request(
+                "thread/revert",
+                {"threadId": thread_id, "beforeTurnId": turn_id},
+                timeout=RPC_TIMEOUT_S,
+            )
+            # That turn and every later one (started after it) are gone from the thread.
+            order = list(self._turn_runs)
+            if turn_id in order:
+                for turn in order[order.index(turn_id) :]:
+                    del self._turn_runs[turn]
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         pending = self._parser.take_request(request_id)

@@ -200,6 +200,47 @@ def test_undo_works_across_a_restart(tmp_path):
     trio.run(second)
 
 
+def test_undo_and_redo_roll_the_agent_conversation_where_it_can(tmp_path):
+    """An agent that rolls back and restores turns is asked to (before the files are
+    restored), also after a restart (the agent started for it); it gets no note."""
+    repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
+    world = FakeAgentWorld(can_rollback=True)
+    agent_edits(world, {"r2": [write("a.txt", "changed\n")]})
+    factory = workspace_factory(WorkspaceOptions())
+
+    async def first() -> None:
+        async with running(
+            tmp_path, agents=world, policy=policy(tmp_path), workspace_factory=factory
+        ) as runtime:
+            t = Thread(runtime, "t1", repo)
+            await t.start()
+            await t.say("one")
+            await t.settled(completed=1)
+            await t.say("two")
+            await t.settled(completed=2)
+            await t.command("undo")
+            await t.settled()
+            assert world.rollbacks == [("undo", "r2", 1)]
+            assert (repo / "a.txt").read_text() == "a\n"
+            assert any("no longer has that turn" in x for x in t.texts("notice"))
+
+    async def second() -> None:
+        async with running(
+            tmp_path, agents=world, policy=policy(tmp_path), workspace_factory=factory
+        ) as runtime:
+            t = Thread(runtime, "t1", repo)
+            await t.command("redo")
+            await t.settled()
+            assert world.rollbacks[-1] == ("redo", "r2", 0)
+            assert (repo / "a.txt").read_text() == "changed\n"
+            await t.say("three")
+            await t.settled(completed=3)
+            assert dict(world.delivered)["r3"] == "three"  # no note: the agent has the turn
+
+    trio.run(first)
+    trio.run(second)
+
+
 def test_diff_and_the_footer_change_summary(tmp_path):
     repo = make_repo(tmp_path / "proj", {"a.txt": "1\n2\n3\n"})
     world = FakeAgentWorld()
