@@ -177,6 +177,7 @@ class ProjectChannel(_Section):
     # runtime's default).
     verbosity: Literal["text", "tools", "all"] | None = None
     plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
+    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
     @field_validator("agent")
     @classmethod
@@ -419,6 +420,8 @@ class WorkspaceSettings(_Section):
     checkpoint_max_age_s: Seconds = Field(default=14 * 86400.0, gt=0, le=3650 * 86400)
     footer_changes: bool = True  # "3 files +40 −12" in a run's footer
     shell_users: list[StrictStr] = []  # user ids allowed `!` commands; none by default
+    # `!` in the agent's own shell where it has one (Codex, OpenCode), so it sees the command.
+    shell_via_agent: bool = False
     shell_timeout_s: Seconds = Field(default=120.0, gt=0, le=86400)
     shell_output_chars: Count = Field(default=2000, ge=100, le=100_000)  # per streamed piece
     worktree_dir: PathText | None = None  # default "<repo>.worktrees" beside the repository
@@ -429,6 +432,7 @@ class WorkspaceSettings(_Section):
             checkpoints=self.checkpoints,
             footer_changes=self.footer_changes and self.checkpoints,
             shell_users=tuple(self.shell_users),
+            shell_via_agent=self.shell_via_agent,
         )
 
     def options(self, sandbox: Sandbox | None = None) -> WorkspaceOptions:

@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from threadspindle.effects import git_workspace as git
-from threadspindle.effects.shell_command import ShellLimits, run_shell
+from threadspindle.effects.shell_command import ShellLimits, run_in_agent, run_shell
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import (
     CheckpointWorkdir,
@@ -26,7 +26,12 @@ from threadspindle.runtime.core.effect_types import (
     StopShell,
     WorkspaceJob,
 )
-from threadspindle.runtime.live.ports import WorkspaceEffect, WorkspaceFactory
+from threadspindle.runtime.live.ports import (
+    AgentShell,
+    AgentShellOf,
+    WorkspaceEffect,
+    WorkspaceFactory,
+)
 
 __all__ = ["GitWorkspace", "WorkspaceOptions", "workspace_factory"]
 
@@ -75,7 +80,12 @@ class GitWorkspace:
     def _base(self) -> dict[str, Any]:
         return {"thread_id": self.thread_id, "action_id": self._ids(), "at": self._clock()}
 
-    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
+    async def apply(
+        self,
+        effect: WorkspaceEffect,
+        nursery: trio.Nursery,
+        agent: AgentShellOf | None = None,
+    ) -> None:
         if isinstance(effect, CheckpointWorkdir):
             await self._checkpoint(effect)
         elif isinstance(effect, WorkspaceJob):
@@ -86,7 +96,7 @@ class GitWorkspace:
         elif isinstance(effect, RunShell):
             scope = trio.CancelScope()
             self._shells[effect.shell_id] = scope
-            nursery.start_soon(self._shell, effect, scope)
+            nursery.start_soon(self._shell, effect, scope, agent)
         elif isinstance(effect, StopShell):
             running = self._shells.get(effect.shell_id)
             if running is not None:
@@ -214,7 +224,9 @@ class GitWorkspace:
 
     # --- shell -------------------------------------------------------------------------
 
-    async def _shell(self, effect: RunShell, scope: trio.CancelScope) -> None:
+    async def _shell(
+        self, effect: RunShell, scope: trio.CancelScope, agent: AgentShellOf | None
+    ) -> None:
         def report(text: str, binary: int) -> None:
             self._post(
                 A.ShellOutput(
@@ -223,13 +235,23 @@ class GitWorkspace:
             )
 
         try:
-            outcome = await run_shell(
-                effect.command,
-                effect.workdir,
-                limits=self.options.shell,
-                report=report,
-                cancel=scope,
-            )
+            agent_shell = await self._agent_shell(agent)
+            if agent_shell is not None:
+                outcome = await run_in_agent(
+                    effect.command,
+                    agent_shell,
+                    limits=self.options.shell,
+                    report=report,
+                    cancel=scope,
+                )
+            else:
+                outcome = await run_shell(
+                    effect.command,
+                    effect.workdir,
+                    limits=self.options.shell,
+                    report=report,
+                    cancel=scope,
+                )
         finally:
             self._shells.pop(effect.shell_id, None)
         self._post(
@@ -242,6 +264,20 @@ class GitWorkspace:
                 duration_s=round(outcome.duration_s, 3),
             )
         )
+
+
+    async def _agent_shell(self, agent: AgentShellOf | None) -> AgentShell | None:
+        """The agent's own shell for a `!` command, or None: Spindle runs it directly (the
+        agent has none, or could not be started for it; the log says why)."""
+        if agent is None:
+            return None
+        try:
+            # (An /abort meanwhile cancels ``scope``: the command then ends at once.)
+            with trio.fail_after(self.options.shell.timeout_s):
+                return await agent()
+        except Exception as exc:
+            logger.warning("the agent's shell is not available, running directly: %s", exc)
+        return None
 
 
 _JOBS = {

@@ -196,12 +196,18 @@ class ThreadScript:
         fork: bool = False,
         rollback: bool = False,
         restore: bool = False,
+        shell: bool = False,
     ) -> A.AgentConnected:
         """What the adapter declares it can do (``steer`` None: no report at all)."""
         caps = None
         if steer is not None:
             caps = AgentCapabilities(
-                steer=steer, compact=compact, fork=fork, rollback=rollback, restore=restore
+                steer=steer,
+                compact=compact,
+                fork=fork,
+                rollback=rollback,
+                restore=restore,
+                shell=shell,
             )
         return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 

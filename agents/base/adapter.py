@@ -14,6 +14,7 @@ adapter that drives the process (``<cli>/adapter.py``) and the past-sessions lis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics
@@ -72,6 +73,11 @@ class AgentAdapter(ABC):
         An adapter that cannot never declares ``rollback``/``restore``; asked anyway, it
         raises, and the core tells the agent what /undo did in its next prompt."""
         raise AgentStartError(f"{self.name} cannot roll its conversation back")
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """A `!` command in the agent's own shell (see ``AgentPort.shell``). An adapter that
+        cannot never declares ``shell``; asked anyway, it raises."""
+        raise AgentStartError(f"{self.name} has no shell of its own to run a command in")
 
     @abstractmethod
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -119,7 +120,11 @@ class OpencodeAdapter(AgentAdapter):
         # /undo and /redo: the session's revert / unrevert (long-lived only).
         long_lived = not options.per_turn
         self.capabilities = AgentCapabilities(
-            compact=long_lived, fork=long_lived, rollback=long_lived, restore=long_lived
+            compact=long_lived,
+            fork=long_lived,
+            rollback=long_lived,
+            restore=long_lived,
+            shell=long_lived,  # POST /session/{id}/shell
         )
         self._emit: EmitEvent | None = None
         self._parser: OpencodeEventParser | None = None
@@ -542,6 +547,34 @@ class OpencodeAdapter(AgentAdapter):
             raise RuntimeError(
                 f"opencode refused {path}: {response.status_code} {response.text[:200]}"
             )
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """``POST /session/{id}/shell {agent, command}``: opencode runs the command with its
+        bash tool as a message of the session (the model sees it), answering once it is done
+        with the output (not streamed) and no exit code. Cancelled: the session's abort."""
+        if self.options.per_turn:
+            return await super().shell(command, output)
+        server, session = self._require_server(), self._session_id
+        if session is None:
+            raise AgentStartError("opencode adapter: no live session")
+        body = {"agent": "build", "command": command}
+        try:
+            response = await server.request(
+                "POST", f"/session/{session}/shell", json_body=body, timeout=24 * 3600.0
+            )
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await server.request("POST", f"/session/{session}/abort", timeout=10.0)
+            raise
+        if response.status_code != 200:
+            raise RuntimeError(f"opencode refused: {response.status_code} {response.text[:200]}")
+        answer = response.json()
+        parts = answer.get("parts") if isinstance(answer, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            state = part.get("state") if isinstance(part, dict) else None
+            if isinstance(state, dict) and isinstance(state.get("output"), str):
+                output(state["output"])
+        return None
 
     @staticmethod
     async def _user_messages(server: OpencodeServer, session: str) -> tuple[list[str], str | None]:

@@ -384,6 +384,8 @@ class ShellRequested(ActionBase):
     author_id: str
     author_name: str = ""
     command: str
+    # Through the agent's own shell (the channel's setting); None: the runtime's policy.
+    via_agent: bool | None = None
 
 
 class CheckpointTaken(ActionBase):

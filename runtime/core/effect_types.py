@@ -289,6 +289,9 @@ class RunShell(Frozen):
     shell_id: str
     command: str
     workdir: str
+    # Through the agent's own shell (``AgentPort.shell``) when it runs one, so the agent
+    # sees the command and its output; else (or without one) Spindle runs it directly.
+    via_agent: StartAgent | None = None
 
 
 class RollbackAgent(Frozen):

@@ -274,9 +274,21 @@ def on_shell_requested(step: Step, a: A.ShellRequested) -> None:
     command = " ".join(a.command.split("\n")[0].split()) + (" …" if "\n" in a.command else "")
     header = f"$ {command[:SHELL_HEADER_CHARS]}"
     key = f"{step.thread}/shell/{a.action_id}"
+    caps = state.capabilities
+    wanted = state.policy.workspace.shell_via_agent if a.via_agent is None else a.via_agent
+    via_agent = wanted and caps is not None and caps.shell
     step.emit(F.PostOutput(key=key, kind="tool", text=f"{header}\n… running"))
-    step.emit(F.RunShell(shell_id=a.action_id, command=a.command, workdir=conv.workdir))
-    _set_ws(step, shell=ShellRun(id=a.action_id, key=key, header=header))
+    step.emit(
+        F.RunShell(
+            shell_id=a.action_id,
+            command=a.command,
+            workdir=conv.workdir,
+            via_agent=F.StartAgent.of(conv) if via_agent else None,
+        )
+    )
+    if via_agent:
+        _forget_turns(step)  # the agent's shell adds a turn of its own to its conversation
+    _set_ws(step, shell=ShellRun(id=a.action_id, key=key, header=header, via_agent=via_agent))
 
 
 def _shell_card(shell: ShellRun, status: str) -> str:
@@ -309,7 +321,9 @@ def on_shell_finished(step: Step, a: A.ShellFinished) -> None:
         step.record(f"end of shell {a.shell_id} that is not running", "stale_drops")
         return
     took = f" · {a.duration_s:.1f}s"
-    if a.outcome == "exited":
+    if a.outcome == "exited" and a.exit_code is None:
+        status = f"→ done{took}"  # the agent's shell did not say its exit code
+    elif a.outcome == "exited":
         status = ("→ exit 0" if a.exit_code == 0 else f"✗ exit {a.exit_code}") + took
     elif a.outcome == "timed_out":
         status = f"✗ time limit reached: stopped{took}"

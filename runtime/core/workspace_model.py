@@ -48,6 +48,7 @@ class ShellRun(Frozen):
     header: str
     tail: str = ""  # the last output, bounded
     binary_bytes: int = 0
+    via_agent: bool = False  # in the agent's own shell (docs/workspaces.md)
 
 
 class PendingJob(Frozen):

@@ -57,6 +57,7 @@ from threadspindle.runtime.core.effect_types import (
     OpenThread,
     PromptAgent,
     RollbackAgent,
+    RunShell,
     StartAgent,
     SteerAgent,
     StopAgent,
@@ -64,6 +65,8 @@ from threadspindle.runtime.core.effect_types import (
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.ports import (
+    AgentShell,
+    AgentShellOf,
     NoWorkspace,
     RendererPort,
     ThreadLog,
@@ -247,7 +250,10 @@ class Reactor:
         listener = self.listener
         if isinstance(effect, WORKSPACE_EFFECTS):
             # The port runs slow work in the nursery and reports back by actions.
-            await self.workspace.apply(effect, self._nursery)
+            agent = None
+            if isinstance(effect, RunShell) and effect.via_agent is not None:
+                agent = self._agent_shell_of(effect.via_agent)
+            await self.workspace.apply(effect, self._nursery, agent)
         elif isinstance(effect, OpenThread):
             # Opening a thread takes platform calls: never hold the agent lane for it.
             self._nursery.start_soon(self._open_thread, effect)
@@ -289,6 +295,17 @@ class Reactor:
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
+
+    def _agent_shell_of(self, start: StartAgent) -> AgentShellOf:
+        """How the workspace port gets the agent's shell for a `!` command (in its task,
+        not on this lane): the agent started if need be; None when it has no shell."""
+
+        async def agent_shell() -> AgentShell | None:
+            assert self._nursery is not None
+            adapter = await self.listener.ensure(self._nursery, start)
+            return adapter.shell if adapter.capabilities.shell else None
+
+        return agent_shell
 
     async def _rollback(self, effect: RollbackAgent) -> None:
         """/undo, /redo: roll the agent's conversation natively (starting the agent if none

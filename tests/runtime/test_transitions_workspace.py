@@ -366,3 +366,37 @@ def test_turns_before_a_compaction_or_of_another_session_are_not_rolled_back():
     other(other.s.resume(agent="codex", session_id="s9"))
     assert {c.conversation for c in other.state.workspace.checkpoints} == {"gone"}
     assert other.state.workspace.agent_session == "s9"
+
+
+def test_a_shell_command_goes_to_the_agent_shell_only_when_asked_and_able():
+    def shell_of(d: Driver, **action: object) -> F.RunShell:
+        d(A.ShellRequested(**d.s._base(), author_id="u1", command="ls", **action))
+        [run] = d.of(F.RunShell)
+        return run
+
+    d = Driver(checkpoints=True, shell_users=("u1",), shell_via_agent=True)
+    d(d.s.start(agent="codex"))
+    d(d.s.connected("s1", steer=True, shell=True))
+    d.run_once("r1")
+    run = shell_of(d)
+    assert run.via_agent is not None and run.via_agent.agent == "codex"
+    assert d.state.workspace.shell.via_agent
+    assert d.state.workspace.checkpoints[0].conversation == "gone"  # its shell adds a turn
+    d(d.s.user("meanwhile"))
+    assert not d.of(F.PromptAgent) and len(d.state.queue) == 1  # the agent is busy
+    d(d.s.shell_end(run.shell_id))
+    assert d.of(F.PromptAgent)
+    # The channel can say otherwise; an agent without a shell gets none.
+    d(d.s.done("r2"))
+    assert shell_of(d, via_agent=False).via_agent is None
+    d(d.s.shell_end(d.state.workspace.shell.id))
+    plain = Driver(shell_users=("u1",), shell_via_agent=True)
+    plain(plain.s.start())
+    plain(plain.s.connected("s1", steer=False))
+    assert shell_of(plain).via_agent is None
+    off = Driver(shell_users=("u1",))
+    off(off.s.start(agent="codex"))
+    off(off.s.connected("s1", steer=True, shell=True))
+    assert shell_of(off).via_agent is None
+    off(off.s.shell_end(off.state.workspace.shell.id))
+    assert shell_of(off, via_agent=True).via_agent is not None  # the channel asks for it

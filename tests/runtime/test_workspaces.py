@@ -306,6 +306,48 @@ def test_shell_commands_stream_refuse_and_abort(tmp_path):
     trio.run(main)
 
 
+def test_shell_through_the_agent_holds_prompts_and_falls_back_to_direct(tmp_path):
+    repo = make_repo(tmp_path / "proj")
+    opts = WorkspaceOptions(shell=ShellLimits(flush_s=0.05, timeout_s=30))
+    world = FakeAgentWorld(can_shell=True)
+
+    async def main() -> None:
+        async with running(
+            tmp_path,
+            agents=world,
+            policy=policy(tmp_path, shell_users=("u1",), shell_via_agent=True),
+            workspace_factory=workspace_factory(opts),
+        ) as runtime:
+            t = Thread(runtime, "t1", repo)
+            await t.start()
+            await t.say("hello")  # the agent is connected: its capabilities are known
+            await t.settled(completed=1)
+            await t.shell("echo in-agent; sleep 0.5")
+            await t.say("after the shell")
+            await until(lambda: world.shell_commands, timeout=10)
+            assert t.state.run is None and len(t.state.queue) == 1  # the prompt waits
+            await t.settled(completed=2)
+            assert world.shell_commands == ["echo in-agent; sleep 0.5"]
+            card = t.texts("tool")[-1]
+            assert "agent shell ran: echo in-agent" in card and "→ exit 0" in card
+            await t.shell("sleep 30")
+            await until(lambda: len(world.shell_commands) == 2, timeout=10)
+            await t.send(A.AbortRequested(**base("t1"), author_id="u1"))
+            await t.settled()
+            assert "■ aborted" in t.texts("tool")[-1]
+            # An agent without a shell of its own: Spindle runs the command itself.
+            world.can_shell = False
+            world.crash_all()
+            await t.say("restart")  # (that prompt may meet the dying agent: not looked at)
+            await until(lambda: not t.state.capabilities.shell, timeout=10)
+            await t.shell("echo direct > direct.txt; echo done")
+            await t.settled()
+            assert (repo / "direct.txt").read_text() == "direct\n"
+            assert len(world.shell_commands) == 2
+
+    trio.run(main)
+
+
 def test_worktree_new_moves_the_conversation_and_prompts_wait(tmp_path):
     repo = make_repo(tmp_path / "proj", {"shared.txt": "base\n"})
     world = FakeAgentWorld()
