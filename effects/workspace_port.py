@@ -43,7 +43,8 @@ class WorkspaceOptions:
     keep_checkpoints: int = 50  # per thread; older checkpoint refs are deleted
     checkpoint_max_age_s: float = 14 * 24 * 3600.0
     worktree_dir: str | None = None  # None: "<repo>.worktrees" beside the repository
-    diff_max_chars: int = 20_000  # the patch shown by /diff at most
+    diff_max_chars: int = 20_000  # the patch shown by /diff as text at most
+    diff_file_max_bytes: int = 256 * 1024  # the patch attached as a file at most
     shell: ShellLimits = ShellLimits()
 
 
@@ -57,6 +58,19 @@ def workspace_factory(options: WorkspaceOptions) -> WorkspaceFactory:
         return GitWorkspace(thread_id, post, clock, ids, options)
 
     return make
+
+
+def cut_patch(patch: str, max_bytes: int) -> str:
+    """The patch as a file holds it: whole, or cut at a line end within ``max_bytes`` (UTF-8)
+    with a last line saying how much was left out (the file is then no valid patch)."""
+    data = patch.encode()
+    if len(data) <= max_bytes:
+        return patch
+    head = data[: max_bytes - 200].decode(errors="ignore")
+    head = head[: head.rfind("\n") + 1] or head
+    left = len(data) - len(head.encode())
+    note = f"# … patch cut here: {left} more bytes not included (workspaces.diff_file_max_bytes)"
+    return f"{head}{note}\n"
 
 
 class GitWorkspace:
@@ -183,6 +197,7 @@ class GitWorkspace:
         return {
             "text": f"Changes since {label}: {summary.line()}\n{summary.table()}",
             "detail": f"```diff\n{patch.rstrip()}\n```",
+            "patch": cut_patch(summary.patch, self.options.diff_file_max_bytes),
             "files": tuple(f[0] for f in summary.files),
         }
 
@@ -264,7 +279,6 @@ class GitWorkspace:
                 duration_s=round(outcome.duration_s, 3),
             )
         )
-
 
     async def _agent_shell(self, agent: AgentShellOf | None) -> AgentShell | None:
         """The agent's own shell for a `!` command, or None: Spindle runs it directly (the

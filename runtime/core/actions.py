@@ -409,6 +409,9 @@ class WorkspaceJobFinished(ActionBase):
     ok: bool
     text: str  # the summary shown in the thread
     detail: str = ""  # longer text shown after it, paged (a patch, a listing)
+    # diff: the whole patch (bounded), attached as a file where the platform takes files
+    # (``detail`` is then shown only where it does not).
+    patch: str = ""
     commit: str | None = None  # undo/redo: the commit holding the state it replaced
     path: str | None = None  # worktree_new: the worktree's directory
     branch: str | None = None

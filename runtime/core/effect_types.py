@@ -27,6 +27,7 @@ __all__ = [
     "LogNote",
     "OpenThread",
     "OutputKind",
+    "PostFile",
     "PostOutput",
     "PromptAgent",
     "RenameThread",
@@ -63,6 +64,19 @@ class PostOutput(Frozen):
     kind: OutputKind
     text: str
     run_id: str | None = None
+
+
+class PostFile(Frozen):
+    """Post ``content`` as a file attachment ``filename`` with a short ``caption`` (the
+    /diff patch) where the platform takes files; elsewhere ``fallback`` is posted as text
+    (paged like any long output). Posted once per ``key`` like a ``PostOutput``."""
+
+    type: Literal["post_file"] = "post_file"
+    key: str
+    filename: str
+    content: str
+    caption: str
+    fallback: str
 
 
 class AppendOutput(Frozen):
@@ -318,6 +332,7 @@ class StopShell(Frozen):
 
 Effect = Annotated[
     PostOutput
+    | PostFile
     | AppendOutput
     | EditOutput
     | SealOutput
@@ -345,7 +360,7 @@ Effect = Annotated[
 ]
 
 # Effects that create a new keyed chat output: each key appears at most once, ever.
-KEYED_POSTS = (PostOutput, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)
+KEYED_POSTS = (PostOutput, PostFile, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)
 
 # Effects for the thread's workspace port (``runtime.live.ports.WorkspacePort``).
 WORKSPACE_EFFECTS = (CheckpointWorkdir, WorkspaceJob, RunShell, StopShell)

@@ -34,6 +34,7 @@ MAX_CHECKPOINTS = 64  # the state remembers this many; git prunes its refs by co
 SHELL_TAIL_CHARS = 1500  # a shell card shows at most this much of the output (its end)
 SHELL_HEADER_CHARS = 200
 NOTE_FILES = 20  # the agent's undo note names at most this many files
+PATCH_FILENAME = "changes.diff"  # /diff's patch, attached where the platform takes files
 # Jobs that change the workdir: the queue waits for them.
 BLOCKING_OPS = ("undo", "redo", "worktree_new", "worktree_merge")
 # CLIs whose sessions are not tied to the directory they were started in: a conversation
@@ -173,6 +174,7 @@ def _started_text(a: A.WorkspaceCommand) -> str:
 
 def _undo_or_redo(step: Step, a: A.WorkspaceCommand, workdir: str) -> None:
     here = [c for c in _ws(step).checkpoints if c.workdir == workdir]
+    commit: str | None
     if a.op == "undo":
         target = next((c for c in reversed(here) if c.undone is None), None)
         if target is None:
@@ -401,7 +403,18 @@ _NATIVE = {
 
 def _show_result(step: Step, a: A.WorkspaceJobFinished) -> None:
     _notice(step, "0", a.text if a.ok else f"⚠ {a.text}")
-    if a.detail:
+    if a.patch:
+        lines = a.patch.count("\n") + 1
+        step.emit(
+            F.PostFile(
+                key=f"{step.thread}/ws/{step.action.action_id}/1",
+                filename=PATCH_FILENAME,
+                content=a.patch,
+                caption=f"The whole patch ({lines} lines).",
+                fallback=a.detail or f"```diff\n{a.patch}\n```",
+            )
+        )
+    elif a.detail:
         _notice(step, "1", a.detail)
 
 

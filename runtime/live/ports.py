@@ -212,11 +212,12 @@ class WorkspacePort(Protocol):
         agent: AgentShellOf | None = None,
     ) -> None:
         """Apply one workspace effect. A ``RunShell`` with ``via_agent`` runs in the shell
-        of the agent ``agent()`` gives (None: the agent has none; or no ``agent``: directly). A ``CheckpointWorkdir`` is done before this returns
-        (the prompt after it waits); slow work (jobs, shell commands) is started in
-        ``nursery`` and reports back only by posting actions (``CheckpointTaken``,
-        ``WorkspaceJobFinished``, ``ShellOutput``, ``ShellFinished``): every effect gets
-        its answer, a failure included. Never raises for a failure of the work itself."""
+        of the agent ``agent()`` gives (None: the agent has none; or no ``agent``: directly).
+        A ``CheckpointWorkdir`` is done before this returns (the prompt after it waits);
+        slow work (jobs, shell commands) is started in ``nursery`` and reports back only by
+        posting actions (``CheckpointTaken``, ``WorkspaceJobFinished``, ``ShellOutput``,
+        ``ShellFinished``): every effect gets its answer, a failure included. Never raises
+        for a failure of the work itself."""
         ...
 
 

@@ -316,9 +316,7 @@ def test_undo_and_redo_with_an_agent_that_restores_turns():
     for run_id in ("r2", "r1"):
         cmd = d.s.ws("undo")
         d(cmd)
-        assert [(e.op, e.run_id, e.turns) for e in d.of(F.RollbackAgent)] == [
-            ("undo", run_id, 1)
-        ]
+        assert [(e.op, e.run_id, e.turns) for e in d.of(F.RollbackAgent)] == [("undo", run_id, 1)]
         _rolled(d, cmd, run_id, restorable=True)
         d(d.s.job_done(cmd.action_id, "undo", commit=f"saved-{run_id}", run_id=run_id))
     assert [c.conversation for c in d.state.workspace.checkpoints] == ["hidden", "hidden"]

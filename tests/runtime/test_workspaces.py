@@ -261,13 +261,16 @@ def test_diff_and_the_footer_change_summary(tmp_path):
             [footer] = t.texts("footer")
             assert footer.endswith(" · 2 files +3 −1")
             await t.command("diff")
-            await until(lambda: len(t.texts("notice")) == 2, timeout=10)
+            await until(lambda: t.texts("post_file"), timeout=10)
             notices = t.texts("notice")
             assert any(
                 x.startswith("Changes since the conversation started: 2 files +3 −1")
                 for x in notices
             )
-            assert any("+TWO" in x and x.startswith("```diff") for x in notices)
+            # The patch as a file (the platform shows it as text where it takes no files).
+            [patch] = t.texts("post_file")
+            assert patch.startswith("changes.diff: The whole patch (")
+            assert "+TWO" in patch and "diff --git a/b.txt b/b.txt" in patch
 
     trio.run(main)
 
