@@ -404,7 +404,7 @@ _NATIVE = {
 def _show_result(step: Step, a: A.WorkspaceJobFinished) -> None:
     _notice(step, "0", a.text if a.ok else f"⚠ {a.text}")
     if a.patch:
-        lines = a.patch.count("\n") + 1
+        lines = len(a.patch.splitlines())
         step.emit(
             F.PostFile(
                 key=f"{step.thread}/ws/{step.action.action_id}/1",
