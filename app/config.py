@@ -426,6 +426,9 @@ class WorkspaceSettings(_Section):
     shell_output_chars: Count = Field(default=2000, ge=100, le=100_000)  # per streamed piece
     worktree_dir: PathText | None = None  # default "<repo>.worktrees" beside the repository
     diff_max_chars: Count = Field(default=20_000, ge=500, le=1_000_000)
+    # The patch /diff attaches as a file (Discord, Telegram, Slack); it is logged with the
+    # result, so bounded well below a log record's limit.
+    diff_file_max_bytes: Count = Field(default=256 * 1024, ge=1024, le=768 * 1024)
 
     def policy(self) -> WorkspacePolicy:
         return WorkspacePolicy(
@@ -442,6 +445,7 @@ class WorkspaceSettings(_Section):
             checkpoint_max_age_s=self.checkpoint_max_age_s,
             worktree_dir=self.worktree_dir,
             diff_max_chars=self.diff_max_chars,
+            diff_file_max_bytes=self.diff_file_max_bytes,
             shell=ShellLimits(
                 timeout_s=self.shell_timeout_s,
                 piece_chars=self.shell_output_chars,
