@@ -94,7 +94,7 @@ def test_the_mode_is_configured_per_channel(monkeypatch, tmp_path: Path) -> None
         discord={
             "plain_message": "queue",
             "project_channels": {
-                "42": {"workdir": "~", "plain_message": "steer"},
+                "42": {"workdir": "~", "plain_message": "steer", "shell_via_agent": True},
                 "43": {"workdir": "~"},
             },
         },
@@ -104,6 +104,9 @@ def test_the_mode_is_configured_per_channel(monkeypatch, tmp_path: Path) -> None
     assert settings.plain_message_mode(42) == "steer"
     assert settings.plain_message_mode(43) == "queue"  # the bot's own
     assert settings.plain_message_mode(None) == "queue"
+    # `!` in the agent's own shell, per project channel (None: the runtime's policy).
+    assert (settings.shell_via_agent(42), settings.shell_via_agent(43)) == (True, None)
+    assert config.workspaces.policy().shell_via_agent is False
     assert telegram_settings_from_config(config).plain_message == "steer"
     with pytest.raises(ConfigError, match="plain_message"):
         load_settings(None, discord={"plain_message": "shout"})
