@@ -94,7 +94,7 @@ async def test_undo_rolls_back_codex_and_a_shell_command_runs_in_its_shell(
                 )
                 for done, text in enumerate(("remember ALPHA-MARK", "remember BETA-MARK"), 1):
                     await send(A.UserMessage(**base(), **user, text=text, interrupt=True))
-                    await _until(lambda: state().counters.completed == done and idle())
+                    await _until(lambda n=done: state().counters.completed == n and idle())
                     if done == 2:
                         (repo / "a.txt").write_text("changed by the second run\n")
                 assert [c.run_id for c in state().workspace.checkpoints] == ["r1", "r2"]
