@@ -1,6 +1,11 @@
-"""/undo's and /redo's conversation rollback with the genuine ``opencode serve`` against the
-fake Chat Completions API: the session's revert point hides the undone turns, so the model's
-next request no longer holds them; unrevert (or a revert point moved later) brings them back."""
+"""/undo's and /redo's conversation rollback and `!` in the session's own shell, with the
+genuine ``opencode serve`` against the fake Chat Completions API (one server start for both).
+
+Rollback: the session's revert point hides the undone turns, so the model's next request no
+longer holds them; unrevert (or a revert point moved later) brings them back. Shell
+(``POST /session/{id}/shell`` under Spindle's rules, ``run_in_agent``): the output comes back
+bounded when the command is done; the time limit aborts the command (its process is gone);
+the model's next request holds the command and its output."""
 
 from __future__ import annotations
 
@@ -8,9 +13,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
+import trio
 from test_opencode_integration import OpenAIChatFake, opencode_options, running  # noqa: E402
 
+from threadspindle.effects.shell_command import ShellLimits, run_in_agent
 from threadspindle.runtime.core.effect_types import RollbackAgent, StartAgent
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,7 +44,9 @@ async def _hidden(thread) -> list[str]:  # type: ignore[no-untyped-def]
     return users[users.index(point) :] if point in users else []
 
 
-async def test_undo_hides_turns_redo_brings_them_back(fake: OpenAIChatFake, tmp_path: Path) -> None:
+async def test_undo_hides_turns_redo_brings_them_back_and_a_shell_command(
+    fake: OpenAIChatFake, tmp_path: Path
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     async with running(opencode_options(fake, tmp_path / "home"), work) as thread:
@@ -61,6 +71,36 @@ async def test_undo_hides_turns_redo_brings_them_back(fake: OpenAIChatFake, tmp_
         assert await _hidden(thread) == []
         with pytest.raises(RuntimeError, match="hidden turns"):
             await thread.adapter.rollback(_rollback("redo", "r4", 0, work))
+        await _shell_in_the_session(thread)
         await thread.turn("and now?")
         sent = json.dumps(fake.requests[-1].body)
         assert "what do you remember?" in sent and "GAMMA-MARK" not in sent
+        assert "SHELL-MARK" in sent and "seq 1 400" in sent  # the command is in its context
+
+
+async def _shell_in_the_session(thread) -> None:  # type: ignore[no-untyped-def]
+    assert thread.adapter.capabilities.shell
+    pieces: list[str] = []
+    outcome = await run_in_agent(
+        "echo SHELL-MARK; seq 1 400",
+        thread.adapter.shell,
+        limits=ShellLimits(timeout_s=30, piece_chars=60),
+        report=lambda text, binary: pieces.append(text),
+        cancel=trio.CancelScope(),
+    )
+    assert (outcome.outcome, outcome.exit_code) == ("exited", None)  # opencode gives none
+    assert len(pieces) == 1 and "chars skipped" in pieces[0] and pieces[0].endswith("400\n")
+    started = trio.current_time()
+    slow = await run_in_agent(
+        "sleep 30",
+        thread.adapter.shell,
+        limits=ShellLimits(timeout_s=1.5),
+        report=lambda text, binary: None,
+        cancel=trio.CancelScope(),
+    )
+    assert slow.outcome == "timed_out" and trio.current_time() - started < 15
+    await trio.sleep(1.0)
+    server = thread.adapter.server
+    assert server is not None and server.process is not None
+    children = psutil.Process(server.process.pid).children(recursive=True)
+    assert not [p for p in children if "sleep" in " ".join(p.cmdline())]  # aborted
