@@ -232,6 +232,7 @@ class TelegramProjectGroup(_Section):
     agent: Name = "claude"
     workdir: PathText
     worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
+    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
     @field_validator("agent")
     @classmethod
