@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ import trio
 from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from threadspindle.app.logs import configure_logging, redact
 from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
@@ -104,8 +106,74 @@ class PrintRenderer:
 
 
 def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
-    trio.run(_gateway, _servers(args), args.root, args.agent, args.lease_ttl)
+    roots = args.root or ["."]
+    platforms = _chat_platforms(args, settings)
+    if isinstance(platforms, str):
+        print(f"Cannot start the gateway: {platforms}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.console or not platforms:
+        trio.run(_gateway, _servers(args), roots[0], args.agent, args.lease_ttl)
+        return EXIT_OK
+    configure_logging(settings.log_level, settings.log_path, terminal=True)
+    for secret in (settings.token(), settings.telegram_bot_token(), *settings.slack_tokens()):
+        redact(secret)
+    trio.run(_chat_gateway, _servers(args), roots, platforms, args.lease_ttl)
     return EXIT_OK
+
+
+def _chat_platforms(args: argparse.Namespace, settings: Settings) -> dict[str, Any] | str:
+    """The chat platforms this gateway holds (name -> settings), or why it cannot."""
+    wanted = set(args.platforms.split(",")) if getattr(args, "platforms", None) else None
+    found: dict[str, Any] = {}
+    try:
+        if settings.token() is not None and (wanted is None or "discord" in wanted):
+            from threadspindle.ingress.discord.settings import settings_from_config
+
+            discord = settings_from_config(settings)
+            count = args.shard_count or 1
+            ids = tuple(int(i) for i in args.shards.split(",")) if args.shards else ()
+            if any(not 0 <= i < count for i in ids):
+                return f"--shards {args.shards}: each must be below --shard-count {count}"
+            if args.shard_count or ids:
+                discord = discord.model_copy(
+                    update={"shard_ids": ids or tuple(range(count)), "shard_count": count}
+                )
+            found["discord"] = discord
+        if settings.telegram_bot_token() is not None and (wanted is None or "telegram" in wanted):
+            from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+
+            found["telegram"] = telegram_settings_from_config(settings)
+        if any(settings.slack_tokens()) and (wanted is None or "slack" in wanted):
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
+
+            found["slack"] = slack_settings_from_config(settings)
+    except ValueError as exc:
+        return str(exc)
+    return found
+
+
+async def _chat_gateway(
+    servers: list[str], roots: list[str], platforms: dict[str, Any], lease_ttl: float
+) -> None:
+    from threadspindle.ingress.cluster_gateway import run_chat_gateway
+
+    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
+        async with trio.open_nursery() as nursery:
+            app = await nursery.start(
+                lambda task_status: run_chat_gateway(
+                    conn,
+                    roots=roots,
+                    discord=platforms.get("discord"),
+                    telegram=platforms.get("telegram"),
+                    slack=platforms.get("slack"),
+                    task_status=task_status,
+                )
+            )
+            print(f"gateway: serving {', '.join(app.homes)}", flush=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    app.stop()
+                    break
 
 
 async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) -> None:

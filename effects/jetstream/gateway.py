@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
@@ -56,21 +57,27 @@ class Gateway:
         self.posted_keys: dict[str, set[str]] = {}
         self._recent: dict[str, dict[str, tuple[str, ...]]] = {}  # as in spindle_posted
         self.applied = 0
+        # Told the thread of each effect applied (a chat gateway refreshes its view of it).
+        self.on_applied: Callable[[str], object] | None = None
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
 
-    async def start(self, root: str, action: Action) -> None:
+    async def start(self, root: str, action: Action, *, home: str | None = None) -> None:
         """Route the thread to ``root`` and send its first action (``ConversationStarted``)."""
         await self.transport.route(action.thread_id, root)
         self._roots[action.thread_id] = root
-        await self.send(action)
+        await self.send(action, home=home)
 
-    async def send(self, action: Action) -> None:
+    async def send(self, action: Action, *, home: str | None = None) -> None:
+        """Send an action to the runner of the thread's root. ``home``: this gateway holds
+        the thread's chat connection (``discord-<shard>``, ...): its effects come here."""
         root = self._roots.get(action.thread_id) or await self.transport.root_of(action.thread_id)
         if root is None:
             raise LookupError(f"thread {action.thread_id} has no root: start it first")
         self._roots[action.thread_id] = root
-        await self.transport.send_action(root, action)
+        if home is not None:
+            await self.transport.set_home(action.thread_id, home)
+        await self.transport.send_action(root, action, home=home)
 
     async def renderer(self, thread_id: str) -> RendererPort:
         renderer = self.renderers.get(thread_id)
@@ -119,14 +126,29 @@ class Gateway:
         self,
         *,
         name: str = "gateway",
+        homes: Sequence[str] | None = None,
         ack_wait_s: float = 30.0,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Apply effects until cancelled, acking each right after it is applied and
         reported (so a crash leaves at most the effects in hand to be delivered again).
-        The threads of a fetched batch are served concurrently, each in order."""
-        outbox = await self.transport.outbox(name, ack_wait_s=ack_wait_s)
-        task_status.started()
+        The threads of a fetched batch are served concurrently, each in order.
+        ``homes``: only the effects of these homes' threads, each through its durable
+        consumer ``gw-<home>`` (a restarted gateway of the same homes goes on where the
+        dead one stopped); None: every thread's, through the consumer ``name``."""
+        if homes is None:
+            outboxes = [await self.transport.outbox(name, ack_wait_s=ack_wait_s)]
+        else:
+            outboxes = [
+                await self.transport.outbox(f"gw-{home}", home=home, ack_wait_s=ack_wait_s)
+                for home in homes
+            ]
+        async with trio.open_nursery() as nursery:
+            for outbox in outboxes:
+                nursery.start_soon(self._serve_outbox, outbox)
+            task_status.started()
+
+    async def _serve_outbox(self, outbox: Inbox) -> None:
         while True:
             by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
             for msg in await outbox.fetch(batch=256, timeout_s=1.0):
@@ -135,6 +157,11 @@ class Gateway:
             async with trio.open_nursery() as nursery:
                 for thread_id, items in by_thread.items():
                     nursery.start_soon(self._serve_thread, outbox, thread_id, items)
+            # Posts a paced renderer made in the background since (a chat platform's
+            # StreamRenderer): reported now, not only when the thread's next effect comes.
+            late, self._late = self._late, []
+            for late_thread, key, message_ids in late:
+                await self.report(late_thread, key, message_ids)
 
     async def _serve_thread(
         self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]
@@ -159,4 +186,6 @@ class Gateway:
             for late_thread, key, message_ids in late:
                 await self.report(late_thread, key, message_ids)
             self.applied += 1
+            if self.on_applied is not None:
+                self.on_applied(thread_id)
             await outbox.ack(msg)

@@ -33,6 +33,7 @@ from threadspindle.effects.jetstream.fencing import FencedRenderer
 from threadspindle.effects.jetstream.lease import Leases
 from threadspindle.effects.jetstream.log import JetStreamLog, open_jetstream_log
 from threadspindle.effects.jetstream.transport import (
+    HOME_HEADER,
     Inbox,
     RemoteRenderer,
     Transport,
@@ -45,7 +46,7 @@ from threadspindle.runtime.live.actor import Receipt
 from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
-__all__ = ["RootLost", "serve_runner"]
+__all__ = ["RootLost", "serve_runner", "thread_of_token"]
 
 logger = logging.getLogger("spindle.runner")
 
@@ -85,7 +86,7 @@ class _Runner:
         for key in keys:
             entry = await self.conn.call(self.transport.routes.get, key)
             if entry.value and root_token(entry.value.decode()) in tokens:
-                wanted.append(_thread_of(key))
+                wanted.append(thread_of_token(key))
         return wanted
 
     async def consume(self, rt: Runtime, inbox: Inbox) -> None:
@@ -94,6 +95,8 @@ class _Runner:
                 for msg in await inbox.fetch(batch=64, timeout_s=1.0):
                     action = decode_action(msg)
                     thread_id = action.thread_id
+                    # Where the thread's effects go: the gateway that sent this.
+                    self.transport.note_home(thread_id, (msg.headers or {}).get(HOME_HEADER))
                     if not self.log.holds(thread_id):
                         # Fenced (another runner wrote it) or never held: whatever actor it
                         # has here works from a stale state; stop it, then read it afresh.
@@ -120,7 +123,8 @@ class _Runner:
             await inbox.nak(msg, delay_s=1.0)
 
 
-def _thread_of(token: str) -> str:
+def thread_of_token(token: str) -> str:
+    """The thread id a token stands for (``connection.thread_token`` undone)."""
     import base64
 
     if not token.startswith("="):
