@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument(
         "--platforms", help="of the configured ones, those held here (e.g. discord,telegram)"
     )
+    gateway.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        help="seconds before an effect a dead gateway held is delivered again (default: 30)",
+    )
     gateway.add_argument("--agent", default="echo", help="agent of new conversations")
     gateway.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
     cluster = command("cluster", help="a local JetStream cluster with runners and a gateway")

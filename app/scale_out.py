@@ -117,7 +117,7 @@ def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(settings.log_level, settings.log_path, terminal=True)
     for secret in (settings.token(), settings.telegram_bot_token(), *settings.slack_tokens()):
         redact(secret)
-    trio.run(_chat_gateway, _servers(args), roots, platforms, args.lease_ttl)
+    trio.run(_chat_gateway, _servers(args), roots, platforms, args.lease_ttl, args.ack_wait)
     return EXIT_OK
 
 
@@ -153,7 +153,11 @@ def _chat_platforms(args: argparse.Namespace, settings: Settings) -> dict[str, A
 
 
 async def _chat_gateway(
-    servers: list[str], roots: list[str], platforms: dict[str, Any], lease_ttl: float
+    servers: list[str],
+    roots: list[str],
+    platforms: dict[str, Any],
+    lease_ttl: float,
+    ack_wait: float,
 ) -> None:
     from threadspindle.ingress.cluster_gateway import run_chat_gateway
 
@@ -166,6 +170,7 @@ async def _chat_gateway(
                     discord=platforms.get("discord"),
                     telegram=platforms.get("telegram"),
                     slack=platforms.get("slack"),
+                    ack_wait_s=ack_wait,
                     task_status=task_status,
                 )
             )

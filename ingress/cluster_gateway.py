@@ -34,6 +34,7 @@ from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.transport import Transport, open_transport
 from threadspindle.effects.jetstream.views import ThreadViews
 from threadspindle.effects.platform import PlatformLimits
+from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
 from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
@@ -49,6 +50,7 @@ from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core.actions import Action, ConversationStarted
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.ports import Posted
 
 __all__ = ["ChatGateway", "RemoteRuntime", "discord_shard", "run_chat_gateway"]
 
@@ -232,6 +234,21 @@ async def run_chat_gateway(
     router = PlatformRouter()
     gateway = Gateway(conn, transport, router.renderer)
     gateway.on_applied = views.mark
+
+    async def resume(
+        thread_id: str, renderer: Any, posted: dict[str, tuple[str, ...]]
+    ) -> list[Posted]:
+        """The thread's last text outputs, whole, in the messages a dead gateway posted for
+        them (it may have died before showing all of their text)."""
+        made: list[Posted] = []
+        if isinstance(renderer, StreamRenderer):
+            for key, (text, seq, sealed) in views.recent_outputs(thread_id).items():
+                made += await renderer.resume_stream(
+                    key, text, seq, posted.get(key, ()), sealed=sealed
+                )
+        return made
+
+    gateway.on_renderer = resume
     runtime = RemoteRuntime(gateway, views, [os.path.realpath(r) for r in roots])
     runtime.discord_shards = shards
     async with AsyncExitStack() as stack:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -35,7 +35,7 @@ from threadspindle.effects.jetstream.log import load_thread
 from threadspindle.effects.jetstream.transport import Inbox, Transport, decode_effect
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect
-from threadspindle.runtime.live.ports import RendererFactory, RendererPort
+from threadspindle.runtime.live.ports import Posted, RendererFactory, RendererPort
 
 __all__ = ["Gateway"]
 
@@ -54,11 +54,18 @@ class Gateway:
         self.renderers: dict[str, RendererPort] = {}
         self._roots: dict[str, str] = {}
         self._late: list[tuple[str, str, tuple[str, ...]]] = []  # posted outside apply
+        self._late_wake = trio.Event()
         self.posted_keys: dict[str, set[str]] = {}
         self._recent: dict[str, dict[str, tuple[str, ...]]] = {}  # as in spindle_posted
         self.applied = 0
         # Told the thread of each effect applied (a chat gateway refreshes its view of it).
         self.on_applied: Callable[[str], object] | None = None
+        # Called with each renderer made and what is known posted in its thread: a chat
+        # gateway continues there the outputs a dead gateway left streaming.
+        self.on_renderer: (
+            Callable[[str, RendererPort, dict[str, tuple[str, ...]]], Awaitable[list[Posted]]]
+            | None
+        ) = None
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
 
@@ -83,7 +90,7 @@ class Gateway:
         renderer = self.renderers.get(thread_id)
         if renderer is None:
             renderer = self._factory(thread_id)
-            renderer.on_posted = lambda key, ids: self._late.append((thread_id, key, ids))
+            renderer.on_posted = lambda key, ids: self._posted_late(thread_id, key, ids)
             loaded = await load_thread(self.conn, thread_id)
             # What the log says was posted, and what an earlier gateway recorded as posted
             # whose OutputPosted the runner had not logged yet.
@@ -98,7 +105,26 @@ class Gateway:
                 # Posted and recorded by a gateway that died before its OutputPosted was
                 # stored (or logged): sent again, a duplicate id if it was.
                 await self.report(thread_id, key, recorded[key])
+            if self.on_renderer is not None:
+                for key, message_ids in await self.on_renderer(thread_id, renderer, posted):
+                    await self.report(thread_id, key, message_ids)
         return renderer
+
+    def _posted_late(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        """A post a paced renderer made in the background (a chat platform's
+        ``StreamRenderer``): reported at once by ``_report_late``, not when the thread's
+        next effect comes, so the window in which a gateway that dies leaves a post
+        unrecorded (and posted again after) stays a KV write long."""
+        self._late.append((thread_id, key, message_ids))
+        self._late_wake.set()
+
+    async def _report_late(self) -> None:
+        while True:
+            await self._late_wake.wait()
+            self._late_wake = trio.Event()
+            late, self._late = self._late, []
+            for thread_id, key, message_ids in late:
+                await self.report(thread_id, key, message_ids)
 
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
         """Record the post (``spindle_posted``) and send ``OutputPosted`` to the runner."""
@@ -144,6 +170,7 @@ class Gateway:
                 for home in homes
             ]
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._report_late)
             for outbox in outboxes:
                 nursery.start_soon(self._serve_outbox, outbox)
             task_status.started()
@@ -157,11 +184,6 @@ class Gateway:
             async with trio.open_nursery() as nursery:
                 for thread_id, items in by_thread.items():
                     nursery.start_soon(self._serve_thread, outbox, thread_id, items)
-            # Posts a paced renderer made in the background since (a chat platform's
-            # StreamRenderer): reported now, not only when the thread's next effect comes.
-            late, self._late = self._late, []
-            for late_thread, key, message_ids in late:
-                await self.report(late_thread, key, message_ids)
 
     async def _serve_thread(
         self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]

@@ -3,6 +3,14 @@ its JetStream log, so the chat ingress (which asks ``snapshot(thread)`` synchron
 this thread a conversation, where does it work, what is queued) can run on a node that
 holds no thread state of its own.
 
+Folding the log also gives the effects each action made (the core is deterministic), so a
+view knows the whole text of the thread's last few text outputs (``RECENT_OUTPUTS``), and
+whether each is sealed: a gateway that took over from one that died mid-stream shows such an output whole in
+the message already posted (``run_outputs``; ``StreamRenderer.resume_stream``) instead of
+leaving it cut where the dead one stopped (the appends it had not applied are acked, or
+come again and are dropped by their seq). An output opened before the thread's newest
+snapshot is not known this way.
+
 A view is a cache, never authoritative: the runner owning the thread writes the log, and
 the view follows it by reading the subject from where it last stopped (``refresh``). The
 gateway refreshes a thread when it sends one of its actions and when an effect of it is
@@ -24,12 +32,22 @@ import trio
 from threadspindle.effects.jetstream.connection import STREAM, JetStream, subject_of
 from threadspindle.effects.jetstream.log import decode_record, load_thread, read_subject
 from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.effect_types import (
+    AppendOutput,
+    EditOutput,
+    PostOutput,
+    SealOutput,
+)
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.core.transitions import transition
 
 __all__ = ["ThreadViews"]
 
 logger = logging.getLogger("spindle.views")
+
+# Text outputs remembered per thread: a gateway taking over shows them whole again (one
+# edit each, in the threads it gets effects for); a few cover the runs in flight.
+RECENT_OUTPUTS = 4
 
 
 class ThreadViews:
@@ -44,12 +62,20 @@ class ThreadViews:
         self.last_at: float | None = None  # the newest action seen in any view
         self.on_action = on_action  # told every action folded (catch-up marks)
         self.refreshes = 0
+        # thread -> key -> [text so far, seq of its last append, sealed] of the thread's
+        # last RECENT_OUTPUTS text outputs, oldest first
+        self._outputs: dict[str, dict[str, list[Any]]] = {}
 
     def snapshot(self, thread_id: str) -> ThreadState | None:
         return self.states.get(thread_id)
 
     def snapshots(self) -> Mapping[str, ThreadState]:
         return self.states
+
+    def recent_outputs(self, thread_id: str) -> dict[str, tuple[str, int, bool]]:
+        """The thread's last text outputs: key -> (text so far, seq of the last append,
+        sealed)."""
+        return {k: (v[0], v[1], v[2]) for k, v in self._outputs.get(thread_id, {}).items()}
 
     async def refresh(self, thread_id: str) -> ThreadState | None:
         """Read what the thread's subject gained since this view last read it."""
@@ -78,7 +104,24 @@ class ThreadViews:
         self.last_at = at if self.last_at is None else max(self.last_at, at)
         if self.on_action is not None:
             self.on_action(action)
-        return transition(state, action).state
+        result = transition(state, action)
+        thread_id = action.thread_id
+        for effect in result.effects:
+            outputs = self._outputs.setdefault(thread_id, {})
+            if isinstance(effect, PostOutput) and effect.kind == "text":
+                outputs[effect.key] = [effect.text, -1, False]
+                while len(outputs) > RECENT_OUTPUTS:
+                    del outputs[next(iter(outputs))]
+            elif isinstance(effect, AppendOutput) and effect.key in outputs:
+                entry = outputs[effect.key]
+                if effect.seq > entry[1]:
+                    entry[0] += effect.text
+                    entry[1] = effect.seq
+            elif isinstance(effect, SealOutput) and effect.key in outputs:
+                outputs[effect.key][2] = True
+            elif isinstance(effect, EditOutput):
+                outputs.pop(effect.key, None)  # no longer a stream: shown as edited
+        return result.state
 
     async def load(self, thread_ids: list[str], *, limit: int = 16) -> None:
         """Read the views of these threads (at a gateway's start), ``limit`` at a time."""
