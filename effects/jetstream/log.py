@@ -671,9 +671,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
-def decode_record(
-    path: Path, thread_id: str, stream_seq: int, data: bytes
-) -> list[LoggedAction]:
+def decode_record(path: Path, thread_id: str, stream_seq: int, data: bytes) -> list[LoggedAction]:
     """The actions of one message of a thread's subject (an epoch record has none)."""
     try:
         raw = orjson.loads(data)

@@ -142,8 +142,10 @@ async def serve_runner(
     policy: Policy | None = None,
     ready: Callable[[Runtime], Any] | None = None,
     claim_limit: int = 32,
+    **runtime_kwargs: Any,
 ) -> None:
-    """Serve the roots until cancelled (or ``RootLost``); see the module doc."""
+    """Serve the roots until cancelled (or ``RootLost``); see the module doc.
+    ``runtime_kwargs`` go to ``open_runtime`` (the MCP process manager's hooks, say)."""
     transport = await open_transport(conn)
     lost = trio.Event()
     root_leases = Leases(
@@ -178,6 +180,7 @@ async def serve_runner(
                 ),
                 adapter_factory=adapter_factory,
                 policy=policy or Policy(allowed_roots=tuple(roots)),
+                **runtime_kwargs,
             ) as rt:
                 async with trio.open_nursery() as work:
                     for root in roots:

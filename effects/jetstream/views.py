@@ -4,12 +4,12 @@ this thread a conversation, where does it work, what is queued) can run on a nod
 holds no thread state of its own.
 
 Folding the log also gives the effects each action made (the core is deterministic), so a
-view knows the whole text of the thread's last few text outputs (``RECENT_OUTPUTS``), and
-whether each is sealed: a gateway that took over from one that died mid-stream shows such an output whole in
-the message already posted (``run_outputs``; ``StreamRenderer.resume_stream``) instead of
-leaving it cut where the dead one stopped (the appends it had not applied are acked, or
-come again and are dropped by their seq). An output opened before the thread's newest
-snapshot is not known this way.
+view knows the whole text of the thread's last few text outputs (``RECENT_OUTPUTS``) and
+whether each is sealed: a gateway that took over from one that died mid-stream shows each
+whole in the message already posted (``recent_outputs``; ``StreamRenderer.resume_stream``)
+instead of leaving it cut where the dead one stopped (the appends it had not applied come
+again and are dropped by their seq, or were acked). An output opened before the thread's
+newest snapshot is not known this way.
 
 A view is a cache, never authoritative: the runner owning the thread writes the log, and
 the view follows it by reading the subject from where it last stopped (``refresh``). The

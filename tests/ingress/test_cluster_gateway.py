@@ -75,17 +75,16 @@ class Proc:
 
     def wait_line(self, pattern: str, timeout: float = 60) -> None:
         wait_for(
-            lambda: any(re.search(pattern, line) for line in self.lines)
-            or self.proc.poll() is not None,
+            lambda: (
+                any(re.search(pattern, line) for line in self.lines) or self.proc.poll() is not None
+            ),
             timeout,
             pattern,
         )
         assert self.proc.poll() is None, "\n".join(self.lines[-40:])
 
     def ports(self) -> set[int]:
-        return {
-            c.laddr.port for c in psutil.Process(self.proc.pid).net_connections(kind="tcp")
-        }
+        return {c.laddr.port for c in psutil.Process(self.proc.pid).net_connections(kind="tcp")}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
