@@ -140,7 +140,9 @@ class ThreadViews:
         self._dirty.add(thread_id)
         self._wake.set()
 
-    async def run(self, *, interval_s: float = 0.2, task_status: Any = trio.TASK_STATUS_IGNORED):
+    async def run(
+        self, *, interval_s: float = 0.2, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Refresh the marked views until cancelled, at most every ``interval_s``."""
         task_status.started()
         while True:
