@@ -44,6 +44,7 @@ from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
 from threadspindle.effects.jetstream.transport import open_transport
+from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.ports import OnPosted, Posted
@@ -69,7 +70,22 @@ async def _runner(args: argparse.Namespace, settings: Settings) -> None:
         # owns: their agents get it with a token of their thread, in the runner's roots.
         mcp = await _process_manager(settings, name, roots, nursery)
         factory = AgentFactory(settings, mcp)
-        runtime_kwargs: dict[str, Any] = {}
+        # The thread policy, workspaces and per-channel defaults of ``spindle run``, over
+        # this runner's roots.
+        policy = settings.runtime.policy().replace(
+            allowed_roots=tuple(roots), workspace=settings.workspaces.policy()
+        )
+        runtime_kwargs: dict[str, Any] = {
+            "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            "workspace_factory": workspace_factory(
+                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+            ),
+            "channel_policies": {
+                channel_id: policy.replace(verbosity=channel.verbosity)
+                for channel_id, channel in settings.discord.project_channels.items()
+                if channel.verbosity is not None
+            },
+        }
         if mcp is not None:
             from threadspindle.app.app import _with_processes
 
@@ -88,6 +104,7 @@ async def _runner(args: argparse.Namespace, settings: Settings) -> None:
                         name=name,
                         roots=roots,
                         adapter_factory=factory,
+                        policy=policy,
                         ready=lambda rt: print(f"{name}: serving {', '.join(roots)}", flush=True),
                         **runtime_kwargs,
                     )

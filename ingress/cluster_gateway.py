@@ -110,10 +110,10 @@ class RemoteRuntime:
                 _log.warning("conversation in %s not started: %s", action.thread_id, why)
                 self.dropped.append(action.action_id)
                 return _Stored(why)
-            await self.gateway.start(root, action, home=home)
+            await self.gateway.start(root, action, home=home, channel=channel_id)
         else:
             try:
-                await self.gateway.send(action, home=home)
+                await self.gateway.send(action, home=home, channel=channel_id)
             except LookupError as exc:  # no conversation was ever started in the thread
                 _log.info("%s dropped: %s", action.kind, exc)
                 self.dropped.append(action.action_id)

@@ -69,22 +69,27 @@ class Gateway:
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
 
-    async def start(self, root: str, action: Action, *, home: str | None = None) -> None:
+    async def start(
+        self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> None:
         """Route the thread to ``root`` and send its first action (``ConversationStarted``)."""
         await self.transport.route(action.thread_id, root)
         self._roots[action.thread_id] = root
-        await self.send(action, home=home)
+        await self.send(action, home=home, channel=channel)
 
-    async def send(self, action: Action, *, home: str | None = None) -> None:
+    async def send(
+        self, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> None:
         """Send an action to the runner of the thread's root. ``home``: this gateway holds
-        the thread's chat connection (``discord-<shard>``, ...): its effects come here."""
+        the thread's chat connection (``discord-<shard>``, ...): its effects come here;
+        ``channel``: the chat channel it came from."""
         root = self._roots.get(action.thread_id) or await self.transport.root_of(action.thread_id)
         if root is None:
             raise LookupError(f"thread {action.thread_id} has no root: start it first")
         self._roots[action.thread_id] = root
         if home is not None:
             await self.transport.set_home(action.thread_id, home)
-        await self.transport.send_action(root, action, home=home)
+        await self.transport.send_action(root, action, home=home, channel=channel)
 
     async def renderer(self, thread_id: str) -> RendererPort:
         renderer = self.renderers.get(thread_id)

@@ -33,6 +33,7 @@ from threadspindle.effects.jetstream.fencing import FencedRenderer
 from threadspindle.effects.jetstream.lease import Leases
 from threadspindle.effects.jetstream.log import JetStreamLog, open_jetstream_log
 from threadspindle.effects.jetstream.transport import (
+    CHANNEL_HEADER,
     HOME_HEADER,
     Inbox,
     RemoteRenderer,
@@ -110,7 +111,8 @@ class _Runner:
                         await inbox.ack(msg)
                         continue
                     seen.append(action.action_id)
-                    receipt = await rt.post(action)
+                    channel = (msg.headers or {}).get(CHANNEL_HEADER)
+                    receipt = await rt.post(action, channel_id=channel)
                     nursery.start_soon(self.settle, inbox, msg, receipt)
 
     async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt) -> None:

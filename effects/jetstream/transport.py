@@ -52,6 +52,7 @@ from threadspindle.runtime.live.log_read import ACTION_ADAPTER
 from threadspindle.runtime.live.ports import OnPosted, Posted
 
 __all__ = [
+    "CHANNEL_HEADER",
     "DEFAULT_HOME",
     "EFFECT_ADAPTER",
     "HOME_HEADER",
@@ -70,6 +71,7 @@ OUT_STREAM = "SPINDLE_OUT"
 POSTED_BUCKET = "spindle_posted"
 HOMES_BUCKET = "spindle_homes"
 HOME_HEADER = "Spindle-Home"
+CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
 DEFAULT_HOME = "console"
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
@@ -165,13 +167,18 @@ class Transport:
             return None
         return entry.value.decode() if entry.value else None
 
-    async def send_action(self, root: str, action: Action, *, home: str | None = None) -> int:
+    async def send_action(
+        self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> int:
         """Publish an action for the runner of ``root``; its stream sequence once stored.
-        ``home``: the gateway that sends it holds the thread's effects (header)."""
+        ``home``: the gateway that sends it holds the thread's effects (header);
+        ``channel``: the chat channel it came from (a project channel's own policy)."""
         subject = f"spindle.in.{root_token(root)}.{thread_token(action.thread_id)}"
         headers = {"Nats-Msg-Id": action.action_id}
         if home:
             headers[HOME_HEADER] = home
+        if channel:
+            headers[CHANNEL_HEADER] = channel
         ack = await self.conn.call(
             self.conn.js.publish, subject, action.model_dump_json().encode(), headers=headers
         )

@@ -1,6 +1,10 @@
 """Discord over gateway nodes (``ingress/cluster_gateway.py``), as real processes: a NATS
 JetStream server, the fake Discord with two guilds on the two shards of 2, two runners (one
-workdir root each) and two ``spindle gateway`` processes holding one shard each.
+workdir root each) and two ``spindle gateway`` processes holding one shard each; the first
+also holds the Telegram bot (the fake Telegram), the second does not (``--platforms``).
+
+- A message in the Telegram project group opens a topic, answered through the first
+  gateway's Telegram connection.
 
 - A prompt in each guild is answered, and every REST call made in a guild's thread comes
   from the gateway holding that guild's shard (by the client's TCP port).
@@ -30,11 +34,13 @@ import psutil
 import pytest
 
 from threadspindle.testkit.fake_discord import FakeDiscord
+from threadspindle.testkit.fake_telegram.server import FakeTelegram
 from threadspindle.testkit.nats_cluster import nats_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SPINDLE = [sys.executable, "-m", "threadspindle.app.cli"]
 FOOTER = "echo (demo agent)"
+TELEGRAM_TOKEN = "123456789:" + "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"  # shaped as @BotFather's
 T = TypeVar("T")
 
 pytestmark = pytest.mark.timeout(180)
@@ -111,7 +117,13 @@ def test_two_gateways_hold_one_shard_each_and_a_killed_one_loses_nothing(tmp_pat
     roots = {name: tmp_path / name for name in ("root-a", "root-b")}
     for root in roots.values():
         root.mkdir()
-    with nats_cluster(tmp_path / "nats", size=1) as cluster, FakeDiscord() as fake:
+    with (
+        nats_cluster(tmp_path / "nats", size=1) as cluster,
+        FakeDiscord() as fake,
+        FakeTelegram(token=TELEGRAM_TOKEN) as telegram,
+    ):
+        tg_alice = telegram.add_user("alice")
+        tg_project = telegram.add_group("project")
         g0, g1 = guilds_on_both_shards(fake)
         project = {0: fake.add_channel(g0, "project"), 1: fake.add_channel(g1, "project")}
         alice = fake.add_user("alice")
@@ -138,6 +150,15 @@ workdir = "{roots["root-a"]}"
 [discord.project_channels."{project[1]}"]
 agent = "echo"
 workdir = "{roots["root-b"]}"
+
+[telegram]
+base_url = "{telegram.base_url}"
+allowed_user_ids = [{tg_alice}]
+min_edit_interval_s = 0.3
+
+[telegram.project_groups."{tg_project}"]
+agent = "echo"
+workdir = "{roots["root-a"]}"
 """
         )
         urls = ",".join(cluster.urls)
@@ -149,6 +170,7 @@ workdir = "{roots["root-b"]}"
                 "PYTHONPATH": str(ROOT),
                 "SPINDLE_DATA_DIR": str(tmp_path / "data" / name),
                 "SPINDLE_DISCORD_TOKEN": "fake-bot-token-for-tests.fake.token",
+                "SPINDLE_TELEGRAM_TOKEN": TELEGRAM_TOKEN,
             }
 
         def runner(name: str, root: Path) -> Proc:
@@ -159,6 +181,7 @@ workdir = "{roots["root-b"]}"
             args = ["--config", str(config), "gateway", "--nats", urls, "--lease-ttl", "2"]
             args += ["--root", str(roots["root-a"]), "--root", str(roots["root-b"])]
             args += ["--shards", str(shard), "--shard-count", "2", "--ack-wait", "2"]
+            args += ["--platforms", "discord,telegram" if shard == 0 else "discord"]
             return Proc(args, env(f"gateway-{shard}"), tmp_path)
 
         procs = [runner("runner-a", roots["root-a"]), runner("runner-b", roots["root-b"])]
@@ -167,8 +190,8 @@ workdir = "{roots["root-b"]}"
                 proc.wait_line(r"serving ")
             gateways = {0: gateway(0), 1: gateway(1)}
             procs += gateways.values()
-            for shard, proc in gateways.items():
-                proc.wait_line(rf"gateway: serving discord-{shard}$")
+            gateways[0].wait_line(r"gateway: serving discord-0, telegram$")
+            gateways[1].wait_line(r"gateway: serving discord-1$")
             assert fake.gateway_counts()["identifies"] == 2  # one session per shard
 
             def thread_of(shard: int) -> int:
@@ -177,12 +200,22 @@ workdir = "{roots["root-b"]}"
             def footers(thread: int) -> int:
                 return fake.transcript(thread).count(FOOTER)
 
+            # Telegram, held by the first gateway only.
+            telegram.send_message(tg_project, tg_alice, "hello from telegram")
             fake.send_message(project[0], alice, "hello shard zero")
             fake.send_message(project[1], alice, "hello shard one")
             threads = {shard: thread_of(shard) for shard in (0, 1)}
             for shard, thread in threads.items():
                 wait_for(lambda t=thread: footers(t) == 1, 60, f"the answer on shard {shard}")
                 assert f"spindle: hello shard {('zero', 'one')[shard]}" in fake.transcript(thread)
+            topic = wait_for(lambda: list(telegram.topics(tg_project)), 30, "a topic")[0]
+            wait_for(
+                lambda: (
+                    FOOTER in "\n".join(m.text for m in telegram.bot_messages(tg_project, topic))
+                ),
+                60,
+                "the Telegram answer",
+            )
             # Each thread's posts and edits came from the gateway holding its guild's shard.
             for shard, thread in threads.items():
                 ports = {
