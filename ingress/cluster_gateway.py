@@ -173,16 +173,8 @@ async def _homed_threads(transport: Transport, homes: Sequence[str]) -> list[str
     """The threads whose home is one of ``homes`` (``spindle_homes``)."""
     from threadspindle.effects.jetstream.runner import thread_of_token
 
-    try:
-        keys = await transport.conn.call(transport.homes.keys)
-    except Exception:  # NoKeysError: no thread has a home yet
-        return []
-    found = []
-    for key in keys:
-        entry = await transport.conn.call(transport.homes.get, key)
-        if entry.value and entry.value.decode() in homes:
-            found.append(thread_of_token(key))
-    return found
+    entries = await transport.entries(transport.homes)
+    return [thread_of_token(key) for key, home in entries.items() if home.decode() in homes]
 
 
 def _log_asyncio_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -79,16 +79,12 @@ class _Runner:
 
     async def routed_threads(self) -> list[str]:
         tokens = {root_token(root) for root in self.roots}
-        wanted: list[str] = []
-        try:
-            keys = await self.conn.call(self.transport.routes.keys)
-        except Exception:  # NoKeysError: nothing routed yet
-            return []
-        for key in keys:
-            entry = await self.conn.call(self.transport.routes.get, key)
-            if entry.value and root_token(entry.value.decode()) in tokens:
-                wanted.append(thread_of_token(key))
-        return wanted
+        entries = await self.transport.entries(self.transport.routes)
+        return [
+            thread_of_token(key)
+            for key, root in entries.items()
+            if root_token(root.decode()) in tokens
+        ]
 
     async def consume(self, rt: Runtime, inbox: Inbox) -> None:
         async with trio.open_nursery() as nursery:

@@ -156,6 +156,11 @@ class Transport:
         raw = orjson.loads(entry.value or b"{}")
         return {str(key): tuple(str(i) for i in ids) for key, ids in raw.items()}
 
+    async def entries(self, kv: KeyValue) -> dict[str, bytes]:
+        """Every key of a bucket with its value, read through one watch (a get per key would
+        be a round trip each: thousands of threads at a gateway's start)."""
+        return await self.conn.call(_all_entries, kv)
+
     async def route(self, thread_id: str, root: str) -> None:
         """Record that the thread's conversation lives under ``root``."""
         await self.conn.call(self.routes.put, thread_token(thread_id), root.encode())
@@ -226,6 +231,21 @@ class Transport:
             ),
         )
         return Inbox(self.conn, sub)
+
+
+async def _all_entries(kv: KeyValue) -> dict[str, bytes]:
+    """(asyncio side) The bucket's current entries; the watcher marks their end with None."""
+    watcher = await kv.watchall(ignore_deletes=True)
+    found: dict[str, bytes] = {}
+    try:
+        async for entry in watcher:
+            if entry is None:
+                break
+            if entry.value:
+                found[entry.key] = entry.value
+    finally:
+        await watcher.stop()
+    return found
 
 
 def decode_action(msg: Msg) -> Action:
