@@ -236,10 +236,17 @@ workdir = "{roots["root-a"]}"
             # The other shard is served meanwhile.
             fake.send_message(threads[0], alice, "still here")
             wait_for(lambda: footers(threads[0]) == 2, 60, "shard 0 while shard 1 is down")
+            restarted = time.monotonic()
             gateways[1] = gateway(1)
             procs.append(gateways[1])
             gateways[1].wait_line(r"gateway: serving discord-1$")
+            serving = time.monotonic() - restarted
             wait_for(lambda: footers(threads[1]) == 3, 90, "both prompts answered after restart")
+            answered = time.monotonic() - restarted
+            print(
+                f"restarted gateway: serving after {serving:.1f} s, answered the prompt "
+                f"posted while it was down after {answered:.1f} s"
+            )
             time.sleep(3)  # past the ack wait: anything redelivered would show now
             messages = [m for m in fake.messages(threads[1]) if m.author_id == fake.bot_user_id]
             contents = [m.content for m in messages]
