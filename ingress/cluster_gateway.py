@@ -103,7 +103,13 @@ class RemoteRuntime:
 
     async def post(self, action: Action, *, channel_id: str | None = None) -> _Stored:
         home = self.home_of(action.thread_id)
+        routed = None
         if isinstance(action, ConversationStarted):
+            # A thread stays with the root it was first routed to: its runner holds the
+            # thread's lease while its actor lives, and another root's runner would wait
+            # for it. That runner's core refuses a workdir outside its roots, with a reply.
+            routed = await self.gateway.transport.root_of(action.thread_id)
+        if isinstance(action, ConversationStarted) and routed is None:
             root = self.root_of(action.resolved_workdir or action.requested_workdir)
             if root is None:
                 why = f"no runner root holds {action.resolved_workdir}"
