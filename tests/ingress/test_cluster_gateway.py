@@ -1,10 +1,11 @@
 """Discord over gateway nodes (``ingress/cluster_gateway.py``), as real processes: a NATS
 JetStream server, the fake Discord with two guilds on the two shards of 2, two runners (one
 workdir root each) and two ``spindle gateway`` processes holding one shard each; the first
-also holds the Telegram bot (the fake Telegram), the second does not (``--platforms``).
+also holds the Telegram bot (the fake Telegram), the second the Slack app (the fake Slack),
+each picked with ``--platforms``.
 
-- A message in the Telegram project group opens a topic, answered through the first
-  gateway's Telegram connection.
+- A message in the Telegram project group opens a topic, and one in the Slack project
+  channel a thread, each answered through the gateway holding that platform.
 
 - A prompt in each guild is answered, and every REST call made in a guild's thread comes
   from the gateway holding that guild's shard (by the client's TCP port).
@@ -34,6 +35,7 @@ import psutil
 import pytest
 
 from threadspindle.testkit.fake_discord import FakeDiscord
+from threadspindle.testkit.fake_slack.server import APP_TOKEN, BOT_TOKEN, FakeSlack
 from threadspindle.testkit.fake_telegram.server import FakeTelegram
 from threadspindle.testkit.nats_cluster import nats_cluster
 
@@ -121,7 +123,9 @@ def test_two_gateways_hold_one_shard_each_and_a_killed_one_loses_nothing(tmp_pat
         nats_cluster(tmp_path / "nats", size=1) as cluster,
         FakeDiscord() as fake,
         FakeTelegram(token=TELEGRAM_TOKEN) as telegram,
+        FakeSlack() as slack,
     ):
+        sl_alice, sl_project = slack.add_user("alice"), slack.add_channel("proj")
         tg_alice = telegram.add_user("alice")
         tg_project = telegram.add_group("project")
         g0, g1 = guilds_on_both_shards(fake)
@@ -159,6 +163,15 @@ min_edit_interval_s = 0.3
 [telegram.project_groups."{tg_project}"]
 agent = "echo"
 workdir = "{roots["root-a"]}"
+
+[slack]
+base_url = "{slack.base_url}"
+allowed_user_ids = ["{sl_alice}"]
+min_edit_interval_s = 0.3
+
+[slack.project_channels."{sl_project}"]
+agent = "echo"
+workdir = "{roots["root-b"]}"
 """
         )
         urls = ",".join(cluster.urls)
@@ -171,6 +184,8 @@ workdir = "{roots["root-a"]}"
                 "SPINDLE_DATA_DIR": str(tmp_path / "data" / name),
                 "SPINDLE_DISCORD_TOKEN": "fake-bot-token-for-tests.fake.token",
                 "SPINDLE_TELEGRAM_TOKEN": TELEGRAM_TOKEN,
+                "SPINDLE_SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SPINDLE_SLACK_APP_TOKEN": APP_TOKEN,
             }
 
         def runner(name: str, root: Path) -> Proc:
@@ -181,7 +196,7 @@ workdir = "{roots["root-a"]}"
             args = ["--config", str(config), "gateway", "--nats", urls, "--lease-ttl", "2"]
             args += ["--root", str(roots["root-a"]), "--root", str(roots["root-b"])]
             args += ["--shards", str(shard), "--shard-count", "2", "--ack-wait", "2"]
-            args += ["--platforms", "discord,telegram" if shard == 0 else "discord"]
+            args += ["--platforms", "discord,telegram" if shard == 0 else "discord,slack"]
             return Proc(args, env(f"gateway-{shard}"), tmp_path)
 
         procs = [runner("runner-a", roots["root-a"]), runner("runner-b", roots["root-b"])]
@@ -191,7 +206,7 @@ workdir = "{roots["root-a"]}"
             gateways = {0: gateway(0), 1: gateway(1)}
             procs += gateways.values()
             gateways[0].wait_line(r"gateway: serving discord-0, telegram$")
-            gateways[1].wait_line(r"gateway: serving discord-1$")
+            gateways[1].wait_line(r"gateway: serving discord-1, slack$")
             assert fake.gateway_counts()["identifies"] == 2  # one session per shard
 
             def thread_of(shard: int) -> int:
@@ -202,6 +217,7 @@ workdir = "{roots["root-a"]}"
 
             # Telegram, held by the first gateway only.
             telegram.send_message(tg_project, tg_alice, "hello from telegram")
+            slack_thread = slack.send_message(sl_project, sl_alice, "hello from slack")
             fake.send_message(project[0], alice, "hello shard zero")
             fake.send_message(project[1], alice, "hello shard one")
             threads = {shard: thread_of(shard) for shard in (0, 1)}
@@ -215,6 +231,14 @@ workdir = "{roots["root-a"]}"
                 ),
                 60,
                 "the Telegram answer",
+            )
+            wait_for(
+                lambda: (
+                    FOOTER
+                    in "\n".join(m.shown for m in slack.bot_messages(sl_project, slack_thread))
+                ),
+                60,
+                "the Slack answer",
             )
             # Each thread's posts and edits came from the gateway holding its guild's shard.
             for shard, thread in threads.items():
@@ -239,7 +263,7 @@ workdir = "{roots["root-a"]}"
             restarted = time.monotonic()
             gateways[1] = gateway(1)
             procs.append(gateways[1])
-            gateways[1].wait_line(r"gateway: serving discord-1$")
+            gateways[1].wait_line(r"gateway: serving discord-1, slack$")
             serving = time.monotonic() - restarted
             wait_for(lambda: footers(threads[1]) == 3, 90, "both prompts answered after restart")
             answered = time.monotonic() - restarted
