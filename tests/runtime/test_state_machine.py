@@ -16,6 +16,7 @@ dispatched.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -732,6 +733,9 @@ class ThreadMachine(RuleBasedStateMachine):
 
 
 TestThreadMachine = ThreadMachine.TestCase
+# ~30 s alone; several times that on a loaded 2-core machine (pytest-xdist, other work): the
+# suite-wide 120 s limit is for hangs, and this one does not hang.
+pytestmark = pytest.mark.timeout(900)
 # The harness is the core's proof: under the CI profile it runs 1,000 interleavings of up to
 # 60 steps (about 60,000 checked transitions; ~30 s), more than the suite-wide 300.
 if getattr(settings, "_current_profile", None) == "ci":  # hypothesis has no public getter
