@@ -244,7 +244,7 @@ async def _all_entries(kv: KeyValue) -> dict[str, bytes]:
             if entry.value:
                 found[entry.key] = entry.value
     finally:
-        await watcher.stop()
+        await watcher.stop()  # type: ignore[no-untyped-call]
     return found
 
 
