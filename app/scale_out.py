@@ -43,7 +43,7 @@ from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
-from threadspindle.effects.jetstream.transport import open_transport
+from threadspindle.effects.jetstream.transport import DEFAULT_HOME, open_transport
 from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
@@ -249,7 +249,12 @@ async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) 
     async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
         gateway = Gateway(conn, await open_transport(conn), PrintRenderer)
         async with trio.open_nursery() as nursery:
-            await nursery.start(gateway.serve_effects)
+            # Only the console's threads: those of a chat platform are its gateway's.
+            await nursery.start(
+                lambda task_status: gateway.serve_effects(
+                    homes=[DEFAULT_HOME], task_status=task_status
+                )
+            )
             print(
                 "gateway: '/start THREAD [WORKDIR] [AGENT]' starts a conversation, "
                 "'THREAD: text' sends a prompt",

@@ -277,7 +277,8 @@ async def run_chat_gateway(
             )
             runtime.discord = discord_bot
             router.renderers["discord"].attach(discord_bot.platform)
-            _log.info("Discord shards %s of %s are ready", discord.shard_ids, shards[1])
+            held = discord.shard_ids or tuple(range(shards[1]))
+            _log.info("Discord shards %s of %s are ready", ",".join(map(str, held)), shards[1])
         if telegram is not None:
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))
             router.renderers["telegram"].attach(telegram_bot.platform)

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import trio
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType
-from nats.js.errors import BadRequestError, KeyNotFoundError
+from nats.js.errors import APIError, BadRequestError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import TypeAdapter
 
@@ -184,10 +185,22 @@ class Transport:
             headers[HOME_HEADER] = home
         if channel:
             headers[CHANNEL_HEADER] = channel
-        ack = await self.conn.call(
-            self.conn.js.publish, subject, action.model_dump_json().encode(), headers=headers
-        )
-        return int(ack.seq)
+        for attempt in range(200):
+            try:
+                ack = await self.conn.call(
+                    self.conn.js.publish,
+                    subject,
+                    action.model_dump_json().encode(),
+                    headers=headers,
+                )
+                return int(ack.seq)
+            except APIError as exc:
+                # 10158: the same id is being stored by another publish right now (two
+                # reports of one post): once stored, this one is answered as a duplicate.
+                if exc.err_code != 10158 or attempt == 199:
+                    raise
+                await trio.sleep(0.05)
+        raise AssertionError("unreachable")
 
     async def send_effect(self, thread_id: str, effect: Effect) -> None:
         body = EFFECT_ADAPTER.dump_json(effect)

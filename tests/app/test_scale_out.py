@@ -149,6 +149,69 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         proc.wait(10)
 
 
+@pytest.mark.timeout(180)
+def test_cluster_dev_holds_discord_when_a_token_is_configured(tmp_path: Path) -> None:
+    """With a Discord token configured, ``spindle cluster dev`` also starts a chat gateway:
+    a message in a project channel of the fake Discord is answered by a runner, and the
+    console gateway leaves the Discord thread's effects to the chat gateway (it reads only
+    the console's home: two gateways applying one effect once crashed on the duplicate
+    report)."""
+    from threadspindle.testkit.fake_discord import FakeDiscord
+
+    place = make_place(tmp_path)
+    with FakeDiscord() as fake:
+        guild = fake.add_guild("g")
+        project = fake.add_channel(guild, "project")
+        alice = fake.add_user("alice")
+        place["config"].write_text(
+            f'[runtime]\nallowed_roots = ["{place["work"]}"]\ndefault_agent = "echo"\n'
+            f"[discord]\nguild_ids = [{guild}]\nallowed_user_ids = [{alice}]\n"
+            f'rest_base_url = "{fake.rest_base}"\ngateway_url = "{fake.gateway_url}"\n'
+            f'[discord.project_channels."{project}"]\nagent = "echo"\n'
+            f'workdir = "{place["work"]}"\n'
+        )
+        env = environment(place, {"SPINDLE_DISCORD_TOKEN": "fake-bot-token-for-tests.fake.token"})
+        proc = subprocess.Popen(
+            [*SPINDLE, "cluster", "dev", "--root", str(place["work"])]
+            + ["--dir", str(tmp_path / "c"), "--lease-ttl", "1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            cwd=place["work"],
+            env=env,
+            start_new_session=True,
+        )
+        out = Lines(proc)
+        try:
+            out.wait_for(r"^chat gateway \(discord\): pid \d+")
+            out.wait_for(r"^gateway: serving discord-0$")
+            fake.send_message(project, alice, "hello cluster")
+            deadline = time.monotonic() + 60
+            transcript = ""
+            while time.monotonic() < deadline and "echo (demo agent)" not in transcript:
+                threads = fake.threads(project)
+                transcript = fake.transcript(threads[0]) if threads else ""
+                time.sleep(0.1)
+            assert "spindle: hello cluster" in transcript, transcript
+            assert transcript.count("echo (demo agent)") == 1, transcript
+            assert proc.stdin is not None
+            proc.stdin.close()
+            code = proc.wait(60)
+            while not out.queue.empty():
+                out.seen.append(out.queue.get())
+            assert code == 0, "\n".join(out.seen)
+            # The console printed none of the Discord thread's effects.
+            assert not any(line.startswith(f"[{threads[0]}]") for line in out.seen)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+
+
 def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
     """``spindle log export THREAD --nats URL`` writes the same JSONL as from SQLite, read
     from the start of the thread's subject; ``spindle replay``'s reader reads it back."""
