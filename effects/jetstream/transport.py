@@ -10,8 +10,8 @@ durable consumers with explicit acks.
 - stream ``SPINDLE_OUT``, subjects ``spindle.out.<home>.<thread token>``: the chat effects
   of every thread, for the gateway holding the thread's *home* (``discord-<shard id>``,
   ``telegram``, ``slack``, ``console``): a gateway reads the homes it holds through one
-  durable consumer each (``gw-<home>``), or every home through one consumer (``gateway``,
-  the console gateway and the tests), and acks each effect once applied. A
+  durable consumer each (``gw-<home>``), or every home through one consumer (``gateway``:
+  the tests and the bench), and acks each effect once applied. A
   redelivered effect is harmless: the renderer posts a key once (it knows the keys it
   posted, and a restarted gateway seeds them from the thread's log).
 - KV ``spindle_routes``: ``<thread token>`` -> the root token the thread's conversation
