@@ -21,9 +21,11 @@ from threadspindle.testkit.fake_discord.harness import SinkRuntime, wait_for
 
 async def test_each_sharded_bot_gets_only_its_shards_guild(tmp_path: Path) -> None:
     with FakeDiscord() as fake:
-        guilds: dict[int, int] = {}
+        guilds: dict[int, int] = {}  # shard -> the first guild made in it
+        made: list[int] = []
         while len(guilds) < 2:  # snowflakes carry their millisecond: one guild per shard
-            guild = fake.add_guild(f"g{len(guilds)}")
+            guild = fake.add_guild(f"g{len(made)}")
+            made.append(guild)
             guilds.setdefault(discord_shard(guild, 2), guild)
             time.sleep(0.002)
         project = {shard: fake.add_channel(guild, "project") for shard, guild in guilds.items()}
@@ -57,7 +59,11 @@ async def test_each_sharded_bot_gets_only_its_shards_guild(tmp_path: Path) -> No
             assert fake.gateway_counts()["identifies"] == 2
             for shard, bot in bots.items():
                 assert bot.shard_ids == [shard] and bot.shard_count == 2
-                assert [g.id for g in bot.guilds] == [guilds[shard]]
+                # Every guild made while looking for one per shard exists: each bot is told
+                # of exactly those of its shard.
+                assert {g.id for g in bot.guilds} == {
+                    g for g in made if discord_shard(g, 2) == shard
+                }
             for shard in (0, 1):
                 await trio.to_thread.run_sync(
                     fake.send_message, project[shard], alice, f"to shard {shard}"
