@@ -136,7 +136,12 @@ class SpindleBot(CatchUpMixin, discord.Client):
     # --- plumbing ---------------------------------------------------------------------
 
     async def _emit(self, item: IngressItem) -> None:
-        await trio_asyncio.trio_as_aio(self._events.send)(item)
+        # Straight into trio's channel (unbounded): asyncio callbacks run inside trio's
+        # thread and task (trio-asyncio), where send_nowait is safe. Crossing with
+        # ``trio_as_aio`` took a trio task and several scheduling rounds per item, and the
+        # items go one after another (``_ordered``): under load, commands queued for
+        # tens of seconds behind each other's crossings (bench chat_budget).
+        self._events.send_nowait(item)
         for action in item.actions:
             seen = discord_id(action.action_id)
             if seen is not None and seen > self._seen.get(action.thread_id, 0):
