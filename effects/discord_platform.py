@@ -21,6 +21,7 @@ Discord host opens it). What it keeps:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -35,11 +36,14 @@ import trio_asyncio
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.runtime.core.effect_types import Button
 
-__all__ = ["DiscordPlatform", "discord_nonce"]
+__all__ = ["Deferral", "DiscordPlatform", "discord_nonce"]
 
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# Ingress's acknowledgement of an interaction (``InteractionResponse.defer``), in flight.
+Deferral = asyncio.Future[Any]
 
 _NO_MENTIONS = discord.AllowedMentions.none()
 _REMEMBERED_INTERACTIONS = 512  # followup tokens live 15 minutes; keep the recent ones
@@ -85,14 +89,25 @@ class DiscordPlatform:
         self.streams_append_only = False  # messages are edited in place
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._answered: OrderedDict[str, None] = OrderedDict()  # replied to at least once
+        self._deferrals: dict[str, Deferral] = {}  # action id -> its deferral, if pending
         self.calls = 0  # platform calls made (each is one REST call unless discord retried)
 
     # --- registry of deferred interactions (ingress fills it) --------------------------
 
-    def remember_interaction(self, action_id: str, interaction: discord.Interaction) -> None:
+    def remember_interaction(
+        self,
+        action_id: str,
+        interaction: discord.Interaction,
+        deferral: Deferral | None = None,
+    ) -> None:
+        """``deferral``: ingress's acknowledgement of it, still on its way; a followup
+        waits for it (Discord refuses one before the interaction is acknowledged)."""
         self._interactions[action_id] = interaction
+        if deferral is not None:
+            self._deferrals[action_id] = deferral
         while len(self._interactions) > _REMEMBERED_INTERACTIONS:
-            self._interactions.popitem(last=False)
+            gone, _ = self._interactions.popitem(last=False)
+            self._deferrals.pop(gone, None)
 
     # --- ChatPlatform -----------------------------------------------------------------
 
@@ -179,6 +194,12 @@ class DiscordPlatform:
 
         async def followup() -> str:
             assert interaction is not None
+            deferral = self._deferrals.pop(action_id, None)
+            if deferral is not None and not deferral.done():
+                # Shielded: a cancelled reply must not cancel ingress's acknowledgement.
+                # Its failure is ingress's to report; the followup then fails on its own.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(deferral)
             if (
                 ephemeral
                 and action_id not in self._answered

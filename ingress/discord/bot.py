@@ -35,7 +35,7 @@ import trio
 import trio_asyncio
 from discord import app_commands
 
-from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
+from threadspindle.effects.discord_platform import Deferral, DiscordPlatform, discord_nonce
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.attachments import (
     AttachmentLimits,
@@ -506,8 +506,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             await self.refuse(interaction)
             return
         async with self._ordered() as emit:
-            await interaction.response.defer()
-            await emit(IngressItem((self._component_action(interaction, kind, args, data),)))
+            deferral = self._defer(interaction)
+            action = self._component_action(interaction, kind, args, data, deferral)
+            await emit(IngressItem((action,)))
+        await deferral  # out of line: the events behind this one need not wait for it
 
     def _component_action(
         self,
@@ -515,9 +517,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
         kind: str,
         args: tuple[str, ...],
         data: dict[str, Any],
+        deferral: Deferral | None = None,
     ) -> Action:
         action_id = translate.component_action_id(interaction.id)
-        self.platform.remember_interaction(action_id, interaction)
+        self.platform.remember_interaction(action_id, interaction, deferral)
         common: dict[str, Any] = {
             "thread_id": str(interaction.channel_id),
             "action_id": action_id,
@@ -553,8 +556,16 @@ class SpindleBot(CatchUpMixin, discord.Client):
             await self.refuse(interaction)
             return
         async with self._ordered() as emit:
-            await interaction.response.defer(thinking=True)
-            await self._post_command(interaction, build, emit)
+            deferral = self._defer(interaction, thinking=True)
+            await self._post_command(interaction, build, emit, deferral=deferral)
+        await deferral  # out of line: the events behind this one need not wait for it
+
+    def _defer(self, interaction: discord.Interaction, *, thinking: bool = False) -> Deferral:
+        """Acknowledge the interaction (Discord wants it within 3 s) beside posting its
+        action, not before: the action goes to the runtime at once, and its reply, which
+        must follow the deferral, waits for it (``DiscordPlatform.reply``). Awaiting the
+        deferral first held every later event in line (``_ordered``) for its round trip."""
+        return asyncio.ensure_future(interaction.response.defer(thinking=thinking))
 
     async def _post_command(
         self,
@@ -563,9 +574,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
         emit: Emit,
         *,
         thread_id: str | None = None,
+        deferral: Deferral | None = None,
     ) -> None:
         action_id = translate.interaction_action_id(interaction.id)
-        self.platform.remember_interaction(action_id, interaction)
+        self.platform.remember_interaction(action_id, interaction, deferral)
         target = thread_id or str(interaction.channel_id)
         common = {"thread_id": target, "action_id": action_id, "at": self._clock()}
         await emit(IngressItem((build(target, common),)))
