@@ -201,6 +201,7 @@ async def run_platforms(
                 hosted_bot(discord, runtime, history=history)
             )
             router.renderers["discord"].attach(discord_bot.platform)
+            discord_bot.platform.budget = router.renderers["discord"].budget
             _log.info("Discord bot %s is ready", discord_bot.user)
         if telegram is not None:
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))

@@ -35,7 +35,12 @@ import trio
 import trio_asyncio
 from discord import app_commands
 
-from threadspindle.effects.discord_platform import Deferral, DiscordPlatform, discord_nonce
+from threadspindle.effects.discord_platform import (
+    Deferral,
+    DiscordPlatform,
+    discord_nonce,
+    rate_limit_trace,
+)
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.attachments import (
     AttachmentLimits,
@@ -105,6 +110,8 @@ class SpindleBot(CatchUpMixin, discord.Client):
             max_ratelimit_timeout=settings.max_ratelimit_timeout_s,
             guild_ready_timeout=settings.guild_ready_timeout_s,
             allowed_mentions=discord.AllowedMentions.none(),
+            # the rate-limit headers of every answer, for the renderers' shared budget
+            http_trace=rate_limit_trace(lambda: getattr(self, "platform", None)),
         )
         self.settings = settings
         # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.

@@ -218,6 +218,7 @@ async def run_discord_runtime(
                 history=history,
             ) as bot:
                 renderers.attach(bot.platform)
+                bot.platform.budget = renderers.budget  # the server's rate-limit word
                 runtime.thread_opener = discord_thread_opener(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
                 app = DiscordApp(runtime, bot, renderers, trio.Event())
