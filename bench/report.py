@@ -647,13 +647,23 @@ def _chat_budget_section(budget: Any) -> list[str]:
         "(interaction followups are exempt), rate over the run and the most in any second. "
         "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
         "",
-        "Where the time goes beyond the budget: the fake answers every request within "
-        "milliseconds, but a discord.py call waits long on the bot's side before it leaves, "
-        "and so does the gateway event that carries a command: trio-asyncio runs one asyncio "
-        "callback per trio scheduling round, so the asyncio side (discord.py's HTTP and "
-        "gateway) slows down as the trio side (200 actors, their renderers) gets busy. A "
-        "request's token is held until it completes (`effects/request_budget.py`), so slow "
-        "calls also throttle the grants, edits first.",
+        "Where a reply's time went at 200 threads, and what was changed (timestamps along "
+        "a reply's path, and `py-spy`): trio-asyncio ran one asyncio callback per trio "
+        "scheduling round, so discord.py's HTTP and gateway slowed down as the trio side got "
+        "busy (`effects/asyncio_loop.py` now runs the callbacks ready at a round's start in "
+        "batches of up to 64); every event crossed from discord.py into trio through a trio "
+        "task of its own, one after another in gateway order, so a `/status` waited tens of "
+        "seconds for the crossings ahead of it (now a `send_nowait` into trio's channel); "
+        "and each command waited for its own deferral's round trip before it was posted, "
+        "with every later event behind it (the deferral now goes beside the post; the reply "
+        "waits for it). What remains is the machine: the process gets a third to a half of "
+        "a core (CPU share below; the machine is shared with other jobs), every call takes "
+        "0.5-1 s on the bot's side, and a request's token is held from its grant until one "
+        "window after it completes (`effects/request_budget.py`), so the budget grants about "
+        "30 of its 48 requests a second and 200 streaming threads get an intermediate edit "
+        "every several seconds each: the worst thread's lag stays above 5 s. The next lever: "
+        "return a token one window after its request was *sent* (an aiohttp trace can stamp "
+        "it), not after it completed.",
         "",
         _table(
             [
