@@ -9,6 +9,35 @@ from typing import Any
 __all__ = ["write_report"]
 
 
+# Measured by hand: the section before and after issue 18 part 1's latency work, and the
+# two runs after it (docs/performance.md shows the last run's tables; this says both).
+CHAT_BUDGET_RUNS = """\
+**Runs** of `PYTHONPATH=. .venv/bin/python -m bench --only chat_budget` on 2026-11-25 on 2 \
+cores shared with other helpers' jobs (load average 5-7 throughout: the absolute figures \
+move a lot from run to run, compare the ratios). Before (12:53 UTC, the branch point): 50 \
+threads reply p99 1.96 s, worst thread's lag 4.32 s; 200 threads reply p99 35.4 s, worst \
+lag 26.4 s, 17.7 requests/s. With the batching loop alone: 200 threads reply p99 21.0 s, \
+worst lag 18.2 s, 28.8 requests/s. After everything, run 1 (13:36 UTC, load 6.4-7.1): 50 \
+threads reply p99 0.52 s, worst lag 4.03 s; 200 threads reply p99 11.4 s (to the deferral \
+1.59 s, after it 10.5 s), worst lag 16.9 s, 21.9 requests/s, CPU share 0.37. Run 2 (13:38 \
+UTC, load 5.1, the tables above): 50 threads reply p99 0.39 s, worst lag 4.28 s; 200 \
+threads reply p99 2.75 s (to the deferral 1.57 s, after it 2.26 s), worst lag 14.4 s, \
+30.3 requests/s, CPU share 0.44. Reply p99 against before: 50 threads ×0.27 and ×0.20, \
+200 threads ×0.32 and ×0.08; the worst thread's lag at 200 threads ×0.64 and ×0.55. Zero \
+429s and every final text exact in every run. Met: 50 threads, every target in both runs; \
+200 threads: neither the reply p99 (≤ 1 s) nor the lag (≤ 5 s).
+
+Where the rest of a 200-thread reply goes (timestamps along its path, runs at load 4-7): \
+from the command's handler to `Runtime.post` p99 0.6-1.3 s, all of it trio's scheduling \
+under load (once 11 s, at load 9.6, not explained); then the reply waits in its \
+thread's chat lane behind effects that block there: a new output's first \
+post and a sealed output's settle wait for `POST` tokens and pacing inline (their applies \
+took p50 0.8-2.9 s, p99 ~4 s), and the renderer's lock is held by its background edit \
+during the call (0.5-1.5 s). A reply that skips its lane (a lane of its own, taking the \
+renderer without waiting for paced posts) is the next step on that side.
+"""
+
+
 # Measured by hand, not by the section: the same section run against main's runtime/live
 # and this one, alternately, in one period (docs/performance.md says how).
 LATENCY_BEFORE_AFTER = """\
@@ -717,6 +746,8 @@ def _chat_budget_section(budget: Any) -> list[str]:
             ],
             process_rows,
         ),
+        "",
+        CHAT_BUDGET_RUNS,
         "",
     ]
 
