@@ -55,6 +55,7 @@ T = TypeVar("T")
 Deferral = asyncio.Future[Any]
 
 _NO_MENTIONS = discord.AllowedMentions.none()
+_DEFERRAL_WAIT_S = 10.0  # Discord drops an interaction not acknowledged within 3 s
 _REMEMBERED_INTERACTIONS = 512  # followup tokens live 15 minutes; keep the recent ones
 
 
@@ -208,10 +209,10 @@ class DiscordPlatform:
             assert interaction is not None
             deferral = self._deferrals.pop(action_id, None)
             if deferral is not None and not deferral.done():
-                # Shielded: a cancelled reply must not cancel ingress's acknowledgement.
-                # Its failure is ingress's to report; the followup then fails on its own.
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(deferral)
+                # ``wait`` neither cancels the deferral with this reply nor raises its
+                # failure (ingress reports that; the followup then fails on its own), and
+                # gives up on one Discord would have dropped long ago.
+                await asyncio.wait({deferral}, timeout=_DEFERRAL_WAIT_S)
             if (
                 ephemeral
                 and action_id not in self._answered
