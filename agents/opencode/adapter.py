@@ -6,9 +6,12 @@ loopback only), creates a session (``POST /session``) or reuses the resume id (s
 in opencode's database, so a new server continues an old session as is), subscribes to that
 session's events on the shared ``/event`` bus, and turns them into agent events with
 ``OpencodeEventParser``. A prompt is ``POST /session/{id}/prompt_async`` (204 at once);
-the turn ends at ``session.idle``. Interrupt is ``POST /session/{id}/abort`` (in-band: the
-server and session stay usable); permission answers go to ``POST /permission/{id}/reply``
-(``once``/``reject``), question answers to ``/question/{id}/reply`` or ``/reject``.
+the turn ends at ``session.idle``. A steer is another ``prompt_async`` while the session is
+busy: opencode stores it as a user message and its running loop takes it at the next step
+(``steering.py`` tells when), still one busy period with one ``session.idle``. Interrupt is
+``POST /session/{id}/abort`` (in-band: the server and session stay usable); permission
+answers go to ``POST /permission/{id}/reply`` (``once``/``reject``), question answers to
+``/question/{id}/reply`` or ``/reject``.
 
 Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <session>]``
 per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -68,15 +72,23 @@ from threadspindle.agents.opencode.server import (
     release_server,
 )
 from threadspindle.agents.opencode.sessions import conversations_from
+from threadspindle.agents.opencode.steering import SteerTracker
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
@@ -114,11 +126,20 @@ class OpencodeAdapter(AgentAdapter):
         self._workdir: str | None = None
         self._run_id: str | None = None
         self._last_model: str | None = None  # "provider/model" of the last turn
-        # /compact is opencode's session summarize (long-lived only); no steering (a prompt
-        # on a busy session is queued by opencode, not added to the turn).
+        # Long-lived only: /compact is opencode's session summarize; a steer is a prompt on
+        # the busy session, which opencode's running loop takes at its next step; /undo and
+        # /redo are the session's revert / unrevert.
+        long_lived = not options.per_turn
         self.capabilities = AgentCapabilities(
-            compact=not options.per_turn, fork=not options.per_turn
+            steer=long_lived,
+            compact=long_lived,
+            fork=long_lived,
+            rollback=long_lived,
+            restore=long_lived,
+            shell=long_lived,  # POST /session/{id}/shell
         )
+        self._steers = SteerTracker()
+        self._prompt_model: str | None = None  # the model the open turn was asked with
         self._emit: EmitEvent | None = None
         self._parser: OpencodeEventParser | None = None
         self._nursery: trio.Nursery | None = None
@@ -303,6 +324,8 @@ class OpencodeAdapter(AgentAdapter):
                 self._nursery.start_soon(self._check_missed_end, self._run_id)
             return
         parser = self._parser
+        for steer_id in self._steers.feed(event):
+            await self._emit_event(SteerTaken(steer_id=steer_id))
         for agent_event in parser.feed_event(event).events:
             if isinstance(agent_event, AgentError) and agent_event.retryable:
                 if parser.retries > self.max_model_retries:
@@ -454,6 +477,8 @@ class OpencodeAdapter(AgentAdapter):
                     await trio.sleep(0.01)
         self._run_id = prompt.run_id
         self._aborting_run = None
+        self._steers.end_turn()  # an older turn's steers were requeued by the core
+        self._prompt_model = prompt.model or self.options.model
         parser.begin_turn()
         if not prompt.system_instruction and self.options.system_instruction:
             prompt = prompt.model_copy(
@@ -475,6 +500,47 @@ class OpencodeAdapter(AgentAdapter):
             await self._emit_event(AgentError(message=f"opencode refused the prompt: {failure}"))
             for event in parser.end_turn_aborted(f"prompt failed: {failure}"):
                 await self._emit_event(event)
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """``prompt_async`` on the busy session: opencode's loop takes the message at its
+        next step (``SteerTaken`` once a step answers it). A steer the loop has not taken when
+        the session goes idle gets no answer: the core requeues it (the model then sees the
+        text twice, stored and resent). A steer racing the turn's end by milliseconds can
+        start a busy period of its own, which the next prompt interrupts."""
+        if self.options.per_turn:
+            await super().steer(steer)
+            return
+        server, parser = self._server, self._parser
+        if (
+            server is None
+            or parser is None
+            or self._session_id is None
+            or not parser.turn_open
+            or steer.run_id != self._run_id
+            or self._aborting_run == self._run_id
+        ):
+            await self._refuse_steer(steer, "no turn")
+            return
+        text = prompt_text(steer.text, steer.attachments)
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": text}]}
+        model = model_ref(self._prompt_model)
+        if model is not None:
+            body["model"] = model
+        self._steers.sent(steer.steer_id, text)
+        path = f"/session/{self._session_id}/prompt_async"
+        try:
+            response = await server.request("POST", path, json_body=body)
+            failure = None if response.status_code in (200, 204) else response.text[:300]
+        except Exception as exc:  # noqa: BLE001 - any transport failure refuses the steer
+            failure = repr(exc)
+        if failure is not None:
+            self._steers.withdraw(steer.steer_id)
+            await self._refuse_steer(steer, f"opencode refused it: {failure}")
+
+    async def _refuse_steer(self, steer: SteerAgent, reason: str) -> None:
+        if self._emit is not None:
+            refused = SteerRefused(steer_id=steer.steer_id, reason=reason)
+            await self._emit(StampedEvent(steer.run_id, self._session_id, refused))
 
     async def interrupt(self, run_id: str) -> None:
         if run_id != self._run_id:
@@ -509,6 +575,81 @@ class OpencodeAdapter(AgentAdapter):
         if parser is not None and self._run_id == run_id and parser.turn_open:
             for event in parser.end_turn_aborted("interrupted (opencode did not confirm)"):
                 await self._emit_event(event)
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """The session's revert point, moved: ``POST /session/{id}/revert {messageID}`` hides
+        that user message and every later one (opencode deletes them at the next prompt, so
+        the model never sees them again), ``POST /session/{id}/unrevert`` shows them all
+        again. /undo hides the ``turns`` newest visible turns; /redo shows the first hidden
+        one, keeping the ``turns`` after it hidden. opencode also puts back the files it
+        snapshotted: Spindle's git restore runs after it and has the last word."""
+        if self.options.per_turn:
+            await super().rollback(rollback)
+        server, session = self._require_server(), self._session_id
+        if session is None:
+            raise AgentStartError("opencode adapter: no live session")
+        users, point = await self._user_messages(server, session)
+        hidden_from = users.index(point) if point in users else len(users)
+        visible, hidden = users[:hidden_from], users[hidden_from:]
+        if rollback.op == "undo":
+            if not 1 <= rollback.turns <= len(visible):
+                raise RuntimeError(f"opencode has {len(visible)} turns, not {rollback.turns}")
+            path, body = "revert", {"messageID": visible[-rollback.turns]}
+        elif not hidden or rollback.turns >= len(hidden):
+            raise RuntimeError(f"opencode has {len(hidden)} hidden turns to bring back")
+        elif rollback.turns == 0:
+            path, body = "unrevert", {}
+        else:
+            path, body = "revert", {"messageID": hidden[-rollback.turns]}
+        response = await server.request("POST", f"/session/{session}/{path}", json_body=body)
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"opencode refused {path}: {response.status_code} {response.text[:200]}"
+            )
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """``POST /session/{id}/shell {agent, command}``: opencode runs the command with its
+        bash tool as a message of the session (the model sees it), answering once it is done
+        with the output (not streamed) and no exit code. Cancelled: the session's abort."""
+        if self.options.per_turn:
+            return await super().shell(command, output)
+        server, session = self._require_server(), self._session_id
+        if session is None:
+            raise AgentStartError("opencode adapter: no live session")
+        body = {"agent": "build", "command": command}
+        try:
+            response = await server.request(
+                "POST", f"/session/{session}/shell", json_body=body, timeout=24 * 3600.0
+            )
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await server.request("POST", f"/session/{session}/abort", timeout=10.0)
+            raise
+        if response.status_code != 200:
+            raise RuntimeError(f"opencode refused: {response.status_code} {response.text[:200]}")
+        answer = response.json()
+        parts = answer.get("parts") if isinstance(answer, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            state = part.get("state") if isinstance(part, dict) else None
+            if isinstance(state, dict) and isinstance(state.get("output"), str):
+                output(state["output"])
+        return None
+
+    @staticmethod
+    async def _user_messages(server: OpencodeServer, session: str) -> tuple[list[str], str | None]:
+        """The session's user message ids (oldest first) and its revert point, if any."""
+        messages = await server.request("GET", f"/session/{session}/message")
+        info = await server.request("GET", f"/session/{session}")
+        if messages.status_code != 200 or info.status_code != 200:
+            raise RuntimeError(f"opencode: session {session} unreadable ({messages.status_code})")
+        users: list[str] = []
+        for message in messages.json() if isinstance(messages.json(), list) else []:
+            head = message.get("info") if isinstance(message, dict) else None
+            if isinstance(head, dict) and head.get("role") == "user":
+                users.append(str(head.get("id")))
+        revert = info.json().get("revert") if isinstance(info.json(), dict) else None
+        point = revert.get("messageID") if isinstance(revert, dict) else None
+        return users, point if isinstance(point, str) else None
 
     @property
     def stderr_tail(self) -> str:

@@ -17,6 +17,7 @@ What it keeps as Slack does:
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import threading
@@ -33,6 +34,7 @@ BOT_USER = "U0SPINDLE"
 BOT_ID = "B0SPINDLE"
 APP_ID = "A0SPINDLE"
 MAX_TEXT = 40_000
+MAX_UPLOAD_BYTES = 1024**3  # Slack takes files up to 1 GB
 MAX_SECTION = 3_000
 
 
@@ -80,6 +82,7 @@ class SlackMessage:
     edits: int = 0
     deleted: bool = False
     ephemeral_to: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)  # shared files: id, name, data
 
     @property
     def bot(self) -> bool:
@@ -164,8 +167,11 @@ class World:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.statuses: list[tuple[str, str, str]] = []  # assistant status: channel, thread, text
+        self.titles: list[tuple[str, str, str]] = []  # assistant titles: channel, thread, title
         self.assistant = True  # assistant.threads.setStatus allowed
         self.connections = 0
+        # Uploads (files.getUploadURLExternal): id -> name, declared length, bytes received.
+        self.uploads: dict[str, dict[str, Any]] = {}
         self._seq = itertools.count(1)
         self._ids = itertools.count(1001)
 
@@ -455,6 +461,51 @@ class World:
         self.messages[(channel, message.ts)] = message
         return {"channel": channel, "ts": message.ts, "message": self.message_event(message)}
 
+    # Uploads as Slack takes them since files.upload was retired: the URL for the bytes, the
+    # bytes POSTed there (``receive_upload``), then the share into a channel or thread.
+    def api_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        filename = str(params.get("filename") or "")
+        length = str(params.get("length") or "")
+        if not filename or not length.isdigit() or int(length) < 1:
+            raise ApiError("invalid_arguments")
+        if int(length) > MAX_UPLOAD_BYTES:
+            raise ApiError("file_too_large")
+        file_id = f"F{next(self._ids)}"
+        self.uploads[file_id] = {"name": filename, "length": int(length), "data": None}
+        return {"file_id": file_id, "upload_url": f"/upload/v1/{file_id}"}  # server: absolute
+
+    def receive_upload(self, file_id: str, data: bytes) -> int:
+        """The bytes POSTed to an upload URL: the HTTP status Slack answers."""
+        upload = self.uploads.get(file_id)
+        if upload is None or upload["data"] is not None:
+            return 404
+        if len(data) != upload["length"]:
+            return 400
+        upload["data"] = data
+        return 200
+
+    def api_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        files = _json(params.get("files"))
+        if not isinstance(files, list) or not files:
+            raise ApiError("invalid_arguments")
+        shared = []
+        for entry in files:
+            upload = self.uploads.get(str(entry.get("id")) if isinstance(entry, dict) else "")
+            if upload is None or upload["data"] is None:
+                raise ApiError("file_not_found")
+            title = str(entry.get("title") or upload["name"])
+            shared.append({"id": entry["id"], "name": upload["name"], "title": title})
+        channel = self._channel(params, "channel_id")
+        thread_ts = params.get("thread_ts") or None
+        if thread_ts is not None and (channel, str(thread_ts)) not in self.messages:
+            raise ApiError("thread_not_found")
+        text = str(params.get("initial_comment") or "")
+        message = SlackMessage(channel, self._ts(), BOT_USER, text, thread_ts)
+        message.files = [{**f, "data": self.uploads[f["id"]]["data"]} for f in shared]
+        self._shown(message, True)
+        self.messages[(channel, message.ts)] = message
+        return {"files": shared}
+
     def api_chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         channel = self._channel(params)
         user = str(params.get("user", ""))
@@ -511,9 +562,16 @@ class World:
             ),
             key=lambda m: float(m.ts),
         )
-        limit = int(params.get("limit") or 1000)
-        out = [self.message_event(parent)] + [self.message_event(m) for m in replies[:limit]]
-        return {"messages": out, "has_more": False, "response_metadata": {"next_cursor": ""}}
+        # Slack pages with an opaque cursor; here it is the offset into the replies.
+        start, limit = _page(params, default=1000)
+        page = replies[start : start + limit]
+        more = start + limit < len(replies)
+        out = [self.message_event(parent)] + [self.message_event(m) for m in page]
+        return {
+            "messages": out,
+            "has_more": more,
+            "response_metadata": {"next_cursor": _cursor(start + limit) if more else ""},
+        }
 
     def api_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
         """The channel's top-level messages newer than ``oldest``, newest first."""
@@ -531,12 +589,20 @@ class World:
             ),
             key=lambda m: -float(m.ts),
         )
-        limit = int(params.get("limit") or 100)
+        start, limit = _page(params, default=100)
+        more = start + limit < len(found)
         return {
-            "messages": [self.message_event(m) for m in found[:limit]],
-            "has_more": len(found) > limit,
-            "response_metadata": {"next_cursor": ""},
+            "messages": [self.message_event(m) for m in found[start : start + limit]],
+            "has_more": more,
+            "response_metadata": {"next_cursor": _cursor(start + limit) if more else ""},
         }
+
+    def api_assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        if not self.assistant:
+            raise ApiError("not_allowed_token_type")
+        channel = self._channel(params, "channel_id")
+        self.titles.append((channel, str(params.get("thread_ts")), str(params.get("title"))))
+        return {}
 
     def api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         if not self.assistant:
@@ -544,3 +610,19 @@ class World:
         channel = self._channel(params, "channel_id")
         self.statuses.append((channel, str(params.get("thread_ts")), str(params.get("status"))))
         return {}
+
+
+def _page(params: dict[str, Any], default: int) -> tuple[int, int]:
+    """Where a page starts (from ``cursor``) and how long it is (``limit``, at most 1,000
+    as Slack caps it)."""
+    cursor = str(params.get("cursor") or "")
+    try:
+        start = int(base64.b64decode(cursor).decode().removeprefix("offset:")) if cursor else 0
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ApiError("invalid_cursor") from error
+    limit = min(max(int(params.get("limit") or default), 1), 1000)
+    return start, limit
+
+
+def _cursor(offset: int) -> str:
+    return base64.b64encode(f"offset:{offset}".encode()).decode()
