@@ -34,6 +34,8 @@ from nats.js.api import StorageType
 from nats.js.errors import BadRequestError
 from nats.js.kv import KeyValue
 
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
+
 __all__ = [
     "LEASES_BUCKET",
     "SNAPSHOTS_BUCKET",
@@ -156,7 +158,7 @@ async def open_jetstream(
     async def error_cb(exc: Exception) -> None:
         logger.debug("nats: %s", exc)
 
-    async with trio_asyncio.open_loop():
+    async with open_asyncio_loop():
         nc: Client = await trio_asyncio.aio_as_trio(nats.connect)(
             servers=list(servers),
             name=name,

@@ -31,6 +31,7 @@ import trio
 import trio_asyncio
 import yarl
 
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.effects.discord_platform import DiscordPlatform
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
@@ -200,7 +201,7 @@ async def run_discord_runtime(
     # Read before the runtime logs anything: when the previous process last did something.
     last_alive = log.last_action_at()
     async with (
-        trio_asyncio.open_loop(),
+        open_asyncio_loop(),
         DiscordRenderers(limits, budget=budget) as renderers,
     ):
         async with open_runtime(
@@ -218,6 +219,7 @@ async def run_discord_runtime(
                 history=history,
             ) as bot:
                 renderers.attach(bot.platform)
+                bot.platform.budget = renderers.budget  # the server's rate-limit word
                 runtime.thread_opener = discord_thread_opener(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
                 app = DiscordApp(runtime, bot, renderers, trio.Event())
