@@ -62,9 +62,13 @@ class BatchingTrioEventLoop(TrioEventLoop):  # type: ignore[misc]  # (trio_async
         receive = self._q_recv
         queued = receive.statistics().current_buffer_used
         ran = 0
-        if queued == 0 and not self._due(self.time()):
-            # Nothing ready: wait for a callback or the next timer, as upstream does.
-            timeout = self._timers[0]._when - self.time() if self._timers else math.inf
+        now = self.time()
+        if queued == 0 and not self._due(now):
+            # Nothing ready: wait for a callback or the next timer, as upstream does. One
+            # reading of the clock for both: read again, it may have passed the timer, and
+            # a negative timeout is a ValueError that ended the loop (every asyncio caller
+            # then waited for ever).
+            timeout = self._timers[0]._when - now if self._timers else math.inf
             first = None
             with trio.move_on_after(timeout):
                 first = await receive.receive()

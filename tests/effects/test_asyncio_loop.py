@@ -8,6 +8,7 @@ import hashlib
 import inspect
 from importlib.metadata import version
 
+import pytest
 import trio
 import trio_asyncio
 from trio_asyncio._async import TrioEventLoop
@@ -128,3 +129,47 @@ async def test_asyncio_semantics_hold() -> None:
             loop.call_soon(late.append, n)
     assert late == list(range(100))
     assert loop.is_closed()
+
+
+class _TickingClock(trio.abc.Clock):
+    """Time that moves by one step at every reading, and only then: two readings of the
+    clock always differ, as they may on a busy machine, and by a known amount."""
+
+    STEP = 1e-3
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def start_clock(self) -> None:
+        self.now = 0.0
+
+    def current_time(self) -> float:
+        self.now += self.STEP
+        return self.now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return min(max(deadline - self.now, 0.0), self.STEP)
+
+
+@pytest.mark.timeout(60)  # the bug it guards against hangs the loop's shutdown too
+def test_timers_fire_when_the_clock_moves_between_readings() -> None:
+    """A timer that falls due between the loop's readings of the clock is run, not turned
+    into a negative timeout (which ended the loop: every asyncio caller waited for ever).
+    Delays of m and a half steps put a timer's time between two readings for some m."""
+
+    async def main() -> int:
+        fired = 0
+        async with open_asyncio_loop() as loop:
+
+            async def sleeper() -> None:
+                nonlocal fired
+                for m in range(60):
+                    await asyncio.sleep((m + 0.5) * _TickingClock.STEP)
+                    fired += 1
+
+            with trio.move_on_after(30):  # clock time: about as many real seconds at most
+                await trio_asyncio.aio_as_trio(sleeper)()
+            assert isinstance(loop, BatchingTrioEventLoop)
+        return fired
+
+    assert trio.run(main, clock=_TickingClock()) == 60
