@@ -44,9 +44,13 @@ class Frozen(BaseModel):
         values = self.__dict__.copy()
         values.update(update)
         object.__setattr__(new, "__dict__", values)
-        object.__setattr__(
-            new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys()
-        )
+        fields_set = self.__pydantic_fields_set__
+        if not update.keys() <= fields_set:
+            fields_set = fields_set | update.keys()
+        # Shared with ``self`` when no new field was set (the usual case: a set is 200+
+        # bytes per state kept): a frozen model never changes its set, and pydantic's
+        # ``model_copy`` copies it before adding to it.
+        object.__setattr__(new, "__pydantic_fields_set__", fields_set)
         object.__setattr__(new, "__pydantic_extra__", None)
         object.__setattr__(new, "__pydantic_private__", None)
         return new
