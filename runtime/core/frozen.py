@@ -46,11 +46,19 @@ class Frozen(BaseModel):
         object.__setattr__(new, "__dict__", values)
         fields_set = self.__pydantic_fields_set__
         if not update.keys() <= fields_set:
-            fields_set = fields_set | update.keys()
-        # Shared with ``self`` when no new field was set (the usual case: a set is 200+
-        # bytes per state kept): a frozen model never changes its set, and pydantic's
-        # ``model_copy`` copies it before adding to it.
+            fields_set = _shared_fields_set(fields_set | update.keys())
+        # Shared with ``self`` when no new field was set (the usual case), else one of the
+        # few sets every model shares: a set is 200+ bytes in every state kept. A frozen
+        # model never changes its set, and pydantic's ``model_copy`` copies it first.
         object.__setattr__(new, "__pydantic_fields_set__", fields_set)
         object.__setattr__(new, "__pydantic_extra__", None)
         object.__setattr__(new, "__pydantic_private__", None)
         return new
+
+
+# The distinct fields-set sets ``replace`` has made, one object each (a few dozen).
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def _shared_fields_set(fields: set[str]) -> set[str]:
+    return _FIELDS_SETS.setdefault(frozenset(fields), fields)
