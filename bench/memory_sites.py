@@ -1,11 +1,13 @@
 """Where an idle thread actor's memory goes: tracemalloc over N idle actors, top sites.
 
-``python -m bench.memory_sites N [FRAMES]`` runs in a process of its own (tracemalloc slows
+``python -m bench.memory_sites N`` runs in a process of its own (tracemalloc slows
 everything and its own bookkeeping would blur ``bench/memory.py``'s RSS figures): it opens a
 runtime as the memory section does, takes a snapshot, creates N idle threads (one
-``/status`` each), takes another, and prints the allocation sites that grew, as bytes per
-thread, on its last stdout line as JSON. ``bench/memory.py`` runs it and
-``docs/performance.md`` shows the breakdown next to the RSS figures.
+``/status`` each), takes another, and prints what grew, as bytes per thread, on its last
+stdout line as JSON. Each allocation is charged to the innermost line of Spindle's own code
+that led to it (the line to change), with the innermost line overall (how the memory was
+taken: a trio channel, a pydantic model) beside it. ``bench/memory.py`` runs it and
+``bench/memory_report.py`` renders it in ``docs/performance.md``.
 
 tracemalloc counts what Python allocates (objects, frames, dicts); RSS also holds the
 allocator's slack, so the sum here is below the RSS per thread.
@@ -13,9 +15,12 @@ allocator's slack, so the sum here is below the RSS per thread.
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
+import linecache
 import os
+import subprocess
 import sys
 import tempfile
 import tracemalloc
@@ -23,7 +28,7 @@ from pathlib import Path
 
 import trio
 
-__all__ = ["measure_sites", "site_rows"]
+__all__ = ["measure_sites", "run_child"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +45,25 @@ def _short(filename: str) -> str:
         return filename
 
 
-async def measure_sites(n: int, frames: int = 1, top: int = 15) -> dict:
+PROJECT = ("runtime/", "effects/", "agents/", "ingress/", "app/", "testkit/")
+
+
+def _site_of(traceback: tracemalloc.Traceback) -> tuple[str, str]:
+    """(the innermost project line, the innermost line) of an allocation: the project line
+    is what to change, the other how the memory was taken (a trio or pydantic internal)."""
+    frames = [f"{_short(f.filename)}:{f.lineno}" for f in reversed(traceback)]
+    project = next((f for f in frames if f.startswith(PROJECT)), "(elsewhere)")
+    return project, frames[0]
+
+
+def _source(site: str) -> str:
+    path, _, lineno = site.rpartition(":")
+    if not lineno.isdigit():
+        return ""
+    return linecache.getline(str(ROOT / path), int(lineno)).strip()
+
+
+async def measure_sites(n: int, frames: int = 12, top: int = 12) -> dict:
     from bench.common import bench_runtime
     from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
     from threadspindle.testkit.thread_script import ThreadScript
@@ -64,38 +87,52 @@ async def measure_sites(n: int, frames: int = 1, top: int = 15) -> dict:
             after = tracemalloc.take_snapshot()
             tracemalloc.stop()
     ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
-    before, after = before.filter_traces(ignore), after.filter_traces(ignore)
-    by_line = after.compare_to(before, "lineno" if frames == 1 else "traceback")
-    by_file = after.compare_to(before, "filename")
-    total = sum(s.size_diff for s in by_line)
+    diffs = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback")
+    by_site: dict[str, list[int]] = {}
+    via: dict[str, collections.Counter[str]] = {}
+    for stat in diffs:
+        project, inner = _site_of(stat.traceback)
+        entry = by_site.setdefault(project, [0, 0])
+        entry[0] += stat.size_diff
+        entry[1] += stat.count_diff
+        via.setdefault(project, collections.Counter())[inner] += stat.size_diff
+    total = sum(size for size, _ in by_site.values())
+    ranked = sorted(by_site.items(), key=lambda item: -item[1][0])
     sites = []
-    for stat in sorted(by_line, key=lambda s: -s.size_diff)[:top]:
-        frame_list = [f"{_short(f.filename)}:{f.lineno}" for f in stat.traceback]
+    for site, (size, count) in ranked[:top]:
+        inner = via[site].most_common(1)[0][0]
         sites.append(
             {
-                "site": frame_list[0] if frames == 1 else " < ".join(frame_list),
-                "bytes_per_thread": round(stat.size_diff / n),
-                "blocks_per_thread": round(stat.count_diff / n, 2),
+                "site": site,
+                "code": _source(site),
+                "via": "" if inner == site else inner,
+                "bytes_per_thread": round(size / n),
+                "blocks_per_thread": round(count / n, 2),
             }
         )
-    files = [
-        {"file": _short(s.traceback[0].filename), "bytes_per_thread": round(s.size_diff / n)}
-        for s in sorted(by_file, key=lambda s: -s.size_diff)[:top]
-    ]
+    rest = sum(size for _, (size, _) in ranked[top:])
     return {
         "threads": n,
+        "frames": frames,
         "traced_bytes_per_thread": round(total / n),
         "sites": sites,
-        "files": files,
+        "rest_bytes_per_thread": round(rest / n),
     }
 
 
-def site_rows(result: dict) -> list[list[object]]:
-    """Report rows: site, bytes per thread, blocks per thread."""
-    return [[s["site"], s["bytes_per_thread"], s["blocks_per_thread"]] for s in result["sites"]]
+def run_child(n: int) -> dict:
+    """``measure_sites(n)`` in a process of its own (``bench/memory.py`` calls this)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.memory_sites", str(n)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=True,
+        cwd=ROOT,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    nframes = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    print(json.dumps(trio.run(measure_sites, count, nframes)))
+    print(json.dumps(trio.run(measure_sites, count)))

@@ -232,6 +232,9 @@ class Reactor:
                 self.coalesced += count - 1
             if self.pending == 0:
                 self._set_idle()
+            # Not kept while the lane waits: a thread gone idle would hold its last effects
+            # (a turn's last text, its footer) for as long as it lives.
+            del first, batches, effect
 
     async def apply(self, effect: Effect) -> None:
         try:
