@@ -62,8 +62,10 @@ ROOT ?= .
 cluster-dev: setup
 	$(BIN)/spindle cluster dev --root $(ROOT)
 
+# Two pytest-xdist workers (TEST_WORKERS=0: one process, as before).
+TEST_WORKERS ?= 2
 test: setup agents bwrap chromium
-	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q
+	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q -n $(TEST_WORKERS)
 
 bench: setup agents
 	$(BIN)/python -m bench

@@ -174,6 +174,7 @@ class SlackPlatform:
         self._next_edit: dict[str, float] = {}  # channel -> when its next edit may go
         self._authors: OrderedDict[str, str] = OrderedDict()  # action id -> user, for replies
         self._no_status: set[str] = set()  # channels where assistant status is refused
+        self._no_title: set[str] = set()  # channels where assistant titles are refused
         self._working: dict[str, _WorkingLine] = {}  # thread id -> its working line
         self._stale: dict[str, set[str]] = {}  # thread id -> working lines not deleted yet
         self._quiet_until: dict[str, float] = {}  # thread id -> no working line before
@@ -245,9 +246,29 @@ class SlackPlatform:
         self._buttons.pop((channel, message_id), None)
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
-        """A Slack thread has no name of its own: the title is not shown (an assistant
-        thread's ``assistant.threads.setTitle`` is not used yet)."""
-        await trio.lowlevel.checkpoint()
+        """An ordinary Slack thread has no name of its own, and its root is usually the
+        user's message (a bot cannot edit it; a new message per title would be noise): the
+        title goes to ``assistant.threads.setTitle``, the name Slack shows for a thread of an
+        assistant app (its history list and header). Where Slack refuses it (not an
+        assistant app, not an assistant thread) the channel is remembered and nothing is
+        shown there."""
+        channel, thread_ts = parse_thread_id(channel_id)
+        if channel in self._no_title:
+            await trio.lowlevel.checkpoint()
+            return
+
+        async def set_title() -> None:
+            await self.client.assistant_threads_setTitle(
+                channel_id=channel, thread_ts=thread_ts, title=title
+            )
+
+        try:
+            await self._call(set_title)
+        except PlatformError as error:
+            if error.retryable:
+                raise
+            self._no_title.add(channel)
+            _log.info("no assistant thread title in %s (%s): not shown", channel, error)
 
     async def typing(self, channel_id: str) -> None:
         channel, thread_ts = parse_thread_id(channel_id)
@@ -371,45 +392,40 @@ class SlackPlatform:
 
         return await self._call(ephemeral)
 
-    async def replies(self, channel: str, thread_ts: str, oldest: float) -> list[dict[str, Any]]:
-        """The thread's messages newer than ``oldest`` (``conversations.replies``, every
-        page), the parent first when Slack includes it."""
-        found: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
+    async def replies_page(
+        self, channel: str, thread_ts: str, oldest: float, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the thread's messages newer than ``oldest``, oldest first (the
+        parent first when Slack includes it), and the cursor of the next page (None: the
+        last) — ``conversations.replies``. Read a page at a time, so that a thread with
+        any number of replies is never held whole."""
+        response = await self._call(
+            partial(
+                self.client.conversations_replies,
+                channel=channel,
+                ts=thread_ts,
+                oldest=f"{max(oldest, 0.0):.6f}",
+                limit=200,
+                cursor=cursor,
+            )
+        )
+        return list(response.get("messages") or []), _next_cursor(response)
 
-            async def page(cursor: str | None) -> Any:
-                return await self.client.conversations_replies(
-                    channel=channel,
-                    ts=thread_ts,
-                    oldest=f"{max(oldest, 0.0):.6f}",
-                    limit=200,
-                    cursor=cursor,
-                )
-
-            response = await self._call(partial(page, cursor))
-            found.extend(response.get("messages") or [])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not response.get("has_more") or not cursor:
-                return found
-
-    async def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
-        """The channel's top-level messages newer than ``oldest``, oldest first
-        (``conversations.history``, every page)."""
-        found: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-
-            async def page(cursor: str | None) -> Any:
-                return await self.client.conversations_history(
-                    channel=channel, oldest=f"{max(oldest, 0.0):.6f}", limit=200, cursor=cursor
-                )
-
-            response = await self._call(partial(page, cursor))
-            found.extend(response.get("messages") or [])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not response.get("has_more") or not cursor:
-                return sorted(found, key=lambda m: float(m.get("ts", 0)))
+    async def history_page(
+        self, channel: str, oldest: float, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the channel's top-level messages newer than ``oldest``, newest
+        first as Slack pages them, and the next page's cursor (``conversations.history``)."""
+        response = await self._call(
+            partial(
+                self.client.conversations_history,
+                channel=channel,
+                oldest=f"{max(oldest, 0.0):.6f}",
+                limit=200,
+                cursor=cursor,
+            )
+        )
+        return list(response.get("messages") or []), _next_cursor(response)
 
     # --- the calls -------------------------------------------------------------------------
 
@@ -534,6 +550,11 @@ class SlackPlatform:
         self._buttons[key] = elements
         while len(self._buttons) > _REMEMBERED:
             self._buttons.popitem(last=False)
+
+
+def _next_cursor(response: Any) -> str | None:
+    cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+    return str(cursor) if response.get("has_more") and cursor else None
 
 
 def _style(action: str) -> dict[str, str]:

@@ -289,9 +289,12 @@ class WebPlatform:
         self.view(channel_id).delete(message_id)  # deleting what is gone is a success
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
-        """Kept for the page (``titles``); the web chat does not show it yet."""
+        """Kept in ``titles``. The pages show the thread's name from its state
+        (``ThreadState.title``, set by the core at once), so a rename only wakes the pages
+        watching the thread: their status event carries the new name."""
         await trio.lowlevel.checkpoint()
         self.titles[channel_id] = title
+        self.view(channel_id).wake()
 
     async def typing(self, channel_id: str) -> None:
         await trio.lowlevel.checkpoint()

@@ -12,7 +12,8 @@ alive and the turn ends with an aborted ``result``. Permission prompts arrive as
 ``control_request`` ``can_use_tool`` and are answered with a ``control_response``
 (allow + original input, or deny); ``AskUserQuestion`` arrives the same way and its answer
 goes back as ``updatedInput.answers``. Any other control request is refused at once so the
-CLI never waits on us.
+CLI never waits on us. After a new session's first completed turn the adapter asks the CLI
+for the session's title (``titles.py``: ``generate_session_title``), a ``TitleChanged``.
 
 Invariants: one prompt is in the CLI at a time (it would merge prompts written while busy
 into one turn), so every event is stamped with the run the CLI is working on; a turn that is
@@ -62,6 +63,7 @@ from threadspindle.agents.claude.parser import (
     PendingControl,
     is_unknown_session,
 )
+from threadspindle.agents.claude.titles import SessionTitling, ask_session_title
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -70,6 +72,7 @@ from threadspindle.runtime.core.agent_events import (
     SteerRefused,
     SteerTaken,
     TextDelta,
+    TitleChanged,
     TurnAborted,
     TurnCompleted,
 )
@@ -144,6 +147,9 @@ class ClaudeAdapter(AgentAdapter):
         self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
         # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
         self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
+        # A new session (long-lived) is titled once, from its first prompts (enough text for
+        # the CLI to title), after a completed turn; a resumed one has its title already.
+        self._titling = SessionTitling(asked=options.per_turn)
         self._fork_of: str | None = None  # forked at the next spawn (--fork-session)
         self._command_runs: set[str] = set()  # runs that are a CLI command (/compact)
         self._command_output = ""  # what the CLI's command printed (local-command-stdout)
@@ -172,6 +178,7 @@ class ClaudeAdapter(AgentAdapter):
             self._remove_mcp_config()
 
     async def _serve_long_lived(self, start: StartAgent, task_status: Any) -> None:
+        self._titling.asked = self._titling.asked or bool(start.session_id)
         if self.session_id in self.unknown_sessions:
             self.session_id = None
         while True:
@@ -396,6 +403,7 @@ class ClaudeAdapter(AgentAdapter):
                             parsed.refuse.id, METHOD_NOT_FOUND, "not supported by Spindle"
                         )
                     if parsed.turn_ended and not continues:
+                        self._maybe_ask_title(peer, events)
                         self.current_run = None
                         self._unreplayed.clear()
                         self._refused_steers.clear()
@@ -405,6 +413,17 @@ class ClaudeAdapter(AgentAdapter):
         finally:
             peer.close("Claude Code closed its output")
             done.set()
+
+    def _maybe_ask_title(self, peer: RpcPeer, events: list[AgentEvent]) -> None:
+        description = self._titling.due(events)
+        if description is not None and self._proc_nursery is not None:
+            self._proc_nursery.start_soon(self._ask_title, peer, description)
+
+    async def _ask_title(self, peer: RpcPeer, description: str) -> None:
+        title = await ask_session_title(peer, description)
+        if title is not None and self._emit is not None:
+            # The conversation's, not a run's (that turn is over): stamped with no run.
+            await self._emit(StampedEvent(None, self.session_id, TitleChanged(title=title)))
 
     @property
     def turn_open(self) -> bool:
@@ -470,6 +489,8 @@ class ClaudeAdapter(AgentAdapter):
         self.current_run = prompt.run_id
         if prompt.command == "compact":
             self._command_runs.add(prompt.run_id)
+        else:
+            self._titling.prompted(prompt.text)
         self._turn_done = trio.Event()
         self._prompt_sent_at = time.monotonic()
         text = prompt_text(prompt.text, prompt.attachments)

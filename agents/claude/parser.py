@@ -51,7 +51,6 @@ from threadspindle.runtime.core.agent_events import (
     SessionStarted,
     TextDelta,
     ThinkingDelta,
-    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
@@ -219,14 +218,6 @@ class ClaudeStreamParser:
             return self._control_request(obj, out)
         if kind == "control_response":
             return self._control_response(obj, out)
-        if kind == "summary":
-            # Claude Code's summary of the session (the line its session files title it
-            # by): the chat thread follows it when the CLI streams one.
-            summary = obj.get("summary")
-            if isinstance(summary, str) and summary.strip():
-                return [TitleChanged(title=summary)]
-            self.stats.skip(kind)
-            return []
         handler = self._handlers.get(kind)
         if handler is None:
             self.stats.skip(kind)

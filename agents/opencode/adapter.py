@@ -6,9 +6,12 @@ loopback only), creates a session (``POST /session``) or reuses the resume id (s
 in opencode's database, so a new server continues an old session as is), subscribes to that
 session's events on the shared ``/event`` bus, and turns them into agent events with
 ``OpencodeEventParser``. A prompt is ``POST /session/{id}/prompt_async`` (204 at once);
-the turn ends at ``session.idle``. Interrupt is ``POST /session/{id}/abort`` (in-band: the
-server and session stay usable); permission answers go to ``POST /permission/{id}/reply``
-(``once``/``reject``), question answers to ``/question/{id}/reply`` or ``/reject``.
+the turn ends at ``session.idle``. A steer is another ``prompt_async`` while the session is
+busy: opencode stores it as a user message and its running loop takes it at the next step
+(``steering.py`` tells when), still one busy period with one ``session.idle``. Interrupt is
+``POST /session/{id}/abort`` (in-band: the server and session stay usable); permission
+answers go to ``POST /permission/{id}/reply`` (``once``/``reject``), question answers to
+``/question/{id}/reply`` or ``/reject``.
 
 Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <session>]``
 per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
@@ -68,15 +71,18 @@ from threadspindle.agents.opencode.server import (
     release_server,
 )
 from threadspindle.agents.opencode.sessions import conversations_from
+from threadspindle.agents.opencode.steering import SteerTracker
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
@@ -114,11 +120,13 @@ class OpencodeAdapter(AgentAdapter):
         self._workdir: str | None = None
         self._run_id: str | None = None
         self._last_model: str | None = None  # "provider/model" of the last turn
-        # /compact is opencode's session summarize (long-lived only); no steering (a prompt
-        # on a busy session is queued by opencode, not added to the turn).
+        # Long-lived only: /compact is opencode's session summarize; a steer is a prompt on
+        # the busy session, which opencode's running loop takes at its next step.
         self.capabilities = AgentCapabilities(
-            compact=not options.per_turn, fork=not options.per_turn
+            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
         )
+        self._steers = SteerTracker()
+        self._prompt_model: str | None = None  # the model the open turn was asked with
         self._emit: EmitEvent | None = None
         self._parser: OpencodeEventParser | None = None
         self._nursery: trio.Nursery | None = None
@@ -303,6 +311,8 @@ class OpencodeAdapter(AgentAdapter):
                 self._nursery.start_soon(self._check_missed_end, self._run_id)
             return
         parser = self._parser
+        for steer_id in self._steers.feed(event):
+            await self._emit_event(SteerTaken(steer_id=steer_id))
         for agent_event in parser.feed_event(event).events:
             if isinstance(agent_event, AgentError) and agent_event.retryable:
                 if parser.retries > self.max_model_retries:
@@ -454,6 +464,8 @@ class OpencodeAdapter(AgentAdapter):
                     await trio.sleep(0.01)
         self._run_id = prompt.run_id
         self._aborting_run = None
+        self._steers.end_turn()  # an older turn's steers were requeued by the core
+        self._prompt_model = prompt.model or self.options.model
         parser.begin_turn()
         if not prompt.system_instruction and self.options.system_instruction:
             prompt = prompt.model_copy(
@@ -475,6 +487,47 @@ class OpencodeAdapter(AgentAdapter):
             await self._emit_event(AgentError(message=f"opencode refused the prompt: {failure}"))
             for event in parser.end_turn_aborted(f"prompt failed: {failure}"):
                 await self._emit_event(event)
+
+    async def steer(self, steer: SteerAgent) -> None:
+        """``prompt_async`` on the busy session: opencode's loop takes the message at its
+        next step (``SteerTaken`` once a step answers it). A steer the loop has not taken when
+        the session goes idle gets no answer: the core requeues it (the model then sees the
+        text twice, stored and resent). A steer racing the turn's end by milliseconds can
+        start a busy period of its own, which the next prompt interrupts."""
+        if self.options.per_turn:
+            await super().steer(steer)
+            return
+        server, parser = self._server, self._parser
+        if (
+            server is None
+            or parser is None
+            or self._session_id is None
+            or not parser.turn_open
+            or steer.run_id != self._run_id
+            or self._aborting_run == self._run_id
+        ):
+            await self._refuse_steer(steer, "no turn")
+            return
+        text = prompt_text(steer.text, steer.attachments)
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": text}]}
+        model = model_ref(self._prompt_model)
+        if model is not None:
+            body["model"] = model
+        self._steers.sent(steer.steer_id, text)
+        path = f"/session/{self._session_id}/prompt_async"
+        try:
+            response = await server.request("POST", path, json_body=body)
+            failure = None if response.status_code in (200, 204) else response.text[:300]
+        except Exception as exc:  # noqa: BLE001 - any transport failure refuses the steer
+            failure = repr(exc)
+        if failure is not None:
+            self._steers.withdraw(steer.steer_id)
+            await self._refuse_steer(steer, f"opencode refused it: {failure}")
+
+    async def _refuse_steer(self, steer: SteerAgent, reason: str) -> None:
+        if self._emit is not None:
+            refused = SteerRefused(steer_id=steer.steer_id, reason=reason)
+            await self._emit(StampedEvent(steer.run_id, self._session_id, refused))
 
     async def interrupt(self, run_id: str) -> None:
         if run_id != self._run_id:

@@ -37,10 +37,10 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -54,11 +54,11 @@ from threadspindle.effects.slack_platform import (
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
@@ -71,20 +71,6 @@ REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add 
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
 _KINDS = ("events_api", "slash_commands", "interactive")
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the Slack ingress needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 def envelope_key(payload: Mapping[str, Any]) -> str:
@@ -132,6 +118,7 @@ class SlackIngress:
         self.handled = 0  # envelopes handled
         self.refusals = 0
         self.caught_up = 0  # messages found by catch_up (duplicates included)
+        self._catching_up = False  # prompts found by catch_up are queued, not interrupting
 
     # --- the envelopes, in order -------------------------------------------------------------
 
@@ -197,25 +184,72 @@ class SlackIngress:
             )
             oldest = since if oldest is None else oldest
             try:
-                found = await self._retrying(partial(self.platform.history, channel, oldest))
+                found, left_out = await self._history(channel, oldest)
             except PlatformError as error:
                 _log.warning("could not catch up channel %s: %s", channel, error)
                 continue
             await self._caught_up(channel, None, oldest, found)
+            if left_out:
+                await self._say(channel, None, catch_up_limit_notice(len(found), left_out))
         for thread_id, state in snapshots.items():
             if not thread_id.startswith("sl:") or state.conversation is None:
                 continue
             channel, thread_ts = parse_thread_id(thread_id)
             seen = _last_seen(state.recent_action_ids, translate.message_action_id(channel, ""))
-            oldest = since if seen is None else seen
-            try:
-                messages = await self._retrying(
-                    partial(self.platform.replies, channel, thread_ts, oldest)
+            await self._catch_up_thread(channel, thread_ts, since if seen is None else seen)
+
+    async def _history(self, channel: str, oldest: float) -> tuple[list[dict[str, Any]], int]:
+        """The oldest ``catch_up_limit`` top-level messages of ``channel`` newer than
+        ``oldest``, oldest first, and how many newer ones were left out. Slack pages newest
+        first, so every page is read, but no more than the limit is ever held."""
+        limit = self.settings.catch_up_limit
+        kept: deque[dict[str, Any]] = deque()
+        left_out = 0
+        cursor: str | None = None
+        while True:
+            page, cursor = await self._retrying(
+                partial(self.platform.history_page, channel, oldest, cursor)
+            )
+            for message in page:  # each newer than the ones after it
+                if self._own(message):
+                    continue
+                kept.append(message)
+                if len(kept) > limit:
+                    kept.popleft()  # the newest held
+                    left_out += 1
+            if cursor is None:
+                return sorted(kept, key=lambda m: float(m.get("ts", 0))), left_out
+
+    async def _catch_up_thread(self, channel: str, thread_ts: str, oldest: float) -> None:
+        """The thread's replies newer than ``oldest``, a page at a time, up to
+        ``catch_up_limit`` of them; past it the thread is told what was not read."""
+        limit = self.settings.catch_up_limit
+        read = 0
+        cursor: str | None = None
+        try:
+            while True:
+                page, cursor = await self._retrying(
+                    partial(self.platform.replies_page, channel, thread_ts, oldest, cursor)
                 )
-            except PlatformError as error:
-                _log.warning("could not catch up %s: %s", thread_id, error)
-                continue
-            await self._caught_up(channel, thread_ts, oldest, messages)
+                take: list[dict[str, Any]] = []
+                over = False
+                for message in page:
+                    if not _newer(message, oldest) or message.get("ts") == thread_ts:
+                        continue
+                    if not self._own(message):  # the app's own lines are not counted
+                        if read == limit:
+                            over = True
+                            break
+                        read += 1
+                    take.append(message)
+                await self._caught_up(channel, thread_ts, oldest, take)
+                if over:
+                    await self._say(channel, thread_ts, catch_up_limit_notice(read, None))
+                    return
+                if cursor is None:
+                    return
+        except PlatformError as error:
+            _log.warning("could not catch up %s: %s", slack_thread_id(channel, thread_ts), error)
 
     async def _caught_up(
         self, channel: str, thread_ts: str | None, since: float, messages: list[dict[str, Any]]
@@ -234,14 +268,20 @@ class SlackIngress:
                 continue
             self.caught_up += 1
             event = {"type": "message", "channel": channel, **message}
+            # Catch-up runs alone, before the socket opens: nothing live is handled meanwhile.
+            self._catching_up = True
             try:
                 await self.handle("events_api", {"event": event, "team_id": event.get("team")})
             except Exception:  # one bad message must not stop the rest
                 _log.exception("could not catch up message %s", message.get("ts"))
+            finally:
+                self._catching_up = False
+
+    def _own(self, message: Mapping[str, Any]) -> bool:
+        return bool(message.get("bot_id")) or message.get("user") == self.bot_user
 
     def _left_working_line(self, message: Mapping[str, Any]) -> bool:
-        own = bool(message.get("bot_id")) or message.get("user") == self.bot_user
-        return own and is_working_line(str(message.get("text") or ""))
+        return self._own(message) and is_working_line(str(message.get("text") or ""))
 
     async def handle(self, kind: str, payload: dict[str, Any]) -> str | None:
         self.handled += 1
@@ -372,6 +412,9 @@ class SlackIngress:
             at=self._clock(),
             suffix=self.settings.queue_suffix,
         )
+        if self._catching_up:
+            # All were said before anything runs now: one does not interrupt another.
+            action = action.replace(interrupt=False)
         self.platform.remember_author(action.action_id, user)
         await self._post(action, channel_id=str(event["channel"]))
 
@@ -623,6 +666,23 @@ class SlackIngress:
                 **common, request_id=target, answer=str(label or ""), author_id=user
             )
         await self._post(answer)
+
+
+def _newer(message: Mapping[str, Any], than: float) -> bool:
+    try:
+        return float(message.get("ts", 0)) > than
+    except (TypeError, ValueError):
+        return False
+
+
+def catch_up_limit_notice(read: int, left_out: int | None) -> str:
+    """What a channel or thread is told when more was said while Spindle was down than
+    one catch-up reads (``catch_up_limit``)."""
+    more = "later ones" if left_out is None else f"the {left_out} after them"
+    return (
+        f"While Spindle was away more was said here than it catches up on: it read the "
+        f"first {read} messages; {more} were not read. Send again what still matters."
+    )
 
 
 def _last_seen(action_ids: Iterable[str], prefix: str) -> float | None:

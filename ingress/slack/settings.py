@@ -54,6 +54,9 @@ class SlackSettings(Frozen):
     # A refused user is told at most once per this many seconds.
     refusal_interval_s: float = 600.0
     catch_up: bool = True  # read what was said in known threads while Spindle was down
+    # At most this many messages per thread (and new conversations per project channel)
+    # are read by one catch-up: memory and the queue stay bounded after a long absence.
+    catch_up_limit: int = Field(default=500, ge=1, le=10_000)
 
     @field_validator("agents")
     @classmethod

@@ -32,8 +32,8 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import trio
 import trio_asyncio
@@ -45,6 +45,7 @@ from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_t
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
@@ -60,7 +61,6 @@ from threadspindle.ingress.workspace_commands import (
     workspace_action,
 )
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
@@ -74,20 +74,6 @@ NO_LONGER_PENDING = "That prompt is no longer pending."
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 BATCH = 32  # updates per getUpdates: far fewer than the core remembers per thread
 _REMEMBERED = 2048
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the Telegram ingress needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 def help_text(agents: tuple[str, ...]) -> str:

@@ -31,11 +31,11 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import trio
@@ -54,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadspindle.effects.web_platform import Update, WebPlatform
 from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.web import pages
 from threadspindle.ingress.web.commands import (
     AUTHOR,
@@ -88,20 +89,6 @@ STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no 
 KEEPALIVE_S = 15.0
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 MAX_WORKDIR_CHOICES = 300
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the web chat needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Receipt: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 @dataclass
@@ -233,8 +220,11 @@ def _update_event(update: Update) -> str:
     return f"id: {update.seq}\nevent: {update.kind}\ndata: {json.dumps(data)}\n\n"
 
 
-def _status_event(html: str, phase: str) -> str:
-    return f"event: status\ndata: {json.dumps({'html': html, 'phase': phase})}\n\n"
+def _status_event(html: str, phase: str, title: str) -> str:
+    """The status panel, the run's phase and the thread's name (the agent's title once it
+    has one: the page's heading and the browser tab follow it)."""
+    data = {"html": html, "phase": phase, "title": title}
+    return f"event: status\ndata: {json.dumps(data)}\n\n"
 
 
 async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
@@ -340,6 +330,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         async def stream() -> AsyncIterator[str]:
             seq = after
             shown_status: str | None = None
+            shown_label = ""
             quiet_since = trio.current_time()
             yield "retry: 1000\n\n"
             while True:
@@ -354,10 +345,11 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 seq = upto  # the last update sent is change ``upto`` (its message's last)
                 state = chat.live().snapshot(thread_id)
                 status = pages.status_html(state, typing=chat.platform.typing_now(thread_id))
-                if status != shown_status:
-                    shown_status = status
+                label = pages.thread_label(state) if state is not None else thread_id
+                if status != shown_status or label != shown_label:
+                    shown_status, shown_label = status, label
                     phase = state.run.phase.value if state and state.run else "idle"
-                    yield _status_event(status, phase)
+                    yield _status_event(status, phase, label)
                 if updates or shown_status is status:  # something was sent just now
                     quiet_since = trio.current_time()
                 elif trio.current_time() - quiet_since > KEEPALIVE_S:

@@ -27,6 +27,7 @@ __all__ = [
     "message_html",
     "status_html",
     "thread_label",
+    "thread_place",
     "timeline_page",
 ]
 
@@ -68,6 +69,13 @@ def _layout(
 
 
 def thread_label(state: ThreadState) -> str:
+    """The thread's name: the agent's session title once it has one, else agent · folder."""
+    if state.title:
+        return state.title
+    return thread_place(state)
+
+
+def thread_place(state: ThreadState) -> str:
     conversation = state.conversation
     if conversation is None:
         return f"{state.thread_id} (no conversation)"
@@ -94,8 +102,9 @@ def home_page(
     for thread_id, state in threads.items():
         queue = len(state.queue)
         waiting = " · waiting for an answer" if state.blockers else ""
+        place = f'<span class="muted"> {escape(thread_place(state))} </span>' if state.title else ""
         items.append(
-            f'<li><a href="/t/{escape(thread_id)}">{escape(thread_label(state))}</a> '
+            f'<li><a href="/t/{escape(thread_id)}">{escape(thread_label(state))}</a>{place} '
             f'<span class="phase phase-{escape(_phase(state))}">{escape(_phase(state))}</span>'
             f'<span class="muted"> queue {queue}{waiting} · </span>'
             f'<a class="muted" href="/t/{escape(thread_id)}/timeline">timeline</a></li>'
@@ -247,7 +256,7 @@ def chat_page(
         )
     body = (
         f'<div id="chat" data-thread="{escape(thread_id)}" data-seq="{seq}">'
-        f'<div class="chat-head"><h1>{escape(label)}</h1>'
+        f'<div class="chat-head"><h1 id="thread-title">{escape(label)}</h1>'
         f'<a href="/t/{escape(thread_id)}/timeline" id="timeline-link">timeline</a></div>'
         f'<section id="status" aria-live="polite">{status_html(state, typing=typing)}</section>'
         f'<section id="messages">{shown}</section>'

@@ -32,8 +32,8 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import trio
 
@@ -42,6 +42,7 @@ from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_t
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram.translate import parse_callback
 from threadspindle.ingress.transcribe import (
@@ -53,7 +54,6 @@ from threadspindle.ingress.transcribe import (
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_TRANSCRIPTION", "REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
@@ -81,20 +81,6 @@ _AUDIO_EXTENSIONS = {
     "audio/webm": "webm",
 }
 NO_CONVERSATION = "No conversation here yet: start one with /claude start [workdir] (or /help)."
-
-
-class Receipt(Protocol):
-    async def durable(self) -> bool: ...
-
-
-class RuntimePort(Protocol):
-    """What the WhatsApp ingress needs of the live runtime."""
-
-    async def post(self, action: A.Action, *, channel_id: str | None = None) -> Any: ...
-
-    def snapshot(self, thread_id: str) -> ThreadState | None: ...
-
-    def snapshots(self) -> Mapping[str, ThreadState]: ...
 
 
 def help_text(agents: tuple[str, ...]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
-from pydantic_core import PydanticUndefined
 
 # The slots every model instance has, set through their descriptors (``trusted`` and
 # ``replace`` are hot: a looked-up ``object.__setattr__`` per slot was a third of
@@ -28,19 +27,19 @@ class Frozen(BaseModel):
     def trusted(cls, **values: Any) -> Self:
         """An instance built without validation, for the transition's hot path, from values
         the core made itself (``model_construct`` costs several times more). Fields not
-        given take their declared defaults; a field with a default factory must be given.
-
-        The fields come in their declared order (every field is in the template, a value
-        given replaces its slot in place), as validation puts them: a model's JSON follows
-        that order, so an event built here is logged byte for byte as a validated one."""
+        given take their declared defaults; a field with a default factory must be given."""
         defaults = Frozen._defaults.get(cls)
         if defaults is None:
-            # Required fields hold PydanticUndefined until given (leaving one out is a bug).
+            # Every field in declared order (one without a default as PydanticUndefined):
+            # ``update`` keeps a key's place, so the instance serializes its fields in the
+            # same order as a validated one, and a logged action reads the same either way.
             defaults = Frozen._defaults[cls] = {
                 name: field.default for name, field in cls.model_fields.items()
             }
+        fields = defaults.copy()
+        fields.update(values)
         new = _new_object(cls)
-        _set_attr(new, "__dict__", {**defaults, **values})
+        _set_attr(new, "__dict__", fields)
         _set_fields_set(new, set(values))
         _set_extra(new, None)
         _set_private(new, None)

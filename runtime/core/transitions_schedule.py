@@ -178,7 +178,10 @@ def on_verbosity_set(step: Step, a: A.VerbositySet) -> None:
 
 def on_title_changed(step: Step, title: str) -> None:
     """The agent named its session: the thread follows (the renderer paces the renames)."""
-    clean = " ".join(title.split())[:TITLE_CHARS]
+    # One line of printable text: the agent chose it, and a NUL or an escape sequence in a
+    # thread name is refused by some platforms and garbles a terminal on the console.
+    clean = " ".join("".join(c if c.isprintable() else " " for c in title).split())
+    clean = clean[:TITLE_CHARS]
     if not clean or clean == step.state.title:
         step.note = "title unchanged"
         return

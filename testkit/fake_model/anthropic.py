@@ -16,9 +16,13 @@ message (``role: "system"`` messages, which the CLI appends after the user's, ar
 - ``ASKTEST`` -> an ``AskUserQuestion`` call (Red or Blue?);
 - ``THINKTEST`` -> a thinking block, then text;
 - ``SLOWTEST`` -> ``slow_chunks`` text chunks, ``slow_delay`` seconds apart;
+- a title request (the CLI's ``generate_session_title``: a system prompt "Generate a
+  concise, sentence-case title ...", JSON output) -> ``{"title": "Fake conversation title"}``;
 - anything else -> ``Hello from fake model.`` in four chunks.
 
-``error_replies`` makes the next requests fail with an HTTP error (529 overloaded, 401 ...).
+``messages_requests()`` lists the agent's model calls, ``title_requests()`` the title calls.
+``error_replies`` makes the next requests (not title requests) fail with an HTTP error
+(529 overloaded, 401 ...).
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ from threadspindle.testkit.fake_model.base import (
     scenario_of,
 )
 
-__all__ = ["FakeAnthropic", "last_user_message", "user_text"]
+__all__ = ["TITLE", "FakeAnthropic", "is_title_request", "last_user_message", "user_text"]
 
 DEFAULT_MODEL = "claude-opus-4-8"
+TITLE = "Fake conversation title"
 ASK_QUESTION = "Which color should the button be?"
 
 
@@ -52,6 +57,17 @@ def last_user_message(body: Any) -> dict[str, Any] | None:
         if isinstance(message, dict) and message.get("role") == "user":
             return message
     return None
+
+
+def is_title_request(body: Any) -> bool:
+    """Claude Code's session-title call (its system prompt asks for a short title)."""
+    system = body.get("system") if isinstance(body, dict) else None
+    blocks = system if isinstance(system, list) else [{"text": system}]
+    return any(
+        "Generate a concise, sentence-case title" in str(b.get("text", ""))
+        for b in blocks
+        if isinstance(b, dict)
+    )
 
 
 def user_text(message: dict[str, Any] | None) -> str:
@@ -132,6 +148,13 @@ class FakeAnthropic(FakeModelServer):
         self.route("POST", "/v1/messages", self._messages)
 
     def messages_requests(self) -> list[RecordedRequest]:
+        """The model calls of the agent's turns (title requests left out)."""
+        return [r for r in self._all_messages() if not is_title_request(r.body)]
+
+    def title_requests(self) -> list[RecordedRequest]:
+        return [r for r in self._all_messages() if is_title_request(r.body)]
+
+    def _all_messages(self) -> list[RecordedRequest]:
         return [
             r
             for r in self.requests
@@ -143,11 +166,14 @@ class FakeAnthropic(FakeModelServer):
         return JSONResponse({"input_tokens": 10})
 
     def _messages(self, request: RecordedRequest) -> SSEResponse | JSONResponse:
+        body = request.body if isinstance(request.body, dict) else {}
+        if is_title_request(body):  # never one of the scripted errors: it runs aside
+            model = str(body.get("model") or DEFAULT_MODEL)
+            return self._stream(model, [("text", [json.dumps({"title": TITLE})])], "end_turn")
         if self.error_replies:
             status, kind = self.error_replies.pop(0)
             error = {"type": kind, "message": f"fake {kind}"}
             return JSONResponse({"type": "error", "error": error}, status)
-        body = request.body if isinstance(request.body, dict) else {}
         asked = body.get("model")
         model = asked if isinstance(asked, str) else DEFAULT_MODEL
         message = last_user_message(body)

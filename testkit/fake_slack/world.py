@@ -17,6 +17,7 @@ What it keeps as Slack does:
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import threading
@@ -164,6 +165,7 @@ class World:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.statuses: list[tuple[str, str, str]] = []  # assistant status: channel, thread, text
+        self.titles: list[tuple[str, str, str]] = []  # assistant titles: channel, thread, title
         self.assistant = True  # assistant.threads.setStatus allowed
         self.connections = 0
         self._seq = itertools.count(1)
@@ -511,9 +513,16 @@ class World:
             ),
             key=lambda m: float(m.ts),
         )
-        limit = int(params.get("limit") or 1000)
-        out = [self.message_event(parent)] + [self.message_event(m) for m in replies[:limit]]
-        return {"messages": out, "has_more": False, "response_metadata": {"next_cursor": ""}}
+        # Slack pages with an opaque cursor; here it is the offset into the replies.
+        start, limit = _page(params, default=1000)
+        page = replies[start : start + limit]
+        more = start + limit < len(replies)
+        out = [self.message_event(parent)] + [self.message_event(m) for m in page]
+        return {
+            "messages": out,
+            "has_more": more,
+            "response_metadata": {"next_cursor": _cursor(start + limit) if more else ""},
+        }
 
     def api_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
         """The channel's top-level messages newer than ``oldest``, newest first."""
@@ -531,12 +540,20 @@ class World:
             ),
             key=lambda m: -float(m.ts),
         )
-        limit = int(params.get("limit") or 100)
+        start, limit = _page(params, default=100)
+        more = start + limit < len(found)
         return {
-            "messages": [self.message_event(m) for m in found[:limit]],
-            "has_more": len(found) > limit,
-            "response_metadata": {"next_cursor": ""},
+            "messages": [self.message_event(m) for m in found[start : start + limit]],
+            "has_more": more,
+            "response_metadata": {"next_cursor": _cursor(start + limit) if more else ""},
         }
+
+    def api_assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        if not self.assistant:
+            raise ApiError("not_allowed_token_type")
+        channel = self._channel(params, "channel_id")
+        self.titles.append((channel, str(params.get("thread_ts")), str(params.get("title"))))
+        return {}
 
     def api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         if not self.assistant:
@@ -544,3 +561,19 @@ class World:
         channel = self._channel(params, "channel_id")
         self.statuses.append((channel, str(params.get("thread_ts")), str(params.get("status"))))
         return {}
+
+
+def _page(params: dict[str, Any], default: int) -> tuple[int, int]:
+    """Where a page starts (from ``cursor``) and how long it is (``limit``, at most 1,000
+    as Slack caps it)."""
+    cursor = str(params.get("cursor") or "")
+    try:
+        start = int(base64.b64decode(cursor).decode().removeprefix("offset:")) if cursor else 0
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ApiError("invalid_cursor") from error
+    limit = min(max(int(params.get("limit") or default), 1), 1000)
+    return start, limit
+
+
+def _cursor(offset: int) -> str:
+    return base64.b64encode(f"offset:{offset}".encode()).decode()

@@ -46,6 +46,7 @@ from threadspindle.runtime.core.agent_events import (
     AgentError,
     PermissionRequested,
     SessionStarted,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnAborted,
@@ -311,12 +312,13 @@ def _check_runs(driven: Driven, *, stopped_run: str | None) -> None:
     """Each prompted run ended once (the one stopped mid-turn at most once, not completed),
     nothing of a run came after its end, every tool card was closed, and one run's events
     name one session. Events of no run only say which session is starting (or why it
-    could not be resumed)."""
+    could not be resumed), or the conversation's title (asked after a turn, the core
+    takes it between turns)."""
     agent = driven.rig.agent
     runs: dict[str, list[tuple[str | None, object]]] = {}
     for stamped in driven.events:
         if stamped.run_id is None:
-            assert isinstance(stamped.event, SessionStarted | AgentError), (
+            assert isinstance(stamped.event, SessionStarted | AgentError | TitleChanged), (
                 f"{agent}: an event of no run: {stamped!r}"
             )
             continue

@@ -192,3 +192,10 @@ def test_a_title_renames_the_thread_once_per_new_title_even_between_turns():
     assert t.state.title == "Fix the flaky CI"
     long = t.do(t.s.title("x" * 300))
     assert [len(e.title) for e in long if isinstance(e, F.RenameThread)] == [100]
+
+
+def test_a_title_keeps_printable_text_only():
+    t = Thread().started()
+    effects = t.do(t.s.title("Fix\x00 the\x1b[31m CI\u202e\nnow\x7f"))
+    assert [e.title for e in effects if isinstance(e, F.RenameThread)] == ["Fix the [31m CI now"]
+    assert t.do(t.s.title("\x00\x01\u200b")) == ()  # nothing printable: no rename

@@ -72,7 +72,13 @@
     status.querySelectorAll("input.answer-text").forEach((i) => {
       if (typed[i.dataset.request]) i.value = typed[i.dataset.request];
     });
-    chat.dataset.phase = JSON.parse(e.data).phase;
+    const data = JSON.parse(e.data);
+    chat.dataset.phase = data.phase;
+    if (data.title) {
+      // The agent's session title: the heading and the tab follow it (text, never HTML).
+      document.getElementById("thread-title").textContent = data.title;
+      document.title = data.title + " · Spindle";
+    }
   });
   events.addEventListener("reload", () => { events.close(); window.location.reload(); });
 

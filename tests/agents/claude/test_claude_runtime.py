@@ -1,6 +1,7 @@
 """The whole chain with the genuine Claude Code CLI: chat actions -> the live runtime
 (actor, pure transitions, reactor, listener) -> ``ClaudeAdapter`` -> the CLI -> the fake
-Anthropic API on 127.0.0.1 -> agent events -> chat outputs in a recording renderer."""
+Anthropic API on 127.0.0.1 -> agent events -> chat outputs in a recording renderer. The
+session's title (asked of the CLI after its first turn) becomes the thread's rename."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ import trio
 from threadspindle.agents.base import AgentAdapter, AgentOptions
 from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.effect_types import ShowPermissionPrompt, StartAgent
+from threadspindle.runtime.core.effect_types import (
+    RenameThread,
+    ShowPermissionPrompt,
+    StartAgent,
+)
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 from threadspindle.testkit.fake_chat import RenderWorld
-from threadspindle.testkit.fake_model.anthropic import FakeAnthropic
+from threadspindle.testkit.fake_model.anthropic import TITLE, FakeAnthropic
 
 CLAUDE = Path(__file__).resolve().parents[3] / ".agents" / "node_modules" / ".bin" / "claude"
 THREAD = "thread-1"
@@ -110,7 +115,6 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
                 await chat.say("hello")
                 await until(lambda: chat_world.texts(THREAD, "footer"))
                 assert "Hello from fake model." in chat_world.texts(THREAD, "text")
-
                 # A new message mid-stream interrupts the run and becomes the next prompt.
                 await chat.say("SLOWTEST")
                 await until(lambda: any("chunk2" in t for t in chat_world.texts(THREAD, "text")))
@@ -118,6 +122,14 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
                 await until(lambda: len(chat_world.texts(THREAD, "footer")) == 2)
                 texts = chat_world.texts(THREAD, "text")
                 assert "Thought done." in texts
+                # The CLI titles the new session (generate_session_title) once a completed
+                # turn follows prompts long enough to title ("hello" alone is too short for
+                # it): the thread is renamed.
+                await until(lambda: RenameThread(title=TITLE) in chat_world.of_thread(THREAD))
+                snapshot = runtime.snapshot(THREAD)
+                assert snapshot is not None and snapshot.title == TITLE
+                asked = [str(r.body) for r in fake.title_requests()]
+                assert len(asked) == 1 and "<session>\\nhello\\nSLOWTEST\\n</session>" in asked[0]
                 assert not any("chunk39" in t for t in texts)
                 assert "Let me think." in chat_world.texts(THREAD, "thinking")
 
@@ -137,6 +149,9 @@ async def test_chat_through_the_runtime_to_the_genuine_cli(tmp_path: Path) -> No
                 tools = chat_world.texts(THREAD, "tool")
                 assert any("touch touched.txt" in t for t in tools)
 
+                renames = [e for e in chat_world.of_thread(THREAD) if isinstance(e, RenameThread)]
+                assert renames == [RenameThread(title=TITLE)]  # titled once, not every turn
+                assert len(fake.title_requests()) == 1
                 assert len(made) == 1  # one long-lived process served every turn
                 assert made[0].processes_started == 1  # type: ignore[attr-defined]
                 assert not chat_world.duplicate_keys

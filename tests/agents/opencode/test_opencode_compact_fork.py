@@ -36,7 +36,7 @@ async def test_compact_summarises_the_session(fake: OpenAIChatFake, tmp_path: Pa
     work = tmp_path / "work"
     work.mkdir()
     async with running(opencode_options(fake, tmp_path / "home"), work) as thread:
-        assert thread.adapter.capabilities.compact and not thread.adapter.capabilities.steer
+        assert thread.adapter.capabilities.compact
         await thread.turn("hello")
         asked = len(fake.requests)
         await thread.adapter.prompt(

@@ -238,6 +238,39 @@ async def test_messages_said_while_spindle_was_down_are_caught_up(
         assert stack.app.slack is not None and stack.app.slack.ingress.caught_up >= 1
 
 
+async def test_a_long_absence_is_caught_up_a_page_at_a_time_and_within_the_limit(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    """More was said while Spindle was down than one catch-up reads: the oldest messages up
+    to ``catch_up_limit`` go in (across Slack's pages), the rest are named, not held."""
+    async with slack_stack(sl, tmp_path, queue_limit=10) as stack:
+        thread = await stack.start_thread()
+        sl.say(thread, "before")
+        await stack.until_footers(thread, 1)
+    channel, thread_ts = sl.where(thread)
+    time.sleep(0.01)
+    said = [f"away {i}" for i in range(250)]  # two pages of replies
+    for text in said:
+        sl.fake.post_quietly(channel, sl.alice, text, thread_ts=thread_ts)
+    openers = [f"new work {i}" for i in range(450)]  # three pages of history
+    for text in openers:
+        sl.fake.post_quietly(sl.project, sl.alice, text)
+    async with slack_stack(sl, tmp_path, queue_limit=10, catch_up_limit=3) as stack:
+        (channel_note,) = await wait_for(
+            lambda: [m for m in sl.fake.bot_messages(sl.project) if "catches up on" in m.shown]
+        )
+        await wait_for(lambda: len(_delivered(stack)) == 6, timeout=30)
+        await trio.sleep(0.5)
+        delivered = _delivered(stack)
+        assert sorted(delivered) == sorted(said[:3] + openers[:3])
+        assert [d for d in delivered if d.startswith("away")] == said[:3]  # in order
+        state = stack.runtime.snapshot(thread)
+        assert state is not None and state.counters.interrupts == 0  # queued, one by one
+        thread_notes = [m for m in sl.bot_messages(thread) if "catches up on" in m.shown]
+        assert len(thread_notes) == 1 and "first 3 messages" in thread_notes[0].shown
+        assert "the 447 after them were not read" in channel_note.shown
+
+
 async def test_a_mention_names_the_app_as_slack_shows_it(sl: SlackWorld, tmp_path: Path) -> None:
     async with slack_stack(sl, tmp_path) as stack:
         thread = await stack.start_thread()

@@ -31,6 +31,8 @@ from threadspindle.agents.base import AgentOptions
 from threadspindle.agents.echo import EchoAdapter
 from threadspindle.ingress.platforms import PlatformsApp, run_platforms
 from threadspindle.ingress.web.settings import WebSettings
+from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.agent_events import TitleChanged
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
 
@@ -70,6 +72,7 @@ def _browser_session(
     start_url: str,
     snapshot: Callable[[str], ThreadState | None],
     shots: Path,
+    name_thread: Callable[[str, str], None],
 ) -> dict[str, Any]:
     """The user's walk through the chat, in the browser; returns what it saw."""
     # trio-asyncio (imported by the platforms) patches asyncio's loop creation; Playwright's
@@ -114,6 +117,13 @@ def _browser_session(
             _until(grown, "the whole answer")
             seen["stream_lengths"] = sorted(set(lengths))
             _wait_idle(page)
+
+            # The agent names its session: the heading and the tab follow, live.
+            name_thread(thread, "Echo <b>demo</b> title")
+            expect(page.locator("#thread-title")).to_have_text(
+                "Echo <b>demo</b> title", timeout=TIMEOUT_MS
+            )
+            expect(page).to_have_title("Echo <b>demo</b> title · Spindle")
 
             # 2. Queue two behind a long run, remove one.
             _send(page, LONG)
@@ -250,9 +260,22 @@ async def test_the_web_chat_in_a_real_browser(
                 )
             )
             assert app.web is not None
+            token = trio.lowlevel.current_trio_token()
+
+            def name_thread(thread: str, title: str) -> None:
+                # What an adapter's TitleChanged becomes (the echo agent names nothing).
+                event = A.AgentEventReceived(
+                    thread_id=thread,
+                    action_id="title-1",
+                    at=time.time(),
+                    run_id=None,
+                    event=TitleChanged(title=title),
+                )
+                trio.from_thread.run(app.runtime.post, event, trio_token=token)
+
             try:
                 seen = await trio.to_thread.run_sync(
-                    _browser_session, app.web.start_url, app.runtime.snapshot, shots
+                    _browser_session, app.web.start_url, app.runtime.snapshot, shots, name_thread
                 )
             finally:
                 app.stop()

@@ -126,3 +126,27 @@ async def test_a_stranger_is_refused_and_failures_are_retried(tmp_path: Path) ->
             page = await stranger.get(f"/t/{thread}")
             assert page.status_code == 401 and "Hello from fake agent" not in page.text
         await wait_for(lambda: stack.runtime.snapshot(thread), lambda s: s.run is None)
+
+
+async def test_the_agents_title_names_the_thread_in_the_list_the_page_and_the_tab(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(tmp_path) as stack:
+        thread = await stack.start()
+        home = (await stack.client.get("/")).text
+        assert "claude · " in home and "Session title" not in home  # no title yet
+        stack.request("POST", f"/t/{thread}/say", {"text": "TITLE please"})
+
+        def titled(events: list[Any]) -> bool:
+            return any(e == "status" and d["title"] == "Session title 3" for e, d, _, _ in events)
+
+        events = await _events(stack, thread, until=titled, timeout=30)
+        shown = [d["title"] for e, d, _, _ in events if e == "status"]
+        assert shown[0].startswith("claude · ")  # the place until the agent names it
+        # The page drawn now, and the thread list: the title, escaped like any text.
+        page = (await stack.client.get(f"/t/{thread}")).text
+        assert "<title>Session title 3 · Spindle</title>" in page
+        assert '<h1 id="thread-title">Session title 3</h1>' in page
+        home = (await stack.client.get("/")).text
+        assert f'<a href="/t/{thread}">Session title 3</a>' in home
+        assert "claude · " in home  # the place stays beside the title
