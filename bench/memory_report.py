@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BEFORE", "memory_section"]
+__all__ = ["BEFORE", "MEMORY_RUNS", "PARSERS_BEFORE_AFTER", "memory_section"]
 
 # ``python -m bench.memory_sites 10000`` on the branch point of issue 18 part 3 (main at
 # 41b0963, 2026-11-25 13:20 UTC); RSS per idle thread 32.8 KB in the same hour (31.2 KB in
@@ -113,6 +113,34 @@ BEFORE: list[tuple[str, str, int, str]] = [
 ]
 
 
+# Measured by hand (the section reports one run): the runs of ``python -m bench --only memory``
+# on the branch, 2026-11-25 13:00-13:50 UTC, load average 2-5 on 2 shared cores.
+MEMORY_RUNS = """\
+Runs of `PYTHONPATH=. .venv/bin/python -m bench --only memory` (2026-11-25, load average \
+2-5 on 2 shared cores), KB of RSS per thread: **idle 32.8 on the branch point (41b0963) → \
+13.2, 13.2 (0.40×)**; after merging main (whose agent listener had grown to 30 attributes: a \
+dict of its own per instance, +1.5 KB) 14.4, then with the listener's slots 13.1. Active \
+threads (a run in progress): 61.1 in the last full `make bench` → 47.5, 47.4, 48.9, 47.5."""
+
+# Measured by hand: the parser changes of issue 18 part 3, A/B on the shared machine.
+PARSERS_BEFORE_AFTER = """\
+**Parsers, before and after issue 18 part 3** (2026-11-25 13:10-13:50 UTC, load average 2-6 \
+on 2 shared cores; only ratios measured at the same time mean anything here). \
+`Frozen.trusted` sets a model's slots through their descriptors: 1.17 → 0.92 µs per \
+`TextDelta.trusted` (0.79×; `Counters.replace` 0.77×; `timeit`, best of 15, main's \
+checkout and the branch's alternating, 3 rounds each). Gemini `--acp` and `opencode run` \
+build their frequent events (deltas, tool cards, the session) with it, after checking the \
+one field that was left to pydantic (an `opencode run` text part's id); Claude's session \
+line too. A/B of each parser file, main's against the branch's in one process, taking \
+turns, 9 pairs (lines per CPU-s, median ratio, min-max): `opencode run` 1.17× \
+(0.75-1.64), gemini `--acp` 1.04× (0.99-1.32), claude 1.00× (0.82-1.09). The Claude parser \
+as a whole (main's checkout against the branch's, processes taking turns, 9 pairs): 1.08× \
+(0.73-1.48). Every parser's events and counters on every recorded fixture equal main's \
+(each event's JSON compared). **Claude stream-json stays short of 200,000 lines/s**: \
+180,364 (load average 2.0) and 144,434 (4.5) in the last two runs of this section; orjson \
+is a quarter of its time, and the rest is spread over its dispatch (no one site above 15%)."""
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
@@ -136,6 +164,8 @@ def memory_section(mem: dict[str, Any]) -> list[str]:
         "## Memory",
         "",
         _table(["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows),
+        "",
+        MEMORY_RUNS,
         "",
     ]
     sites = mem.get("idle_sites")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.memory_report import memory_section
+from bench.memory_report import PARSERS_BEFORE_AFTER, memory_section
 
 __all__ = ["write_report"]
 
@@ -864,6 +864,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     parts += memory_section(r.get("memory", {}))
     parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
+    parts += [PARSERS_BEFORE_AFTER, ""] if r.get("parsers") else []
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]

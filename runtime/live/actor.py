@@ -16,10 +16,11 @@ inside a transition or before the commit, and an exception in an effect cannot r
 state. Each ``Transition.note`` and ``LogNote`` effect is logged with thread id, run id and
 action kind.
 
-Besides the actor loop, a thread runs its reactor, a ticker (a ``Tick`` every
-``tick_interval_s`` while a run is active, for the core's timeouts) and, once the agent is
-started, its ``AgentListener``; all live in the thread's own nursery so disposal leaves
-nothing behind.
+Besides the actor loop, a thread runs its reactor's lanes (each from its first effect on),
+a ticker (a ``Tick`` every ``tick_interval_s`` while a run is active, for the core's
+timeouts; it starts with a run and ends after it) and, once the agent is started, its
+``AgentListener``; all live in the thread's own nursery so disposal leaves nothing behind.
+An idle thread holds nothing more (docs/performance.md, "Memory").
 """
 
 from __future__ import annotations
