@@ -67,6 +67,7 @@ from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     DismissPrompt,
     EditOutput,
+    PostFile,
     PostOutput,
     RenameThread,
     ReplyToCommand,
@@ -92,6 +93,7 @@ __all__ = [
 
 CHAT_EFFECTS = (
     PostOutput,
+    PostFile,
     AppendOutput,
     EditOutput,
     SealOutput,
@@ -322,6 +324,25 @@ class StreamRenderer:
             except RenderError as error:
                 error.effect = effect.type
                 raise
+            finally:
+                self._wake.set()
+            return self._book.take_posted()
+
+    async def resume_stream(
+        self,
+        key: str,
+        text: str,
+        last_seq: int,
+        message_ids: tuple[str, ...],
+        *,
+        sealed: bool = False,
+    ) -> list[Posted]:
+        """Continue a text output another renderer was streaming (``OutputComposer.
+        resume_stream``); returns what was posted, as ``apply``."""
+        async with self._lock:
+            try:
+                await self._composer.resume_stream(key, text, last_seq, message_ids, sealed)
+                await self._flush_due()
             finally:
                 self._wake.set()
             return self._book.take_posted()

@@ -46,6 +46,7 @@ from threadspindle.runtime.core.effect_types import (
     Button,
     DismissPrompt,
     EditOutput,
+    PostFile,
     PostOutput,
     ReplyToCommand,
     SealOutput,
@@ -57,6 +58,7 @@ __all__ = ["OutputComposer", "OutputEffect"]
 
 OutputEffect = (
     PostOutput
+    | PostFile
     | AppendOutput
     | EditOutput
     | SealOutput
@@ -125,6 +127,45 @@ class OutputComposer:
         elif isinstance(effect, ReplyToCommand):
             if self._is_new(effect.key):
                 await self._reply(effect)
+        elif isinstance(effect, PostFile):
+            if self._is_new(effect.key):
+                await self._post_file(effect)
+
+    async def resume_stream(
+        self, key: str, text: str, last_seq: int, message_ids: tuple[str, ...], sealed: bool
+    ) -> None:
+        """Go on with a text output another renderer was streaming (a gateway that died
+        mid-stream: docs/scale-out.md): ``text`` is all of it so far, ``last_seq`` the seq
+        of its last append (later appends go on from there; earlier ones, redelivered, are
+        dropped), ``message_ids`` the messages it had posted, oldest first. The chunker is
+        fed the whole text again: it cuts the same messages, each bound to the message
+        already posted for it (edited to its text), and what goes past them is posted."""
+        out = self._book.get(key)
+        if out is not None and out.mode != "seeded":
+            return  # streamed by this renderer itself
+        out = self._book.add(Output(key, "stream", last_seq=last_seq))
+        out.opened_at = self._clock() if self._clock is not None else 0.0
+        out.chunker = MessageChunker(
+            self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+        )
+        out.chunker.feed(text)
+        ids = list(message_ids)
+        for chunk in out.chunker.take_closed():
+            if is_blank(chunk):
+                continue
+            message = self._book.new_message(out, chunk)
+            if ids:
+                message.id = ids.pop(0)
+                self._delivery.mark_dirty(out, message)
+            else:
+                await self._delivery.send(out, message)
+        if ids:
+            out.live = self._book.new_message(out, None)
+            out.live.id = ids.pop(0)
+            self._delivery.mark_dirty(out, out.live)
+        await self._pump_stream(out)
+        if sealed:
+            await self._seal(out)
 
     def _is_new(self, key: str) -> bool:
         return self._book.admit(key, self._tally, self._delivery.busy_outputs)
@@ -230,6 +271,18 @@ class OutputComposer:
         # Now, not at the next paced flush: what the chat shows after the dismissal (the
         # next run's answer and footer) must not appear while the buttons are still there.
         await self._delivery.settle(out, priority=Priority.URGENT)
+
+    async def _post_file(self, effect: PostFile) -> None:
+        """The file with its caption, or (no files here) the fallback text as a block."""
+        caption = fit_message(effect.caption, self._budget, wrap_links=self._wrap_links)
+        out = self._book.add(Output(effect.key, "block", text=caption, sealed=True))
+        message = self._book.new_message(out, caption)
+        data = effect.content.encode()
+        if await self._delivery.send_file(out, message, effect.filename, data):
+            return
+        out.messages.remove(message)
+        out.text = effect.fallback
+        await self._show(out, now=True)
 
     async def _reply(self, effect: ReplyToCommand) -> None:
         out = self._book.add(Output(effect.key, "reply", text=effect.text, sealed=True))

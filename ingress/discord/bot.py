@@ -69,7 +69,7 @@ from threadspindle.runtime.core.actions import (
 )
 from threadspindle.runtime.core.model import Attachment, ThreadState
 
-__all__ = ["IngressItem", "SpindleBot", "REFUSAL"]
+__all__ = ["IngressItem", "REFUSAL", "ShardedSpindleBot", "SpindleBot"]
 
 _log = logging.getLogger(__name__)
 
@@ -100,11 +100,18 @@ class SpindleBot(CatchUpMixin, discord.Client):
         nothing is caught up after a fresh session."""
         intents = discord.Intents.default()
         intents.message_content = True
+        shards: dict[str, Any] = {}
+        if isinstance(self, discord.AutoShardedClient):  # ShardedSpindleBot
+            shards = {
+                "shard_ids": list(settings.shard_ids) or None,
+                "shard_count": settings.shard_count,
+            }
         super().__init__(
             intents=intents,
             max_ratelimit_timeout=settings.max_ratelimit_timeout_s,
             guild_ready_timeout=settings.guild_ready_timeout_s,
             allowed_mentions=discord.AllowedMentions.none(),
+            **shards,
         )
         self.settings = settings
         # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.
@@ -261,7 +268,14 @@ class SpindleBot(CatchUpMixin, discord.Client):
         }
         author = message.author
         try:
-            shell = shell_action(message.content, common, str(author.id), author.display_name)
+            parent = getattr(message.channel, "parent_id", None)
+            shell = shell_action(
+                message.content,
+                common,
+                str(author.id),
+                author.display_name,
+                via_agent=self.settings.shell_via_agent(parent),
+            )
         except InputRefused as refused:
             await self._answer_message(message, f"⚠ {refused}")
             return
@@ -626,3 +640,9 @@ class SpindleBot(CatchUpMixin, discord.Client):
             )
 
         await self._post_command(interaction, build, emit, thread_id=thread_id)
+
+
+class ShardedSpindleBot(SpindleBot, discord.AutoShardedClient):
+    """``SpindleBot`` holding ``settings.shard_ids`` of ``settings.shard_count`` shards (a
+    gateway node of ``spindle gateway``: docs/scale-out.md). Discord sends it only the
+    events of its shards' guilds; everything else is ``SpindleBot``'s."""

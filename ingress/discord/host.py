@@ -35,7 +35,7 @@ from threadspindle.effects.discord_platform import DiscordPlatform
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
 from threadspindle.effects.thread_renderers import ThreadRenderers
-from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
+from threadspindle.ingress.discord.bot import IngressItem, ShardedSpindleBot, SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action
@@ -125,7 +125,8 @@ async def hosted_bot(
     ``history`` (where Spindle left off) turns on catching up after each fresh session."""
     point_discord_at(settings)
     send, receive = trio.open_memory_channel[IngressItem](math.inf)
-    bot = SpindleBot(settings, events=send, snapshot=runtime.snapshot, history=history)
+    kind = ShardedSpindleBot if settings.shard_count else SpindleBot
+    bot = kind(settings, events=send, snapshot=runtime.snapshot, history=history)
     if on_bot is not None:
         on_bot(bot)
     async with trio.open_nursery() as nursery:

@@ -319,7 +319,9 @@ class TelegramIngress:
         }
         author = user.first_name or user.username or str(user.id)
         try:
-            shell = shell_action(text, common, str(user.id), author)
+            group = self.settings.project_group(message.chat.id)
+            via_agent = group.shell_via_agent if group is not None else None
+            shell = shell_action(text, common, str(user.id), author, via_agent=via_agent)
         except InputRefused as refused:
             await self._say(thread_id, str(refused), reply_to=message.message_id)
             return

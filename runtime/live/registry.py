@@ -87,6 +87,7 @@ _MADE_BY_THE_RUNTIME = (
     A.PolicySet,
     A.CheckpointTaken,
     A.WorkspaceJobFinished,
+    A.ConversationRolledBack,
     A.ShellOutput,
     A.ShellFinished,
     A.ScheduleDue,
