@@ -7,6 +7,8 @@ measures RSS, creates N threads and measures again:
 - idle: each thread gets one ``/status`` (an actor, a reactor and a ticker, no agent);
 - active: each thread has a conversation with the in-process scripted agent (a live
   listener) and a run in progress.
+
+Then ``bench/memory_sites.py`` breaks the idle threads' memory down by allocation site.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 import trio
 
 from bench.common import bench_runtime, rss_bytes
+from bench.memory_sites import run_child
 from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -74,6 +77,8 @@ def run(quick: bool) -> dict:
             check=True,
         )
         result[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    # Where the idle threads' memory goes (tracemalloc, a process of its own).
+    result["idle_sites"] = run_child(200 if quick else 10_000)
     return result
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.memory_report import PARSERS_BEFORE_AFTER, memory_section
+
 __all__ = ["write_report"]
 
 
@@ -899,22 +901,10 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 "",
             ]
     parts += _chat_budget_section(r.get("chat_budget", {}))
-    mem = r.get("memory", {})
-    if mem and "error" not in mem:
-        rows = [
-            [k, v["threads"], v["rss_before_mb"], v["rss_after_mb"], v["per_thread_kb"]]
-            for k, v in mem.items()
-        ]
-        parts += [
-            "## Memory",
-            "",
-            _table(
-                ["threads", "count", "RSS before (MB)", "RSS after (MB)", "KB per thread"], rows
-            ),
-            "",
-        ]
+    parts += memory_section(r.get("memory", {}))
     parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
+    parts += [PARSERS_BEFORE_AFTER, ""] if r.get("parsers") else []
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]

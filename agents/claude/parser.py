@@ -230,7 +230,8 @@ class ClaudeStreamParser:
             session = need_str(obj.get("session_id"), "session_id")
             model = obj.get("model")
             self.model = model if isinstance(model, str) else self.model
-            return [SessionStarted(session_id=session, model=self.model)]
+            # One in five lines of a short turn: checked above, built without validation.
+            return [SessionStarted.trusted(session_id=session, model=self.model)]
         if subtype == "api_retry":
             attempt = obj.get("attempt")
             most = obj.get("max_retries")

@@ -262,7 +262,9 @@ class AcpParser:
                 self.stats.skip("empty_chunk")
                 return []
             self._last_was_text = True
-            return [TextDelta(text=text, block=f"b{self._block}")]
+            # The frequent events are built without validation (``Frozen.trusted``): every
+            # value is a str already (``_chunk_text``, ``need_str``, the helpers' results).
+            return [TextDelta.trusted(text=text, block=f"b{self._block}")]
         if kind == "agent_thought_chunk":
             text = _chunk_text(update)
             if not text:
@@ -273,7 +275,7 @@ class AcpParser:
             if not text:
                 self.stats.skip("empty_chunk")
                 return []
-            return [ThinkingDelta(text=text)]
+            return [ThinkingDelta.trusted(text=text)]
         if kind == "tool_call":
             return self._tool_call(update)
         if kind == "tool_call_update":
@@ -289,7 +291,7 @@ class AcpParser:
         if self._last_was_text:
             self._block += 1  # text after a tool is a new message
             self._last_was_text = False
-        return ToolStarted(
+        return ToolStarted.trusted(
             tool_id=tool_id,
             name=name,
             display_name=display_tool_name(name, self.mcp_servers),
@@ -322,7 +324,7 @@ class AcpParser:
         return events
 
     def _tool_finished(self, tool_id: str, update: dict[str, Any], status: str) -> ToolFinished:
-        return ToolFinished(
+        return ToolFinished.trusted(
             tool_id=tool_id,
             result=_content_text(update.get("content")),
             is_error=status == "failed",

@@ -62,20 +62,25 @@ class OpencodeRunParser:
         sid = obj.get("sessionID")
         if isinstance(sid, str) and sid != self.session_id:
             self.session_id = sid
-            events.append(SessionStarted(session_id=sid))
+            # The frequent events are built without validation (``Frozen.trusted``): each
+            # value is checked here (a str, or None where the field allows it) first.
+            events.append(SessionStarted.trusted(session_id=sid))
         part = obj.get("part")
         if kind == "text" and isinstance(part, dict):
             text = part["text"]
             if not isinstance(text, str):
                 raise TypeError("text part without text")
             if text:
-                events.append(TextDelta(text=text, block=part.get("id")))
+                block = part.get("id")
+                if block is not None and not isinstance(block, str):
+                    raise TypeError("text part with an id that is no string")
+                events.append(TextDelta.trusted(text=text, block=block))
         elif kind == "reasoning" and isinstance(part, dict):
             text = part["text"]
             if not isinstance(text, str):
                 raise TypeError("reasoning part without text")
             if text:
-                events.append(ThinkingDelta(text=text))
+                events.append(ThinkingDelta.trusted(text=text))
         elif kind == "tool_use" and isinstance(part, dict):
             events.extend(self._tool(part))
         elif kind == "step_finish" and isinstance(part, dict):
@@ -104,7 +109,7 @@ class OpencodeRunParser:
             raise TypeError("tool part without tool or state")
         call_id = part.get("callID") or part.get("id") or tool
         events: list[AgentEvent] = [
-            ToolStarted(
+            ToolStarted.trusted(
                 tool_id=str(call_id),
                 name=tool,
                 display_name=display_name(tool),
@@ -113,10 +118,12 @@ class OpencodeRunParser:
         ]
         if state.get("status") == "error":
             events.append(
-                ToolFinished(tool_id=str(call_id), result=str(state.get("error")), is_error=True)
+                ToolFinished.trusted(
+                    tool_id=str(call_id), result=str(state.get("error")), is_error=True
+                )
             )
         else:
             output = state.get("output")
             result = output if isinstance(output, str) else json.dumps(output, default=str)
-            events.append(ToolFinished(tool_id=str(call_id), result=result))
+            events.append(ToolFinished.trusted(tool_id=str(call_id), result=result))
         return events

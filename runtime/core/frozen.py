@@ -6,6 +6,15 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
 
+# The slots every model instance has, set through their descriptors (``trusted`` and
+# ``replace`` are hot: a looked-up ``object.__setattr__`` per slot was a third of
+# ``trusted``'s time, and the parsers build most of their events with it).
+_new_object = object.__new__
+_set_attr = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
 
 class Frozen(BaseModel):
     """Immutable pydantic model; equality and hashing by value."""
@@ -29,11 +38,11 @@ class Frozen(BaseModel):
             }
         fields = defaults.copy()
         fields.update(values)
-        new = object.__new__(cls)
-        object.__setattr__(new, "__dict__", fields)
-        object.__setattr__(new, "__pydantic_fields_set__", set(values))
-        object.__setattr__(new, "__pydantic_extra__", None)
-        object.__setattr__(new, "__pydantic_private__", None)
+        new = _new_object(cls)
+        _set_attr(new, "__dict__", fields)
+        _set_fields_set(new, set(values))
+        _set_extra(new, None)
+        _set_private(new, None)
         return new
 
     def replace(self, **update: Any) -> Self:
@@ -42,13 +51,25 @@ class Frozen(BaseModel):
         The transition builds several new states per action, so this is its hot path:
         pydantic's ``model_copy`` goes through ``copy.copy`` machinery and costs about 4x
         more. Callers pass values of the declared types (the core builds them itself)."""
-        new = object.__new__(type(self))
+        new = _new_object(type(self))
         values = self.__dict__.copy()
         values.update(update)
-        object.__setattr__(new, "__dict__", values)
-        object.__setattr__(
-            new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys()
-        )
-        object.__setattr__(new, "__pydantic_extra__", None)
-        object.__setattr__(new, "__pydantic_private__", None)
+        _set_attr(new, "__dict__", values)
+        fields_set = self.__pydantic_fields_set__
+        if not update.keys() <= fields_set:
+            fields_set = _shared_fields_set(fields_set | update.keys())
+        # Shared with ``self`` when no new field was set (the usual case), else one of the
+        # few sets every model shares: a set is 200+ bytes in every state kept. A frozen
+        # model never changes its set, and pydantic's ``model_copy`` copies it first.
+        _set_fields_set(new, fields_set)
+        _set_extra(new, None)
+        _set_private(new, None)
         return new
+
+
+# The distinct fields-set sets ``replace`` has made, one object each (a few dozen).
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def _shared_fields_set(fields: set[str]) -> set[str]:
+    return _FIELDS_SETS.setdefault(frozenset(fields), fields)

@@ -16,10 +16,11 @@ inside a transition or before the commit, and an exception in an effect cannot r
 state. Each ``Transition.note`` and ``LogNote`` effect is logged with thread id, run id and
 action kind.
 
-Besides the actor loop, a thread runs its reactor, a ticker (a ``Tick`` every
-``tick_interval_s`` while a run is active, for the core's timeouts) and, once the agent is
-started, its ``AgentListener``; all live in the thread's own nursery so disposal leaves
-nothing behind.
+Besides the actor loop, a thread runs its reactor's lanes (each from its first effect on),
+a ticker (a ``Tick`` every ``tick_interval_s`` while a run is active, for the core's
+timeouts; it starts with a run and ends after it) and, once the agent is started, its
+``AgentListener``; all live in the thread's own nursery so disposal leaves nothing behind.
+An idle thread holds nothing more (docs/performance.md, "Memory").
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from threadspindle.runtime.core.agent_events import (
 )
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.inbox import Inbox
 from threadspindle.runtime.live.listener import AgentListener, Backoff
 from threadspindle.runtime.live.ports import (
     AdapterFactory,
@@ -100,6 +102,44 @@ class Receipt:
 
 
 class ThreadActor:
+    # Slots: an idle thread is mostly this object and its reactor (docs/performance.md,
+    # "Memory"); past 30 attributes CPython gives an instance a dict of its own (~1.5 KB).
+    # A new attribute needs its name here.
+    __slots__ = (
+        "thread_id",
+        "channel_id",
+        "_store",
+        "_log",
+        "_transition",
+        "_clock",
+        "_ids",
+        "tick_interval_s",
+        "_timers",
+        "_send",
+        "_recv",
+        "listener",
+        "reactor",
+        "committed",
+        "_batch_effects",
+        "_batch_ticket",
+        "_committed_before_batch",
+        "skipped_ticks",
+        "last_activity",
+        "_mailbox",
+        "_busy",
+        "_ticking",
+        "_quiet",
+        "_nursery",
+        "running",
+        "done",
+        "closing",
+        "coalesced_deltas",
+        "inline_commits",
+        "_parked",
+        "_last_inline",
+        "_committing",
+    )
+
     def __init__(
         self,
         thread_id: str,
@@ -131,7 +171,9 @@ class ThreadActor:
         self.tick_interval_s = tick_interval_s
         self._timers = timers or Timers()  # not running: plain trio.sleep
         store.get_or_new(thread_id, new_state)
-        self._send, self._recv = trio.open_memory_channel[tuple[Action, Receipt | None]](math.inf)
+        # One object is both ends of the mailbox (``inbox.py``: a trio channel pair weighs
+        # ~3 KB per idle thread).
+        self._send = self._recv = Inbox[tuple[Action, Receipt | None]]()
         self.listener = AgentListener(
             thread_id,
             adapter_factory=adapter_factory,
@@ -163,7 +205,7 @@ class ThreadActor:
         self.last_activity = trio.current_time()
         self._mailbox = 0
         self._busy = False
-        self._busy_changed = trio.Event()
+        self._ticking = False  # the ticker task runs (only while a run is active)
         # Set when the mailbox empties; made only when someone waits for that (``wait_quiet``),
         # not once per action posted.
         self._quiet: trio.Event | None = None
@@ -225,8 +267,7 @@ class ThreadActor:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self.running = True
-                nursery.start_soon(self.reactor.run, nursery)
-                nursery.start_soon(self._ticker)
+                self.reactor.attach(nursery)  # its lanes start there when first needed
                 task_status.started()
                 while True:
                     self._parked = self._mailbox == 0
@@ -258,6 +299,8 @@ class ThreadActor:
                     if self._mailbox == 0 and self._quiet is not None:
                         self._quiet.set()
                         self._quiet = None
+                    # Not kept alive (with its receipt) while the actor waits for the next.
+                    del batch, action, receipt
                 nursery.cancel_scope.cancel()
         finally:
             self.running = False
@@ -318,8 +361,10 @@ class ThreadActor:
         busy = new_state.run is not None
         if busy != self._busy:
             self._busy = busy
-            changed, self._busy_changed = self._busy_changed, trio.Event()
-            changed.set()
+            if busy and not self._ticking and self._nursery is not None:
+                # The ticker lives only while runs are active: an idle thread has none.
+                self._ticking = True
+                self._nursery.start_soon(self._ticker)
 
     def _end_batch(self) -> None:
         """Hand the batch's effects to the reactor in one go, in commit order, under the
@@ -346,16 +391,17 @@ class ThreadActor:
         return {"thread_id": self.thread_id, "run": run_id or "", "action": action_kind}
 
     async def _ticker(self) -> None:
-        """Post a Tick every ``tick_interval_s`` while a run is active; sleep otherwise."""
-        while True:
-            if not self._busy:
-                await self._busy_changed.wait()
-                continue
-            await self._timers.sleep(self.tick_interval_s)
-            if self._busy:
-                self.post_nowait(
-                    Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
-                )
+        """Post a Tick every ``tick_interval_s`` while a run is active, then end (``_commit``
+        starts it again with the next run)."""
+        try:
+            while self._busy:
+                await self._timers.sleep(self.tick_interval_s)
+                if self._busy:
+                    self.post_nowait(
+                        Tick(thread_id=self.thread_id, action_id=self._ids(), at=self._clock())
+                    )
+        finally:
+            self._ticking = False
 
     def _current_run_id(self) -> str | None:
         state = self._store.get(self.thread_id)

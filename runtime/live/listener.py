@@ -22,7 +22,6 @@ session_router.py``), so the runtime has no demultiplexer.
 
 from __future__ import annotations
 
-import collections
 import logging
 import math
 from collections.abc import Callable
@@ -69,6 +68,12 @@ class _Merging:
         self.at = at
 
 
+# The ``_done`` of every listener whose task never ran: already set, shared (an event that
+# is set stays set; a starting listener gets a fresh one).
+_DONE = trio.Event()
+_DONE.set()
+
+
 class AgentUnavailable(RuntimeError):
     """The agent is not running and is not about to be (backing off, stopped, failed)."""
 
@@ -90,12 +95,14 @@ class Backoff:
     window_s: float = 60.0  # ... in any window this long
     healthy_after_s: float = 60.0  # an agent up this long resets the delay
     _next: float = field(default=0.0, init=False)
-    _starts: collections.deque[float] = field(default_factory=collections.deque, init=False)
+    # A list, not a deque: it holds max_starts floats at most, and an empty deque takes
+    # ~600 bytes in every idle thread.
+    _starts: list[float] = field(default_factory=list, init=False)
 
     def record_start(self, now: float) -> None:
         self._starts.append(now)
-        while len(self._starts) > self.max_starts:
-            self._starts.popleft()
+        if len(self._starts) > self.max_starts:
+            del self._starts[: len(self._starts) - self.max_starts]
 
     def delay(self, now: float, uptime_s: float) -> float:
         """Seconds to wait before the next start, given how long the last one lived."""
@@ -112,6 +119,41 @@ class Backoff:
 
 class AgentListener:
     """The long-lived task that runs one thread's agent adapter and reports its events."""
+
+    # Slots, as ``ThreadActor``'s: past 30 attributes CPython gives every instance a dict of
+    # its own (~1.5 KB an idle thread). A new attribute needs its name here.
+    __slots__ = (
+        "thread_id",
+        "_round_end",
+        "_merging",
+        "_in_round",
+        "_round_events",
+        "_reads_hold_more",
+        "merged_deltas",
+        "_factory",
+        "_post",
+        "_last_emit",
+        "_clock",
+        "_ids",
+        "_current_start",
+        "backoff",
+        "start_timeout_s",
+        "adapter",
+        "starts",
+        "stops",
+        "exits",
+        "running",
+        "backing_off",
+        "_stopping",
+        "_report_stop",
+        "_changed",
+        "_done",
+        "_last_error",
+        "_waiters",
+        "_start_scope",
+        "_restart_at",
+        "wait_for_restart_s",
+    )
 
     def __init__(
         self,
@@ -150,9 +192,9 @@ class AgentListener:
         self.backing_off = False
         self._stopping = False
         self._report_stop = False
-        self._changed = trio.Event()
-        self._done = trio.Event()
-        self._done.set()
+        # Made when someone waits for a change (``_changed_event``), not in every thread.
+        self._changed: trio.Event | None = None
+        self._done = _DONE  # replaced by a fresh event when the listener task starts
         self._last_error = ""
         self._waiters = 0  # ensure() calls waiting for the agent
         self._start_scope: trio.CancelScope | None = None
@@ -204,8 +246,7 @@ class AgentListener:
                             f"the agent is not running ({self._last_error or 'it exited'}); "
                             f"next start in {self._restart_at - trio.current_time():.0f} s"
                         )
-                    changed = self._changed
-                    await changed.wait()
+                    await self._changed_event().wait()
         finally:
             self._waiters -= 1
         raise AgentUnavailable(f"the agent did not start within {self.start_timeout_s:g} s")
@@ -275,7 +316,7 @@ class AgentListener:
                 self._notify()
                 with trio.move_on_after(delay):
                     while not self._stopping:
-                        await self._changed.wait()
+                        await self._changed_event().wait()
                 self.backing_off = False
         finally:
             self.running = False
@@ -446,8 +487,14 @@ class AgentListener:
         return {"thread_id": self.thread_id, "run": "", "action": "listener"}
 
     def _notify(self) -> None:
-        changed, self._changed = self._changed, trio.Event()
-        changed.set()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def _changed_event(self) -> trio.Event:
+        if self._changed is None:
+            self._changed = trio.Event()
+        return self._changed
 
 
 def _describe(exc: BaseException) -> str:

@@ -33,7 +33,6 @@ get here: the actor logs them at commit and hands over only the effects the worl
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable, Sequence
 
 import trio
@@ -63,6 +62,7 @@ from threadspindle.runtime.core.effect_types import (
     StopAgent,
 )
 from threadspindle.runtime.core.frozen import Frozen
+from threadspindle.runtime.live.inbox import Inbox
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.ports import (
     AgentShell,
@@ -182,9 +182,20 @@ class Reactor:
     def _deliver(self, ticket: int, agent: list[Effect], chat: list[Effect]) -> None:
         """Hand effects to their lanes (called by the SQLite log's flush, once durable)."""
         if agent:
-            self._agent_lane.deliver(ticket, agent)
+            self._deliver_to(self._agent_lane, ticket, agent)
         if chat:
-            self._chat_lane.deliver(ticket, chat)
+            self._deliver_to(self._chat_lane, ticket, chat)
+
+    def _deliver_to(self, lane: _Lane, ticket: int, effects: list[Effect]) -> None:
+        lane.deliver(ticket, effects)
+        if not lane.started and self._nursery is not None:
+            # A lane's task starts with its first effects: a thread that only answered
+            # commands never starts its agent lane's task.
+            lane.started = True
+            try:
+                self._nursery.start_soon(self._run_lane, lane)
+            except RuntimeError:
+                pass  # the thread's nursery has closed (disposed): nobody applies them
 
     def _set_idle(self) -> None:
         self._idle_now = True
@@ -200,12 +211,15 @@ class Reactor:
             self._idle = trio.Event()  # made only when someone waits: not once per batch
         await self._idle.wait()
 
-    async def run(self, nursery: trio.Nursery) -> None:
-        """Run both lanes until cancelled. ``nursery`` hosts the listener task."""
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Run in the thread's ``nursery``: each lane's task starts there with the lane's
+        first effects (an idle thread holds no task it does not use), and so do the
+        listener and the workspace's background work."""
         self._nursery = nursery
-        async with trio.open_nursery() as lanes:
-            lanes.start_soon(self._run_lane, self._agent_lane)
-            lanes.start_soon(self._run_lane, self._chat_lane)
+        for lane in (self._agent_lane, self._chat_lane):
+            if len(lane.recv) and not lane.started:
+                lane.started = True
+                nursery.start_soon(self._run_lane, lane)
 
     async def _run_lane(self, lane: _Lane) -> None:
         async for first in lane.recv:
@@ -226,6 +240,9 @@ class Reactor:
                 self.coalesced += count - 1
             if self.pending == 0:
                 self._set_idle()
+            # Not kept while the lane waits: a thread gone idle would hold its last effects
+            # (a turn's last text, its footer) for as long as it lives.
+            del first, batches, effect
 
     async def apply(self, effect: Effect) -> None:
         try:
@@ -471,12 +488,13 @@ class _Lane:
     """One ordered queue of durable effect batches and its count (``pending`` counts the
     effects submitted and not yet applied, durable or not)."""
 
-    __slots__ = ("name", "send", "recv", "pending")
+    __slots__ = ("name", "send", "recv", "pending", "started")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.send, self.recv = trio.open_memory_channel[tuple[int, list[Effect]]](math.inf)
+        self.send = self.recv = Inbox[tuple[int, list[Effect]]]()
         self.pending = 0
+        self.started = False  # its task runs (``Reactor._deliver_to`` starts it)
 
     def deliver(self, ticket: int, effects: list[Effect]) -> None:
         try:
