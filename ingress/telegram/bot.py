@@ -44,24 +44,19 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
-from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
-from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.thread_commands import thread_action
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
     TranscriptionFailed,
     transcript_notice,
 )
-from threadspindle.ingress.workspace_commands import (
-    new_thread_worktree,
-    shell_action,
-    workspace_action,
-)
+from threadspindle.ingress.workspace_commands import new_thread_worktree, shell_action
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
 
@@ -429,70 +424,15 @@ class TelegramIngress:
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
             "at": self._clock(),
         }
-        author = user.first_name or user.username or str(user.id)
-        action: A.Action
-        if name == "queue":
-            if not args:
-                raise InputRefused("usage: /queue <message>")
-            action = A.QueueCommand(
-                **common,
-                author_id=str(user.id),
-                author_name=author,
-                text=args,
-                source_message_id=str(message.message_id),
-            )
-        elif name == "steer":
-            if not args:
-                raise InputRefused("usage: /steer <message>")
-            action = A.SteerCommand(
-                **common,
-                author_id=str(user.id),
-                author_name=author,
-                text=args,
-                source_message_id=str(message.message_id),
-            )
-        elif name == "fork":
-            action = A.ForkRequested(**common, author_id=str(user.id), author_name=author)
-        elif name == "btw":
-            if not args:
-                raise InputRefused("usage: /btw <question>")
-            action = A.ForkRequested(
-                **common, author_id=str(user.id), author_name=author, question=args
-            )
-        elif name == "compact":
-            action = A.CompactRequested(**common, author_id=str(user.id), author_name=author)
-        elif name == "abort":
-            action = A.AbortRequested(**common, author_id=str(user.id))
-        elif name == "status":
-            action = A.StatusRequested(**common)
-        elif name in ("clear_queue", "clearqueue"):
-            if len(words) > 1:
-                raise InputRefused("usage: /clear_queue [position]")
-            position = parse_position(words[0]) if words else None
-            action = A.QueueCleared(**common, position=position)
-        elif name == "model":
-            if len(words) != 1:
-                raise InputRefused("usage: /model <name>")
-            action = A.ModelChanged(**common, model=check_word(words[0], "model name"))
-        elif name == "workdir":
-            path = args[4:].strip() if words[:1] == ["set"] else args
-            if not path:
-                raise InputRefused("usage: /workdir <path>")
-            check_path(path)
-            resolved = resolve_workdir(path, self._workdir(thread_id))
-            action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
-        elif name in ("conversation_end", "end"):
-            action = A.ConversationEnded(**common)
-        elif (found := workspace_action(name, args, common, str(user.id), author)) is not None:
-            action = found
-        elif name == "schedule":
-            action = schedule_action(
-                common, args, author_id=str(user.id), author_name=author, tz=local_timezone()
-            )
-        elif name == "verbosity":
-            action = verbosity_action(common, args)
-        else:
-            raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
+        action = thread_action(
+            name,
+            args,
+            common,
+            author_id=str(user.id),
+            author_name=user.first_name or user.username or str(user.id),
+            source_message_id=str(message.message_id),
+            workdir=self._workdir(thread_id),
+        )
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
 
     async def _agent_command(
