@@ -161,9 +161,7 @@ def thread_action(
     found = workspace_action(name, args, common, author_id, author_name)
     if found is not None:
         return found
-    raise InputRefused(
-        f"Unknown command {spelling(shown(name, 40))} (try {spelling('help')})."
-    )
+    raise InputRefused(f"Unknown command {spelling(shown(name, 40))} (try {spelling('help')}).")
 
 
 def typed_prompt(
