@@ -38,6 +38,7 @@ __all__ = [
     "NO_THREADS",
     "Spelling",
     "canonical",
+    "command_list",
     "thread_action",
     "typed_prompt",
 ]
@@ -89,6 +90,16 @@ class Spelling:
 
     def usage(self, name: str, args: str = "") -> str:
         return "usage: " + self(name, args)
+
+
+def command_list(spelling: Spelling = Spelling(), *, has_threads: bool = True) -> str:
+    """Every thread command in the platform's spelling, for its help text (``fork`` and
+    ``btw`` only where the chat can have threads)."""
+    return " · ".join(
+        spelling(name, args)
+        for name, args, _ in COMMANDS
+        if has_threads or name not in ("fork", "btw")
+    )
 
 
 def canonical(name: str, args: str = "") -> tuple[str, str]:

@@ -88,7 +88,8 @@ def help_text(agents: tuple[str, ...], command: str) -> str:
     words = " · ".join(spelling.split(" ")[0] for spelling, _ in translate.COMMANDS)
     return (
         "Messages in a thread with a conversation are prompts for its agent (a message "
-        'ending in " queue" waits its turn instead of interrupting).\n'
+        'ending in " queue" waits its turn instead of interrupting, one ending in " steer" '
+        "is added to the running turn; !<command> runs a shell command).\n"
         f"In a channel: {command} <agent> start [workdir] (agents: {names}) opens a thread.\n"
         f"In a thread, mention the app: @Spindle {words}"
     )

@@ -48,7 +48,7 @@ from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
-from threadspindle.ingress.thread_commands import thread_action
+from threadspindle.ingress.thread_commands import command_list, thread_action
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
@@ -75,14 +75,11 @@ def help_text(agents: tuple[str, ...]) -> str:
     names = " | ".join(f"/{agent}" for agent in agents)
     return (
         'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
-        "waits its turn instead of interrupting).\n"
+        'waits its turn instead of interrupting, one ending in " steer" is added to the '
+        "running turn; !<command> runs a shell command).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /compact · /fork · /btw <question> · "
-        "/abort · /status · "
-        "/clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /conversation_end\n"
-        "/undo · /redo · /diff [base] · !<command> or /shell <command>\n"
-        "/worktree new <name> [base] | list | remove <name> [force] | merge [target]"
+        + command_list()
+        + " · /help"
     )
 
 

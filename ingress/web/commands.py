@@ -24,7 +24,7 @@ from threadspindle.ingress.input_checks import (
     check_path,
     shown,
 )
-from threadspindle.ingress.thread_commands import thread_action, typed_prompt
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
 
@@ -92,6 +92,11 @@ def line_action(
             text, common, author_id=AUTHOR, author_name=AUTHOR, source_message_id=action_id
         )
     name, _, args = text[1:].strip().partition(" ")
+    if name.lower() == "help":  # answered like a refusal: the sentence shown to the user
+        raise InputRefused(
+            'A line is a prompt (ending in " queue": it waits its turn; in " steer": added to '
+            "the running turn), !<command> a shell command, or: " + command_list()
+        )
     return thread_action(
         name,
         args.strip(),

@@ -44,7 +44,7 @@ from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram.translate import parse_callback
-from threadspindle.ingress.thread_commands import thread_action, typed_prompt
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
@@ -86,12 +86,11 @@ def help_text(agents: tuple[str, ...]) -> str:
     names = " | ".join(f"/{agent}" for agent in agents)
     return (
         'Plain messages are prompts for this chat\'s agent (a message ending in " queue" '
-        "waits its turn instead of interrupting).\n"
+        'waits its turn instead of interrupting, one ending in " steer" is added to the '
+        "running turn; !<command> runs a shell command).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /compact · /abort · /status · "
-        "/clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /end\n"
-        "/schedule <when> <prompt> | list | cancel <id> · /verbosity text|tools|all"
+        + command_list(has_threads=False)
+        + " · /help"
     )
 
 

@@ -55,7 +55,7 @@ def test_lines(tmp_path: Path) -> None:
     assert isinstance(moved, A.WorkdirSet) and moved.resolved_workdir == str(tmp_path / "sub")
     for bad, why in (
         ("/clear-queue ²", "position"),
-        ("/model a b", "Unknown command"),
+        ("/model a b", "usage: /model"),
         ("/workdir set a\x00b", "NUL"),
         ("/nothing", "Unknown command"),
         ("", "Type a prompt"),
