@@ -48,14 +48,14 @@ from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
-from threadspindle.ingress.thread_commands import command_list, thread_action
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
     TranscriptionFailed,
     transcript_notice,
 )
-from threadspindle.ingress.workspace_commands import new_thread_worktree, shell_action
+from threadspindle.ingress.workspace_commands import new_thread_worktree
 from threadspindle.runtime.core import actions as A
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
@@ -309,27 +309,23 @@ class TelegramIngress:
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
             "at": self._clock(),
         }
-        author = user.first_name or user.username or str(user.id)
         try:
-            shell = shell_action(text, common, str(user.id), author)
-        except InputRefused as refused:
+            action = typed_prompt(
+                text,
+                common,
+                author_id=str(user.id),
+                author_name=user.first_name or user.username or str(user.id),
+                source_message_id=str(message.message_id),
+                queue_suffix=self.settings.queue_suffix,
+                steer_suffix=self.settings.steer_suffix,
+                mode=self.settings.plain_message,
+            )
+        except InputRefused as refused:  # a shell command too long
             await self._say(thread_id, str(refused), reply_to=message.message_id)
             return
-        if shell is not None:  # "!<command>": a shell command, not a prompt
-            await self._post(shell, channel_id=telegram_thread_id(message.chat.id))
+        if isinstance(action, A.ShellRequested):  # "!<command>": a shell command, no prompt
+            await self._post(action, channel_id=telegram_thread_id(message.chat.id))
             return
-        action = translate.prompt_action(
-            thread_id=thread_id,
-            chat_id=message.chat.id,
-            message_id=message.message_id,
-            author_id=user.id,
-            author_name=user.first_name or user.username or str(user.id),
-            text=text,
-            at=self._clock(),
-            suffix=self.settings.queue_suffix,
-            steer_suffix=self.settings.steer_suffix,
-            mode=self.settings.plain_message,
-        )
         queued = isinstance(action, A.UserMessage) and not action.interrupt
         self._remember(message.chat.id, message.message_id, thread_id, queued)
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
