@@ -1,6 +1,6 @@
 """``/steer``, the `` steer`` suffix and the ``plain_message`` mode, as each ingress
-(Discord, the text platforms' shared parser, the console) turns a message into an action, and the configuration
-that sets the mode per channel."""
+(Discord, the text platforms' shared parser, the console) turns a message into an action,
+and the configuration that sets the mode per channel."""
 
 from __future__ import annotations
 
