@@ -177,6 +177,7 @@ class ProjectChannel(_Section):
     # runtime's default).
     verbosity: Literal["text", "tools", "all"] | None = None
     plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
+    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
     @field_validator("agent")
     @classmethod
@@ -231,6 +232,7 @@ class TelegramProjectGroup(_Section):
     agent: Name = "claude"
     workdir: PathText
     worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
+    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
     @field_validator("agent")
     @classmethod
@@ -420,16 +422,22 @@ class WorkspaceSettings(_Section):
     checkpoint_max_age_s: Seconds = Field(default=14 * 86400.0, gt=0, le=3650 * 86400)
     footer_changes: bool = True  # "3 files +40 −12" in a run's footer
     shell_users: list[StrictStr] = []  # user ids allowed `!` commands; none by default
+    # `!` in the agent's own shell where it has one (Codex, OpenCode), so it sees the command.
+    shell_via_agent: bool = False
     shell_timeout_s: Seconds = Field(default=120.0, gt=0, le=86400)
     shell_output_chars: Count = Field(default=2000, ge=100, le=100_000)  # per streamed piece
     worktree_dir: PathText | None = None  # default "<repo>.worktrees" beside the repository
     diff_max_chars: Count = Field(default=20_000, ge=500, le=1_000_000)
+    # The patch /diff attaches as a file (Discord, Telegram, Slack); it is logged with the
+    # result, so bounded well below a log record's limit.
+    diff_file_max_bytes: Count = Field(default=256 * 1024, ge=1024, le=768 * 1024)
 
     def policy(self) -> WorkspacePolicy:
         return WorkspacePolicy(
             checkpoints=self.checkpoints,
             footer_changes=self.footer_changes and self.checkpoints,
             shell_users=tuple(self.shell_users),
+            shell_via_agent=self.shell_via_agent,
         )
 
     def options(self, sandbox: Sandbox | None = None) -> WorkspaceOptions:
@@ -439,6 +447,7 @@ class WorkspaceSettings(_Section):
             checkpoint_max_age_s=self.checkpoint_max_age_s,
             worktree_dir=self.worktree_dir,
             diff_max_chars=self.diff_max_chars,
+            diff_file_max_bytes=self.diff_file_max_bytes,
             shell=ShellLimits(
                 timeout_s=self.shell_timeout_s,
                 piece_chars=self.shell_output_chars,

@@ -91,10 +91,24 @@ class StreamingAgent(ScriptedAgent):
             with trio.CancelScope() as scope:
                 self._turn = (prompt.run_id, scope)
                 await world.go.wait()  # every thread set up first: then the load starts
-                while trio.current_time() < world.stop_at:
-                    world.deltas += 1
-                    await self._say(prompt.run_id, E.TextDelta(text=f"@{trio.current_time():.6f} "))
-                    await world.pacer.sleep_until(trio.current_time() + DELTA_INTERVAL_S)
+                # The agent writes a delta every 50 ms from its own phase on, whether or not
+                # Spindle keeps up: what it wrote while nobody read waits in the pipe, and
+                # the next read hands all of it over in one go, as a line reader does (the
+                # stamp is when it was written). So a process that falls behind is offered
+                # the whole load, not fed less.
+                # From the turn's start on (a queued prompt's turn after the load says
+                # nothing: the load is over).
+                due = world.go_at + world.rng.random() * DELTA_INTERVAL_S
+                if due < trio.current_time():
+                    behind = trio.current_time() - due
+                    due += math.ceil(behind / DELTA_INTERVAL_S) * DELTA_INTERVAL_S
+                while due < world.stop_at:
+                    now = trio.current_time()
+                    while due <= now and due < world.stop_at:
+                        world.deltas += 1
+                        await self._say(prompt.run_id, E.TextDelta(text=f"@{due:.6f} "))
+                        due += DELTA_INTERVAL_S
+                    await world.pacer.sleep_until(due)
             self._turn = None
             if scope.cancelled_caught:
                 await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
@@ -108,6 +122,8 @@ class StreamingWorld(FakeAgentWorld):
         self.go = trio.Event()
         self.pacer = Pacer()
         self.stop_at = math.inf
+        self.go_at = 0.0
+        self.rng = random.Random(2)  # each agent's phase
         self.deltas = 0  # text deltas the agents emitted
         self.interrupted_at: dict[str, float] = {}  # thread -> first interrupt received
 
@@ -175,7 +191,8 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
                         await rt.post(abort)
                 await trio.sleep(seconds / max(1, threads))
 
-        world.stop_at = trio.current_time() + seconds
+        world.go_at = trio.current_time()
+        world.stop_at = world.go_at + seconds
 
         cpu_started, wall_started = time.process_time(), trio.current_time()
         world.go.set()
@@ -211,7 +228,7 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         ]
         interrupts = len(world.interrupts)
         actors = [a for a in (rt.get(t) for t in rt.actors()) if a is not None]
-        coalesced = sum(a.coalesced_deltas for a in actors)
+        coalesced = sum(a.coalesced_deltas + a.listener.merged_deltas for a in actors)
 
     def summary(values: list[float]) -> dict:
         ms = [v * 1000 for v in values]

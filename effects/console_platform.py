@@ -121,6 +121,13 @@ class ConsolePlatform:
         await trio.lowlevel.checkpoint()
         return self._add(ConsoleMessage(self._new_id(), channel_id, text, buttons, menu))
 
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """A terminal takes no file attachments: the text is shown instead."""
+        await trio.lowlevel.checkpoint()
+        return None
+
     async def reply(
         self,
         channel_id: str,

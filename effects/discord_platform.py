@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -117,6 +118,21 @@ class DiscordPlatform:
                 suppress_embeds=True,
                 allowed_mentions=_NO_MENTIONS,
                 **kwargs,
+            )
+            return str(message.id)
+
+        return await self._call(send)
+
+    async def send_file(self, channel_id: str, filename: str, data: bytes, caption: str) -> str:
+        """A message with the file attached (``discord.File``: a multipart upload)."""
+
+        async def send() -> str:
+            channel = self.client.get_partial_messageable(int(channel_id))
+            message = await channel.send(
+                caption,
+                file=discord.File(io.BytesIO(data), filename=filename),
+                suppress_embeds=True,
+                allowed_mentions=_NO_MENTIONS,
             )
             return str(message.id)
 

@@ -118,3 +118,11 @@ class ChatPlatform(Protocol):
     ) -> str:
         """Answer the command that produced ``action_id`` (an interaction on Discord)."""
         ...
+
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """Post ``data`` as a file attachment named ``filename`` with ``caption`` (a short
+        line); returns the message id, or None where the platform takes no files (the
+        console, WhatsApp, the web chat): the caller shows the text instead."""
+        ...

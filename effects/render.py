@@ -67,6 +67,7 @@ from threadspindle.runtime.core.effect_types import (
     AppendOutput,
     DismissPrompt,
     EditOutput,
+    PostFile,
     PostOutput,
     RenameThread,
     ReplyToCommand,
@@ -92,6 +93,7 @@ __all__ = [
 
 CHAT_EFFECTS = (
     PostOutput,
+    PostFile,
     AppendOutput,
     EditOutput,
     SealOutput,

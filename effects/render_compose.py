@@ -46,6 +46,7 @@ from threadspindle.runtime.core.effect_types import (
     Button,
     DismissPrompt,
     EditOutput,
+    PostFile,
     PostOutput,
     ReplyToCommand,
     SealOutput,
@@ -57,6 +58,7 @@ __all__ = ["OutputComposer", "OutputEffect"]
 
 OutputEffect = (
     PostOutput
+    | PostFile
     | AppendOutput
     | EditOutput
     | SealOutput
@@ -125,6 +127,9 @@ class OutputComposer:
         elif isinstance(effect, ReplyToCommand):
             if self._is_new(effect.key):
                 await self._reply(effect)
+        elif isinstance(effect, PostFile):
+            if self._is_new(effect.key):
+                await self._post_file(effect)
 
     def _is_new(self, key: str) -> bool:
         return self._book.admit(key, self._tally, self._delivery.busy_outputs)
@@ -230,6 +235,18 @@ class OutputComposer:
         # Now, not at the next paced flush: what the chat shows after the dismissal (the
         # next run's answer and footer) must not appear while the buttons are still there.
         await self._delivery.settle(out, priority=Priority.URGENT)
+
+    async def _post_file(self, effect: PostFile) -> None:
+        """The file with its caption, or (no files here) the fallback text as a block."""
+        caption = fit_message(effect.caption, self._budget, wrap_links=self._wrap_links)
+        out = self._book.add(Output(effect.key, "block", text=caption, sealed=True))
+        message = self._book.new_message(out, caption)
+        data = effect.content.encode()
+        if await self._delivery.send_file(out, message, effect.filename, data):
+            return
+        out.messages.remove(message)
+        out.text = effect.fallback
+        await self._show(out, now=True)
 
     async def _reply(self, effect: ReplyToCommand) -> None:
         out = self._book.add(Output(effect.key, "reply", text=effect.text, sealed=True))

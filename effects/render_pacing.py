@@ -363,6 +363,24 @@ class PacedDelivery:
         self._tally.replies += 1
         self._on_posted(out, message.id)
 
+    async def send_file(self, out: Output, message: Message, filename: str, data: bytes) -> bool:
+        """Post ``message`` (its final text the caption) with ``data`` attached, after the
+        messages before it; False where the platform takes no files (nothing was sent)."""
+        caption = message.final or ""
+        await self.send_earlier(message)
+        await self.send_joined()
+        posted = await self._call(
+            out, lambda: self._platform.send_file(self._channel_id, filename, data, caption)
+        )
+        if posted is None:
+            return False
+        message.id = posted
+        message.shown = caption
+        message.last_touch = self._last_sent = self._clock()
+        self._tally.sends += 1
+        self._on_posted(out, message.id)
+        return True
+
     async def _call(self, out: Output, call: Callable[[], Awaitable[T]]) -> T:
         try:
             return await call()

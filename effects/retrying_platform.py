@@ -198,6 +198,22 @@ class RetryingPlatform:
             priority,
         )
 
+    async def send_file(
+        self,
+        channel_id: str,
+        filename: str,
+        data: bytes,
+        caption: str,
+        *,
+        priority: Priority = Priority.POST,
+    ) -> str | None:
+        return await self._retrying(
+            lambda: self.platform.send_file(channel_id, filename, data, caption),
+            channel_id,
+            "send",
+            priority,
+        )
+
     # -- the policy --------------------------------------------------------------------------
 
     async def _retrying(

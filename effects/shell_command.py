@@ -18,8 +18,9 @@ import trio
 
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.effects.sandbox import Sandbox
+from threadspindle.runtime.live.ports import AgentShell
 
-__all__ = ["ShellLimits", "ShellOutcome", "run_shell"]
+__all__ = ["ShellLimits", "ShellOutcome", "run_in_agent", "run_shell"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,49 @@ async def run_shell(
     with trio.CancelScope(shield=True):
         await flush()
     return ShellOutcome(outcome, code if outcome == "exited" else None, time.monotonic() - started)
+
+
+async def run_in_agent(
+    command: str,
+    agent_shell: AgentShell,
+    *,
+    limits: ShellLimits,
+    report: Callable[[str, int], Awaitable[None] | None],
+    cancel: trio.CancelScope,
+) -> ShellOutcome:
+    """Run ``command`` in the agent's own shell (``AgentPort.shell``) under the same rules
+    as ``run_shell``: output in bounded pieces (binary counted, not shown), the time limit,
+    ``cancel`` to abort; the agent stops the command when its call is cancelled."""
+    started = time.monotonic()
+    output = _Output(limits.piece_chars)
+
+    async def flush() -> None:
+        text, binary = output.take()
+        if text or binary:
+            result = report(text, binary)
+            if result is not None:
+                await result
+
+    async def ticker() -> None:
+        while True:
+            await trio.sleep(limits.flush_s)
+            await flush()
+
+    outcome, code, detail = "exited", None, ""
+    try:
+        with cancel:
+            with trio.move_on_after(limits.timeout_s) as limit:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(ticker)
+                    code = await agent_shell(command, lambda text: output.feed(text.encode()))
+                    nursery.cancel_scope.cancel()
+            if limit.cancelled_caught:
+                outcome = "timed_out"
+        if cancel.cancelled_caught:
+            outcome = "aborted"
+    except Exception as exc:  # the agent refused or went away: said on the card
+        outcome, detail = "failed", f"{type(exc).__name__}: {exc}"
+    with trio.CancelScope(shield=True):
+        await flush()
+    duration = time.monotonic() - started
+    return ShellOutcome(outcome, code if outcome == "exited" else None, duration, detail)

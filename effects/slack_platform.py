@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 import aiohttp
 import trio
 import trio_asyncio
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
@@ -206,6 +206,29 @@ class SlackPlatform:
         elements = self._elements(buttons, menu)
         await self._output_arrives(channel_id)
         return await self._post(channel, thread_ts, text, elements)
+
+    async def send_file(self, channel_id: str, filename: str, data: bytes, caption: str) -> str:
+        """``files_upload_v2``: ``files.getUploadURLExternal``, the bytes to its URL, then
+        ``files.completeUploadExternal`` sharing it into the thread with the caption.
+        Returns the file's id (no message ts comes back: it is never edited)."""
+        channel, thread_ts = parse_thread_id(channel_id)
+
+        async def upload() -> Any:
+            try:
+                return await self.client.files_upload_v2(
+                    channel=channel,
+                    thread_ts=thread_ts,
+                    content=data,
+                    filename=filename,
+                    title=filename,
+                    initial_comment=caption,
+                )
+            except SlackRequestError as error:  # the upload URL refused the bytes
+                raise PlatformError(f"Slack upload failed: {error}", retryable=True) from error
+
+        response = await self._call(upload)
+        file = response.get("file") if response is not None else None
+        return str(file.get("id") if isinstance(file, dict) else "") or f"file:{filename}"
 
     async def edit(
         self,

@@ -46,6 +46,7 @@ from telegram import (
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     LinkPreviewOptions,
     ReplyParameters,
 )
@@ -180,6 +181,21 @@ class TelegramPlatform:
         markup = self._keyboard(buttons, menu)
         message_id = await self._send(chat, topic, text, markup, reply_to=None)
         return str(message_id)
+
+    async def send_file(self, channel_id: str, filename: str, data: bytes, caption: str) -> str:
+        """``sendDocument`` (a multipart upload) in the chat's topic, the caption plain."""
+        chat, topic = parse_thread_id(channel_id)
+
+        async def send() -> int:
+            message = await self.bot.send_document(
+                chat_id=chat,
+                document=InputFile(data, filename=filename),
+                caption=caption[:1024],
+                message_thread_id=topic,
+            )
+            return message.message_id
+
+        return str(await self._call(send))
 
     async def edit(
         self,

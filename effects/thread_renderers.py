@@ -65,6 +65,11 @@ class PendingPlatform:
     async def rename_thread(self, channel_id: str, title: str) -> None:
         await (await self._ready()).rename_thread(channel_id, title)
 
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        return await (await self._ready()).send_file(channel_id, filename, data, caption)
+
 
 class ThreadRenderers:
     """The runtime's ``renderer_factory`` for one chat platform: one ``StreamRenderer`` per

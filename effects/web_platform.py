@@ -296,6 +296,13 @@ class WebPlatform:
         self.titles[channel_id] = title
         self.view(channel_id).wake()
 
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """The web chat shows no downloads: the text is shown instead."""
+        await trio.lowlevel.checkpoint()
+        return None
+
     async def typing(self, channel_id: str) -> None:
         await trio.lowlevel.checkpoint()
         self.calls += 1

@@ -251,6 +251,13 @@ class WhatsAppPlatform:
         """A WhatsApp chat has no name Spindle may change: the title is not shown."""
         await trio.lowlevel.checkpoint()
 
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """Not sent as a WhatsApp document (a media upload first): the text is shown instead."""
+        await trio.lowlevel.checkpoint()
+        return None
+
     async def reply(
         self,
         channel_id: str,

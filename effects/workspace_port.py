@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from threadspindle.effects import git_workspace as git
-from threadspindle.effects.shell_command import ShellLimits, run_shell
+from threadspindle.effects.shell_command import ShellLimits, run_in_agent, run_shell
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import (
     CheckpointWorkdir,
@@ -26,7 +26,12 @@ from threadspindle.runtime.core.effect_types import (
     StopShell,
     WorkspaceJob,
 )
-from threadspindle.runtime.live.ports import WorkspaceEffect, WorkspaceFactory
+from threadspindle.runtime.live.ports import (
+    AgentShell,
+    AgentShellOf,
+    WorkspaceEffect,
+    WorkspaceFactory,
+)
 
 __all__ = ["GitWorkspace", "WorkspaceOptions", "workspace_factory"]
 
@@ -38,7 +43,8 @@ class WorkspaceOptions:
     keep_checkpoints: int = 50  # per thread; older checkpoint refs are deleted
     checkpoint_max_age_s: float = 14 * 24 * 3600.0
     worktree_dir: str | None = None  # None: "<repo>.worktrees" beside the repository
-    diff_max_chars: int = 20_000  # the patch shown by /diff at most
+    diff_max_chars: int = 20_000  # the patch shown by /diff as text at most
+    diff_file_max_bytes: int = 256 * 1024  # the patch attached as a file at most
     shell: ShellLimits = ShellLimits()
 
 
@@ -52,6 +58,19 @@ def workspace_factory(options: WorkspaceOptions) -> WorkspaceFactory:
         return GitWorkspace(thread_id, post, clock, ids, options)
 
     return make
+
+
+def cut_patch(patch: str, max_bytes: int) -> str:
+    """The patch as a file holds it: whole, or cut at a line end within ``max_bytes`` (UTF-8)
+    with a last line saying how much was left out (the file is then no valid patch)."""
+    data = patch.encode()
+    if len(data) <= max_bytes:
+        return patch
+    head = data[: max_bytes - 200].decode(errors="ignore")
+    head = head[: head.rfind("\n") + 1] or head
+    left = len(data) - len(head.encode())
+    note = f"# … patch cut here: {left} more bytes not included (workspaces.diff_file_max_bytes)"
+    return f"{head}{note}\n"
 
 
 class GitWorkspace:
@@ -75,7 +94,12 @@ class GitWorkspace:
     def _base(self) -> dict[str, Any]:
         return {"thread_id": self.thread_id, "action_id": self._ids(), "at": self._clock()}
 
-    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
+    async def apply(
+        self,
+        effect: WorkspaceEffect,
+        nursery: trio.Nursery,
+        agent: AgentShellOf | None = None,
+    ) -> None:
         if isinstance(effect, CheckpointWorkdir):
             await self._checkpoint(effect)
         elif isinstance(effect, WorkspaceJob):
@@ -86,7 +110,7 @@ class GitWorkspace:
         elif isinstance(effect, RunShell):
             scope = trio.CancelScope()
             self._shells[effect.shell_id] = scope
-            nursery.start_soon(self._shell, effect, scope)
+            nursery.start_soon(self._shell, effect, scope, agent)
         elif isinstance(effect, StopShell):
             running = self._shells.get(effect.shell_id)
             if running is not None:
@@ -173,6 +197,7 @@ class GitWorkspace:
         return {
             "text": f"Changes since {label}: {summary.line()}\n{summary.table()}",
             "detail": f"```diff\n{patch.rstrip()}\n```",
+            "patch": cut_patch(summary.patch, self.options.diff_file_max_bytes),
             "files": tuple(f[0] for f in summary.files),
         }
 
@@ -214,7 +239,9 @@ class GitWorkspace:
 
     # --- shell -------------------------------------------------------------------------
 
-    async def _shell(self, effect: RunShell, scope: trio.CancelScope) -> None:
+    async def _shell(
+        self, effect: RunShell, scope: trio.CancelScope, agent: AgentShellOf | None
+    ) -> None:
         def report(text: str, binary: int) -> None:
             self._post(
                 A.ShellOutput(
@@ -223,13 +250,23 @@ class GitWorkspace:
             )
 
         try:
-            outcome = await run_shell(
-                effect.command,
-                effect.workdir,
-                limits=self.options.shell,
-                report=report,
-                cancel=scope,
-            )
+            agent_shell = await self._agent_shell(agent)
+            if agent_shell is not None:
+                outcome = await run_in_agent(
+                    effect.command,
+                    agent_shell,
+                    limits=self.options.shell,
+                    report=report,
+                    cancel=scope,
+                )
+            else:
+                outcome = await run_shell(
+                    effect.command,
+                    effect.workdir,
+                    limits=self.options.shell,
+                    report=report,
+                    cancel=scope,
+                )
         finally:
             self._shells.pop(effect.shell_id, None)
         self._post(
@@ -242,6 +279,19 @@ class GitWorkspace:
                 duration_s=round(outcome.duration_s, 3),
             )
         )
+
+    async def _agent_shell(self, agent: AgentShellOf | None) -> AgentShell | None:
+        """The agent's own shell for a `!` command, or None: Spindle runs it directly (the
+        agent has none, or could not be started for it; the log says why)."""
+        if agent is None:
+            return None
+        try:
+            # (An /abort meanwhile cancels ``scope``: the command then ends at once.)
+            with trio.fail_after(self.options.shell.timeout_s):
+                return await agent()
+        except Exception as exc:
+            logger.warning("the agent's shell is not available, running directly: %s", exc)
+        return None
 
 
 _JOBS = {

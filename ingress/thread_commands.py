@@ -185,11 +185,13 @@ def typed_prompt(
     queue_suffix: str = " queue",
     steer_suffix: str = " steer",
     mode: PlainMessageMode = "interrupt",
+    shell_via_agent: bool | None = None,
 ) -> A.UserMessage | A.SteerCommand | A.ShellRequested:
-    """A message that is no command: a shell command when it starts with ``!``, else a
-    prompt, steered by the steer suffix, queued by the queue suffix, and without a suffix
-    as ``mode`` says (interrupt, queue or steer)."""
-    shell = shell_action(text, common, author_id, author_name)
+    """A message that is no command: a shell command when it starts with ``!`` (in the
+    agent's own shell as the channel's ``shell_via_agent`` says; None: the runtime's
+    choice), else a prompt, steered by the steer suffix, queued by the queue suffix, and
+    without a suffix as ``mode`` says (interrupt, queue or steer)."""
+    shell = shell_action(text, common, author_id, author_name, via_agent=shell_via_agent)
     if shell is not None:
         return shell
     who: dict[str, Any] = {"author_id": author_id, "author_name": author_name}

@@ -33,12 +33,17 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def shell_action(
-    text: str, common: dict[str, Any], author_id: str, author_name: str = ""
+    text: str,
+    common: dict[str, Any],
+    author_id: str,
+    author_name: str = "",
+    via_agent: bool | None = None,
 ) -> A.ShellRequested | None:
-    """A message starting with ``!`` is a shell command; None for any other text."""
+    """A message starting with ``!`` is a shell command; None for any other text.
+    ``via_agent``: the channel's choice of the agent's own shell (None: the runtime's)."""
     if not text.startswith(SHELL_PREFIX) or not text[1:].strip():
         return None
-    return _shell(text[1:], common, author_id, author_name)
+    return _shell(text[1:], common, author_id, author_name).replace(via_agent=via_agent)
 
 
 def _shell(

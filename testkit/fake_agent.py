@@ -59,7 +59,12 @@ from threadspindle.runtime.core.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 
 __all__ = [
@@ -143,6 +148,10 @@ class FakeAgentWorld:
     interrupts: list[str] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text) taken
     can_steer: bool = True  # what each ScriptedAgent declares
+    can_rollback: bool = False  # ... and whether it rolls back (and restores) turns
+    rollbacks: list[tuple[str, str, int]] = field(default_factory=list)  # (op, run_id, turns)
+    can_shell: bool = False  # ... and whether it runs `!` commands in a shell of its own
+    shell_commands: list[str] = field(default_factory=list)  # what it was asked to run
     forks: list[str] = field(default_factory=list)  # sessions forked (StartAgent.fork)
     answers: list[tuple[str, object]] = field(default_factory=list)
     serve_calls: int = 0
@@ -191,7 +200,15 @@ class ScriptedAgent(AgentAdapter):
         self._answers: dict[str, trio.Event] = {}
         self._interrupted: set[str] = set()
         self._nursery: trio.Nursery | None = None
-        self.capabilities = AgentCapabilities(steer=self.world.can_steer, compact=True, fork=True)
+        rollback = self.world.can_rollback
+        self.capabilities = AgentCapabilities(
+            steer=self.world.can_steer,
+            compact=True,
+            fork=True,
+            rollback=rollback,
+            restore=rollback,
+            shell=self.world.can_shell,
+        )
 
     async def serve(
         self, start: StartAgent, emit: EmitEvent, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -273,6 +290,22 @@ class ScriptedAgent(AgentAdapter):
             await self._say(steer.run_id, SteerTaken(steer_id=steer.steer_id))
         else:
             await self._say(steer.run_id, SteerRefused(steer_id=steer.steer_id, reason="no turn"))
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        if not self.world.can_rollback:
+            await super().rollback(rollback)
+        self.world.rollbacks.append((rollback.op, rollback.run_id, rollback.turns))
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """Records the command, says it ran it, then takes as long as a number after
+        ``sleep `` in it says (an /abort cancels that); exit code 0."""
+        if not self.world.can_shell:
+            return await super().shell(command, output)
+        self.world.shell_commands.append(command)
+        output(f"agent shell ran: {command}\n")
+        _, _, wait = command.partition("sleep ")
+        await trio.sleep(float(wait.split()[0]) if wait else 0)
+        return 0
 
     async def interrupt(self, run_id: str) -> None:
         self.world.interrupts.append(run_id)

@@ -27,6 +27,7 @@ from threadspindle.runtime.core.effect_types import (
     DismissPrompt,
     EditOutput,
     Effect,
+    PostFile,
     SealOutput,
 )
 from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
@@ -123,6 +124,8 @@ class RecordingRenderer(RendererPort):
                 return []
             message_id = f"m{next(world._ids)}"
             text = getattr(effect, "text", None) or getattr(effect, "question", None) or ""
+            if isinstance(effect, PostFile):  # recorded as the file it is
+                text = f"{effect.filename}: {effect.caption}\n{effect.content}"
             if not text and hasattr(effect, "tool"):
                 text = f"{effect.tool}: {effect.detail}"  # type: ignore[union-attr]
             kind = getattr(effect, "kind", effect.type)

@@ -36,6 +36,7 @@ from threadspindle.effects.console_markup import render_controls
 from threadspindle.effects.console_platform import CONSOLE_LIMITS, ConsoleMessage, ConsolePlatform
 from threadspindle.effects.web_platform import WEB_LIMITS
 from threadspindle.ingress.console import ConsoleChat, open_console, thread_id_for
+from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.testkit.fake_agent import FakeAgentWorld
@@ -139,6 +140,16 @@ class PlatformDriver(Protocol):
 
     def snapshot(self, thread: str) -> ThreadState | None: ...
 
+    takes_files: bool  # files are attached (``files``); elsewhere their text is shown
+
+    async def post(self, action: Action) -> None:
+        """Hand ``action`` to the runtime as ingress would (what a job reports back)."""
+        ...
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        """The files the bot attached in ``thread``: (name, content, caption)."""
+        ...
+
     def fail_next_sends(self, status: int, times: int) -> None:
         """The platform's API answers the next ``times`` message sends with ``status``
         (429 with a short retry-after, or a 5xx)."""
@@ -240,6 +251,18 @@ class DiscordDriver:
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.stack.runtime.snapshot(thread)
 
+    takes_files = True
+
+    async def post(self, action: Action) -> None:
+        await (await self.stack.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        return [
+            (a.filename, bytes(a.content), m.content)
+            for m in self._bot_messages(thread)
+            for a in m.attachments
+        ]
+
     def fail_next_sends(self, status: int, times: int) -> None:
         self.world.fake.inject_fault(
             status, method="POST", path_contains="/messages", times=times, retry_after=0.3
@@ -308,6 +331,19 @@ class TelegramDriver:
 
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    takes_files = True
+
+    async def post(self, action: Action) -> None:
+        await (await self.stack.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        files = self.world.fake.world.files
+        return [
+            (m.document["file_name"], files[m.document["file_id"]], m.text)
+            for m in self.world.bot_messages(thread)
+            if m.document is not None
+        ]
 
     def fail_next_sends(self, status: int, times: int) -> None:
         self.world.fake.inject_fault(status, method="sendMessage", times=times, retry_after=1)
@@ -384,6 +420,14 @@ class WhatsAppDriver:
 
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    takes_files = False  # a WhatsApp document needs a media upload first: the text instead
+
+    async def post(self, action: Action) -> None:
+        await (await self.stack.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        return []
 
     def fail_next_sends(self, status: int, times: int) -> None:
         self.world.fake.inject_fault(
@@ -467,6 +511,16 @@ class SlackDriver:
 
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    takes_files = True
+
+    async def post(self, action: Action) -> None:
+        await (await self.stack.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        return [
+            (f["name"], f["data"], m.text) for m in self.world.bot_messages(thread) for f in m.files
+        ]
 
     def fail_next_sends(self, status: int, times: int) -> None:
         self.world.fake.inject_fault(status, method="chat.postMessage", times=times, retry_after=1)
@@ -631,6 +685,14 @@ class ConsoleDriver:
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.chat.runtime.snapshot(thread)
 
+    takes_files = False  # a terminal: the text instead
+
+    async def post(self, action: Action) -> None:
+        await (await self.chat.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        return []
+
     def fail_next_sends(self, status: int, times: int) -> None:
         raise AssertionError("the console has no server to fail (injects_faults is False)")
 
@@ -710,6 +772,14 @@ class WebDriver:
 
     def snapshot(self, thread: str) -> ThreadState | None:
         return self.stack.runtime.snapshot(thread)  # type: ignore[no-any-return]
+
+    takes_files = False  # the page shows no downloads: the text instead
+
+    async def post(self, action: Action) -> None:
+        await (await self.stack.runtime.post(action)).durable()
+
+    def files(self, thread: str) -> list[tuple[str, bytes, str]]:
+        return []
 
     def fail_next_sends(self, status: int, times: int) -> None:
         self.stack.platform.fail_next_sends(status, times)

@@ -93,6 +93,8 @@ class RecordingPlatform:
         self._ids = itertools.count(1)
         self._by_nonce: dict[tuple[str, str], str] = {}
         self.titles: dict[str, list[str]] = {}  # channel -> every title it was renamed to
+        self.takes_files = False  # as the console: no attachments, the text instead
+        self.files: list[tuple[str, str, bytes, str]] = []  # channel, filename, data, caption
 
     # -- fault injection -----------------------------------------------------------------
 
@@ -260,6 +262,19 @@ class RecordingPlatform:
         fault = await self._enter("rename", channel_id, None, title)
         self.titles.setdefault(channel_id, []).append(title)
         self._leave(fault)
+
+    async def send_file(
+        self, channel_id: str, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """Recorded in ``files`` when ``takes_files``; else None (the text is shown)."""
+        fault = await self._enter("send_file", channel_id, None, caption)
+        if not self.takes_files:
+            self._leave(fault)
+            return None
+        message_id = f"file-{len(self.files) + 1}"
+        self.files.append((channel_id, filename, data, caption))
+        self._leave(fault)
+        return message_id
 
     async def reply(
         self,

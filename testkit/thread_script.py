@@ -194,11 +194,21 @@ class ThreadScript:
         steer: bool | None = None,
         compact: bool = False,
         fork: bool = False,
+        rollback: bool = False,
+        restore: bool = False,
+        shell: bool = False,
     ) -> A.AgentConnected:
         """What the adapter declares it can do (``steer`` None: no report at all)."""
         caps = None
         if steer is not None:
-            caps = AgentCapabilities(steer=steer, compact=compact, fork=fork)
+            caps = AgentCapabilities(
+                steer=steer,
+                compact=compact,
+                fork=fork,
+                rollback=rollback,
+                restore=restore,
+                shell=shell,
+            )
         return A.AgentConnected(**self._base(), session_id=session_id, capabilities=caps)
 
     def exited(self, code: int | None = 1, crashed: bool = True, stderr: str = "") -> A.AgentExited:

@@ -14,10 +14,16 @@ adapter that drives the process (``<cli>/adapter.py``) and the past-sessions lis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent
 
@@ -61,6 +67,17 @@ class AgentAdapter(ABC):
         cannot never declares ``steer``; asked anyway (a stale capability), it raises, and
         the core sends the text as a normal prompt."""
         raise AgentStartError(f"{self.name} cannot add a message to a running turn")
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """Roll the agent's own conversation back or forward (see ``AgentPort.rollback``).
+        An adapter that cannot never declares ``rollback``/``restore``; asked anyway, it
+        raises, and the core tells the agent what /undo did in its next prompt."""
+        raise AgentStartError(f"{self.name} cannot roll its conversation back")
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """A `!` command in the agent's own shell (see ``AgentPort.shell``). An adapter that
+        cannot never declares ``shell``; asked anyway, it raises."""
+        raise AgentStartError(f"{self.name} has no shell of its own to run a command in")
 
     @abstractmethod
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...

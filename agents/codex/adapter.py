@@ -21,8 +21,10 @@ in natively (``developerInstructions`` / ``-c developer_instructions=...``), the
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -62,7 +64,12 @@ from threadspindle.runtime.core.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
@@ -74,6 +81,49 @@ TURN_START_TIMEOUT_S = 30.0
 INTERRUPT_TIMEOUT_S = 5.0
 STDERR_TAIL_LINES = 10
 _BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
+
+
+class _ShellTurn:
+    """The turn codex runs for ``thread/shellCommand``: the first ``turn/started`` after it
+    is asked for (prompts wait meanwhile), then every line of that turn."""
+
+    def __init__(self, output: Callable[[str], None]) -> None:
+        self.output = output
+        self.turn: str | None = None
+        self.exit_code: int | None = None
+        self.done = trio.Event()
+
+    def take(self, line: str) -> bool:
+        """True when ``line`` belongs to the shell's turn (and was handled here)."""
+        if '"turn' not in line:
+            return False  # neither a turn's notification nor one of its items
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(params, dict):
+            return False
+        method = message.get("method")
+        turn = params.get("turn")
+        turn_id = params.get("turnId") or (turn.get("id") if isinstance(turn, dict) else None)
+        if method == "turn/started" and self.turn is None and isinstance(turn_id, str):
+            self.turn = turn_id
+            return True
+        if turn_id is None or turn_id != self.turn:
+            return False
+        if method == "item/commandExecution/outputDelta":
+            delta = params.get("delta")
+            if isinstance(delta, str):
+                self.output(delta)
+        elif method == "item/completed":
+            item = params.get("item")
+            if isinstance(item, dict) and item.get("type") == "commandExecution":
+                code = item.get("exitCode")
+                self.exit_code = code if isinstance(code, int) else None
+        elif method == "turn/completed":
+            self.done.set()
+        return True
 
 
 class CodexAdapter(AgentAdapter):
@@ -135,9 +185,16 @@ class CodexAdapter(AgentAdapter):
         # taken by the reader, in stream order, so a SteerTaken always precedes its turn's end.
         self._steers: dict[RpcId, tuple[str, str]] = {}
         # app-server steers natively (turn/steer); codex exec per turn cannot.
+        # thread/revert drops turns for good: rollback, no restore.
+        long_lived = not options.per_turn
         self.capabilities = AgentCapabilities(
-            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
+            steer=long_lived,
+            compact=long_lived,
+            fork=long_lived,
+            rollback=long_lived,
+            shell=long_lived,  # thread/shellCommand
         )
+        self._shell: _ShellTurn | None = None  # a `!` command's turn (thread/shellCommand)
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -339,6 +396,9 @@ class CodexAdapter(AgentAdapter):
 
     async def _read_app_server(self, proc: ManagedProcess, rpc: RpcPeer) -> None:
         async for line in proc.stdout_lines():
+            shell = self._shell
+            if shell is not None and shell.take(line):
+                continue  # the `!` command's own turn: told to its caller, not as events
             parsed = self._parser.feed(line)
             await self._handle_parsed(parsed, rpc)
         rpc.close("codex closed its output")
@@ -559,6 +619,79 @@ class CodexAdapter(AgentAdapter):
             return
         reason = response.error.get("message") if isinstance(response.error, dict) else None
         await self._send(run_id, SteerRefused(steer_id=steer_id, reason=str(reason or "refused")))
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """/undo: ``thread/revert {threadId, beforeTurnId}`` replaces the thread's history
+        with the part before the run's turn (that turn and every later one are dropped; the
+        files are not touched: Spindle restores them). The turn is the one this process
+        started for the run, else (a restart since) the ``turns``-th newest of
+        ``thread/turns/list``. Codex cannot bring a dropped turn back: no /redo."""
+        rpc, thread_id = self._rpc, self._thread_id
+        if self.options.per_turn or rollback.op != "undo":
+            await super().rollback(rollback)
+        if rpc is None or rpc.closed or thread_id is None or self._gone.is_set():
+            raise AgentStartError("codex is not running")
+        async with self._turn_lock:
+            turn_id = next((t for t, r in self._turn_runs.items() if r == rollback.run_id), None)
+            if turn_id is None:
+                listed = await rpc.request(
+                    "thread/turns/list",
+                    {"threadId": thread_id, "limit": rollback.turns, "sortDirection": "desc"},
+                    timeout=RPC_TIMEOUT_S,
+                )
+                turns = listed.get("data") if isinstance(listed, dict) else None
+                if rollback.turns < 1 or not isinstance(turns, list) or len(turns) < rollback.turns:
+                    raise RuntimeError(f"codex has no turn {rollback.turns} back: {listed!r:.300}")
+                entry = turns[rollback.turns - 1]
+                turn_id = entry.get("id") if isinstance(entry, dict) else None
+            if not isinstance(turn_id, str):
+                raise RuntimeError(f"no codex turn for run {rollback.run_id}")
+            await rpc.request(
+                "thread/revert",
+                {"threadId": thread_id, "beforeTurnId": turn_id},
+                timeout=RPC_TIMEOUT_S,
+            )
+            # That turn and every later one (started after it) are gone from the thread.
+            order = list(self._turn_runs)
+            if turn_id in order:
+                for turn in order[order.index(turn_id) :]:
+                    del self._turn_runs[turn]
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """``thread/shellCommand {threadId, command}``: codex runs the command with its own
+        shell as a turn of its own (``source: userShell``), so the model sees it and its
+        output in the thread's history. That turn's lines go to ``_ShellTurn`` (output
+        deltas, the exit code); cancelled, the turn is interrupted (``turn/interrupt``).
+        Prompts wait (the turn lock); so does the core's queue."""
+        rpc, thread_id = self._rpc, self._thread_id
+        if self.options.per_turn:
+            return await super().shell(command, output)
+        if rpc is None or rpc.closed or thread_id is None or self._gone.is_set():
+            raise AgentStartError("codex is not running")
+        async with self._turn_lock:
+            with trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                await self._turn_idle.wait()
+            if self._active_turn is not None:
+                raise RuntimeError("a codex turn is running")
+            shell = self._shell = _ShellTurn(output)
+            try:
+                await rpc.request(
+                    "thread/shellCommand",
+                    {"threadId": thread_id, "command": command},
+                    timeout=RPC_TIMEOUT_S,
+                )
+                while not shell.done.is_set() and not self._gone.is_set():
+                    with trio.move_on_after(0.2):
+                        await shell.done.wait()
+            finally:
+                if not shell.done.is_set() and shell.turn is not None and not self._gone.is_set():
+                    with trio.CancelScope(shield=True), trio.move_on_after(INTERRUPT_TIMEOUT_S):
+                        await self._interrupt_turn(shell.turn)
+                        await shell.done.wait()
+                self._shell = None
+        if not shell.done.is_set():
+            raise RuntimeError("codex exited while the command ran")
+        return shell.exit_code
 
     async def answer_permission(self, request_id: str, allow: bool) -> None:
         pending = self._parser.take_request(request_id)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -82,7 +83,12 @@ from threadspindle.runtime.core.agent_events import (
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import (
+    PromptAgent,
+    RollbackAgent,
+    StartAgent,
+    SteerAgent,
+)
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
@@ -121,9 +127,16 @@ class OpencodeAdapter(AgentAdapter):
         self._run_id: str | None = None
         self._last_model: str | None = None  # "provider/model" of the last turn
         # Long-lived only: /compact is opencode's session summarize; a steer is a prompt on
-        # the busy session, which opencode's running loop takes at its next step.
+        # the busy session, which opencode's running loop takes at its next step; /undo and
+        # /redo are the session's revert / unrevert.
+        long_lived = not options.per_turn
         self.capabilities = AgentCapabilities(
-            steer=not options.per_turn, compact=not options.per_turn, fork=not options.per_turn
+            steer=long_lived,
+            compact=long_lived,
+            fork=long_lived,
+            rollback=long_lived,
+            restore=long_lived,
+            shell=long_lived,  # POST /session/{id}/shell
         )
         self._steers = SteerTracker()
         self._prompt_model: str | None = None  # the model the open turn was asked with
@@ -562,6 +575,81 @@ class OpencodeAdapter(AgentAdapter):
         if parser is not None and self._run_id == run_id and parser.turn_open:
             for event in parser.end_turn_aborted("interrupted (opencode did not confirm)"):
                 await self._emit_event(event)
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """The session's revert point, moved: ``POST /session/{id}/revert {messageID}`` hides
+        that user message and every later one (opencode deletes them at the next prompt, so
+        the model never sees them again), ``POST /session/{id}/unrevert`` shows them all
+        again. /undo hides the ``turns`` newest visible turns; /redo shows the first hidden
+        one, keeping the ``turns`` after it hidden. opencode also puts back the files it
+        snapshotted: Spindle's git restore runs after it and has the last word."""
+        if self.options.per_turn:
+            await super().rollback(rollback)
+        server, session = self._require_server(), self._session_id
+        if session is None:
+            raise AgentStartError("opencode adapter: no live session")
+        users, point = await self._user_messages(server, session)
+        hidden_from = users.index(point) if point in users else len(users)
+        visible, hidden = users[:hidden_from], users[hidden_from:]
+        if rollback.op == "undo":
+            if not 1 <= rollback.turns <= len(visible):
+                raise RuntimeError(f"opencode has {len(visible)} turns, not {rollback.turns}")
+            path, body = "revert", {"messageID": visible[-rollback.turns]}
+        elif not hidden or rollback.turns >= len(hidden):
+            raise RuntimeError(f"opencode has {len(hidden)} hidden turns to bring back")
+        elif rollback.turns == 0:
+            path, body = "unrevert", {}
+        else:
+            path, body = "revert", {"messageID": hidden[-rollback.turns]}
+        response = await server.request("POST", f"/session/{session}/{path}", json_body=body)
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"opencode refused {path}: {response.status_code} {response.text[:200]}"
+            )
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """``POST /session/{id}/shell {agent, command}``: opencode runs the command with its
+        bash tool as a message of the session (the model sees it), answering once it is done
+        with the output (not streamed) and no exit code. Cancelled: the session's abort."""
+        if self.options.per_turn:
+            return await super().shell(command, output)
+        server, session = self._require_server(), self._session_id
+        if session is None:
+            raise AgentStartError("opencode adapter: no live session")
+        body = {"agent": "build", "command": command}
+        try:
+            response = await server.request(
+                "POST", f"/session/{session}/shell", json_body=body, timeout=24 * 3600.0
+            )
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await server.request("POST", f"/session/{session}/abort", timeout=10.0)
+            raise
+        if response.status_code != 200:
+            raise RuntimeError(f"opencode refused: {response.status_code} {response.text[:200]}")
+        answer = response.json()
+        parts = answer.get("parts") if isinstance(answer, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            state = part.get("state") if isinstance(part, dict) else None
+            if isinstance(state, dict) and isinstance(state.get("output"), str):
+                output(state["output"])
+        return None
+
+    @staticmethod
+    async def _user_messages(server: OpencodeServer, session: str) -> tuple[list[str], str | None]:
+        """The session's user message ids (oldest first) and its revert point, if any."""
+        messages = await server.request("GET", f"/session/{session}/message")
+        info = await server.request("GET", f"/session/{session}")
+        if messages.status_code != 200 or info.status_code != 200:
+            raise RuntimeError(f"opencode: session {session} unreadable ({messages.status_code})")
+        users: list[str] = []
+        for message in messages.json() if isinstance(messages.json(), list) else []:
+            head = message.get("info") if isinstance(message, dict) else None
+            if isinstance(head, dict) and head.get("role") == "user":
+                users.append(str(head.get("id")))
+        revert = info.json().get("revert") if isinstance(info.json(), dict) else None
+        point = revert.get("messageID") if isinstance(revert, dict) else None
+        return users, point if isinstance(point, str) else None
 
     @property
     def stderr_tail(self) -> str:

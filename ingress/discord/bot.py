@@ -261,7 +261,14 @@ class SpindleBot(CatchUpMixin, discord.Client):
         }
         author = message.author
         try:
-            shell = shell_action(message.content, common, str(author.id), author.display_name)
+            parent = getattr(message.channel, "parent_id", None)
+            shell = shell_action(
+                message.content,
+                common,
+                str(author.id),
+                author.display_name,
+                via_agent=self.settings.shell_via_agent(parent),
+            )
         except InputRefused as refused:
             await self._answer_message(message, f"⚠ {refused}")
             return

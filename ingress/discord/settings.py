@@ -40,6 +40,8 @@ class ProjectChannel(Frozen):
     workdir: str
     worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
     plain_message: PlainMessageMode | None = None  # None: the bot's ``plain_message``
+    # `!` commands in the agent's own shell (docs/workspaces.md); None: [workspaces]'s.
+    shell_via_agent: bool | None = None
 
     @field_validator("agent")
     @classmethod
@@ -93,6 +95,12 @@ class DiscordSettings(Frozen):
             return project.plain_message
         return self.plain_message
 
+    def shell_via_agent(self, channel_id: int | None) -> bool | None:
+        """Whether `!` in a thread of ``channel_id`` goes to the agent's shell (None: the
+        runtime's ``workspaces.shell_via_agent``)."""
+        project = self.project_channel(channel_id) if channel_id is not None else None
+        return project.shell_via_agent if project is not None else None
+
     def is_allowed(self, user_id: int, role_ids: tuple[int, ...] | list[int]) -> bool:
         """Allow-listed users, or members holding an allow-listed role. No list: nobody."""
         if user_id in self.allowed_user_ids:
@@ -123,6 +131,7 @@ def settings_from_config(config: Any) -> DiscordSettings:
                 workdir=p.workdir,
                 plain_message=p.plain_message,
                 worktree=p.worktree,
+                shell_via_agent=p.shell_via_agent,
             )
             for channel_id, p in section.project_channels.items()
         ),

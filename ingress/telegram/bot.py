@@ -310,6 +310,7 @@ class TelegramIngress:
             "at": self._clock(),
         }
         try:
+            group = self.settings.project_group(message.chat.id)
             action = typed_prompt(
                 text,
                 common,
@@ -319,6 +320,7 @@ class TelegramIngress:
                 queue_suffix=self.settings.queue_suffix,
                 steer_suffix=self.settings.steer_suffix,
                 mode=self.settings.plain_message,
+                shell_via_agent=group.shell_via_agent if group is not None else None,
             )
         except InputRefused as refused:  # a shell command too long
             await self._say(thread_id, str(refused), reply_to=message.message_id)

@@ -29,6 +29,8 @@ class ProjectGroup(Frozen):
     agent: str = "claude"
     workdir: str
     worktree: bool = False  # each new topic gets its own git worktree (docs/workspaces.md)
+    # `!` commands in the agent's own shell (docs/workspaces.md); None: [workspaces]'s.
+    shell_via_agent: bool | None = None
 
     @field_validator("agent")
     @classmethod
@@ -97,7 +99,11 @@ def telegram_settings_from_config(config: Any) -> TelegramSettings:
         allowed_chat_ids=tuple(section.allowed_chat_ids),
         project_groups=tuple(
             ProjectGroup(
-                chat_id=int(chat_id), agent=p.agent, workdir=p.workdir, worktree=p.worktree
+                chat_id=int(chat_id),
+                agent=p.agent,
+                workdir=p.workdir,
+                worktree=p.worktree,
+                shell_via_agent=p.shell_via_agent,
             )
             for chat_id, p in section.project_groups.items()
         ),

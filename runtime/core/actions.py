@@ -57,6 +57,7 @@ __all__ = [
     "ShellRequested",
     "CheckpointTaken",
     "WorkspaceJobFinished",
+    "ConversationRolledBack",
     "ShellOutput",
     "ShellFinished",
 ]
@@ -383,6 +384,8 @@ class ShellRequested(ActionBase):
     author_id: str
     author_name: str = ""
     command: str
+    # Through the agent's own shell (the channel's setting); None: the runtime's policy.
+    via_agent: bool | None = None
 
 
 class CheckpointTaken(ActionBase):
@@ -406,6 +409,9 @@ class WorkspaceJobFinished(ActionBase):
     ok: bool
     text: str  # the summary shown in the thread
     detail: str = ""  # longer text shown after it, paged (a patch, a listing)
+    # diff: the whole patch (bounded), attached as a file where the platform takes files
+    # (``detail`` is then shown only where it does not).
+    patch: str = ""
     commit: str | None = None  # undo/redo: the commit holding the state it replaced
     path: str | None = None  # worktree_new: the worktree's directory
     branch: str | None = None
@@ -413,6 +419,20 @@ class WorkspaceJobFinished(ActionBase):
     files: tuple[str, ...] = ()
     run_id: str | None = None  # undo/redo: the run whose checkpoint it was
     edit_key: str | None = None  # changes: the footer to replace with ``text``
+
+
+class ConversationRolledBack(ActionBase):
+    """What became of a ``RollbackAgent``: ``ok`` the agent's conversation was rolled back
+    (undo) or forward (redo) natively; ``restorable``: an undone turn can come back (redo);
+    else ``detail`` says why not (the agent cannot; the CLI refused)."""
+
+    kind: Literal["conversation_rolled_back"] = "conversation_rolled_back"
+    job_id: str
+    op: str
+    run_id: str
+    ok: bool
+    restorable: bool = False
+    detail: str = ""
 
 
 class ShellOutput(ActionBase):
@@ -466,6 +486,7 @@ Action = Annotated[
     | ShellRequested
     | CheckpointTaken
     | WorkspaceJobFinished
+    | ConversationRolledBack
     | ShellOutput
     | ShellFinished
     | ScheduleAdded

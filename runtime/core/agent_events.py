@@ -29,6 +29,8 @@ __all__ = [
     "TurnAborted",
     "TurnCompleted",
     "Usage",
+    "continues_delta",
+    "joined_delta",
 ]
 
 
@@ -155,6 +157,25 @@ class SteerRefused(Frozen):
     type: Literal["steer_refused"] = "steer_refused"
     steer_id: str
     reason: str = ""
+
+
+def continues_delta(first: object, then: object) -> bool:
+    """True when ``then`` continues ``first`` as one delta: two text deltas of one text
+    block, or two thinking deltas. Such a run of deltas is worth one delta with the texts
+    joined (``joined_delta``): the runtime merges the deltas an agent's reader handed over
+    together into one action, and the log records that one, so replay sees the same."""
+    if isinstance(first, TextDelta):
+        return isinstance(then, TextDelta) and then.block == first.block
+    return isinstance(first, ThinkingDelta) and isinstance(then, ThinkingDelta)
+
+
+def joined_delta(first: TextDelta | ThinkingDelta, texts: list[str]) -> TextDelta | ThinkingDelta:
+    """One delta of ``first``'s kind (and block) carrying ``texts`` joined: a run of deltas
+    for which ``continues_delta`` held, as one."""
+    text = "".join(texts)
+    if isinstance(first, TextDelta):
+        return TextDelta.trusted(text=text, block=first.block)
+    return ThinkingDelta.trusted(text=text)
 
 
 AgentEvent = Annotated[

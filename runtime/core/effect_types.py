@@ -27,6 +27,7 @@ __all__ = [
     "LogNote",
     "OpenThread",
     "OutputKind",
+    "PostFile",
     "PostOutput",
     "PromptAgent",
     "RenameThread",
@@ -42,6 +43,7 @@ __all__ = [
     "WorkspaceJob",
     "RunShell",
     "StopShell",
+    "RollbackAgent",
     "WORKSPACE_EFFECTS",
 ]
 
@@ -62,6 +64,19 @@ class PostOutput(Frozen):
     kind: OutputKind
     text: str
     run_id: str | None = None
+
+
+class PostFile(Frozen):
+    """Post ``content`` as a file attachment ``filename`` with a short ``caption`` (the
+    /diff patch) where the platform takes files; elsewhere ``fallback`` is posted as text
+    (paged like any long output). Posted once per ``key`` like a ``PostOutput``."""
+
+    type: Literal["post_file"] = "post_file"
+    key: str
+    filename: str
+    content: str
+    caption: str
+    fallback: str
 
 
 class AppendOutput(Frozen):
@@ -288,6 +303,24 @@ class RunShell(Frozen):
     shell_id: str
     command: str
     workdir: str
+    # Through the agent's own shell (``AgentPort.shell``) when it runs one, so the agent
+    # sees the command and its output; else (or without one) Spindle runs it directly.
+    via_agent: StartAgent | None = None
+
+
+class RollbackAgent(Frozen):
+    """/undo, /redo: roll the agent's own conversation back (``op`` undo: hide the last
+    ``turns`` turns it still has, the run ``run_id``'s the earliest of them) or forward (redo:
+    bring back the turn of ``run_id``, keeping the ``turns`` after it hidden). Applied on the
+    agent lane before the job ``job_id`` restores the files (the CLI's own file restore, if
+    any, is overwritten by git's); answered by ``ConversationRolledBack``."""
+
+    type: Literal["rollback_agent"] = "rollback_agent"
+    job_id: str
+    op: Literal["undo", "redo"]
+    run_id: str
+    turns: int
+    start: StartAgent  # the agent to (re)start for it when none runs
 
 
 class StopShell(Frozen):
@@ -299,6 +332,7 @@ class StopShell(Frozen):
 
 Effect = Annotated[
     PostOutput
+    | PostFile
     | AppendOutput
     | EditOutput
     | SealOutput
@@ -320,12 +354,13 @@ Effect = Annotated[
     | CheckpointWorkdir
     | WorkspaceJob
     | RunShell
-    | StopShell,
+    | StopShell
+    | RollbackAgent,
     Field(discriminator="type"),
 ]
 
 # Effects that create a new keyed chat output: each key appears at most once, ever.
-KEYED_POSTS = (PostOutput, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)
+KEYED_POSTS = (PostOutput, PostFile, ShowPermissionPrompt, ShowQuestion, ReplyToCommand)
 
 # Effects for the thread's workspace port (``runtime.live.ports.WorkspacePort``).
 WORKSPACE_EFFECTS = (CheckpointWorkdir, WorkspaceJob, RunShell, StopShell)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
-from pydantic_core import PydanticUndefined
 
 
 class Frozen(BaseModel):
@@ -22,13 +21,16 @@ class Frozen(BaseModel):
         given take their declared defaults; a field with a default factory must be given."""
         defaults = Frozen._defaults.get(cls)
         if defaults is None:
+            # Every field in declared order (one without a default as PydanticUndefined):
+            # ``update`` keeps a key's place, so the instance serializes its fields in the
+            # same order as a validated one, and a logged action reads the same either way.
             defaults = Frozen._defaults[cls] = {
-                name: field.default
-                for name, field in cls.model_fields.items()
-                if field.default is not PydanticUndefined
+                name: field.default for name, field in cls.model_fields.items()
             }
+        fields = defaults.copy()
+        fields.update(values)
         new = object.__new__(cls)
-        object.__setattr__(new, "__dict__", {**defaults, **values})
+        object.__setattr__(new, "__dict__", fields)
         object.__setattr__(new, "__pydantic_fields_set__", set(values))
         object.__setattr__(new, "__pydantic_extra__", None)
         object.__setattr__(new, "__pydantic_private__", None)

@@ -40,6 +40,8 @@ def can_dispatch_next(state: ThreadState) -> bool:
     return (
         not state.parked
         and state.workspace.job is None
+        # A `!` command in the agent's own shell holds the agent: prompts wait for it.
+        and not (state.workspace.shell is not None and state.workspace.shell.via_agent)
         and state.conversation is not None
         and bool(state.queue)
         and state.run is None

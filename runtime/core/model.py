@@ -60,6 +60,9 @@ class AgentCapabilities(Frozen):
     steer: bool = False  # take a message into the running turn without aborting it
     compact: bool = False  # run the CLI's own compaction of the conversation (/compact)
     fork: bool = False  # start a new session continuing a copy of an existing one (/fork)
+    rollback: bool = False  # drop its last turns from the conversation (/undo)
+    restore: bool = False  # bring turns it rolled back into the conversation again (/redo)
+    shell: bool = False  # run a `!` command in its own shell, into its context
 
 
 class Policy(Frozen):

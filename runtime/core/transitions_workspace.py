@@ -34,6 +34,7 @@ MAX_CHECKPOINTS = 64  # the state remembers this many; git prunes its refs by co
 SHELL_TAIL_CHARS = 1500  # a shell card shows at most this much of the output (its end)
 SHELL_HEADER_CHARS = 200
 NOTE_FILES = 20  # the agent's undo note names at most this many files
+PATCH_FILENAME = "changes.diff"  # /diff's patch, attached where the platform takes files
 # Jobs that change the workdir: the queue waits for them.
 BLOCKING_OPS = ("undo", "redo", "worktree_new", "worktree_merge")
 # CLIs whose sessions are not tied to the directory they were started in: a conversation
@@ -173,18 +174,75 @@ def _started_text(a: A.WorkspaceCommand) -> str:
 
 def _undo_or_redo(step: Step, a: A.WorkspaceCommand, workdir: str) -> None:
     here = [c for c in _ws(step).checkpoints if c.workdir == workdir]
+    commit: str | None
     if a.op == "undo":
         target = next((c for c in reversed(here) if c.undone is None), None)
         if target is None:
             step.refuse("Nothing to undo: no run was checkpointed here.", "nothing to undo")
             return
-        _start_job(step, a, workdir, blocking=True, commit=target.commit, run_id=target.run_id)
+        commit = target.commit
     else:
         target = next((c for c in here if c.undone is not None), None)
         if target is None:
             step.refuse("Nothing to redo.", "nothing to redo")
             return
-        _start_job(step, a, workdir, blocking=True, commit=target.undone, run_id=target.run_id)
+        commit = target.undone
+    _rollback_conversation(step, a, target)
+    _start_job(step, a, workdir, blocking=True, commit=commit, run_id=target.run_id)
+
+
+def _rollback_conversation(step: Step, a: A.WorkspaceCommand, target: Checkpoint) -> None:
+    """Ask the agent to roll its conversation back (undo) or forward (redo) natively when
+    it can (or when it is not known yet: the reactor asks it once started). The effect goes
+    before the job: the CLI's own file restore, if it makes one, is overwritten by git's."""
+    conv, caps = step.state.conversation, step.state.capabilities
+    if conv is None or conv.session_id is None:
+        return
+    checkpoints = _ws(step).checkpoints
+    later = checkpoints[checkpoints.index(target) :]
+    if a.op == "undo":
+        able = caps is None or caps.rollback
+        # The visible turns from the target's on are hidden with it.
+        turns = sum(1 for c in later if c.conversation == "in")
+        wanted = target.conversation == "in"
+    else:
+        able = caps is None or caps.restore
+        turns = sum(1 for c in later[1:] if c.conversation == "hidden")  # stay hidden
+        wanted = target.conversation == "hidden"
+    if not (able and wanted):
+        return
+    step.emit(
+        F.RollbackAgent(
+            job_id=a.action_id,
+            op=a.op,  # type: ignore[arg-type]
+            run_id=target.run_id,
+            turns=turns,
+            start=F.StartAgent.of(conv),
+        )
+    )
+
+
+def on_conversation_rolled_back(step: Step, a: A.ConversationRolledBack) -> None:
+    ws = _ws(step)
+    if not a.ok:
+        step.record(f"the agent's conversation was not rolled back ({a.op}): {a.detail}")
+        return
+    checkpoints = list(ws.checkpoints)
+    index = next((i for i, c in enumerate(checkpoints) if c.run_id == a.run_id), None)
+    if index is None:
+        step.record(f"{a.op} of the conversation for an unknown checkpoint ({a.run_id})")
+        return
+    if a.op == "undo":
+        hidden = "hidden" if a.restorable else "gone"
+        for i in range(index, len(checkpoints)):
+            if checkpoints[i].conversation == "in":
+                checkpoints[i] = checkpoints[i].replace(conversation=hidden)
+    else:
+        checkpoints[index] = checkpoints[index].replace(conversation="in")
+    job = ws.job
+    if job is not None and job.id == a.job_id:
+        job = job.replace(native=True)
+    _set_ws(step, checkpoints=tuple(checkpoints), job=job)
 
 
 def on_shell_requested(step: Step, a: A.ShellRequested) -> None:
@@ -218,9 +276,21 @@ def on_shell_requested(step: Step, a: A.ShellRequested) -> None:
     command = " ".join(a.command.split("\n")[0].split()) + (" …" if "\n" in a.command else "")
     header = f"$ {command[:SHELL_HEADER_CHARS]}"
     key = f"{step.thread}/shell/{a.action_id}"
+    caps = state.capabilities
+    wanted = state.policy.workspace.shell_via_agent if a.via_agent is None else a.via_agent
+    via_agent = wanted and caps is not None and caps.shell
     step.emit(F.PostOutput(key=key, kind="tool", text=f"{header}\n… running"))
-    step.emit(F.RunShell(shell_id=a.action_id, command=a.command, workdir=conv.workdir))
-    _set_ws(step, shell=ShellRun(id=a.action_id, key=key, header=header))
+    step.emit(
+        F.RunShell(
+            shell_id=a.action_id,
+            command=a.command,
+            workdir=conv.workdir,
+            via_agent=F.StartAgent.of(conv) if via_agent else None,
+        )
+    )
+    if via_agent:
+        _forget_turns(step)  # the agent's shell adds a turn of its own to its conversation
+    _set_ws(step, shell=ShellRun(id=a.action_id, key=key, header=header, via_agent=via_agent))
 
 
 def _shell_card(shell: ShellRun, status: str) -> str:
@@ -253,7 +323,9 @@ def on_shell_finished(step: Step, a: A.ShellFinished) -> None:
         step.record(f"end of shell {a.shell_id} that is not running", "stale_drops")
         return
     took = f" · {a.duration_s:.1f}s"
-    if a.outcome == "exited":
+    if a.outcome == "exited" and a.exit_code is None:
+        status = f"→ done{took}"  # the agent's shell did not say its exit code
+    elif a.outcome == "exited":
         status = ("→ exit 0" if a.exit_code == 0 else f"✗ exit {a.exit_code}") + took
     elif a.outcome == "timed_out":
         status = f"✗ time limit reached: stopped{took}"
@@ -288,7 +360,16 @@ def on_checkpoint_taken(step: Step, a: A.CheckpointTaken) -> None:
     ws = _ws(step)
     # A new run after /undo: what was undone can no longer be redone (its refs stay).
     kept = tuple(c for c in ws.checkpoints if c.undone is None and c.run_id != a.run_id)
-    checkpoint = Checkpoint(run_id=a.run_id, commit=a.commit, ref=a.ref, workdir=a.workdir)
+    run = step.state.run
+    # A compaction's turn replaces the conversation: no native rollback reaches past it.
+    compact = run is not None and run.id == a.run_id and run.prompt.command == "compact"
+    checkpoint = Checkpoint(
+        run_id=a.run_id,
+        commit=a.commit,
+        ref=a.ref,
+        workdir=a.workdir,
+        conversation="gone" if compact else "in",
+    )
     _set_ws(
         step,
         checkpoints=(kept + (checkpoint,))[-MAX_CHECKPOINTS:],
@@ -298,25 +379,48 @@ def on_checkpoint_taken(step: Step, a: A.CheckpointTaken) -> None:
 
 def on_job_finished(step: Step, a: A.WorkspaceJobFinished) -> None:
     ws = _ws(step)
+    native = False
     if ws.job is not None and ws.job.id == a.job_id:
+        native = ws.job.native
         _set_ws(step, job=None)
     elif a.op in BLOCKING_OPS:
         # Its job was given up (a restart, parking): the result still says what happened.
         step.note = f"result of a workspace job given up: {a.op} {a.job_id}"
     handler = _RESULTS.get(a.op)
-    if handler is not None:
+    if a.op in ("undo", "redo"):
+        _on_undo_redo(step, a, native=native)
+    elif handler is not None:
         handler(step, a)
     else:
         step.record(f"result of unknown workspace job {a.op}")
 
 
+_NATIVE = {
+    "undo": "The agent's conversation was rolled back too: it no longer has that turn.",
+    "redo": "The agent's conversation has that turn again.",
+}
+
+
 def _show_result(step: Step, a: A.WorkspaceJobFinished) -> None:
     _notice(step, "0", a.text if a.ok else f"⚠ {a.text}")
-    if a.detail:
+    if a.patch:
+        lines = len(a.patch.splitlines())
+        step.emit(
+            F.PostFile(
+                key=f"{step.thread}/ws/{step.action.action_id}/1",
+                filename=PATCH_FILENAME,
+                content=a.patch,
+                caption=f"The whole patch ({lines} lines).",
+                fallback=a.detail or f"```diff\n{a.patch}\n```",
+            )
+        )
+    elif a.detail:
         _notice(step, "1", a.detail)
 
 
-def _on_undo_redo(step: Step, a: A.WorkspaceJobFinished) -> None:
+def _on_undo_redo(step: Step, a: A.WorkspaceJobFinished, *, native: bool) -> None:
+    if native:
+        a = a.replace(text=f"{a.text}\n{_NATIVE[a.op]}")
     _show_result(step, a)
     if not a.ok:
         return
@@ -334,6 +438,10 @@ def _on_undo_redo(step: Step, a: A.WorkspaceJobFinished) -> None:
     checkpoints[i] = checkpoints[i].replace(
         undone=a.commit if a.op == "undo" else None, files=a.files
     )
+    if native:
+        # The agent's own conversation says it: no note (it would name a turn it lacks).
+        _set_ws(step, checkpoints=tuple(checkpoints))
+        return
     files = ", ".join(a.files[:NOTE_FILES]) + (" …" if len(a.files) > NOTE_FILES else "")
     if a.op == "undo":
         note = (
@@ -386,14 +494,14 @@ def _on_worktree_new(step: Step, a: A.WorkspaceJobFinished) -> None:
         ),
         base_commit=None,
     )
+    if not keep_session:
+        _forget_turns(step, new_session=True)
     restart_agent(step, "moved into a worktree")
     how = "its session resumed" if keep_session and conv.session_id else "a new session"
     _show_result(step, a.replace(text=f"{a.text}\nThe {conv.agent} agent restarts there ({how})."))
 
 
 _RESULTS: dict[str, Callable[[Step, A.WorkspaceJobFinished], None]] = {
-    "undo": _on_undo_redo,
-    "redo": _on_undo_redo,
     "diff": _show_result,
     "worktree_new": _on_worktree_new,
     "worktree_list": _show_result,
@@ -415,6 +523,7 @@ HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
     A.ShellRequested: on_shell_requested,
     A.CheckpointTaken: on_checkpoint_taken,
     A.WorkspaceJobFinished: on_job_finished,
+    A.ConversationRolledBack: on_conversation_rolled_back,
     A.ShellOutput: on_shell_output,
     A.ShellFinished: on_shell_finished,
 }
@@ -449,6 +558,31 @@ def after_step(step: Step) -> None:
     policy = step.state.policy.workspace
     if policy.footer_changes:
         _footer_changes(step)
+    _track_session(step)
+
+
+def _forget_turns(step: Step, *, new_session: bool = False) -> None:
+    """The checkpoints' turns are no longer in the agent's conversation (a new session, a
+    compaction, a turn the agent's shell added): /undo then tells the agent by a note."""
+    ws = _ws(step)
+    checkpoints = tuple(c.replace(conversation="gone") for c in ws.checkpoints)
+    _set_ws(
+        step,
+        checkpoints=checkpoints,
+        agent_session=None if new_session else ws.agent_session,
+    )
+
+
+def _track_session(step: Step) -> None:
+    """Another session than the checkpoints' turns are in: they are not in it."""
+    conv = step.state.conversation
+    session = conv.session_id if conv is not None else None
+    known = _ws(step).agent_session
+    if session is None or session == known:
+        return
+    if known is not None:
+        _forget_turns(step)
+    _set_ws(step, agent_session=session)
 
 
 def _give_up(step: Step, why: str) -> None:
@@ -476,6 +610,8 @@ def _conversation_moved(step: Step) -> None:
     wt = ws.worktree
     if wt is not None and conv.workdir != wt.path:
         wt = None
+    if isinstance(step.action, A.ConversationStarted | A.ConversationResumed):
+        _forget_turns(step, new_session=True)
     if ws.worktree != wt or isinstance(step.action, A.ConversationStarted | A.ConversationResumed):
         _set_ws(step, worktree=wt, base_commit=None)
     elif isinstance(step.action, A.WorkdirSet):
@@ -488,6 +624,8 @@ def _before_prompts(step: Step) -> None:
     checkpoints = step.state.policy.workspace.checkpoints
     note = _ws(step).agent_note
     effects: list[F.Effect] = []
+    if any(isinstance(e, F.PromptAgent) and e.command == "compact" for e in step.effects):
+        _forget_turns(step)
     for effect in step.effects:
         if isinstance(effect, F.PromptAgent):
             if checkpoints:

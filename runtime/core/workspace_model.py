@@ -7,6 +7,8 @@ Frozen values like the rest of ``runtime.core.model``; ``ThreadState.workspace``
 
 from __future__ import annotations
 
+from typing import Literal
+
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["Checkpoint", "PendingJob", "ShellRun", "Workspace", "WorkspacePolicy", "Worktree"]
@@ -18,6 +20,9 @@ class WorkspacePolicy(Frozen):
     checkpoints: bool = False  # record a checkpoint of the workdir before each run
     footer_changes: bool = False  # the run's footer gets its change summary
     shell_users: tuple[str, ...] = ()  # who may run `!` / /shell commands (none by default)
+    # `!` runs through the agent's own shell where it has one (Codex thread/shellCommand,
+    # OpenCode's session shell), so the agent sees it; else Spindle runs it directly.
+    shell_via_agent: bool = False
 
 
 class Checkpoint(Frozen):
@@ -29,6 +34,10 @@ class Checkpoint(Frozen):
     workdir: str
     undone: str | None = None  # /undo saved the state it replaced as this commit (redo target)
     files: tuple[str, ...] = ()  # the files the last undo/redo restored
+    # Where the run's turn is in the agent's own conversation: "in" it; "hidden" (rolled
+    # back natively, and the agent can bring it back: /redo); "gone" (rolled back for good,
+    # or another session, or before a compaction: only a note can tell the agent).
+    conversation: Literal["in", "hidden", "gone"] = "in"
 
 
 class ShellRun(Frozen):
@@ -39,6 +48,7 @@ class ShellRun(Frozen):
     header: str
     tail: str = ""  # the last output, bounded
     binary_bytes: int = 0
+    via_agent: bool = False  # in the agent's own shell (docs/workspaces.md)
 
 
 class PendingJob(Frozen):
@@ -46,6 +56,7 @@ class PendingJob(Frozen):
 
     id: str
     op: str
+    native: bool = False  # undo/redo: the agent's conversation was rolled back natively
 
 
 class Worktree(Frozen):
@@ -64,3 +75,4 @@ class Workspace(Frozen):
     job: PendingJob | None = None
     worktree: Worktree | None = None
     agent_note: str | None = None  # told to the agent with the next prompt (undo, redo)
+    agent_session: str | None = None  # the session the checkpoints' turns are in

@@ -32,7 +32,12 @@ from typing import Any
 import trio
 
 from threadspindle.runtime.core.actions import Action, AgentEventReceived, ThreadParked, Tick
-from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
+from threadspindle.runtime.core.agent_events import (
+    TextDelta,
+    ThinkingDelta,
+    continues_delta,
+    joined_delta,
+)
 from threadspindle.runtime.core.effect_types import DismissPrompt, Effect, LogNote, StartAgent
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.listener import AgentListener, Backoff
@@ -45,6 +50,7 @@ from threadspindle.runtime.live.ports import (
     WorkspaceFactory,
 )
 from threadspindle.runtime.live.reactor import Reactor
+from threadspindle.runtime.live.rounds import RoundEnd
 from threadspindle.runtime.live.store import Store, ThreadStatistics, TransitionFn
 from threadspindle.runtime.live.timers import Timers
 
@@ -108,6 +114,7 @@ class ThreadActor:
         new_state: Callable[[str], ThreadState],
         tick_interval_s: float = 1.0,
         timers: Timers | None = None,
+        round_end: RoundEnd | None = None,
         backoff: Backoff | None = None,
         channel_id: str | None = None,
         workspace_factory: WorkspaceFactory | None = None,
@@ -133,6 +140,7 @@ class ThreadActor:
             ids=ids,
             current_start=self._conversation_start,
             backoff=backoff,
+            round_end=round_end,
         )
         self.reactor = Reactor(
             thread_id,
@@ -457,7 +465,8 @@ class ThreadActor:
                 "actor_running": self.running,
                 "listener_running": self.listener.running,
                 "listener_starts": self.listener.starts,
-                "coalesced_deltas": self.coalesced_deltas,
+                # merged in the mailbox, and by the listener as they were read
+                "coalesced_deltas": self.coalesced_deltas + self.listener.merged_deltas,
             }
         )
 
@@ -468,16 +477,14 @@ def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
     if not (isinstance(first, AgentEventReceived) and isinstance(second, AgentEventReceived)):
         return None
     a, b = first.event, second.event
-    if first.run_id != second.run_id or first.session_id != second.session_id:
-        return None
-    if (
-        len(a.text if isinstance(a, TextDelta | ThinkingDelta) else "")
-        + len(b.text if isinstance(b, TextDelta | ThinkingDelta) else "")
-        > COALESCE_MAX_CHARS
+    if not (
+        isinstance(a, TextDelta | ThinkingDelta)
+        and isinstance(b, TextDelta | ThinkingDelta)
+        and continues_delta(a, b)
     ):
         return None
-    if isinstance(a, TextDelta) and isinstance(b, TextDelta) and a.block == b.block:
-        return first.replace(event=a.replace(text=a.text + b.text))
-    if isinstance(a, ThinkingDelta) and isinstance(b, ThinkingDelta):
-        return first.replace(event=a.replace(text=a.text + b.text))
-    return None
+    if first.run_id != second.run_id or first.session_id != second.session_id:
+        return None
+    if len(a.text) + len(b.text) > COALESCE_MAX_CHARS:
+        return None
+    return first.replace(event=joined_delta(a, [a.text, b.text]))

@@ -36,14 +36,37 @@ from threadspindle.runtime.core.actions import (
     AgentEventReceived,
     AgentExited,
 )
+from threadspindle.runtime.core.agent_events import (
+    TextDelta,
+    ThinkingDelta,
+    continues_delta,
+    joined_delta,
+)
 from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, StampedEvent
+from threadspindle.runtime.live.rounds import RoundEnd
 
 __all__ = ["AgentListener", "AgentUnavailable", "Backoff", "StartCancelled"]
 
 logger = logging.getLogger("spindle.listener")
 
 EMIT_BURST_S = 0.001  # agent events closer together than this are a burst (``_emit``)
+MERGE_MAX_CHARS = 16_384  # one merged delta's text at most (a bounded action and log row)
+
+
+class _Merging:
+    """Deltas of one stream read in one scheduler round after the round's first event,
+    waiting for the round's end to become one action (``AgentListener._emit``)."""
+
+    __slots__ = ("run_id", "session_id", "first", "texts", "chars", "at")
+
+    def __init__(self, stamped: StampedEvent, first: TextDelta | ThinkingDelta, at: float) -> None:
+        self.run_id = stamped.run_id
+        self.session_id = stamped.session_id
+        self.first = first
+        self.texts = [first.text]
+        self.chars = len(first.text)
+        self.at = at
 
 
 class AgentUnavailable(RuntimeError):
@@ -102,8 +125,15 @@ class AgentListener:
         backoff: Backoff | None = None,
         start_timeout_s: float = 60.0,
         wait_for_restart_s: float = 5.0,
+        round_end: RoundEnd | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self._round_end = round_end
+        self._merging: _Merging | None = None
+        self._in_round = False  # an event came this scheduler round (``_emit``)
+        self._round_events = 0  # events that came this round
+        self._reads_hold_more = False  # the last round that had events had more than one
+        self.merged_deltas = 0  # deltas that went into the action of the one before them
         self._factory = adapter_factory
         self._post = post
         self._last_emit = -math.inf  # trio time of the last event emitted
@@ -281,6 +311,7 @@ class AgentListener:
                 else:
                     connected = True
                     self.adapter = adapter
+                    self._flush_merging()  # what it said while starting comes first
                     self._post(
                         self._action(
                             AgentConnected,
@@ -297,6 +328,7 @@ class AgentListener:
         finally:
             self.adapter = None
             self._start_scope = None
+        self._flush_merging()  # the last deltas before the exit come before it
         self.exits += 1
         if not connected:
             self._last_error = self._last_error or "the agent exited before it was ready"
@@ -313,23 +345,99 @@ class AgentListener:
         return connected
 
     async def _emit(self, stamped: StampedEvent) -> None:
-        self._post(
-            self._action(
-                AgentEventReceived,
-                run_id=stamped.run_id,
-                session_id=stamped.session_id,
-                event=stamped.event,
+        """Post the event as an action, or merge it (coalescing at the source).
+
+        The first event of a scheduler round is posted at once. A text or thinking delta
+        after it in the same round was read in the same go (the reader yields when it waits
+        for the pipe): it is merged with the deltas that follow it in the round, in stream
+        order, into one action posted when the round ends (``RoundEnd``) or when an event
+        that does not continue it comes. So no delta waits for the agent to say more; under
+        load a read holds more lines, and an action carries more deltas. While reads keep
+        holding several events (the last round with events had more than one), the
+        round's first delta is merged too: one action per read instead of two, at the
+        price of the rest of the round, which its followers wait anyway; a read of one
+        event ends that. A merge stays within ``MERGE_MAX_CHARS``; the action is what the
+        log records, so replay matches."""
+        event = stamped.event
+        self._round_events += 1
+        merging = self._merging
+        if merging is not None:
+            if (
+                isinstance(event, TextDelta | ThinkingDelta)
+                and stamped.run_id == merging.run_id
+                and stamped.session_id == merging.session_id
+                and continues_delta(merging.first, event)
+                and merging.chars + len(event.text) <= MERGE_MAX_CHARS
+            ):
+                merging.texts.append(event.text)
+                merging.chars += len(event.text)
+                self.merged_deltas += 1
+                return
+            self._flush_merging()
+        if not self._in_round and self._round_end is not None:
+            self._in_round = self._round_end.call_soon(self._end_round)
+        if (
+            self._in_round
+            and (self._round_events > 1 or self._reads_hold_more)
+            and isinstance(event, TextDelta | ThinkingDelta)
+        ):
+            self._merging = _Merging(stamped, event, self._clock())
+            return
+        if isinstance(event, TextDelta | ThinkingDelta):
+            # The hot path: built without validation from a delta the adapter made (a
+            # pydantic model already) and the listener's own ids and stamps.
+            self._post(
+                AgentEventReceived.trusted(
+                    thread_id=self.thread_id,
+                    action_id=self._ids(),
+                    at=self._clock(),
+                    run_id=stamped.run_id,
+                    session_id=stamped.session_id,
+                    event=event,
+                )
             )
-        )
+        else:
+            self._post(
+                self._action(
+                    AgentEventReceived,
+                    run_id=stamped.run_id,
+                    session_id=stamped.session_id,
+                    event=event,
+                )
+            )
         # A chatty agent must not starve the actor (nor anyone): an event that follows the
         # previous one within EMIT_BURST_S yields. One arriving alone does not: the adapter
         # waited for it (a pipe read yields), and a yield after it would cost every delta
-        # a scheduler round for nothing.
+        # a scheduler round for nothing. (Merged deltas cost no action: they never yield.)
         now = trio.current_time()
         burst = now - self._last_emit < EMIT_BURST_S
         self._last_emit = now
         if burst:
             await trio.lowlevel.checkpoint()
+
+    def _end_round(self) -> None:
+        self._in_round = False
+        self._reads_hold_more = self._round_events > 1
+        self._round_events = 0
+        self._flush_merging()
+
+    def _flush_merging(self) -> None:
+        merging, self._merging = self._merging, None
+        if merging is None:
+            return
+        event = (
+            merging.first if len(merging.texts) == 1 else joined_delta(merging.first, merging.texts)
+        )
+        self._post(
+            AgentEventReceived.trusted(  # a delta, as in ``_emit``
+                thread_id=self.thread_id,
+                action_id=self._ids(),
+                at=merging.at,
+                run_id=merging.run_id,
+                session_id=merging.session_id,
+                event=event,
+            )
+        )
 
     def _action(self, cls: type, **fields: object) -> Action:
         return cls(thread_id=self.thread_id, action_id=self._ids(), at=self._clock(), **fields)  # type: ignore[no-any-return]

@@ -46,6 +46,7 @@ from threadspindle.runtime.core.effect_types import (
     CheckpointWorkdir,
     Effect,
     PromptAgent,
+    RollbackAgent,
     RunShell,
     StartAgent,
     SteerAgent,
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AdapterFactory",
     "AgentPort",
+    "AgentShell",
+    "AgentShellOf",
     "EmitEvent",
     "OnPosted",
     "Posted",
@@ -113,6 +116,18 @@ class AgentPort(Protocol):
         """Hand ``steer.text`` to the running turn ``steer.run_id`` without aborting it, and
         emit ``SteerTaken`` (before that turn's end) or ``SteerRefused`` for ``steer_id``.
         Raises when it cannot steer at all (the core then sends the text as a prompt)."""
+
+    async def rollback(self, rollback: RollbackAgent) -> None:
+        """/undo (``capabilities.rollback``): drop the last ``rollback.turns`` turns from
+        the agent's own conversation; /redo (``capabilities.restore``): bring the earliest
+        turn it hid back, keeping ``rollback.turns`` after it hidden. Returns once done;
+        raises when the CLI refuses or cannot (the core then tells the agent by a note)."""
+
+    async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
+        """A `!` command in the agent's own shell (``capabilities.shell``), so that it is in
+        the agent's context: ``output(text)`` as it comes; returns the exit code (None when
+        the CLI does not say). Cancelled (abort, time limit), it stops the command first."""
+        ...
 
     async def answer_permission(self, request_id: str, allow: bool) -> None: ...
 
@@ -179,17 +194,30 @@ RendererFactory = Callable[[str], RendererPort]
 
 WorkspaceEffect = CheckpointWorkdir | WorkspaceJob | RunShell | StopShell
 
+AgentShell = Callable[[str, Callable[[str], None]], Awaitable["int | None"]]
+"""An agent's ``shell`` method (``AgentPort.shell``)."""
+
+AgentShellOf = Callable[[], Awaitable["AgentShell | None"]]
+"""Gets the running agent's shell (starting the agent), or None when it has none."""
+
 
 class WorkspacePort(Protocol):
     """What the runtime asks of one thread's workspace (git checkpoints and jobs, shell
     commands: docs/workspaces.md). Implemented by ``effects.workspace_port``."""
 
-    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
-        """Apply one workspace effect. A ``CheckpointWorkdir`` is done before this returns
-        (the prompt after it waits); slow work (jobs, shell commands) is started in
-        ``nursery`` and reports back only by posting actions (``CheckpointTaken``,
-        ``WorkspaceJobFinished``, ``ShellOutput``, ``ShellFinished``): every effect gets
-        its answer, a failure included. Never raises for a failure of the work itself."""
+    async def apply(
+        self,
+        effect: WorkspaceEffect,
+        nursery: trio.Nursery,
+        agent: AgentShellOf | None = None,
+    ) -> None:
+        """Apply one workspace effect. A ``RunShell`` with ``via_agent`` runs in the shell
+        of the agent ``agent()`` gives (None: the agent has none; or no ``agent``: directly).
+        A ``CheckpointWorkdir`` is done before this returns (the prompt after it waits);
+        slow work (jobs, shell commands) is started in ``nursery`` and reports back only by
+        posting actions (``CheckpointTaken``, ``WorkspaceJobFinished``, ``ShellOutput``,
+        ``ShellFinished``): every effect gets its answer, a failure included. Never raises
+        for a failure of the work itself."""
         ...
 
 
@@ -214,7 +242,12 @@ class NoWorkspace:
     ) -> None:
         self._thread_id, self._post, self._clock, self._ids = thread_id, post, clock, ids
 
-    async def apply(self, effect: WorkspaceEffect, nursery: trio.Nursery) -> None:
+    async def apply(
+        self,
+        effect: WorkspaceEffect,
+        nursery: trio.Nursery,
+        agent: AgentShellOf | None = None,
+    ) -> None:
         base: dict[str, Any] = {
             "thread_id": self._thread_id,
             "action_id": self._ids(),

@@ -41,6 +41,7 @@ import trio
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
+    ConversationRolledBack,
     EffectFailed,
     OutputPosted,
     ThreadForked,
@@ -55,6 +56,8 @@ from threadspindle.runtime.core.effect_types import (
     InterruptAgent,
     OpenThread,
     PromptAgent,
+    RollbackAgent,
+    RunShell,
     StartAgent,
     SteerAgent,
     StopAgent,
@@ -62,6 +65,8 @@ from threadspindle.runtime.core.effect_types import (
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.live.listener import AgentListener, StartCancelled
 from threadspindle.runtime.live.ports import (
+    AgentShell,
+    AgentShellOf,
     NoWorkspace,
     RendererPort,
     ThreadLog,
@@ -85,7 +90,10 @@ _AGENT_EFFECTS = (
     # prompt after it is sent, and a StopShell must not wait behind a chat rate limit.
     *WORKSPACE_EFFECTS,
     OpenThread,
+    # Before the undo/redo job after it: the files end as git restores them.
+    RollbackAgent,
 )
+ROLLBACK_TIMEOUT_S = 60.0  # starting the agent for it included
 
 
 class Reactor:
@@ -242,7 +250,10 @@ class Reactor:
         listener = self.listener
         if isinstance(effect, WORKSPACE_EFFECTS):
             # The port runs slow work in the nursery and reports back by actions.
-            await self.workspace.apply(effect, self._nursery)
+            agent = None
+            if isinstance(effect, RunShell) and effect.via_agent is not None:
+                agent = self._agent_shell_of(effect.via_agent)
+            await self.workspace.apply(effect, self._nursery, agent)
         elif isinstance(effect, OpenThread):
             # Opening a thread takes platform calls: never hold the agent lane for it.
             self._nursery.start_soon(self._open_thread, effect)
@@ -263,6 +274,8 @@ class Reactor:
             await adapter.prompt(effect)
         elif isinstance(effect, StopAgent):
             await listener.stop(effect.reason)
+        elif isinstance(effect, RollbackAgent):
+            await self._rollback(effect)
         else:
             live = listener.adapter
             if live is None:
@@ -282,6 +295,48 @@ class Reactor:
                 await live.answer_permission(effect.request_id, effect.allow)
             elif isinstance(effect, AnswerQuestion):
                 await live.answer_question(effect.request_id, effect.answer)
+
+    def _agent_shell_of(self, start: StartAgent) -> AgentShellOf:
+        """How the workspace port gets the agent's shell for a `!` command (in its task,
+        not on this lane): the agent started if need be; None when it has no shell."""
+
+        async def agent_shell() -> AgentShell | None:
+            assert self._nursery is not None
+            adapter = await self.listener.ensure(self._nursery, start)
+            return adapter.shell if adapter.capabilities.shell else None
+
+        return agent_shell
+
+    async def _rollback(self, effect: RollbackAgent) -> None:
+        """/undo, /redo: roll the agent's conversation natively (starting the agent if none
+        runs) and always answer ``ConversationRolledBack``, so the core knows whether the
+        agent still needs to be told by a note."""
+        assert self._nursery is not None
+        ok, restorable, detail = False, False, ""
+        try:
+            with trio.fail_after(ROLLBACK_TIMEOUT_S):
+                adapter = await self.listener.ensure(self._nursery, effect.start)
+                caps = adapter.capabilities
+                if caps.rollback if effect.op == "undo" else caps.restore:
+                    await adapter.rollback(effect)
+                    ok, restorable = True, caps.restore
+                else:
+                    way = "back" if effect.op == "undo" else "forward"
+                    detail = f"{adapter.name} cannot roll its conversation {way}"
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # the CLI refused, or no agent: the note fallback
+            detail = f"{type(exc).__name__}: {exc}"
+            logger.warning("rollback failed: %s", detail, extra=self._ctx(effect))
+        self._report(
+            ConversationRolledBack,
+            job_id=effect.job_id,
+            op=effect.op,
+            run_id=effect.run_id,
+            ok=ok,
+            restorable=restorable,
+            detail=detail,
+        )
 
     async def _start_agent(self, effect: StartAgent, stops_seen: int) -> None:
         """Start the agent in the background; a later ``StopAgent`` voids this start (the

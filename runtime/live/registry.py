@@ -54,6 +54,7 @@ from threadspindle.runtime.live.ports import (
     ThreadOpener,
     WorkspaceFactory,
 )
+from threadspindle.runtime.live.rounds import RoundEnd
 from threadspindle.runtime.live.schedules import ScheduleTimer, local_timezone
 from threadspindle.runtime.live.store import (
     Store,
@@ -86,6 +87,7 @@ _MADE_BY_THE_RUNTIME = (
     A.PolicySet,
     A.CheckpointTaken,
     A.WorkspaceJobFinished,
+    A.ConversationRolledBack,
     A.ShellOutput,
     A.ShellFinished,
     A.ScheduleDue,
@@ -151,6 +153,7 @@ class Runtime:
         self._transition = transition
         self.tick_interval_s = tick_interval_s
         self.timers = Timers()  # every thread's ticker sleeps on it (runtime/live/timers.py)
+        self.round_end = RoundEnd()  # merges an agent's deltas read together (rounds.py)
         self.idle_timeout_s = idle_timeout_s
         self.sweep_interval_s = sweep_interval_s
         self._backoff = backoff
@@ -211,6 +214,7 @@ class Runtime:
         self._unsubscribe = self.log.on_writability(self._writability_changed)
         await nursery.start(self.log.run_flusher)
         await nursery.start(self.timers.run)
+        await nursery.start(self.round_end.run)
         if self.idle_timeout_s is not None:
             nursery.start_soon(self._sweep_idle)
         # After RuntimeRecovered below: a schedule that came due while Spindle was down
@@ -374,6 +378,7 @@ class Runtime:
             new_state=ThreadState.new,
             tick_interval_s=self.tick_interval_s,
             timers=self.timers,
+            round_end=self.round_end,
             backoff=self._backoff(),
             channel_id=self._channels.get(thread_id),
             workspace_factory=self._workspace_factory,

@@ -24,6 +24,7 @@ from threadspindle.testkit.fake_discord.limits import DiscordRateLimits
 from threadspindle.testkit.fake_discord.store import (
     HAS_THREAD,
     PUBLIC_THREAD,
+    FakeAttachment,
     FakeInteraction,
     FakeMessage,
     World,
@@ -32,6 +33,7 @@ from threadspindle.testkit.fake_discord.store import (
 __all__ = ["Fault", "RateLimit", "RestApi", "RestCall"]
 
 EPHEMERAL = 64
+UPLOAD_LIMIT_BYTES = 10 * 1024 * 1024  # a bot's upload limit in a guild without boosts
 SUPPRESS_EMBEDS = 4
 
 
@@ -248,9 +250,18 @@ class RestApi:
         if not request.can_read_body:
             return {}
         if request.content_type.startswith("multipart/"):
+            # Discord's uploads: ``payload_json`` plus one ``files[n]`` part per file, named
+            # by ``attachments[].id`` in the payload. The parts ride along as "_files".
             form = await request.post()
             payload = form.get("payload_json")
-            return json.loads(str(payload)) if payload else {}
+            body: dict[str, Any] = json.loads(str(payload)) if payload else {}
+            files = []
+            for name, part in form.items():
+                if name.startswith("files[") and isinstance(part, web.FileField):
+                    files.append((part.filename, part.file.read(), part.content_type))
+            if files:
+                body["_files"] = files
+            return body
         text = await request.text()
         return json.loads(text) if text else {}
 
@@ -339,6 +350,13 @@ class RestApi:
             existing = self._nonces.get((channel_id, str(nonce)))
             if existing is not None:
                 return json_response(self.world.messages[existing].payload(self.world))
+        files = []
+        for filename, data, content_type in body.get("_files") or ():
+            if len(data) > UPLOAD_LIMIT_BYTES:
+                return json_response({"message": "Request entity too large", "code": 40005}, 413)
+            files.append(FakeAttachment(self.world.next_id(), filename, data, content_type))
+        for attachment in files:
+            self.world.attachments[attachment.id] = attachment
         message = self.world.add_message(
             channel_id,
             self.world.bot.id,
@@ -346,6 +364,7 @@ class RestApi:
             flags=int(body.get("flags") or 0),
             components=body.get("components") or [],
             nonce=str(nonce) if nonce is not None else None,
+            attachments=files,
         )
         message.allowed_mentions = body.get("allowed_mentions")
         reference = body.get("message_reference") or {}

@@ -95,6 +95,7 @@ class FakeSlack:
         app.router.add_get("/link/", self._socket)
         app.router.add_get("/link", self._socket)
         app.router.add_route("*", "/api/{method}", self._handle)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -132,6 +133,8 @@ class FakeSlack:
             with self.world.lock:
                 self.world.check_fault(method)
                 body = self.world.call(method, params, token)
+            if method == "files.getUploadURLExternal":
+                body["upload_url"] = f"http://127.0.0.1:{self.port}{body['upload_url']}"
             if method == "apps.connections.open":
                 body["url"] = f"ws://127.0.0.1:{self.port}/link/?ticket=t{time.monotonic_ns()}"
         except ApiError as error:
@@ -143,6 +146,18 @@ class FakeSlack:
         return web.Response(
             status=status, text=json.dumps(body), content_type="application/json", headers=headers
         )
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """An upload URL: the file's bytes, raw (slack-sdk) or as a form's one file."""
+        if request.content_type.startswith("multipart/"):
+            form = await request.post()
+            parts = [v for v in form.values() if isinstance(v, web.FileField)]
+            data = parts[0].file.read() if parts else b""
+        else:
+            data = await request.read()
+        with self.world.lock:
+            status = self.world.receive_upload(request.match_info["file_id"], data)
+        return web.Response(status=status, text=f"OK - {len(data)}" if status == 200 else "")
 
     # --- Socket Mode ------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ BOT_USER = "U0SPINDLE"
 BOT_ID = "B0SPINDLE"
 APP_ID = "A0SPINDLE"
 MAX_TEXT = 40_000
+MAX_UPLOAD_BYTES = 1024**3  # Slack takes files up to 1 GB
 MAX_SECTION = 3_000
 
 
@@ -81,6 +82,7 @@ class SlackMessage:
     edits: int = 0
     deleted: bool = False
     ephemeral_to: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)  # shared files: id, name, data
 
     @property
     def bot(self) -> bool:
@@ -168,6 +170,8 @@ class World:
         self.titles: list[tuple[str, str, str]] = []  # assistant titles: channel, thread, title
         self.assistant = True  # assistant.threads.setStatus allowed
         self.connections = 0
+        # Uploads (files.getUploadURLExternal): id -> name, declared length, bytes received.
+        self.uploads: dict[str, dict[str, Any]] = {}
         self._seq = itertools.count(1)
         self._ids = itertools.count(1001)
 
@@ -456,6 +460,51 @@ class World:
         self._shown(message, str(params.get("mrkdwn", "true")).lower() != "false")
         self.messages[(channel, message.ts)] = message
         return {"channel": channel, "ts": message.ts, "message": self.message_event(message)}
+
+    # Uploads as Slack takes them since files.upload was retired: the URL for the bytes, the
+    # bytes POSTed there (``receive_upload``), then the share into a channel or thread.
+    def api_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        filename = str(params.get("filename") or "")
+        length = str(params.get("length") or "")
+        if not filename or not length.isdigit() or int(length) < 1:
+            raise ApiError("invalid_arguments")
+        if int(length) > MAX_UPLOAD_BYTES:
+            raise ApiError("file_too_large")
+        file_id = f"F{next(self._ids)}"
+        self.uploads[file_id] = {"name": filename, "length": int(length), "data": None}
+        return {"file_id": file_id, "upload_url": f"/upload/v1/{file_id}"}  # server: absolute
+
+    def receive_upload(self, file_id: str, data: bytes) -> int:
+        """The bytes POSTed to an upload URL: the HTTP status Slack answers."""
+        upload = self.uploads.get(file_id)
+        if upload is None or upload["data"] is not None:
+            return 404
+        if len(data) != upload["length"]:
+            return 400
+        upload["data"] = data
+        return 200
+
+    def api_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        files = _json(params.get("files"))
+        if not isinstance(files, list) or not files:
+            raise ApiError("invalid_arguments")
+        shared = []
+        for entry in files:
+            upload = self.uploads.get(str(entry.get("id")) if isinstance(entry, dict) else "")
+            if upload is None or upload["data"] is None:
+                raise ApiError("file_not_found")
+            title = str(entry.get("title") or upload["name"])
+            shared.append({"id": entry["id"], "name": upload["name"], "title": title})
+        channel = self._channel(params, "channel_id")
+        thread_ts = params.get("thread_ts") or None
+        if thread_ts is not None and (channel, str(thread_ts)) not in self.messages:
+            raise ApiError("thread_not_found")
+        text = str(params.get("initial_comment") or "")
+        message = SlackMessage(channel, self._ts(), BOT_USER, text, thread_ts)
+        message.files = [{**f, "data": self.uploads[f["id"]]["data"]} for f in shared]
+        self._shown(message, True)
+        self.messages[(channel, message.ts)] = message
+        return {"files": shared}
 
     def api_chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         channel = self._channel(params)

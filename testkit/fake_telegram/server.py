@@ -126,6 +126,14 @@ class FakeTelegram:
         elif request.can_read_body:
             form = await request.post()
             params.update({k: _decode(k, v) for k, v in form.items() if isinstance(v, str)})
+            # Uploaded files (sendDocument's ``document``) ride along by field name.
+            uploads = {
+                k: (v.filename, v.file.read())
+                for k, v in form.items()
+                if isinstance(v, web.FileField)
+            }
+            if uploads:
+                params["_files"] = uploads
         return params
 
     async def _handle(self, request: web.Request) -> web.Response:

@@ -29,6 +29,7 @@ from threadspindle.testkit.fake_telegram.html import MarkupRefused, parse_html, 
 __all__ = ["ApiError", "BOT_ID", "Call", "Fault", "TgMessage", "World"]
 
 BOT_ID = 7_000_000_001
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # what a bot may send as a file
 MAX_TEXT = 4096
 
 
@@ -91,6 +92,7 @@ class TgMessage:
     deleted: bool = False
     service: str | None = None  # "forum_topic_created"
     voice: dict[str, Any] | None = None  # a voice message's Voice object (no text then)
+    document: dict[str, Any] | None = None  # a file sent with sendDocument (its caption: text)
 
     def buttons(self) -> list[dict[str, Any]]:
         rows = (self.reply_markup or {}).get("inline_keyboard", [])
@@ -184,6 +186,10 @@ class World:
             data["forum_topic_created"] = {"name": message.text, "icon_color": 7322096}
         elif message.voice is not None:
             data["voice"] = message.voice
+        elif message.document is not None:
+            data["document"] = message.document
+            if message.text:
+                data["caption"] = message.text
         else:
             data["text"] = message.text
         if message.topic is not None:
@@ -371,6 +377,31 @@ class World:
         reply = _json(params, "reply_parameters")
         if reply:
             message.reply_to = int(reply["message_id"])
+        return self.message_dict(message)
+
+    def api_sendDocument(self, params: dict[str, Any]) -> Any:  # noqa: N802
+        """A new file as the Bot API takes it: a multipart part named ``document`` (up to
+        50 MB), the caption up to 1024 characters."""
+        chat_id = self._chat(params)
+        topic = self._topic(chat_id, params)
+        upload = (params.get("_files") or {}).get("document")
+        if upload is None:
+            raise ApiError(400, "Bad Request: there is no document in the request")
+        filename, data = upload
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise ApiError(413, "Request Entity Too Large")
+        caption = str(params.get("caption") or "")
+        if len(caption) > 1024:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        message = self._new_message(chat_id, BOT_ID, caption, topic)
+        file_id = f"doc{message.message_id}"
+        self.files[file_id] = data
+        message.document = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_name": filename,
+            "file_size": len(data),
+        }
         return self.message_dict(message)
 
     def _existing(self, params: dict[str, Any]) -> TgMessage:

@@ -92,16 +92,24 @@ def test_the_mode_is_configured_per_channel(monkeypatch, tmp_path: Path) -> None
         discord={
             "plain_message": "queue",
             "project_channels": {
-                "42": {"workdir": "~", "plain_message": "steer"},
+                "42": {"workdir": "~", "plain_message": "steer", "shell_via_agent": True},
                 "43": {"workdir": "~"},
             },
         },
-        telegram={"plain_message": "steer"},
+        telegram={
+            "plain_message": "steer",
+            "project_groups": {"-100": {"workdir": "~", "shell_via_agent": False}},
+        },
     )
     settings = settings_from_config(config)
     assert settings.plain_message_mode(42) == "steer"
     assert settings.plain_message_mode(43) == "queue"  # the bot's own
     assert settings.plain_message_mode(None) == "queue"
+    # `!` in the agent's own shell, per project channel (None: the runtime's policy).
+    assert (settings.shell_via_agent(42), settings.shell_via_agent(43)) == (True, None)
+    assert config.workspaces.policy().shell_via_agent is False
+    group = telegram_settings_from_config(config).project_group(-100)
+    assert group is not None and group.shell_via_agent is False
     assert telegram_settings_from_config(config).plain_message == "steer"
     monkeypatch.setenv("SPINDLE_SLACK_BOT_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("SPINDLE_SLACK_APP_TOKEN", APP_TOKEN)

@@ -26,6 +26,8 @@ def test_shell_messages_and_the_shell_command():
     assert (action.command, action.author_id) == ("ls -la", "u1")
     assert shell_action("no bang", COMMON, "u1") is None
     assert shell_action("!", COMMON, "u1") is None  # a lone "!" is a prompt
+    assert action.via_agent is None  # the runtime's policy decides
+    assert shell_action("!ls", COMMON, "u1", via_agent=True).via_agent is True  # the channel's
     assert parse("shell", "make test").command == "make test"
     with pytest.raises(InputRefused):
         parse("shell", "  ")

@@ -14,6 +14,7 @@ not collected for it; no case skips itself.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 import trio
 
 from threadspindle.ingress.thread_commands import NO_THREADS
+from threadspindle.runtime.core.actions import WorkspaceJobFinished
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.platform_driver import (
     DRIVERS,
@@ -245,6 +247,47 @@ async def test_a_stranger_gets_nowhere(driver: PlatformDriver) -> None:
         driver.say(thread, "hi")
         await driver.until_footers(thread, 1)
         assert delivered(driver) == ["hi"]
+
+
+@every()
+async def test_a_diff_patch_is_a_file_where_files_are_taken_else_paged_text(
+    driver: PlatformDriver,
+) -> None:
+    """/diff's result as the workspace job reports it: the whole patch attached as a file
+    (Discord, Telegram, Slack: the real upload through each library), the paged text on the
+    others (every message within the platform's limit)."""
+    async with driver.running():
+        thread = await driver.start()
+        patch = "diff --git a/a.txt b/a.txt\n" + "".join(f"+line {i}\n" for i in range(900))
+        shown = patch[:9000]
+        await driver.post(
+            WorkspaceJobFinished(
+                thread_id=thread,
+                action_id="diff-result-1",
+                at=time.time(),
+                job_id="diff-1",
+                op="diff",
+                ok=True,
+                text="Changes since the conversation started: 1 file +900 −0",
+                detail=f"```diff\n{shown}\n```",
+                patch=patch,
+            )
+        )
+        await wait_for(lambda: any("1 file +900" in t for t in driver.bot_texts(thread)))
+        if driver.takes_files:
+            await wait_for(lambda: driver.files(thread))
+            [(name, data, caption)] = driver.files(thread)
+            assert (name, data.decode()) == ("changes.diff", patch)
+            assert caption == "The whole patch (901 lines)."
+            assert not any("+line 899" in t for t in driver.bot_texts(thread))
+        else:
+            last = shown.splitlines()[-1]
+            await wait_for(lambda: any(last in t for t in driver.bot_texts(thread)))
+            assert driver.files(thread) == []
+            texts = driver.bot_texts(thread)
+            pages = sum("+line" in t for t in texts)
+            assert pages >= min(2, -(-len(shown) // driver.char_limit))  # paged where too long
+            assert all(len(t) <= driver.char_limit for t in texts)
 
 
 @every()

@@ -1,8 +1,10 @@
-"""runtime/live/actor.py: deltas already waiting together become one action (issue 18).
+"""runtime/live/actor.py and listener.py: deltas already waiting together become one action
+(issue 18).
 
-A chatty agent's deltas that pile up in a thread's mailbox while the actor is busy are
-merged into one transition, one log row and one render; the text shown, and the state a
-replay of the log rebuilds, are what they would have been without the merge.
+A chatty agent's deltas that its reader hands over in one go (listener.py), or that pile up
+in a thread's mailbox while the actor is busy (actor.py), are merged into one transition,
+one log row and one render; the text shown, and the state a replay of the log rebuilds, are
+what they would have been without the merge.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import trio
 from runtime_harness import Chat, running, until
 
 from threadspindle.runtime.core.actions import AgentEventReceived, StatusRequested
-from threadspindle.runtime.core.agent_events import TextDelta, ThinkingDelta
+from threadspindle.runtime.core.agent_events import (
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+)
 from threadspindle.runtime.live.actor import COALESCE_MAX_CHARS, _merged_delta
 from threadspindle.runtime.live.replay import export_thread, read_jsonl, replay_actions
 from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
@@ -65,7 +72,9 @@ async def test_waiting_deltas_become_one_action_and_replay_the_same(
         actor.post_nowait(_delta(2000, TextDelta(text="after"), run=state.run.id))
         await runtime.wait_quiet("t1")
         assert actor.coalesced_deltas >= len(words) - 64  # at least every batch's but one
-        assert actor.statistics().coalesced_deltas == actor.coalesced_deltas
+        assert actor.statistics().coalesced_deltas == (
+            actor.coalesced_deltas + actor.listener.merged_deltas
+        )
         shown = "".join(runtime.chat.texts("t1"))  # type: ignore[attr-defined]
         assert "".join(words) + "after" in shown
     # The log holds the merged actions: folded through the transitions it rebuilds the state
@@ -119,3 +128,57 @@ async def test_a_post_to_a_parked_actor_commits_at_once_and_a_burst_still_merges
         assert len(events) == 2  # the one committed at once, then ten deltas as one action
         shown = "".join(runtime.chat.texts("t1"))  # type: ignore[attr-defined]
         assert "now " + "".join(f"b{i} " for i in range(10)) in shown
+
+
+async def test_deltas_read_together_become_one_action_at_the_source(
+    tmp_path: Path, autojump_clock: object
+) -> None:
+    """The listener merges the deltas an agent's reader hands over in one go (one scheduler
+    round): the text, its order around a tool card, and the state replay rebuilds are the
+    same as without merging; a delta alone later is not held for company."""
+    words = [f"w{i} " for i in range(50)]
+    more = [f"m{i} " for i in range(30)]
+    tool = ToolStarted(tool_id="t1", name="Bash", display_name="Bash", input_summary="ls")
+
+    def script(text: str) -> list[Step]:
+        return [
+            *(Step("event", TextDelta(text=w)) for w in words),
+            Step("event", tool),
+            Step("event", ToolFinished(tool_id="t1", result="ok")),
+            *(Step("event", TextDelta(text=w)) for w in more),
+            Step("sleep", seconds=5),
+            Step("event", TextDelta(text="late ")),
+            Step("sleep", seconds=5),
+            Step("event", TextDelta(text="alone")),
+            Step("sleep", seconds=5),
+        ]
+
+    agents = FakeAgentWorld(script=script)
+    async with running(tmp_path, agents=agents) as runtime:
+        chat = Chat(runtime, workdir=str(tmp_path))
+        await chat.start()
+        await chat.say("go")
+        await until(lambda: (s := runtime.snapshot("t1")) is not None and s.run is None)
+        await runtime.wait_quiet("t1")
+        actor = runtime.get("t1")
+        assert actor is not None
+        assert actor.listener.merged_deltas >= len(words) + len(more) - 4
+        assert actor.statistics().coalesced_deltas >= actor.listener.merged_deltas
+        shown = runtime.chat.texts("t1")  # type: ignore[attr-defined]
+        joined = "".join(shown)
+        assert "".join(words) in joined and "".join(more) in joined
+        assert joined.index("".join(words)) < joined.index("Bash") < joined.index("".join(more))
+        assert "late alone" in joined
+    out = io.StringIO()
+    export_thread(tmp_path / "events.sqlite3", "t1", out)
+    folded = list(replay_actions(read_jsonl(out.getvalue().splitlines())))
+    deltas = [
+        a.event
+        for _, a, _ in folded
+        if isinstance(a, AgentEventReceived) and isinstance(a.event, TextDelta)
+    ]
+    # The log holds a few merged actions, in stream order, carrying every delta's text.
+    assert len(deltas) <= 8
+    assert "".join(d.text for d in deltas) == "".join(words + more) + "late alone"
+    assert deltas[-1].text == "alone"  # a read of one delta is an action of its own
+    assert folded[-1][2].state == runtime.snapshot("t1")

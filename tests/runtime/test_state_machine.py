@@ -39,6 +39,7 @@ from threadspindle.testkit.thread_script import ThreadScript
 
 ROOT = "/work"
 QUEUE_LIMIT = 6
+_SHOWN = (F.PostOutput, F.AppendOutput)
 texts = st.sampled_from(["hi", "fix the bug", "TOOLTEST", "x" * 300, ""])
 
 
@@ -529,6 +530,50 @@ class ThreadMachine(RuleBasedStateMachine):
     )
     def agent_event(self, event, session):
         self.apply(self.s.agent(self._current(), event, session_id=session))
+
+    @rule(
+        pieces=st.lists(
+            st.sampled_from(
+                [
+                    E.TextDelta(text="a"),
+                    E.TextDelta(text="b c "),
+                    E.TextDelta(text="d", block="2"),
+                    E.ThinkingDelta(text="hm"),
+                ]
+            ),
+            min_size=2,
+            max_size=6,
+        ),
+        session=st.sampled_from([None, "s1"]),
+    )
+    def delta_burst(self, pieces, session):
+        """Deltas an agent's reader handed over together, merged as the runtime merges them
+        (runtime/live/listener.py, with the core's ``continues_delta``/``joined_delta``):
+        each run of deltas that continue one another is one action. It must show what the
+        deltas one by one show, and move the phase the same way."""
+        merged: list[tuple[E.TextDelta | E.ThinkingDelta, list[str]]] = []
+        for ev in pieces:
+            if merged and E.continues_delta(merged[-1][0], ev):
+                merged[-1][1].append(ev.text)
+            else:
+                merged.append((ev, [ev.text]))
+        run = self._current()
+        for first, texts in merged:
+            action = self.s.agent(run, E.joined_delta(first, texts), session_id=session)
+            one_by_one = self.state
+            shown_apart = []
+            for n, text in enumerate(texts):
+                single = action.replace(
+                    action_id=f"{action.action_id}.{n}", event=first.replace(text=text)
+                )
+                result = transition(one_by_one, single)
+                one_by_one = result.state
+                shown_apart += [e.text for e in result.effects if isinstance(e, _SHOWN)]
+            before = self.state
+            self.apply(action)
+            shown = [e.text for e in transition(before, action).effects if isinstance(e, _SHOWN)]
+            assert "".join(shown) == "".join(shown_apart)
+            assert phase(self.state) == phase(one_by_one)
 
     @rule(kind=st.sampled_from(["permission", "question"]))
     def agent_asks(self, kind):

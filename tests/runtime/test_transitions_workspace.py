@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from workspace_script import WorkspaceScript
 
+from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import transition
@@ -254,3 +255,146 @@ def test_commands_need_a_conversation_and_diff_does_not_hold_the_queue():
     assert job.commit == "c-r1" and d.state.workspace.job is None
     d(d.s.ws("diff", ref="base"))
     assert d.of(F.WorkspaceJob)[0].ref == "HEAD"
+
+
+def _rolled(d: Driver, cmd, run_id: str, *, ok: bool = True, restorable: bool = False):
+    return d(
+        A.ConversationRolledBack(
+            **d.s._base(),
+            job_id=cmd.action_id,
+            op=cmd.op,
+            run_id=run_id,
+            ok=ok,
+            restorable=restorable,
+            detail="" if ok else "refused",
+        )
+    )
+
+
+def _rollback_native(**caps: bool) -> Driver:
+    d = Driver(checkpoints=True)
+    d(d.s.start(agent="codex"))
+    d(d.s.connected("s1", steer=True, **caps))
+    d.run_once("r1")
+    d.run_once("r2")
+    return d
+
+
+def test_undo_rolls_back_the_conversation_natively_before_the_files_no_note():
+    """Codex-like: rollback, no restore. The RollbackAgent goes before the job; once it is
+    done the agent gets no note for the undo, but one for the redo it cannot restore."""
+    d = _rollback_native(rollback=True)
+    undo = d.s.ws("undo")
+    effects = d(undo)
+    kinds = [type(e) for e in effects]
+    assert kinds.index(F.RollbackAgent) < kinds.index(F.WorkspaceJob)
+    [rb] = d.of(F.RollbackAgent)
+    assert (rb.op, rb.run_id, rb.turns, rb.job_id) == ("undo", "r2", 1, undo.action_id)
+    assert rb.start.agent == "codex" and rb.start.session_id == "s1"
+    _rolled(d, undo, "r2")
+    d(d.s.job_done(undo.action_id, "undo", commit="saved-r2", run_id="r2", files=("a.py",)))
+    shown = [e.text for e in d.effects if isinstance(e, F.PostOutput)]
+    assert any("no longer has that turn" in t for t in shown), shown
+    assert d.state.workspace.agent_note is None
+    assert [c.conversation for c in d.state.workspace.checkpoints] == ["in", "gone"]
+    # Redo: codex cannot bring the turn back, so nothing is asked of it; the note says it.
+    redo = d.s.ws("redo")
+    d(redo)
+    assert not d.of(F.RollbackAgent)
+    d(d.s.job_done(redo.action_id, "redo", commit="x", run_id="r2", files=("a.py",)))
+    assert "the user ran /redo" in (d.state.workspace.agent_note or "")
+    # Undo of r2 again: its turn is gone from the conversation: files and a note only.
+    again = d.s.ws("undo")
+    d(again)
+    assert not d.of(F.RollbackAgent)
+
+
+def test_undo_and_redo_with_an_agent_that_restores_turns():
+    """OpenCode-like: two undos hide r2 then r1; the redos bring r1 back with r2 still
+    hidden, then r2; no note at all."""
+    d = _rollback_native(rollback=True, restore=True)
+    for run_id in ("r2", "r1"):
+        cmd = d.s.ws("undo")
+        d(cmd)
+        assert [(e.op, e.run_id, e.turns) for e in d.of(F.RollbackAgent)] == [("undo", run_id, 1)]
+        _rolled(d, cmd, run_id, restorable=True)
+        d(d.s.job_done(cmd.action_id, "undo", commit=f"saved-{run_id}", run_id=run_id))
+    assert [c.conversation for c in d.state.workspace.checkpoints] == ["hidden", "hidden"]
+    for run_id, stay_hidden in (("r1", 1), ("r2", 0)):
+        cmd = d.s.ws("redo")
+        d(cmd)
+        assert [(e.op, e.run_id, e.turns) for e in d.of(F.RollbackAgent)] == [
+            ("redo", run_id, stay_hidden)
+        ]
+        _rolled(d, cmd, run_id, restorable=True)
+        d(d.s.job_done(cmd.action_id, "redo", commit="x", run_id=run_id))
+    assert [c.conversation for c in d.state.workspace.checkpoints] == ["in", "in"]
+    assert d.state.workspace.agent_note is None
+
+
+def test_a_refused_rollback_or_an_agent_that_cannot_falls_back_to_the_note():
+    d = _rollback_native(rollback=True)
+    undo = d.s.ws("undo")
+    d(undo)
+    _rolled(d, undo, "r2", ok=False)
+    d(d.s.job_done(undo.action_id, "undo", commit="saved-r2", run_id="r2"))
+    assert "the user ran /undo" in (d.state.workspace.agent_note or "")
+    assert d.state.workspace.checkpoints[-1].conversation == "in"
+    claude = _rollback_native()  # declares no rollback: not even asked
+    claude(claude.s.ws("undo"))
+    assert not claude.of(F.RollbackAgent) and claude.of(F.WorkspaceJob)
+
+
+def test_turns_before_a_compaction_or_of_another_session_are_not_rolled_back():
+    d = _rollback_native(rollback=True, compact=True)
+    d(d.s.compact())
+    assert [e.command for e in d.of(F.PromptAgent)] == ["compact"]
+    d(d.s.checkpoint("r3"))
+    d(d.s.done("r3"))
+    d.run_once("r4")
+    assert [c.conversation for c in d.state.workspace.checkpoints] == ["gone"] * 3 + ["in"]
+    undo = d.s.ws("undo")
+    d(undo)
+    assert [(e.run_id, e.turns) for e in d.of(F.RollbackAgent)] == [("r4", 1)]
+    _rolled(d, undo, "r4")
+    d(d.s.job_done(undo.action_id, "undo", commit="saved-r4", run_id="r4"))
+    d(d.s.ws("undo"))  # the compaction's own run: files only
+    assert not d.of(F.RollbackAgent) and d.of(F.WorkspaceJob)[0].run_id == "r3"
+    other = _rollback_native(rollback=True)
+    other(other.s.resume(agent="codex", session_id="s9"))
+    assert {c.conversation for c in other.state.workspace.checkpoints} == {"gone"}
+    assert other.state.workspace.agent_session == "s9"
+
+
+def test_a_shell_command_goes_to_the_agent_shell_only_when_asked_and_able():
+    def shell_of(d: Driver, **action: object) -> F.RunShell:
+        d(A.ShellRequested(**d.s._base(), author_id="u1", command="ls", **action))
+        [run] = d.of(F.RunShell)
+        return run
+
+    d = Driver(checkpoints=True, shell_users=("u1",), shell_via_agent=True)
+    d(d.s.start(agent="codex"))
+    d(d.s.connected("s1", steer=True, shell=True))
+    d.run_once("r1")
+    run = shell_of(d)
+    assert run.via_agent is not None and run.via_agent.agent == "codex"
+    assert d.state.workspace.shell.via_agent
+    assert d.state.workspace.checkpoints[0].conversation == "gone"  # its shell adds a turn
+    d(d.s.user("meanwhile"))
+    assert not d.of(F.PromptAgent) and len(d.state.queue) == 1  # the agent is busy
+    d(d.s.shell_end(run.shell_id))
+    assert d.of(F.PromptAgent)
+    # The channel can say otherwise; an agent without a shell gets none.
+    d(d.s.done("r2"))
+    assert shell_of(d, via_agent=False).via_agent is None
+    d(d.s.shell_end(d.state.workspace.shell.id))
+    plain = Driver(shell_users=("u1",), shell_via_agent=True)
+    plain(plain.s.start())
+    plain(plain.s.connected("s1", steer=False))
+    assert shell_of(plain).via_agent is None
+    off = Driver(shell_users=("u1",))
+    off(off.s.start(agent="codex"))
+    off(off.s.connected("s1", steer=True, shell=True))
+    assert shell_of(off).via_agent is None
+    off(off.s.shell_end(off.state.workspace.shell.id))
+    assert shell_of(off, via_agent=True).via_agent is not None  # the channel asks for it
