@@ -91,7 +91,10 @@ def line_action(
         return typed_prompt(
             text, common, author_id=AUTHOR, author_name=AUTHOR, source_message_id=action_id
         )
-    name, _, args = text[1:].strip().partition(" ")
+    words = text[1:].strip().split(maxsplit=1)  # "/queue\nmore" too
+    if not words:
+        raise InputRefused("Type a command after the /, or /help.")
+    name, args = words[0], words[1] if len(words) > 1 else ""
     if name.lower() == "help":  # answered like a refusal: the sentence shown to the user
         raise InputRefused(
             'A line is a prompt (ending in " queue": it waits its turn; in " steer": added to '
@@ -99,7 +102,7 @@ def line_action(
         )
     return thread_action(
         name,
-        args.strip(),
+        args,
         common,
         author_id=AUTHOR,
         author_name=AUTHOR,
