@@ -277,10 +277,11 @@ async def _console(
         if interactive:
             # A terminal: prompt_toolkit owns the input line (history, editing, a live status
             # toolbar) and keeps it below the output that streams in (patch_stdout).
-            import trio_asyncio
             from prompt_toolkit.patch_stdout import patch_stdout
 
-            await stack.enter_async_context(trio_asyncio.open_loop())
+            from threadspindle.effects.asyncio_loop import open_asyncio_loop
+
+            await stack.enter_async_context(open_asyncio_loop())
             stack.enter_context(patch_stdout(raw=True))
         platform = ConsolePlatform(sys.stdout, rich=False)
         async with open_console(

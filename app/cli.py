@@ -113,11 +113,30 @@ def _parser() -> argparse.ArgumentParser:
     runner.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
     gateway = command(
         "gateway",
-        help="console gateway to runners over NATS JetStream (scale-out)",
-        description="Type '/start THREAD' and 'THREAD: text'; effects are printed.",
+        help="chat gateway to runners over NATS JetStream (scale-out)",
+        description="Holds the configured chat connections (Discord shards, Telegram, "
+        "Slack) for runners over JetStream; with none configured (or --console), a console: "
+        "type '/start THREAD' and 'THREAD: text'; effects are printed.",
     )
     gateway.add_argument("--nats", required=True, help="server URLs, comma-separated")
-    gateway.add_argument("--root", default=".", help="root of new conversations (default: .)")
+    gateway.add_argument(
+        "--root",
+        action="append",
+        help="a runners' workdir root (repeat; the console's first is where it starts "
+        "conversations; default: .)",
+    )
+    gateway.add_argument("--console", action="store_true", help="the console gateway")
+    gateway.add_argument("--shards", help="Discord shard ids held here, e.g. 0,1 (default: all)")
+    gateway.add_argument("--shard-count", type=int, help="Discord shards in all (default: 1)")
+    gateway.add_argument(
+        "--platforms", help="of the configured ones, those held here (e.g. discord,telegram)"
+    )
+    gateway.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        help="seconds before an effect a dead gateway held is delivered again (default: 30)",
+    )
     gateway.add_argument("--agent", default="echo", help="agent of new conversations")
     gateway.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")
     cluster = command("cluster", help="a local JetStream cluster with runners and a gateway")

@@ -2,27 +2,33 @@
 JetStream (docs/scale-out.md).
 
 - ``runner``: serves its workdir roots (``effects.jetstream.runner.serve_runner``) with the
-  configured agents; when another runner takes a root over, it stands by and serves again
-  when it can take the root back.
-- ``gateway``: a console gateway for trying it out: lines typed are sent as actions
-  (``/start THREAD [WORKDIR] [AGENT]`` starts a conversation, ``THREAD: text`` sends a
-  prompt) and every effect the runners publish is printed. (The Discord, Telegram and
-  Slack gateways are not built yet.)
+  configured agents and, as ``spindle run``, the MCP process manager for its threads; when
+  another runner takes a root over, it stands by and serves again when it can take the
+  root back.
+- ``gateway``: holds the configured chat connections (``ingress.cluster_gateway``: Discord
+  shards ``--shards`` of ``--shard-count``, Telegram, Slack; ``--platforms`` picks some);
+  with none (or ``--console``), a console gateway for trying it out: lines typed are sent
+  as actions (``/start THREAD [WORKDIR] [AGENT]`` starts a conversation, ``THREAD: text``
+  sends a prompt) and every effect the runners publish is printed.
 - ``log export THREAD --nats URLS``: the thread's log read from the start of its JetStream
   subject, written as the same JSONL as from SQLite (docs/log-format.md).
 - ``cluster dev``: a 3-node JetStream cluster on 127.0.0.1 (``sync_interval: always``), two
   runners of one root (one serves, one stands by: kill the first and watch the second take
-  over) and the console gateway, until end of input or Ctrl-C.
+  over), a chat gateway when a Discord, Telegram or Slack token is configured, and the
+  console gateway, until end of input or Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +37,14 @@ import trio
 from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from threadspindle.app.logs import configure_logging, redact
 from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
-from threadspindle.effects.jetstream.transport import open_transport
+from threadspindle.effects.jetstream.transport import DEFAULT_HOME, open_transport
+from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.ports import OnPosted, Posted
@@ -56,23 +64,79 @@ def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
 async def _runner(args: argparse.Namespace, settings: Settings) -> None:
     roots = [os.path.realpath(root) for root in args.root]
     name = args.name or f"runner-{os.getpid()}"
-    factory = AgentFactory(settings, None)
     servers = _servers(args)
-    async with open_jetstream(
-        servers, replicas=args.replicas or len(servers), lease_ttl_s=args.lease_ttl
-    ) as conn:
-        while True:
-            print(f"{name}: waiting to serve {', '.join(roots)}", flush=True)
-            try:
-                await serve_runner(
-                    conn,
-                    name=name,
-                    roots=roots,
-                    adapter_factory=factory,
-                    ready=lambda rt: print(f"{name}: serving {', '.join(roots)}", flush=True),
-                )
-            except RootLost as exc:
-                print(f"{exc}; standing by", flush=True)
+    async with trio.open_nursery() as nursery:
+        # The MCP process manager, as ``spindle run`` hosts it, for the threads this runner
+        # owns: their agents get it with a token of their thread, in the runner's roots.
+        mcp = await _process_manager(settings, name, roots, nursery)
+        factory = AgentFactory(settings, mcp)
+        # The thread policy, workspaces and per-channel defaults of ``spindle run``, over
+        # this runner's roots.
+        policy = settings.runtime.policy().replace(
+            allowed_roots=tuple(roots), workspace=settings.workspaces.policy()
+        )
+        runtime_kwargs: dict[str, Any] = {
+            "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
+            "workspace_factory": workspace_factory(
+                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+            ),
+            "channel_policies": {
+                channel_id: policy.replace(verbosity=channel.verbosity)
+                for channel_id, channel in settings.discord.project_channels.items()
+                if channel.verbosity is not None
+            },
+        }
+        if mcp is not None:
+            from threadspindle.app.app import _with_processes
+
+            print(f"{name}: MCP process manager on {mcp.url}", flush=True)
+            runtime_kwargs["enrich"] = partial(_with_processes, mcp)
+            runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
+            runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
+        async with open_jetstream(
+            servers, replicas=args.replicas or len(servers), lease_ttl_s=args.lease_ttl
+        ) as conn:
+            while True:
+                print(f"{name}: waiting to serve {', '.join(roots)}", flush=True)
+                try:
+                    await serve_runner(
+                        conn,
+                        name=name,
+                        roots=roots,
+                        adapter_factory=factory,
+                        policy=policy,
+                        ready=lambda rt: print(f"{name}: serving {', '.join(roots)}", flush=True),
+                        **runtime_kwargs,
+                    )
+                except RootLost as exc:
+                    print(f"{exc}; standing by", flush=True)
+
+
+async def _process_manager(
+    settings: Settings, name: str, roots: list[str], nursery: trio.Nursery
+) -> Any:
+    """The runner's MCP process manager (None when ``[mcp] enabled = false``): its roots are
+    the runner's, its state under ``<data_dir>/runners/<name>`` (two runners of one machine
+    keep theirs apart), its operator token in memory only."""
+    if not settings.mcp.enabled:
+        return None
+    from threadspindle.app.app import _process_sandbox
+    from threadspindle.app.process_manager import config_from_settings
+    from threadspindle.effects.mcp_manager.server import serve_process_manager
+
+    data = settings.data_path / "runners" / name
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config = config_from_settings(settings).model_copy(
+        update={
+            "token": settings.mcp.token.get_secret_value()
+            if settings.mcp.token is not None
+            else secrets.token_urlsafe(32),
+            "sandbox": _process_sandbox(settings),
+            "allowed_roots": tuple(Path(root) for root in roots),
+            "data_dir": data,
+        }
+    )
+    return await nursery.start(serve_process_manager, config)
 
 
 class PrintRenderer:
@@ -104,8 +168,80 @@ class PrintRenderer:
 
 
 def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
-    trio.run(_gateway, _servers(args), args.root, args.agent, args.lease_ttl)
+    roots = args.root or ["."]
+    platforms = _chat_platforms(args, settings)
+    if isinstance(platforms, str):
+        print(f"Cannot start the gateway: {platforms}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.console or not platforms:
+        trio.run(_gateway, _servers(args), roots[0], args.agent, args.lease_ttl)
+        return EXIT_OK
+    configure_logging(settings.log_level, settings.log_path, terminal=True)
+    for secret in (settings.token(), settings.telegram_bot_token(), *settings.slack_tokens()):
+        redact(secret)
+    trio.run(_chat_gateway, _servers(args), roots, platforms, args.lease_ttl, args.ack_wait)
     return EXIT_OK
+
+
+def _chat_platforms(args: argparse.Namespace, settings: Settings) -> dict[str, Any] | str:
+    """The chat platforms this gateway holds (name -> settings), or why it cannot."""
+    wanted = set(args.platforms.split(",")) if getattr(args, "platforms", None) else None
+    found: dict[str, Any] = {}
+    try:
+        if settings.token() is not None and (wanted is None or "discord" in wanted):
+            from threadspindle.ingress.discord.settings import settings_from_config
+
+            discord = settings_from_config(settings)
+            shards, shard_count = getattr(args, "shards", None), getattr(args, "shard_count", None)
+            count = shard_count or 1
+            ids = tuple(int(i) for i in shards.split(",")) if shards else ()
+            if any(not 0 <= i < count for i in ids):
+                return f"--shards {shards}: each must be below --shard-count {count}"
+            if shard_count or ids:
+                discord = discord.model_copy(
+                    update={"shard_ids": ids or tuple(range(count)), "shard_count": count}
+                )
+            found["discord"] = discord
+        if settings.telegram_bot_token() is not None and (wanted is None or "telegram" in wanted):
+            from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+
+            found["telegram"] = telegram_settings_from_config(settings)
+        if any(settings.slack_tokens()) and (wanted is None or "slack" in wanted):
+            from threadspindle.ingress.slack.settings import slack_settings_from_config
+
+            found["slack"] = slack_settings_from_config(settings)
+    except ValueError as exc:
+        return str(exc)
+    return found
+
+
+async def _chat_gateway(
+    servers: list[str],
+    roots: list[str],
+    platforms: dict[str, Any],
+    lease_ttl: float,
+    ack_wait: float,
+) -> None:
+    from threadspindle.ingress.cluster_gateway import run_chat_gateway
+
+    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
+        async with trio.open_nursery() as nursery:
+            app = await nursery.start(
+                lambda task_status: run_chat_gateway(
+                    conn,
+                    roots=roots,
+                    discord=platforms.get("discord"),
+                    telegram=platforms.get("telegram"),
+                    slack=platforms.get("slack"),
+                    ack_wait_s=ack_wait,
+                    task_status=task_status,
+                )
+            )
+            print(f"gateway: serving {', '.join(app.homes)}", flush=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    app.stop()
+                    break
 
 
 async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) -> None:
@@ -113,7 +249,12 @@ async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) 
     async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
         gateway = Gateway(conn, await open_transport(conn), PrintRenderer)
         async with trio.open_nursery() as nursery:
-            await nursery.start(gateway.serve_effects)
+            # Only the console's threads: those of a chat platform are its gateway's.
+            await nursery.start(
+                lambda task_status: gateway.serve_effects(
+                    homes=[DEFAULT_HOME], task_status=task_status
+                )
+            )
             print(
                 "gateway: '/start THREAD [WORKDIR] [AGENT]' starts a conversation, "
                 "'THREAD: text' sends a prompt",
@@ -192,6 +333,19 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
                 runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
                 print(f"{name}: pid {runners[-1].pid}", flush=True)
                 time.sleep(1.0)  # runner-a takes the root, runner-b stands by
+            platforms = _chat_platforms(args, settings)
+            if isinstance(platforms, str):
+                print(f"no chat gateway: {platforms}", flush=True)
+            elif platforms:
+                # A token is configured: a gateway holds those chat connections too (every
+                # Discord shard in one process here; docs/scale-out.md splits them).
+                command = [sys.executable, "-m", "threadspindle.app.cli"]
+                if getattr(args, "config", None):
+                    command += ["--config", str(args.config)]
+                command += ["gateway", "--nats", urls, "--root", root]
+                command += ["--lease-ttl", str(args.lease_ttl)]
+                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
+                print(f"chat gateway ({', '.join(platforms)}): pid {runners[-1].pid}", flush=True)
             trio.run(_gateway, cluster.urls, root, args.agent, args.lease_ttl)
         finally:
             for proc in runners:

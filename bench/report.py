@@ -9,6 +9,34 @@ from typing import Any
 __all__ = ["write_report"]
 
 
+# Measured by hand: the section before and after issue 18 part 1's latency work, and the
+# two runs after it (docs/performance.md shows the last run's tables; this says both).
+CHAT_BUDGET_RUNS = """\
+**Runs** of `PYTHONPATH=. .venv/bin/python -m bench --only chat_budget` on 2026-11-25 on 2 \
+cores shared with other helpers' jobs (load average 5-7 throughout: the absolute figures \
+move a lot from run to run, compare the ratios). Before (12:53 UTC, the branch point): 50 \
+threads reply p99 1.96 s, worst thread's lag 4.32 s; 200 threads reply p99 35.4 s, worst \
+lag 26.4 s, 17.7 requests/s. With the batching loop alone: 200 threads reply p99 21.0 s, \
+worst lag 18.2 s, 28.8 requests/s. After everything, run 1 (13:36 UTC, load 6.4-7.1): 50 \
+threads reply p99 0.52 s, worst lag 4.03 s; 200 threads reply p99 11.4 s (to the deferral \
+1.59 s, after it 10.5 s), worst lag 16.9 s, 21.9 requests/s, CPU share 0.37. Run 2 (13:38 \
+UTC, load 5.1, the tables above): 50 threads reply p99 0.39 s, worst lag 4.28 s; 200 \
+threads reply p99 2.75 s (to the deferral 1.57 s, after it 2.26 s), worst lag 14.4 s, \
+30.3 requests/s, CPU share 0.44. Reply p99 against before: 50 threads ×0.27 and ×0.20, \
+200 threads ×0.32 and ×0.08; the worst thread's lag at 200 threads ×0.64 and ×0.55. Zero \
+429s and every final text exact in every run. Met: 50 threads, every target in both runs; \
+200 threads: neither the reply p99 (≤ 1 s) nor the lag (≤ 5 s).
+
+Where the rest of a 200-thread reply goes (timestamps along its path, runs at load 4-7): \
+from the command's handler to `Runtime.post` p99 0.6-1.3 s, all of it trio's scheduling \
+under load (once 11 s, at load 9.6, not explained); then the reply waits in its \
+thread's chat lane behind effects that block there: a new output's first \
+post and a sealed output's settle wait for `POST` tokens and pacing inline (their applies \
+took p50 0.8-2.9 s, p99 ~4 s), and the renderer's lock is held by its background edit \
+during the call (0.5-1.5 s). A reply that skips its lane (a lane of its own, taking the \
+renderer without waiting for paced posts) is the next step on that side.
+"""
+
 # The two runs of the render linearity (the table shows the last one's).
 RENDER_LINEARITY_RUNS = """\
 Two runs on the shared machine, 2026-11-25: 13:22 UTC 9.65 (rounds 9.65, 10.79, 8.92), \
@@ -677,13 +705,23 @@ def _chat_budget_section(budget: Any) -> list[str]:
         "(interaction followups are exempt), rate over the run and the most in any second. "
         "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
         "",
-        "Where the time goes beyond the budget: the fake answers every request within "
-        "milliseconds, but a discord.py call waits long on the bot's side before it leaves, "
-        "and so does the gateway event that carries a command: trio-asyncio runs one asyncio "
-        "callback per trio scheduling round, so the asyncio side (discord.py's HTTP and "
-        "gateway) slows down as the trio side (200 actors, their renderers) gets busy. A "
-        "request's token is held until it completes (`effects/request_budget.py`), so slow "
-        "calls also throttle the grants, edits first.",
+        "Where a reply's time went at 200 threads, and what was changed (timestamps along "
+        "a reply's path, and `py-spy`): trio-asyncio ran one asyncio callback per trio "
+        "scheduling round, so discord.py's HTTP and gateway slowed down as the trio side got "
+        "busy (`effects/asyncio_loop.py` now runs the callbacks ready at a round's start in "
+        "batches of up to 64); every event crossed from discord.py into trio through a trio "
+        "task of its own, one after another in gateway order, so a `/status` waited tens of "
+        "seconds for the crossings ahead of it (now a `send_nowait` into trio's channel); "
+        "and each command waited for its own deferral's round trip before it was posted, "
+        "with every later event behind it (the deferral now goes beside the post; the reply "
+        "waits for it). What remains is the machine: the process gets a third to a half of "
+        "a core (CPU share below; the machine is shared with other jobs), every call takes "
+        "0.5-1 s on the bot's side, and a request's token is held from its grant until one "
+        "window after it completes (`effects/request_budget.py`), so the budget grants about "
+        "30 of its 48 requests a second and 200 streaming threads get an intermediate edit "
+        "every several seconds each: the worst thread's lag stays above 5 s. The next lever: "
+        "return a token one window after its request was *sent* (an aiohttp trace can stamp "
+        "it), not after it completed.",
         "",
         _table(
             [
@@ -737,6 +775,8 @@ def _chat_budget_section(budget: Any) -> list[str]:
             ],
             process_rows,
         ),
+        "",
+        CHAT_BUDGET_RUNS,
         "",
     ]
 

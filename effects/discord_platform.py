@@ -17,14 +17,23 @@ Discord host opens it). What it keeps:
 - Failures become ``PlatformError``: 429 carries ``retry_after``, 5xx and disconnects are
   ``retryable``, 4xx are permanent. discord.py's own rate limiter already sleeps through
   short 429s (up to ``max_ratelimit_timeout``) before one reaches us.
+- **The server's word reaches the budget.** discord.py keeps the rate-limit headers to
+  itself and sleeps through short 429s, so the renderers' shared ``RequestBudget`` would
+  see neither: an aiohttp trace on the client's session (``rate_limit_trace``) hands every
+  answer on a message route to ``observe_response``, which tells the budget the bucket's
+  size (``X-RateLimit-Limit`` / ``-Reset-After``: ``observe``), holds the channel's kind
+  while the bucket is spent (``X-RateLimit-Remaining: 0``) and holds for a 429's
+  ``Retry-After`` (everything for a global one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import io
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -34,15 +43,20 @@ import discord
 import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.effects.request_budget import CallKind, RequestBudget
 from threadspindle.runtime.core.effect_types import Button
 
-__all__ = ["DiscordPlatform", "discord_nonce"]
+__all__ = ["Deferral", "DiscordPlatform", "discord_nonce", "rate_limit_trace"]
 
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Ingress's acknowledgement of an interaction (``InteractionResponse.defer``), in flight.
+Deferral = asyncio.Future[Any]
+
 _NO_MENTIONS = discord.AllowedMentions.none()
+_DEFERRAL_WAIT_S = 10.0  # Discord drops an interaction not acknowledged within 3 s
 _REMEMBERED_INTERACTIONS = 512  # followup tokens live 15 minutes; keep the recent ones
 
 
@@ -86,14 +100,28 @@ class DiscordPlatform:
         self.streams_append_only = False  # messages are edited in place
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._answered: OrderedDict[str, None] = OrderedDict()  # replied to at least once
+        self._deferrals: dict[str, Deferral] = {}  # action id -> its deferral, if pending
         self.calls = 0  # platform calls made (each is one REST call unless discord retried)
+        # The renderers' shared budget, told what the server's answers say (``attach``
+        # by the host); None: nobody to tell.
+        self.budget: RequestBudget | None = None
 
     # --- registry of deferred interactions (ingress fills it) --------------------------
 
-    def remember_interaction(self, action_id: str, interaction: discord.Interaction) -> None:
+    def remember_interaction(
+        self,
+        action_id: str,
+        interaction: discord.Interaction,
+        deferral: Deferral | None = None,
+    ) -> None:
+        """``deferral``: ingress's acknowledgement of it, still on its way; a followup
+        waits for it (Discord refuses one before the interaction is acknowledged)."""
         self._interactions[action_id] = interaction
+        if deferral is not None:
+            self._deferrals[action_id] = deferral
         while len(self._interactions) > _REMEMBERED_INTERACTIONS:
-            self._interactions.popitem(last=False)
+            gone, _ = self._interactions.popitem(last=False)
+            self._deferrals.pop(gone, None)
 
     # --- ChatPlatform -----------------------------------------------------------------
 
@@ -195,6 +223,12 @@ class DiscordPlatform:
 
         async def followup() -> str:
             assert interaction is not None
+            deferral = self._deferrals.pop(action_id, None)
+            if deferral is not None and not deferral.done():
+                # ``wait`` neither cancels the deferral with this reply nor raises its
+                # failure (ingress reports that; the followup then fails on its own), and
+                # gives up on one Discord would have dropped long ago.
+                await asyncio.wait({deferral}, timeout=_DEFERRAL_WAIT_S)
             if (
                 ephemeral
                 and action_id not in self._answered
@@ -266,6 +300,34 @@ class DiscordPlatform:
 
         return await self._call(open_thread)
 
+    # --- rate-limit headers ------------------------------------------------------------
+
+    def observe_response(self, method: str, path: str, status: int, headers: Any) -> None:
+        """One REST answer (``rate_limit_trace``): what its rate-limit headers say goes to
+        the budget (see the module docstring). Unparseable headers are ignored."""
+        budget = self.budget
+        if budget is None:
+            return
+        route = _route_kind(method, path)
+        try:
+            if status == 429:
+                retry_after = float(headers.get("Retry-After", 1.0))
+                if headers.get("X-RateLimit-Global", "").lower() == "true":
+                    budget.hold(retry_after)
+                elif route is not None:
+                    budget.hold(retry_after, channel_id=route[0], kind=route[1])
+                return
+            if route is None or "X-RateLimit-Limit" not in headers:
+                return
+            channel_id, kind = route
+            limit = int(headers["X-RateLimit-Limit"])
+            reset_after = float(headers.get("X-RateLimit-Reset-After", 0.0))
+            budget.observe(channel_id, kind, limit, reset_after)
+            if headers.get("X-RateLimit-Remaining") == "0":
+                budget.spent(channel_id, kind, reset_after)
+        except (TypeError, ValueError):
+            _log.debug("unreadable rate-limit headers on %s %s: %r", method, path, headers)
+
     # --- the asyncio crossing and error mapping ----------------------------------------
 
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
@@ -293,3 +355,42 @@ def _retry_after(error: discord.HTTPException) -> float:
         return float(error.response.headers.get("Retry-After", 1.0))
     except (TypeError, ValueError, AttributeError):
         return 1.0
+
+
+# The REST routes whose buckets the budget keeps (per channel): (method, path) -> kind.
+_ROUTES = (
+    ("POST", re.compile(r"/channels/(\d+)/messages$"), "send"),
+    ("PATCH", re.compile(r"/channels/(\d+)/messages/\d+$"), "edit"),
+    ("DELETE", re.compile(r"/channels/(\d+)/messages/\d+$"), "delete"),
+    ("POST", re.compile(r"/channels/(\d+)/typing$"), "typing"),
+)
+
+
+def _route_kind(method: str, path: str) -> tuple[str, CallKind] | None:
+    """(channel id, the budget's call kind) of a message route's request, else None."""
+    for route_method, pattern, kind in _ROUTES:
+        if method == route_method and (match := pattern.search(path)):
+            return match.group(1), kind  # type: ignore[return-value]
+    return None
+
+
+def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.TraceConfig:
+    """An aiohttp trace for the ``discord.Client`` (``http_trace``) that hands every REST
+    answer to ``platform()``'s ``observe_response`` (looked up at each answer: the client
+    is made before its platform)."""
+
+    async def on_request_end(
+        session: aiohttp.ClientSession,
+        context: object,
+        params: aiohttp.TraceRequestEndParams,
+    ) -> None:
+        target = platform()
+        if target is not None:
+            response = params.response
+            target.observe_response(
+                params.method, params.url.path, response.status, response.headers
+            )
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_end.append(on_request_end)
+    return trace

@@ -328,6 +328,25 @@ class StreamRenderer:
                 self._wake.set()
             return self._book.take_posted()
 
+    async def resume_stream(
+        self,
+        key: str,
+        text: str,
+        last_seq: int,
+        message_ids: tuple[str, ...],
+        *,
+        sealed: bool = False,
+    ) -> list[Posted]:
+        """Continue a text output another renderer was streaming (``OutputComposer.
+        resume_stream``); returns what was posted, as ``apply``."""
+        async with self._lock:
+            try:
+                await self._composer.resume_stream(key, text, last_seq, message_ids, sealed)
+                await self._flush_due()
+            finally:
+                self._wake.set()
+            return self._book.take_posted()
+
     async def _flush_due(self, *, prepaid_edit: bool = False, all_edits: bool = False) -> None:
         """Send the new messages and make the edits that fell due, and a typing refresh.
         With a budget only one paced edit is made, with the token the background task

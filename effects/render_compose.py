@@ -131,6 +131,42 @@ class OutputComposer:
             if self._is_new(effect.key):
                 await self._post_file(effect)
 
+    async def resume_stream(
+        self, key: str, text: str, last_seq: int, message_ids: tuple[str, ...], sealed: bool
+    ) -> None:
+        """Go on with a text output another renderer was streaming (a gateway that died
+        mid-stream: docs/scale-out.md): ``text`` is all of it so far, ``last_seq`` the seq
+        of its last append (later appends go on from there; earlier ones, redelivered, are
+        dropped), ``message_ids`` the messages it had posted, oldest first. The chunker is
+        fed the whole text again: it cuts the same messages, each bound to the message
+        already posted for it (edited to its text), and what goes past them is posted."""
+        out = self._book.get(key)
+        if out is not None and out.mode != "seeded":
+            return  # streamed by this renderer itself
+        out = self._book.add(Output(key, "stream", last_seq=last_seq))
+        out.opened_at = self._clock() if self._clock is not None else 0.0
+        out.chunker = MessageChunker(
+            self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+        )
+        out.chunker.feed(text)
+        ids = list(message_ids)
+        for chunk in out.chunker.take_closed():
+            if is_blank(chunk):
+                continue
+            message = self._book.new_message(out, chunk)
+            if ids:
+                message.id = ids.pop(0)
+                self._delivery.mark_dirty(out, message)
+            else:
+                await self._delivery.send(out, message)
+        if ids:
+            out.live = self._book.new_message(out, None)
+            out.live.id = ids.pop(0)
+            self._delivery.mark_dirty(out, out.live)
+        await self._pump_stream(out)
+        if sealed:
+            await self._seal(out)
+
     def _is_new(self, key: str) -> bool:
         return self._book.admit(key, self._tally, self._delivery.busy_outputs)
 

@@ -24,8 +24,8 @@ from functools import partial
 from typing import Any
 
 import trio
-import trio_asyncio
 
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
@@ -158,7 +158,7 @@ async def run_platforms(
         raise ValueError("no chat platform is configured")
     last_alive = log.last_action_at()  # before the runtime logs anything of its own
     router = PlatformRouter()
-    async with trio_asyncio.open_loop(), AsyncExitStack() as stack:
+    async with open_asyncio_loop(), AsyncExitStack() as stack:
         asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
         if discord is not None:
             router.renderers["discord"] = await stack.enter_async_context(
@@ -201,6 +201,7 @@ async def run_platforms(
                 hosted_bot(discord, runtime, history=history)
             )
             router.renderers["discord"].attach(discord_bot.platform)
+            discord_bot.platform.budget = router.renderers["discord"].budget
             _log.info("Discord bot %s is ready", discord_bot.user)
         if telegram is not None:
             telegram_bot = await stack.enter_async_context(hosted_telegram(telegram, runtime))

@@ -26,12 +26,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nats
+import trio
 import trio_asyncio
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StorageType
 from nats.js.errors import BadRequestError
 from nats.js.kv import KeyValue
+
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
 
 __all__ = [
     "LEASES_BUCKET",
@@ -122,12 +125,20 @@ async def bucket(
     js: JetStreamContext, name: str, *, replicas: int, ttl: float | None = None
 ) -> KeyValue:
     """The KV bucket ``name``: created with these settings, or bound as it exists."""
-    try:
-        kv: KeyValue = await trio_asyncio.aio_as_trio(js.create_key_value)(
-            bucket=name, ttl=ttl, history=1, replicas=replicas
-        )
-    except BadRequestError:  # it exists with other settings (another TTL, say): use it
-        kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
+    for attempt in range(20):
+        try:
+            kv: KeyValue = await trio_asyncio.aio_as_trio(js.create_key_value)(
+                bucket=name, ttl=ttl, history=1, replicas=replicas
+            )
+            return kv
+        except BadRequestError as exc:
+            # 10005: "no suitable peers for placement": a node of a cluster just started
+            # is not current yet (seen on a loaded machine); it is, a moment later.
+            if exc.err_code == 10005 and attempt < 19:
+                await trio.sleep(0.25)
+                continue
+            break  # it exists with other settings (another TTL, say): use it
+    kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
     return kv
 
 
@@ -147,7 +158,7 @@ async def open_jetstream(
     async def error_cb(exc: Exception) -> None:
         logger.debug("nats: %s", exc)
 
-    async with trio_asyncio.open_loop():
+    async with open_asyncio_loop():
         nc: Client = await trio_asyncio.aio_as_trio(nats.connect)(
             servers=list(servers),
             name=name,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -34,7 +35,7 @@ from threadspindle.effects.jetstream.log import load_thread
 from threadspindle.effects.jetstream.transport import Inbox, Transport, decode_effect
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect
-from threadspindle.runtime.live.ports import RendererFactory, RendererPort
+from threadspindle.runtime.live.ports import Posted, RendererFactory, RendererPort
 
 __all__ = ["Gateway"]
 
@@ -53,30 +54,48 @@ class Gateway:
         self.renderers: dict[str, RendererPort] = {}
         self._roots: dict[str, str] = {}
         self._late: list[tuple[str, str, tuple[str, ...]]] = []  # posted outside apply
+        self._late_wake = trio.Event()
         self.posted_keys: dict[str, set[str]] = {}
         self._recent: dict[str, dict[str, tuple[str, ...]]] = {}  # as in spindle_posted
         self.applied = 0
+        # Told the thread of each effect applied (a chat gateway refreshes its view of it).
+        self.on_applied: Callable[[str], object] | None = None
+        # Called with each renderer made and what is known posted in its thread: a chat
+        # gateway continues there the outputs a dead gateway left streaming.
+        self.on_renderer: (
+            Callable[[str, RendererPort, dict[str, tuple[str, ...]]], Awaitable[list[Posted]]]
+            | None
+        ) = None
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
 
-    async def start(self, root: str, action: Action) -> None:
+    async def start(
+        self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> None:
         """Route the thread to ``root`` and send its first action (``ConversationStarted``)."""
         await self.transport.route(action.thread_id, root)
         self._roots[action.thread_id] = root
-        await self.send(action)
+        await self.send(action, home=home, channel=channel)
 
-    async def send(self, action: Action) -> None:
+    async def send(
+        self, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> None:
+        """Send an action to the runner of the thread's root. ``home``: this gateway holds
+        the thread's chat connection (``discord-<shard>``, ...): its effects come here;
+        ``channel``: the chat channel it came from."""
         root = self._roots.get(action.thread_id) or await self.transport.root_of(action.thread_id)
         if root is None:
             raise LookupError(f"thread {action.thread_id} has no root: start it first")
         self._roots[action.thread_id] = root
-        await self.transport.send_action(root, action)
+        if home is not None:
+            await self.transport.set_home(action.thread_id, home)
+        await self.transport.send_action(root, action, home=home, channel=channel)
 
     async def renderer(self, thread_id: str) -> RendererPort:
         renderer = self.renderers.get(thread_id)
         if renderer is None:
             renderer = self._factory(thread_id)
-            renderer.on_posted = lambda key, ids: self._late.append((thread_id, key, ids))
+            renderer.on_posted = lambda key, ids: self._posted_late(thread_id, key, ids)
             loaded = await load_thread(self.conn, thread_id)
             # What the log says was posted, and what an earlier gateway recorded as posted
             # whose OutputPosted the runner had not logged yet.
@@ -91,7 +110,26 @@ class Gateway:
                 # Posted and recorded by a gateway that died before its OutputPosted was
                 # stored (or logged): sent again, a duplicate id if it was.
                 await self.report(thread_id, key, recorded[key])
+            if self.on_renderer is not None:
+                for key, message_ids in await self.on_renderer(thread_id, renderer, posted):
+                    await self.report(thread_id, key, message_ids)
         return renderer
+
+    def _posted_late(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
+        """A post a paced renderer made in the background (a chat platform's
+        ``StreamRenderer``): reported at once by ``_report_late``, not when the thread's
+        next effect comes, so the window in which a gateway that dies leaves a post
+        unrecorded (and posted again after) stays a KV write long."""
+        self._late.append((thread_id, key, message_ids))
+        self._late_wake.set()
+
+    async def _report_late(self) -> None:
+        while True:
+            await self._late_wake.wait()
+            self._late_wake = trio.Event()
+            late, self._late = self._late, []
+            for thread_id, key, message_ids in late:
+                await self.report(thread_id, key, message_ids)
 
     async def report(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
         """Record the post (``spindle_posted``) and send ``OutputPosted`` to the runner."""
@@ -119,14 +157,30 @@ class Gateway:
         self,
         *,
         name: str = "gateway",
+        homes: Sequence[str] | None = None,
         ack_wait_s: float = 30.0,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Apply effects until cancelled, acking each right after it is applied and
         reported (so a crash leaves at most the effects in hand to be delivered again).
-        The threads of a fetched batch are served concurrently, each in order."""
-        outbox = await self.transport.outbox(name, ack_wait_s=ack_wait_s)
-        task_status.started()
+        The threads of a fetched batch are served concurrently, each in order.
+        ``homes``: only the effects of these homes' threads, each through its durable
+        consumer ``gw-<home>`` (a restarted gateway of the same homes goes on where the
+        dead one stopped); None: every thread's, through the consumer ``name``."""
+        if homes is None:
+            outboxes = [await self.transport.outbox(name, ack_wait_s=ack_wait_s)]
+        else:
+            outboxes = [
+                await self.transport.outbox(f"gw-{home}", home=home, ack_wait_s=ack_wait_s)
+                for home in homes
+            ]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._report_late)
+            for outbox in outboxes:
+                nursery.start_soon(self._serve_outbox, outbox)
+            task_status.started()
+
+    async def _serve_outbox(self, outbox: Inbox) -> None:
         while True:
             by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
             for msg in await outbox.fetch(batch=256, timeout_s=1.0):
@@ -159,4 +213,6 @@ class Gateway:
             for late_thread, key, message_ids in late:
                 await self.report(late_thread, key, message_ids)
             self.applied += 1
+            if self.on_applied is not None:
+                self.on_applied(thread_id)
             await outbox.ack(msg)

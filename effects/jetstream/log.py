@@ -76,6 +76,7 @@ __all__ = [
     "BATCH_HEADER",
     "JetStreamLog",
     "ThreadFenced",
+    "decode_record",
     "export_rows",
     "load_thread",
     "open_jetstream_log",
@@ -641,7 +642,7 @@ async def load_thread(conn: JetStream, thread_id: str) -> LoadedThread:
         conn, subject_of(thread_id), start=max(1, snap_stream_seq)
     ):
         last_stream_seq = stream_seq
-        for logged in _decode(path, thread_id, stream_seq, data):
+        for logged in decode_record(path, thread_id, stream_seq, data):
             if logged.seq <= snap_seq:
                 continue  # in the snapshot already (same batch as its action)
             if logged.seq != next_seq:
@@ -670,7 +671,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
-def _decode(path: Path, thread_id: str, stream_seq: int, data: bytes) -> list[LoggedAction]:
+def decode_record(path: Path, thread_id: str, stream_seq: int, data: bytes) -> list[LoggedAction]:
     """The actions of one message of a thread's subject (an epoch record has none)."""
     try:
         raw = orjson.loads(data)
@@ -748,7 +749,7 @@ async def export_rows(
     path = Path(f"jetstream:{STREAM}")
     expected = 1
     async for stream_seq, data in read_subject(conn, subject_of(thread_id)):
-        for logged in _decode(path, thread_id, stream_seq, data):
+        for logged in decode_record(path, thread_id, stream_seq, data):
             if logged.seq != expected:
                 raise LogCorrupt(path, thread_id, expected, f"stream seq {stream_seq} skips it")
             expected += 1

@@ -33,6 +33,8 @@ from threadspindle.effects.jetstream.fencing import FencedRenderer
 from threadspindle.effects.jetstream.lease import Leases
 from threadspindle.effects.jetstream.log import JetStreamLog, open_jetstream_log
 from threadspindle.effects.jetstream.transport import (
+    CHANNEL_HEADER,
+    HOME_HEADER,
     Inbox,
     RemoteRenderer,
     Transport,
@@ -45,7 +47,7 @@ from threadspindle.runtime.live.actor import Receipt
 from threadspindle.runtime.live.ports import AdapterFactory
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
-__all__ = ["RootLost", "serve_runner"]
+__all__ = ["RootLost", "serve_runner", "thread_of_token"]
 
 logger = logging.getLogger("spindle.runner")
 
@@ -77,16 +79,12 @@ class _Runner:
 
     async def routed_threads(self) -> list[str]:
         tokens = {root_token(root) for root in self.roots}
-        wanted: list[str] = []
-        try:
-            keys = await self.conn.call(self.transport.routes.keys)
-        except Exception:  # NoKeysError: nothing routed yet
-            return []
-        for key in keys:
-            entry = await self.conn.call(self.transport.routes.get, key)
-            if entry.value and root_token(entry.value.decode()) in tokens:
-                wanted.append(_thread_of(key))
-        return wanted
+        entries = await self.transport.entries(self.transport.routes)
+        return [
+            thread_of_token(key)
+            for key, root in entries.items()
+            if root_token(root.decode()) in tokens
+        ]
 
     async def consume(self, rt: Runtime, inbox: Inbox) -> None:
         async with trio.open_nursery() as nursery:
@@ -94,6 +92,8 @@ class _Runner:
                 for msg in await inbox.fetch(batch=64, timeout_s=1.0):
                     action = decode_action(msg)
                     thread_id = action.thread_id
+                    # Where the thread's effects go: the gateway that sent this.
+                    self.transport.note_home(thread_id, (msg.headers or {}).get(HOME_HEADER))
                     if not self.log.holds(thread_id):
                         # Fenced (another runner wrote it) or never held: whatever actor it
                         # has here works from a stale state; stop it, then read it afresh.
@@ -107,7 +107,8 @@ class _Runner:
                         await inbox.ack(msg)
                         continue
                     seen.append(action.action_id)
-                    receipt = await rt.post(action)
+                    channel = (msg.headers or {}).get(CHANNEL_HEADER)
+                    receipt = await rt.post(action, channel_id=channel)
                     nursery.start_soon(self.settle, inbox, msg, receipt)
 
     async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt) -> None:
@@ -120,7 +121,8 @@ class _Runner:
             await inbox.nak(msg, delay_s=1.0)
 
 
-def _thread_of(token: str) -> str:
+def thread_of_token(token: str) -> str:
+    """The thread id a token stands for (``connection.thread_token`` undone)."""
     import base64
 
     if not token.startswith("="):
@@ -138,8 +140,10 @@ async def serve_runner(
     policy: Policy | None = None,
     ready: Callable[[Runtime], Any] | None = None,
     claim_limit: int = 32,
+    **runtime_kwargs: Any,
 ) -> None:
-    """Serve the roots until cancelled (or ``RootLost``); see the module doc."""
+    """Serve the roots until cancelled (or ``RootLost``); see the module doc.
+    ``runtime_kwargs`` go to ``open_runtime`` (the MCP process manager's hooks, say)."""
     transport = await open_transport(conn)
     lost = trio.Event()
     root_leases = Leases(
@@ -174,6 +178,7 @@ async def serve_runner(
                 ),
                 adapter_factory=adapter_factory,
                 policy=policy or Policy(allowed_roots=tuple(roots)),
+                **runtime_kwargs,
             ) as rt:
                 async with trio.open_nursery() as work:
                     for root in roots:

@@ -7,13 +7,20 @@ durable consumers with explicit acks.
   through the durable consumer ``root-<root token>`` and acks each once its action is in
   the thread's log (or was refused with a reply): at least once, and a redelivered action
   is dropped by its action id (``runner.py``).
-- stream ``SPINDLE_OUT``, subjects ``spindle.out.<thread token>``: the chat effects of every
-  thread, for the gateway (durable consumer ``gateway``), which acks each once applied. A
+- stream ``SPINDLE_OUT``, subjects ``spindle.out.<home>.<thread token>``: the chat effects
+  of every thread, for the gateway holding the thread's *home* (``discord-<shard id>``,
+  ``telegram``, ``slack``, ``console``): a gateway reads the homes it holds through one
+  durable consumer each (``gw-<home>``), or every home through one consumer (``gateway``:
+  the tests and the bench), and acks each effect once applied. A
   redelivered effect is harmless: the renderer posts a key once (it knows the keys it
   posted, and a restarted gateway seeds them from the thread's log).
 - KV ``spindle_routes``: ``<thread token>`` -> the root token the thread's conversation
   lives under, written by whoever starts a conversation (the gateway, or a test): the
   gateway holds no thread state, only where to send.
+- KV ``spindle_homes``: ``<thread token>`` -> the thread's home, written by the gateway
+  that sends the thread's actions (each action also carries it in the ``Spindle-Home``
+  header, which the runner remembers): where the runner publishes the thread's effects. A
+  thread with no home is ``console``'s.
 - KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
   a time; standbys wait for the key).
 - KV ``spindle_posted``: ``<thread token>`` -> the thread's last posts (output key ->
@@ -28,13 +35,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import trio
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType
-from nats.js.errors import BadRequestError, KeyNotFoundError
+from nats.js.errors import APIError, BadRequestError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import TypeAdapter
 
@@ -45,7 +53,10 @@ from threadspindle.runtime.live.log_read import ACTION_ADAPTER
 from threadspindle.runtime.live.ports import OnPosted, Posted
 
 __all__ = [
+    "CHANNEL_HEADER",
+    "DEFAULT_HOME",
     "EFFECT_ADAPTER",
+    "HOME_HEADER",
     "IN_STREAM",
     "OUT_STREAM",
     "POSTED_BUCKET",
@@ -59,6 +70,10 @@ __all__ = [
 IN_STREAM = "SPINDLE_IN"
 OUT_STREAM = "SPINDLE_OUT"
 POSTED_BUCKET = "spindle_posted"
+HOMES_BUCKET = "spindle_homes"
+HOME_HEADER = "Spindle-Home"
+CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
+DEFAULT_HOME = "console"
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -98,6 +113,32 @@ class Transport:
     routes: KeyValue
     root_leases: KeyValue
     posted: KeyValue
+    homes: KeyValue
+    _home_of: dict[str, str] = field(default_factory=dict)  # thread id -> its home (cache)
+
+    def note_home(self, thread_id: str, home: str | None) -> None:
+        """What an action's ``Spindle-Home`` header says (the runner's side)."""
+        if home:
+            self._home_of[thread_id] = home
+
+    async def set_home(self, thread_id: str, home: str) -> None:
+        """Make ``home`` the thread's (``spindle_homes``), once per change in this process."""
+        if self._home_of.get(thread_id) != home:
+            await self.conn.call(self.homes.put, thread_token(thread_id), home.encode())
+            self._home_of[thread_id] = home
+
+    async def home_of(self, thread_id: str) -> str:
+        """Where the thread's effects go: as last noted, else ``spindle_homes``, else the
+        console's home."""
+        home = self._home_of.get(thread_id)
+        if home is None:
+            try:
+                entry = await self.conn.call(self.homes.get, thread_token(thread_id))
+                home = entry.value.decode() if entry.value else DEFAULT_HOME
+            except KeyNotFoundError:
+                home = DEFAULT_HOME
+            self._home_of[thread_id] = home
+        return home
 
     async def record_posted(self, thread_id: str, posted: dict[str, tuple[str, ...]]) -> None:
         """Store the thread's recent posts (``spindle_posted``): key -> message ids."""
@@ -116,6 +157,11 @@ class Transport:
         raw = orjson.loads(entry.value or b"{}")
         return {str(key): tuple(str(i) for i in ids) for key, ids in raw.items()}
 
+    async def entries(self, kv: KeyValue) -> dict[str, bytes]:
+        """Every key of a bucket with its value, read through one watch (a get per key would
+        be a round trip each: thousands of threads at a gateway's start)."""
+        return await self.conn.call(_all_entries, kv)
+
     async def route(self, thread_id: str, root: str) -> None:
         """Record that the thread's conversation lives under ``root``."""
         await self.conn.call(self.routes.put, thread_token(thread_id), root.encode())
@@ -127,23 +173,42 @@ class Transport:
             return None
         return entry.value.decode() if entry.value else None
 
-    async def send_action(self, root: str, action: Action) -> int:
-        """Publish an action for the runner of ``root``; its stream sequence once stored."""
+    async def send_action(
+        self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
+    ) -> int:
+        """Publish an action for the runner of ``root``; its stream sequence once stored.
+        ``home``: the gateway that sends it holds the thread's effects (header);
+        ``channel``: the chat channel it came from (a project channel's own policy)."""
         subject = f"spindle.in.{root_token(root)}.{thread_token(action.thread_id)}"
-        ack = await self.conn.call(
-            self.conn.js.publish,
-            subject,
-            action.model_dump_json().encode(),
-            headers={"Nats-Msg-Id": action.action_id},
-        )
-        return int(ack.seq)
+        headers = {"Nats-Msg-Id": action.action_id}
+        if home:
+            headers[HOME_HEADER] = home
+        if channel:
+            headers[CHANNEL_HEADER] = channel
+        for attempt in range(200):
+            try:
+                ack = await self.conn.call(
+                    self.conn.js.publish,
+                    subject,
+                    action.model_dump_json().encode(),
+                    headers=headers,
+                )
+                return int(ack.seq)
+            except APIError as exc:
+                # 10158: the same id is being stored by another publish right now (two
+                # reports of one post): once stored, this one is answered as a duplicate.
+                if exc.err_code != 10158 or attempt == 199:
+                    raise
+                await trio.sleep(0.05)
+        raise AssertionError("unreachable")
 
     async def send_effect(self, thread_id: str, effect: Effect) -> None:
         body = EFFECT_ADAPTER.dump_json(effect)
         digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+        home = await self.home_of(thread_id)
         await self.conn.call(
             self.conn.js.publish,
-            f"spindle.out.{thread_token(thread_id)}",
+            f"spindle.out.{home}.{thread_token(thread_id)}",
             orjson.dumps({"thread_id": thread_id})[:-1] + b',"effect":' + body + b"}",
             headers={"Nats-Msg-Id": f"{thread_token(thread_id)}/{digest}"},
         )
@@ -163,12 +228,15 @@ class Transport:
         )
         return Inbox(self.conn, sub)
 
-    async def outbox(self, name: str = "gateway", *, ack_wait_s: float = 30.0) -> Inbox:
-        """The gateway's durable consumer of every thread's effects (an effect not acked
-        within ``ack_wait_s``, say by a gateway that died, is delivered again)."""
+    async def outbox(
+        self, name: str = "gateway", *, home: str | None = None, ack_wait_s: float = 30.0
+    ) -> Inbox:
+        """A gateway's durable consumer of the effects of one home's threads, or of every
+        thread (``home`` None). An effect not acked within ``ack_wait_s``, say by a gateway
+        that died, is delivered again."""
         sub = await self.conn.call(
             self.conn.js.pull_subscribe,
-            "spindle.out.*",
+            "spindle.out.>" if home is None else f"spindle.out.{home}.*",
             durable=name,
             stream=OUT_STREAM,
             config=ConsumerConfig(
@@ -176,6 +244,21 @@ class Transport:
             ),
         )
         return Inbox(self.conn, sub)
+
+
+async def _all_entries(kv: KeyValue) -> dict[str, bytes]:
+    """(asyncio side) The bucket's current entries; the watcher marks their end with None."""
+    watcher = await kv.watchall(ignore_deletes=True)
+    found: dict[str, bytes] = {}
+    try:
+        async for entry in watcher:
+            if entry is None:
+                break
+            if entry.value:
+                found[entry.key] = entry.value
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]
+    return found
 
 
 def decode_action(msg: Msg) -> Action:
@@ -189,7 +272,7 @@ def decode_effect(msg: Msg) -> tuple[str, Effect]:
 
 async def open_transport(conn: JetStream) -> Transport:
     """Make sure the two streams and the two buckets exist."""
-    for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*"])):
+    for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*.*"])):
         try:
             await conn.call(
                 conn.js.add_stream,
@@ -208,7 +291,8 @@ async def open_transport(conn: JetStream) -> Transport:
         conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
     )
     posted = await bucket(conn.js, POSTED_BUCKET, ttl=7 * 24 * 3600.0, replicas=conn.replicas)
-    return Transport(conn, routes, root_leases, posted)
+    homes = await bucket(conn.js, HOMES_BUCKET, replicas=conn.replicas)
+    return Transport(conn, routes, root_leases, posted, homes)
 
 
 class RemoteRenderer:

@@ -35,7 +35,12 @@ import trio
 import trio_asyncio
 from discord import app_commands
 
-from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
+from threadspindle.effects.discord_platform import (
+    Deferral,
+    DiscordPlatform,
+    discord_nonce,
+    rate_limit_trace,
+)
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.attachments import (
     AttachmentLimits,
@@ -69,7 +74,7 @@ from threadspindle.runtime.core.actions import (
 )
 from threadspindle.runtime.core.model import Attachment, ThreadState
 
-__all__ = ["IngressItem", "SpindleBot", "REFUSAL"]
+__all__ = ["IngressItem", "REFUSAL", "ShardedSpindleBot", "SpindleBot"]
 
 _log = logging.getLogger(__name__)
 
@@ -100,11 +105,20 @@ class SpindleBot(CatchUpMixin, discord.Client):
         nothing is caught up after a fresh session."""
         intents = discord.Intents.default()
         intents.message_content = True
+        shards: dict[str, Any] = {}
+        if isinstance(self, discord.AutoShardedClient):  # ShardedSpindleBot
+            shards = {
+                "shard_ids": list(settings.shard_ids) or None,
+                "shard_count": settings.shard_count,
+            }
         super().__init__(
             intents=intents,
             max_ratelimit_timeout=settings.max_ratelimit_timeout_s,
             guild_ready_timeout=settings.guild_ready_timeout_s,
             allowed_mentions=discord.AllowedMentions.none(),
+            **shards,
+            # the rate-limit headers of every answer, for the renderers' shared budget
+            http_trace=rate_limit_trace(lambda: getattr(self, "platform", None)),
         )
         self.settings = settings
         # Voice messages: transcribed into the prompt (ingress/transcribe.py), if set up.
@@ -136,7 +150,12 @@ class SpindleBot(CatchUpMixin, discord.Client):
     # --- plumbing ---------------------------------------------------------------------
 
     async def _emit(self, item: IngressItem) -> None:
-        await trio_asyncio.trio_as_aio(self._events.send)(item)
+        # Straight into trio's channel (unbounded): asyncio callbacks run inside trio's
+        # thread and task (trio-asyncio), where send_nowait is safe. Crossing with
+        # ``trio_as_aio`` took a trio task and several scheduling rounds per item, and the
+        # items go one after another (``_ordered``): under load, commands queued for
+        # tens of seconds behind each other's crossings (bench chat_budget).
+        self._events.send_nowait(item)
         for action in item.actions:
             seen = discord_id(action.action_id)
             if seen is not None and seen > self._seen.get(action.thread_id, 0):
@@ -508,8 +527,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             await self.refuse(interaction)
             return
         async with self._ordered() as emit:
-            await interaction.response.defer()
-            await emit(IngressItem((self._component_action(interaction, kind, args, data),)))
+            deferral = self._defer(interaction)
+            action = self._component_action(interaction, kind, args, data, deferral)
+            await emit(IngressItem((action,)))
+        await deferral  # out of line: the events behind this one need not wait for it
 
     def _component_action(
         self,
@@ -517,9 +538,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
         kind: str,
         args: tuple[str, ...],
         data: dict[str, Any],
+        deferral: Deferral | None = None,
     ) -> Action:
         action_id = translate.component_action_id(interaction.id)
-        self.platform.remember_interaction(action_id, interaction)
+        self.platform.remember_interaction(action_id, interaction, deferral)
         common: dict[str, Any] = {
             "thread_id": str(interaction.channel_id),
             "action_id": action_id,
@@ -555,8 +577,16 @@ class SpindleBot(CatchUpMixin, discord.Client):
             await self.refuse(interaction)
             return
         async with self._ordered() as emit:
-            await interaction.response.defer(thinking=True)
-            await self._post_command(interaction, build, emit)
+            deferral = self._defer(interaction, thinking=True)
+            await self._post_command(interaction, build, emit, deferral=deferral)
+        await deferral  # out of line: the events behind this one need not wait for it
+
+    def _defer(self, interaction: discord.Interaction, *, thinking: bool = False) -> Deferral:
+        """Acknowledge the interaction (Discord wants it within 3 s) beside posting its
+        action, not before: the action goes to the runtime at once, and its reply, which
+        must follow the deferral, waits for it (``DiscordPlatform.reply``). Awaiting the
+        deferral first held every later event in line (``_ordered``) for its round trip."""
+        return asyncio.ensure_future(interaction.response.defer(thinking=thinking))
 
     async def _post_command(
         self,
@@ -565,9 +595,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
         emit: Emit,
         *,
         thread_id: str | None = None,
+        deferral: Deferral | None = None,
     ) -> None:
         action_id = translate.interaction_action_id(interaction.id)
-        self.platform.remember_interaction(action_id, interaction)
+        self.platform.remember_interaction(action_id, interaction, deferral)
         target = thread_id or str(interaction.channel_id)
         common = {"thread_id": target, "action_id": action_id, "at": self._clock()}
         await emit(IngressItem((build(target, common),)))
@@ -633,3 +664,9 @@ class SpindleBot(CatchUpMixin, discord.Client):
             )
 
         await self._post_command(interaction, build, emit, thread_id=thread_id)
+
+
+class ShardedSpindleBot(SpindleBot, discord.AutoShardedClient):
+    """``SpindleBot`` holding ``settings.shard_ids`` of ``settings.shard_count`` shards (a
+    gateway node of ``spindle gateway``: docs/scale-out.md). Discord sends it only the
+    events of its shards' guilds; everything else is ``SpindleBot``'s."""

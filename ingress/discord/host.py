@@ -31,11 +31,12 @@ import trio
 import trio_asyncio
 import yarl
 
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.effects.discord_platform import DiscordPlatform
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.request_budget import DISCORD_BUDGET, BudgetLimits
 from threadspindle.effects.thread_renderers import ThreadRenderers
-from threadspindle.ingress.discord.bot import IngressItem, SpindleBot
+from threadspindle.ingress.discord.bot import IngressItem, ShardedSpindleBot, SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory, SeenHistory
 from threadspindle.ingress.discord.settings import DiscordSettings
 from threadspindle.runtime.core.actions import Action
@@ -125,7 +126,8 @@ async def hosted_bot(
     ``history`` (where Spindle left off) turns on catching up after each fresh session."""
     point_discord_at(settings)
     send, receive = trio.open_memory_channel[IngressItem](math.inf)
-    bot = SpindleBot(settings, events=send, snapshot=runtime.snapshot, history=history)
+    kind = ShardedSpindleBot if settings.shard_count else SpindleBot
+    bot = kind(settings, events=send, snapshot=runtime.snapshot, history=history)
     if on_bot is not None:
         on_bot(bot)
     async with trio.open_nursery() as nursery:
@@ -199,7 +201,7 @@ async def run_discord_runtime(
     # Read before the runtime logs anything: when the previous process last did something.
     last_alive = log.last_action_at()
     async with (
-        trio_asyncio.open_loop(),
+        open_asyncio_loop(),
         DiscordRenderers(limits, budget=budget) as renderers,
     ):
         async with open_runtime(
@@ -217,6 +219,7 @@ async def run_discord_runtime(
                 history=history,
             ) as bot:
                 renderers.attach(bot.platform)
+                bot.platform.budget = renderers.budget  # the server's rate-limit word
                 runtime.thread_opener = discord_thread_opener(bot.platform)
                 _log.info("Discord bot %s is ready", bot.user)
                 app = DiscordApp(runtime, bot, renderers, trio.Event())

@@ -74,6 +74,10 @@ class DiscordSettings(Frozen):
     plain_message: PlainMessageMode = "interrupt"
     # How long discord.py waits for more GUILD_CREATEs before it reports ready.
     guild_ready_timeout_s: float = 2.0
+    # Gateway nodes (docs/scale-out.md): this process holds these shards of ``shard_count``
+    # (discord.py's AutoShardedClient); None: one unsharded connection, as ``spindle run``.
+    shard_ids: tuple[int, ...] = ()
+    shard_count: int | None = None
     # Voice messages are transcribed here (None: voice messages are refused with a reply).
     transcription: TranscriptionConfig | None = None
 

@@ -7,6 +7,13 @@ missed followed by RESUMED. Every dispatch of a session is kept in order with it
 number, so a disconnect loses nothing: a resumed connection's writer starts after the
 client's last seen sequence.
 
+Shards: an IDENTIFY carrying ``shard: [id, count]`` opens a session of that shard; its READY
+lists, and its GUILD_CREATEs describe, only the guilds of that shard, and every later
+dispatch about a guild goes to the session of the guild's shard, ``(guild_id >> 22) %
+count``, as Discord routes them (a dispatch about no guild goes to shard 0). A client that
+sends no ``shard`` is shard 0 of 1 and gets everything, as before. Several processes may
+each hold some of the shards.
+
 ``invalidate_session`` is the other kind of outage: the session is gone (as when Discord
 lets one expire), so the client's RESUME gets INVALID_SESSION and it IDENTIFYs afresh; what
 was dispatched while it had no session is never delivered, as on Discord. With
@@ -45,6 +52,7 @@ OP_HEARTBEAT_ACK = 11
 class GatewaySession:
     id: str
     intents: int
+    shard: tuple[int, int] = (0, 1)  # [id, count] from its IDENTIFY
     frames: list[str] = field(default_factory=list)  # dispatch frames; index = seq - 1
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     socket: web.WebSocketResponse | None = None
@@ -57,7 +65,8 @@ class Gateway:
         self.world = world
         self.url = ""  # ws://127.0.0.1:PORT/gateway, set once the server listens
         self.sessions: dict[str, GatewaySession] = {}
-        self.current: GatewaySession | None = None
+        self.shards: dict[int, GatewaySession] = {}  # shard id -> its current session
+        self.shard_count = 1  # as the clients identified
         self.identifies = 0
         self.resumes = 0
         self.invalid_sessions = 0  # RESUMEs refused: the session was gone
@@ -67,9 +76,20 @@ class Gateway:
 
     # --- the world's side -------------------------------------------------------------
 
+    @property
+    def current(self) -> GatewaySession | None:
+        """The session of shard 0 (the only one of an unsharded client)."""
+        return self.shards.get(0)
+
+    def shard_of(self, guild_id: int | None) -> int:
+        """The shard a guild's events go to (Discord's formula); no guild: shard 0."""
+        return 0 if guild_id is None else (guild_id >> 22) % self.shard_count
+
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a dispatch to the bot's current session (kept for replay if offline)."""
-        session = self.current
+        """Send a dispatch to the current session of the shard of the guild it is about
+        (kept for replay if that shard is offline)."""
+        guild = data.get("guild_id") or (data.get("id") if event.startswith("GUILD_") else None)
+        session = self.shards.get(self.shard_of(int(guild) if guild else None))
         if session is None:
             return
         self._append(session, event, data)
@@ -80,19 +100,20 @@ class Gateway:
         session.changed.set()
 
     async def disconnect(self, code: int = 4000) -> None:
-        """Drop the bot's socket as a network fault would (a resumable close code)."""
-        session = self.current
-        if session is not None and session.socket is not None:
-            socket, session.socket = session.socket, None
-            await socket.close(code=code)
+        """Drop the bot's sockets (every shard's) as a network fault would (a resumable
+        close code)."""
+        for session in list(self.shards.values()):
+            if session.socket is not None:
+                socket, session.socket = session.socket, None
+                await socket.close(code=code)
 
     async def invalidate_session(self, *, hold: bool = False) -> None:
         """Forget the bot's session and drop its socket: it cannot RESUME. Dispatches
         until it IDENTIFYs again go nowhere. ``hold``: keep it offline until ``release``."""
         if hold:
             self._open.clear()
-        session, self.current = self.current, None
-        if session is not None:
+        sessions, self.shards = list(self.shards.values()), {}
+        for session in sessions:
             self.sessions.pop(session.id, None)
             if session.socket is not None:
                 socket, session.socket = session.socket, None
@@ -129,7 +150,7 @@ class Gateway:
                         await socket.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
                         continue
                     self.resumes += 1
-                    self.current = session
+                    self.shards[session.shard[0]] = session
                     # RESUMED goes after the replayed backlog, in sequence.
                     writer = self._attach(session, socket, after_seq=int(data.get("seq") or 0))
                     self._append(session, "RESUMED", {})
@@ -144,9 +165,14 @@ class Gateway:
 
     def _identify(self, data: dict[str, Any]) -> GatewaySession:
         self.identifies += 1
-        session = GatewaySession(id=uuid.uuid4().hex, intents=int(data.get("intents") or 0))
+        shard_id, count = (int(n) for n in data.get("shard") or (0, 1))
+        session = GatewaySession(
+            id=uuid.uuid4().hex, intents=int(data.get("intents") or 0), shard=(shard_id, count)
+        )
         self.sessions[session.id] = session
-        self.current = session
+        self.shard_count = count
+        self.shards[shard_id] = session
+        guilds = [g for g in self.world.guilds.values() if self.shard_of(g.id) == shard_id]
         bot = self.world.bot
         self._append(
             session,
@@ -154,15 +180,16 @@ class Gateway:
             {
                 "v": 10,
                 "user": bot.payload(),
-                "guilds": [{"id": str(g), "unavailable": True} for g in self.world.guilds],
+                "guilds": [{"id": str(g.id), "unavailable": True} for g in guilds],
                 "session_id": session.id,
+                "shard": [shard_id, count],
                 "resume_gateway_url": self.url,
                 "application": {"id": str(self.world.application_id), "flags": 0},
                 "private_channels": [],
                 "relationships": [],
             },
         )
-        for guild in self.world.guilds.values():
+        for guild in guilds:
             self._append(session, "GUILD_CREATE", self.world.guild_payload(guild))
         return session
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import trio
-import trio_asyncio
 
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings, ProjectChannel
@@ -106,7 +106,7 @@ class SinkRuntime:
 async def running_bot(
     world: World, runtime: object, **overrides: object
 ) -> AsyncIterator[SpindleBot]:
-    async with trio_asyncio.open_loop():
+    async with open_asyncio_loop():
         async with hosted_bot(world.settings(**overrides), runtime) as bot:  # type: ignore[arg-type]
             yield bot
 

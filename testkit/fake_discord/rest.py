@@ -43,6 +43,7 @@ class RestCall:
     method: str
     path: str  # without the /api/v10 prefix and the query
     status: int
+    peer_port: int = 0  # the client's TCP port: which process made it, when several do
 
 
 @dataclass
@@ -208,7 +209,9 @@ class RestApi:
         else:
             response = await self._route(request, method, path)
             response.headers.update(headers)
-        self.calls.append(RestCall(time.time(), method, path, response.status))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        port = int(peer[1]) if peer else 0
+        self.calls.append(RestCall(time.time(), method, path, response.status, port))
         return response
 
     def _take_fault(self, method: str, path: str) -> Fault | None:

@@ -158,7 +158,7 @@ class FakeDiscord:
     def add_guild(self, name: str = "guild") -> int:
         def build() -> int:
             guild = self.world.add_guild(name)
-            if self.gateway.current is not None:
+            if self.gateway.shards:
                 self.gateway.dispatch("GUILD_CREATE", self.world.guild_payload(guild))
             return guild.id
 

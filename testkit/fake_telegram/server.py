@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from threadspindle.testkit.fake_telegram.limits import TelegramRateLimits
 from threadspindle.testkit.fake_telegram.world import (
     BOT_ID,
     ApiError,
@@ -50,9 +51,14 @@ def _decode(name: str, value: str) -> Any:
 class FakeTelegram:
     """Use as a context manager (``with FakeTelegram() as fake:``) or ``start()``/``stop()``."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(
+        self, token: str = TOKEN, *, rate_limits: TelegramRateLimits | None = None
+    ) -> None:
+        """``rate_limits``: enforce Telegram's documented message limits
+        (``fake_telegram.limits``) from the start; off by default."""
         self.token = token
         self.world = World(token)
+        self.rate_limits = rate_limits  # read and changed under ``world.lock``
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -144,7 +150,11 @@ class FakeTelegram:
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")
             with self.world.lock:
-                self.world.check_fault(method)
+                self.world.check_fault(method)  # an injected fault counts against nothing
+                if self.rate_limits is not None:
+                    wait = self.rate_limits.check(method, params.get("chat_id"), time.monotonic())
+                    if wait is not None:
+                        raise ApiError(429, f"Too Many Requests: retry after {wait}", wait)
             if method == "getUpdates":
                 result = await self._get_updates(params)
             else:
@@ -267,6 +277,19 @@ class FakeTelegram:
         ``description`` (e.g. "Bad Request: can't parse entities: ...")."""
         with self.world.lock:
             self.world.faults.append(Fault(status, method, skip, times, retry_after, description))
+
+    def enforce_rate_limits(self, limits: TelegramRateLimits | None = None) -> TelegramRateLimits:
+        """From now on, Telegram's documented message limits (``fake_telegram.limits``);
+        returns them (``rate_limit_statistics`` reads them)."""
+        chosen = limits or TelegramRateLimits()
+        with self.world.lock:
+            self.rate_limits = chosen
+        return chosen
+
+    def rate_limit_statistics(self) -> dict[str, int]:
+        """Requests seen by the enforced limits and the 429s sent, by limit."""
+        with self.world.lock:
+            return self.rate_limits.statistics() if self.rate_limits is not None else {}
 
     # --- the test API: reading back -------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 console gateway, run as the real command. A conversation started and prompted through the
 gateway is answered by the echo agent on the serving runner (whichever took the root);
 after that runner is killed (SIGKILL), the standby takes the root and the thread over and
-answers the next prompt."""
+answers the next prompt. The runners host the MCP process manager as ``spindle run`` does: a
+``command`` agent started on the runner reaches its tools with its thread's token, and the
+process it starts runs in the thread's workdir under the runner's root."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -57,9 +60,42 @@ class Lines:
         self.proc.stdin.flush()
 
 
+# The ``command`` agent of the MCP check: lists the process manager's tools and starts a
+# process through it, with what the runner gave it (SPINDLE_MCP_SERVERS).
+MCP_AGENT = """
+import json, os, sys
+import anyio, httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+sys.stdin.read()
+servers = json.loads(os.environ.get("SPINDLE_MCP_SERVERS") or "[]")
+[server] = [s for s in servers if s["name"] == "process-manager"]
+
+async def main():
+    headers = {"Authorization": "Bearer " + server["bearer_token"]}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http:
+        async with Client(streamable_http_client(server["url"], http_client=http)) as client:
+            tools = sorted(t.name for t in (await client.list_tools()).tools)
+            started = await client.call_tool(
+                "start_process", {"name": "p", "command": sys.executable, "args": ["-c", "pass"]}
+            )
+    print("mcp-tools " + " ".join(tools), flush=True)
+    print("mcp-cwd " + started.structured_content["cwd"], flush=True)
+
+anyio.run(main)
+"""
+
+
 @pytest.mark.timeout(240)
 def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Path) -> None:
     place = make_place(tmp_path)
+    agent = tmp_path / "mcp_agent.py"
+    agent.write_text(MCP_AGENT)
+    place["config"].write_text(
+        f'[agents.command]\ncommand = ["{sys.executable}", "{agent}"]\n'
+        f'[runtime]\nallowed_roots = ["{place["work"]}"]\n'
+    )
     proc = subprocess.Popen(
         [*SPINDLE, "cluster", "dev", "--root", str(place["work"]), "--dir", str(tmp_path / "c")]
         + ["--lease-ttl", "1"],
@@ -89,6 +125,15 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         out.wait_for(rf"^{standby}: serving ")
         out.send("t1: second words")
         out.wait_for(r"^\[t1\] .*second")
+        # An agent on the runner reaches the runner's MCP process manager.
+        out.wait_for(rf"^{standby}: MCP process manager on http://127\.0\.0\.1:\d+")
+        out.send(f"/start t2 {place['work']} command")
+        out.wait_for(r"^\[t2\] reply: Started command")
+        out.send("t2: use your tools")
+        # (deltas may come joined in one effect: a line may lack the "[t2]" prefix)
+        tools = out.wait_for(r"mcp-tools ")
+        assert "start_process" in tools and "list_processes" in tools, tools
+        out.wait_for(rf"mcp-cwd {re.escape(str(place['work'].resolve()))}$")
         assert proc.stdin is not None
         proc.stdin.close()
         code = proc.wait(60)
@@ -102,6 +147,69 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+
+@pytest.mark.timeout(180)
+def test_cluster_dev_holds_discord_when_a_token_is_configured(tmp_path: Path) -> None:
+    """With a Discord token configured, ``spindle cluster dev`` also starts a chat gateway:
+    a message in a project channel of the fake Discord is answered by a runner, and the
+    console gateway leaves the Discord thread's effects to the chat gateway (it reads only
+    the console's home: two gateways applying one effect once crashed on the duplicate
+    report)."""
+    from threadspindle.testkit.fake_discord import FakeDiscord
+
+    place = make_place(tmp_path)
+    with FakeDiscord() as fake:
+        guild = fake.add_guild("g")
+        project = fake.add_channel(guild, "project")
+        alice = fake.add_user("alice")
+        place["config"].write_text(
+            f'[runtime]\nallowed_roots = ["{place["work"]}"]\ndefault_agent = "echo"\n'
+            f"[discord]\nguild_ids = [{guild}]\nallowed_user_ids = [{alice}]\n"
+            f'rest_base_url = "{fake.rest_base}"\ngateway_url = "{fake.gateway_url}"\n'
+            f'[discord.project_channels."{project}"]\nagent = "echo"\n'
+            f'workdir = "{place["work"]}"\n'
+        )
+        env = environment(place, {"SPINDLE_DISCORD_TOKEN": "fake-bot-token-for-tests.fake.token"})
+        proc = subprocess.Popen(
+            [*SPINDLE, "cluster", "dev", "--root", str(place["work"])]
+            + ["--dir", str(tmp_path / "c"), "--lease-ttl", "1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            cwd=place["work"],
+            env=env,
+            start_new_session=True,
+        )
+        out = Lines(proc)
+        try:
+            out.wait_for(r"^chat gateway \(discord\): pid \d+")
+            out.wait_for(r"^gateway: serving discord-0$")
+            fake.send_message(project, alice, "hello cluster")
+            deadline = time.monotonic() + 60
+            transcript = ""
+            while time.monotonic() < deadline and "echo (demo agent)" not in transcript:
+                threads = fake.threads(project)
+                transcript = fake.transcript(threads[0]) if threads else ""
+                time.sleep(0.1)
+            assert "spindle: hello cluster" in transcript, transcript
+            assert transcript.count("echo (demo agent)") == 1, transcript
+            assert proc.stdin is not None
+            proc.stdin.close()
+            code = proc.wait(60)
+            while not out.queue.empty():
+                out.seen.append(out.queue.get())
+            assert code == 0, "\n".join(out.seen)
+            # The console printed none of the Discord thread's effects.
+            assert not any(line.startswith(f"[{threads[0]}]") for line in out.seen)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
 
 
 def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:

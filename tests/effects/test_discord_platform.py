@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from threadspindle.effects.discord_platform import discord_nonce
+from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
 from threadspindle.effects.platform import PlatformError, SelectMenu
+from threadspindle.effects.request_budget import DISCORD_BUDGET, RequestBudget
 from threadspindle.runtime.core.effect_types import Button
 from threadspindle.testkit.fake_discord.harness import (
     SinkRuntime,
@@ -140,3 +141,39 @@ async def test_http_failures_become_platform_errors(world: World) -> None:
 
         await bot.platform.send(channel, "fine again")
         assert [m.content for m in world.fake.messages(world.channel)] == ["fine again"]
+
+
+def test_rate_limit_headers_reach_the_budget() -> None:
+    now = [100.0]
+    budget = RequestBudget(DISCORD_BUDGET, clock=lambda: now[0])
+    platform = DiscordPlatform(client=None)  # type: ignore[arg-type]  # no call is made
+    platform.observe_response("PATCH", "/api/v10/channels/7/messages/9", 200, {})  # no budget
+    platform.budget = budget
+    edit = "/api/v10/channels/7/messages/9"
+    # a bucket stricter than the documented one resizes the channel's rule
+    platform.observe_response(
+        "PATCH", edit, 200, {"X-RateLimit-Limit": "3", "X-RateLimit-Reset-After": "6.0"}
+    )
+    assert budget.statistics().observed == 1
+    # a spent bucket holds the kind in that channel until it resets, nowhere else
+    platform.observe_response(
+        "PATCH",
+        edit,
+        200,
+        {"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "2"},
+    )
+    assert budget.statistics().spent == 1
+    assert budget._channel_free_at("7", False, "edit", now[0]) == 102.0
+    assert budget._channel_free_at("8", False, "edit", now[0]) == 100.0
+    assert budget._channel_free_at("7", False, "send", now[0]) == 100.0
+    # a 429 on a route holds that route's kind; a global one holds everything
+    platform.observe_response("POST", "/api/v10/channels/8/messages", 429, {"Retry-After": "3"})
+    assert budget._channel_free_at("8", False, "send", now[0]) == 103.0
+    platform.observe_response(
+        "GET", "/api/v10/users/@me", 429, {"Retry-After": "1.5", "X-RateLimit-Global": "true"}
+    )
+    assert budget.statistics().held_until == 101.5 and budget.statistics().holds == 2
+    # other routes, and unreadable headers, change nothing
+    platform.observe_response("GET", "/api/v10/gateway/bot", 200, {"X-RateLimit-Limit": "x"})
+    platform.observe_response("PATCH", edit, 200, {"X-RateLimit-Limit": "x"})
+    assert budget.statistics().observed == 1

@@ -201,6 +201,39 @@ async def test_a_key_is_never_posted_twice(
     assert renderer.statistics().duplicate_posts == 2
 
 
+async def test_a_stream_cut_by_a_dead_renderer_is_resumed_whole_in_its_messages(
+    platform: RecordingPlatform, autojump_clock: object
+) -> None:
+    """A gateway that died mid-stream left a message showing the start of an output; the
+    renderer of the gateway taking over is given the whole text so far (from the log) and
+    the message ids: it edits that message to the text, posts what no longer fits in it,
+    drops the redelivered appends it already has by their seq, and goes on with new ones."""
+    async with StreamRenderer(platform, CHANNEL) as dead:
+        await dead.apply(PostOutput(key="k", kind="text", text="alpha "))
+        first = await dead.flush()
+    [(key, ids)] = first
+    assert platform.texts(CHANNEL) == ["alpha "]
+    long_tail = "word " * 500  # past one message's 2,000 characters
+    async with StreamRenderer(platform, CHANNEL) as fresh:
+        fresh.known(key, ids)
+        posted = await fresh.resume_stream(key, "alpha beta " + long_tail, 1, ids)
+        posted += await fresh.apply(AppendOutput(key="k", seq=1, text="beta "))  # again
+        posted += await fresh.apply(AppendOutput(key="k", seq=2, text="gamma"))
+        posted += await fresh.apply(SealOutput(key="k"))
+        posted += await fresh.flush()
+    texts = platform.texts(CHANNEL)
+    assert texts[0].startswith("alpha beta word")  # the dead renderer's message, edited
+    assert " ".join(texts).split() == ["alpha", "beta", *["word"] * 500, "gamma"]
+    assert [k for k, _ in posted] == ["k"] * (len(texts) - 1)  # only the new ones reported
+    assert fresh.statistics().ignored_appends == 1
+    # A sealed output is resumed sealed: later appends are refused.
+    async with StreamRenderer(platform, "other") as sealed:
+        await sealed.resume_stream("s", "done", 3, (), sealed=True)
+        await sealed.apply(AppendOutput(key="s", seq=4, text=" more"))
+        await sealed.flush()
+    assert platform.texts("other") == ["done"]
+
+
 async def test_posts_made_in_the_background_are_reported(
     platform: RecordingPlatform, autojump_clock: object
 ) -> None:

@@ -12,6 +12,7 @@ import trio
 from threadspindle.effects.request_budget import (
     DISCORD_BUDGET,
     TELEGRAM_BUDGET,
+    TELEGRAM_CHAT_RULE,
     BudgetLimits,
     BudgetStatistics,
     CallKind,
@@ -299,13 +300,16 @@ async def test_a_cancelled_waiter_leaves_the_line_and_spends_nothing(
     assert budget.statistics().granted == 4
 
 
-async def test_telegram_topics_of_a_group_share_the_groups_20_a_minute(
+async def test_telegram_three_in_3_s_per_chat_and_a_groups_topics_share_20_a_minute(
     autojump_clock: object,
 ) -> None:
+    limits = TELEGRAM_BUDGET.model_copy(
+        update={"channel_rules": (TELEGRAM_CHAT_RULE, *TELEGRAM_BUDGET.channel_rules)}
+    )
     assert telegram_scope("tg:-100:7") == ("tg:-100", True)
     assert telegram_scope("tg:42") == ("tg:42", False)
     async with trio.open_nursery() as nursery:
-        budget = await start_budget(nursery, TELEGRAM_BUDGET, scope_of=telegram_scope)
+        budget = await start_budget(nursery, limits, scope_of=telegram_scope)
         grants = Grants()
         for n in range(21):
             topic = f"tg:-100:{n % 3}"
@@ -315,9 +319,12 @@ async def test_telegram_topics_of_a_group_share_the_groups_20_a_minute(
         await trio.sleep(70)
         group = sorted(t for label, t in grants.log if label.startswith("g"))
         private = [t for label, t in grants.log if label.startswith("p")]
-        assert len(group) == 21 and group[19] < 2.0 and group[20] >= 60.0
-        assert most_in_any_window(group, 60.0) == 20
-        assert len(private) == 21 and max(private) < 2.0  # a private chat is not a group
+        # three in any 3 s in the group (its topics together), no 21st within the minute
+        assert len(group) == 21 and group[19] == pytest.approx(6 * 3.05) and group[20] >= 60.0
+        assert most_in_any_window(group, 60.0) == 20 and most_in_any_window(group, 3.0) == 3
+        # a private chat is not a group: three in 3 s, whatever the minute holds
+        assert len(private) == 21 and max(private) == pytest.approx(6 * 3.05)
+        assert most_in_any_window(private, 3.0) == 3
         nursery.cancel_scope.cancel()
 
 

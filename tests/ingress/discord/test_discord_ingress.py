@@ -348,3 +348,30 @@ async def test_after_the_conversation_ends_the_thread_is_chatter_again(world: Wo
             "conversation_ended",
             "conversation_started",  # refused by the core: /nope does not exist
         ]
+
+
+async def test_a_command_is_posted_beside_its_deferral_and_answered_after_it(
+    world: World,
+) -> None:
+    """Discord is slow to take the deferral (a 429 on the callback, retried by discord.py
+    a second later): the action reaches the runtime first, nothing behind it in the gateway
+    waits for the deferral, and the reply still follows the acknowledgement."""
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime) as bot:
+        thread = await _start_thread(world, runtime)
+        fake = world.fake
+        fake.inject_fault(429, method="POST", path_contains="/callback", retry_after=1.0)
+        slow = fake.run_command(thread, world.alice, "status")
+        fake.send_message(thread, world.alice, "and then this")
+        status, message = (await wait_for(lambda: runtime.actions, lambda a: len(a) >= 3))[1:]
+        assert isinstance(status, StatusRequested) and isinstance(message, UserMessage)
+        assert fake.interaction(slow).acknowledged_at is None  # posted before the deferral
+        await bot.platform.reply(str(thread), status.action_id, "all quiet")
+        interaction = fake.interaction(slow)
+        assert interaction.acknowledged_at is not None
+        assert interaction.followed_up_at and interaction.followed_up_at[0] >= (
+            interaction.acknowledged_at
+        )
+        # it filled the deferral's "thinking..." message, as a followup after one does
+        assert interaction.followup_ids == [interaction.original_message_id]
+        assert fake.message(interaction.followup_ids[0]).content == "all quiet"

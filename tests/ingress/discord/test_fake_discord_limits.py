@@ -8,6 +8,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import trio
@@ -15,6 +16,7 @@ import trio
 from threadspindle.effects.request_budget import DISCORD_BUDGET
 from threadspindle.testkit.fake_discord import DiscordRateLimits
 from threadspindle.testkit.fake_discord.harness import World
+from threadspindle.testkit.fake_discord.limits import DISCORD_ROUTE_BUCKETS
 from threadspindle.testkit.fake_discord.stack import discord_stack, is_footer
 
 MESSAGES = "/channels/10/messages"
@@ -76,12 +78,18 @@ async def test_the_bot_streams_into_many_threads_under_discords_limits_without_a
     world: World, tmp_path: Path
 ) -> None:
     """Twelve threads answering a burst of 60 deltas each at once (20 a second): the
-    shared budget keeps the bot inside the global limit and every channel's buckets."""
+    shared budget keeps the bot inside the global limit and every channel's buckets, and
+    learns the edit bucket's size from the server's headers (3 per 5 s here, stricter than
+    the documented 5 the budget starts with)."""
     budget = DISCORD_BUDGET.model_copy(update={"requests": 20})  # as tight as the fake
+    buckets = tuple(
+        replace(bucket, limit=3) if bucket.name == "edit" else bucket
+        for bucket in DISCORD_ROUTE_BUCKETS
+    )
     async with discord_stack(world, tmp_path, budget=budget) as stack:
         threads = [await stack.start_thread() for _ in range(12)]
         await trio.sleep(0.5)
-        limits = world.fake.enforce_rate_limits(DiscordRateLimits(global_limit=20))
+        limits = world.fake.enforce_rate_limits(DiscordRateLimits(global_limit=20, buckets=buckets))
         started = time.monotonic()
         for thread in threads:
             world.fake.send_message(thread, world.alice, "BURST")
@@ -92,6 +100,9 @@ async def test_the_bot_streams_into_many_threads_under_discords_limits_without_a
             assert is_footer(messages[-1])
         elapsed = time.monotonic() - started
         stats = world.fake.rate_limit_statistics()
+        assert stack.renderers.budget is not None
+        learned = stack.renderers.budget.statistics()
+    assert learned.observed >= 1 and learned.spent >= 1  # the headers reached the budget
     assert stats["429_global"] == 0 and stats["429_route"] == 0, stats
     assert stats["requests"] <= 20 * (elapsed + 1) + 5 * 12  # never past the global rate
     assert limits.requests == stats["requests"]
