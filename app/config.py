@@ -312,6 +312,7 @@ class SlackSettings(_Section):
     allowed_team_ids: list[SlackId] = []  # workspaces (empty: the app's own)
     allowed_channel_ids: list[SlackId] = []  # channels served (project channels count)
     project_channels: dict[str, SlackProjectChannel] = {}
+    plain_message: PlainMessage = "interrupt"  # a message without a suffix during a run
     # chat.update is Tier 3 (about 50 a minute): edits in one channel at most this often.
     min_edit_interval_s: float = Field(default=1.2, ge=0.2, le=60, allow_inf_nan=False)
 

@@ -37,7 +37,7 @@ from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import LoggedHistory
 from threadspindle.ingress.discord.host import discord_thread_opener, hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
-from threadspindle.ingress.slack.host import SlackBot, hosted_slack
+from threadspindle.ingress.slack.host import SlackBot, hosted_slack, slack_thread_opener
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import (
     TelegramBot,
@@ -46,7 +46,7 @@ from threadspindle.ingress.telegram.host import (
 )
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.web.app import WebChat
-from threadspindle.ingress.web.host import WebServer, serve_web
+from threadspindle.ingress.web.host import WebServer, serve_web, web_thread_opener
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.ingress.whatsapp.host import (
     WhatsAppConnection,
@@ -227,7 +227,7 @@ async def run_platforms(
             servers = await stack.enter_async_context(trio.open_nursery())
             stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
             web_server = await servers.start(partial(serve_web, web_chat))
-        runtime.thread_opener = _thread_opener(discord_bot, telegram_bot)
+        runtime.thread_opener = _thread_opener(discord_bot, telegram_bot, slack_bot, web_chat)
         app = PlatformsApp(
             runtime,
             router,
@@ -254,9 +254,13 @@ async def run_platforms(
 
 
 def _thread_opener(
-    discord_bot: SpindleBot | None, telegram_bot: TelegramBot | None
+    discord_bot: SpindleBot | None,
+    telegram_bot: TelegramBot | None,
+    slack_bot: SlackBot | None = None,
+    web_chat: WebChat | None = None,
 ) -> ThreadOpener:
-    """``/fork``, ``/btw``: a new thread on the platform of the thread asking for it."""
+    """``/fork``, ``/btw``: a new thread on the platform of the thread asking for it
+    (WhatsApp has none: its ingress refuses both commands before they reach the core)."""
 
     async def opener(source: str, title: str) -> tuple[str, str]:
         kind = platform_of(source)
@@ -264,6 +268,10 @@ def _thread_opener(
             return await discord_thread_opener(discord_bot.platform)(source, title)
         if kind == "telegram" and telegram_bot is not None:
             return await telegram_thread_opener(telegram_bot.platform)(source, title)
+        if kind == "slack" and slack_bot is not None:
+            return await slack_thread_opener(slack_bot.platform)(source, title)
+        if kind == "web" and web_chat is not None:
+            return await web_thread_opener(web_chat.ids)(source, title)
         raise PlatformError(f"no platform here can open a thread beside {source}")
 
     return opener

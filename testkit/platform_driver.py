@@ -8,8 +8,9 @@ every driver; a new platform adds a driver here (a class with these methods, and
 ``DRIVERS``) and must pass the same script.
 
 A driver says what its platform has (``has_strangers``: users who are not allowed can
-write where the bot reads; ``injects_faults``: a server whose sends can be made to fail):
-a case of the script that needs what a platform lacks is not collected for it
+write where the bot reads; ``injects_faults``: a server whose sends can be made to fail;
+``opens_threads``: ``/fork`` and ``/btw`` can open a new thread, which a WhatsApp chat
+cannot): a case of the script that needs what a platform lacks is not collected for it
 (``drivers_with``), rather than skipped at run time. The console (one user at a terminal,
 no server) has neither.
 
@@ -79,7 +80,7 @@ __all__ = [
 ]
 
 # What a platform may lack, each a boolean class attribute of every driver.
-CAPABILITIES = ("has_strangers", "injects_faults")
+CAPABILITIES = ("has_strangers", "injects_faults", "opens_threads")
 
 
 def is_footer_text(text: str) -> bool:
@@ -93,6 +94,7 @@ class PlatformDriver(Protocol):
     name: str
     has_strangers: bool  # someone not allowed can write where the bot reads
     injects_faults: bool  # the platform's sends can be made to fail (``fail_next_sends``)
+    opens_threads: bool  # /fork and /btw can open a new thread (a WhatsApp chat cannot)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """The platform's bot over the runtime, on the driver's log, while inside."""
@@ -113,6 +115,11 @@ class PlatformDriver(Protocol):
 
     def abort(self, thread: str) -> None:
         """An allowed user's abort command in ``thread``, in the platform's spelling."""
+        ...
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        """An allowed user's thread command ``name`` (docs/commands.md's name: ``steer``,
+        ``btw``, ``undo``, ...) with its one argument, in the platform's spelling."""
         ...
 
     def bot_texts(self, thread: str) -> list[str]:
@@ -159,6 +166,7 @@ class DiscordDriver:
     char_limit = 2000
     has_strangers = True
     injects_faults = True
+    opens_threads = True
 
     def __init__(self, world: World, tmp_path: Path) -> None:
         self.world = world
@@ -189,6 +197,11 @@ class DiscordDriver:
 
     def abort(self, thread: str) -> None:
         self.world.fake.run_command(int(thread), self.world.alice, "abort")
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        option = {"steer": "message", "queue": "message", "btw": "question"}.get(name)
+        options = {option: args} if option and args else {}
+        self.world.fake.run_command(int(thread), self.world.alice, name, **options)
 
     def _bot_messages(self, thread: str) -> list[Any]:
         bot = self.world.fake.bot_user_id
@@ -263,6 +276,7 @@ class TelegramDriver:
     char_limit = 4096
     has_strangers = True
     injects_faults = True
+    opens_threads = True
 
     def __init__(self, world: TelegramWorld, tmp_path: Path) -> None:
         self.world = world
@@ -292,6 +306,9 @@ class TelegramDriver:
 
     def abort(self, thread: str) -> None:
         self.world.say(thread, "/abort")
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        self.world.say(thread, f"/{name} {args}".rstrip())
 
     def bot_texts(self, thread: str) -> list[str]:
         return [m.text for m in self.world.bot_messages(thread)]
@@ -349,6 +366,7 @@ class WhatsAppDriver:
     char_limit = 4096
     has_strangers = True
     injects_faults = True
+    opens_threads = False
 
     def __init__(self, world: WhatsAppWorld, tmp_path: Path) -> None:
         self.world = world
@@ -378,6 +396,9 @@ class WhatsAppDriver:
 
     def abort(self, thread: str) -> None:
         self.world.fake.say(self.world.chat(thread), "/abort")
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        self.world.fake.say(self.world.chat(thread), f"/{name} {args}".rstrip())
 
     def bot_texts(self, thread: str) -> list[str]:
         return [m.text for m in self.world.bot_messages(thread)]
@@ -422,6 +443,7 @@ class SlackDriver:
     char_limit = 3000  # what one section block holds (Slack advises 4,000 for a text)
     has_strangers = True
     injects_faults = True
+    opens_threads = True
 
     def __init__(self, world: SlackWorld, tmp_path: Path) -> None:
         self.world = world
@@ -451,6 +473,9 @@ class SlackDriver:
 
     def abort(self, thread: str) -> None:
         self.world.command(thread, "abort")
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        self.world.command(thread, f"{name} {args}".rstrip())  # @Spindle <name> <args>
 
     def bot_texts(self, thread: str) -> list[str]:
         return [m.shown for m in self.world.bot_messages(thread)]
@@ -537,6 +562,7 @@ class ConsoleDriver:
     char_limit = CONSOLE_LIMITS.char_limit
     has_strangers = False
     injects_faults = False
+    opens_threads = True
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -618,6 +644,9 @@ class ConsoleDriver:
     def abort(self, thread: str) -> None:
         self._line(thread, "/abort")
 
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        self._line(thread, f"/{name} {args}".rstrip())
+
     def _shown(self, thread: str) -> list[ConsoleMessage]:
         return [
             m
@@ -676,6 +705,7 @@ class WebDriver:
     char_limit = WEB_LIMITS.char_limit
     has_strangers = True  # a request without the access cookie
     injects_faults = True
+    opens_threads = True
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -708,6 +738,9 @@ class WebDriver:
 
     def abort(self, thread: str) -> None:
         self.stack.request("POST", f"/t/{thread}/button", {"action": "abort"})
+
+    def command(self, thread: str, name: str, args: str = "") -> None:
+        self.say(thread, f"/{name} {args}".rstrip())
 
     def bot_texts(self, thread: str) -> list[str]:
         stack = self._stack or self._last

@@ -53,13 +53,12 @@ from threadspindle.effects.slack_platform import (
 )
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir
-from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
-from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.settings import SlackSettings
+from threadspindle.ingress.thread_commands import Spelling, thread_action, typed_prompt
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
 
@@ -71,6 +70,7 @@ REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add 
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
 _KINDS = ("events_api", "slash_commands", "interactive")
+SPELLING = Spelling("@Spindle ", "-")  # commands in a thread follow a mention of the app
 
 
 def envelope_key(payload: Mapping[str, Any]) -> str:
@@ -88,7 +88,8 @@ def help_text(agents: tuple[str, ...], command: str) -> str:
     words = " · ".join(spelling.split(" ")[0] for spelling, _ in translate.COMMANDS)
     return (
         "Messages in a thread with a conversation are prompts for its agent (a message "
-        'ending in " queue" waits its turn instead of interrupting).\n'
+        'ending in " queue" waits its turn instead of interrupting, one ending in " steer" '
+        "is added to the running turn; !<command> runs a shell command).\n"
         f"In a channel: {command} <agent> start [workdir] (agents: {names}) opens a thread.\n"
         f"In a thread, mention the app: @Spindle {words}"
     )
@@ -401,22 +402,31 @@ class SlackIngress:
             await self._project_message(event, project.agent, project.workdir, text)
 
     async def _prompt(self, event: dict[str, Any], thread_id: str, text: str) -> None:
-        user = str(event["user"])
-        action = translate.message_action(
-            thread_id=thread_id,
-            channel=str(event["channel"]),
-            ts=str(event["ts"]),
-            author_id=user,
-            author_name=_display_name(event),
-            text=text,
-            at=self._clock(),
-            suffix=self.settings.queue_suffix,
-        )
-        if self._catching_up:
-            # All were said before anything runs now: one does not interrupt another.
-            action = action.replace(interrupt=False)
+        """A message in a thread: a prompt (interrupting, queued by `` queue``, steered by
+        `` steer``; without a suffix as ``plain_message`` says) or a shell command (``!``)."""
+        user, channel, ts = str(event["user"]), str(event["channel"]), str(event["ts"])
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(channel, ts),
+            "at": self._clock(),
+        }
+        try:
+            action = typed_prompt(
+                text,
+                common,
+                author_id=user,
+                author_name=_display_name(event),
+                source_message_id=ts,
+                queue_suffix=self.settings.queue_suffix,
+                steer_suffix=self.settings.steer_suffix,
+                # All said while away came before anything runs now: none interrupts another.
+                mode="queue" if self._catching_up else self.settings.plain_message,
+            )
+        except InputRefused as refused:  # a shell command too long
+            await self._tell(channel, parse_thread_id(thread_id)[1], user, str(refused))
+            return
         self.platform.remember_author(action.action_id, user)
-        await self._post(action, channel_id=str(event["channel"]))
+        await self._post(action, channel_id=channel)
 
     async def _project_message(
         self, event: dict[str, Any], agent: str, workdir: str, text: str
@@ -515,41 +525,16 @@ class SlackIngress:
             "action_id": action_id,
             "at": self._clock(),
         }
-        words = args.split()
-        if name == "queue":
-            if not args:
-                raise InputRefused("usage: @Spindle queue <message>")
-            return A.QueueCommand(
-                **common, author_id=user, author_name=user, text=args, source_message_id=ts
-            )
-        if name == "abort":
-            return A.AbortRequested(**common, author_id=user)
-        if name == "status":
-            return A.StatusRequested(**common)
-        if name == "clear-queue":
-            if len(words) > 1:
-                raise InputRefused("usage: @Spindle clear-queue [position]")
-            return A.QueueCleared(**common, position=parse_position(words[0]) if words else None)
-        if name == "model":
-            if len(words) != 1:
-                raise InputRefused("usage: @Spindle model <name>")
-            return A.ModelChanged(**common, model=check_word(words[0], "model name"))
-        if name == "workdir":
-            path = args[4:].strip() if words[:1] == ["set"] else args
-            if not path:
-                raise InputRefused("usage: @Spindle workdir <path>")
-            check_path(path)
-            resolved = resolve_workdir(path, self._workdir(thread_id))
-            return A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
-        if name in ("end", "conversation-end", "conversation"):
-            return A.ConversationEnded(**common)
-        if name == "schedule":
-            return schedule_action(
-                common, args, author_id=user, author_name=user, tz=local_timezone()
-            )
-        if name == "verbosity":
-            return verbosity_action(common, args)
-        raise InputRefused(f"Unknown command {name[:40]!r} (try @Spindle help).")
+        return thread_action(
+            name,
+            args,
+            common,
+            author_id=user,
+            author_name=user,
+            source_message_id=ts,
+            workdir=self._workdir(thread_id),
+            spelling=SPELLING,
+        )
 
     async def _agent_command(
         self, agent: str, sub: str, args: str, channel: str, thread_id: str, action_id: str

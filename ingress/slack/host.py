@@ -33,13 +33,34 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from threadspindle.effects.slack_platform import BUTTON_PREFIX, SLACK_LIMITS, SlackPlatform
+from threadspindle.effects.slack_platform import (
+    BUTTON_PREFIX,
+    SLACK_LIMITS,
+    SlackPlatform,
+    parse_thread_id,
+    slack_thread_id,
+)
 from threadspindle.ingress.slack.bot import RuntimePort, SlackIngress
 from threadspindle.ingress.slack.settings import SlackSettings
+from threadspindle.runtime.live.ports import ThreadOpener
 
-__all__ = ["SlackBot", "SlackRefused", "hosted_slack"]
+__all__ = ["SlackBot", "SlackRefused", "hosted_slack", "slack_thread_opener"]
 
 _log = logging.getLogger(__name__)
+
+
+def slack_thread_opener(platform: SlackPlatform) -> ThreadOpener:
+    """The runtime's ``thread_opener`` on Slack (``/fork``, ``/btw``): a new anchor message
+    of the app's own in the channel of the thread that asked, as ``/spindle <agent> start``
+    posts one; its thread is the new conversation's."""
+
+    async def opener(source: str, title: str) -> tuple[str, str]:
+        channel, _ = parse_thread_id(source)
+        name = title or "fork"
+        anchor = await platform.say(channel, None, f"*{name}*: reply in this thread.")
+        return slack_thread_id(channel, anchor), f"the thread “{name}” in <#{channel}>"
+
+    return opener
 
 
 class SlackRefused(Exception):

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
+from threadspindle.ingress.discord.translate import PlainMessageMode
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = ["SLACK_API", "ProjectChannel", "SlackSettings", "slack_settings_from_config"]
@@ -47,6 +48,8 @@ class SlackSettings(Frozen):
     agents: tuple[str, ...] = SLASH_AGENTS
     command: str = "/spindle"  # the one slash command
     queue_suffix: str = " queue"
+    steer_suffix: str = " steer"
+    plain_message: PlainMessageMode = "interrupt"  # how a message with no suffix goes
     # At most one edit per channel this often (chat.update is Tier 3, ~50 a minute).
     min_edit_interval_s: float = 1.2
     # How often the status (assistant status, or the "working…" line) is refreshed.
@@ -107,5 +110,6 @@ def slack_settings_from_config(config: Any) -> SlackSettings:
             for channel_id, p in section.project_channels.items()
         ),
         default_workdir=roots[0],
+        plain_message=section.plain_message,
         min_edit_interval_s=max(section.min_edit_interval_s, config.runtime.edit_interval_s),
     )

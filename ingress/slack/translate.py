@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from threadspindle.effects.slack_platform import slack_thread_id
 from threadspindle.ingress.discord.translate import split_queue_suffix
 from threadspindle.ingress.telegram.translate import parse_callback
+from threadspindle.ingress.thread_commands import COMMANDS as THREAD_COMMANDS
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
-    UserMessage,
 )
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "button_action_id",
     "delete_action",
     "edit_action",
-    "message_action",
     "message_action_id",
     "parse_callback",
     "parse_command",
@@ -48,15 +47,10 @@ __all__ = [
     "thread_of",
 ]
 
-# (Slack spelling after /spindle or @Spindle, what it does): the help text and the docs.
+# (Slack spelling after @Spindle, what it does): the help text and the docs; the thread
+# commands every text platform shares (``ingress.thread_commands``), "-" for "_".
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("queue <message>", "Queue a prompt without interrupting"),
-    ("abort", "Stop the active run"),
-    ("status", "Show the run, the queue and the agent"),
-    ("clear-queue [position]", "Drop all queued prompts, or one"),
-    ("model <name>", "Switch model (retries the active prompt)"),
-    ("workdir <path>", "Move the conversation"),
-    ("end", "End the conversation and stop its agent"),
+    *((f"{name.replace('_', '-')} {args}".rstrip(), text) for name, args, text in THREAD_COMMANDS),
     ("help", "What Spindle understands here"),
 )
 
@@ -103,30 +97,6 @@ def parse_mention_command(text: str, bot_user: str) -> ParsedCommand | None:
     if match is None:
         return None
     return parse_command(match.group(1)) or ParsedCommand("help", "")
-
-
-def message_action(
-    *,
-    thread_id: str,
-    channel: str,
-    ts: str,
-    author_id: str,
-    author_name: str,
-    text: str,
-    at: float,
-    suffix: str = " queue",
-) -> UserMessage:
-    prompt, queued = split_queue_suffix(text, suffix)
-    return UserMessage(
-        thread_id=thread_id,
-        action_id=message_action_id(channel, ts),
-        at=at,
-        author_id=author_id,
-        author_name=author_name,
-        text=prompt,
-        source_message_id=ts,
-        interrupt=not queued,
-    )
 
 
 def edit_action(

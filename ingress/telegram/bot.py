@@ -44,24 +44,19 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
-from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
-from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
     TranscriptionFailed,
     transcript_notice,
 )
-from threadspindle.ingress.workspace_commands import (
-    new_thread_worktree,
-    shell_action,
-    workspace_action,
-)
+from threadspindle.ingress.workspace_commands import new_thread_worktree
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
 
@@ -80,14 +75,11 @@ def help_text(agents: tuple[str, ...]) -> str:
     names = " | ".join(f"/{agent}" for agent in agents)
     return (
         'Plain messages are prompts for this topic\'s agent (a message ending in " queue" '
-        "waits its turn instead of interrupting).\n"
+        'waits its turn instead of interrupting, one ending in " steer" is added to the '
+        "running turn; !<command> runs a shell command).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /compact · /fork · /btw <question> · "
-        "/abort · /status · "
-        "/clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /conversation_end\n"
-        "/undo · /redo · /diff [base] · !<command> or /shell <command>\n"
-        "/worktree new <name> [base] | list | remove <name> [force] | merge [target]"
+        + command_list()
+        + " · /help"
     )
 
 
@@ -317,29 +309,25 @@ class TelegramIngress:
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
             "at": self._clock(),
         }
-        author = user.first_name or user.username or str(user.id)
         try:
             group = self.settings.project_group(message.chat.id)
-            via_agent = group.shell_via_agent if group is not None else None
-            shell = shell_action(text, common, str(user.id), author, via_agent=via_agent)
-        except InputRefused as refused:
+            action = typed_prompt(
+                text,
+                common,
+                author_id=str(user.id),
+                author_name=user.first_name or user.username or str(user.id),
+                source_message_id=str(message.message_id),
+                queue_suffix=self.settings.queue_suffix,
+                steer_suffix=self.settings.steer_suffix,
+                mode=self.settings.plain_message,
+                shell_via_agent=group.shell_via_agent if group is not None else None,
+            )
+        except InputRefused as refused:  # a shell command too long
             await self._say(thread_id, str(refused), reply_to=message.message_id)
             return
-        if shell is not None:  # "!<command>": a shell command, not a prompt
-            await self._post(shell, channel_id=telegram_thread_id(message.chat.id))
+        if isinstance(action, A.ShellRequested):  # "!<command>": a shell command, no prompt
+            await self._post(action, channel_id=telegram_thread_id(message.chat.id))
             return
-        action = translate.prompt_action(
-            thread_id=thread_id,
-            chat_id=message.chat.id,
-            message_id=message.message_id,
-            author_id=user.id,
-            author_name=user.first_name or user.username or str(user.id),
-            text=text,
-            at=self._clock(),
-            suffix=self.settings.queue_suffix,
-            steer_suffix=self.settings.steer_suffix,
-            mode=self.settings.plain_message,
-        )
         queued = isinstance(action, A.UserMessage) and not action.interrupt
         self._remember(message.chat.id, message.message_id, thread_id, queued)
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
@@ -431,70 +419,15 @@ class TelegramIngress:
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
             "at": self._clock(),
         }
-        author = user.first_name or user.username or str(user.id)
-        action: A.Action
-        if name == "queue":
-            if not args:
-                raise InputRefused("usage: /queue <message>")
-            action = A.QueueCommand(
-                **common,
-                author_id=str(user.id),
-                author_name=author,
-                text=args,
-                source_message_id=str(message.message_id),
-            )
-        elif name == "steer":
-            if not args:
-                raise InputRefused("usage: /steer <message>")
-            action = A.SteerCommand(
-                **common,
-                author_id=str(user.id),
-                author_name=author,
-                text=args,
-                source_message_id=str(message.message_id),
-            )
-        elif name == "fork":
-            action = A.ForkRequested(**common, author_id=str(user.id), author_name=author)
-        elif name == "btw":
-            if not args:
-                raise InputRefused("usage: /btw <question>")
-            action = A.ForkRequested(
-                **common, author_id=str(user.id), author_name=author, question=args
-            )
-        elif name == "compact":
-            action = A.CompactRequested(**common, author_id=str(user.id), author_name=author)
-        elif name == "abort":
-            action = A.AbortRequested(**common, author_id=str(user.id))
-        elif name == "status":
-            action = A.StatusRequested(**common)
-        elif name in ("clear_queue", "clearqueue"):
-            if len(words) > 1:
-                raise InputRefused("usage: /clear_queue [position]")
-            position = parse_position(words[0]) if words else None
-            action = A.QueueCleared(**common, position=position)
-        elif name == "model":
-            if len(words) != 1:
-                raise InputRefused("usage: /model <name>")
-            action = A.ModelChanged(**common, model=check_word(words[0], "model name"))
-        elif name == "workdir":
-            path = args[4:].strip() if words[:1] == ["set"] else args
-            if not path:
-                raise InputRefused("usage: /workdir <path>")
-            check_path(path)
-            resolved = resolve_workdir(path, self._workdir(thread_id))
-            action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
-        elif name in ("conversation_end", "end"):
-            action = A.ConversationEnded(**common)
-        elif (found := workspace_action(name, args, common, str(user.id), author)) is not None:
-            action = found
-        elif name == "schedule":
-            action = schedule_action(
-                common, args, author_id=str(user.id), author_name=author, tz=local_timezone()
-            )
-        elif name == "verbosity":
-            action = verbosity_action(common, args)
-        else:
-            raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
+        action = thread_action(
+            name,
+            args,
+            common,
+            author_id=str(user.id),
+            author_name=user.first_name or user.username or str(user.id),
+            source_message_id=str(message.message_id),
+            workdir=self._workdir(thread_id),
+        )
         await self._post(action, channel_id=telegram_thread_id(message.chat.id))
 
     async def _agent_command(

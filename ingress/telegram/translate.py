@@ -21,13 +21,11 @@ from dataclasses import dataclass
 
 from threadspindle.effects.chunking import parse_component_action
 from threadspindle.effects.telegram_platform import telegram_thread_id
-from threadspindle.ingress.discord.translate import PlainMessageMode, split_queue_suffix
+from threadspindle.ingress.discord.translate import split_queue_suffix
 from threadspindle.ingress.workspace_commands import COMMANDS as WORKSPACE_COMMANDS
 from threadspindle.runtime.core.actions import (
     SourceMessageDeleted,
     SourceMessageEdited,
-    SteerCommand,
-    UserMessage,
 )
 
 __all__ = [
@@ -35,11 +33,9 @@ __all__ = [
     "ParsedCommand",
     "callback_action_id",
     "edit_action",
-    "message_action",
     "message_action_id",
     "parse_callback",
     "parse_command",
-    "prompt_action",
     "start_action_id",
     "thread_of",
 ]
@@ -108,73 +104,6 @@ def parse_command(text: str, bot_username: str) -> ParsedCommand | None:
     if not name or (addressee and addressee.lower() != bot_username.lower()):
         return None
     return ParsedCommand(name.lower(), rest.strip())
-
-
-def message_action(
-    *,
-    thread_id: str,
-    chat_id: int,
-    message_id: int,
-    author_id: int,
-    author_name: str,
-    text: str,
-    at: float,
-    suffix: str = " queue",
-) -> UserMessage:
-    prompt, queued = split_queue_suffix(text, suffix)
-    return UserMessage(
-        thread_id=thread_id,
-        action_id=message_action_id(chat_id, message_id),
-        at=at,
-        author_id=str(author_id),
-        author_name=author_name,
-        text=prompt,
-        source_message_id=str(message_id),
-        interrupt=not queued,
-    )
-
-
-def prompt_action(
-    *,
-    thread_id: str,
-    chat_id: int,
-    message_id: int,
-    author_id: int,
-    author_name: str,
-    text: str,
-    at: float,
-    suffix: str = " queue",
-    steer_suffix: str = " steer",
-    mode: PlainMessageMode = "interrupt",
-) -> UserMessage | SteerCommand:
-    """A message as a prompt: the steer suffix (or, with no suffix, ``mode == "steer"``)
-    makes it a ``SteerCommand``; ``mode == "queue"`` queues a message with no suffix."""
-    prompt, steered = split_queue_suffix(text, steer_suffix)
-    if not steered:
-        steered = mode == "steer" and not split_queue_suffix(text, suffix)[1]
-    if steered:
-        return SteerCommand(
-            thread_id=thread_id,
-            action_id=message_action_id(chat_id, message_id),
-            at=at,
-            author_id=str(author_id),
-            author_name=author_name,
-            text=prompt,
-            source_message_id=str(message_id),
-        )
-    action = message_action(
-        thread_id=thread_id,
-        chat_id=chat_id,
-        message_id=message_id,
-        author_id=author_id,
-        author_name=author_name,
-        text=text,
-        at=at,
-        suffix=suffix,
-    )
-    if mode == "queue" and action.interrupt:
-        action = action.model_copy(update={"interrupt": False})
-    return action
 
 
 def edit_action(

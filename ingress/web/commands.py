@@ -1,10 +1,11 @@
 """What the web chat's users do -> actions: pure, no I/O but resolving a workdir's path.
 
 A line typed into a thread's box is a prompt (one ending in `` queue`` waits its turn
-instead of interrupting) or one of the commands of docs/commands.md in the console's
-spelling (``/queue``, ``/abort``, ``/status``, ``/clear-queue [n]``, ``/model``,
-``/workdir set``, ``/conversation end``); a button press is its button's action
-(``remove_queued:<item>``, ``permission:allow|deny:<request>``) or a question's answer.
+instead of interrupting, one ending in `` steer`` is added to the running turn), a shell
+command (``!<command>``) or one of the thread commands every text platform reads
+(``ingress.thread_commands``: ``/queue``, ``/steer``, ``/fork``, ``/diff``, ...); a
+button press is its button's action (``remove_queued:<item>``,
+``permission:allow|deny:<request>``) or a question's answer.
 Values are checked where they enter (``ingress.input_checks``): a refusal is an
 ``InputRefused`` with the sentence to show. Action ids are the web ingress's own, unique
 per process start (``WebIds``).
@@ -14,22 +15,18 @@ from __future__ import annotations
 
 import itertools
 import secrets
-import shlex
 from typing import Any
 
 from threadspindle.effects.chunking import parse_component_action
-from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
+from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import (
     InputRefused,
     check_path,
-    check_word,
-    parse_position,
     shown,
 )
-from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
-from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = [
     "AUTHOR",
@@ -90,47 +87,27 @@ def line_action(
     if len(text) > MAX_PROMPT_CHARS:
         raise InputRefused(f"A message may have at most {MAX_PROMPT_CHARS} characters.")
     common: dict[str, Any] = {"thread_id": thread_id, "action_id": action_id, "at": at}
-    who: dict[str, Any] = {"author_id": AUTHOR, "author_name": AUTHOR}
     if not text.startswith("/"):
-        prompt, queued = split_queue_suffix(text)
-        return A.UserMessage(
-            **common, **who, text=prompt, source_message_id=action_id, interrupt=not queued
+        return typed_prompt(
+            text, common, author_id=AUTHOR, author_name=AUTHOR, source_message_id=action_id
         )
-    try:
-        words = shlex.split(text[1:])
-    except ValueError:
-        words = text[1:].split()
-    head = words[0].lower() if words else ""
-    args = words[1:]
-    rest = text[1:].strip()[len(words[0]) :].strip() if words else ""
-    if head == "queue" and rest:
-        return A.QueueCommand(**common, **who, text=rest)
-    if head == "abort":
-        return A.AbortRequested(**common, author_id=AUTHOR)
-    if head == "status":
-        return A.StatusRequested(**common)
-    if head == "clear-queue":
-        if len(args) > 1:
-            raise InputRefused("usage: /clear-queue [position]")
-        return A.QueueCleared(**common, position=parse_position(args[0]) if args else None)
-    if head == "model" and len(args) == 1:
-        return A.ModelChanged(**common, model=check_word(args[0], "model name"))
-    if head == "workdir" and args[:1] == ["set"] and len(args) >= 2:
-        path = check_path(" ".join(args[1:]))
-        base = state.conversation.workdir if state and state.conversation else None
-        return A.WorkdirSet(
-            **common, requested_workdir=path, resolved_workdir=resolve_workdir(path, base)
+    words = text[1:].strip().split(maxsplit=1)  # "/queue\nmore" too
+    if not words:
+        raise InputRefused("Type a command after the /, or /help.")
+    name, args = words[0], words[1] if len(words) > 1 else ""
+    if name.lower() == "help":  # answered like a refusal: the sentence shown to the user
+        raise InputRefused(
+            'A line is a prompt (ending in " queue": it waits its turn; in " steer": added to '
+            "the running turn), !<command> a shell command, or: " + command_list()
         )
-    if head == "conversation" and args[:1] == ["end"]:
-        return A.ConversationEnded(**common)
-    if head == "schedule":
-        return schedule_action(common, rest, **who, tz=local_timezone())
-    if head == "verbosity":
-        return verbosity_action(common, rest)
-    raise InputRefused(
-        f"Unknown command /{shown(head, 40)}: /queue <message>, /abort, /status, "
-        "/clear-queue [position], /model <name>, /workdir set <path>, /conversation end, "
-        "/schedule <when> <prompt> | list | cancel <id>, /verbosity text|tools|all."
+    return thread_action(
+        name,
+        args,
+        common,
+        author_id=AUTHOR,
+        author_name=AUTHOR,
+        source_message_id=action_id,
+        workdir=state.conversation.workdir if state and state.conversation else None,
     )
 
 

@@ -20,10 +20,24 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from threadspindle.ingress.web.app import WebChat, build_app
+from threadspindle.ingress.web.commands import WebIds
+from threadspindle.runtime.live.ports import ThreadOpener
 
-__all__ = ["PortUnavailable", "WebServer", "serve_web"]
+__all__ = ["PortUnavailable", "WebServer", "serve_web", "web_thread_opener"]
 
 _log = logging.getLogger(__name__)
+
+
+def web_thread_opener(ids: WebIds) -> ThreadOpener:
+    """The runtime's ``thread_opener`` in the web chat (``/fork``, ``/btw``): a new web
+    thread (the runtime seeds it; the thread list shows it), named by a link to its page."""
+
+    async def opener(source: str, title: str) -> tuple[str, str]:
+        thread_id = ids.thread_id()
+        name = (title or "fork").replace("[", "(").replace("]", ")")
+        return thread_id, f"[{name}](/t/{thread_id})"
+
+    return opener
 
 
 class PortUnavailable(Exception):

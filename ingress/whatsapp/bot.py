@@ -40,11 +40,11 @@ import trio
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
-from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
-from threadspindle.ingress.input_checks import InputRefused, check_path, check_word, parse_position
+from threadspindle.ingress.discord.translate import resolve_workdir
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
-from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.telegram.translate import parse_callback
+from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
@@ -54,7 +54,6 @@ from threadspindle.ingress.transcribe import (
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = ["NO_TRANSCRIPTION", "REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
 
@@ -87,12 +86,11 @@ def help_text(agents: tuple[str, ...]) -> str:
     names = " | ".join(f"/{agent}" for agent in agents)
     return (
         'Plain messages are prompts for this chat\'s agent (a message ending in " queue" '
-        "waits its turn instead of interrupting).\n"
+        'waits its turn instead of interrupting, one ending in " steer" is added to the '
+        "running turn; !<command> runs a shell command).\n"
         f"{names} start [workdir] | resume <id> [workdir] | conversations\n"
-        "/queue <message> · /steer <message> · /compact · /abort · /status · "
-        "/clear_queue [position]\n"
-        "/model <name> · /workdir <path> · /end\n"
-        "/schedule <when> <prompt> | list | cancel <id> · /verbosity text|tools|all"
+        + command_list(has_threads=False)
+        + " · /help"
     )
 
 
@@ -192,32 +190,26 @@ class WhatsAppIngress:
         """A typed message or a voice message's transcript -> a prompt (interrupting, or
         queued with the `` queue`` suffix, or steered with `` steer``)."""
         thread_id = inbound.thread_id
-        prompt, steered = split_queue_suffix(text, " steer")
-        if steered:  # added to the running turn (/steer)
-            await self._post(
-                A.SteerCommand(
-                    thread_id=thread_id,
-                    action_id=translate.action_id(inbound.wamid),
-                    at=self._clock(),
-                    author_id=inbound.sender,
-                    author_name=inbound.name,
-                    text=prompt,
-                    source_message_id=inbound.wamid,
-                )
-            )
+        try:
+            action = self._typed(inbound, text)
+        except InputRefused as refused:  # a shell command too long
+            await self._say(thread_id, str(refused), reply_to=inbound.wamid)
             return
-        prompt, queued = split_queue_suffix(text, self.settings.queue_suffix)
-        action = A.UserMessage(
-            thread_id=thread_id,
-            action_id=translate.action_id(inbound.wamid),
-            at=self._clock(),
+        await self._post(action)
+
+    def _typed(self, inbound: translate.Inbound, text: str) -> A.Action:
+        return typed_prompt(
+            text,
+            {
+                "thread_id": inbound.thread_id,
+                "action_id": translate.action_id(inbound.wamid),
+                "at": self._clock(),
+            },
             author_id=inbound.sender,
             author_name=inbound.name,
-            text=prompt,
             source_message_id=inbound.wamid,
-            interrupt=not queued,
+            queue_suffix=self.settings.queue_suffix,
         )
-        await self._post(action)
 
     # --- voice messages ------------------------------------------------------------------
 
@@ -367,74 +359,16 @@ class WhatsAppIngress:
             "action_id": translate.action_id(inbound.wamid),
             "at": self._clock(),
         }
-        action: A.Action
-        if name == "queue":
-            if not args:
-                raise InputRefused("usage: /queue <message>")
-            action = A.QueueCommand(
-                **common,
-                author_id=inbound.sender,
-                author_name=inbound.name,
-                text=args,
-                source_message_id=inbound.wamid,
-            )
-        elif name == "steer":
-            if not args:
-                raise InputRefused("usage: /steer <message>")
-            action = A.SteerCommand(
-                **common,
-                author_id=inbound.sender,
-                author_name=inbound.name,
-                text=args,
-                source_message_id=inbound.wamid,
-            )
-        elif name in ("fork", "btw"):
-            if name == "btw" and not args:
-                raise InputRefused("usage: /btw <question>")
-            action = A.ForkRequested(
-                **common,
-                author_id=inbound.sender,
-                author_name=inbound.name,
-                question=args if name == "btw" else None,
-            )
-        elif name == "compact":
-            action = A.CompactRequested(
-                **common, author_id=inbound.sender, author_name=inbound.name
-            )
-        elif name == "abort":
-            action = A.AbortRequested(**common, author_id=inbound.sender)
-        elif name == "status":
-            action = A.StatusRequested(**common)
-        elif name in ("clear_queue", "clearqueue"):
-            if len(words) > 1:
-                raise InputRefused("usage: /clear_queue [position]")
-            position = parse_position(words[0]) if words else None
-            action = A.QueueCleared(**common, position=position)
-        elif name == "model":
-            if len(words) != 1:
-                raise InputRefused("usage: /model <name>")
-            action = A.ModelChanged(**common, model=check_word(words[0], "model name"))
-        elif name == "workdir":
-            path = args[4:].strip() if words[:1] == ["set"] else args
-            if not path:
-                raise InputRefused("usage: /workdir <path>")
-            check_path(path)
-            resolved = resolve_workdir(path, self._workdir(thread_id))
-            action = A.WorkdirSet(**common, requested_workdir=path, resolved_workdir=resolved)
-        elif name in ("end", "conversation_end"):
-            action = A.ConversationEnded(**common)
-        elif name == "schedule":
-            action = schedule_action(
-                common,
-                args,
-                author_id=inbound.sender,
-                author_name=inbound.name,
-                tz=local_timezone(),
-            )
-        elif name == "verbosity":
-            action = verbosity_action(common, args)
-        else:
-            raise InputRefused(f"Unknown command /{name[:40]} (try /help).")
+        action = thread_action(
+            name,
+            args,
+            common,
+            author_id=inbound.sender,
+            author_name=inbound.name,
+            source_message_id=inbound.wamid,
+            workdir=self._workdir(thread_id),
+            has_threads=False,  # a chat: /fork and /btw are refused at once
+        )
         await self._post(action)
 
     async def _agent_command(

@@ -1,6 +1,6 @@
 """``/steer``, the `` steer`` suffix and the ``plain_message`` mode, as each ingress
-(Discord, Telegram, the console) turns a message into an action, and the configuration
-that sets the mode per channel."""
+(Discord, the text platforms' shared parser, the console) turns a message into an action,
+and the configuration that sets the mode per channel."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from threadspindle.app.config import ConfigError, load_settings
 from threadspindle.ingress.console import ConsoleChat
 from threadspindle.ingress.discord import translate as discord
 from threadspindle.ingress.discord.settings import settings_from_config
+from threadspindle.ingress.slack.settings import slack_settings_from_config
 from threadspindle.ingress.telegram import translate as telegram
 from threadspindle.ingress.telegram.settings import telegram_settings_from_config
+from threadspindle.ingress.thread_commands import typed_prompt
 from threadspindle.runtime.core.actions import SteerCommand, UserMessage
+from threadspindle.testkit.fake_slack.server import APP_TOKEN, BOT_TOKEN
 
 
 def _discord(text: str, mode: discord.PlainMessageMode = "interrupt"):
@@ -24,16 +27,11 @@ def _discord(text: str, mode: discord.PlainMessageMode = "interrupt"):
     )
 
 
-def _telegram(text: str, mode: discord.PlainMessageMode = "interrupt"):
-    return telegram.prompt_action(
-        thread_id="t",
-        chat_id=-100,
-        message_id=7,
-        author_id=1,
-        author_name="ann",
-        text=text,
-        at=1.0,
-        mode=mode,
+def _typed(text: str, mode: discord.PlainMessageMode = "interrupt"):
+    """Telegram, WhatsApp, Slack and the web chat: the shared parser."""
+    common = {"thread_id": "t", "action_id": telegram.message_action_id(-100, 7), "at": 1.0}
+    return typed_prompt(
+        text, common, author_id="1", author_name="ann", source_message_id="7", mode=mode
     )
 
 
@@ -48,7 +46,7 @@ def _console(text: str, mode: discord.PlainMessageMode = "interrupt"):
     return chat._prompt_action(text)
 
 
-MAKERS = [_discord, _telegram, _console]
+MAKERS = [_discord, _typed, _console]
 
 
 def _kind(action: UserMessage | SteerCommand) -> str:
@@ -80,7 +78,7 @@ def test_suffixes_and_the_plain_message_mode(make, text, mode, kind, prompt) -> 
 
 def test_the_discord_and_telegram_message_ids_carry_over_to_a_steer() -> None:
     assert _discord("x steer").action_id == discord.message_action_id(7)
-    assert _telegram("x steer").action_id == telegram.message_action_id(-100, 7)
+    assert _typed("x steer").action_id == telegram.message_action_id(-100, 7)
     assert _discord("x steer").source_message_id == "7"
     assert not discord.is_queued(_discord("x steer")) and discord.is_queued(_discord("x queue"))
 
@@ -113,5 +111,9 @@ def test_the_mode_is_configured_per_channel(monkeypatch, tmp_path: Path) -> None
     group = telegram_settings_from_config(config).project_group(-100)
     assert group is not None and group.shell_via_agent is False
     assert telegram_settings_from_config(config).plain_message == "steer"
+    monkeypatch.setenv("SPINDLE_SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("SPINDLE_SLACK_APP_TOKEN", APP_TOKEN)
+    slack = load_settings(None, slack={"plain_message": "steer"})
+    assert slack_settings_from_config(slack).plain_message == "steer"
     with pytest.raises(ConfigError, match="plain_message"):
         load_settings(None, discord={"plain_message": "shout"})

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from threadspindle.ingress.thread_commands import NO_THREADS
 from threadspindle.runtime.core.actions import WorkspaceJobFinished
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.platform_driver import (
@@ -287,3 +288,46 @@ async def test_a_diff_patch_is_a_file_where_files_are_taken_else_paged_text(
             pages = sum("+line" in t for t in texts)
             assert pages >= min(2, -(-len(shown) // driver.char_limit))  # paged where too long
             assert all(len(t) <= driver.char_limit for t in texts)
+
+
+@every()
+async def test_steer_and_a_workspace_command(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        # /diff reaches the core, which starts its workspace job (these stacks run none).
+        driver.command(thread, "diff")
+        await wait_for(lambda: any("workspaces are not" in t for t in driver.bot_texts(thread)))
+        driver.say(thread, "LONGTOOL work")
+        await wait_for(lambda: any("sleep 30" in t for t in driver.bot_texts(thread)))
+        driver.say(thread, "also add tests steer")
+        await wait_for(lambda: len(driver.agents.steered) == 1)
+        driver.command(thread, "steer", "and docs")
+        await wait_for(lambda: len(driver.agents.steered) == 2)
+        assert [text for _, text in driver.agents.steered] == ["also add tests", "and docs"]
+        assert driver.agents.interrupts == []  # the turn went on
+        assert delivered(driver) == ["LONGTOOL work"]
+        driver.abort(thread)
+        await wait_for(lambda: driver.snapshot(thread), lambda s: s is not None and s.run is None)
+
+
+@every("opens_threads")
+async def test_btw_forks_into_a_new_thread(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.say(thread, "hi")  # a session to fork from
+        await driver.until_footers(thread, 1)
+        driver.command(thread, "btw", "what is foo?")
+        await wait_for(lambda: "what is foo?" in delivered(driver))
+        assert len(driver.agents.forks) == 1
+        await wait_for(lambda: any("Forked into" in t for t in driver.bot_texts(thread)))
+
+
+@pytest.mark.parametrize(
+    "driver", sorted(set(DRIVERS) - set(drivers_with("opens_threads"))), indirect=True
+)
+async def test_fork_is_refused_at_once_without_threads(driver: PlatformDriver) -> None:
+    async with driver.running():
+        thread = await driver.start()
+        driver.command(thread, "fork")
+        await wait_for(lambda: any(NO_THREADS in t for t in driver.bot_texts(thread)))
+        assert driver.agents.forks == []

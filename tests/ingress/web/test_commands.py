@@ -50,14 +50,21 @@ def test_lines(tmp_path: Path) -> None:
     assert line("/clear-queue 2") == A.QueueCleared(thread_id=T, action_id="a1", at=5.0, position=2)
     assert isinstance(line("/model opus"), A.ModelChanged)
     assert isinstance(line("/conversation end"), A.ConversationEnded)
+    steered = line("/steer and docs")
+    assert isinstance(steered, A.SteerCommand) and steered.text == "and docs"
+    assert isinstance(line("use it steer"), A.SteerCommand)
+    assert isinstance(line("/btw why?"), A.ForkRequested)
+    assert isinstance(line("!ls"), A.ShellRequested)
     (tmp_path / "sub").mkdir()
     moved = line("/workdir set sub")
     assert isinstance(moved, A.WorkdirSet) and moved.resolved_workdir == str(tmp_path / "sub")
     for bad, why in (
         ("/clear-queue ²", "position"),
-        ("/model a b", "Unknown command"),
+        ("/model a b", "usage: /model"),
         ("/workdir set a\x00b", "NUL"),
         ("/nothing", "Unknown command"),
+        ("/", "Type a command"),
+        ("/help", "/steer <message>"),
         ("", "Type a prompt"),
         ("x" * 100_001, "at most"),
     ):
