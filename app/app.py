@@ -277,9 +277,11 @@ async def _console(
         if interactive:
             # A terminal: prompt_toolkit owns the input line (history, editing, a live status
             # toolbar) and keeps it below the output that streams in (patch_stdout).
-            from prompt_toolkit.patch_stdout import patch_stdout
-
-            from threadspindle.effects.asyncio_loop import open_asyncio_loop
+            # trio-asyncio first: it patches asyncio.get_running_loop, which prompt_toolkit
+            # binds when it is imported (imported before, prompt_toolkit found no running
+            # loop at its second prompt and `spindle run` exited 1).
+            from threadspindle.effects.asyncio_loop import open_asyncio_loop  # isort: skip
+            from prompt_toolkit.patch_stdout import patch_stdout  # isort: skip
 
             await stack.enter_async_context(open_asyncio_loop())
             stack.enter_context(patch_stdout(raw=True))
