@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +49,7 @@ from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.runtime.core.actions import Action, ConversationStarted
+from threadspindle.runtime.core.effect_types import ReplyToCommand
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.ports import Posted
 
@@ -84,6 +85,9 @@ class RemoteRuntime:
     discord_shards: tuple[int, int] = (0, 1)  # (first shard held here, shard count)
     sent: int = 0
     dropped: list[str] = field(default_factory=list)
+    # How the gateway answers, in the thread, an action no runner can take (set by
+    # ``run_chat_gateway``: the thread's renderer applies the reply).
+    tell: Callable[[str, ReplyToCommand], Awaitable[object]] | None = None
 
     def home_of(self, thread_id: str) -> str:
         kind = platform_of(thread_id)
@@ -115,6 +119,7 @@ class RemoteRuntime:
                 why = f"no runner root holds {action.resolved_workdir}"
                 _log.warning("conversation in %s not started: %s", action.thread_id, why)
                 self.dropped.append(action.action_id)
+                await self._refuse(action, not_served(action, self.roots))
                 return _Stored(why)
             await self.gateway.start(root, action, home=home, channel=channel_id)
         else:
@@ -128,6 +133,20 @@ class RemoteRuntime:
         self.views.mark(action.thread_id)
         return _Stored()
 
+    async def _refuse(self, action: Action, text: str) -> None:
+        """Say in the thread why nothing happened: no runner will, as none took it."""
+        if self.tell is None:
+            return
+        reply = ReplyToCommand(
+            key=f"{action.thread_id}/reply/{action.action_id}",
+            action_id=action.action_id,
+            text=text,
+        )
+        try:
+            await self.tell(action.thread_id, reply)
+        except Exception:  # the refusal is logged above; a failed answer must not stop ingress
+            _log.exception("could not answer in %s", action.thread_id)
+
     def snapshot(self, thread_id: str) -> ThreadState | None:
         return self.views.snapshot(thread_id)
 
@@ -137,6 +156,15 @@ class RemoteRuntime:
     async def dispose(self, thread_id: str) -> None:
         """A thread archived or deleted on the platform: its runner's idle sweeper stops
         the actor; nothing to do here."""
+
+
+def not_served(action: ConversationStarted, roots: Sequence[str]) -> str:
+    """The answer to a conversation whose workdir lies under no runner's root."""
+    workdir = action.resolved_workdir or action.requested_workdir
+    return (
+        f"⚠ Not started: {workdir!r} is under none of the folders this cluster's runners "
+        f"serve ({', '.join(roots) or 'none'}). Start it in one of them."
+    )
 
 
 @dataclass
@@ -249,6 +277,11 @@ async def run_chat_gateway(
     gateway.on_renderer = resume
     runtime = RemoteRuntime(gateway, views, [os.path.realpath(r) for r in roots])
     runtime.discord_shards = shards
+
+    async def tell(thread_id: str, reply: ReplyToCommand) -> object:
+        return await router.renderer(thread_id).apply(reply)
+
+    runtime.tell = tell
     async with AsyncExitStack() as stack:
         nursery = await stack.enter_async_context(trio.open_nursery())
         stack.callback(nursery.cancel_scope.cancel)

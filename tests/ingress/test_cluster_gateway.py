@@ -130,6 +130,8 @@ def test_two_gateways_hold_one_shard_each_and_a_killed_one_loses_nothing(tmp_pat
     roots = {name: tmp_path / name for name in ("root-a", "root-b")}
     for root in roots.values():
         root.mkdir()
+    elsewhere = tmp_path / "elsewhere"  # allowed, but no runner serves it
+    elsewhere.mkdir()
     with (
         nats_cluster(tmp_path / "nats", size=1) as cluster,
         FakeDiscord() as fake,
@@ -141,12 +143,13 @@ def test_two_gateways_hold_one_shard_each_and_a_killed_one_loses_nothing(tmp_pat
         tg_project = telegram.add_group("project")
         g0, g1 = guilds_on_both_shards(fake)
         project = {0: fake.add_channel(g0, "project"), 1: fake.add_channel(g1, "project")}
+        unserved = fake.add_channel(g0, "unserved")
         alice = fake.add_user("alice")
         config = tmp_path / "spindle.toml"
         config.write_text(
             f"""
 [runtime]
-allowed_roots = ["{roots["root-a"]}", "{roots["root-b"]}"]
+allowed_roots = ["{roots["root-a"]}", "{roots["root-b"]}", "{elsewhere}"]
 default_agent = "echo"
 
 [mcp]
@@ -165,6 +168,10 @@ workdir = "{roots["root-a"]}"
 [discord.project_channels."{project[1]}"]
 agent = "echo"
 workdir = "{roots["root-b"]}"
+
+[discord.project_channels."{unserved}"]
+agent = "echo"
+workdir = "{elsewhere}"
 
 [telegram]
 base_url = "{telegram.base_url}"
@@ -251,6 +258,14 @@ workdir = "{roots["root-b"]}"
                 60,
                 "the Slack answer",
             )
+            # A conversation in a folder no runner serves is refused in its thread, not
+            # dropped in silence.
+            fake.send_message(unserved, alice, "hello nowhere")
+            (lost,) = wait_for(lambda: fake.threads(unserved), 30, "the unserved thread")
+            wait_for(
+                lambda: "Not started" in fake.transcript(lost), 30, "the refusal in the thread"
+            )
+            assert f"{str(elsewhere)!r} is under none of the folders" in fake.transcript(lost)
             # Each thread's posts and edits came from the gateway holding its guild's shard.
             for shard, thread in threads.items():
                 ports = {
