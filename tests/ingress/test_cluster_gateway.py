@@ -218,6 +218,7 @@ workdir = "{roots["root-b"]}"
             return Proc(args, env(f"gateway-{shard}"), tmp_path)
 
         procs = [runner("runner-a", roots["root-a"]), runner("runner-b", roots["root-b"])]
+        passed = False
         try:
             for proc in procs:
                 proc.wait_line(r"serving ")
@@ -321,10 +322,13 @@ workdir = "{roots["root-b"]}"
             # ended before the restarted gateway caught up.
             waited = Counter([*base, "Queued (position 1).", "» alice: sent while away"])
             assert shown in (waited, Counter([*base, "Sending now."])), transcript
+            passed = True
         finally:
             for proc in reversed(procs):
                 proc.stop()
             for proc in procs:
-                if proc.proc.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM):
+                # Every process's last lines when the test failed (the restart phase has
+                # failed once under load: what each node did is what tells why).
+                if not passed or proc.proc.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM):
                     print(f"--- {proc.proc.args}\n" + "\n".join(proc.lines[-30:]))
     assert os.path.isdir(tmp_path)
