@@ -35,10 +35,6 @@ from threadspindle.effects.jetstream.transport import Transport, open_transport
 from threadspindle.effects.jetstream.views import ThreadViews
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.render import StreamRenderer
-from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
-from threadspindle.effects.slack_platform import SLACK_LIMITS
-from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
-from threadspindle.effects.thread_renderers import ThreadRenderers
 from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import INGRESS_KINDS, discord_id
 from threadspindle.ingress.discord.host import hosted_bot
@@ -286,22 +282,9 @@ async def run_chat_gateway(
         nursery = await stack.enter_async_context(trio.open_nursery())
         stack.callback(nursery.cancel_scope.cancel)
         await nursery.start(views.run)
-        if discord is not None:
-            router.renderers["discord"] = await stack.enter_async_context(
-                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
-            )
-        if telegram is not None:
-            limits = TELEGRAM_LIMITS.model_copy(
-                update={"min_edit_interval_s": telegram.min_edit_interval_s}
-            )
-            router.renderers["telegram"] = await stack.enter_async_context(
-                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
-            )
-        if slack is not None:
-            limits = SLACK_LIMITS.model_copy(
-                update={"min_edit_interval_s": slack.min_edit_interval_s}
-            )
-            router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
+        await router.open_chat_renderers(
+            stack, discord_limits, discord=discord, telegram=telegram, slack=slack
+        )
         discord_bot = telegram_bot = slack_bot = None
         if discord is not None:
             history = _ViewHistory(views, last_alive, newest)

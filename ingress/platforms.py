@@ -108,6 +108,35 @@ class PlatformRouter:
             return StreamRenderer(_Unavailable(name), thread_id)  # type: ignore[arg-type]
         return renderers.renderer(thread_id)
 
+    async def open_chat_renderers(
+        self,
+        stack: AsyncExitStack,
+        discord_limits: PlatformLimits | None,
+        *,
+        discord: DiscordSettings | None,
+        telegram: TelegramSettings | None,
+        slack: SlackSettings | None,
+    ) -> None:
+        """The renderers of the configured Discord, Telegram and Slack connections, each
+        paced by its platform's limits and shared request budget, open until ``stack``
+        closes (``spindle run`` and a cluster gateway alike)."""
+        if discord is not None:
+            self.renderers["discord"] = await stack.enter_async_context(
+                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
+            )
+        if telegram is not None:
+            limits = TELEGRAM_LIMITS.model_copy(
+                update={"min_edit_interval_s": telegram.min_edit_interval_s}
+            )
+            self.renderers["telegram"] = await stack.enter_async_context(
+                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
+            )
+        if slack is not None:
+            limits = SLACK_LIMITS.model_copy(
+                update={"min_edit_interval_s": slack.min_edit_interval_s}
+            )
+            self.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
+
     async def flush(self) -> None:
         for renderers in self.renderers.values():
             await renderers.flush()
@@ -160,22 +189,9 @@ async def run_platforms(
     router = PlatformRouter()
     async with open_asyncio_loop(), AsyncExitStack() as stack:
         asyncio.get_event_loop().set_exception_handler(_log_asyncio_error)
-        if discord is not None:
-            router.renderers["discord"] = await stack.enter_async_context(
-                ThreadRenderers(discord_limits, budget=DISCORD_BUDGET)
-            )
-        if telegram is not None:
-            limits = TELEGRAM_LIMITS.model_copy(
-                update={"min_edit_interval_s": telegram.min_edit_interval_s}
-            )
-            router.renderers["telegram"] = await stack.enter_async_context(
-                ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
-            )
-        if slack is not None:
-            limits = SLACK_LIMITS.model_copy(
-                update={"min_edit_interval_s": slack.min_edit_interval_s}
-            )
-            router.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
+        await router.open_chat_renderers(
+            stack, discord_limits, discord=discord, telegram=telegram, slack=slack
+        )
         if whatsapp is not None:
             router.renderers["whatsapp"] = await stack.enter_async_context(
                 ThreadRenderers(whatsapp_limits(whatsapp), append_only=True)
