@@ -147,6 +147,12 @@ class DiscordPlatform:
                 allowed_mentions=_NO_MENTIONS,
                 **kwargs,
             )
+            if nonce and message.content.strip() != text.strip():
+                # The nonce was used already (enforce_nonce): Discord answered with the
+                # message a crashed process posted, showing what it had then. Brought to
+                # what is wanted now, or it would keep the old text.
+                view = {"view": kwargs["view"]} if "view" in kwargs else {}
+                await message.edit(content=text, allowed_mentions=_NO_MENTIONS, **view)
             return str(message.id)
 
         return await self._call(send)

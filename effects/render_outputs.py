@@ -64,6 +64,9 @@ class Message:
     seq: int
     id: str | None = None
     final: str | None = None
+    # Its place among the messages its output ever made (0, 1, ...): the same in a gateway
+    # restarted after a crash, so the send's nonce is too (``seq`` counts the channel's).
+    nth: int = 0
     shown: str = ""
     buttons: tuple[Button, ...] = ()
     shown_buttons: tuple[Button, ...] = ()
@@ -78,6 +81,7 @@ class Output:
     mode: str  # stream | preview | card | block | prompt | reply | seeded
     messages: list[Message] = field(default_factory=list)
     last_seq: int = -1
+    made: int = 0  # messages ever made (``Message.nth`` of the next)
     sealed: bool = False
     failed: bool = False
     chunker: MessageChunker | None = None  # stream
@@ -158,7 +162,8 @@ class OutputBook:
         have = set(out.ids())
         for message_id in message_ids:
             if message_id not in have:
-                out.messages.append(Message(self._next_seq(), id=message_id))
+                out.messages.append(Message(self._next_seq(), id=message_id, nth=out.made))
+                out.made += 1
 
     def message_ids(self, key: str) -> tuple[str, ...]:
         out = self._outputs.get(key)
@@ -166,7 +171,8 @@ class OutputBook:
 
     def new_message(self, out: Output, final: str | None) -> Message:
         """A message appended to ``out``, numbered after every message made before it."""
-        message = Message(self._next_seq(), final=final)
+        message = Message(self._next_seq(), final=final, nth=out.made)
+        out.made += 1
         out.messages.append(message)
         return message
 

@@ -59,6 +59,11 @@ T = TypeVar("T")
 _JOINABLE = ("stream", "card", "preview")  # outputs that may share a message
 
 
+def _nonce(channel_id: str, key: str, nth: int) -> str:
+    """The idempotency key of a send: the output's key and the message's place in it."""
+    return hashlib.blake2b(f"{channel_id}/{key}#{nth}".encode(), digest_size=12).hexdigest()
+
+
 class RenderError(Exception):
     """A platform call failed for good; ``key`` is the output it was for."""
 
@@ -215,11 +220,9 @@ class PacedDelivery:
                     await self.send_joined()
                 return
             await self.send_joined()  # what waits goes first; this one stands alone
-        # The same nonce for every attempt: a retried send whose answer was lost is not
-        # posted twice.
-        nonce = hashlib.blake2b(
-            f"{self._channel_id}/{out.key}#{message.seq}".encode(), digest_size=12
-        ).hexdigest()
+        # The same nonce for every attempt, and in a gateway restarted after a crash: a
+        # send whose answer was lost (or whose post was never recorded) is not posted twice.
+        nonce = _nonce(self._channel_id, out.key, message.nth)
         message.id = await self._call(
             out,
             lambda: self._platform.send(
@@ -253,9 +256,7 @@ class PacedDelivery:
                 self._tally.blank_skipped += 1
                 continue
             first_out, first, _ = batch[0]
-            nonce = hashlib.blake2b(
-                f"{self._channel_id}/{first_out.key}#{first.seq}".encode(), digest_size=12
-            ).hexdigest()
+            nonce = _nonce(self._channel_id, first_out.key, first.nth)
             try:
                 send = partial(self._platform.send, self._channel_id, joined, nonce=nonce)
                 message_id = await self._call(first_out, send)

@@ -15,8 +15,11 @@ root, and apply the effects runners publish.
   is reported when the thread's renderer is made again.
 
 The one window left is between a post and its record: a gateway that dies there leaves the
-effect in hand unacked, and it is posted again; an ``AppendOutput`` in hand is appended
-again (edits that set text are harmless). Measured by tests/effects/jetstream/
+effect in hand unacked, and the next gateway sends it again. On Discord that is the same
+message (the send's nonce is the output key and the message's place in it; Discord answers
+a repeated nonce with the first message); on platforms without an idempotency key it is
+posted again. An ``AppendOutput`` in hand is appended again (edits that set text are
+harmless). Measured by tests/effects/jetstream/
 test_jetstream_gateway.py; docs/scale-out.md.
 """
 

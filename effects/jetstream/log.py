@@ -96,6 +96,11 @@ class ThreadFenced(LogError):
     appended since (the thread's actions here are never durable)."""
 
 
+# How long a claim retries while JetStream cannot answer (a stream leader election takes
+# a few seconds on a loaded machine).
+CLAIM_TRANSIENT_S = 30.0
+
+
 @dataclass(slots=True)
 class _Entry:
     seq: int
@@ -188,13 +193,26 @@ class JetStreamLog:
             thread_id, timeout_s=timeout_s if timeout_s is not None else self.claim_timeout_s
         )
         subject = subject_of(thread_id)
+        # JetStream may not answer for a moment (a stream whose leader is being elected
+        # answers "no responders"): retried for a while, then the error is the caller's.
+        deadline = trio.current_time() + CLAIM_TRANSIENT_S
         try:
             while True:
-                loaded = await self._load(thread_id)
-                stored_at = await self._publish_epoch(subject, loaded.last_stream_seq, revision)
+                try:
+                    loaded = await self._load(thread_id)
+                    stored_at = await self._publish_epoch(
+                        subject, loaded.last_stream_seq, revision
+                    )
+                except TRANSIENT as exc:
+                    if trio.current_time() >= deadline:
+                        raise
+                    logger.info("claim of %s: %s; retried", thread_id, _describe(exc))
+                    await trio.sleep(self.retry_interval_s)
+                    continue
                 if stored_at is not None:
                     break
-                # The previous holder appended after we read: read again, then fence it.
+                # The previous holder appended after we read (or a retried epoch record was
+                # stored after all): read again, then fence it.
         except BaseException:
             # Not claimed after all: let the lease go rather than renew it for nothing.
             with trio.CancelScope(shield=True), trio.move_on_after(self.publish_timeout_s):

@@ -11,8 +11,10 @@ import pytest
 
 from threadspindle.effects.discord_platform import DiscordPlatform, discord_nonce
 from threadspindle.effects.platform import PlatformError, SelectMenu
+from threadspindle.effects.render import StreamRenderer
+from threadspindle.effects.render_pacing import RenderError
 from threadspindle.effects.request_budget import DISCORD_BUDGET, RequestBudget
-from threadspindle.runtime.core.effect_types import Button
+from threadspindle.runtime.core.effect_types import Button, PostOutput, SealOutput
 from threadspindle.testkit.fake_discord.harness import (
     SinkRuntime,
     World,
@@ -58,6 +60,49 @@ async def test_a_repeated_nonce_posts_once(world: World) -> None:
         assert [m.content for m in world.fake.messages(world.channel)] == ["only once", "another"]
         assert world.fake.message(int(first)).nonce == discord_nonce("t/r1/0")
         assert len(discord_nonce("x" * 500)) <= 25
+
+
+async def test_a_repeated_nonce_with_newer_text_brings_the_message_to_it(world: World) -> None:
+    """The nonce of a message a crashed process posted: Discord answers with that message,
+    which still shows the old text; the send edits it to the text wanted now."""
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        first = await bot.platform.send(channel, "w0 w1", nonce="t/r1/0#0")
+        again = await bot.platform.send(channel, "w0 w1 w2 w3", nonce="t/r1/0#0")
+        assert first == again
+        assert [m.content for m in world.fake.messages(world.channel)] == ["w0 w1 w2 w3"]
+
+
+async def test_a_renderer_made_again_after_a_crash_finishes_the_unrecorded_post(
+    world: World,
+) -> None:
+    """A gateway dies after posting a streamed answer's first part and before recording
+    the post: its successor's renderer (which knows nothing of that post) sends the same
+    output again. The nonce (output key and the message's place in it, not the channel's
+    message count) is the same, so the answer ends in the one message, whole."""
+    channel = str(world.channel)
+    async with running_bot(world, SinkRuntime()) as bot:
+        dead = StreamRenderer(bot.platform, channel)
+        await dead.apply(PostOutput(key="t/r0/0", kind="notice", text="Started."))
+        # A post Discord refused for good: made, never posted, nothing to record; so the
+        # dead renderer had made a message more than its successor knows of.
+        world.fake.inject_fault(403, method="POST", path_contains="/messages")
+        with pytest.raises(RenderError, match="t/r0/1"):
+            await dead.apply(PostOutput(key="t/r0/1", kind="notice", text="refused"))
+            await dead.flush()
+        await dead.apply(PostOutput(key="t/r1/0", kind="text", text="w0 w1 w2"))
+        await dead.flush()
+        assert [m.content for m in world.fake.messages(world.channel)][-1] == "w0 w1 w2"
+        # Its successor was seeded with what was recorded: not the answer's post.
+        successor = StreamRenderer(bot.platform, channel)
+        successor.known("t/r0/0", dead.message_ids("t/r0/0"))
+        words = " ".join(f"w{i}" for i in range(40))
+        await successor.apply(PostOutput(key="t/r1/0", kind="text", text=words))
+        await successor.apply(SealOutput(key="t/r1/0"))
+        await successor.flush()
+        contents = [m.content for m in world.fake.messages(world.channel)]
+        assert contents == ["Started.", words]
+        assert successor.message_ids("t/r1/0") == dead.message_ids("t/r1/0")
 
 
 async def test_buttons_and_menus_are_components_with_the_effect_ids(world: World) -> None:

@@ -263,8 +263,9 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
             in_hand = [
                 i
                 for i, seg in enumerate(segments)
-                if not any(kind == "die" for kind, *_ in seg)
-                and [(k, kk) for k, t, kk, _ in seg if t == thread_id][-1:] == [("post", key)]
+                # A gateway that killed itself at another thread's post may have had this
+                # thread's post in hand too: threads are served concurrently.
+                if [(k, kk) for k, t, kk, _ in seg if t == thread_id][-1:] == [("post", key)]
             ]
             assert in_hand and min(in_hand) < KILLS, (thread_id, key)
     assert set(posts) == in_log
