@@ -73,6 +73,8 @@ def as_list(value: Any) -> list[Any]:
 def as_int(value: Any, *, floats: bool = False) -> int | None:
     """An int (never a bool: a CLI sending ``true`` for a count is wrong, not 1); with
     ``floats`` a finite float too, truncated (``json`` accepts ``Infinity`` and ``NaN``)."""
+    if type(value) is int:  # the usual case, at once (a bool's type is bool)
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,21 @@ ASK_USER_QUESTION = "AskUserQuestion"
 SYNTHETIC_MODEL = "<synthetic>"
 MAX_RESULT_CHARS = 4000  # a tool result is a card in a chat thread, not a log file
 MAX_SUMMARY_CHARS = 300
+
+# The events built for nearly every line, with checked values: ``Frozen.builder`` makes an
+# instance in less than half of ``trusted``'s time (a tenth of the parse was ``trusted``).
+_make_session_started = SessionStarted.builder("session_id", "model")
+_make_text_delta = TextDelta.builder("text", "block")
+_make_thinking_delta = ThinkingDelta.builder("text")
+_make_tool_started = ToolStarted.builder("tool_id", "name", "display_name", "input_summary")
+_make_tool_finished = ToolFinished.builder("tool_id", "result", "is_error")
+_make_turn_aborted = TurnAborted.builder("reason")
+_make_turn_completed = TurnCompleted.builder(
+    "session_id", "cost_usd", "duration_ms", "usage", "model", "is_error", "error"
+)
+_make_usage = Usage.builder(
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "context_window"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +171,10 @@ def _question_from_input(tool_input: dict[str, Any]) -> tuple[str, tuple[str, ..
 class ClaudeStreamParser:
     """Stateful reader of one Claude Code stdout stream (see the module docstring).
 
-    The frequent events (deltas, tool cards, turn ends) are built with ``Frozen.trusted``:
-    every value has already been checked field by field (``need_str``, ``as_int``,
-    ``isinstance``), and pydantic validating it a second time was a tenth of the parse.
+    The frequent events (deltas, tool cards, turn ends) are built without validation
+    (``Frozen.builder``): every value has already been checked field by field (``need_str``,
+    ``as_int``, ``isinstance``), and pydantic validating it a second time was a tenth of the
+    parse.
     """
 
     def __init__(self) -> None:
@@ -169,30 +186,37 @@ class ClaudeStreamParser:
         self._current_message: str | None = None
         self._started_tools: set[str] = set()
         self._cost_reported = 0.0  # total_cost_usd is cumulative over one process's turns
-        # Built once: a dict of bound methods per line cost a tenth of the parser's time.
-        self._handlers = {
-            "system": self._system,
-            "stream_event": self._stream_event,
-            "assistant": self._assistant,
-            "user": self._user,
-            "control_cancel_request": self._control_cancel,
-        }
 
     # public --------------------------------------------------------------------------------
     def feed(self, line: str) -> ParsedLine:
         """What one stdout line means. Never raises."""
-        self.stats.lines += 1
+        stats = self.stats
+        stats.lines += 1
         out = ParsedLine()
         if not line or line.isspace():  # (not strip(): that copies every line)
-            self.stats.skip("blank")
+            stats.skip("blank")
             return out
+        # The dispatch is inlined and its table is the class's: this runs for every line,
+        # and a call or a per-parser table of bound methods was a tenth of a short line.
         try:
-            out.events = self._dispatch(load_object(line), out)
+            obj = load_object(line)
+            kind = obj.get("type")
+            if not isinstance(kind, str):
+                raise MalformedInput("type is not a string")
+            session = obj.get("session_id")
+            if isinstance(session, str) and session:
+                self.session_id = session
+            handler = _HANDLERS.get(kind)
+            if handler is None:
+                stats.skip(kind)
+                return out
+            events = handler(self, obj, out)
         except (ValueError, MalformedInput, TypeError, KeyError, AttributeError, RecursionError):
             # ValueError covers pydantic's ValidationError.
-            self.stats.malformed += 1
+            stats.malformed += 1
             return ParsedLine()
-        self.stats.events += len(out.events)
+        out.events = events
+        stats.events += len(events)
         return out
 
     def take_request(self, request_id: str) -> PendingControl | None:
@@ -205,33 +229,15 @@ class ClaudeStreamParser:
         self._cost_reported = 0.0
         self._current_message = None
 
-    # dispatch -----------------------------------------------------------------------------
-    def _dispatch(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
-        kind = need_str(obj.get("type"), "type")
-        session = obj.get("session_id")
-        if isinstance(session, str) and session:
-            self.session_id = session
-        if kind == "result":
-            out.turn_ended = True
-            return self._result(obj)
-        if kind == "control_request":
-            return self._control_request(obj, out)
-        if kind == "control_response":
-            return self._control_response(obj, out)
-        handler = self._handlers.get(kind)
-        if handler is None:
-            self.stats.skip(kind)
-            return []
-        return handler(obj)
-
-    def _system(self, obj: dict[str, Any]) -> list[AgentEvent]:
+    # one handler per line type (``_HANDLERS``) ---------------------------------------------
+    def _system(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
         subtype = need_str(obj.get("subtype"), "subtype")
         if subtype == "init":
             session = need_str(obj.get("session_id"), "session_id")
             model = obj.get("model")
             self.model = model if isinstance(model, str) else self.model
             # One in five lines of a short turn: checked above, built without validation.
-            return [SessionStarted.trusted(session_id=session, model=self.model)]
+            return [_make_session_started(session, self.model)]
         if subtype == "api_retry":
             attempt = obj.get("attempt")
             most = obj.get("max_retries")
@@ -250,39 +256,53 @@ class ClaudeStreamParser:
         self.stats.skip(f"system/{subtype}")
         return []
 
-    def _stream_event(self, obj: dict[str, Any]) -> list[AgentEvent]:
-        event = need_dict(obj.get("event"), "event")
-        etype = need_str(event.get("type"), "event.type")
+    def _stream_event(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
+        # The hot path of a streamed answer (one line per delta): the checks of need_dict
+        # and need_str are written out, a call each was a tenth of a delta's time.
+        event = obj.get("event")
+        if not isinstance(event, dict):
+            raise MalformedInput("event is not an object")
+        etype = event.get("type")
+        if not isinstance(etype, str):
+            raise MalformedInput("event.type is not a string")
+        if etype == "content_block_delta":
+            delta = event.get("delta")
+            if not isinstance(delta, dict):
+                raise MalformedInput("delta is not an object")
+            dtype = delta.get("type")
+            if not isinstance(dtype, str):
+                raise MalformedInput("delta.type is not a string")
+            if dtype == "text_delta":
+                text = delta.get("text")
+                if not isinstance(text, str):
+                    raise MalformedInput("text is not a string")
+                current = self._current_message
+                if current is not None:
+                    self._streamed_messages.add(current)
+                if not text:
+                    return []
+                index = event.get("index")
+                block = f"{current or 'msg'}:{index if isinstance(index, int) else 0}"
+                # Checked above: the hot path skips a second validation.
+                return [_make_text_delta(text, block)]
+            if dtype == "thinking_delta":
+                text = need_str(delta.get("thinking"), "thinking")
+                current = self._current_message
+                if current is not None:
+                    self._streamed_messages.add(current)
+                return [_make_thinking_delta(text)] if text else []
+            self.stats.skip(f"stream_event/{dtype}")
+            return []
         if etype == "message_start":
             message = need_dict(event.get("message"), "message")
             msg_id = message.get("id")
             self._current_message = msg_id if isinstance(msg_id, str) else None
             self.stats.skip("stream_event/message_start")
             return []
-        if etype == "content_block_delta":
-            delta = need_dict(event.get("delta"), "delta")
-            dtype = need_str(delta.get("type"), "delta.type")
-            index = event.get("index")
-            block = f"{self._current_message or 'msg'}:{index if isinstance(index, int) else 0}"
-            if dtype == "text_delta":
-                text = need_str(delta.get("text"), "text")
-                self._mark_streamed()
-                # Checked above (need_str): the hot path skips a second validation.
-                return [TextDelta.trusted(text=text, block=block)] if text else []
-            if dtype == "thinking_delta":
-                text = need_str(delta.get("thinking"), "thinking")
-                self._mark_streamed()
-                return [ThinkingDelta.trusted(text=text)] if text else []
-            self.stats.skip(f"stream_event/{dtype}")
-            return []
         self.stats.skip(f"stream_event/{etype}")
         return []
 
-    def _mark_streamed(self) -> None:
-        if self._current_message is not None:
-            self._streamed_messages.add(self._current_message)
-
-    def _assistant(self, obj: dict[str, Any]) -> list[AgentEvent]:
+    def _assistant(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
         message = need_dict(obj.get("message"), "message")
         content = need_list(message.get("content"), "content")
         msg_id = message.get("id")
@@ -302,11 +322,11 @@ class ClaudeStreamParser:
             if ptype == "text" and not streamed:
                 text = need_str(part.get("text"), "text")
                 if text:
-                    events.append(TextDelta.trusted(text=text, block=f"{msg_id or 'msg'}:{index}"))
+                    events.append(_make_text_delta(text, f"{msg_id or 'msg'}:{index}"))
             elif ptype == "thinking" and not streamed:
                 thought = part.get("thinking")
                 if isinstance(thought, str) and thought:
-                    events.append(ThinkingDelta.trusted(text=thought))
+                    events.append(_make_thinking_delta(thought))
             elif ptype == "tool_use":
                 tool_id = need_str(part.get("id"), "tool id")
                 if tool_id in self._started_tools:
@@ -317,19 +337,12 @@ class ClaudeStreamParser:
                 summary = summarize_tool_input(
                     name, tool_input if isinstance(tool_input, dict) else {}
                 )
-                events.append(
-                    ToolStarted.trusted(
-                        tool_id=tool_id,
-                        name=name,
-                        display_name=clean_tool_name(name),
-                        input_summary=summary,
-                    )
-                )
+                events.append(_make_tool_started(tool_id, name, clean_tool_name(name), summary))
         if not events:
             self.stats.skip("assistant/already-streamed")
         return events
 
-    def _user(self, obj: dict[str, Any]) -> list[AgentEvent]:
+    def _user(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
         message = need_dict(obj.get("message"), "message")
         content = message.get("content")
         if isinstance(content, str):
@@ -342,17 +355,16 @@ class ClaudeStreamParser:
                 continue
             tool_id = need_str(part.get("tool_use_id"), "tool_use_id")
             events.append(
-                ToolFinished.trusted(
-                    tool_id=tool_id,
-                    result=_tool_result_text(part.get("content")),
-                    is_error=part.get("is_error") is True,
+                _make_tool_finished(
+                    tool_id, _tool_result_text(part.get("content")), part.get("is_error") is True
                 )
             )
         if not events:
             self.stats.skip("user/text")
         return events
 
-    def _result(self, obj: dict[str, Any]) -> list[AgentEvent]:
+    def _result(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
+        out.turn_ended = True
         self._streamed_messages.clear()  # message ids never repeat across turns
         self.pending.clear()  # the CLI waits on nothing once its turn is over
         self._started_tools.clear()
@@ -368,7 +380,7 @@ class ClaudeStreamParser:
             cost = max(0.0, round(float(total) - self._cost_reported, 9))
             self._cost_reported = float(total)
         if isinstance(terminal, str) and terminal.startswith("aborted"):
-            return [TurnAborted.trusted(reason="interrupted")]
+            return [_make_turn_aborted("interrupted")]
         model = self.model
         usage = self._usage(obj)
         model_usage = obj.get("modelUsage")
@@ -385,17 +397,8 @@ class ClaudeStreamParser:
                 error = "; ".join(str(e) for e in errors)
             else:
                 error = str(subtype or "error")
-        return [
-            TurnCompleted.trusted(
-                session_id=session_id,
-                cost_usd=cost,
-                duration_ms=as_int(obj.get("duration_ms"), floats=True),
-                usage=usage,
-                model=model,
-                is_error=is_error,
-                error=error,
-            )
-        ]
+        duration_ms = as_int(obj.get("duration_ms"), floats=True)
+        return [_make_turn_completed(session_id, cost, duration_ms, usage, model, is_error, error)]
 
     def _usage(self, obj: dict[str, Any]) -> Usage | None:
         usage = obj.get("usage")
@@ -407,12 +410,12 @@ class ClaudeStreamParser:
             for entry in model_usage.values():
                 if isinstance(entry, dict):
                     window = as_int(entry.get("contextWindow"), floats=True) or window
-        return Usage.trusted(
-            input_tokens=as_int(usage.get("input_tokens"), floats=True),
-            output_tokens=as_int(usage.get("output_tokens"), floats=True),
-            cache_read_tokens=as_int(usage.get("cache_read_input_tokens"), floats=True),
-            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens"), floats=True),
-            context_window=window,
+        return _make_usage(
+            as_int(usage.get("input_tokens"), floats=True),
+            as_int(usage.get("output_tokens"), floats=True),
+            as_int(usage.get("cache_read_input_tokens"), floats=True),
+            as_int(usage.get("cache_creation_input_tokens"), floats=True),
+            window,
         )
 
     def _control_request(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
@@ -454,7 +457,7 @@ class ClaudeStreamParser:
             )
         ]
 
-    def _control_cancel(self, obj: dict[str, Any]) -> list[AgentEvent]:
+    def _control_cancel(self, obj: dict[str, Any], out: ParsedLine) -> list[AgentEvent]:
         # The CLI withdrew a request (an interrupt while it waited): nothing to answer now.
         self.pending.pop(need_str(obj.get("request_id"), "request_id"), None)
         self.stats.skip("control_cancel_request")
@@ -472,3 +475,17 @@ class ClaudeStreamParser:
             )
         self.stats.skip("control_response")
         return []
+
+
+# What each line type means; any other type is counted as skipped.
+_HANDLERS: dict[str, Callable[[ClaudeStreamParser, dict[str, Any], ParsedLine], list[AgentEvent]]]
+_HANDLERS = {
+    "stream_event": ClaudeStreamParser._stream_event,
+    "assistant": ClaudeStreamParser._assistant,
+    "user": ClaudeStreamParser._user,
+    "system": ClaudeStreamParser._system,
+    "result": ClaudeStreamParser._result,
+    "control_request": ClaudeStreamParser._control_request,
+    "control_response": ClaudeStreamParser._control_response,
+    "control_cancel_request": ClaudeStreamParser._control_cancel,
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
@@ -14,6 +15,7 @@ _set_attr = object.__setattr__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_set_dict = BaseModel.__dict__["__dict__"].__set__  # a third quicker than _set_attr
 
 
 class Frozen(BaseModel):
@@ -44,6 +46,56 @@ class Frozen(BaseModel):
         _set_extra(new, None)
         _set_private(new, None)
         return new
+
+    @classmethod
+    def builder(cls, *names: str) -> Callable[..., Self]:
+        """``trusted`` made once for one set of fields: a function taking the values of
+        ``names`` (in that order, or by name) and building the same instance ``trusted``
+        would, in about half its time (no keyword dict, no class-attribute lookup, no copy
+        of the defaults, one shared fields set): what a parser builds for nearly every line
+        it reads.
+
+        Every field not named must have a plain default (``TypeError`` otherwise, where
+        ``trusted`` would leave it unset)."""
+        fields = cls.model_fields
+        unknown = [name for name in names if name not in fields]
+        if unknown or len(set(names)) != len(names):
+            raise TypeError(f"{cls.__name__}.builder{names}: unknown or repeated fields")
+        namespace: dict[str, Any] = {
+            "_new": _new_object,
+            "_cls": cls,
+            "_set_dict": _set_dict,
+            "_set_fields_set": _set_fields_set,
+            "_set_extra": _set_extra,
+            "_set_private": _set_private,
+        }
+        items = []
+        for i, (name, field) in enumerate(fields.items()):
+            if name in names:
+                items.append(f"{name!r}: {name}")
+                continue
+            if field.is_required() or field.default_factory is not None:
+                raise TypeError(f"{cls.__name__}.builder: field {name!r} must be given")
+            namespace[f"_d{i}"] = field.default
+            items.append(f"{name!r}: _d{i}")
+        # One fields set for all the instances, as ``replace`` shares them: a frozen model
+        # never changes its set.
+        namespace["_fields_set"] = _shared_fields_set(set(names))
+        # Generated source, as dataclasses do, so the dict is a literal (field names are
+        # identifiers, never starting with "_" in pydantic: no clash with the helpers).
+        source = (
+            f"def build({', '.join(names)}):\n"
+            "    new = _new(_cls)\n"
+            f"    _set_dict(new, {{{', '.join(items)}}})\n"
+            "    _set_fields_set(new, _fields_set)\n"
+            "    _set_extra(new, None)\n"
+            "    _set_private(new, None)\n"
+            "    return new\n"
+        )
+        exec(compile(source, f"<{cls.__name__}.builder>", "exec"), namespace)
+        build: Callable[..., Self] = namespace["build"]
+        build.__qualname__ = f"{cls.__name__}.builder({', '.join(names)})"
+        return build
 
     def replace(self, **update: Any) -> Self:
         """A copy with some fields replaced, without validation.
