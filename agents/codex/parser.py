@@ -42,9 +42,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from threadspindle.agents.base.fields import as_dict, as_int, as_list, as_str, cut, load_object
+from threadspindle.agents.base.fields import (
+    MalformedInput,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    cut,
+    load_object,
+)
 from threadspindle.agents.base.jsonrpc import (
-    RpcNotification,
     RpcRequest,
     RpcResponse,
     read_message,
@@ -75,6 +82,13 @@ __all__ = [
 
 MAX_RESULT_CHARS = 100_000  # a tool result longer than this is cut: the chat shows a tail anyway
 MAX_SUMMARY_CHARS = 500
+
+# The frequent events, built without validation from values checked here (``as_str``,
+# ``cut``, bools): ``Frozen.builder`` makes one in a fraction of validation's time.
+_make_text_delta = TextDelta.builder("text", "block")
+_make_thinking_delta = ThinkingDelta.builder("text")
+_make_tool_started = ToolStarted.builder("tool_id", "name", "display_name", "input_summary")
+_make_tool_finished = ToolFinished.builder("tool_id", "result", "is_error")
 
 _BASH_WRAPPER = re.compile(r"^/bin/(?:ba|z)?sh -lc '(.*)'$", re.DOTALL)
 
@@ -141,13 +155,25 @@ class AppServerParser:
             self.stats.skip("blank")
             return out
         try:
-            message = read_message(load_object(line))
-            if isinstance(message, RpcResponse):
-                out.response = message
-            elif isinstance(message, RpcRequest):
-                self._server_request(message, out)
+            msg = load_object(line)
+            method = msg.get("method")
+            if isinstance(method, str) and msg.get("id") is None:
+                # A notification, most lines: read in place, with ``read_message``'s checks
+                # (a string method, no id, params an object or absent), and no message object.
+                params = msg.get("params")
+                if params is None:
+                    params = {}
+                elif not isinstance(params, dict):
+                    raise MalformedInput("params is not an object")
+                self._notification(method, params, out)
             else:
-                self._notification(message, out)
+                message = read_message(msg)
+                if isinstance(message, RpcResponse):
+                    out.response = message
+                elif isinstance(message, RpcRequest):
+                    self._server_request(message, out)
+                else:
+                    self._notification(message.method, message.params, out)
         except Exception:  # a shape we did not foresee must not end the thread's agent
             self.stats.malformed += 1
             return ParsedLine()
@@ -254,8 +280,7 @@ class AppServerParser:
         return {"answers": answers}
 
     # notifications ---------------------------------------------------------------------
-    def _notification(self, notification: RpcNotification, out: ParsedLine) -> None:
-        method, params = notification.method, notification.params
+    def _notification(self, method: str, params: dict[str, Any], out: ParsedLine) -> None:
         turn_id = out.turn_id = as_str(params.get("turnId"))
         if method == "item/agentMessage/delta":
             delta, item = as_str(params.get("delta")), as_str(params.get("itemId"))
@@ -264,7 +289,7 @@ class AppServerParser:
                 return
             self._streamed.setdefault(item, []).append(delta)
             if delta:
-                out.events.append(TextDelta(text=delta, block=item))
+                out.events.append(_make_text_delta(delta, item))
             else:
                 self.stats.skip(f"{method}:empty")
             return
@@ -276,7 +301,7 @@ class AppServerParser:
             if item is not None:
                 self._streamed.setdefault(item, []).append(delta)
             if delta:
-                out.events.append(ThinkingDelta(text=delta))
+                out.events.append(_make_thinking_delta(delta))
             else:
                 self.stats.skip(f"{method}:empty")
             return
@@ -372,12 +397,8 @@ class AppServerParser:
             name, summary = as_str(item.get("tool")) or "Agent", as_str(item.get("prompt")) or ""
         if name is None:
             return None
-        return ToolStarted(
-            tool_id=item_id,
-            name=name,
-            display_name=clean_tool_name(name),
-            input_summary=cut(summary, MAX_SUMMARY_CHARS),
-        )
+        summary = cut(summary, MAX_SUMMARY_CHARS)
+        return _make_tool_started(item_id, name, clean_tool_name(name), summary)
 
     def _item_started(self, item: dict[str, Any], out: ParsedLine) -> None:
         kind = as_str(item.get("type"))
@@ -400,7 +421,7 @@ class AppServerParser:
             streamed = "".join(self._streamed.pop(item_id, ()))
             rest = text[len(streamed) :] if text.startswith(streamed) else ""
             if rest:
-                out.events.append(TextDelta(text=rest, block=item_id))
+                out.events.append(_make_text_delta(rest, item_id))
             else:  # everything was streamed already
                 self.stats.skip("item/completed:agentMessage")
             return
@@ -411,7 +432,7 @@ class AppServerParser:
                 p for p in (as_str(x) or as_str(as_dict(x).get("text")) for x in parts) if p
             )
             if text and not streamed:
-                out.events.append(ThinkingDelta(text=text))
+                out.events.append(_make_thinking_delta(text))
             else:
                 self.stats.skip("item/completed:reasoning")
             return
@@ -452,7 +473,7 @@ class AppServerParser:
             result = status
         else:
             return None
-        return ToolFinished(tool_id=item_id, result=cut(result, MAX_RESULT_CHARS), is_error=failed)
+        return _make_tool_finished(item_id, cut(result, MAX_RESULT_CHARS), failed)
 
     def _token_usage(self, params: dict[str, Any]) -> None:
         usage = as_dict(params.get("tokenUsage"))
