@@ -39,6 +39,7 @@ __all__ = ["make_answer", "run"]
 
 DELTA_RATE = 50.0  # deltas per second
 LINEARITY_ROUNDS = 3  # rounds of the linearity measurement (``run``)
+EVICT_BYTES = 128 << 20  # written before each timed render: four times a 32 MB L3 cache
 
 
 @dataclass
@@ -283,6 +284,14 @@ def render_post_per_part(events: list, limit: int = 2000) -> tuple[CountingPlatf
     return p, time.process_time() - start
 
 
+def _evict_caches(scratch: bytearray) -> None:
+    """Write a buffer larger than the CPU's caches, so the next render finds none of its
+    input there: the small answer rendered ten times over would otherwise find its effects
+    (8 MB for 1 MB of answer) still in the L3 cache from the run before, which the large
+    one (80 MB) never can, and the ratio would measure the cache, not the renderer."""
+    scratch[::64] = bytes(len(scratch) // 64)  # one write per 64-byte cache line
+
+
 def _row(platform: CountingPlatform, cpu: float) -> dict:
     return {
         "sends": platform.sends,
@@ -335,14 +344,17 @@ def run(quick: bool) -> dict:
     cpu_runs: dict[str, list[float]] = {small_label: [], large_label: []}
     platforms: dict[str, CountingPlatform] = {}
     ratios = []
+    scratch = bytearray(EVICT_BYTES)
     for _ in range(LINEARITY_ROUNDS):
         gc.collect()
         small_total = 0.0
         for _ in range(factor):
+            _evict_caches(scratch)
             platforms[small_label], cpu = render_spindle(answers[small_label])
             cpu_runs[small_label].append(round(cpu, 4))
             small_total += cpu
         gc.collect()
+        _evict_caches(scratch)
         platforms[large_label], cpu = render_spindle(answers[large_label])
         cpu_runs[large_label].append(round(cpu, 4))
         ratios.append(cpu / max(1e-9, small_total / factor))
