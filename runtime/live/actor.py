@@ -281,13 +281,13 @@ class ThreadActor:
                     batch = [(action, receipt)]
                     # Take what is already waiting (up to a batch) before yielding: the log
                     # then flushes the batch in one transaction.
+                    recv = self._recv
                     for _ in range(BATCH - 1):
-                        try:
-                            batch.append(self._recv.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            # EndOfChannel: ``close`` shut the mailbox while this batch ran
-                            # (an agent's late event was the last action): the loop ends.
+                        if not len(recv):
+                            # (Also when ``close`` shut the mailbox while this batch ran, an
+                            # agent's late event the last action: the next receive ends it.)
                             break
+                        batch.append(recv.receive_nowait())
                         self._mailbox -= 1
                     self._committing = True
                     try:
@@ -338,7 +338,7 @@ class ThreadActor:
             return
         new_state: ThreadState = result.state
         effects = result.effects
-        if result.note or any(isinstance(effect, LogNote) for effect in effects):
+        if result.note or (effects and _has_log_note(effects)):
             run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
             self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
             visible: list[Effect] = [e for e in effects if not isinstance(e, LogNote)]
@@ -515,6 +515,14 @@ class ThreadActor:
                 "coalesced_deltas": self.coalesced_deltas + self.listener.merged_deltas,
             }
         )
+
+
+def _has_log_note(effects: tuple[Effect, ...]) -> bool:
+    # A loop, not ``any`` over a generator: this runs for every action committed.
+    for effect in effects:
+        if type(effect) is LogNote:
+            return True
+    return False
 
 
 def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
