@@ -440,11 +440,10 @@ def continue_delta(state: ThreadState, a: A.AgentEventReceived) -> Transition | 
     if part is None or state.last_note is not None:
         return None
     ev = a.event
-    kind = type(ev)
-    if kind is E.TextDelta:
-        if part.kind != "text" or part.block != ev.block:  # type: ignore[attr-defined]
+    if isinstance(ev, E.TextDelta):
+        if part.kind != "text" or part.block != ev.block:
             return None
-    elif kind is E.ThinkingDelta:
+    elif isinstance(ev, E.ThinkingDelta):
         if part.kind != "thinking" or (state.verbosity or state.policy.verbosity) != "all":
             return None
     else:

@@ -532,8 +532,8 @@ def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
         return None
     a, b = first.event, second.event
     if not (
-        isinstance(a, TextDelta | ThinkingDelta)
-        and isinstance(b, TextDelta | ThinkingDelta)
+        isinstance(a, (TextDelta, ThinkingDelta))
+        and isinstance(b, (TextDelta, ThinkingDelta))
         and continues_delta(a, b)
     ):
         return None
