@@ -260,3 +260,37 @@ def test_a_new_log_appends_in_commit_order_and_an_old_clustered_log_is_kept(
         == 0
     )
     raw.close()
+
+
+async def test_wal_checkpoints_run_in_a_worker_thread_while_the_flusher_runs(
+    tmp_path: Path,
+) -> None:
+    """With the flusher running, SQLite's own checkpoints (inside a commit, on the trio
+    thread) are off and a worker thread checkpoints every ``checkpoint_every_rows`` rows;
+    a WAL past ``wal_restart_frames`` is restarted by the writer; SQLite's own come back
+    when the flusher ends, and every row is there."""
+    path = tmp_path / "log.sqlite3"
+    with EventLog(path) as log:
+        log.checkpoint_every_rows = 200
+        assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        async with trio.open_nursery() as nursery:
+            await nursery.start(log.run_flusher)
+            assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            for n in range(1, 1001):
+                ticket = log.append(_status(f"t{n % 7}", n))
+                if n % 50 == 0:
+                    await log.wait_durable(ticket)
+            await until(lambda: log.checkpoints >= 3)
+            assert log.wal_restarts == 0
+            log.wal_restart_frames = 1  # any WAL is too long now: the writer restarts it
+            for n in range(1001, 1201):
+                ticket = log.append(_status(f"t{n % 7}", n))
+            await log.wait_durable(ticket)
+            await until(lambda: log._restart_wal)  # said by the next checkpoint
+            await log.wait_durable(log.append(_status("t0", 1201)))
+            assert log.wal_restarts == 1 and not log._restart_wal
+            nursery.cancel_scope.cancel()
+        assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert log._checkpoint_conn is None
+    with EventLog(path) as log:
+        assert sum(len(list(log.read(f"t{k}"))) for k in range(7)) == 1201
