@@ -431,8 +431,9 @@ def continue_delta(state: ThreadState, a: A.AgentEventReceived) -> Transition | 
     run being interrupted; a part it does not continue; a note to clear; the workspace's
     session to update (``after_step``). The result is the general path's, to the byte and
     the fields set (tests/runtime/test_state_machine.py compares both on every delta
-    action). It spares the ``Step``, the hooks and the drain: ~60% of the transition's
-    time for a delta, and deltas are most of the actions of a busy process."""
+    action, test_delta_fast_path.py on each case). It spares the ``Step``, the hooks and
+    the drain: 11.4 -> 6-7 us per delta in a micro-benchmark, and deltas are most of the
+    actions of a busy process."""
     run = state.run
     if run is None or a.run_id != run.id or a.thread_id != state.thread_id:
         return None

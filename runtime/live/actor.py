@@ -284,8 +284,8 @@ class ThreadActor:
                     recv = self._recv
                     for _ in range(BATCH - 1):
                         if not len(recv):
-                            # (Also when ``close`` shut the mailbox while this batch ran, an
-                            # agent's late event the last action: the next receive ends it.)
+                            # (Also once ``close`` shut the mailbox while this batch ran: the
+                            # next receive then ends the loop.)
                             break
                         batch.append(recv.receive_nowait())
                         self._mailbox -= 1

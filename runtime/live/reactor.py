@@ -96,8 +96,8 @@ _AGENT_EFFECTS = (
 ROLLBACK_TIMEOUT_S = 60.0  # starting the agent for it included
 
 # Effect type -> whether it goes to the agent lane: one dict lookup per effect instead of an
-# isinstance over the 15 classes above (every effect is classified twice, at submit and
-# at apply).
+# isinstance over the classes above (every effect is classified twice, at submit and at
+# apply).
 _AGENT_EFFECT_TYPES: dict[type, bool] = {}
 
 
