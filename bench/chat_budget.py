@@ -290,6 +290,9 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
             "typing_refused": budget_stats.typing_refused,
             "refunded": budget_stats.refunded,
             "holds": budget_stats.holds,
+            # counted from when the request left (the HTTP trace) / from its answer
+            "stamped": budget_stats.stamped,
+            "unstamped": budget_stats.unstamped,
         }
     return result
 

@@ -11,11 +11,17 @@ token per attempt). What it keeps:
 - **Windows, not a refilling bucket.** Discord counts requests in fixed windows whose
   phase we cannot see; a token bucket that refills continuously would spend a second
   burst inside the server's window. A token is held from its grant until its request
-  *completed* (``release``), and comes back ``window_s + margin_s`` after that (a sliding
-  window log of completions). A request reaches the server between its grant and its
-  completion, so any window of the server's length holds at most ``requests`` of ours,
-  whatever its phase and however long a request took to leave a busy process (granted
-  tokens used seconds later, in a burst, would otherwise overrun the server's window).
+  *left* (``Ticket.sent``: the platform's HTTP client stamps the moment the request's
+  bytes are written, an aiohttp trace on Discord's), and comes back ``window_s +
+  margin_s`` after that (a sliding window log of send times). The server counts a request
+  when it arrives, a moment after it left (``margin_s`` covers that moment's jitter), so
+  any window of the server's length holds at most ``requests`` of ours, whatever its
+  phase and however long a request took to leave a busy process (granted tokens used
+  seconds later, in a burst, would otherwise overrun the server's window). Counting from
+  the answer instead would hold each token for the round trip too (0.5-1 s in a busy bot:
+  the budget then grants two thirds of its size); a request nobody stamped (a platform
+  without the trace, a call that failed before it went out) is counted from its
+  ``release``, as if it arrived then.
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -47,7 +53,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal
@@ -66,6 +74,8 @@ __all__ = [
     "ChannelRule",
     "Priority",
     "RequestBudget",
+    "Ticket",
+    "request_sent",
     "telegram_scope",
 ]
 
@@ -158,6 +168,8 @@ class BudgetStatistics(Frozen):
     observed: int = 0  # rules resized from the platform's rate-limit headers
     spent: int = 0  # buckets the platform reported spent (``spent``)
     channel_windows: int = 0  # per-channel windows kept (quiet ones are dropped)
+    stamped: int = 0  # requests counted from when they left (``Ticket.sent``)
+    unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
 
 
 @dataclass(eq=False)
@@ -174,8 +186,8 @@ class _Waiter:
 
 class _Window:
     """At most ``limit`` tokens held at once, a token being held from its grant until
-    ``span`` seconds after its request completed: the requests in flight and the
-    completion times of the recent ones."""
+    ``span`` seconds after its request left (or completed, unstamped): the requests in
+    flight and the times of the recent ones."""
 
     __slots__ = ("flying", "limit", "span", "times")
 
@@ -206,9 +218,59 @@ class _Window:
             self.flying -= 1
             self.times.append(now)
 
+    def restamp(self, then: float, now: float) -> None:
+        """A request stamped ``then`` went on leaving at ``now`` (its body after its
+        headers): it counts from ``now``. ``now`` is the latest time, so ``times`` stays
+        in order."""
+        try:
+            self.times.remove(then)
+        except ValueError:
+            pass  # ``then`` fell out of the window: the request counts again from now
+        self.times.append(now)
+
+    def count(self, now: float) -> None:
+        """A request that took no token of its own (a client's retry of it): counted."""
+        self.times.append(now)
+
     def give_back(self) -> None:
         if self.flying > 0:
             self.flying -= 1
+
+
+class Ticket:
+    """One attempt's token while its request is being made (``RequestBudget.sending``):
+    when the request left, for the window to count it from then."""
+
+    __slots__ = ("budget", "channel_id", "closed", "kind", "request", "sent_at")
+
+    def __init__(self, budget: RequestBudget, channel_id: str, kind: str) -> None:
+        self.budget = budget
+        self.channel_id = channel_id
+        self.kind = kind
+        self.sent_at: float | None = None
+        self.request: object = None  # the HTTP request stamped last (the client's handle)
+        self.closed = False  # released: stamps after that are not this attempt's
+
+    def sent(self, request: object) -> None:
+        """``request``'s bytes are being written: the token counts from now. The same
+        request stamped again (its body after its headers) moves its stamp; another one
+        (the client retried on its own) counts as one more request."""
+        if not self.closed:
+            self.budget._sent(self, request)
+
+
+# The ticket of the attempt being made in this context (trio task, and the asyncio task a
+# call into asyncio copies its context to): how the HTTP client's trace finds it.
+_SENDING: ContextVar[Ticket | None] = ContextVar("spindle_request_ticket", default=None)
+
+
+def request_sent(request: object) -> None:
+    """For a platform's HTTP client (an aiohttp trace): ``request`` (its per-request
+    handle) is being written to the network, for the attempt whose ticket this context
+    holds, if any (see ``Ticket.sent``)."""
+    ticket = _SENDING.get()
+    if ticket is not None:
+        ticket.sent(request)
 
 
 class RequestBudget:
@@ -245,6 +307,7 @@ class RequestBudget:
         self._max_wait = [0.0, 0.0, 0.0]
         self._typing_granted = self._typing_refused = self._refunded = 0
         self._hold_count = self._observed = self._spent = 0
+        self._stamped = self._unstamped = 0
         self._changed = trio.Event()
 
     # -- asking ------------------------------------------------------------------------------
@@ -289,9 +352,15 @@ class RequestBudget:
         self._typing_refused += 1
         return False
 
-    def release(self, channel_id: str, kind: CallKind) -> None:
+    def release(self, channel_id: str, kind: CallKind, ticket: Ticket | None = None) -> None:
         """The request of a granted token completed (answered or failed): the token comes
-        back one window from now."""
+        back one window after the request left (``ticket``, stamped by ``Ticket.sent``),
+        or one window from now when nothing stamped it."""
+        if ticket is not None:
+            ticket.closed = True
+            if ticket.sent_at is not None:
+                return  # counted from when it left
+        self._unstamped += 1
         scope, group = self._scope_of(channel_id)
         now = self._clock()
         if kind not in self._exempt:
@@ -299,6 +368,37 @@ class RequestBudget:
         for window in self._channel_windows(scope, group, kind):
             window.complete(now)
         self._changed.set()
+
+    @contextmanager
+    def sending(self, channel_id: str, kind: CallKind) -> Iterator[Ticket]:
+        """Around one granted attempt's call: the platform's HTTP client can stamp when the
+        request left (``request_sent``); the token is released when the call is over."""
+        ticket = Ticket(self, channel_id, kind)
+        reset = _SENDING.set(ticket)
+        try:
+            yield ticket
+        finally:
+            _SENDING.reset(reset)
+            self.release(channel_id, kind, ticket)
+
+    def _sent(self, ticket: Ticket, request: object) -> None:
+        scope, group = self._scope_of(ticket.channel_id)
+        windows = self._channel_windows(scope, group, ticket.kind)
+        if ticket.kind not in self._exempt:
+            windows.append(self._global)
+        now = self._clock()
+        if ticket.sent_at is None:
+            self._stamped += 1
+            for window in windows:
+                window.complete(now)  # in flight -> counted from now
+        elif request is ticket.request:
+            for window in windows:
+                window.restamp(ticket.sent_at, now)
+        else:
+            for window in windows:
+                window.count(now)
+        ticket.sent_at, ticket.request = now, request
+        self._changed.set()  # the token's return is now known: the next wake-up moves
 
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
         """Give back a token that was not used (the edit had nothing new to show)."""
@@ -492,4 +592,6 @@ class RequestBudget:
             observed=self._observed,
             spent=self._spent,
             channel_windows=len(self._windows),
+            stamped=self._stamped,
+            unstamped=self._unstamped,
         )

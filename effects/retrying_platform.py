@@ -27,7 +27,8 @@ call's priority (a reply ``URGENT``, a send ``POST`` or, with buttons, ``URGENT`
 ``EDIT`` unless told otherwise), a typing call is made only with a token to spare
 (``typing_skipped``), and a 429 holds the budget (the channel's kind, or everything for a
 global one) for its ``retry_after``; each attempt's token is released when it is
-answered (``RequestBudget.release``). ``prepaid``: the caller already holds the first
+answered (``RequestBudget.sending``: counted from when its request left, if the platform's
+HTTP client says so). ``prepaid``: the caller already holds the first
 attempt's token (an edit waits for its token before it reads its text; ``refund`` gives
 one back unused). Without a budget it calls at once, as before.
 """
@@ -171,13 +172,14 @@ class RetryingPlatform:
             return
         self._attempts += 1
         try:
-            await self.platform.typing(channel_id)
+            if budget is None:
+                await self.platform.typing(channel_id)
+            else:
+                with budget.sending(channel_id, "typing"):
+                    await self.platform.typing(channel_id)
         except PlatformError:
             self._gave_up += 1
             raise
-        finally:
-            if budget is not None:
-                budget.release(channel_id, "typing")
 
     async def reply(
         self,
@@ -234,11 +236,12 @@ class RetryingPlatform:
             prepaid = False
             self._attempts += 1
             try:
-                try:
+                if budget is None:
                     return await call()
-                finally:
-                    if budget is not None:
-                        budget.release(channel_id, kind)  # answered or not, it went out
+                # Answered or not, it went out: the token comes back a window after it
+                # left (stamped by the platform's HTTP client) or, unstamped, after now.
+                with budget.sending(channel_id, kind):
+                    return await call()
             except PlatformError as error:
                 if error.retry_after is not None and budget is not None:
                     # Every thread of the connection waits it out, not only this call.
