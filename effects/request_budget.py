@@ -32,6 +32,11 @@ token per attempt). What it keeps:
   A lower class never takes the last ``reserve`` tokens of a window that a higher one may
   take, so a reply finds a token at once even while every thread streams. A waiter held up
   only by its own channel's rule does not hold up the others.
+- **Priority inheritance** (``expedite``): a command reply or a prompt queued behind its
+  own thread's effects (the thread's chat lane applies one at a time: a first post or a
+  sealed output's final text waiting for a ``POST`` token holds the reply up) lifts that
+  channel's waiting ``POST`` requests to ``URGENT``; the renderer asks at ``URGENT`` too
+  until the reply is out (``RetryingPlatform.urgent``).
 - **Fair.** Within a class, channels take turns (round-robin): a channel served goes to the
   back of the line; its later requests wait behind every other channel's.
 - **Coalescing is the caller's.** A renderer asks for an edit's token *before* it reads the
@@ -170,6 +175,7 @@ class BudgetStatistics(Frozen):
     channel_windows: int = 0  # per-channel windows kept (quiet ones are dropped)
     stamped: int = 0  # requests counted from when they left (``Ticket.sent``)
     unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
+    expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
 
 
 @dataclass(eq=False)
@@ -307,7 +313,7 @@ class RequestBudget:
         self._max_wait = [0.0, 0.0, 0.0]
         self._typing_granted = self._typing_refused = self._refunded = 0
         self._hold_count = self._observed = self._spent = 0
-        self._stamped = self._unstamped = 0
+        self._stamped = self._unstamped = self._expedited = 0
         self._changed = trio.Event()
 
     # -- asking ------------------------------------------------------------------------------
@@ -329,7 +335,7 @@ class RequestBudget:
             await waiter.event.wait()
         except BaseException:
             if waiter.granted:
-                self.refund(channel_id, kind, priority)  # cancelled as it was granted
+                self.refund(channel_id, kind, waiter.priority)  # cancelled as it was granted
             else:
                 self._drop(waiter)
             raise
@@ -410,6 +416,23 @@ class RequestBudget:
         self._granted[priority] -= 1
         self._refunded += 1
         self._changed.set()
+
+    def expedite(self, channel_id: str, below: Priority = Priority.POST) -> int:
+        """Lift ``channel_id``'s waiting requests of class ``below`` to ``URGENT`` (something
+        urgent of the channel waits behind them); returns how many were lifted."""
+        waiters = self._queues[below].pop(channel_id, None)
+        if not waiters:
+            return 0
+        urgent = self._queues[Priority.URGENT].setdefault(channel_id, deque())
+        for waiter in waiters:
+            waiter.priority = Priority.URGENT
+            urgent.append(waiter)
+        self._waiting[below] -= len(waiters)
+        self._waiting[Priority.URGENT] += len(waiters)
+        self._expedited += len(waiters)
+        self._dispatch(self._clock())
+        self._changed.set()
+        return len(waiters)
 
     # -- what the platform says ---------------------------------------------------------------
 
@@ -594,4 +617,5 @@ class RequestBudget:
             channel_windows=len(self._windows),
             stamped=self._stamped,
             unstamped=self._unstamped,
+            expedited=self._expedited,
         )

@@ -79,6 +79,10 @@ class RetryingPlatform:
         self.limits = platform.limits
         self.policy = policy or RetryPolicy()
         self.budget = budget
+        # Urgent effects of this channel waiting behind the one being applied (a command
+        # reply queued in the thread's chat lane): until they are out, what would ask at
+        # ``POST`` asks at ``URGENT`` (priority inheritance: ``StreamRenderer.expedite``).
+        self.urgent = 0
         self._attempts = self._retries = self._rate_limited = self._gave_up = 0
         self._typing_skipped = 0
 
@@ -230,6 +234,8 @@ class RetryingPlatform:
         policy = self.policy
         budget = self.budget
         waits = retries = 0
+        if self.urgent > 0 and priority == Priority.POST:
+            priority = Priority.URGENT
         while True:
             if budget is not None and not prepaid:
                 await budget.acquire(priority, channel_id, kind)

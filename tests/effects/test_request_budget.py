@@ -19,6 +19,7 @@ from threadspindle.effects.request_budget import (
     ChannelRule,
     Priority,
     RequestBudget,
+    request_sent,
     telegram_scope,
 )
 
@@ -282,6 +283,93 @@ async def test_a_token_is_held_until_its_request_completes_and_a_window_after(
         await trio.sleep(0.1)
         assert budget.statistics().in_window == 3
     assert grants.at("next") == pytest.approx(5.0)  # completed at 4, back at 5
+
+
+async def test_a_stamped_token_comes_back_a_window_after_its_request_left(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    """With the HTTP client stamping when a request is written (``request_sent`` inside
+    ``sending``), the token counts from then, however long the answer takes; the body
+    written after the headers moves the stamp; a second request made under the same token
+    (the client retrying on its own) counts as one more; a request nobody stamped counts
+    from its release, as before."""
+    left: dict[str, float] = {}
+
+    async def call(
+        label: str,
+        channel: str,
+        stamps: list[tuple[object, float]],
+        answer_at: float,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await budget.acquire(Priority.EDIT, channel, "edit")
+        with budget.sending(channel, "edit"):
+            start = trio.current_time()
+            for request, after in stamps:  # (the request's handle, seconds after the grant)
+                await trio.sleep_until(start + after)
+                request_sent(request)
+            left[label] = trio.current_time()
+            await trio.sleep_until(start + answer_at)
+
+    headers_then_body, other = object(), object()
+    async with trio.open_nursery() as nursery:
+        # The EDIT share of the window is 3 (5 - 2 reserved): three slow requests.
+        await nursery.start(call, "fast-stamp", "c0", [(object(), 0.0)], 4.0)
+        await nursery.start(
+            call, "body-later", "c1", [(headers_then_body, 0.0), (headers_then_body, 0.5)], 4.0
+        )
+        await nursery.start(call, "unstamped", "c2", [], 2.0)
+        await trio.sleep(0.1)
+        stats = budget.statistics()
+        assert (stats.stamped, stats.unstamped, stats.in_window) == (2, 0, 3)
+        grants = Grants()
+        for n in range(3):  # each holding its token until 10 s
+            await nursery.start(
+                grants.ask, budget, f"next{n}", f"n{n}", Priority.EDIT, "edit", 10.0
+            )
+    # Back a window (1 s, no margin) after each left, not after each answer (4 s).
+    assert grants.at("next0") == pytest.approx(1.0)  # stamped at 0
+    assert grants.at("next1") == pytest.approx(1.5)  # its body went at 0.5
+    assert grants.at("next2") == pytest.approx(3.0)  # answered at 2, never stamped
+    stats = budget.statistics()
+    assert (stats.stamped, stats.unstamped) == (2, 1 + 3)  # Grants releases unstamped
+
+    # A client that retries by itself sends a second request on one token: counted.
+    async with trio.open_nursery() as nursery:
+        await trio.sleep_until(20.0)  # every token above is back
+        await nursery.start(call, "retried", "c0", [(object(), 0.0), (other, 0.2)], 0.3)
+        await trio.sleep(0.5)
+        assert budget.statistics().in_window == 2
+    # Outside any ``sending`` (an ingress call), a stamp is nobody's and changes nothing.
+    request_sent(object())
+    assert budget.statistics().stamped == 3
+
+
+async def test_expedite_lifts_a_channels_waiting_posts_ahead_of_the_others(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    """A reply queued behind its own thread's first post: the post, waiting at ``POST``
+    behind other threads' posts, goes at ``URGENT`` once ``expedite`` lifts it."""
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(5):  # the window is spent
+            await nursery.start(grants.ask, budget, f"u{n}", f"u{n}", Priority.URGENT, "send")
+        for n in range(6):
+            await nursery.start(grants.ask, budget, f"p{n}", f"p{n}", Priority.POST, "send")
+        await nursery.start(grants.ask, budget, "mine", "me", Priority.POST, "send")
+        await nursery.start(grants.ask, budget, "mine-edit", "me", Priority.EDIT, "edit")
+        await trio.sleep(0.1)
+        assert budget.expedite("me") == 1  # the post only: its edit stays an edit
+        assert budget.expedite("nobody") == 0
+        stats = budget.statistics()
+        assert stats.waiting_by_priority == (1, 6, 1) and stats.expedited == 1
+    # At 1 s the window comes back: the lifted post first (asked last, it would have gone
+    # at 2 s: three posts a window, one token kept for URGENT), then the others in turn.
+    assert grants.at("mine") == pytest.approx(1.0)
+    assert sorted(grants.at(f"p{n}") for n in range(6)) == pytest.approx([1, 1, 1, 2, 2, 2])
+    assert budget.statistics().granted_by_priority == (6, 6, 1)
 
 
 async def test_a_cancelled_waiter_leaves_the_line_and_spends_nothing(
