@@ -24,8 +24,9 @@ Discord host opens it). What it keeps:
   size (``X-RateLimit-Limit`` / ``-Reset-After``: ``observe``), holds the channel's kind
   while the bucket is spent (``X-RateLimit-Remaining: 0``) and holds for a 429's
   ``Retry-After`` (everything for a global one). The same trace stamps when each request
-  is written out (its headers, then its body: ``request_budget.request_sent``), so an
-  attempt's token counts from when it left, not from when its answer came back.
+  is written out (its headers, then its body: ``request_budget.request_sent``) and when
+  its answer came (``request_answered``), so an attempt's token counts from when it
+  reached Discord, not from when its answer got back across into trio.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ import discord
 import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
-from threadspindle.effects.request_budget import CallKind, RequestBudget, request_sent
+from threadspindle.effects.request_budget import (
+    CallKind,
+    RequestBudget,
+    request_answered,
+    request_sent,
+)
 from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["Deferral", "DiscordPlatform", "discord_nonce", "rate_limit_trace"]
@@ -385,9 +391,17 @@ def _route_kind(method: str, path: str) -> tuple[str, CallKind] | None:
 def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.TraceConfig:
     """An aiohttp trace for the ``discord.Client`` (``http_trace``) that hands every REST
     answer to ``platform()``'s ``observe_response`` (looked up at each answer: the client
-    is made before its platform), and stamps each request as it is written out for the
-    budget's attempt in progress (``request_sent``; aiohttp calls both hooks just before
-    the bytes go to the socket). The trace's per-request context names the request."""
+    is made before its platform), and stamps each request as it is written out and as its
+    answer comes for the budget's attempt in progress (``request_sent``: aiohttp calls
+    both its hooks just before the bytes go to the socket; ``request_answered``). The
+    trace's per-request context names the request."""
+
+    async def on_request_answered(
+        session: aiohttp.ClientSession,
+        context: object,
+        params: aiohttp.TraceRequestEndParams,
+    ) -> None:
+        request_answered(context)
 
     async def on_request_sent(
         session: aiohttp.ClientSession,
@@ -411,5 +425,6 @@ def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(on_request_sent)
     trace.on_request_chunk_sent.append(on_request_sent)
+    trace.on_request_end.append(on_request_answered)
     trace.on_request_end.append(on_request_end)
     return trace

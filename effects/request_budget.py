@@ -11,17 +11,21 @@ token per attempt). What it keeps:
 - **Windows, not a refilling bucket.** Discord counts requests in fixed windows whose
   phase we cannot see; a token bucket that refills continuously would spend a second
   burst inside the server's window. A token is held from its grant until its request
-  *left* (``Ticket.sent``: the platform's HTTP client stamps the moment the request's
-  bytes are written, an aiohttp trace on Discord's), and comes back ``window_s +
-  margin_s`` after that (a sliding window log of send times). The server counts a request
-  when it arrives, a moment after it left (``margin_s`` covers that moment's jitter), so
-  any window of the server's length holds at most ``requests`` of ours, whatever its
-  phase and however long a request took to leave a busy process (granted tokens used
-  seconds later, in a burst, would otherwise overrun the server's window). Counting from
-  the answer instead would hold each token for the round trip too (0.5-1 s in a busy bot:
-  the budget then grants two thirds of its size); a request nobody stamped (a platform
-  without the trace, a call that failed before it went out) is counted from its
-  ``release``, as if it arrived then.
+  reached the server, and comes back ``window_s + margin_s`` after that (a sliding window
+  log), so any window of the server's length holds at most ``requests`` of ours, whatever
+  its phase and however long a request took to leave a busy process (granted tokens used
+  seconds later, in a burst, would otherwise overrun the server's window). When it
+  reached the server we bound from both sides: not before it left (``Ticket.sent``: the
+  HTTP client stamps the moment its bytes are written, an aiohttp trace on Discord's), not
+  after its answer came (``Ticket.answered``, the same trace), and, not answered yet, not
+  later than ``in_flight_s`` after it left (a request that slow is taken to have arrived:
+  the server counted it). A request nobody stamped (a platform without the trace, a call
+  that failed before it went out) counts from its ``release``. Why not simply from
+  ``release`` (as before): the answer then crosses back from discord.py into trio first,
+  0.5-1 s in a busy bot, and the budget granted two thirds of its size; why not from the
+  moment it left (``margin_s`` covering the way to the server): a starved process (or
+  server) delivers requests late and together, and the chat_budget bench saw 52 in one
+  second at the fake.
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -57,6 +61,7 @@ comes back, and at once by ``acquire`` when one is free. It reads time from ``cl
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,6 +85,7 @@ __all__ = [
     "Priority",
     "RequestBudget",
     "Ticket",
+    "request_answered",
     "request_sent",
     "telegram_scope",
 ]
@@ -109,6 +115,8 @@ class BudgetLimits(Frozen):
     requests: int = 50  # per window, every kind and channel together
     window_s: float = 1.0
     margin_s: float = 0.05  # added to every window: jitter between our clock and the server's
+    # A stamped request not answered this long after it left is counted as arrived then.
+    in_flight_s: float = 0.25
     reserve: int = 2  # tokens of a window each lower class leaves to the one above it
     channel_rules: tuple[ChannelRule, ...] = ()
     # Kinds the platform does not count against the global limit (Discord: interaction
@@ -176,6 +184,7 @@ class BudgetStatistics(Frozen):
     stamped: int = 0  # requests counted from when they left (``Ticket.sent``)
     unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
     expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
+    answered_early: int = 0  # stamped requests answered within ``in_flight_s``
 
 
 @dataclass(eq=False)
@@ -220,23 +229,23 @@ class _Window:
         self.flying += 1
 
     def complete(self, now: float) -> None:
+        """A request in flight counts from ``now`` (may be later than the clock: an
+        upper bound of when it arrived; ``times`` is kept in order)."""
         if self.flying > 0:
             self.flying -= 1
-            self.times.append(now)
+            insort(self.times, now)
 
     def restamp(self, then: float, now: float) -> None:
-        """A request stamped ``then`` went on leaving at ``now`` (its body after its
-        headers): it counts from ``now``. ``now`` is the latest time, so ``times`` stays
-        in order."""
+        """A request counted from ``then`` counts from ``now`` instead."""
         try:
             self.times.remove(then)
         except ValueError:
-            pass  # ``then`` fell out of the window: the request counts again from now
-        self.times.append(now)
+            return  # ``then`` fell out of the window: its token is back already
+        insort(self.times, now)
 
     def count(self, now: float) -> None:
         """A request that took no token of its own (a client's retry of it): counted."""
-        self.times.append(now)
+        insort(self.times, now)
 
     def give_back(self) -> None:
         if self.flying > 0:
@@ -245,24 +254,31 @@ class _Window:
 
 class Ticket:
     """One attempt's token while its request is being made (``RequestBudget.sending``):
-    when the request left, for the window to count it from then."""
+    when its request left and was answered, for the windows to count it from when it
+    reached the server (see the module docstring)."""
 
-    __slots__ = ("budget", "channel_id", "closed", "kind", "request", "sent_at")
+    __slots__ = ("budget", "channel_id", "closed", "counted", "kind", "request", "sent_at")
 
     def __init__(self, budget: RequestBudget, channel_id: str, kind: str) -> None:
         self.budget = budget
         self.channel_id = channel_id
         self.kind = kind
-        self.sent_at: float | None = None
+        self.sent_at: float | None = None  # when the last request left
+        self.counted = math.nan  # the time the windows count it from
         self.request: object = None  # the HTTP request stamped last (the client's handle)
         self.closed = False  # released: stamps after that are not this attempt's
 
     def sent(self, request: object) -> None:
-        """``request``'s bytes are being written: the token counts from now. The same
-        request stamped again (its body after its headers) moves its stamp; another one
-        (the client retried on its own) counts as one more request."""
+        """``request``'s bytes are being written. The same request stamped again (its
+        body after its headers) moves its stamp; another one (the client retried on its
+        own) counts as one more request."""
         if not self.closed:
             self.budget._sent(self, request)
+
+    def answered(self, request: object) -> None:
+        """``request``'s answer came: it reached the server by now."""
+        if not self.closed and request is self.request:
+            self.budget._answered(self)
 
 
 # The ticket of the attempt being made in this context (trio task, and the asyncio task a
@@ -277,6 +293,13 @@ def request_sent(request: object) -> None:
     ticket = _SENDING.get()
     if ticket is not None:
         ticket.sent(request)
+
+
+def request_answered(request: object) -> None:
+    """For a platform's HTTP client: ``request``'s answer came (``Ticket.answered``)."""
+    ticket = _SENDING.get()
+    if ticket is not None:
+        ticket.answered(request)
 
 
 class RequestBudget:
@@ -313,7 +336,7 @@ class RequestBudget:
         self._max_wait = [0.0, 0.0, 0.0]
         self._typing_granted = self._typing_refused = self._refunded = 0
         self._hold_count = self._observed = self._spent = 0
-        self._stamped = self._unstamped = self._expedited = 0
+        self._stamped = self._unstamped = self._expedited = self._answered_early = 0
         self._changed = trio.Event()
 
     # -- asking ------------------------------------------------------------------------------
@@ -387,24 +410,38 @@ class RequestBudget:
             _SENDING.reset(reset)
             self.release(channel_id, kind, ticket)
 
-    def _sent(self, ticket: Ticket, request: object) -> None:
+    def _ticket_windows(self, ticket: Ticket) -> list[_Window]:
         scope, group = self._scope_of(ticket.channel_id)
         windows = self._channel_windows(scope, group, ticket.kind)
         if ticket.kind not in self._exempt:
             windows.append(self._global)
+        return windows
+
+    def _sent(self, ticket: Ticket, request: object) -> None:
         now = self._clock()
+        latest = now + self.limits.in_flight_s  # when it reached the server at the latest
         if ticket.sent_at is None:
             self._stamped += 1
-            for window in windows:
-                window.complete(now)  # in flight -> counted from now
+            for window in self._ticket_windows(ticket):
+                window.complete(latest)  # in flight -> counted
         elif request is ticket.request:
-            for window in windows:
-                window.restamp(ticket.sent_at, now)
+            for window in self._ticket_windows(ticket):
+                window.restamp(ticket.counted, latest)
         else:
-            for window in windows:
-                window.count(now)
-        ticket.sent_at, ticket.request = now, request
+            for window in self._ticket_windows(ticket):
+                window.count(latest)
+        ticket.sent_at, ticket.request, ticket.counted = now, request, latest
         self._changed.set()  # the token's return is now known: the next wake-up moves
+
+    def _answered(self, ticket: Ticket) -> None:
+        now = self._clock()
+        if ticket.sent_at is None or now >= ticket.counted:
+            return
+        for window in self._ticket_windows(ticket):
+            window.restamp(ticket.counted, now)
+        ticket.counted = now
+        self._answered_early += 1
+        self._changed.set()
 
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
         """Give back a token that was not used (the edit had nothing new to show)."""
@@ -618,4 +655,5 @@ class RequestBudget:
             stamped=self._stamped,
             unstamped=self._unstamped,
             expedited=self._expedited,
+            answered_early=self._answered_early,
         )

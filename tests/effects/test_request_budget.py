@@ -19,6 +19,7 @@ from threadspindle.effects.request_budget import (
     ChannelRule,
     Priority,
     RequestBudget,
+    request_answered,
     request_sent,
     telegram_scope,
 )
@@ -285,66 +286,66 @@ async def test_a_token_is_held_until_its_request_completes_and_a_window_after(
     assert grants.at("next") == pytest.approx(5.0)  # completed at 4, back at 5
 
 
-async def test_a_stamped_token_comes_back_a_window_after_its_request_left(
+async def test_a_stamped_token_counts_from_when_its_request_reached_the_server(
     budget: RequestBudget, autojump_clock: object
 ) -> None:
-    """With the HTTP client stamping when a request is written (``request_sent`` inside
-    ``sending``), the token counts from then, however long the answer takes; the body
-    written after the headers moves the stamp; a second request made under the same token
-    (the client retrying on its own) counts as one more; a request nobody stamped counts
-    from its release, as before."""
-    left: dict[str, float] = {}
+    """With the HTTP client stamping when a request is written and answered
+    (``request_sent``, ``request_answered`` inside ``sending``), its token counts from its
+    answer, or from ``in_flight_s`` (0.25 s) after it left if it is slower, not from its
+    release: however long the answer takes to reach the caller. The body written after
+    the headers moves the stamp; a second request made under the same token (the client
+    retrying on its own) counts as one more; a request nobody stamped counts from its
+    release, as before."""
 
     async def call(
-        label: str,
         channel: str,
         stamps: list[tuple[object, float]],
         answer_at: float,
+        release_at: float,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         task_status.started()
-        await budget.acquire(Priority.EDIT, channel, "edit")
-        with budget.sending(channel, "edit"):
+        await budget.acquire(Priority.URGENT, channel, "send")
+        with budget.sending(channel, "send"):
             start = trio.current_time()
             for request, after in stamps:  # (the request's handle, seconds after the grant)
                 await trio.sleep_until(start + after)
                 request_sent(request)
-            left[label] = trio.current_time()
-            await trio.sleep_until(start + answer_at)
+            if stamps:
+                await trio.sleep_until(start + answer_at)
+                request_answered(stamps[-1][0])
+            await trio.sleep_until(start + release_at)
 
-    headers_then_body, other = object(), object()
+    body, other = object(), object()
     async with trio.open_nursery() as nursery:
-        # The EDIT share of the window is 3 (5 - 2 reserved): three slow requests.
-        await nursery.start(call, "fast-stamp", "c0", [(object(), 0.0)], 4.0)
-        await nursery.start(
-            call, "body-later", "c1", [(headers_then_body, 0.0), (headers_then_body, 0.5)], 4.0
-        )
-        await nursery.start(call, "unstamped", "c2", [], 2.0)
-        await trio.sleep(0.1)
+        await nursery.start(call, "c0", [(object(), 0.0)], 0.1, 4.0)  # answered at 0.1
+        await nursery.start(call, "c1", [(object(), 0.0)], 3.0, 4.0)  # slow: 0.25
+        await nursery.start(call, "c2", [(body, 0.0), (body, 0.5)], 3.0, 4.0)  # 0.75
+        await nursery.start(call, "c3", [], 0.0, 2.0)  # never stamped: released at 2
+        await trio.sleep(0.05)
         stats = budget.statistics()
-        assert (stats.stamped, stats.unstamped, stats.in_window) == (2, 0, 3)
+        assert (stats.stamped, stats.unstamped, stats.in_window) == (3, 0, 4)
         grants = Grants()
-        for n in range(3):  # each holding its token until 10 s
+        for n in range(4):  # each holding its token until 10 s; one token is free now
             await nursery.start(
-                grants.ask, budget, f"next{n}", f"n{n}", Priority.EDIT, "edit", 10.0
+                grants.ask, budget, f"next{n}", f"n{n}", Priority.URGENT, "send", 10.0
             )
-    # Back a window (1 s, no margin) after each left, not after each answer (4 s).
-    assert grants.at("next0") == pytest.approx(1.0)  # stamped at 0
-    assert grants.at("next1") == pytest.approx(1.5)  # its body went at 0.5
-    assert grants.at("next2") == pytest.approx(3.0)  # answered at 2, never stamped
+    # Back a window (1 s, no margin) after each reached the server, not after 4 s.
+    assert [grants.at(f"next{n}") for n in range(4)] == pytest.approx([0.05, 1.1, 1.25, 1.75])
     stats = budget.statistics()
-    assert (stats.stamped, stats.unstamped) == (2, 1 + 3)  # Grants releases unstamped
+    assert (stats.stamped, stats.unstamped, stats.answered_early) == (3, 1 + 4, 1)
 
     # A client that retries by itself sends a second request on one token: counted.
     async with trio.open_nursery() as nursery:
         await trio.sleep_until(20.0)  # every token above is back
-        await nursery.start(call, "retried", "c0", [(object(), 0.0), (other, 0.2)], 0.3)
+        await nursery.start(call, "c0", [(object(), 0.0), (other, 0.2)], 0.3, 0.3)
         await trio.sleep(0.5)
         assert budget.statistics().in_window == 2
     # Outside any ``sending`` (an ingress call), a stamp is nobody's and changes nothing.
     request_sent(object())
-    assert budget.statistics().stamped == 3
+    request_answered(object())
+    assert budget.statistics().stamped == 4
 
 
 async def test_expedite_lifts_a_channels_waiting_posts_ahead_of_the_others(
