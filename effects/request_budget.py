@@ -34,8 +34,11 @@ token per attempt). What it keeps:
   their dismissal) before ``Priority.POST`` (first posts, footers, a sealed stream's final
   text, deletions) before ``Priority.EDIT`` (intermediate edits of streamed text).
   A lower class never takes the last ``reserve`` tokens of a window that a higher one may
-  take, so a reply finds a token at once even while every thread streams. A waiter held up
-  only by its own channel's rule does not hold up the others.
+  take, so a reply finds a token at once even while every thread streams; an ``EDIT``
+  leaves its channel's last token of a rule's window (5 edits per 5 s) to the final text:
+  a seal in the thread's chat lane, a reply queued behind it, never waits out a channel
+  window its own paced edits spent (that held 50-thread replies ~1 s in chat_budget).
+  A waiter held up only by its own channel's rule does not hold up the others.
 - **Priority inheritance** (``expedite``): a command reply or a prompt queued behind its
   own thread's effects (the thread's chat lane applies one at a time: a first post or a
   sealed output's final text waiting for a ``POST`` token holds the reply up) lifts that
@@ -561,7 +564,17 @@ class RequestBudget:
                 if global_at > now:
                     wake, starved = min(wake, global_at), True
                     break
-                ready = self._channel_free_at(waiter.scope, waiter.group, waiter.kind, now)
+                # An intermediate edit leaves its channel's last token of a rule's window
+                # to the final text and the posts: a sealed output's settle (in the
+                # thread's chat lane, a reply queued behind it) never waits a channel
+                # window out behind the thread's own paced edits.
+                ready = self._channel_free_at(
+                    waiter.scope,
+                    waiter.group,
+                    waiter.kind,
+                    now,
+                    1 if priority == Priority.EDIT else 0,
+                )
                 if ready > now:
                     wake = min(wake, ready)  # its own channel holds it: the others go
                     continue
@@ -615,13 +628,15 @@ class RequestBudget:
             windows.append(window)
         return windows
 
-    def _channel_free_at(self, scope: str, group: bool, kind: str, now: float) -> float:
+    def _channel_free_at(
+        self, scope: str, group: bool, kind: str, now: float, spare: int = 0
+    ) -> float:
         ready = self._holds.get((scope, kind), -math.inf)
         if ready <= now:
             self._holds.pop((scope, kind), None)
             ready = now
         for window in self._channel_windows(scope, group, kind):
-            ready = max(ready, window.free_at(now))
+            ready = max(ready, window.free_at(now, min(spare, window.limit - 1)))
         return ready
 
     def forget_idle(self) -> None:

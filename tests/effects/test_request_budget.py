@@ -185,12 +185,15 @@ async def test_a_channel_rule_holds_only_its_own_channel(autojump_clock: object)
         await trio.sleep(0.5)
         await nursery.start(grants.ask, budget, "b", "b")
         await nursery.start(grants.ask, budget, "a-send", "a", Priority.POST, "send")
+        # A sealed output's final text (a POST edit) takes the token the paced edits left.
+        await nursery.start(grants.ask, budget, "a-final", "a", Priority.POST, "edit")
         await trio.sleep(0.01)
         assert grants.at("b") == pytest.approx(0.5)  # another channel is not held
         assert grants.at("a-send") == pytest.approx(0.5)  # nor another kind in it
+        assert grants.at("a-final") == pytest.approx(0.5)
         await trio.sleep(10)
-        assert grants.at("a4") == 0.0
-        assert grants.at("a5") == pytest.approx(5.0)  # a window after the first of five
+        assert grants.at("a3") == 0.0  # intermediate edits: 4 of the channel's 5
+        assert grants.at("a4") == pytest.approx(5.0)  # a window after the first of them
         assert grants.at("a6") == pytest.approx(5.0)
         nursery.cancel_scope.cancel()
 
@@ -244,9 +247,9 @@ async def test_the_servers_headers_resize_a_rule(autojump_clock: object) -> None
         budget.observe("a", "edit", limit=2, reset_after_s=4.0)
         budget.observe("a", "edit", limit=2, reset_after_s=4.0)  # nothing new
         grants = Grants()
-        for n in range(3):
-            await nursery.start(grants.ask, budget, f"a{n}", "a")
-        await nursery.start(grants.ask, budget, "b", "b")
+        for n in range(3):  # (final texts: the whole channel window, no edit's reserve)
+            await nursery.start(grants.ask, budget, f"a{n}", "a", Priority.POST)
+        await nursery.start(grants.ask, budget, "b", "b", Priority.POST)
         await trio.sleep(6)
         assert grants.at("a2") == pytest.approx(5.0)  # 2 per 5 s (the longer window kept)
         assert grants.at("b") == 0.0  # the documented rule still holds elsewhere
