@@ -187,7 +187,7 @@ class BudgetStatistics(Frozen):
     stamped: int = 0  # requests counted from when they left (``Ticket.sent``)
     unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
     expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
-    answered_early: int = 0  # stamped requests answered within ``in_flight_s``
+    answered_early: int = 0  # requests answered within ``in_flight_s`` (a call may make 2)
 
 
 @dataclass(eq=False)
