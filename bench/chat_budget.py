@@ -22,7 +22,10 @@ prompt on; setting the threads up is not measured):
 - final text: every thread's answer message reads exactly ``w0 … w{DELTAS-1}``;
 - the process itself: its CPU time over the run's wall time, how late trio woke a task
   sleeping 0.1 s (the event loop's lag), and the machine's load average: on a shared
-  machine a starved process delays everything above, whatever the budget does.
+  machine a starved process delays everything above, whatever the budget does;
+- the budget: tokens by class, the longest wait by class, requests the HTTP trace stamped
+  (a token counts from when its request reached Discord, not from when the answer got
+  back into trio), posts lifted to ``URGENT`` because a reply waited behind them.
 """
 
 from __future__ import annotations
@@ -290,6 +293,13 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
             "typing_refused": budget_stats.typing_refused,
             "refunded": budget_stats.refunded,
             "holds": budget_stats.holds,
+            # requests the HTTP trace stamped as they left (counted from their answer, or
+            # in_flight_s after they left) / counted from their release (no stamp)
+            "stamped": budget_stats.stamped,
+            "unstamped": budget_stats.unstamped,
+            "answered_early": budget_stats.answered_early,
+            # waiting posts lifted to URGENT: a reply was queued behind them (expedite)
+            "expedited": budget_stats.expedited,
         }
     return result
 

@@ -1,7 +1,7 @@
 """Latency under load: many active threads streaming agent deltas while users send commands.
 
 Every thread runs a streaming fake agent (in-process) that emits a text delta every 50 ms
-(20/s) carrying its emission time. The recording renderer stamps when each effect is
+(20/s) carrying its emission time. A measuring renderer stamps when each effect is
 applied, so ingress->effect latency is measured per delta. Meanwhile each thread gets a
 ``/queue`` every few seconds (latency to its reply being applied) and, at the end, one
 ``/abort`` (latency from the command's arrival to the agent's interrupt being applied).
@@ -21,11 +21,14 @@ import trio
 from bench.common import bench_runtime, percentile
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import (
+    KEYED_POSTS,
     AppendOutput,
+    Effect,
     PostOutput,
     ReplyToCommand,
     StartAgent,
 )
+from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -142,6 +145,62 @@ def _options():
     return AgentOptions()
 
 
+class Measurements:
+    """What the latency figures need, taken as each effect is applied: a float per delta,
+    reply and abort reply. (The tests' recording renderer keeps every effect object; at
+    60,000 effects a run that made the collector walk them all in loop stalls of 40-90 ms
+    that a real renderer, which drops an effect once applied, never causes.)"""
+
+    def __init__(self) -> None:
+        self.on = False  # measuring: the load runs
+        self.queued_at: dict[str, float] = {}
+        self.aborted_at: dict[str, float] = {}
+        self.delta: list[float] = []
+        self.reply: list[float] = []
+        self.abort_reply: list[float] = []
+        self._ids = 0
+
+    def renderer(self, thread_id: str) -> MeasuringRenderer:
+        return MeasuringRenderer(self)
+
+    def applied(self, effect: Effect) -> list[Posted]:
+        now = trio.current_time()
+        if self.on:
+            if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
+                # Deltas merged into one action (runtime/live/listener.py) show in one
+                # effect: each stamp is one delta, timed from its own emission.
+                for word in effect.text.split():
+                    if word.startswith("@"):
+                        self.delta.append(now - float(word[1:]))
+            elif isinstance(effect, ReplyToCommand) and effect.key in self.queued_at:
+                self.reply.append(now - self.queued_at[effect.key])
+            elif isinstance(effect, ReplyToCommand) and effect.key in self.aborted_at:
+                self.abort_reply.append(now - self.aborted_at[effect.key])
+        if isinstance(effect, KEYED_POSTS):
+            self._ids += 1
+            return [(effect.key, (f"m{self._ids}",))]
+        return []
+
+
+class MeasuringRenderer(RendererPort):
+    """A renderer that applies at once and keeps nothing but ``Measurements``."""
+
+    def __init__(self, measurements: Measurements) -> None:
+        self.measurements = measurements
+        self.on_posted: OnPosted | None = None
+
+    def known(self, key: str, message_ids: tuple[str, ...]) -> None:
+        pass
+
+    async def apply(self, effect: Effect) -> list[Posted]:
+        await trio.lowlevel.checkpoint()
+        return self.measurements.applied(effect)
+
+    async def aclose(self) -> list[Posted]:
+        await trio.lowlevel.checkpoint()
+        return []
+
+
 async def _load(threads: int, seconds: float, db: str) -> dict:
     world = StreamingWorld()
     async with trio.open_nursery() as nursery:
@@ -153,7 +212,12 @@ async def _load(threads: int, seconds: float, db: str) -> dict:
 
 
 async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str) -> dict:
-    async with bench_runtime(db, world=world, tick_interval_s=1.0) as (rt, _, renderers):
+    measured = Measurements()
+    async with bench_runtime(db, world=world, renderers=measured, tick_interval_s=1.0) as (
+        rt,
+        _,
+        _,
+    ):
         # The users' actions carry the wall clock, as ingress stamps them: the runtime's own
         # actions (ticks, agent events) do, and the core's turn timeout compares the two (a
         # script's made-up clock would time every run out at its first tick).
@@ -163,14 +227,13 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
             await rt.post(s.user("stream"))
         await rt.wait_quiet()
         await trio.sleep(0.2)
-        start_index = len(renderers.effects)
-        queued_at: dict[str, float] = {}
+        measured.on = True
+        queued_at, aborted_at = measured.queued_at, measured.aborted_at
         rng = random.Random(1)
 
         # The abort's reply is applied right after its InterruptAgent (same transition), so
         # its application time bounds abort -> interrupt applied. A tenth of the threads are
         # aborted in the second half of the load, while the others keep streaming.
-        aborted_at: dict[str, float] = {}
         abort_from = len(scripts) - max(1, len(scripts) // 10)
 
         async def users() -> None:
@@ -207,18 +270,7 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         if drained:
             await trio.sleep(0.5)
             await rt.wait_quiet()
-        delta_lat, reply_lat, abort_reply_lat = [], [], []
-        for _thread, applied, effect in renderers.effects[start_index:]:
-            if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
-                # Deltas merged into one action (runtime/live/actor.py) show in one effect:
-                # each stamp is one delta, timed from its own emission.
-                for word in effect.text.split():
-                    if word.startswith("@"):
-                        delta_lat.append(applied - float(word[1:]))
-            elif isinstance(effect, ReplyToCommand) and effect.key in queued_at:
-                reply_lat.append(applied - queued_at[effect.key])
-            elif isinstance(effect, ReplyToCommand) and effect.key in aborted_at:
-                abort_reply_lat.append(applied - aborted_at[effect.key])
+        delta_lat, reply_lat, abort_reply_lat = measured.delta, measured.reply, measured.abort_reply
         # /abort -> the agent's interrupt() called (the agent lane), and -> its reply shown
         # (the chat lane, behind the run's last part and the typing indicator turned off).
         abort_lat = [

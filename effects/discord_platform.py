@@ -23,7 +23,10 @@ Discord host opens it). What it keeps:
   answer on a message route to ``observe_response``, which tells the budget the bucket's
   size (``X-RateLimit-Limit`` / ``-Reset-After``: ``observe``), holds the channel's kind
   while the bucket is spent (``X-RateLimit-Remaining: 0``) and holds for a 429's
-  ``Retry-After`` (everything for a global one).
+  ``Retry-After`` (everything for a global one). The same trace stamps when each request
+  is written out (its headers, then its body: ``request_budget.request_sent``) and when
+  its answer came (``request_answered``), so an attempt's token counts from when it
+  reached Discord, not from when its answer got back across into trio.
 """
 
 from __future__ import annotations
@@ -43,7 +46,12 @@ import discord
 import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
-from threadspindle.effects.request_budget import CallKind, RequestBudget
+from threadspindle.effects.request_budget import (
+    CallKind,
+    RequestBudget,
+    request_answered,
+    request_sent,
+)
 from threadspindle.runtime.core.effect_types import Button
 
 __all__ = ["Deferral", "DiscordPlatform", "discord_nonce", "rate_limit_trace"]
@@ -383,7 +391,24 @@ def _route_kind(method: str, path: str) -> tuple[str, CallKind] | None:
 def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.TraceConfig:
     """An aiohttp trace for the ``discord.Client`` (``http_trace``) that hands every REST
     answer to ``platform()``'s ``observe_response`` (looked up at each answer: the client
-    is made before its platform)."""
+    is made before its platform), and stamps each request as it is written out and as its
+    answer comes for the budget's attempt in progress (``request_sent``: aiohttp calls
+    both its hooks just before the bytes go to the socket; ``request_answered``). The
+    trace's per-request context names the request."""
+
+    async def on_request_answered(
+        session: aiohttp.ClientSession,
+        context: object,
+        params: aiohttp.TraceRequestEndParams,
+    ) -> None:
+        request_answered(context)
+
+    async def on_request_sent(
+        session: aiohttp.ClientSession,
+        context: object,
+        params: aiohttp.TraceRequestHeadersSentParams | aiohttp.TraceRequestChunkSentParams,
+    ) -> None:
+        request_sent(context)
 
     async def on_request_end(
         session: aiohttp.ClientSession,
@@ -398,5 +423,8 @@ def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.
             )
 
     trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(on_request_sent)
+    trace.on_request_chunk_sent.append(on_request_sent)
+    trace.on_request_end.append(on_request_answered)
     trace.on_request_end.append(on_request_end)
     return trace

@@ -26,6 +26,8 @@ where failures go; the work is done by its parts, one module each:
   token *before* it takes the lock: ``apply`` (a command's reply above all) never waits
   behind an intermediate edit of its own thread, and the edit, made once the token came,
   shows everything that streamed in meanwhile (one call, the latest text).
+- **A reply queued behind its own thread's effects hurries them** (``expedite``, told by
+  the reactor): their sends and settles ask at the reply's ``URGENT`` priority.
 - ``effects.render_typing``: the typing indicator, kept alive while on.
 
 A call that still fails raises ``RenderError`` from ``apply``, which the reactor turns
@@ -278,6 +280,18 @@ class StreamRenderer:
         return await self.flush()
 
     # -- the interface -----------------------------------------------------------------------
+
+    def expedite(self, urgent: int) -> None:
+        """``urgent`` more (negative: fewer) effects someone waits for (a command reply, a
+        prompt) are queued behind the one being applied (the reactor says so when they are
+        committed, and again once each is applied). While any is, the calls that would ask
+        the budget at ``POST`` (a first post, a sealed output's final text) ask at
+        ``URGENT``, and those waiting now are lifted (``RequestBudget.expedite``): the
+        reply is not held behind other threads' posts by the effects ahead of it."""
+        retrying = self._retrying
+        retrying.urgent = max(0, retrying.urgent + urgent)
+        if urgent > 0 and self._budget is not None:
+            self._budget.expedite(self.channel_id)
 
     def known(self, key: str, message_ids: tuple[str, ...] | list[str]) -> None:
         """Seed an output posted before a restart (from the log): never posted again.

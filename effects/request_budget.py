@@ -11,11 +11,21 @@ token per attempt). What it keeps:
 - **Windows, not a refilling bucket.** Discord counts requests in fixed windows whose
   phase we cannot see; a token bucket that refills continuously would spend a second
   burst inside the server's window. A token is held from its grant until its request
-  *completed* (``release``), and comes back ``window_s + margin_s`` after that (a sliding
-  window log of completions). A request reaches the server between its grant and its
-  completion, so any window of the server's length holds at most ``requests`` of ours,
-  whatever its phase and however long a request took to leave a busy process (granted
-  tokens used seconds later, in a burst, would otherwise overrun the server's window).
+  reached the server, and comes back ``window_s + margin_s`` after that (a sliding window
+  log), so any window of the server's length holds at most ``requests`` of ours, whatever
+  its phase and however long a request took to leave a busy process (granted tokens used
+  seconds later, in a burst, would otherwise overrun the server's window). When it
+  reached the server we bound from both sides: not before it left (``Ticket.sent``: the
+  HTTP client stamps the moment its bytes are written, an aiohttp trace on Discord's), not
+  after its answer came (``Ticket.answered``, the same trace), and, not answered yet, not
+  later than ``in_flight_s`` after it left (a request that slow is taken to have arrived:
+  the server counted it). A request nobody stamped (a platform without the trace, a call
+  that failed before it went out) counts from its ``release``. Why not simply from
+  ``release`` (as before): the answer then crosses back from discord.py into trio first,
+  0.5-1 s in a busy bot, and the budget granted two thirds of its size; why not from the
+  moment it left (``margin_s`` covering the way to the server): a starved process (or
+  server) delivers requests late and together, and the chat_budget bench saw 52 in one
+  second at the fake.
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -24,8 +34,16 @@ token per attempt). What it keeps:
   their dismissal) before ``Priority.POST`` (first posts, footers, a sealed stream's final
   text, deletions) before ``Priority.EDIT`` (intermediate edits of streamed text).
   A lower class never takes the last ``reserve`` tokens of a window that a higher one may
-  take, so a reply finds a token at once even while every thread streams. A waiter held up
-  only by its own channel's rule does not hold up the others.
+  take, so a reply finds a token at once even while every thread streams; an ``EDIT``
+  leaves its channel's last token of a rule's window (5 edits per 5 s) to the final text:
+  a seal in the thread's chat lane, a reply queued behind it, never waits out a channel
+  window its own paced edits spent (that held 50-thread replies ~1 s in chat_budget).
+  A waiter held up only by its own channel's rule does not hold up the others.
+- **Priority inheritance** (``expedite``): a command reply or a prompt queued behind its
+  own thread's effects (the thread's chat lane applies one at a time: a first post or a
+  sealed output's final text waiting for a ``POST`` token holds the reply up) lifts that
+  channel's waiting ``POST`` requests to ``URGENT``; the renderer asks at ``URGENT`` too
+  until the reply is out (``RetryingPlatform.urgent``).
 - **Fair.** Within a class, channels take turns (round-robin): a channel served goes to the
   back of the line; its later requests wait behind every other channel's.
 - **Coalescing is the caller's.** A renderer asks for an edit's token *before* it reads the
@@ -46,8 +64,11 @@ comes back, and at once by ``acquire`` when one is free. It reads time from ``cl
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal
@@ -66,6 +87,9 @@ __all__ = [
     "ChannelRule",
     "Priority",
     "RequestBudget",
+    "Ticket",
+    "request_answered",
+    "request_sent",
     "telegram_scope",
 ]
 
@@ -94,6 +118,8 @@ class BudgetLimits(Frozen):
     requests: int = 50  # per window, every kind and channel together
     window_s: float = 1.0
     margin_s: float = 0.05  # added to every window: jitter between our clock and the server's
+    # A stamped request not answered this long after it left is counted as arrived then.
+    in_flight_s: float = 0.25
     reserve: int = 2  # tokens of a window each lower class leaves to the one above it
     channel_rules: tuple[ChannelRule, ...] = ()
     # Kinds the platform does not count against the global limit (Discord: interaction
@@ -158,6 +184,10 @@ class BudgetStatistics(Frozen):
     observed: int = 0  # rules resized from the platform's rate-limit headers
     spent: int = 0  # buckets the platform reported spent (``spent``)
     channel_windows: int = 0  # per-channel windows kept (quiet ones are dropped)
+    stamped: int = 0  # requests counted from when they left (``Ticket.sent``)
+    unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
+    expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
+    answered_early: int = 0  # requests answered within ``in_flight_s`` (a call may make 2)
 
 
 @dataclass(eq=False)
@@ -174,8 +204,8 @@ class _Waiter:
 
 class _Window:
     """At most ``limit`` tokens held at once, a token being held from its grant until
-    ``span`` seconds after its request completed: the requests in flight and the
-    completion times of the recent ones."""
+    ``span`` seconds after its request left (or completed, unstamped): the requests in
+    flight and the times of the recent ones."""
 
     __slots__ = ("flying", "limit", "span", "times")
 
@@ -202,13 +232,77 @@ class _Window:
         self.flying += 1
 
     def complete(self, now: float) -> None:
+        """A request in flight counts from ``now`` (may be later than the clock: an
+        upper bound of when it arrived; ``times`` is kept in order)."""
         if self.flying > 0:
             self.flying -= 1
-            self.times.append(now)
+            insort(self.times, now)
+
+    def restamp(self, then: float, now: float) -> None:
+        """A request counted from ``then`` counts from ``now`` instead."""
+        try:
+            self.times.remove(then)
+        except ValueError:
+            return  # ``then`` fell out of the window: its token is back already
+        insort(self.times, now)
+
+    def count(self, now: float) -> None:
+        """A request that took no token of its own (a client's retry of it): counted."""
+        insort(self.times, now)
 
     def give_back(self) -> None:
         if self.flying > 0:
             self.flying -= 1
+
+
+class Ticket:
+    """One attempt's token while its request is being made (``RequestBudget.sending``):
+    when its request left and was answered, for the windows to count it from when it
+    reached the server (see the module docstring)."""
+
+    __slots__ = ("budget", "channel_id", "closed", "counted", "kind", "request", "sent_at")
+
+    def __init__(self, budget: RequestBudget, channel_id: str, kind: str) -> None:
+        self.budget = budget
+        self.channel_id = channel_id
+        self.kind = kind
+        self.sent_at: float | None = None  # when the last request left
+        self.counted = math.nan  # the time the windows count it from
+        self.request: object = None  # the HTTP request stamped last (the client's handle)
+        self.closed = False  # released: stamps after that are not this attempt's
+
+    def sent(self, request: object) -> None:
+        """``request``'s bytes are being written. The same request stamped again (its
+        body after its headers) moves its stamp; another one (the client retried on its
+        own) counts as one more request."""
+        if not self.closed:
+            self.budget._sent(self, request)
+
+    def answered(self, request: object) -> None:
+        """``request``'s answer came: it reached the server by now."""
+        if not self.closed and request is self.request:
+            self.budget._answered(self)
+
+
+# The ticket of the attempt being made in this context (trio task, and the asyncio task a
+# call into asyncio copies its context to): how the HTTP client's trace finds it.
+_SENDING: ContextVar[Ticket | None] = ContextVar("spindle_request_ticket", default=None)
+
+
+def request_sent(request: object) -> None:
+    """For a platform's HTTP client (an aiohttp trace): ``request`` (its per-request
+    handle) is being written to the network, for the attempt whose ticket this context
+    holds, if any (see ``Ticket.sent``)."""
+    ticket = _SENDING.get()
+    if ticket is not None:
+        ticket.sent(request)
+
+
+def request_answered(request: object) -> None:
+    """For a platform's HTTP client: ``request``'s answer came (``Ticket.answered``)."""
+    ticket = _SENDING.get()
+    if ticket is not None:
+        ticket.answered(request)
 
 
 class RequestBudget:
@@ -245,6 +339,7 @@ class RequestBudget:
         self._max_wait = [0.0, 0.0, 0.0]
         self._typing_granted = self._typing_refused = self._refunded = 0
         self._hold_count = self._observed = self._spent = 0
+        self._stamped = self._unstamped = self._expedited = self._answered_early = 0
         self._changed = trio.Event()
 
     # -- asking ------------------------------------------------------------------------------
@@ -266,7 +361,7 @@ class RequestBudget:
             await waiter.event.wait()
         except BaseException:
             if waiter.granted:
-                self.refund(channel_id, kind, priority)  # cancelled as it was granted
+                self.refund(channel_id, kind, waiter.priority)  # cancelled as it was granted
             else:
                 self._drop(waiter)
             raise
@@ -289,15 +384,66 @@ class RequestBudget:
         self._typing_refused += 1
         return False
 
-    def release(self, channel_id: str, kind: CallKind) -> None:
+    def release(self, channel_id: str, kind: CallKind, ticket: Ticket | None = None) -> None:
         """The request of a granted token completed (answered or failed): the token comes
-        back one window from now."""
+        back one window after the request left (``ticket``, stamped by ``Ticket.sent``),
+        or one window from now when nothing stamped it."""
+        if ticket is not None:
+            ticket.closed = True
+            if ticket.sent_at is not None:
+                return  # counted from when it left
+        self._unstamped += 1
         scope, group = self._scope_of(channel_id)
         now = self._clock()
         if kind not in self._exempt:
             self._global.complete(now)
         for window in self._channel_windows(scope, group, kind):
             window.complete(now)
+        self._changed.set()
+
+    @contextmanager
+    def sending(self, channel_id: str, kind: CallKind) -> Iterator[Ticket]:
+        """Around one granted attempt's call: the platform's HTTP client can stamp when the
+        request left (``request_sent``); the token is released when the call is over."""
+        ticket = Ticket(self, channel_id, kind)
+        reset = _SENDING.set(ticket)
+        try:
+            yield ticket
+        finally:
+            _SENDING.reset(reset)
+            self.release(channel_id, kind, ticket)
+
+    def _ticket_windows(self, ticket: Ticket) -> list[_Window]:
+        scope, group = self._scope_of(ticket.channel_id)
+        windows = self._channel_windows(scope, group, ticket.kind)
+        if ticket.kind not in self._exempt:
+            windows.append(self._global)
+        return windows
+
+    def _sent(self, ticket: Ticket, request: object) -> None:
+        now = self._clock()
+        latest = now + self.limits.in_flight_s  # when it reached the server at the latest
+        if ticket.sent_at is None:
+            self._stamped += 1
+            for window in self._ticket_windows(ticket):
+                window.complete(latest)  # in flight -> counted
+        elif request is ticket.request:
+            for window in self._ticket_windows(ticket):
+                window.restamp(ticket.counted, latest)
+        else:
+            for window in self._ticket_windows(ticket):
+                window.count(latest)
+        ticket.sent_at, ticket.request, ticket.counted = now, request, latest
+        self._changed.set()  # the token's return is now known: the next wake-up moves
+
+    def _answered(self, ticket: Ticket) -> None:
+        now = self._clock()
+        if ticket.sent_at is None or now >= ticket.counted:
+            return
+        for window in self._ticket_windows(ticket):
+            window.restamp(ticket.counted, now)
+        ticket.counted = now
+        self._answered_early += 1
         self._changed.set()
 
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
@@ -310,6 +456,23 @@ class RequestBudget:
         self._granted[priority] -= 1
         self._refunded += 1
         self._changed.set()
+
+    def expedite(self, channel_id: str, below: Priority = Priority.POST) -> int:
+        """Lift ``channel_id``'s waiting requests of class ``below`` to ``URGENT`` (something
+        urgent of the channel waits behind them); returns how many were lifted."""
+        waiters = self._queues[below].pop(channel_id, None)
+        if not waiters:
+            return 0
+        urgent = self._queues[Priority.URGENT].setdefault(channel_id, deque())
+        for waiter in waiters:
+            waiter.priority = Priority.URGENT
+            urgent.append(waiter)
+        self._waiting[below] -= len(waiters)
+        self._waiting[Priority.URGENT] += len(waiters)
+        self._expedited += len(waiters)
+        self._dispatch(self._clock())
+        self._changed.set()
+        return len(waiters)
 
     # -- what the platform says ---------------------------------------------------------------
 
@@ -401,7 +564,17 @@ class RequestBudget:
                 if global_at > now:
                     wake, starved = min(wake, global_at), True
                     break
-                ready = self._channel_free_at(waiter.scope, waiter.group, waiter.kind, now)
+                # An intermediate edit leaves its channel's last token of a rule's window
+                # to the final text and the posts: a sealed output's settle (in the
+                # thread's chat lane, a reply queued behind it) never waits a channel
+                # window out behind the thread's own paced edits.
+                ready = self._channel_free_at(
+                    waiter.scope,
+                    waiter.group,
+                    waiter.kind,
+                    now,
+                    1 if priority == Priority.EDIT else 0,
+                )
                 if ready > now:
                     wake = min(wake, ready)  # its own channel holds it: the others go
                     continue
@@ -455,13 +628,15 @@ class RequestBudget:
             windows.append(window)
         return windows
 
-    def _channel_free_at(self, scope: str, group: bool, kind: str, now: float) -> float:
+    def _channel_free_at(
+        self, scope: str, group: bool, kind: str, now: float, spare: int = 0
+    ) -> float:
         ready = self._holds.get((scope, kind), -math.inf)
         if ready <= now:
             self._holds.pop((scope, kind), None)
             ready = now
         for window in self._channel_windows(scope, group, kind):
-            ready = max(ready, window.free_at(now))
+            ready = max(ready, window.free_at(now, min(spare, window.limit - 1)))
         return ready
 
     def forget_idle(self) -> None:
@@ -492,4 +667,8 @@ class RequestBudget:
             observed=self._observed,
             spent=self._spent,
             channel_windows=len(self._windows),
+            stamped=self._stamped,
+            unstamped=self._unstamped,
+            expedited=self._expedited,
+            answered_early=self._answered_early,
         )

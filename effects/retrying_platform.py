@@ -27,7 +27,8 @@ call's priority (a reply ``URGENT``, a send ``POST`` or, with buttons, ``URGENT`
 ``EDIT`` unless told otherwise), a typing call is made only with a token to spare
 (``typing_skipped``), and a 429 holds the budget (the channel's kind, or everything for a
 global one) for its ``retry_after``; each attempt's token is released when it is
-answered (``RequestBudget.release``). ``prepaid``: the caller already holds the first
+answered (``RequestBudget.sending``: counted from when its request left, if the platform's
+HTTP client says so). ``prepaid``: the caller already holds the first
 attempt's token (an edit waits for its token before it reads its text; ``refund`` gives
 one back unused). Without a budget it calls at once, as before.
 """
@@ -78,6 +79,10 @@ class RetryingPlatform:
         self.limits = platform.limits
         self.policy = policy or RetryPolicy()
         self.budget = budget
+        # Urgent effects of this channel waiting behind the one being applied (a command
+        # reply queued in the thread's chat lane): until they are out, what would ask at
+        # ``POST`` asks at ``URGENT`` (priority inheritance: ``StreamRenderer.expedite``).
+        self.urgent = 0
         self._attempts = self._retries = self._rate_limited = self._gave_up = 0
         self._typing_skipped = 0
 
@@ -171,13 +176,14 @@ class RetryingPlatform:
             return
         self._attempts += 1
         try:
-            await self.platform.typing(channel_id)
+            if budget is None:
+                await self.platform.typing(channel_id)
+            else:
+                with budget.sending(channel_id, "typing"):
+                    await self.platform.typing(channel_id)
         except PlatformError:
             self._gave_up += 1
             raise
-        finally:
-            if budget is not None:
-                budget.release(channel_id, "typing")
 
     async def reply(
         self,
@@ -228,17 +234,20 @@ class RetryingPlatform:
         policy = self.policy
         budget = self.budget
         waits = retries = 0
+        if self.urgent > 0 and priority == Priority.POST:
+            priority = Priority.URGENT
         while True:
             if budget is not None and not prepaid:
                 await budget.acquire(priority, channel_id, kind)
             prepaid = False
             self._attempts += 1
             try:
-                try:
+                if budget is None:
                     return await call()
-                finally:
-                    if budget is not None:
-                        budget.release(channel_id, kind)  # answered or not, it went out
+                # Answered or not, it went out: the token comes back a window after it
+                # left (stamped by the platform's HTTP client) or, unstamped, after now.
+                with budget.sending(channel_id, kind):
+                    return await call()
             except PlatformError as error:
                 if error.retry_after is not None and budget is not None:
                     # Every thread of the connection waits it out, not only this call.

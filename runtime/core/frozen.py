@@ -9,13 +9,13 @@ from pydantic import BaseModel, ConfigDict
 
 # The slots every model instance has, set through their descriptors (``trusted`` and
 # ``replace`` are hot: a looked-up ``object.__setattr__`` per slot was a third of
-# ``trusted``'s time, and the parsers build most of their events with it).
+# ``trusted``'s time, and the parsers build most of their events with it). ``__dict__``
+# too: BaseModel's slots include it, and its descriptor spares a generic attribute set.
 _new_object = object.__new__
-_set_attr = object.__setattr__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_set_dict = BaseModel.__dict__["__dict__"].__set__  # a third quicker than _set_attr
 
 
 class Frozen(BaseModel):
@@ -41,7 +41,7 @@ class Frozen(BaseModel):
         fields = defaults.copy()
         fields.update(values)
         new = _new_object(cls)
-        _set_attr(new, "__dict__", fields)
+        _set_dict(new, fields)
         _set_fields_set(new, set(values))
         _set_extra(new, None)
         _set_private(new, None)
@@ -106,9 +106,9 @@ class Frozen(BaseModel):
         new = _new_object(type(self))
         values = self.__dict__.copy()
         values.update(update)
-        _set_attr(new, "__dict__", values)
+        _set_dict(new, values)
         fields_set = self.__pydantic_fields_set__
-        if not update.keys() <= fields_set:
+        if not fields_set.issuperset(update):
             fields_set = _shared_fields_set(fields_set | update.keys())
         # Shared with ``self`` when no new field was set (the usual case), else one of the
         # few sets every model shares: a set is 200+ bytes in every state kept. A frozen

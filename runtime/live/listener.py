@@ -49,6 +49,9 @@ __all__ = ["AgentListener", "AgentUnavailable", "Backoff", "StartCancelled"]
 
 logger = logging.getLogger("spindle.listener")
 
+# The deltas that merge, as a tuple: ``isinstance(e, TextDelta | ThinkingDelta)`` builds the
+# union anew at every call, and this runs for every delta an agent says.
+_DELTAS = (TextDelta, ThinkingDelta)
 EMIT_BURST_S = 0.001  # agent events closer together than this are a burst (``_emit``)
 MERGE_MAX_CHARS = 16_384  # one merged delta's text at most (a bounded action and log row)
 
@@ -404,7 +407,7 @@ class AgentListener:
         merging = self._merging
         if merging is not None:
             if (
-                isinstance(event, TextDelta | ThinkingDelta)
+                isinstance(event, _DELTAS)
                 and stamped.run_id == merging.run_id
                 and stamped.session_id == merging.session_id
                 and continues_delta(merging.first, event)
@@ -420,11 +423,11 @@ class AgentListener:
         if (
             self._in_round
             and (self._round_events > 1 or self._reads_hold_more)
-            and isinstance(event, TextDelta | ThinkingDelta)
+            and isinstance(event, _DELTAS)
         ):
             self._merging = _Merging(stamped, event, self._clock())
             return
-        if isinstance(event, TextDelta | ThinkingDelta):
+        if isinstance(event, _DELTAS):
             # The hot path: built without validation from a delta the adapter made (a
             # pydantic model already) and the listener's own ids and stamps.
             self._post(

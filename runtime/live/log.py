@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import sqlite3
 import time
@@ -58,6 +59,8 @@ from threadspindle.runtime.live.log_read import (
     check_schema,
 )
 
+logger = logging.getLogger("spindle.log")
+
 __all__ = [
     "ACTION_ADAPTER",
     "EventLog",
@@ -72,20 +75,37 @@ __all__ = [
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS actions (
-    thread_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    at REAL NOT NULL,
-    kind TEXT NOT NULL,
-    action TEXT NOT NULL,
-    PRIMARY KEY (thread_id, seq)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     thread_id TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
     state TEXT NOT NULL
 );
 """
+# The actions in commit order (a rowid table: a flush appends its rows at the table's end)
+# and a small index by thread. Logs made before kept the table clustered by (thread_id, seq),
+# which reads the same but writes a flush's rows into as many pages as threads in it:
+# ~5x the time per row at 1,000 streaming threads (docs/performance.md, "Latency under
+# load"). Both layouts answer the same queries; an existing table is left as it is.
+_ACTIONS_SCHEMA = """
+BEGIN;
+CREATE TABLE actions (
+    thread_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    action TEXT NOT NULL
+);
+CREATE UNIQUE INDEX actions_by_thread ON actions(thread_id, seq);
+COMMIT;
+"""
+
+
+SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default: pages in the WAL before a commit checkpoints
+# Background checkpoints (``EventLog._run_checkpoints``): one per this many rows written
+# (a row is a few hundred bytes: a few hundred pages), and the WAL's size (in frames, pages)
+# past which the writer restarts it itself.
+CHECKPOINT_EVERY_ROWS = 2000
+WAL_RESTART_FRAMES = 50_000
 
 
 class LogUnwritable(LogError):
@@ -172,11 +192,26 @@ class EventLog:
         batch_window_s: float = 0.0,
         flush_in_thread: bool = False,
         retry_interval_s: float = 1.0,
+        checkpoint_in_thread: bool = True,
     ) -> None:
         self.path = Path(path)
         self.snapshot_every = snapshot_every
         self.batch_window_s = batch_window_s
         self.flush_in_thread = flush_in_thread  # write batches from a worker thread
+        # While the flusher runs, WAL checkpoints are made from a worker thread on a second
+        # connection instead of inside the commit that crosses SQLite's threshold
+        # (``_run_checkpoints``).
+        self.checkpoint_in_thread = checkpoint_in_thread
+        self.checkpoint_every_rows = CHECKPOINT_EVERY_ROWS
+        self.wal_restart_frames = WAL_RESTART_FRAMES
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self._checkpoint_due: trio.Event | None = None
+        self._rows_since_checkpoint = 0
+        self._restart_wal = False  # the WAL outgrew ``wal_restart_frames``: the next flush
+        self._checkpointing = False  # a checkpoint runs in the worker thread
+        self.checkpoints = 0  # made from the worker thread
+        self.checkpoint_seconds = 0.0
+        self.wal_restarts = 0
         self.retry_interval_s = retry_interval_s  # while the disk refuses writes
         # Why the last write failed while the disk refuses writes; None when they succeed.
         self.unwritable: LogUnwritable | None = None
@@ -246,6 +281,13 @@ class EventLog:
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             # Needs the write lock: a log held by another writer fails here, after `timeout`.
             conn.executescript(_SCHEMA)
+            if (
+                conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='actions'"
+                ).fetchone()
+                is None
+            ):
+                conn.executescript(_ACTIONS_SCHEMA)
             conn.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -285,6 +327,7 @@ class EventLog:
         the lock are released all the same and ``LogUnwritable`` says how many actions were
         not saved."""
         unsaved: LogUnwritable | None = None
+        self._close_checkpoint_conn()  # first: closing the last connection checkpoints
         if self._conn is not None:
             try:
                 self.flush()
@@ -371,6 +414,12 @@ class EventLog:
                 [(t, s, j) for t, (s, j) in snaps.items()],
             )
             conn.execute("COMMIT")
+            if self._restart_wal and not self._checkpointing:
+                # Rare: background checkpoints never caught up with the writes, so the WAL
+                # never started over; this one, in the writer, lets the next write restart it.
+                self._restart_wal = False
+                self.wal_restarts += 1
+                conn.execute("PRAGMA wal_checkpoint(RESTART)")
         except BaseException as exc:
             # SQLite may have rolled back already (it does on SQLITE_FULL): a second
             # ROLLBACK would fail and hide the error that matters.
@@ -398,6 +447,10 @@ class EventLog:
         self._durable = ticket
         self.flushes += 1
         self.rows_written += len(rows)
+        if self._checkpoint_due is not None:
+            self._rows_since_checkpoint += len(rows)
+            if self._rows_since_checkpoint >= self.checkpoint_every_rows:
+                self._checkpoint_due.set()
         self._wake_waiters()
         self._run_durable_callbacks()
 
@@ -483,7 +536,17 @@ class EventLog:
         (what it cannot write stays buffered, for ``close`` to report)."""
         if self._wakeup is None:
             self._wakeup, self._flushed = trio.Event(), trio.Event()
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            if self.checkpoint_in_thread and self._open_checkpoint_conn():
+                nursery.start_soon(self._run_checkpoints)
+            task_status.started()
+            try:
+                await self._flush_forever()
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _flush_forever(self) -> None:
+        assert self._wakeup is not None
         try:
             while True:
                 if self.unwritable is None:
@@ -511,6 +574,74 @@ class EventLog:
                         self.flush()
                     except LogUnwritable:
                         pass  # kept buffered: ``close`` reports it
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def _open_checkpoint_conn(self) -> bool:
+        """A second connection for checkpoints, and SQLite's own (inside a commit, on the
+        trio thread: copying ~1,000 pages and an fsync) turned off meanwhile. False (SQLite
+        keeps checkpointing itself) for a log in memory or a connection that cannot open."""
+        if self._conn is None or str(self.path) == ":memory:":
+            return False
+        try:
+            self._checkpoint_conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0.5
+            )
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        except sqlite3.Error as exc:
+            logger.warning("checkpoints stay in the writer: %s", exc)
+            self._close_checkpoint_conn()
+            return False
+        self._checkpoint_due = trio.Event()
+        return True
+
+    def _close_checkpoint_conn(self) -> None:
+        conn, self._checkpoint_conn = self._checkpoint_conn, None
+        self._checkpoint_due = None
+        if conn is not None:
+            conn.close()
+        if self._conn is not None:
+            try:
+                self._conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT}")
+            except sqlite3.Error:
+                pass
+
+    async def _run_checkpoints(self) -> None:
+        """Checkpoint the WAL from a worker thread every ``checkpoint_every_rows`` rows
+        written (PASSIVE: it never blocks the writer, which goes on meanwhile). A WAL that
+        grows past ``wal_restart_frames`` all the same (checkpoints that never catch up)
+        gets one RESTART checkpoint in the writer (``_write``). Until cancelled; the
+        connection is closed and SQLite's own checkpoints are back after it."""
+        try:
+            while True:
+                due = self._checkpoint_due
+                assert due is not None
+                await due.wait()
+                self._checkpoint_due = trio.Event()
+                self._rows_since_checkpoint = 0
+                started = time.perf_counter()
+                self._checkpointing = True
+                try:
+                    _, frames, _ = await trio.to_thread.run_sync(
+                        self._checkpoint, abandon_on_cancel=False
+                    )
+                except sqlite3.Error as exc:  # a full disk, say: the next one tries again
+                    logger.warning("WAL checkpoint failed: %s", exc)
+                    continue
+                finally:
+                    self._checkpointing = False
+                self.checkpoints += 1
+                self.checkpoint_seconds += time.perf_counter() - started
+                if frames >= self.wal_restart_frames:
+                    self._restart_wal = True
+        finally:
+            self._close_checkpoint_conn()
+
+    def _checkpoint(self) -> tuple[int, int, int]:
+        conn = self._checkpoint_conn
+        assert conn is not None
+        row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
 
     async def _flush_batch(self) -> None:
         if not self.flush_in_thread:

@@ -12,6 +12,10 @@ Invariants:
   long as Discord's rate limit. Nothing needs an order *between* the lanes: the core only
   asks the agent something the user answered in the chat, which the chat lane showed first.
 - A ``PromptAgent`` whose run the core has ended by the time it is sent is not sent.
+- A command reply or a prompt (``_URGENT_CHAT``) keeps its place in the chat lane, but
+  the renderer is told at once that it waits there (an optional ``expedite(n)`` on the
+  renderer: +n when submitted, -1 once applied), so the renderer's requests of the
+  effects ahead of it go at its urgency, not behind other threads' posts.
 - Consecutive ``AppendOutput``s of one output (same key, consecutive ``seq``) that are
   waiting together are handed to the renderer as one append of their joined text, with
   the last ``seq``: the chat shows the same text, and a stream of deltas committed in a
@@ -51,12 +55,16 @@ from threadspindle.runtime.core.effect_types import (
     AnswerPermission,
     AnswerQuestion,
     AppendOutput,
+    DismissPrompt,
     Effect,
     InterruptAgent,
     OpenThread,
     PromptAgent,
+    ReplyToCommand,
     RollbackAgent,
     RunShell,
+    ShowPermissionPrompt,
+    ShowQuestion,
     StartAgent,
     SteerAgent,
     StopAgent,
@@ -78,6 +86,10 @@ __all__ = ["Reactor", "ReactorStatistics"]
 
 logger = logging.getLogger("spindle.reactor")
 
+# Chat effects someone waits for (a command's answer, what the agent asks): the renderer
+# hurries the effects ahead of them in the lane (``Reactor._expedite``).
+_URGENT_CHAT = (ReplyToCommand, ShowPermissionPrompt, ShowQuestion, DismissPrompt)
+
 _AGENT_EFFECTS = (
     StartAgent,
     PromptAgent,
@@ -94,6 +106,19 @@ _AGENT_EFFECTS = (
     RollbackAgent,
 )
 ROLLBACK_TIMEOUT_S = 60.0  # starting the agent for it included
+
+# Effect type -> whether it goes to the agent lane: one dict lookup per effect instead of an
+# isinstance over the classes above (every effect is classified twice, at submit and at
+# apply).
+_AGENT_EFFECT_TYPES: dict[type, bool] = {}
+
+
+def _is_agent_effect(effect: Effect) -> bool:
+    kind = type(effect)
+    found = _AGENT_EFFECT_TYPES.get(kind)
+    if found is None:
+        found = _AGENT_EFFECT_TYPES[kind] = issubclass(kind, _AGENT_EFFECTS)
+    return found
 
 
 class Reactor:
@@ -167,11 +192,14 @@ class Reactor:
         agent: list[Effect] = []
         chat: list[Effect] = []
         for effect in effects:
-            (agent if isinstance(effect, _AGENT_EFFECTS) else chat).append(effect)
+            (agent if _is_agent_effect(effect) else chat).append(effect)
         if agent:
             self._agent_lane.pending += len(agent)
         if chat:
             self._chat_lane.pending += len(chat)
+            urgent = sum(isinstance(effect, _URGENT_CHAT) for effect in chat)
+            if urgent:
+                self._expedite(urgent)
         log = self._log
         log.when_durable(ticket, lambda: self._deliver(ticket, agent, chat))
         if agent:
@@ -225,28 +253,39 @@ class Reactor:
         async for first in lane.recv:
             # Take every durable batch already delivered: they go out in commit order.
             batches = [first]
-            while True:
-                try:
-                    batches.append(lane.recv.receive_nowait())
-                except trio.WouldBlock:
-                    break
+            recv = lane.recv
+            while len(recv):
+                batches.append(recv.receive_nowait())
             last = batches[-1][0]
             if not self._log.is_durable(last):  # (the SQLite log delivers durable batches)
                 await self._log.wait_durable(last)
-            for effect, count in _coalesce_appends(batches):
+            if len(batches) == 1 and len(first[1]) == 1:
+                merged: list[tuple[Effect, int]] = [(first[1][0], 1)]  # the usual wake
+            else:
+                merged = _coalesce_appends(batches)
+            for effect, count in merged:
                 await self.apply(effect)
                 lane.pending -= count
                 self.pending -= count
                 self.coalesced += count - 1
+                if isinstance(effect, _URGENT_CHAT):
+                    self._expedite(-1)
             if self.pending == 0:
                 self._set_idle()
             # Not kept while the lane waits: a thread gone idle would hold its last effects
             # (a turn's last text, its footer) for as long as it lives.
-            del first, batches, effect
+            del first, batches, merged, effect
+
+    def _expedite(self, urgent: int) -> None:
+        """Tell a renderer that can hurry (``StreamRenderer.expedite``) how many more (or
+        fewer) urgent effects wait in the chat lane."""
+        expedite = getattr(self.renderer, "expedite", None)
+        if expedite is not None:
+            expedite(urgent)
 
     async def apply(self, effect: Effect) -> None:
         try:
-            if isinstance(effect, _AGENT_EFFECTS):
+            if _is_agent_effect(effect):
                 await self._apply_agent(effect)
             else:
                 for key, message_ids in await self.renderer.apply(effect):

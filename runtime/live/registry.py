@@ -153,7 +153,8 @@ class Runtime:
         self._transition = transition
         self.tick_interval_s = tick_interval_s
         self.timers = Timers()  # every thread's ticker sleeps on it (runtime/live/timers.py)
-        self.round_end = RoundEnd()  # merges an agent's deltas read together (rounds.py)
+        # Merges an agent's deltas read together (rounds.py), and flushes what they became.
+        self.round_end = RoundEnd(after_calls=log.flush_now)
         self.idle_timeout_s = idle_timeout_s
         self.sweep_interval_s = sweep_interval_s
         self._backoff = backoff

@@ -22,7 +22,11 @@ logger = logging.getLogger("spindle.rounds")
 
 
 class RoundEnd:
-    def __init__(self) -> None:
+    def __init__(self, after_calls: Callable[[], object] | None = None) -> None:
+        # Called once the callbacks of a step have run: the runtime flushes the log there,
+        # so what they committed is durable and on its way to the lanes in this round,
+        # not after the flusher's turn in the next one (a round is long under load).
+        self._after_calls = after_calls
         self._calls: list[Callable[[], object]] = []
         self._task: trio.lowlevel.Task | None = None
         self._woken = False  # rescheduled and not yet running, or running the callbacks
@@ -52,6 +56,11 @@ class RoundEnd:
                 self._woken = True  # a call_soon made by a callback joins this pass
                 self.rounds += 1
                 self._run_calls()
+                if self._after_calls is not None:
+                    try:
+                        self._after_calls()
+                    except Exception:
+                        logger.exception("the round-end hook raised")
         finally:
             self.running = False
             self._run_calls()  # nothing asked for is left undone

@@ -163,6 +163,53 @@ async def test_a_reply_and_a_prompt_do_not_wait_behind_their_threads_edits(
         await renderer.apply(SealOutput(key="k"))
 
 
+async def test_a_reply_queued_behind_its_threads_seal_lifts_the_seal_ahead_of_other_posts(
+    autojump_clock: object,
+) -> None:
+    """The thread's chat lane applies a seal whose final text waits for a ``POST`` token
+    behind other threads' posts, and a reply is queued behind it: ``expedite`` (the
+    reactor's word) lifts the waiting final text to ``URGENT``, and the renderer's later
+    posts ask at ``URGENT`` until the reply is applied (``expedite(-1)``)."""
+    platform = RecordingPlatform()
+    async with ThreadRenderers(budget=TIGHT) as renderers:
+        renderers.attach(platform)
+        budget = renderers.budget
+        assert budget is not None
+        renderer = renderers.renderer("t")
+        await renderer.apply(PostOutput(key="k", kind="text", text="start "))
+        await trio.sleep(2)  # the first message is sent, and its token back
+        spent_at = trio.current_time()
+        for n in range(10):  # the whole window
+            await budget.acquire(Priority.URGENT, f"other{n}", "reply")
+            budget.release(f"other{n}", "reply")
+        await renderer.apply(AppendOutput(key="k", seq=1, text="end "))
+        await trio.sleep(0.6)  # its paced edit waits for a token (unlocked)
+        others: list[float] = []
+
+        async def other_post(channel: str) -> None:
+            await budget.acquire(Priority.POST, channel, "send")
+            others.append(trio.current_time())
+            budget.release(channel, "send")
+
+        async with trio.open_nursery() as nursery:
+            for n in range(16):  # two windows' worth of other threads' posts
+                nursery.start_soon(other_post, f"p{n}")
+            await trio.sleep(0.1)
+            nursery.start_soon(renderer.apply, SealOutput(key="k"))  # waits behind them
+            await trio.sleep(0.1)
+            assert budget.statistics().waiting_by_priority == (0, 17, 1)
+            renderer.expedite(1)  # a reply was committed behind the seal
+            assert budget.statistics().waiting_by_priority == (1, 16, 1)
+        (final,) = [c for c in platform.calls_of("edit") if c.text == "start end "]
+        assert final.at == spent_at + 1.0  # the first token back, before any other post
+        assert min(others) == final.at and max(others) >= spent_at + 2.0
+        await renderer.apply(PostOutput(key="f", kind="footer", text="done"))
+        assert budget.statistics().granted_by_priority[0] == 10 + 2  # final text, footer
+        renderer.expedite(-1)
+        await renderer.apply(PostOutput(key="g", kind="footer", text="again"))
+        assert budget.statistics().granted_by_priority[0] == 12  # back at POST
+
+
 async def test_typing_is_skipped_when_the_budget_has_no_token_to_spare(
     autojump_clock: object,
 ) -> None:

@@ -19,6 +19,8 @@ from threadspindle.effects.request_budget import (
     ChannelRule,
     Priority,
     RequestBudget,
+    request_answered,
+    request_sent,
     telegram_scope,
 )
 
@@ -183,12 +185,15 @@ async def test_a_channel_rule_holds_only_its_own_channel(autojump_clock: object)
         await trio.sleep(0.5)
         await nursery.start(grants.ask, budget, "b", "b")
         await nursery.start(grants.ask, budget, "a-send", "a", Priority.POST, "send")
+        # A sealed output's final text (a POST edit) takes the token the paced edits left.
+        await nursery.start(grants.ask, budget, "a-final", "a", Priority.POST, "edit")
         await trio.sleep(0.01)
         assert grants.at("b") == pytest.approx(0.5)  # another channel is not held
         assert grants.at("a-send") == pytest.approx(0.5)  # nor another kind in it
+        assert grants.at("a-final") == pytest.approx(0.5)
         await trio.sleep(10)
-        assert grants.at("a4") == 0.0
-        assert grants.at("a5") == pytest.approx(5.0)  # a window after the first of five
+        assert grants.at("a3") == 0.0  # intermediate edits: 4 of the channel's 5
+        assert grants.at("a4") == pytest.approx(5.0)  # a window after the first of them
         assert grants.at("a6") == pytest.approx(5.0)
         nursery.cancel_scope.cancel()
 
@@ -242,9 +247,9 @@ async def test_the_servers_headers_resize_a_rule(autojump_clock: object) -> None
         budget.observe("a", "edit", limit=2, reset_after_s=4.0)
         budget.observe("a", "edit", limit=2, reset_after_s=4.0)  # nothing new
         grants = Grants()
-        for n in range(3):
-            await nursery.start(grants.ask, budget, f"a{n}", "a")
-        await nursery.start(grants.ask, budget, "b", "b")
+        for n in range(3):  # (final texts: the whole channel window, no edit's reserve)
+            await nursery.start(grants.ask, budget, f"a{n}", "a", Priority.POST)
+        await nursery.start(grants.ask, budget, "b", "b", Priority.POST)
         await trio.sleep(6)
         assert grants.at("a2") == pytest.approx(5.0)  # 2 per 5 s (the longer window kept)
         assert grants.at("b") == 0.0  # the documented rule still holds elsewhere
@@ -282,6 +287,93 @@ async def test_a_token_is_held_until_its_request_completes_and_a_window_after(
         await trio.sleep(0.1)
         assert budget.statistics().in_window == 3
     assert grants.at("next") == pytest.approx(5.0)  # completed at 4, back at 5
+
+
+async def test_a_stamped_token_counts_from_when_its_request_reached_the_server(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    """With the HTTP client stamping when a request is written and answered
+    (``request_sent``, ``request_answered`` inside ``sending``), its token counts from its
+    answer, or from ``in_flight_s`` (0.25 s) after it left if it is slower, not from its
+    release: however long the answer takes to reach the caller. The body written after
+    the headers moves the stamp; a second request made under the same token (the client
+    retrying on its own) counts as one more; a request nobody stamped counts from its
+    release, as before."""
+
+    async def call(
+        channel: str,
+        stamps: list[tuple[object, float]],
+        answer_at: float,
+        release_at: float,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await budget.acquire(Priority.URGENT, channel, "send")
+        with budget.sending(channel, "send"):
+            start = trio.current_time()
+            for request, after in stamps:  # (the request's handle, seconds after the grant)
+                await trio.sleep_until(start + after)
+                request_sent(request)
+            if stamps:
+                await trio.sleep_until(start + answer_at)
+                request_answered(stamps[-1][0])
+            await trio.sleep_until(start + release_at)
+
+    body, other = object(), object()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(call, "c0", [(object(), 0.0)], 0.1, 4.0)  # answered at 0.1
+        await nursery.start(call, "c1", [(object(), 0.0)], 3.0, 4.0)  # slow: 0.25
+        await nursery.start(call, "c2", [(body, 0.0), (body, 0.5)], 3.0, 4.0)  # 0.75
+        await nursery.start(call, "c3", [], 0.0, 2.0)  # never stamped: released at 2
+        await trio.sleep(0.05)
+        stats = budget.statistics()
+        assert (stats.stamped, stats.unstamped, stats.in_window) == (3, 0, 4)
+        grants = Grants()
+        for n in range(4):  # each holding its token until 10 s; one token is free now
+            await nursery.start(
+                grants.ask, budget, f"next{n}", f"n{n}", Priority.URGENT, "send", 10.0
+            )
+    # Back a window (1 s, no margin) after each reached the server, not after 4 s.
+    assert [grants.at(f"next{n}") for n in range(4)] == pytest.approx([0.05, 1.1, 1.25, 1.75])
+    stats = budget.statistics()
+    assert (stats.stamped, stats.unstamped, stats.answered_early) == (3, 1 + 4, 1)
+
+    # A client that retries by itself sends a second request on one token: counted.
+    async with trio.open_nursery() as nursery:
+        await trio.sleep_until(20.0)  # every token above is back
+        await nursery.start(call, "c0", [(object(), 0.0), (other, 0.2)], 0.3, 0.3)
+        await trio.sleep(0.5)
+        assert budget.statistics().in_window == 2
+    # Outside any ``sending`` (an ingress call), a stamp is nobody's and changes nothing.
+    request_sent(object())
+    request_answered(object())
+    assert budget.statistics().stamped == 4
+
+
+async def test_expedite_lifts_a_channels_waiting_posts_ahead_of_the_others(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    """A reply queued behind its own thread's first post: the post, waiting at ``POST``
+    behind other threads' posts, goes at ``URGENT`` once ``expedite`` lifts it."""
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(5):  # the window is spent
+            await nursery.start(grants.ask, budget, f"u{n}", f"u{n}", Priority.URGENT, "send")
+        for n in range(6):
+            await nursery.start(grants.ask, budget, f"p{n}", f"p{n}", Priority.POST, "send")
+        await nursery.start(grants.ask, budget, "mine", "me", Priority.POST, "send")
+        await nursery.start(grants.ask, budget, "mine-edit", "me", Priority.EDIT, "edit")
+        await trio.sleep(0.1)
+        assert budget.expedite("me") == 1  # the post only: its edit stays an edit
+        assert budget.expedite("nobody") == 0
+        stats = budget.statistics()
+        assert stats.waiting_by_priority == (1, 6, 1) and stats.expedited == 1
+    # At 1 s the window comes back: the lifted post first (asked last, it would have gone
+    # at 2 s: three posts a window, one token kept for URGENT), then the others in turn.
+    assert grants.at("mine") == pytest.approx(1.0)
+    assert sorted(grants.at(f"p{n}") for n in range(6)) == pytest.approx([1, 1, 1, 2, 2, 2])
+    assert budget.statistics().granted_by_priority == (6, 6, 1)
 
 
 async def test_a_cancelled_waiter_leaves_the_line_and_spends_nothing(

@@ -203,3 +203,94 @@ def test_when_durable_calls_back_from_the_flush_in_order(tmp_path: Path) -> None
         log.when_durable(later, lambda: calls.append(later))
         log.flush_now()  # the flush an action with agent effects asks for
         assert calls == [1, 2, 3, -2, 4] and log.is_durable(later)
+
+
+def test_a_new_log_appends_in_commit_order_and_an_old_clustered_log_is_kept(
+    tmp_path: Path,
+) -> None:
+    """A new log keeps its actions in a rowid table (a flush appends at its end) with a unique
+    index by (thread, seq); a log made with the table clustered by (thread_id, seq) opens,
+    appends and reads as before, and gets no second index."""
+    new = tmp_path / "new.sqlite3"
+    with EventLog(new) as log:
+        for n in range(1, 7):
+            log.append(_status("ab"[n % 2], n))
+        log.flush()
+    raw = sqlite3.connect(new)
+    table_sql = raw.execute("SELECT sql FROM sqlite_master WHERE name='actions'").fetchone()[0]
+    assert "WITHOUT ROWID" not in table_sql
+    assert [r[0] for r in raw.execute("SELECT thread_id FROM actions ORDER BY rowid")] == list(
+        "bababa"
+    )  # commit order
+    with pytest.raises(sqlite3.IntegrityError):  # the index keeps (thread, seq) unique
+        raw.execute("INSERT INTO actions VALUES ('a', 1, 0, 'status_requested', '{}')")
+    plan = raw.execute(
+        "EXPLAIN QUERY PLAN SELECT seq FROM actions WHERE thread_id='a' AND seq>1 ORDER BY seq"
+    ).fetchall()
+    assert "actions_by_thread" in str(plan)
+    raw.close()
+
+    old = tmp_path / "old.sqlite3"
+    raw = sqlite3.connect(old)
+    raw.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE actions (thread_id TEXT NOT NULL, seq INTEGER NOT NULL,
+            at REAL NOT NULL, kind TEXT NOT NULL, action TEXT NOT NULL,
+            PRIMARY KEY (thread_id, seq)) WITHOUT ROWID;
+        CREATE TABLE snapshots (thread_id TEXT PRIMARY KEY, seq INTEGER NOT NULL,
+            state TEXT NOT NULL);
+        """
+    )
+    raw.close()
+    for round_ in range(2):  # reopened: seqs continue
+        with EventLog(old) as log:
+            for n in range(1, 4):
+                log.append(_status("t", 3 * round_ + n))
+            log.flush()
+            assert [e.action.action_id for e in log.read("t")] == [
+                f"s{n}" for n in range(1, 3 * round_ + 4)
+            ]
+    raw = sqlite3.connect(old)
+    assert (
+        raw.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='index' AND name='actions_by_thread'"
+        ).fetchone()[0]
+        == 0
+    )
+    raw.close()
+
+
+async def test_wal_checkpoints_run_in_a_worker_thread_while_the_flusher_runs(
+    tmp_path: Path,
+) -> None:
+    """With the flusher running, SQLite's own checkpoints (inside a commit, on the trio
+    thread) are off and a worker thread checkpoints every ``checkpoint_every_rows`` rows;
+    a WAL past ``wal_restart_frames`` is restarted by the writer; SQLite's own come back
+    when the flusher ends, and every row is there."""
+    path = tmp_path / "log.sqlite3"
+    with EventLog(path) as log:
+        log.checkpoint_every_rows = 200
+        assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        async with trio.open_nursery() as nursery:
+            await nursery.start(log.run_flusher)
+            assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            for n in range(1, 1001):
+                ticket = log.append(_status(f"t{n % 7}", n))
+                if n % 50 == 0:
+                    await log.wait_durable(ticket)
+            await until(lambda: log.checkpoints >= 3)
+            assert log.wal_restarts == 0
+            log.wal_restart_frames = 1  # any WAL is too long now: the writer restarts it
+            for n in range(1001, 1201):
+                ticket = log.append(_status(f"t{n % 7}", n))
+            await log.wait_durable(ticket)
+            await until(lambda: log._restart_wal)  # said by the next checkpoint
+            await log.wait_durable(log.append(_status("t0", 1201)))
+            assert log.wal_restarts == 1 and not log._restart_wal
+            nursery.cancel_scope.cancel()
+        assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert log._checkpoint_conn is None
+    with EventLog(path) as log:
+        assert sum(len(list(log.read(f"t{k}"))) for k in range(7)) == 1201

@@ -235,3 +235,39 @@ async def test_an_abort_is_not_held_behind_a_real_429_retry_after(tmp_path, auto
         abort_reply = next(c for c in platform.calls if "Aborted" in (c.text or ""))
         assert abort_reply.at >= status[-1].at
         assert rt.get("t1").reactor.statistics().failed == 0
+
+
+async def test_a_reply_queued_in_the_chat_lane_is_told_to_the_renderer_at_once(
+    tmp_path, autojump
+) -> None:
+    """A renderer with ``expedite`` hears of each urgent chat effect (a command reply) when
+    it is committed, while the effect ahead of it in the chat lane still holds the lane
+    (so it can hurry that one), and again once the reply is applied: the count returns to
+    zero, and commit order in the lane is unchanged."""
+    told: list[tuple[float, int]] = []
+
+    class Hurried(StuckChat):
+        def renderer(self, thread_id: str) -> RecordingRenderer:
+            renderer = super().renderer(thread_id)
+            renderer.expedite = lambda n: told.append((trio.current_time(), n))  # type: ignore[attr-defined]
+            return renderer
+
+    chat_world = Hurried()
+    async with running(tmp_path, chat=chat_world, agents=TimedAgents()) as rt:
+        chat = Chat(rt, "t1", str(tmp_path))
+        await chat.start()
+        await until(lambda: rt.get("t1").is_quiet())
+        before = sum(n for _, n in told)
+        assert before == 0 and told  # the start's reply: told, then applied
+        told.clear()
+        chat_world.armed = True
+        t0 = trio.current_time()
+        await chat.send(A.StatusRequested(**chat._base()))  # held 30 s in the lane
+        await chat.send(A.StatusRequested(**chat._base()))  # queued behind it
+        await until(lambda: len(told) >= 2, step=0.01)
+        assert [n for _, n in told[:2]] == [1, 1]
+        assert all(at - t0 < 1.0 for at, _ in told[:2])  # told at once, not after 30 s
+        await until(lambda: rt.get("t1").is_quiet())
+        assert len(chat_world.replies_done) == 2
+        assert [n for _, n in told] == [1, 1, -1, -1] and sum(n for _, n in told) == 0
+        assert told[2][0] - t0 >= BLOCK_S  # the first reply's -1 came once it was applied

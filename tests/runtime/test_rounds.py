@@ -47,3 +47,34 @@ async def test_callbacks_run_after_the_round_in_order(
 
 async def _ask(rounds: RoundEnd, seen: list[str]) -> None:
     rounds.call_soon(lambda: seen.append("c"))
+
+
+async def test_the_hook_runs_after_each_step_of_callbacks(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``after_calls`` (the runtime's log flush) runs in the same step, once the step's
+    callbacks have run, and only in steps that ran some; one that raises is logged."""
+    seen: list[str] = []
+
+    def after() -> None:
+        seen.append("flush")
+        if len(seen) > 3:
+            raise RuntimeError("flush failed")
+
+    rounds = RoundEnd(after_calls=after)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rounds.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == []  # no callbacks: no hook
+        rounds.call_soon(lambda: seen.append("a"))
+        rounds.call_soon(lambda: seen.append("b"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == ["a", "b", "flush"]
+        rounds.call_soon(lambda: seen.append("c"))
+        await trio.testing.wait_all_tasks_blocked()
+        rounds.call_soon(lambda: seen.append("d"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == ["a", "b", "flush", "c", "flush", "d", "flush"]
+        assert rounds.running  # the raising hook did not end it
+        nursery.cancel_scope.cancel()
+    assert any("round-end hook raised" in r.message for r in caplog.records)

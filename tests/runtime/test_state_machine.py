@@ -33,7 +33,7 @@ from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.guards import phase
 from threadspindle.runtime.core.model import Phase, Policy, ThreadState
 from threadspindle.runtime.core.phase_table import PHASE_TABLE
-from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.core.transitions import general_transition, transition
 from threadspindle.runtime.core.workspace_model import WorkspacePolicy
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -96,6 +96,15 @@ class ThreadMachine(RuleBasedStateMachine):
         result = transition(before, action)
         after = result.state
         assert not (result.note or "").startswith("internal error"), result.note
+        if isinstance(action, A.AgentEventReceived):
+            # The delta fast path (``continue_delta``) gives what the general path gives,
+            # to the byte (logs, snapshots) and the fields set.
+            general = general_transition(before, action)
+            assert result.model_dump_json() == general.model_dump_json()
+            assert after.__pydantic_fields_set__ == general.state.__pydantic_fields_set__
+            if after.run is not None and general.state.run is not None:
+                fields = after.run.__pydantic_fields_set__
+                assert fields == general.state.run.__pydantic_fields_set__
         self.check_step(before, action, result.effects, after, result.note)
         self.state = after
         self.history.append(action)

@@ -103,6 +103,9 @@ async def test_the_bot_streams_into_many_threads_under_discords_limits_without_a
         assert stack.renderers.budget is not None
         learned = stack.renderers.budget.statistics()
     assert learned.observed >= 1 and learned.spent >= 1  # the headers reached the budget
+    # Every budgeted request was stamped as it left (the aiohttp trace, across trio-asyncio):
+    # its token counted from then, not from its answer.
+    assert learned.stamped >= 12 * 2 and learned.unstamped == 0, learned
     assert stats["429_global"] == 0 and stats["429_route"] == 0, stats
     assert stats["requests"] <= 20 * (elapsed + 1) + 5 * 12  # never past the global rate
     assert limits.requests == stats["requests"]
