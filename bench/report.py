@@ -108,7 +108,30 @@ in 35-50 ms (the table is clustered by thread, so a round's rows touch ~1,000 pa
 blocking the loop meanwhile (a worker-thread flush, `flush_in_thread`, was 2× worse here: \
 it gives up `flush_now` and batches later). Meeting 20 ms needs the per-action path (commit, \
 log row, lane wake, render) under ~40 µs, or the threads spread over several processes \
-(docs/scale-out.md)."""
+(docs/scale-out.md).
+
+**Then the per-action path (h-latency)**, same section, main's code (ed04083, its own \
+checkout) and the branch's taking turns, two rounds each, three sittings (2026-11-25 \
+16:31-16:37 UTC, load average 1.5-5): at 1,000 threads ingress → effect p99 792, 879 → 401, \
+254 ms; 719, 497 → 332, 423 ms; 652, 733 → 465, 328 ms; `/abort` → interrupt p99 210, 275 → \
+72, 88; 98, 116 → 71, 179; 154, 186 → 126, 84 ms; `/queue` reply p99 583, 585 → 200, 192 ms \
+(first sitting); deltas taken per s 15.5-17.6k → 17.3-18.3k of 20,000. CPU per action on \
+the runtime's path alone (1,000 threads, one delta action per thread per round, no fake \
+agents): 79.2, 80.3, 74.7, 73.0, 73.7, 72.4 → 51.5, 51.6, 48.3, 49.1, 47.0, 45.0 µs \
+(0.65×); a fit over every 1,000-thread run: 12 µs per delta + 85 µs per action → 15 + 51. \
+What changed: new logs keep actions in a rowid table in commit order with a unique \
+(thread_id, seq) index (a flush of rows from ~300 threads wrote ~300 leaf pages of the \
+clustered table: 45 → 7 µs per row in a log micro-bench; old logs keep their layout); WAL \
+checkpoints run in a worker thread on a second connection while the flusher runs, not \
+inside a commit on the trio thread; a text or thinking delta continuing the open part takes \
+a fast path in the core (`continue_delta`, 11.4 → 6-7 µs; the property harness checks it \
+gives the general path's result byte for byte); cheaper per-action hooks, inbox, lane and \
+effect dispatch; the log is flushed at the end of each round of merged deltas. The bench's \
+renderer now keeps a float per measurement instead of every effect object (kept effects \
+made the collector stall the loop 40-90 ms two or three times a run). What is left at \
+1,000 threads: ~65 µs per unmerged delta against ~46 µs needed to keep up without merging, \
+and `/abort` waits for the rest of the current scheduler round (0-100 ms) before the agent \
+lane runs the interrupt."""
 
 
 def _get(results: dict, *path: str) -> Any:
@@ -716,14 +739,28 @@ def _chat_budget_section(budget: Any) -> list[str]:
         "seconds for the crossings ahead of it (now a `send_nowait` into trio's channel); "
         "and each command waited for its own deferral's round trip before it was posted, "
         "with every later event behind it (the deferral now goes beside the post; the reply "
-        "waits for it). What remains is the machine: the process gets a third to a half of "
-        "a core (CPU share below; the machine is shared with other jobs), every call takes "
-        "0.5-1 s on the bot's side, and a request's token is held from its grant until one "
-        "window after it completes (`effects/request_budget.py`), so the budget grants about "
-        "30 of its 48 requests a second and 200 streaming threads get an intermediate edit "
-        "every several seconds each: the worst thread's lag stays above 5 s. The next lever: "
-        "return a token one window after its request was *sent* (an aiohttp trace can stamp "
-        "it), not after it completed.",
+        "waits for it). Then (h-budget): a token counts from when its request reached "
+        "Discord (an aiohttp trace on discord.py's session stamps each request when it "
+        "leaves and when its answer arrives; the token comes back one window after the "
+        "answer, or 0.25 s after the request left if the answer is slower), not from the "
+        "end of the whole call; a reply or prompt committed behind other effects in its "
+        "thread's chat lane lifts that channel's waiting posts to `URGENT` until it is "
+        "applied (the reactor tells the renderer, `RequestBudget.expedite`); and an "
+        "intermediate edit leaves its channel's last token of the 5-edits-per-5-s window to "
+        "the final text and posts (with tokens back sooner, paced edits spent the window and "
+        "a seal, with the reply behind it in the lane, waited it out). **Why the worst "
+        "thread's lag stays above 5 s at 200 threads:** the budget is full (44-46 tokens in "
+        "every window throughout, most in any second 46-48), edits between threads are "
+        "granted first in, first out by channel (the waits granted in any one second fall "
+        "within ~2 s of each other: no thread is skipped), and the workload itself asks for "
+        "about what the budget allows: per thread a first post, a seal, a footer and an edit "
+        "at least every 4.5 s, ~1,200 requests against ~1,170 tokens over the run. When the "
+        "streams end together, seals and footers (`POST`, ~80 a second wanted for 5 s "
+        "against 46) take every token for ~8 s, and the threads still streaming get no "
+        "intermediate edit meanwhile. Meeting 5 s needs fewer requests per answer (say the "
+        "footer in the answer's last message) or edits guaranteed a share ahead of footers, "
+        "against the order the issue sets (first posts and footers before intermediate "
+        "edits): not done.",
         "",
         _table(
             [
