@@ -7,37 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.memory_report import PARSERS_BEFORE_AFTER, memory_section
+from bench.report_agents import agents_section
+from bench.report_chat_budget import chat_budget_section
+from bench.report_format import fmt as _fmt
+from bench.report_format import get as _get
+from bench.report_format import table as _table
 
 __all__ = ["write_report"]
 
-
-# Measured by hand: the section before and after issue 18 part 1's latency work, and the
-# two runs after it (docs/performance.md shows the last run's tables; this says both).
-CHAT_BUDGET_RUNS = """\
-**Runs** of `PYTHONPATH=. .venv/bin/python -m bench --only chat_budget` on 2026-11-25 on 2 \
-cores shared with other helpers' jobs (load average 5-7 throughout: the absolute figures \
-move a lot from run to run, compare the ratios). Before (12:53 UTC, the branch point): 50 \
-threads reply p99 1.96 s, worst thread's lag 4.32 s; 200 threads reply p99 35.4 s, worst \
-lag 26.4 s, 17.7 requests/s. With the batching loop alone: 200 threads reply p99 21.0 s, \
-worst lag 18.2 s, 28.8 requests/s. After everything, run 1 (13:36 UTC, load 6.4-7.1): 50 \
-threads reply p99 0.52 s, worst lag 4.03 s; 200 threads reply p99 11.4 s (to the deferral \
-1.59 s, after it 10.5 s), worst lag 16.9 s, 21.9 requests/s, CPU share 0.37. Run 2 (13:38 \
-UTC, load 5.1, the tables above): 50 threads reply p99 0.39 s, worst lag 4.28 s; 200 \
-threads reply p99 2.75 s (to the deferral 1.57 s, after it 2.26 s), worst lag 14.4 s, \
-30.3 requests/s, CPU share 0.44. Reply p99 against before: 50 threads ×0.27 and ×0.20, \
-200 threads ×0.32 and ×0.08; the worst thread's lag at 200 threads ×0.64 and ×0.55. Zero \
-429s and every final text exact in every run. Met: 50 threads, every target in both runs; \
-200 threads: neither the reply p99 (≤ 1 s) nor the lag (≤ 5 s).
-
-Where the rest of a 200-thread reply goes (timestamps along its path, runs at load 4-7): \
-from the command's handler to `Runtime.post` p99 0.6-1.3 s, all of it trio's scheduling \
-under load (once 11 s, at load 9.6, not explained); then the reply waits in its \
-thread's chat lane behind effects that block there: a new output's first \
-post and a sealed output's settle wait for `POST` tokens and pacing inline (their applies \
-took p50 0.8-2.9 s, p99 ~4 s), and the renderer's lock is held by its background edit \
-during the call (0.5-1.5 s). A reply that skips its lane (a lane of its own, taking the \
-renderer without waiting for paced posts) is the next step on that side.
-"""
 
 # The two runs of the render linearity (the table shows the last one's).
 RENDER_LINEARITY_RUNS = """\
@@ -137,31 +114,6 @@ made the collector stall the loop 40-90 ms two or three times a run). What is le
 1,000 threads: ~65 µs per unmerged delta against ~46 µs needed to keep up without merging, \
 and `/abort` waits for the rest of the current scheduler round (0-100 ms) before the agent \
 lane runs the interrupt."""
-
-
-def _get(results: dict, *path: str) -> Any:
-    node: Any = results
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _targets(r: dict) -> list[list[Any]]:
@@ -414,167 +366,6 @@ def _profiles(rows_of: list[tuple[str, dict]]) -> list[str]:
     ]
 
 
-def _agents_section(agents: Any) -> list[str]:
-    """The "agents" section (bench/agents.py): the genuine CLIs, long-lived vs per turn."""
-    if not isinstance(agents, dict) or not agents or "error" in agents:
-        return []
-    rows, failed = [], []
-    for name, v in agents.items():
-        if not isinstance(v, dict):
-            continue
-        if "failed" in v:
-            failed.append(f"- `{name}`: {v['failed']}")
-            continue
-        rows.append(
-            [
-                name,
-                v.get("long_lived_first_event_ms"),
-                v.get("per_turn_first_event_ms"),
-                v.get("ratio"),
-                v.get("interrupt_to_end_ms"),
-                v.get("spindle_overhead_ms"),
-                v.get("cli_turn_start_ms"),
-                v.get("abort_to_turn_end_ms"),
-            ]
-        )
-    detail = [
-        [
-            name,
-            v.get("long_lived_start_s"),
-            v.get("long_lived_prompt_call_ms"),
-            v.get("long_lived_to_model_request_ms"),
-            v.get("long_lived_first_text_ms"),
-            v.get("per_turn_first_text_ms"),
-            v.get("long_lived_turn_end_ms"),
-            v.get("per_turn_turn_end_ms"),
-            v.get("per_turn_interrupt_to_end_ms"),
-            v.get("spindle_in_ms"),
-            v.get("spindle_out_ms"),
-            v.get("abort_to_interrupt_call_ms"),
-            f"{v.get('turns_measured')}/{v.get('per_turn_turns_measured')}/"
-            f"{len(v.get('interrupt_to_end_all_ms') or [])}/"
-            f"{len(v.get('per_turn_interrupt_to_end_all_ms') or [])}/{v.get('aborts_measured')}",
-            v.get("load_average"),
-        ]
-        for name, v in agents.items()
-        if isinstance(v, dict) and "failed" not in v
-    ]
-    parts = [
-        "## Agents: long-lived vs one process per turn",
-        "",
-        "The genuine CLIs (`.agents`) through their Spindle adapters against the loopback fake "
-        "model servers (`testkit/fake_model`). Medians, in ms. *Warm turn*: `prompt()` → the "
-        "turn's first event, turns 2..N of one long-lived process. *Spawn per turn*: the same "
-        "with a fresh process per turn (`per_turn`). *Ratio*: spawn per turn / warm (the "
-        "headline). *Interrupt*: `interrupt()` after the first text delta (for a mode that "
-        "sends text only whole, 0.3 s after the first event) → the turn's end event. "
-        "*Spindle overhead*: the part of the warm turn start spent in Spindle — "
-        "`prompt()` → the prompt handed to the OS (stdin write returned; for `opencode serve` "
-        "the `prompt_async` request issued) plus the parse of the first event-bearing line → "
-        "its emit; *CLI turn start* is the rest (the CLI's own warm turn start, pipe wake-up "
-        "included). */abort via runtime*: `AbortRequested` posted to a live `Runtime` (durable "
-        "log, core, reactor, listener, real adapter) mid-stream → the commit that ends the run. "
-        "*Warm → model request arrives*: `prompt()` → the CLI's first request of the turn read "
-        "by the fake model server (how much of the warm turn start the CLI spends before it "
-        "asks the model). *Warm prompt() call*: how long `prompt()` itself takes (it returns "
-        "after the stdin write for Claude and Gemini, after `turn/start`'s answer for Codex, "
-        "after the `prompt_async` HTTP answer for opencode).",
-        "",
-        _table(
-            [
-                "CLI",
-                "warm turn → first event",
-                "spawn per turn → first event",
-                "ratio",
-                "interrupt → turn end",
-                "Spindle overhead",
-                "CLI turn start",
-                "/abort via runtime → turn end",
-            ],
-            rows,
-        ),
-        "",
-        _table(
-            [
-                "CLI",
-                "long-lived process ready (s)",
-                "warm prompt() call",
-                "warm → model request arrives",
-                "warm → first text",
-                "per turn → first text",
-                "warm → turn end",
-                "per turn → turn end",
-                "per turn: interrupt → turn end",
-                "overhead: in",
-                "overhead: out",
-                "/abort → adapter interrupt()",
-                "samples: turns / per-turn turns / interrupts / per-turn interrupts / aborts",
-                "load average",
-            ],
-            detail,
-        ),
-        "",
-    ]
-    parts += _agent_targets(agents)
-    if failed:
-        parts += ["CLIs that could not be measured:", "", *failed, ""]
-    return parts
-
-
-def _agent_targets(agents: dict) -> list[str]:
-    """Issue 8's long-lived-mode targets, per CLI: the value and whether it is met."""
-
-    def cell(value: Any, ceiling: float, unit: str = "ms") -> str:
-        if not isinstance(value, int | float):
-            return "—"
-        return f"{_fmt(value)} {unit} ({'met' if value <= ceiling else 'short'})"
-
-    rows = []
-    for name, v in agents.items():
-        if not isinstance(v, dict) or "failed" in v:
-            continue
-        spawn = v.get("per_turn_first_event_ms")
-        spawn_cell = "—"
-        if isinstance(spawn, int | float):
-            where = "in" if 400 <= spawn <= 2500 else ("above" if spawn > 2500 else "below")
-            spawn_cell = f"{spawn / 1000:.2f} s ({where})"
-        rows.append(
-            [
-                name,
-                cell(v.get("long_lived_first_event_ms"), 62),
-                cell(v.get("interrupt_to_end_ms"), 25),
-                spawn_cell,
-                cell(v.get("spindle_overhead_ms"), 5),
-                cell(v.get("abort_to_turn_end_ms"), 50),
-                f"{_fmt(v.get('line_to_emit_us_p50'))} / {_fmt(v.get('line_to_emit_us_p99'))}",
-            ]
-        )
-    if not rows:
-        return []
-    return [
-        "Against issue 8's long-lived targets (a warm turn starts in 8–62 ms, an interrupted "
-        "turn ends in 4–25 ms, spawning takes 0.4–2.5 s to the first event, Spindle adds at "
-        "most 5 ms to the CLI's warm turn start, `/abort` ends the turn within 50 ms). The "
-        "first-event and interrupt figures are mostly the CLI's own time; the last column is "
-        "what Spindle spends on every streamed line (parser start → its first event emitted, "
-        "µs, median / p99 over all lines of the warm turns):",
-        "",
-        _table(
-            [
-                "CLI",
-                "warm → first event ≤ 62 ms",
-                "interrupt → end ≤ 25 ms",
-                "spawn → first event (0.4–2.5 s)",
-                "Spindle overhead ≤ 5 ms",
-                "/abort → end ≤ 50 ms",
-                "per line: parse → emit µs",
-            ],
-            rows,
-        ),
-        "",
-    ]
-
-
 def _jetstream_section(js: Any) -> list[str]:
     """The JetStream log against SQLite (bench/jetstream.py; docs/scale-out.md)."""
     if not isinstance(js, dict) or "sqlite" not in js:
@@ -667,162 +458,6 @@ def _jetstream_section(js: Any) -> list[str]:
             f"({rb['read_actions_per_s']:,} actions/s).",
         ]
     return parts + [""]
-
-
-def _chat_budget_section(budget: Any) -> list[str]:
-    if not isinstance(budget, dict) or not budget or "error" in budget:
-        return []
-    rows = []
-    for v in budget.values():
-        if not isinstance(v, dict):
-            continue
-        rows.append(
-            [
-                v.get("threads"),
-                v.get("seconds"),
-                v.get("responses_429"),
-                v.get("requests_global_limited"),
-                v.get("requests_per_s"),
-                v.get("max_requests_in_1s"),
-                v.get("reply_samples"),
-                v.get("reply_p50_s"),
-                v.get("reply_p99_s"),
-                v.get("deferral_p99_s"),
-                v.get("after_deferral_p99_s"),
-                v.get("lag_p50_s"),
-                v.get("lag_p99_s"),
-                v.get("median_thread_worst_lag_s"),
-                v.get("worst_thread_lag_s"),
-                v.get("final_texts_wrong"),
-            ]
-        )
-    process_rows = [
-        [
-            v.get("threads"),
-            v.get("process_cpu_share"),
-            v.get("loop_lag_p50_s"),
-            v.get("loop_lag_p99_s"),
-            ", ".join(str(x) for x in v.get("load_average_before", [])),
-            ", ".join(str(x) for x in v.get("load_average_after", [])),
-        ]
-        for v in budget.values()
-        if isinstance(v, dict)
-    ]
-    budget_rows = [
-        [
-            v.get("threads"),
-            *v["budget"]["granted_urgent_post_edit"],
-            *v["budget"]["max_wait_s_urgent_post_edit"],
-            v["budget"]["typing_granted"],
-            v["budget"]["typing_refused"],
-        ]
-        for v in budget.values()
-        if isinstance(v, dict) and "budget" in v
-    ]
-    return [
-        "## Many threads against one bot's API budget",
-        "",
-        "The whole bot (discord.py, runtime, renderers sharing one `RequestBudget`: "
-        "`effects/request_budget.py`) against the fake Discord enforcing Discord's documented "
-        "limits (50 requests/s, 5 sends and 5 edits per 5 s per channel: "
-        "`testkit/fake_discord/limits.py`). Every thread's agent streams numbered words at "
-        "20 deltas/s, the threads starting within a few seconds of each other, and each "
-        "thread gets one `/status` meanwhile (`bench/chat_budget.py`); its reply time is split at "
-        "the bot's deferral of the interaction (before: gateway, discord.py, ingress; after: "
-        "runtime, chat lane, renderer, budget). *Lag*: for every "
-        "word, its emission by the agent to the first post or edit that showed it; per "
-        "thread its worst word. *Requests*: the ones Discord's global limit counts "
-        "(interaction followups are exempt), rate over the run and the most in any second. "
-        "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
-        "",
-        "Where a reply's time went at 200 threads, and what was changed (timestamps along "
-        "a reply's path, and `py-spy`): trio-asyncio ran one asyncio callback per trio "
-        "scheduling round, so discord.py's HTTP and gateway slowed down as the trio side got "
-        "busy (`effects/asyncio_loop.py` now runs the callbacks ready at a round's start in "
-        "batches of up to 64); every event crossed from discord.py into trio through a trio "
-        "task of its own, one after another in gateway order, so a `/status` waited tens of "
-        "seconds for the crossings ahead of it (now a `send_nowait` into trio's channel); "
-        "and each command waited for its own deferral's round trip before it was posted, "
-        "with every later event behind it (the deferral now goes beside the post; the reply "
-        "waits for it). Then (h-budget): a token counts from when its request reached "
-        "Discord (an aiohttp trace on discord.py's session stamps each request when it "
-        "leaves and when its answer arrives; the token comes back one window after the "
-        "answer, or 0.25 s after the request left if the answer is slower), not from the "
-        "end of the whole call; a reply or prompt committed behind other effects in its "
-        "thread's chat lane lifts that channel's waiting posts to `URGENT` until it is "
-        "applied (the reactor tells the renderer, `RequestBudget.expedite`); and an "
-        "intermediate edit leaves its channel's last token of the 5-edits-per-5-s window to "
-        "the final text and posts (with tokens back sooner, paced edits spent the window and "
-        "a seal, with the reply behind it in the lane, waited it out). **Why the worst "
-        "thread's lag stays above 5 s at 200 threads:** the budget is full (44-46 tokens in "
-        "every window throughout, most in any second 46-48), edits between threads are "
-        "granted first in, first out by channel (the waits granted in any one second fall "
-        "within ~2 s of each other: no thread is skipped), and the workload itself asks for "
-        "about what the budget allows: per thread a first post, a seal, a footer and an edit "
-        "at least every 4.5 s, ~1,200 requests against ~1,170 tokens over the run. When the "
-        "streams end together, seals and footers (`POST`, ~80 a second wanted for 5 s "
-        "against 46) take every token for ~8 s, and the threads still streaming get no "
-        "intermediate edit meanwhile. Meeting 5 s needs fewer requests per answer (say the "
-        "footer in the answer's last message) or edits guaranteed a share ahead of footers, "
-        "against the order the issue sets (first posts and footers before intermediate "
-        "edits): not done.",
-        "",
-        _table(
-            [
-                "threads",
-                "s",
-                "429s",
-                "requests",
-                "req/s",
-                "most in 1 s",
-                "replies",
-                "reply p50 s",
-                "reply p99 s",
-                "of which to the deferral: p99 s",
-                "deferral to reply: p99 s",
-                "lag p50 s",
-                "lag p99 s",
-                "median thread's worst lag s",
-                "worst thread's lag s",
-                "wrong final texts",
-            ],
-            rows,
-        ),
-        "",
-        _table(
-            [
-                "threads",
-                "tokens: urgent",
-                "post",
-                "edit",
-                "longest wait s: urgent",
-                "post",
-                "edit",
-                "typing shown",
-                "typing skipped",
-            ],
-            budget_rows,
-        ),
-        "",
-        "The process during the run: its CPU time over the wall time, how late trio woke a "
-        "task that slept 0.1 s, and the machine's load average (2 cores): a starved process "
-        "delays replies and edits whatever the budget grants.",
-        "",
-        _table(
-            [
-                "threads",
-                "CPU share",
-                "loop lag p50 s",
-                "loop lag p99 s",
-                "load before",
-                "load after",
-            ],
-            process_rows,
-        ),
-        "",
-        CHAT_BUDGET_RUNS,
-        "",
-    ]
 
 
 def _span(values: list) -> list:
@@ -942,7 +577,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 LATENCY_BEFORE_AFTER,
                 "",
             ]
-    parts += _chat_budget_section(r.get("chat_budget", {}))
+    parts += chat_budget_section(r.get("chat_budget", {}))
     parts += memory_section(r.get("memory", {}))
     parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
@@ -1024,7 +659,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
             ),
             "",
         ]
-    parts += _agents_section(r.get("agents", {}))
+    parts += agents_section(r.get("agents", {}))
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
     if errors:
         parts += (
