@@ -200,9 +200,7 @@ class JetStreamLog:
             while True:
                 try:
                     loaded = await self._load(thread_id)
-                    stored_at = await self._publish_epoch(
-                        subject, loaded.last_stream_seq, revision
-                    )
+                    stored_at = await self._publish_epoch(subject, loaded.last_stream_seq, revision)
                 except TRANSIENT as exc:
                     if trio.current_time() >= deadline:
                         raise

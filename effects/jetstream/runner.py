@@ -11,7 +11,9 @@
    and adopted (``Runtime.adopt``); an action whose id the thread's log already has (a
    redelivery after the previous runner stored it but died before acking) is acked and
    dropped; every other is posted, and acked once it is durable, or refused with a reply
-   (no quorum): a message not acked is redelivered after ``ack_wait``;
+   (no quorum): a message not acked (its runner died with it, or lost the root while
+   the message was on its way) is redelivered after ``INBOX_ACK_WAIT_S``; a copy that comes
+   again while the first is still being stored waits for that append;
 4. renders through ``RemoteRenderer`` (effects to the gateway) behind ``FencedRenderer``.
 
 Losing a root lease ends ``serve_runner`` with ``RootLost``: the runner's supervisor starts
@@ -67,6 +69,7 @@ class _Runner:
         self.log = log
         self.roots = list(roots)
         self.seen: dict[str, deque[str]] = {}
+        self.settling: set[tuple[str, str]] = set()  # (thread, action id) posted, not acked
         self.acked = 0
         self.redelivered_dropped = 0
 
@@ -101,24 +104,37 @@ class _Runner:
                         await self.log.claim(thread_id)
                         rt.adopt(thread_id)
                         self.remember(thread_id)
+                    mark = (thread_id, action.action_id)
+                    if mark in self.settling:
+                        # Redelivered (ack wait passed) while the first copy is still being
+                        # stored: which of the two gets acked waits for that append.
+                        await inbox.nak(msg, delay_s=1.0)
+                        continue
                     seen = self.seen.setdefault(thread_id, deque(maxlen=SEEN_PER_THREAD))
                     if action.action_id in seen:
                         self.redelivered_dropped += 1
                         await inbox.ack(msg)
                         continue
                     seen.append(action.action_id)
+                    self.settling.add(mark)
                     channel = (msg.headers or {}).get(CHANNEL_HEADER)
                     receipt = await rt.post(action, channel_id=channel)
-                    nursery.start_soon(self.settle, inbox, msg, receipt)
+                    nursery.start_soon(self.settle, inbox, msg, receipt, mark)
 
-    async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt) -> None:
-        """Ack once the action is durable, or was refused with a reply to the user."""
-        durable = await receipt.durable()
-        if durable or (receipt.note or "").startswith("refused"):
-            await inbox.ack(msg)
-            self.acked += 1
-        else:
-            await inbox.nak(msg, delay_s=1.0)
+    async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt, mark: tuple[str, str]) -> None:
+        """Ack once the action is durable, or was refused with a reply to the user; else
+        nak it. Its id stays seen: not durable means buffered until JetStream has a quorum
+        again (stored then, so a later copy is rightly dropped) or fenced (the thread is
+        claimed afresh on the next copy, and ``remember`` reads its ids from the log)."""
+        try:
+            durable = await receipt.durable()
+            if durable or (receipt.note or "").startswith("refused"):
+                await inbox.ack(msg)
+                self.acked += 1
+            else:
+                await inbox.nak(msg, delay_s=1.0)
+        finally:
+            self.settling.discard(mark)
 
 
 def thread_of_token(token: str) -> str:

@@ -74,6 +74,11 @@ HOMES_BUCKET = "spindle_homes"
 HOME_HEADER = "Spindle-Home"
 CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
 DEFAULT_HOME = "console"
+# How long an action fetched by a runner stays its runner's before JetStream gives it to
+# another fetch: a runner killed (or losing its root) with an action in hand delays that
+# action this long. Storing an action takes milliseconds; a copy that comes again while the
+# first is still being stored is held back by the runner (``_Runner.settling``).
+INBOX_ACK_WAIT_S = 5.0
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -223,7 +228,9 @@ class Transport:
             durable=durable,
             stream=IN_STREAM,
             config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=10_000
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=INBOX_ACK_WAIT_S,
+                max_ack_pending=10_000,
             ),
         )
         return Inbox(self.conn, sub)
