@@ -11,19 +11,20 @@ Every event is stamped with the run id of the turn it belongs to (codex turn id 
 id of the ``prompt`` that started it) and with the codex thread id as session id. A process
 that exits while a turn is open ends that turn with ``TurnAborted`` (exit code, stderr tail).
 
-The launch spec is in ``launch.py`` (argv, env, ``-c`` overrides), the wire formats in
-``parser.py`` and ``exec_parser.py``, the retry cap in ``retries.py``, the session listing
-in ``sessions.py``; requests and answers go through the shared ``RpcPeer``, and every process
-of the agent's tree is watched by the shared ``ProcessTree``. The system instruction goes
-in natively (``developerInstructions`` / ``-c developer_instructions=...``), the model as a
-``thread/start``/``turn/start`` parameter or ``-m``.
+The app-server's start and the reader of its output are in ``app_server.py``, the per-turn
+fall-back in ``exec_turns.py``, a `!` command's turn in ``shell_turn.py``; this module keeps
+the state and the turns. The launch spec is in ``launch.py`` (argv, env, ``-c`` overrides),
+the wire formats in ``parser.py`` and ``exec_parser.py``, the retry cap in ``retries.py``,
+the session listing in ``sessions.py``; requests and answers go through the shared
+``RpcPeer``, and every process of the agent's tree is watched by the shared ``ProcessTree``.
+The system instruction goes in natively (``developerInstructions`` / ``-c
+developer_instructions=...``), the model as a ``thread/start``/``turn/start`` parameter or
+``-m``.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,6 @@ import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
 from threadspindle.agents.base.jsonrpc import (
-    METHOD_NOT_FOUND,
     RpcClosed,
     RpcError,
     RpcId,
@@ -39,20 +39,18 @@ from threadspindle.agents.base.jsonrpc import (
     RpcResponse,
 )
 from threadspindle.agents.base.options import AgentOptions, ConversationInfo
-from threadspindle.agents.base.parsing import AgentStatistics, ParsedLine, ParserStats
-from threadspindle.agents.base.process import spawn_agent
-from threadspindle.agents.codex.exec_parser import ExecParser
+from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
+from threadspindle.agents.codex.app_server import RPC_TIMEOUT_S, AppServerMixin
+from threadspindle.agents.codex.exec_turns import ExecTurnsMixin
 from threadspindle.agents.codex.launch import (
     codex_home,
     config_override,
-    ensure_codex_home,
-    launch_spec,
     turn_input,
-    turn_text,
 )
 from threadspindle.agents.codex.parser import AppServerParser
 from threadspindle.agents.codex.retries import RetryCap
 from threadspindle.agents.codex.sessions import sessions_in
+from threadspindle.agents.codex.shell_turn import ShellTurn
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.effects.process_tree import ProcessTree
 from threadspindle.runtime.core.agent_events import (
@@ -75,58 +73,13 @@ from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["CodexAdapter"]
 
-CLIENT_INFO = {"name": "spindle", "title": "Spindle", "version": "0.1.0"}
-RPC_TIMEOUT_S = 30.0  # the handshake's requests
 TURN_START_TIMEOUT_S = 30.0
 INTERRUPT_TIMEOUT_S = 5.0
 STDERR_TAIL_LINES = 10
 _BACKTRACE_LINE = re.compile(r"^\s*(Stack backtrace:|\d+: <unknown>|at .*:\d+)\s*$")
 
 
-class _ShellTurn:
-    """The turn codex runs for ``thread/shellCommand``: the first ``turn/started`` after it
-    is asked for (prompts wait meanwhile), then every line of that turn."""
-
-    def __init__(self, output: Callable[[str], None]) -> None:
-        self.output = output
-        self.turn: str | None = None
-        self.exit_code: int | None = None
-        self.done = trio.Event()
-
-    def take(self, line: str) -> bool:
-        """True when ``line`` belongs to the shell's turn (and was handled here)."""
-        if '"turn' not in line:
-            return False  # neither a turn's notification nor one of its items
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return False
-        params = message.get("params") if isinstance(message, dict) else None
-        if not isinstance(params, dict):
-            return False
-        method = message.get("method")
-        turn = params.get("turn")
-        turn_id = params.get("turnId") or (turn.get("id") if isinstance(turn, dict) else None)
-        if method == "turn/started" and self.turn is None and isinstance(turn_id, str):
-            self.turn = turn_id
-            return True
-        if turn_id is None or turn_id != self.turn:
-            return False
-        if method == "item/commandExecution/outputDelta":
-            delta = params.get("delta")
-            if isinstance(delta, str):
-                self.output(delta)
-        elif method == "item/completed":
-            item = params.get("item")
-            if isinstance(item, dict) and item.get("type") == "commandExecution":
-                code = item.get("exitCode")
-                self.exit_code = code if isinstance(code, int) else None
-        elif method == "turn/completed":
-            self.done.set()
-        return True
-
-
-class CodexAdapter(AgentAdapter):
+class CodexAdapter(AppServerMixin, ExecTurnsMixin, AgentAdapter):
     """``codex app-server`` for one thread (``per_turn``: ``codex exec --json`` each turn).
 
     ``approval_policy`` is codex's own (``untrusted`` asks before any command that is not
@@ -194,7 +147,7 @@ class CodexAdapter(AgentAdapter):
             rollback=long_lived,
             shell=long_lived,  # thread/shellCommand
         )
-        self._shell: _ShellTurn | None = None  # a `!` command's turn (thread/shellCommand)
+        self._shell: ShellTurn | None = None  # a `!` command's turn (thread/shellCommand)
 
     # -- shared --------------------------------------------------------------------------
     @property
@@ -298,156 +251,6 @@ class CodexAdapter(AgentAdapter):
             with trio.move_on_after(self.options.stop_grace_s + 3):
                 await self._gone.wait()
             await self._tree.terminate(grace=self.options.stop_grace_s)
-
-    # -- long-lived: codex app-server ----------------------------------------------------
-    async def _serve_app_server(self, start: StartAgent, task_status: Any) -> None:
-        """Ready (``task_status.started()``) once the thread is started or resumed; a start
-        that fails raises ``AgentStartError`` instead (the listener reports it)."""
-        spec = launch_spec(self.options, workdir=start.workdir, per_turn=False)
-        try:
-            ensure_codex_home(self.options)
-            proc = await spawn_agent(spec)
-        except OSError as exc:
-            self._gone.set()
-            raise AgentStartError(f"cannot start codex ({spec.argv[0]}): {exc}") from exc
-        self._proc = proc
-        self._tree.sample(proc.pid)
-        self._parser = AppServerParser(request_prefix=f"codex-{proc.pid}")
-        self._parser.model = self._model
-        rpc = RpcPeer(proc.write_line, name="codex")
-        self._rpc = rpc
-        failure: Exception | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                self._tasks = nursery
-                nursery.start_soon(proc.pump_stderr)
-                nursery.start_soon(self._read_app_server, proc, rpc)
-                try:
-                    with trio.fail_after(self.options.start_timeout_s):
-                        await self._handshake(rpc, start)
-                except (RpcError, RpcClosed, trio.TooSlowError) as exc:
-                    # Stop it; the readers then end and the nursery closes without a group.
-                    failure = exc
-                    await proc.stop(grace=self.options.stop_grace_s)
-                else:
-                    self._tree.sample(proc.pid)
-                    self._ready.set()
-                    task_status.started()
-            if failure is not None:
-                tail = self._stderr_tail(proc)
-                message = f"codex app-server did not start: {failure!r}"
-                raise AgentStartError(message + (f"\n{tail}" if tail else "")) from failure
-        finally:
-            self._tasks = None
-            self._ready.set()  # wake prompt() callers; they see the process is gone
-            self._gone.set()
-            rpc.close("codex exited")
-            with trio.CancelScope(shield=True):
-                await proc.stop(grace=self.options.stop_grace_s)
-                await self._tree.terminate(grace=self.options.stop_grace_s)
-
-    async def _handshake(self, rpc: RpcPeer, start: StartAgent) -> None:
-        await rpc.request(
-            "initialize",
-            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}},
-            timeout=RPC_TIMEOUT_S,
-        )
-        await rpc.notify("initialized")
-        common: dict[str, Any] = {
-            "cwd": start.workdir,
-            "approvalPolicy": self.approval_policy,
-            "sandbox": self.sandbox,
-        }
-        if self._model:
-            common["model"] = self._model
-        instruction = start.system_instruction or self.options.system_instruction
-        if instruction:
-            common["developerInstructions"] = instruction
-        result: Any = None
-        if start.session_id:
-            # A fork (/fork, /btw) is a new thread continuing a copy of the stored one.
-            method, verb = ("thread/fork", "fork") if start.fork else ("thread/resume", "resume")
-            try:
-                result = await rpc.request(
-                    method,
-                    {"threadId": start.session_id, "excludeTurns": True, **common},
-                    timeout=RPC_TIMEOUT_S,
-                )
-            except RpcError as exc:
-                # The stored session is gone (another HOME, deleted): say so, start afresh.
-                await self._send(
-                    self._run_id,
-                    AgentError(
-                        message=f"could not {verb} codex session {start.session_id}: {exc.message}"
-                    ),
-                )
-        if result is None:
-            result = await rpc.request("thread/start", common, timeout=RPC_TIMEOUT_S)
-        thread = result.get("thread") if isinstance(result, dict) else None
-        thread_id = thread.get("id") if isinstance(thread, dict) else None
-        if not isinstance(thread_id, str):
-            raise RpcClosed(f"thread/start gave no thread id: {result!r}")
-        self._thread_id = thread_id
-        model = result.get("model")
-        if isinstance(model, str):
-            self._model = model
-            self._parser.model = model
-        await self._send(self._run_id, SessionStarted(session_id=thread_id, model=self._model))
-
-    async def _read_app_server(self, proc: ManagedProcess, rpc: RpcPeer) -> None:
-        async for line in proc.stdout_lines():
-            shell = self._shell
-            if shell is not None and shell.take(line):
-                continue  # the `!` command's own turn: told to its caller, not as events
-            parsed = self._parser.feed(line)
-            await self._handle_parsed(parsed, rpc)
-        rpc.close("codex closed its output")
-        code = await proc.wait()
-        open_turn = self._active_turn is not None or self._turn_pending
-        if open_turn:
-            run_id = self._turn_runs.get(self._active_turn or "", self._run_id)
-            self._active_turn = None
-            self._turn_idle.set()
-            reason = "stopped" if self._stopping else "codex exited"
-            with trio.CancelScope(shield=True):
-                await self._send(
-                    run_id,
-                    TurnAborted(reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)),
-                )
-        self._gone.set()  # after the abort: whoever waits for the end sees the turn's end too
-
-    async def _handle_parsed(self, parsed: ParsedLine, rpc: RpcPeer) -> None:
-        if parsed.response is not None:
-            steer = self._steers.pop(parsed.response.id, None)
-            if steer is not None:
-                await self._steer_answered(steer, parsed.response)
-            else:
-                rpc.resolve(parsed.response)
-        turn = parsed.turn_id
-        if parsed.turn_started and turn is not None and turn not in self._ended_turns:
-            if self._active_turn is None:
-                self._active_turn = turn
-                self._turn_idle = trio.Event()
-            if self._run_id is not None:
-                self._turn_runs.setdefault(turn, self._run_id)
-        run_id = self._turn_runs.get(turn, self._run_id) if turn else self._run_id
-        for event in parsed.events:
-            if isinstance(event, TurnCompleted) and event.session_id is None:
-                event = event.model_copy(update={"session_id": self._thread_id})
-            await self._send(run_id, event)
-        if parsed.turn_ended and turn is not None:
-            self._ended_turns.add(turn)
-            if self._active_turn == turn:
-                self._active_turn = None
-                self._turn_idle.set()
-        request = parsed.refuse
-        if request is not None:
-            try:
-                await rpc.respond_error(
-                    request.id, METHOD_NOT_FOUND, f"spindle does not handle {request.method}"
-                )
-            except RpcClosed:
-                pass
 
     async def prompt(self, prompt: PromptAgent) -> None:
         if self.options.per_turn:
@@ -660,7 +463,7 @@ class CodexAdapter(AgentAdapter):
     async def shell(self, command: str, output: Callable[[str], None]) -> int | None:
         """``thread/shellCommand {threadId, command}``: codex runs the command with its own
         shell as a turn of its own (``source: userShell``), so the model sees it and its
-        output in the thread's history. That turn's lines go to ``_ShellTurn`` (output
+        output in the thread's history. That turn's lines go to ``ShellTurn`` (output
         deltas, the exit code); cancelled, the turn is interrupted (``turn/interrupt``).
         Prompts wait (the turn lock); so does the core's queue."""
         rpc, thread_id = self._rpc, self._thread_id
@@ -673,7 +476,7 @@ class CodexAdapter(AgentAdapter):
                 await self._turn_idle.wait()
             if self._active_turn is not None:
                 raise RuntimeError("a codex turn is running")
-            shell = self._shell = _ShellTurn(output)
+            shell = self._shell = ShellTurn(output)
             try:
                 await rpc.request(
                     "thread/shellCommand",
@@ -716,109 +519,3 @@ class CodexAdapter(AgentAdapter):
             await self._rpc.respond(pending.rpc_id, result)
         except RpcClosed:
             pass
-
-    # -- per turn: codex exec --json -----------------------------------------------------
-    async def _serve_per_turn(self, task_status: Any) -> None:
-        async with trio.open_nursery() as nursery:
-            self._turn_nursery = nursery
-            self._ready.set()
-            task_status.started()
-            await self._gone.wait()
-            nursery.cancel_scope.cancel()
-
-    async def _prompt_per_turn(self, prompt: PromptAgent) -> None:
-        self._run_id = prompt.run_id
-        self._announced = True  # codex exec announces its thread in every turn
-        if self._turn_nursery is None or self._gone.is_set():
-            await self._send(prompt.run_id, TurnAborted(reason="codex is not running"))
-            return
-        self._exec_waiting.add(prompt.run_id)
-        self._turn_nursery.start_soon(self._exec_turn, prompt)
-
-    async def _exec_turn(self, prompt: PromptAgent) -> None:
-        assert self._start is not None
-        async with self._turn_lock:
-            self._exec_waiting.discard(prompt.run_id)
-            if prompt.run_id in self._exec_cancelled:
-                self._exec_cancelled.discard(prompt.run_id)
-                await self._send(prompt.run_id, TurnAborted(reason="interrupted"))
-                return
-            self._exec_run_id = prompt.run_id
-            self._exec_interrupted = False
-            parser = ExecParser()
-            if prompt.model:
-                self._model = prompt.model
-            parser.model = self._model
-            instruction = (
-                prompt.system_instruction
-                or self._start.system_instruction
-                or self.options.system_instruction
-            )
-            spec = launch_spec(
-                self.options,
-                workdir=prompt.workdir,
-                per_turn=True,
-                session_id=self._thread_id or prompt.session_id,
-                model=self._model,
-                system_instruction=instruction,
-                sandbox=self.sandbox,
-            )
-            t0 = trio.current_time()
-            try:
-                ensure_codex_home(self.options)
-                proc = await spawn_agent(spec)
-            except OSError as exc:
-                await self._send(prompt.run_id, TurnAborted(reason=f"cannot start codex: {exc}"))
-                return
-            self._exec_proc = proc
-            self._tree.sample(proc.pid)
-            if self._exec_interrupted:
-                proc.signal(signal.SIGINT)
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(proc.pump_stderr)
-                    try:
-                        await proc.write_line(turn_text(prompt.text, prompt.attachments))
-                        await proc.close_stdin()
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        pass
-                    async for line in proc.stdout_lines():
-                        for event in parser.feed(line).events:
-                            if isinstance(event, SessionStarted):
-                                self._thread_id = event.session_id
-                                self._tree.sample(proc.pid)
-                            if isinstance(event, TurnCompleted):
-                                ms = int((trio.current_time() - t0) * 1000)
-                                event = event.model_copy(update={"duration_ms": ms})
-                            await self._send(prompt.run_id, event)
-                code = await proc.wait()
-                if not parser.ended and parser.held_error:
-                    await self._send(prompt.run_id, AgentError(message=parser.held_error))
-                if not parser.ended:
-                    reason = "interrupted" if self._exec_interrupted else "codex exited"
-                    await self._send(
-                        prompt.run_id,
-                        TurnAborted(
-                            reason=reason, exit_code=code, stderr_tail=self._stderr_tail(proc)
-                        ),
-                    )
-            finally:
-                self._exec_stats.add(parser.stats)
-                self._exec_proc = None
-                self._exec_run_id = None
-                with trio.CancelScope(shield=True):
-                    await proc.stop(grace=self.options.stop_grace_s)
-                    await self._tree.terminate(grace=self.options.stop_grace_s)
-
-    async def _interrupt_per_turn(self, run_id: str) -> None:
-        proc = self._exec_proc
-        if self._exec_run_id == run_id and proc is None:
-            self._exec_interrupted = True  # being spawned: signalled as soon as it exists
-            return
-        if proc is None or self._exec_run_id != run_id:
-            if run_id in self._exec_waiting:
-                self._exec_cancelled.add(run_id)  # not started yet: it never will be
-            return
-        # codex exec has no in-band interrupt: SIGINT makes it record turn_aborted and exit 1.
-        self._exec_interrupted = True
-        proc.signal(signal.SIGINT)
