@@ -2,8 +2,9 @@
 
 The launch spec and the wire format of what we write are in ``launch.py`` (the MCP config
 goes in a file of the thread's own ``PrivateDir``, removed when the adapter is done), the
-reading in ``parser.py``, the past sessions in ``sessions.py``. Requests and answers go
-through the shared ``RpcPeer`` in Claude Code's control framing.
+reading in ``parser.py``, the past sessions in ``sessions.py``, steering a running turn in
+``steering.py``, the answers to permission prompts and questions in ``approvals.py``.
+Requests and answers go through the shared ``RpcPeer`` in Claude Code's control framing.
 
 Protocol (CLI 2.1.197, ``docs/agents.md``): the host sends an ``initialize`` control request,
 then one ``{"type":"user",...}`` line per prompt; the CLI answers each with ``system/init``
@@ -21,7 +22,7 @@ open when the process ends gets exactly one ``TurnAborted`` (exit code, stderr t
 ``stop`` leaves no process of the tree alive (psutil-confirmed by ``ManagedProcess.stop``).
 
 ``per_turn=True`` falls back to one process per prompt (``--resume`` the last session),
-same wire format, the process closed after its ``result``.
+same wire format, the process closed after its ``result`` (``per_turn.py``).
 
 A session the CLI does not have (``/claude resume <unknown id>``: it exits 1 at start with
 "No conversation found with session ID ...") is not an error that a restart could mend: the
@@ -50,6 +51,7 @@ from threadspindle.agents.base.launch import PrivateDir, prompt_text
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics
 from threadspindle.agents.base.process import spawn_agent
+from threadspindle.agents.claude.approvals import ApprovalsMixin
 from threadspindle.agents.claude.launch import (
     CONTROL,
     DEFAULT_BINARY,
@@ -58,32 +60,28 @@ from threadspindle.agents.claude.launch import (
     prompt_message,
 )
 from threadspindle.agents.claude.parser import (
-    ASK_USER_QUESTION,
     ClaudeStreamParser,
-    PendingControl,
     is_unknown_session,
 )
+from threadspindle.agents.claude.per_turn import PerTurnMixin
+from threadspindle.agents.claude.steering import SteeringMixin
 from threadspindle.agents.claude.titles import SessionTitling, ask_session_title
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     AgentEvent,
     SessionStarted,
-    SteerRefused,
-    SteerTaken,
     TextDelta,
     TitleChanged,
     TurnAborted,
     TurnCompleted,
 )
-from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent, SteerAgent
+from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["ClaudeAdapter"]
 
-DENY_MESSAGE = "The user denied this tool use."
-DISMISS_MESSAGE = "The user dismissed the question without answering."
 RESULT_GRACE_S = 2.0  # after an exit, how long stdout may still drain
 INTERRUPT_GRACE_S = 10.0  # in-band interrupt unanswered for this long: SIGINT
 UNKNOWN_SESSION_NOTICE = (
@@ -92,16 +90,7 @@ UNKNOWN_SESSION_NOTICE = (
 NOT_ACCEPTING = "the Claude Code process is not accepting input"
 
 
-def _question_answers(pending: PendingControl, answer: str) -> dict[str, Any]:
-    """``AskUserQuestion`` is allowed with the answers added to its input, keyed by question."""
-    answers: dict[str, str] = {}
-    for q in pending.input.get("questions") or ():
-        if isinstance(q, dict) and isinstance(q.get("question"), str):
-            answers[q["question"]] = answer
-    return {**pending.input, "answers": answers}
-
-
-class ClaudeAdapter(AgentAdapter):
+class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
     """Claude Code for one thread (see the module docstring)."""
 
     name = "claude"
@@ -204,65 +193,6 @@ class ClaudeAdapter(AgentAdapter):
             with trio.CancelScope(shield=True):
                 await proc.stop(grace=self.options.stop_grace_s)
 
-    async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
-        self._prompts_in, self._prompts_out = trio.open_memory_channel[PromptAgent](16)
-        task_status.started()
-        async with self._prompts_out:
-            async for prompt in self._prompts_out:
-                if prompt.run_id not in self._queued_runs:  # interrupted before it started
-                    await self._emit_event(TurnAborted(reason="interrupted"), prompt.run_id)
-                    continue
-                self._queued_runs.discard(prompt.run_id)
-                session = self.session_id or prompt.session_id
-                if session in self.unknown_sessions:
-                    session = None
-                try:
-                    proc, not_ready = await self._one_turn(start, prompt, session)
-                    retry = not_ready is not None and not self._stopping
-                    if retry and self._forget_unknown_session(session, not_ready or ""):
-                        # No such session: this same prompt in a new one (told the thread).
-                        proc, not_ready = await self._one_turn(start, prompt, None)
-                except (AgentStartError, OSError) as exc:
-                    # This turn cannot run; the next prompt may (a workdir comes back ...).
-                    await self._emit_event(TurnAborted(reason=str(exc)), prompt.run_id)
-                    self._proc = None
-                    continue
-                if not_ready is not None:
-                    aborted = TurnAborted(reason=not_ready, exit_code=proc.returncode)
-                    await self._emit_event(aborted, prompt.run_id)
-                self._proc = None
-                if self._stopping:
-                    return
-
-    async def _one_turn(
-        self, start: StartAgent, prompt: PromptAgent, session: str | None
-    ) -> tuple[ManagedProcess, str | None]:
-        """Per-turn mode: one process for ``prompt``, to its end. Returns the process and
-        why it never got ready (None when it ran the turn); a process that never got ready
-        is stopped here, so the caller may start another."""
-        proc = await self._spawn(
-            prompt.workdir or start.workdir,
-            session,
-            model=prompt.model,
-            system_instruction=prompt.system_instruction,
-        )
-        async with trio.open_nursery() as nursery:
-            self._proc_nursery = nursery
-            nursery.start_soon(proc.pump_stderr)
-            reader_done = trio.Event()
-            peer = self._live_peer()
-            nursery.start_soon(self._read_stdout, proc, peer, reader_done)
-            not_ready = await self._initialize(proc, peer)
-            if not_ready is None:
-                await self._send_prompt(peer, prompt)
-                nursery.start_soon(self._close_after_turn, proc)
-                await self._wait_exit(proc, reader_done)
-            nursery.cancel_scope.cancel()
-        if not_ready is not None:
-            with trio.CancelScope(shield=True):
-                await proc.stop(grace=self.options.stop_grace_s)
-        return proc, not_ready
-
     def _forget_unknown_session(self, session: str | None, not_ready: str) -> bool:
         """True when the start failed because the CLI has no session ``session``: that id
         is not tried again, and the thread is told with the next prompt."""
@@ -363,14 +293,6 @@ class ClaudeAdapter(AgentAdapter):
                 TurnAborted(reason=reason, exit_code=code, stderr_tail=tail), run_id
             )
         self._turn_done.set()
-
-    async def _close_after_turn(self, proc: ManagedProcess) -> None:
-        """Per-turn mode: the turn is over once ``result`` came; closing stdin ends it."""
-        await self._turn_done.wait()
-        try:
-            await proc.close_stdin()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
 
     # the stdout reader ---------------------------------------------------------------------
     async def _read_stdout(self, proc: ManagedProcess, peer: RpcPeer, done: trio.Event) -> None:
@@ -498,26 +420,6 @@ class ClaudeAdapter(AgentAdapter):
             self._unreplayed.append((None, text))  # its replay is not a steer's
         await self._control(peer.send(prompt_message(text, prompt.attachments)))
 
-    async def steer(self, steer: SteerAgent) -> None:
-        """Write the message as a user line while the turn runs: Claude Code takes it into
-        the turn at its next model request (as "The user sent a new message while you were
-        working: ..."), or, when the turn ends first, runs it in a turn of its own right
-        after; either way the adapter keeps one run, and the CLI's replay of the line
-        (``--replay-user-messages``) says it was taken."""
-        if self.options.per_turn:
-            await super().steer(steer)
-        proc, peer = self._proc, self._peer
-        if steer.run_id != self.current_run or proc is None or peer is None:
-            refused = SteerRefused(steer_id=steer.steer_id, reason="no turn")
-            await self._emit_event(refused, steer.run_id)
-            return
-        if proc.returncode is not None:
-            return  # the exit ends the turn: the core puts the text back in the queue
-        text = prompt_text(steer.text, steer.attachments)
-        self._unreplayed.append((steer.steer_id, text))
-        self._steers_open[steer.steer_id] = steer.run_id
-        await self._control(peer.send(prompt_message(text, steer.attachments)))
-
     def _command_events(
         self, line: str, turn_ended: bool, events: list[AgentEvent]
     ) -> list[AgentEvent]:
@@ -539,65 +441,6 @@ class ClaudeAdapter(AgentAdapter):
         if text and any(isinstance(e, TurnCompleted) and not e.is_error for e in events):
             return [TextDelta(text=text), *events]
         return events
-
-    async def _replayed(self, line: str) -> None:
-        """The CLI replayed a user line it took into its transcript: a steer is taken."""
-        try:
-            obj = json.loads(line)
-            content = obj["message"]["content"]
-            text = next(p["text"] for p in content if p.get("type") == "text")
-        except (ValueError, KeyError, TypeError, StopIteration, AttributeError):
-            return
-        if obj.get("isReplay") is not True:
-            return
-        found = next((i for i, (_, w) in enumerate(self._unreplayed) if w == text), None)
-        if found is None:
-            return
-        steer_id = self._unreplayed[found][0]
-        for _ in range(found + 1):  # earlier lines were taken without a replay
-            self._unreplayed.popleft()
-        if steer_id is None:
-            return
-        run_id = self._steers_open.pop(steer_id, None)
-        if run_id is not None and steer_id not in self._refused_steers:
-            await self._emit_event(SteerTaken(steer_id=steer_id), run_id)
-
-    async def _continue_turn(self, events: list[AgentEvent]) -> list[AgentEvent]:
-        """The turn ended with steers the CLI has not taken yet: it runs them in a turn of
-        its own next, which continues this run. After an interrupt that turn is
-        interrupted too, and the steers are refused (the core sends them as prompts)."""
-        ends = [e for e in events if isinstance(e, TurnCompleted | TurnAborted)]
-        rest: list[AgentEvent] = [
-            e for e in events if not isinstance(e, TurnCompleted | TurnAborted)
-        ]
-        aborted = any(isinstance(e, TurnAborted) for e in ends)
-        if aborted:
-            self._interrupt_next_turn = True
-            for steer_id in list(self._steers_open):
-                self._refused_steers.add(steer_id)
-                del self._steers_open[steer_id]
-                refused = SteerRefused(steer_id=steer_id, reason="the turn was interrupted")
-                rest.append(refused)
-        else:
-            done = next((e for e in ends if isinstance(e, TurnCompleted)), None)
-            if done is not None:
-                merged = self._merge_carried(done)
-                self._carried = merged if isinstance(merged, TurnCompleted) else done
-        return rest
-
-    def _merge_carried(self, event: AgentEvent) -> AgentEvent:
-        """The run's end carries what the turns before it (continued by steers) cost."""
-        carried = self._carried
-        if carried is None or not isinstance(event, TurnCompleted):
-            return event
-        self._carried = None
-        cost = None
-        if event.cost_usd is not None or carried.cost_usd is not None:
-            cost = (event.cost_usd or 0.0) + (carried.cost_usd or 0.0)
-        duration = None
-        if event.duration_ms is not None or carried.duration_ms is not None:
-            duration = (event.duration_ms or 0) + (carried.duration_ms or 0)
-        return event.model_copy(update={"cost_usd": cost, "duration_ms": duration})
 
     async def interrupt(self, run_id: str) -> None:
         if run_id in self._queued_runs:
@@ -626,26 +469,6 @@ class ClaudeAdapter(AgentAdapter):
             return
         self.interrupt_escalations += 1
         proc.signal(signal.SIGINT)
-
-    async def answer_permission(self, request_id: str, allow: bool) -> None:
-        pending = self.parser.take_request(request_id)
-        if pending is None or self._peer is None:
-            return  # already answered, or the process that asked is gone
-        if allow:
-            response = {"behavior": "allow", "updatedInput": pending.input}
-        else:
-            response = {"behavior": "deny", "message": DENY_MESSAGE}
-        await self._control(self._peer.respond(request_id, response))
-
-    async def answer_question(self, request_id: str, answer: str | None) -> None:
-        pending = self.parser.take_request(request_id)
-        if pending is None or self._peer is None:
-            return
-        if answer is None or pending.tool_name != ASK_USER_QUESTION:
-            response: dict[str, Any] = {"behavior": "deny", "message": DISMISS_MESSAGE}
-        else:
-            response = {"behavior": "allow", "updatedInput": _question_answers(pending, answer)}
-        await self._control(self._peer.respond(request_id, response))
 
     async def stop(self) -> None:
         self._stopping = True
