@@ -13,17 +13,18 @@ busy: opencode stores it as a user message and its running loop takes it at the 
 answers go to ``POST /permission/{id}/reply`` (``once``/``reject``), question answers to
 ``/question/{id}/reply`` or ``/reject``.
 
-Per-turn fall-back (``options.per_turn``): ``opencode run --format json [-s <session>]``
-per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no in-band way), and the
-CLI auto-rejects permission requests in this mode.
+Per-turn fall-back (``options.per_turn``, ``run_turns.py``): ``opencode run --format json
+[-s <session>]`` per prompt, parsed by ``OpencodeRunParser``; interrupt is a signal (no
+in-band way), and the CLI auto-rejects permission requests in this mode.
 
-MCP servers: in long-lived mode each thread registers its own on the shared server
-(``POST /mcp``, named ``<name>-<tag of url+token>``) and its session's permission ruleset
-denies every other thread's registration of that name, so threads with different bearer
-tokens share one server and each sees (and calls, with its token) only its own tools. In
-per-turn mode they go into a private config file (0600, private temp dir, removed after the
-last turn) named by ``OPENCODE_CONFIG``, which opencode merges over the user's config. No
-user file is touched, no token is on a command line.
+MCP servers (``session_setup.py``, with the session's opening, resuming and forking): in
+long-lived mode each thread registers its own on the shared server (``POST /mcp``, named
+``<name>-<tag of url+token>``) and its session's permission ruleset denies every other
+thread's registration of that name, so threads with different bearer tokens share one
+server and each sees (and calls, with its token) only its own tools. In per-turn mode they
+go into a private config file (0600, private temp dir, removed after the last turn) named
+by ``OPENCODE_CONFIG``, which opencode merges over the user's config. No user file is
+touched, no token is on a command line.
 
 Guards against hangs: opencode retries a failing model call by itself (5 times, 2 s doubling,
 about a minute of silence when the model server is down); after ``max_model_retries``
@@ -39,7 +40,6 @@ at most one turn-ending event per turn; ``stop`` returns once this thread's refe
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -47,23 +47,16 @@ from typing import Any
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
-from threadspindle.agents.base.launch import PrivateDir, prompt_text
+from threadspindle.agents.base.launch import prompt_text
 from threadspindle.agents.base.options import AgentOptions, ConversationInfo
 from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
-from threadspindle.agents.base.process import spawn_agent
 from threadspindle.agents.opencode.launch import (
-    McpRegistration,
-    launch_env,
-    mcp_registrations,
     model_ref,
-    private_config,
     prompt_body,
-    run_spec,
     serve_spec,
-    session_rules,
 )
 from threadspindle.agents.opencode.parser import OpencodeEventParser
-from threadspindle.agents.opencode.run_parser import OpencodeRunParser
+from threadspindle.agents.opencode.run_turns import RunTurnsMixin
 from threadspindle.agents.opencode.server import (
     RESYNC,
     OpencodeServer,
@@ -71,6 +64,7 @@ from threadspindle.agents.opencode.server import (
     acquire_server,
     release_server,
 )
+from threadspindle.agents.opencode.session_setup import SessionSetupMixin
 from threadspindle.agents.opencode.sessions import conversations_from
 from threadspindle.agents.opencode.steering import SteerTracker
 from threadspindle.effects.process import ManagedProcess
@@ -97,7 +91,7 @@ __all__ = ["OpencodeAdapter"]
 logger = logging.getLogger(__name__)
 
 
-class OpencodeAdapter(AgentAdapter):
+class OpencodeAdapter(SessionSetupMixin, RunTurnsMixin, AgentAdapter):
     """One thread's opencode session (see the module docstring).
 
     ``permission="ask"`` creates sessions whose ruleset asks the thread before bash, edit,
@@ -229,94 +223,6 @@ class OpencodeAdapter(AgentAdapter):
                 await self._unregister_mcp(server)
                 await release_server(server)
 
-    async def _open_session(
-        self, server: OpencodeServer, resume: str | None, *, fork: bool = False
-    ) -> str:
-        mcp = mcp_registrations(self.options)
-        rules = session_rules(self.permission, mcp)
-        if resume and fork:
-            # /fork, /btw: a new session with a copy of the old one's messages.
-            response = await server.request("POST", f"/session/{resume}/fork", json_body={})
-            forked = response.json() if response.status_code == 200 else None
-            if isinstance(forked, dict) and isinstance(forked.get("id"), str):
-                if mcp:
-                    await self._update_rules(server, forked["id"], forked, mcp)
-                return str(forked["id"])
-            raise AgentStartError(
-                f"opencode: could not fork session {resume}: "
-                f"{response.status_code} {response.text[:300]}"
-            )
-        if resume:
-            response = await server.request("GET", f"/session/{resume}")
-            if response.status_code == 200:
-                if mcp:
-                    await self._update_rules(server, resume, response.json(), mcp)
-                return resume
-        body: dict[str, Any] = {"permission": rules} if rules else {}
-        response = await server.request("POST", "/session", json_body=body)
-        if response.status_code != 200:
-            raise AgentStartError(
-                f"opencode: POST /session answered {response.status_code}: {response.text[:300]}"
-            )
-        session = response.json()
-        if not isinstance(session, dict) or not isinstance(session.get("id"), str):
-            raise AgentStartError(f"opencode: unexpected session reply {str(session)[:200]}")
-        return str(session["id"])
-
-    async def _update_rules(
-        self, server: OpencodeServer, session_id: str, session: Any, mcp: list[McpRegistration]
-    ) -> None:
-        """A resumed session keeps its ruleset; swap its MCP rules for this thread's."""
-        old = session.get("permission") if isinstance(session, dict) else None
-        bases = tuple(f"{reg.base}-" for reg in mcp)
-        kept = [
-            r
-            for r in (old if isinstance(old, list) else [])
-            if isinstance(r, dict) and not str(r.get("permission", "")).startswith(bases)
-        ]
-        rules = kept + session_rules(None, mcp)
-        response = await server.request(
-            "PATCH", f"/session/{session_id}", json_body={"permission": rules}
-        )
-        if response.status_code != 200:
-            # Not fatal: the thread goes on, told that its MCP tools may be missing.
-            self._problems.append(
-                f"could not give resumed session {session_id} this thread's MCP tools "
-                f"({response.status_code})"
-            )
-
-    async def _register_mcp(self, server: OpencodeServer) -> list[str]:
-        """Register this thread's MCP servers on the shared server; the problems, if any."""
-        problems = []
-        for reg in mcp_registrations(self.options):
-            server.mcp_refs[reg.name] = server.mcp_refs.get(reg.name, 0) + 1
-            self._mcp_names.append(reg.name)
-            try:
-                response = await server.request(
-                    "POST", "/mcp", json_body={"name": reg.name, "config": reg.config}
-                )
-                status = response.json().get(reg.name) if response.status_code == 200 else None
-            except Exception as exc:  # noqa: BLE001 - reported, the thread goes on without it
-                problems.append(f"MCP server {reg.base!r} could not be added: {exc!r}")
-                continue
-            state = status.get("status") if isinstance(status, dict) else None
-            if state != "connected":
-                detail = status.get("error") if isinstance(status, dict) else response.text
-                problems.append(f"MCP server {reg.base!r} is {state or 'unknown'}: {detail}")
-        return problems
-
-    async def _unregister_mcp(self, server: OpencodeServer) -> None:
-        for name in self._mcp_names:
-            server.mcp_refs[name] = server.mcp_refs.get(name, 1) - 1
-            if server.mcp_refs[name] <= 0 and server.alive:
-                server.mcp_refs.pop(name, None)
-                with trio.move_on_after(5):
-                    try:
-                        await server.request("POST", f"/mcp/{name}/disconnect")
-                    except Exception:  # noqa: BLE001 - the server may be going away
-                        pass
-        self._mcp_names = []
-
     async def _handle(self, event: dict[str, Any]) -> None:
         assert self._parser is not None
         if event.get("type") == RESYNC:
@@ -371,84 +277,6 @@ class OpencodeAdapter(AgentAdapter):
             self._last_model = event.model  # what /compact summarises with, unless set
         if self._emit is not None:
             await self._emit(StampedEvent(self._run_id, self._session_id, event))
-
-    # per-turn fall-back ---------------------------------------------------------------------
-    async def _serve_per_turn(self, start: StartAgent, task_status: Any) -> None:
-        self._session_id = start.session_id
-        config = private_config(self.options)
-        config_dir = None
-        self._turn_env = launch_env(self.options)
-        try:
-            if config:
-                config_dir = PrivateDir("spindle-opencode-")
-                path = config_dir.write("opencode.json", json.dumps(config))
-                self._turn_env["OPENCODE_CONFIG"] = path
-            task_status.started()
-            if start.session_id:
-                await self._emit_event(
-                    SessionStarted(session_id=start.session_id, model=start.model)
-                )
-            await trio.sleep_forever()
-        finally:
-            if config_dir is not None:
-                with trio.CancelScope(shield=True):
-                    if self._turn_done is not None:
-                        with trio.move_on_after(self.options.stop_grace_s * 3):
-                            await self._turn_done.wait()
-                config_dir.remove()
-
-    async def _run_turn(self, prompt: PromptAgent, done: trio.Event) -> None:
-        parser = OpencodeRunParser(self._stats)
-        system = prompt.system_instruction or self.options.system_instruction
-        first = not (prompt.session_id or self._session_id)
-        # `run` has no flag for the system instruction: the session's first prompt says it.
-        text = prompt_text(
-            prompt.text, prompt.attachments, system_instruction=system if first else None
-        )
-        spec = run_spec(
-            self.options,
-            text,
-            workdir=prompt.workdir,
-            session_id=prompt.session_id or self._session_id,
-            model=prompt.model or self.options.model,
-            env=self._turn_env or launch_env(self.options),
-        )
-        try:
-            proc = await spawn_agent(spec, stdin=False)
-        except OSError as exc:
-            await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))
-            done.set()
-            return
-        self._turn_proc = proc
-        try:
-            if self._aborting_run == prompt.run_id:
-                # Interrupted while the process was being spawned.
-                await proc.stop(grace=self.options.stop_grace_s)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(proc.pump_stderr)
-                async for line in proc.stdout_lines():
-                    for event in parser.feed(line).events:
-                        if isinstance(event, SessionStarted):
-                            self._session_id = event.session_id
-                        await self._emit_event(event)
-                code = await proc.wait()
-                with trio.move_on_after(1.0):
-                    await trio.sleep(0)  # let stderr drain a little
-                nursery.cancel_scope.cancel()
-            if not parser.completed:
-                reason = "interrupted" if self._aborting_run == prompt.run_id else parser.error
-                await self._emit_event(
-                    TurnAborted(
-                        reason=reason or f"opencode exited ({code}) without finishing the turn",
-                        exit_code=code,
-                        stderr_tail="\n".join(list(proc.stderr_tail)[-10:]),
-                    )
-                )
-        finally:
-            with trio.CancelScope(shield=True):
-                await proc.stop(grace=self.options.stop_grace_s)
-            self._turn_proc = None
-            done.set()
 
     # commands ---------------------------------------------------------------------------
     async def prompt(self, prompt: PromptAgent) -> None:
