@@ -2,7 +2,9 @@
 
 ``launch.py`` (argv, environment, MCP config, the control framing; pure), ``parser.py``
 (stream-json -> ``ParsedLine``; pure), ``adapter.py`` (the process and its turns),
-``sessions.py`` (past sessions from the CLI's store).
+``steering.py`` (steering a running turn), ``approvals.py`` (answers to permission prompts
+and questions), ``per_turn.py`` (the per-turn fall-back), ``titles.py`` (the session's
+title), ``sessions.py`` (past sessions from the CLI's store).
 """
 
 from __future__ import annotations

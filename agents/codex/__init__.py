@@ -4,7 +4,9 @@
 ``launch.py`` (argv, environment, ``-c`` overrides, turn input; pure), ``parser.py``
 (app-server JSON-RPC -> ``ParsedLine``; pure), ``exec_parser.py`` (``exec --json`` lines;
 pure), ``retries.py`` (the model-retry cap; pure), ``adapter.py`` (the process and its
-turns), ``sessions.py`` (past sessions from codex's store).
+turns), ``app_server.py`` (the app-server's start and the reader of its output),
+``exec_turns.py`` (the per-turn ``codex exec`` fall-back), ``shell_turn.py`` (a `!`
+command's turn), ``sessions.py`` (past sessions from codex's store).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@
 bodies; pure), ``parser.py`` (the event bus -> ``ParsedLine``; pure), ``run_parser.py``
 (``run --format json`` lines; pure), ``server.py`` (the shared server: pool, password, the
 event bus routed to each thread's session), ``adapter.py`` (one thread's session),
-``sessions.py`` (past sessions).
+``session_setup.py`` (the session opened, its rules, the thread's MCP registrations),
+``run_turns.py`` (the per-turn ``opencode run`` fall-back), ``steering.py`` (when a steer
+was taken), ``sessions.py`` (past sessions).
 """
 
 from __future__ import annotations
