@@ -21,26 +21,22 @@ anything starts; nothing that passes here may fail later for its shape. What is 
 - the file on its own: a wrong value in it is refused even when the environment overrides
   that key (it would bite the day the variable is gone);
 - environment variables holding a list or a table must be JSON: a bad one is named.
+
+The pieces live beside this module, and everything is importable from here as before: the
+value types in ``config_values``, the chat platforms' sections in ``config_platforms``,
+reading the sources and describing errors in ``config_loading``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import tomllib
-import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     StrictStr,
@@ -48,7 +44,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -59,6 +54,44 @@ from pydantic_settings import (
 
 from threadspindle.agents import known_agents, unknown_agent_message
 from threadspindle.agents.base import AgentOptions
+from threadspindle.app.config_loading import (
+    ConfigError,
+    _describe,
+    _env_json_problem,
+    _read_toml,
+    _Sources,
+    default_config_path,
+)
+from threadspindle.app.config_platforms import (
+    DiscordSettings,
+    PlainMessage,
+    ProjectChannel,
+    SlackId,
+    SlackProjectChannel,
+    SlackSettings,
+    TelegramProjectGroup,
+    TelegramSettings,
+    WebSettings,
+    WhatsAppSettings,
+    _discord_token,
+    _slack_app_token,
+    _slack_bot_token,
+    _telegram_token,
+    looks_like_discord_token,
+    looks_like_slack_token,
+    looks_like_telegram_token,
+)
+from threadspindle.app.config_values import (
+    Count,
+    EnvName,
+    Name,
+    PathText,
+    Seconds,
+    Snowflake,
+    Text,
+    _Section,
+    _url,
+)
 from threadspindle.effects.sandbox import Sandbox
 from threadspindle.effects.shell_command import ShellLimits
 from threadspindle.effects.workspace_port import WorkspaceOptions
@@ -71,304 +104,30 @@ __all__ = [
     "Settings",
     "default_config_path",
     "load_settings",
+    # defined beside, importable from here as before
+    "Count",
+    "DiscordSettings",
+    "EnvName",
+    "Name",
+    "PathText",
+    "PlainMessage",
+    "ProjectChannel",
+    "Seconds",
+    "SlackId",
+    "SlackProjectChannel",
+    "SlackSettings",
+    "Snowflake",
+    "TelegramProjectGroup",
+    "TelegramSettings",
+    "Text",
+    "WebSettings",
+    "WhatsAppSettings",
+    "looks_like_discord_token",
+    "looks_like_slack_token",
+    "looks_like_telegram_token",
 ]
 
 AGENT_NAMES = ("claude", "codex", "gemini", "opencode")
-
-
-class ConfigError(Exception):
-    """The configuration is wrong; the message names the key and the expected form."""
-
-
-# --- value types -------------------------------------------------------------------------
-
-
-def _text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
-    return value
-
-
-def _nonempty(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    return value
-
-
-def _path(value: str) -> str:
-    if not os.path.isabs(os.path.expanduser(value)):
-        raise ValueError(
-            f"expected an absolute path or one starting with ~, not {value!r} (a relative "
-            "path would depend on the directory Spindle is started from)"
-        )
-    return value
-
-
-def _not_bool(value: object) -> object:
-    if isinstance(value, bool):
-        raise ValueError("expected a number, not true/false")
-    return value
-
-
-def _finite(value: object) -> object:
-    value = _not_bool(value)
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return value  # pydantic says what it expected
-    if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError("expected a finite number of seconds")
-    return value
-
-
-def _url(schemes: tuple[str, ...]) -> Any:
-    def check(value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in schemes or not parts.hostname:
-            raise ValueError(f"expected a {' or '.join(schemes)} URL with a host, not {value!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _env_name(value: str) -> str:
-    if not value or "=" in value or "\x00" in value:
-        raise ValueError(f"{value!r} is not an environment variable name")
-    return value
-
-
-Text = Annotated[StrictStr, AfterValidator(_text)]
-Name = Annotated[StrictStr, AfterValidator(_text), AfterValidator(_nonempty)]
-PathText = Annotated[Name, AfterValidator(_path)]
-EnvName = Annotated[StrictStr, AfterValidator(_env_name)]
-Snowflake = Annotated[int, BeforeValidator(_not_bool), Field(gt=0, lt=2**64)]
-Seconds = Annotated[float, BeforeValidator(_finite)]
-Count = Annotated[int, BeforeValidator(_not_bool)]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _discord_token(v: SecretStr | None) -> SecretStr | None:
-    if (
-        v is not None
-        and v.get_secret_value()
-        and not looks_like_discord_token(v.get_secret_value())
-    ):
-        raise ValueError(
-            "expected a bot token of three dot-separated parts (from the Developer "
-            "Portal's Bot page), not a client secret or an application id"
-        )
-    return v
-
-
-# How a message without a `` queue``/`` steer`` suffix is delivered while a run is active.
-PlainMessage = Literal["interrupt", "queue", "steer"]
-
-
-class ProjectChannel(_Section):
-    """A Discord channel where a plain message starts a thread with this agent and workdir."""
-
-    agent: Name = "claude"
-    workdir: PathText
-    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
-    # What runs in this channel's threads show unless /verbosity says otherwise (None: the
-    # runtime's default).
-    verbosity: Literal["text", "tools", "all"] | None = None
-    plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
-    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
-
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
-
-
-class DiscordSettings(_Section):
-    token: SecretStr | None = None
-    application_id: Snowflake | None = None
-    guild_ids: list[Snowflake] = []
-    allowed_user_ids: list[Snowflake] = []
-    allowed_role_ids: list[Snowflake] = []
-    # For a REST rate-limit proxy such as nirn-proxy, and for the tests' fake Discord.
-    rest_base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://discord.com/api/v10"
-    gateway_url: Annotated[StrictStr, _url(("wss", "ws"))] = "wss://gateway.discord.gg/"
-    project_channels: dict[str, ProjectChannel] = {}
-    plain_message: PlainMessage = "interrupt"
-    # An attachment larger than this refuses its message with a reply (streamed to disk,
-    # never held in memory, so the cap is about disk use and download time).
-    attachment_max_mib: float = Field(default=25.0, gt=0, le=1024, allow_inf_nan=False)
-
-    _token_shape = field_validator("token")(_discord_token)
-
-    @field_validator("project_channels")
-    @classmethod
-    def _channel_ids(cls, v: dict[str, ProjectChannel]) -> dict[str, ProjectChannel]:
-        for channel_id in v:
-            if not channel_id.isascii() or not channel_id.isdigit() or int(channel_id) == 0:
-                raise ValueError(
-                    f"{channel_id!r} is not a channel id: each key is the channel's number, "
-                    'e.g. [discord.project_channels."123456789012345678"]'
-                )
-        return v
-
-
-def _telegram_token(v: SecretStr | None) -> SecretStr | None:
-    token = v.get_secret_value() if v is not None else ""
-    if token and not looks_like_telegram_token(token):
-        raise ValueError(
-            "expected a bot token such as 123456789:AA... (from @BotFather: the bot's number, "
-            "a colon, then 30 or more letters, digits, '-' or '_')"
-        )
-    return v
-
-
-class TelegramProjectGroup(_Section):
-    """A Telegram forum group where a message in General opens a topic with this agent."""
-
-    agent: Name = "claude"
-    workdir: PathText
-    worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
-    shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
-
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
-
-
-class TelegramSettings(_Section):
-    token: SecretStr | None = None  # prefer SPINDLE_TELEGRAM_TOKEN
-    # A self-hosted Bot API server, or the tests' fake; the token is appended.
-    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://api.telegram.org/bot"
-    allowed_user_ids: list[Annotated[int, Field(gt=0)]] = []
-    allowed_chat_ids: list[int] = []  # groups the bot serves (private chats always)
-    project_groups: dict[str, TelegramProjectGroup] = {}
-    plain_message: PlainMessage = "interrupt"
-    # Telegram allows about one message a second per chat: edits at most this often.
-    min_edit_interval_s: float = Field(default=1.0, ge=0.2, le=60, allow_inf_nan=False)
-
-    _token_shape = field_validator("token")(_telegram_token)
-
-    @field_validator("project_groups")
-    @classmethod
-    def _group_ids(cls, v: dict[str, TelegramProjectGroup]) -> dict[str, TelegramProjectGroup]:
-        for chat_id in v:
-            try:
-                int(chat_id)
-            except ValueError:
-                raise ValueError(
-                    f"{chat_id!r} is not a chat id: each key is the group's number, "
-                    'e.g. [telegram.project_groups."-1001234567890"]'
-                ) from None
-        return v
-
-
-def _slack_token(prefix: str, where: str) -> Any:
-    def check(v: SecretStr | None) -> SecretStr | None:
-        token = v.get_secret_value() if v is not None else ""
-        if token and not looks_like_slack_token(token, prefix):
-            raise ValueError(
-                f"expected a Slack token starting with {prefix} ({where}; letters, digits "
-                "and '-' only)"
-            )
-        return v
-
-    return check
-
-
-_slack_bot_token = _slack_token("xoxb-", "OAuth & Permissions: the Bot User OAuth Token")
-_slack_app_token = _slack_token("xapp-", "Basic Information: an app-level token")
-
-# A Slack id: a capital letter, then capitals and digits (U…, T…, C…).
-SlackId = Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z0-9]{1,30}$")]
-
-
-class SlackProjectChannel(_Section):
-    """A Slack channel where a top-level message starts a thread with this agent."""
-
-    agent: Name = "claude"
-    workdir: PathText
-
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
-
-
-class SlackSettings(_Section):
-    bot_token: SecretStr | None = None  # xoxb-…; prefer SPINDLE_SLACK_BOT_TOKEN
-    app_token: SecretStr | None = None  # xapp-… (Socket Mode); prefer SPINDLE_SLACK_APP_TOKEN
-    # Slack's Web API, or the tests' fake.
-    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://slack.com/api/"
-    allowed_user_ids: list[SlackId] = []
-    allowed_team_ids: list[SlackId] = []  # workspaces (empty: the app's own)
-    allowed_channel_ids: list[SlackId] = []  # channels served (project channels count)
-    project_channels: dict[str, SlackProjectChannel] = {}
-    plain_message: PlainMessage = "interrupt"  # a message without a suffix during a run
-    # chat.update is Tier 3 (about 50 a minute): edits in one channel at most this often.
-    min_edit_interval_s: float = Field(default=1.2, ge=0.2, le=60, allow_inf_nan=False)
-
-    _bot_token_shape = field_validator("bot_token")(_slack_bot_token)
-    _app_token_shape = field_validator("app_token")(_slack_app_token)
-
-    @field_validator("project_channels")
-    @classmethod
-    def _channel_ids(cls, v: dict[str, SlackProjectChannel]) -> dict[str, SlackProjectChannel]:
-        for channel_id in v:
-            if not channel_id.isascii() or not channel_id.isalnum() or channel_id[:1] != "C":
-                raise ValueError(
-                    f"{channel_id!r} is not a channel id: each key is the channel's id, "
-                    'e.g. [slack.project_channels."C0123456789"]'
-                )
-        return v
-
-
-def _web_host(value: str) -> str:
-    import ipaddress
-
-    if value != "localhost":
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(
-                f"expected an IP address such as 127.0.0.1 (or localhost), not {value!r}"
-            ) from None
-    return value
-
-
-class WebSettings(_Section):
-    """The web chat (``spindle run --web``): a page on this machine, loopback by default."""
-
-    enabled: bool = False
-    host: Annotated[StrictStr, AfterValidator(_web_host)] = "127.0.0.1"
-    port: Count = Field(default=8750, ge=0, le=65535)  # 0: any free port
-
-
-class WhatsAppSettings(_Section):
-    """The WhatsApp Business Cloud API (docs/whatsapp-setup.md). The three secrets are best
-    set in the environment: SPINDLE_WHATSAPP_TOKEN, SPINDLE_WHATSAPP_APP_SECRET,
-    SPINDLE_WHATSAPP_VERIFY_TOKEN."""
-
-    token: SecretStr | None = None
-    app_secret: SecretStr | None = None
-    verify_token: SecretStr | None = None
-    phone_number_id: Annotated[StrictStr, Field(pattern=r"^[0-9]*$", max_length=32)] = ""
-    base_url: Annotated[StrictStr, _url(("https", "http"))] = "https://graph.facebook.com/v23.0"
-    webhook_host: StrictStr = "127.0.0.1"  # behind the user's HTTPS reverse proxy or tunnel
-    webhook_port: int = Field(default=8443, ge=0, le=65535)
-    webhook_path: Annotated[StrictStr, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/whatsapp/webhook"
-    allowed_wa_ids: list[Annotated[StrictStr, Field(pattern=r"^[0-9]{5,20}$")]] = []
-    allowed_group_ids: list[StrictStr] = []
-    # No edits on WhatsApp: the least time between two messages of one streamed answer.
-    min_message_interval_s: float = Field(default=2.0, ge=0.2, le=60, allow_inf_nan=False)
 
 
 class RuntimeSettings(_Section):
@@ -544,14 +303,6 @@ class McpSettings(_Section):
     ring_buffer_lines: Count = Field(default=5000, ge=100, le=1_000_000)
 
     _token_shape = field_validator("token")(_mcp_token)
-
-
-@dataclass(frozen=True)
-class _Sources:
-    """Where ``Settings()`` reads from: the TOML file (or none) and the environment."""
-
-    toml: Path | None = None
-    env: bool = True
 
 
 def _data_dir(value: str) -> str:
@@ -732,112 +483,6 @@ class Settings(BaseSettings):
         )
 
 
-def looks_like_telegram_token(token: str) -> bool:
-    """The shape @BotFather gives: digits, a colon, then the secret part."""
-    number, colon, secret = token.partition(":")
-    return bool(
-        colon
-        and number.isascii()
-        and number.isdigit()
-        and len(secret) >= 30
-        and all(c.isascii() and (c.isalnum() or c in "-_") for c in secret)
-    )
-
-
-def looks_like_discord_token(token: str) -> bool:
-    parts = token.split(".")
-    return len(parts) == 3 and all(parts) and len(parts[0]) >= 16
-
-
-def default_config_path() -> Path:
-    env = os.environ.get("SPINDLE_CONFIG")
-    if env:
-        return Path(os.path.expanduser(env))
-    return Path(platformdirs.user_config_dir("spindle")) / "config.toml"
-
-
-def _env_var(loc: tuple[Any, ...]) -> str | None:
-    """The environment variable that set the value at ``loc``, when one did."""
-    names = {k.upper(): k for k in os.environ}
-    for end in range(len(loc), 0, -1):
-        name = "SPINDLE_" + "__".join(str(p) for p in loc[:end]).upper()
-        if name in names:
-            return names[name]
-    return None
-
-
-def _describe(errors: list[ErrorDetails], source: str, with_env: bool) -> str:
-    lines = [f"Invalid configuration ({source}):"]
-    for err in errors:
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check its spelling and section)"
-        var = _env_var(loc) if with_env else None
-        # A check of several keys together names its key in its message.
-        key = ".".join(str(p) for p in loc)
-        lines.append(f"  {key}: {msg}" if key else f"  {msg}")
-        lines[-1] += f" (from ${var})" if var else ""
-    return "\n".join(lines)
-
-
-def _complex_annotation(annotation: Any) -> Any:
-    """The model or container type behind ``annotation`` (None for a plain value)."""
-    for arg in (annotation, *typing.get_args(annotation)):
-        origin = typing.get_origin(arg) or arg
-        if origin is Annotated:
-            found = _complex_annotation(typing.get_args(arg)[0])
-            if found is not None:
-                return found
-        elif origin in (list, dict, tuple, set) or (
-            isinstance(origin, type) and issubclass(origin, BaseModel)
-        ):
-            return arg
-    return None
-
-
-def _env_json_problem(name: str, value: str) -> str | None:
-    """Why the variable ``name`` (``SPINDLE_A__B``), which sets a list or a table, cannot
-    be read; None when it is fine or is not one of those."""
-    target: Any = Settings
-    for part in name[len("SPINDLE_") :].lower().split("__"):
-        if isinstance(target, type) and issubclass(target, BaseModel):
-            field = target.model_fields.get(part)
-            if field is None:
-                return None  # pydantic names an unknown key itself
-            target = _complex_annotation(field.annotation)
-        elif typing.get_origin(target) is dict:
-            target = _complex_annotation(typing.get_args(target)[1])
-        else:
-            return None
-        if target is None:
-            return None  # a plain value: pydantic checks it, naming the key
-    try:
-        json.loads(value)
-    except ValueError as exc:
-        origin = typing.get_origin(target) or target
-        example = '["~/code", "/srv/repos"]' if origin in (list, tuple, set) else '{"key": "value"}'
-        return (
-            f"{name}: not valid JSON ({exc}); a list or a table is written as JSON, "
-            f"e.g. {name}='{example}'"
-        )
-    return None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(
-            f"Config file {path} does not exist (create one with `spindle init`)."
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"Cannot read config file {path}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Config file {path} is not valid TOML: {exc}") from None
-
-
 def _build(sources: _Sources, overrides: dict[str, Any]) -> Settings:
     Settings._sources = sources
     try:
@@ -863,7 +508,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         problem
         for name, value in sorted(os.environ.items())
         if name.upper().startswith("SPINDLE_")
-        and (problem := _env_json_problem(name.upper(), value)) is not None
+        and (problem := _env_json_problem(Settings, name.upper(), value)) is not None
     ]
     if problems:
         raise ConfigError("Invalid configuration (environment):\n  " + "\n  ".join(problems))
@@ -876,9 +521,3 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"Invalid configuration: {exc}") from None
     settings._config_file = toml
     return settings
-
-
-def looks_like_slack_token(token: str, prefix: str) -> bool:
-    """``xoxb-…`` / ``xapp-…``: the prefix, then letters, digits and dashes."""
-    rest = token[len(prefix) :]
-    return token.startswith(prefix) and len(rest) >= 8 and rest.replace("-", "").isalnum()

@@ -18,24 +18,23 @@ The log is the source of truth; the store is a cache of its fold. Invariants it 
   is found then (``LogUnwritable``), not by the first prompt.
 - Every row read back is checked (``runtime.live.log_read``): a row that cannot be read, or a
   gap in a thread's seqs, is ``LogCorrupt`` naming the file, the thread and the seq.
-- A write the disk refuses (full, read-only, I/O error) loses nothing: the batch stays
-  buffered, ``unwritable`` says why, listeners are told, and the flusher retries every
-  ``retry_interval_s`` until a write succeeds (then listeners are told again). Whatever
-  waits for durability waits meanwhile, so nothing is shown or acknowledged that the log
-  could forget. What is still buffered when the log is closed is reported by ``close``
-  (``LogUnwritable.unsaved``).
+- A write the disk refuses (full, read-only, I/O error: ``runtime.live.log_unwritable``
+  tells those from other errors) loses nothing: the batch stays buffered, ``unwritable``
+  says why, listeners are told, and the flusher retries every ``retry_interval_s`` until a
+  write succeeds (then listeners are told again). Whatever waits for durability waits
+  meanwhile, so nothing is shown or acknowledged that the log could forget. What is still
+  buffered when the log is closed is reported by ``close`` (``LogUnwritable.unsaved``).
 
 SQLite calls are short and run synchronously on the trio thread (WAL with
 ``synchronous=NORMAL``: a commit survives a crash of this process, SIGKILL included; pass
-``synchronous="FULL"`` to survive power loss too). ``python -m bench`` style measurements
-are in docs/architecture.md, section "The live runtime".
+``synchronous="FULL"`` to survive power loss too). While the flusher runs, WAL checkpoints
+are made from a worker thread instead (``runtime.live.log_checkpoints``). ``python -m bench``
+style measurements are in docs/architecture.md, section "The live runtime".
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
-import logging
 import os
 import sqlite3
 import time
@@ -49,6 +48,7 @@ import trio
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.live.log_checkpoints import WalCheckpoints
 from threadspindle.runtime.live.log_read import (
     ACTION_ADAPTER,
     SCHEMA_VERSION,
@@ -58,8 +58,7 @@ from threadspindle.runtime.live.log_read import (
     LogReader,
     check_schema,
 )
-
-logger = logging.getLogger("spindle.log")
+from threadspindle.runtime.live.log_unwritable import LogUnwritable, storage_error
 
 __all__ = [
     "ACTION_ADAPTER",
@@ -100,79 +99,6 @@ COMMIT;
 """
 
 
-SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default: pages in the WAL before a commit checkpoints
-# Background checkpoints (``EventLog._run_checkpoints``): one per this many rows written
-# (a row is a few hundred bytes: a few hundred pages), and the WAL's size (in frames, pages)
-# past which the writer restarts it itself.
-CHECKPOINT_EVERY_ROWS = 2000
-WAL_RESTART_FRAMES = 50_000
-
-
-class LogUnwritable(LogError):
-    """The disk refuses to take the log's writes: full, read-only, or failing. ``reason``
-    says which in a few words; ``unsaved`` counts the actions still buffered when the log
-    was closed (0 while it is open: they are kept and retried)."""
-
-    def __init__(self, path: Path, reason: str, *, unsaved: int = 0) -> None:
-        self.path = path
-        self.reason = reason
-        self.unsaved = unsaved
-        super().__init__(f"cannot write the event log {path}: {reason}")
-
-
-# SQLite's primary result codes that mean "the storage refused": SQLITE_READONLY,
-# SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (https://sqlite.org/rescode.html).
-_SQLITE_STORAGE = {8: "read-only", 10: "I/O error", 13: "full", 14: "cannot open"}
-_OS_STORAGE = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is used up",
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EIO: "disk I/O error",
-    errno.EFBIG: "the file is too large",
-}
-
-
-def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
-    """``LogUnwritable`` when ``exc`` is the disk refusing a write, else None."""
-    if isinstance(exc, LogUnwritable):
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code is None or code & 0xFF not in _SQLITE_STORAGE:
-            return None
-        primary = _SQLITE_STORAGE[code & 0xFF]
-        if primary == "full":
-            return LogUnwritable(path, "the disk is full")
-        # SQLite reports a full disk met while growing its side files, or a read-only
-        # mount, as an I/O or open error: the file system itself says which.
-        seen = _file_system_state(path)
-        if seen is not None:
-            return LogUnwritable(path, seen)
-        if primary == "read-only":
-            return LogUnwritable(path, f"it is read-only ({exc})")
-        return LogUnwritable(path, f"{exc} (SQLite error {code})")
-    if isinstance(exc, OSError) and exc.errno in _OS_STORAGE:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return LogUnwritable(path, f"{_OS_STORAGE[exc.errno]}{where}")
-    return None
-
-
-def _file_system_state(path: Path) -> str | None:
-    """ "the file system is read-only" or "the disk is full" when the file system holding
-    ``path`` says so, else None."""
-    try:
-        stats = os.statvfs(path.parent)
-    except OSError:
-        return None
-    if stats.f_flag & os.ST_RDONLY:
-        return "the file system is read-only"
-    if stats.f_bavail * stats.f_frsize < 64 * 1024:
-        return "the disk is full"
-    return None
-
-
 def default_log_path() -> Path:
     """``<user data dir>/spindle/events.sqlite3`` (platformdirs)."""
     import platformdirs
@@ -180,7 +106,7 @@ def default_log_path() -> Path:
     return Path(platformdirs.user_data_dir("spindle")) / "events.sqlite3"
 
 
-class EventLog:
+class EventLog(WalCheckpoints):
     """One SQLite file holding the action log and snapshots of every thread."""
 
     def __init__(
@@ -198,20 +124,7 @@ class EventLog:
         self.snapshot_every = snapshot_every
         self.batch_window_s = batch_window_s
         self.flush_in_thread = flush_in_thread  # write batches from a worker thread
-        # While the flusher runs, WAL checkpoints are made from a worker thread on a second
-        # connection instead of inside the commit that crosses SQLite's threshold
-        # (``_run_checkpoints``).
-        self.checkpoint_in_thread = checkpoint_in_thread
-        self.checkpoint_every_rows = CHECKPOINT_EVERY_ROWS
-        self.wal_restart_frames = WAL_RESTART_FRAMES
-        self._checkpoint_conn: sqlite3.Connection | None = None
-        self._checkpoint_due: trio.Event | None = None
-        self._rows_since_checkpoint = 0
-        self._restart_wal = False  # the WAL outgrew ``wal_restart_frames``: the next flush
-        self._checkpointing = False  # a checkpoint runs in the worker thread
-        self.checkpoints = 0  # made from the worker thread
-        self.checkpoint_seconds = 0.0
-        self.wal_restarts = 0
+        self._init_checkpoints(checkpoint_in_thread)
         self.retry_interval_s = retry_interval_s  # while the disk refuses writes
         # Why the last write failed while the disk refuses writes; None when they succeed.
         self.unwritable: LogUnwritable | None = None
@@ -414,12 +327,7 @@ class EventLog:
                 [(t, s, j) for t, (s, j) in snaps.items()],
             )
             conn.execute("COMMIT")
-            if self._restart_wal and not self._checkpointing:
-                # Rare: background checkpoints never caught up with the writes, so the WAL
-                # never started over; this one, in the writer, lets the next write restart it.
-                self._restart_wal = False
-                self.wal_restarts += 1
-                conn.execute("PRAGMA wal_checkpoint(RESTART)")
+            self._restart_wal_if_due(conn)
         except BaseException as exc:
             # SQLite may have rolled back already (it does on SQLITE_FULL): a second
             # ROLLBACK would fail and hide the error that matters.
@@ -447,10 +355,7 @@ class EventLog:
         self._durable = ticket
         self.flushes += 1
         self.rows_written += len(rows)
-        if self._checkpoint_due is not None:
-            self._rows_since_checkpoint += len(rows)
-            if self._rows_since_checkpoint >= self.checkpoint_every_rows:
-                self._checkpoint_due.set()
+        self._count_rows_written(len(rows))
         self._wake_waiters()
         self._run_durable_callbacks()
 
@@ -574,74 +479,6 @@ class EventLog:
                         self.flush()
                     except LogUnwritable:
                         pass  # kept buffered: ``close`` reports it
-
-    # --- checkpoints ------------------------------------------------------------------------
-
-    def _open_checkpoint_conn(self) -> bool:
-        """A second connection for checkpoints, and SQLite's own (inside a commit, on the
-        trio thread: copying ~1,000 pages and an fsync) turned off meanwhile. False (SQLite
-        keeps checkpointing itself) for a log in memory or a connection that cannot open."""
-        if self._conn is None or str(self.path) == ":memory:":
-            return False
-        try:
-            self._checkpoint_conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0.5
-            )
-            self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        except sqlite3.Error as exc:
-            logger.warning("checkpoints stay in the writer: %s", exc)
-            self._close_checkpoint_conn()
-            return False
-        self._checkpoint_due = trio.Event()
-        return True
-
-    def _close_checkpoint_conn(self) -> None:
-        conn, self._checkpoint_conn = self._checkpoint_conn, None
-        self._checkpoint_due = None
-        if conn is not None:
-            conn.close()
-        if self._conn is not None:
-            try:
-                self._conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT}")
-            except sqlite3.Error:
-                pass
-
-    async def _run_checkpoints(self) -> None:
-        """Checkpoint the WAL from a worker thread every ``checkpoint_every_rows`` rows
-        written (PASSIVE: it never blocks the writer, which goes on meanwhile). A WAL that
-        grows past ``wal_restart_frames`` all the same (checkpoints that never catch up)
-        gets one RESTART checkpoint in the writer (``_write``). Until cancelled; the
-        connection is closed and SQLite's own checkpoints are back after it."""
-        try:
-            while True:
-                due = self._checkpoint_due
-                assert due is not None
-                await due.wait()
-                self._checkpoint_due = trio.Event()
-                self._rows_since_checkpoint = 0
-                started = time.perf_counter()
-                self._checkpointing = True
-                try:
-                    _, frames, _ = await trio.to_thread.run_sync(
-                        self._checkpoint, abandon_on_cancel=False
-                    )
-                except sqlite3.Error as exc:  # a full disk, say: the next one tries again
-                    logger.warning("WAL checkpoint failed: %s", exc)
-                    continue
-                finally:
-                    self._checkpointing = False
-                self.checkpoints += 1
-                self.checkpoint_seconds += time.perf_counter() - started
-                if frames >= self.wal_restart_frames:
-                    self._restart_wal = True
-        finally:
-            self._close_checkpoint_conn()
-
-    def _checkpoint(self) -> tuple[int, int, int]:
-        conn = self._checkpoint_conn
-        assert conn is not None
-        row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(row[0]), int(row[1]), int(row[2])
 
     async def _flush_batch(self) -> None:
         if not self.flush_in_thread:
