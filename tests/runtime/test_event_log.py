@@ -276,17 +276,30 @@ async def test_wal_checkpoints_run_in_a_worker_thread_while_the_flusher_runs(
         async with trio.open_nursery() as nursery:
             await nursery.start(log.run_flusher)
             assert log.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-            for n in range(1, 1001):
-                ticket = log.append(_status(f"t{n % 7}", n))
-                if n % 50 == 0:
-                    await log.wait_durable(ticket)
-            await until(lambda: log.checkpoints >= 3)
+            # Five rounds of 200 rows, each waited out: one checkpoint each. (Written
+            # without a pause, rows written while a checkpoint runs count toward the next
+            # one, and how many checkpoints 1,000 rows make depends on the machine's speed.)
+            for round_ in range(5):
+                done = log.checkpoints
+                for n in range(round_ * 200 + 1, round_ * 200 + 201):
+                    ticket = log.append(_status(f"t{n % 7}", n))
+                    if n % 50 == 0:
+                        await log.wait_durable(ticket)
+                await until(lambda done=done: log.checkpoints > done)
+            assert log.checkpoints == 5
+            # From here on a checkpoint runs only when the test asks for one, and none is
+            # running or due: a checkpoint running while the writer commits makes it leave
+            # the restart to the next commit (and one due would run at any moment).
+            log.checkpoint_every_rows = 10**9
+            await until(lambda: not log._checkpointing and not log._checkpoint_due.is_set())
             assert log.wal_restarts == 0
             log.wal_restart_frames = 1  # any WAL is too long now: the writer restarts it
             for n in range(1001, 1201):
                 ticket = log.append(_status(f"t{n % 7}", n))
             await log.wait_durable(ticket)
-            await until(lambda: log._restart_wal)  # said by the next checkpoint
+            log._checkpoint_due.set()
+            await until(lambda: log._restart_wal)  # said by that checkpoint
+            await until(lambda: not log._checkpointing)
             await log.wait_durable(log.append(_status("t0", 1201)))
             assert log.wal_restarts == 1 and not log._restart_wal
             nursery.cancel_scope.cancel()
