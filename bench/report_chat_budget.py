@@ -135,7 +135,20 @@ def chat_budget_section(budget: Any) -> list[str]:
         "intermediate edit meanwhile. Meeting 5 s needs fewer requests per answer (say the "
         "footer in the answer's last message) or edits guaranteed a share ahead of footers, "
         "against the order the issue sets (first posts and footers before intermediate "
-        "edits): not done.",
+        "edits): not done. Tried since (19:00 UTC, not kept): intermediate edits that had "
+        "waited 2.5 s served in turn with the posts (aging). First it deadlocked the "
+        "renderer tests: each thread's background task held its edit token while its own "
+        "seal held the renderer, and aged edits could take the tokens the seals needed. With "
+        "the token given back while the renderer is busy, the 200-thread run got worse in "
+        "the same sitting (worst lag 14.3 s, median thread's worst 6.2 s, p99 9.9 s, against "
+        "8.5, 7.1 and 7.4 s without it): edits given back went to the end of the line. "
+        "Where the lag comes from (that sitting, by the second a word was emitted): while "
+        "all 200 threads stream, p99 4.9-5.1 s, max 5.1-5.3 s, which is one edit per thread "
+        "per 200 grants at the ~42 tokens a second the edit class gets (48 per 1.05 s "
+        "window, less the 4 it leaves to the classes above): 4.8 s; words emitted while the "
+        "first threads end, p99 7-8.3 s, max 8.45 s, where the seals and footers of those "
+        "threads take the tokens. So even with every footer after every edit, 5 s at 200 "
+        "threads sits on the edge of what 48 requests a second allow.",
         "",
         _table(
             [
