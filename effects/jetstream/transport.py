@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_HOME",
     "EFFECT_ADAPTER",
     "HOME_HEADER",
+    "INBOX_ACK_WAIT_S",
     "IN_STREAM",
     "OUT_STREAM",
     "POSTED_BUCKET",
@@ -222,18 +223,7 @@ class Transport:
         """The durable consumer of the root's actions (created if missing)."""
         token = root_token(root)
         durable = f"root-{token}".replace("=", "_")
-        sub = await self.conn.call(
-            self.conn.js.pull_subscribe,
-            f"spindle.in.{token}.*",
-            durable=durable,
-            stream=IN_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=INBOX_ACK_WAIT_S,
-                max_ack_pending=10_000,
-            ),
-        )
-        return Inbox(self.conn, sub)
+        return await self._pull(f"spindle.in.{token}.*", durable, IN_STREAM, INBOX_ACK_WAIT_S)
 
     async def outbox(
         self, name: str = "gateway", *, home: str | None = None, ack_wait_s: float = 30.0
@@ -241,15 +231,27 @@ class Transport:
         """A gateway's durable consumer of the effects of one home's threads, or of every
         thread (``home`` None). An effect not acked within ``ack_wait_s``, say by a gateway
         that died, is delivered again."""
+        subject = "spindle.out.>" if home is None else f"spindle.out.{home}.*"
+        return await self._pull(subject, name, OUT_STREAM, ack_wait_s)
+
+    async def _pull(self, subject: str, durable: str, stream: str, ack_wait_s: float) -> Inbox:
+        """A durable pull consumer, created if missing. One that exists keeps its settings
+        (nats-py only reads it), so an ack wait other than ``ack_wait_s`` (made by an
+        earlier version, or under another ``--ack-wait``) is changed in place: JetStream
+        lets a durable consumer's ack wait be edited."""
         sub = await self.conn.call(
             self.conn.js.pull_subscribe,
-            "spindle.out.>" if home is None else f"spindle.out.{home}.*",
-            durable=name,
-            stream=OUT_STREAM,
+            subject,
+            durable=durable,
+            stream=stream,
             config=ConsumerConfig(
                 ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s, max_ack_pending=10_000
             ),
         )
+        info = await self.conn.call(self.conn.js.consumer_info, stream, durable)
+        if info.config.ack_wait != ack_wait_s:
+            config = replace(info.config, ack_wait=ack_wait_s)
+            await self.conn.call(self.conn.js.add_consumer, stream, config=config)
         return Inbox(self.conn, sub)
 
 

@@ -5,17 +5,30 @@ exercised by test_jetstream_state_machine.py and test_jetstream_runners.py):
 - a copy that comes again while its first copy is still being stored is nak'd, not acked:
   acking it would settle the message before anyone knows the append holds;
 - once the first copy is durable it is acked, and a later copy is acked and dropped;
-- a first copy that is not durable (fenced, or no quorum) is nak'd, never acked.
+- a first copy that is not durable (fenced, or no quorum) is nak'd, never acked;
+- on a real nats-server: a root's consumer made with the 30 s ack wait of earlier versions
+  gets ``INBOX_ACK_WAIT_S`` when a runner opens it (and a gateway's, its ``--ack-wait``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import trio
+from nats.js.api import AckPolicy, ConsumerConfig
 
+from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.runner import _Runner
+from threadspindle.effects.jetstream.transport import (
+    IN_STREAM,
+    INBOX_ACK_WAIT_S,
+    OUT_STREAM,
+    open_transport,
+    root_token,
+)
 from threadspindle.runtime.core.actions import Action, UserMessage
+from threadspindle.testkit.nats_cluster import nats_cluster
 
 
 @dataclass
@@ -123,3 +136,29 @@ async def test_a_first_copy_not_durable_is_naked_never_acked() -> None:
         assert inbox.naked == [first] and inbox.acked == []
         assert runner.settling == set()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_consumer_made_with_another_ack_wait_gets_the_one_asked_for(
+    tmp_path: Path,
+) -> None:
+    with nats_cluster(tmp_path) as cluster:
+        async with open_jetstream(cluster.urls) as conn:
+            transport = await open_transport(conn)
+            durable = f"root-{root_token('/r')}".replace("=", "_")
+            for stream, name, subject in (
+                (IN_STREAM, durable, f"spindle.in.{root_token('/r')}.*"),
+                (OUT_STREAM, "gw-old", "spindle.out.old.*"),
+            ):
+                old = ConsumerConfig(
+                    durable_name=name,
+                    filter_subject=subject,
+                    ack_policy=AckPolicy.EXPLICIT,
+                    ack_wait=30.0,
+                )
+                await conn.call(conn.js.add_consumer, stream, config=old)
+            await transport.inbox("/r")
+            await transport.outbox("gw-old", home="old", ack_wait_s=3.0)
+            inbox = await conn.call(conn.js.consumer_info, IN_STREAM, durable)
+            outbox = await conn.call(conn.js.consumer_info, OUT_STREAM, "gw-old")
+            assert inbox.config.ack_wait == INBOX_ACK_WAIT_S
+            assert outbox.config.ack_wait == 3.0
