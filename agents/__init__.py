@@ -47,6 +47,21 @@ def unknown_agent_message(name: str) -> str:
     return f"unknown agent {name!r}: expected one of {', '.join(known_agents())}"
 
 
+def check_agent(name: str) -> str:
+    """``name``, if Spindle can drive it; else ``ValueError`` (``unknown_agent_message``).
+    The validator of every settings model's ``agent`` field."""
+    if name not in known_agents():
+        raise ValueError(unknown_agent_message(name))
+    return name
+
+
+def check_agents(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``check_agent`` for each of ``names`` (an ``agents`` field)."""
+    for name in names:
+        check_agent(name)
+    return names
+
+
 class UnknownAgent(KeyError):
     """An agent name with no adapter; ``str()`` names the known ones (without the quotes
     ``KeyError`` would add)."""

@@ -52,7 +52,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents import check_agents, known_agents
 from threadspindle.agents.base import AgentOptions
 from threadspindle.app.config_loading import (
     ConfigError,
@@ -377,9 +377,7 @@ class Settings(BaseSettings):
     @field_validator("agents")
     @classmethod
     def _agent_names(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
-        for name in v:
-            if name not in known_agents():
-                raise ValueError(unknown_agent_message(name))
+        check_agents(tuple(v))
         for name, agent in v.items():
             if agent.command and name != "command":
                 raise ValueError(f"only [agents.command] takes `command`, not [agents.{name}]")

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, StrictStr, field_validator
 
-from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents import check_agent
 from threadspindle.app.config_values import Count, Name, PathText, Snowflake, _Section, _url
 
 __all__ = [
@@ -62,12 +62,7 @@ class ProjectChannel(_Section):
     plain_message: PlainMessage | None = None  # this channel's threads; None: [discord]'s
     shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
+    _agent_known = field_validator("agent")(check_agent)
 
 
 class DiscordSettings(_Section):
@@ -117,12 +112,7 @@ class TelegramProjectGroup(_Section):
     worktree: bool = False  # each new thread gets its own git worktree (docs/workspaces.md)
     shell_via_agent: bool | None = None  # `!` in the agent's own shell; None: [workspaces]'s
 
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
+    _agent_known = field_validator("agent")(check_agent)
 
 
 class TelegramSettings(_Section):
@@ -178,12 +168,7 @@ class SlackProjectChannel(_Section):
     agent: Name = "claude"
     workdir: PathText
 
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
+    _agent_known = field_validator("agent")(check_agent)
 
 
 class SlackSettings(_Section):

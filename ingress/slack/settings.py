@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents import check_agent, check_agents
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
 from threadspindle.ingress.discord.translate import PlainMessageMode
 from threadspindle.runtime.core.frozen import Frozen
@@ -28,12 +28,7 @@ class ProjectChannel(Frozen):
     agent: str = "claude"
     workdir: str
 
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
+    _agent_known = field_validator("agent")(check_agent)
 
 
 class SlackSettings(Frozen):
@@ -61,13 +56,7 @@ class SlackSettings(Frozen):
     # are read by one catch-up: memory and the queue stay bounded after a long absence.
     catch_up_limit: int = Field(default=500, ge=1, le=10_000)
 
-    @field_validator("agents")
-    @classmethod
-    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for name in v:
-            if name not in known_agents():
-                raise ValueError(unknown_agent_message(name))
-        return v
+    _agents_known = field_validator("agents")(check_agents)
 
     def project_channel(self, channel_id: str) -> ProjectChannel | None:
         return next((p for p in self.project_channels if p.channel_id == channel_id), None)

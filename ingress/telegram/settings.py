@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents import check_agent, check_agents
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
 from threadspindle.ingress.discord.translate import PlainMessageMode
 from threadspindle.ingress.transcribe import TranscriptionConfig
@@ -32,12 +32,7 @@ class ProjectGroup(Frozen):
     # `!` commands in the agent's own shell (docs/workspaces.md); None: [workspaces]'s.
     shell_via_agent: bool | None = None
 
-    @field_validator("agent")
-    @classmethod
-    def _known_agent(cls, v: str) -> str:
-        if v not in known_agents():
-            raise ValueError(unknown_agent_message(v))
-        return v
+    _agent_known = field_validator("agent")(check_agent)
 
 
 class TelegramSettings(Frozen):
@@ -61,13 +56,7 @@ class TelegramSettings(Frozen):
     # Voice messages are transcribed here (None: voice messages are refused with a reply).
     transcription: TranscriptionConfig | None = None
 
-    @field_validator("agents")
-    @classmethod
-    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for name in v:
-            if name not in known_agents():
-                raise ValueError(unknown_agent_message(name))
-        return v
+    _agents_known = field_validator("agents")(check_agents)
 
     def project_group(self, chat_id: int) -> ProjectGroup | None:
         return next((p for p in self.project_groups if p.chat_id == chat_id), None)

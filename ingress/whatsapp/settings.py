@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from threadspindle.agents import known_agents, unknown_agent_message
+from threadspindle.agents import check_agents
 from threadspindle.effects.whatsapp_platform import GRAPH_API
 from threadspindle.ingress.discord.settings import SLASH_AGENTS
 from threadspindle.ingress.transcribe import TranscriptionConfig
@@ -43,13 +43,7 @@ class WhatsAppSettings(Frozen):
     # Voice messages are transcribed here (None: voice messages are refused with a reply).
     transcription: TranscriptionConfig | None = None
 
-    @field_validator("agents")
-    @classmethod
-    def _known_agents(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for name in v:
-            if name not in known_agents():
-                raise ValueError(unknown_agent_message(name))
-        return v
+    _agents_known = field_validator("agents")(check_agents)
 
     def is_allowed(self, wa_id: str) -> bool:
         """Allow-listed wa_ids only. No list: nobody."""
