@@ -174,12 +174,7 @@ class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
             session = self.session_id
             proc = await self._spawn(start.workdir, session)
             async with trio.open_nursery() as nursery:
-                self._proc_nursery = nursery
-                nursery.start_soon(proc.pump_stderr)
-                reader_done = trio.Event()
-                peer = self._live_peer()
-                nursery.start_soon(self._read_stdout, proc, peer, reader_done)
-                not_ready = await self._initialize(proc, peer)
+                _, reader_done, not_ready = await self._attach(nursery, proc)
                 if not_ready is None:
                     task_status.started()
                     await self._wait_exit(proc, reader_done)
@@ -242,6 +237,19 @@ class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
         self.parser.process_started()
         self._turn_done = trio.Event()
         return proc
+
+    async def _attach(
+        self, nursery: trio.Nursery, proc: ManagedProcess
+    ) -> tuple[RpcPeer, trio.Event, str | None]:
+        """Read the new process's output in ``nursery`` (which holds it) and send
+        ``initialize``: its peer, the event set once its stdout is read to the end, and why
+        it never got ready (None when it is ready)."""
+        self._proc_nursery = nursery
+        nursery.start_soon(proc.pump_stderr)
+        reader_done = trio.Event()
+        peer = self._live_peer()
+        nursery.start_soon(self._read_stdout, proc, peer, reader_done)
+        return peer, reader_done, await self._initialize(proc, peer)
 
     async def _initialize(self, proc: ManagedProcess, peer: RpcPeer) -> str | None:
         """Send ``initialize`` and wait for its ack: the CLI is then ready for prompts.

@@ -31,7 +31,6 @@ class PerTurnMixin(AgentAdapter):
     session_id: str | None
     unknown_sessions: set[str]
     _proc: ManagedProcess | None
-    _proc_nursery: trio.Nursery | None
     _turn_done: trio.Event
     _stopping: bool
     _queued_runs: set[str]
@@ -53,13 +52,9 @@ class PerTurnMixin(AgentAdapter):
             system_instruction: str | None = None,
         ) -> ManagedProcess: ...
 
-        def _live_peer(self) -> RpcPeer: ...
-
-        async def _initialize(self, proc: ManagedProcess, peer: RpcPeer) -> str | None: ...
-
-        async def _read_stdout(
-            self, proc: ManagedProcess, peer: RpcPeer, done: trio.Event
-        ) -> None: ...
+        async def _attach(
+            self, nursery: trio.Nursery, proc: ManagedProcess
+        ) -> tuple[RpcPeer, trio.Event, str | None]: ...
 
         async def _send_prompt(self, peer: RpcPeer, prompt: PromptAgent) -> None: ...
 
@@ -108,12 +103,7 @@ class PerTurnMixin(AgentAdapter):
             system_instruction=prompt.system_instruction,
         )
         async with trio.open_nursery() as nursery:
-            self._proc_nursery = nursery
-            nursery.start_soon(proc.pump_stderr)
-            reader_done = trio.Event()
-            peer = self._live_peer()
-            nursery.start_soon(self._read_stdout, proc, peer, reader_done)
-            not_ready = await self._initialize(proc, peer)
+            peer, reader_done, not_ready = await self._attach(nursery, proc)
             if not_ready is None:
                 await self._send_prompt(peer, prompt)
                 nursery.start_soon(self._close_after_turn, proc)
