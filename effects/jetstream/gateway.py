@@ -34,7 +34,7 @@ import trio
 from nats.aio.msg import Msg
 
 from threadspindle.effects.jetstream.connection import JetStream
-from threadspindle.effects.jetstream.log import load_thread
+from threadspindle.effects.jetstream.subject_read import load_thread
 from threadspindle.effects.jetstream.transport import Inbox, Transport, decode_effect
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect

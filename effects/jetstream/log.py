@@ -36,15 +36,13 @@ runner that lost the thread's lease can never add to it. How:
   stream sequence of that batch and the posted outputs so far; a claim reads the subject
   only from there.
 
-``read_subject`` reads a subject from a stream sequence on, through an ordered consumer
-whose asyncio callback feeds a trio channel (the spike's fast path: 20x faster than one
-``aio_as_trio`` call per message); ``export_rows`` gives ``spindle log export``'s rows.
+Reading a subject back (``read_subject``, ``load_thread``, ``export_rows``) is
+``effects.jetstream.subject_read``'s; its names are importable from here as well.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -55,10 +53,8 @@ from typing import Any
 
 import orjson
 import trio
-from nats.aio.msg import Msg
-from nats.js.api import ConsumerConfig, DeliverPolicy, Header
-from nats.js.errors import BadRequestError, KeyNotFoundError, NotFoundError
-from pydantic import ValidationError
+from nats.js.api import Header
+from nats.js.errors import BadRequestError, NotFoundError
 
 from threadspindle.effects.jetstream.connection import (
     STREAM,
@@ -67,10 +63,18 @@ from threadspindle.effects.jetstream.connection import (
     thread_token,
 )
 from threadspindle.effects.jetstream.lease import TRANSIENT, Leases, LeaseTimeout
+from threadspindle.effects.jetstream.subject_read import (
+    LoadedThread,
+    add_posted,
+    decode_record,
+    export_rows,
+    load_thread,
+    read_subject,
+)
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.live.log import LogStatistics, LogUnwritable
-from threadspindle.runtime.live.log_read import ACTION_ADAPTER, LogCorrupt, LogError, LoggedAction
+from threadspindle.runtime.live.log_read import LogError, LoggedAction
 
 __all__ = [
     "BATCH_HEADER",
@@ -131,15 +135,6 @@ class _Thread:
     snapshot_due: dict[int, str] = field(default_factory=dict)  # seq -> state json
     fenced: str | None = None  # why this runner may not write the thread now
     final: bool = False  # fenced for good: another writer appended (else: lease lapsed)
-
-
-@dataclass
-class LoadedThread:
-    next_seq: int
-    last_stream_seq: int
-    snapshot: tuple[int, ThreadState] | None
-    loaded: list[LoggedAction]
-    posted: dict[str, tuple[str, ...]]
 
 
 class JetStreamLog:
@@ -563,7 +558,7 @@ class JetStreamLog:
         for entry in batch.entries:
             self._undurable.pop(entry.ticket, None)
             if isinstance(entry.action, OutputPosted):
-                _add_posted(t.posted, entry.action)
+                add_posted(t.posted, entry.action)
             state = t.snapshot_due.pop(entry.seq, None)
             if state is not None:
                 snapshot = (entry.seq, state, dict(t.posted))
@@ -629,147 +624,9 @@ class JetStreamLog:
         )
 
 
-async def load_thread(conn: JetStream, thread_id: str) -> LoadedThread:
-    """A thread as its log says: its newest snapshot, the actions after it, the posted
-    outputs, and where its subject ends (read by ``claim`` and by a gateway seeding a
-    renderer). ``LogCorrupt`` for a record that cannot be read or a missing seq."""
-    path = Path(f"jetstream:{STREAM}")
-    token = thread_token(thread_id)
-    snap_seq, snap_stream_seq = 0, 0
-    snapshot: tuple[int, ThreadState] | None = None
-    posted: dict[str, tuple[str, ...]] = {}
-    try:
-        entry = await conn.call(conn.snapshots.get, token)
-    except KeyNotFoundError:
-        entry = None
-    if entry is not None and entry.value:
-        try:
-            raw = orjson.loads(entry.value)
-            state = ThreadState.model_validate(raw["state"])
-            snap_seq, snap_stream_seq = int(raw["seq"]), int(raw["stream_seq"])
-            posted = {k: tuple(v) for k, v in raw["posted"].items()}
-        except (ValueError, KeyError, TypeError, ValidationError) as exc:
-            raise LogCorrupt(path, thread_id, "snapshot", f"unreadable: {exc}") from None
-        snapshot = (snap_seq, state)
-    loaded: list[LoggedAction] = []
-    next_seq = snap_seq + 1
-    last_stream_seq = 0
-    async for stream_seq, data in read_subject(
-        conn, subject_of(thread_id), start=max(1, snap_stream_seq)
-    ):
-        last_stream_seq = stream_seq
-        for logged in decode_record(path, thread_id, stream_seq, data):
-            if logged.seq <= snap_seq:
-                continue  # in the snapshot already (same batch as its action)
-            if logged.seq != next_seq:
-                raise LogCorrupt(
-                    path,
-                    thread_id,
-                    next_seq,
-                    f"stream seq {stream_seq} holds seq {logged.seq}, expected {next_seq}",
-                )
-            next_seq += 1
-            loaded.append(logged)
-            if isinstance(logged.action, OutputPosted):
-                _add_posted(posted, logged.action)
-    if snap_stream_seq and last_stream_seq < snap_stream_seq:
-        raise LogCorrupt(path, thread_id, snap_seq, "the snapshot is past the end of the subject")
-    return LoadedThread(next_seq, last_stream_seq, snapshot, loaded, posted)
-
-
-def _add_posted(posted: dict[str, tuple[str, ...]], action: OutputPosted) -> None:
-    new = [m for m in action.message_ids if m not in posted.get(action.key, ())]
-    posted[action.key] = posted.get(action.key, ()) + tuple(new)
-
-
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
-
-
-def decode_record(path: Path, thread_id: str, stream_seq: int, data: bytes) -> list[LoggedAction]:
-    """The actions of one message of a thread's subject (an epoch record has none)."""
-    try:
-        raw = orjson.loads(data)
-        kind = raw["type"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        raise LogCorrupt(path, thread_id, f"stream {stream_seq}", "not a Spindle record") from None
-    if kind == "epoch":
-        return []
-    if kind != "actions":
-        raise LogCorrupt(path, thread_id, f"stream {stream_seq}", f"unknown record {kind!r}")
-    out: list[LoggedAction] = []
-    for item in raw.get("entries", ()):
-        try:
-            seq, at, body = item
-            action = ACTION_ADAPTER.validate_python(body)
-        except (ValueError, TypeError, ValidationError) as exc:
-            raise LogCorrupt(path, thread_id, f"stream {stream_seq}", str(exc)) from None
-        if action.thread_id != thread_id:
-            raise LogCorrupt(path, thread_id, seq, f"belongs to thread {action.thread_id!r}")
-        out.append(LoggedAction(thread_id, int(seq), float(at), action))
-    return out
-
-
-async def read_subject(
-    conn: JetStream, subject: str, *, start: int = 1, idle_timeout_s: float = 10.0
-) -> AsyncIterator[tuple[int, bytes]]:
-    """(stream sequence, payload) of every message of ``subject`` from stream sequence
-    ``start`` to the subject's last message as of the call, in order. An ordered consumer
-    delivers them; its asyncio callback only puts each into a trio channel."""
-    try:
-        last = await conn.call(conn.js.get_last_msg, STREAM, subject)
-    except NotFoundError:
-        return
-    end = last.seq or 0
-    if end < start:
-        return
-    send, receive = trio.open_memory_channel[Msg](math.inf)
-
-    async def deliver(msg: Msg) -> None:
-        send.send_nowait(msg)
-
-    if start > 1:
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
-        sub = await conn.call(
-            conn.js.subscribe, subject, cb=deliver, ordered_consumer=True, config=config
-        )
-    else:
-        sub = await conn.call(
-            conn.js.subscribe,
-            subject,
-            cb=deliver,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        )
-    try:
-        while True:
-            with trio.fail_after(idle_timeout_s):
-                msg = await receive.receive()
-            seq = msg.metadata.sequence.stream
-            if seq < start:
-                continue
-            yield seq, msg.data
-            if seq >= end:
-                return
-    finally:
-        with trio.CancelScope(shield=True):
-            await conn.call(sub.unsubscribe)
-
-
-async def export_rows(
-    conn: JetStream, thread_id: str
-) -> AsyncIterator[tuple[int, float, dict[str, Any]]]:
-    """Every action of the thread from seq 1, as ``spindle log export`` writes them
-    (seq, at, the action's JSON object), read from the start of its subject."""
-    path = Path(f"jetstream:{STREAM}")
-    expected = 1
-    async for stream_seq, data in read_subject(conn, subject_of(thread_id)):
-        for logged in decode_record(path, thread_id, stream_seq, data):
-            if logged.seq != expected:
-                raise LogCorrupt(path, thread_id, expected, f"stream seq {stream_seq} skips it")
-            expected += 1
-            yield logged.seq, logged.at, logged.action.model_dump(mode="json")
 
 
 @asynccontextmanager

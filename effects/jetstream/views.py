@@ -30,7 +30,7 @@ from typing import Any
 import trio
 
 from threadspindle.effects.jetstream.connection import STREAM, JetStream, subject_of
-from threadspindle.effects.jetstream.log import decode_record, load_thread, read_subject
+from threadspindle.effects.jetstream.subject_read import decode_record, load_thread, read_subject
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
