@@ -77,9 +77,11 @@ def check_word(value: str, what: str, max_chars: int = MAX_NAME_CHARS) -> str:
 
 def parse_position(value: str) -> int:
     """A 1-based queue position typed as ASCII digits (``InputRefused`` otherwise)."""
-    if _POSITION.fullmatch(value.strip()) is None:
+    digits = value.strip()
+    if _POSITION.fullmatch(digits) is None:
         raise InputRefused(
             f"The position must be a number such as 2, not {shown(value)!r} "
             "(/clear-queue alone drops every queued prompt)."
         )
-    return int(value)
+    # The stripped digits: ``str.strip`` takes characters (\x1c-\x1f) that ``int`` refuses.
+    return int(digits)

@@ -42,6 +42,7 @@ def test_words() -> None:
 def test_positions_are_ascii_digits() -> None:
     assert parse_position("2") == 2
     assert parse_position(" 10 ") == 10
+    assert parse_position("0\x1f") == 0  # str.strip takes \x1f, int() does not (Hypothesis)
     for bad in ("²", "٣", "-1", "1.5", "abc", "", "1" * 12):
         with pytest.raises(InputRefused, match="must be a number"):
             parse_position(bad)
