@@ -80,6 +80,9 @@ _log = logging.getLogger(__name__)
 
 REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
 _REMEMBERED_MESSAGES = 2048
+# How long close() waits for interaction acknowledgements still on their way (Discord
+# wants them within 3 s of the command, so a longer wait would not help them).
+_DEFERRALS_WAIT_S = 3.0
 
 
 def voice_attachment(message: discord.Message) -> discord.Attachment | None:
@@ -137,6 +140,9 @@ class SpindleBot(CatchUpMixin, discord.Client):
         self._forwarded: OrderedDict[int, bool] = OrderedDict()
         self.refusals = 0
         self._tail: asyncio.Future[None] | None = None  # the last handler in line (_ordered)
+        # Interactions acknowledged out of line (_defer) whose answer is still on its way:
+        # close() lets them land, so a command sent just before a shutdown is answered.
+        self._deferrals: set[Deferral] = set()
         self._history = history
         # Per thread, the newest Discord id emitted for it by this process (the log may not
         # hold it yet): where a catch-up after a lost session starts.
@@ -586,7 +592,18 @@ class SpindleBot(CatchUpMixin, discord.Client):
         action, not before: the action goes to the runtime at once, and its reply, which
         must follow the deferral, waits for it (``DiscordPlatform.reply``). Awaiting the
         deferral first held every later event in line (``_ordered``) for its round trip."""
-        return asyncio.ensure_future(interaction.response.defer(thinking=thinking))
+        deferral = asyncio.ensure_future(interaction.response.defer(thinking=thinking))
+        self._deferrals.add(deferral)
+        deferral.add_done_callback(self._deferrals.discard)
+        return deferral
+
+    async def close(self) -> None:
+        """Let the acknowledgements on their way land first (at most ``_DEFERRALS_WAIT_S``):
+        closing the HTTP session under them failed them, and the user saw "The application
+        did not respond" for a command Spindle had already taken."""
+        if self._deferrals:
+            await asyncio.wait(set(self._deferrals), timeout=_DEFERRALS_WAIT_S)
+        await super().close()
 
     async def _post_command(
         self,

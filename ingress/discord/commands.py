@@ -259,7 +259,10 @@ async def answer_command_error(
             await interaction.followup.send(text, ephemeral=True)
         else:
             await interaction.response.send_message(text, ephemeral=True)
-    except discord.HTTPException as exc:
+    except Exception as exc:  # noqa: BLE001 - an error handler must not raise in turn
+        # Not only HTTPException: during a shutdown the HTTP session is closed under it
+        # (aiohttp's RuntimeError "Session is closed"), and an exception from here ends
+        # the asyncio loop the whole bot runs in (trio-asyncio propagates it).
         _log.warning("could not answer a failed command: %s", exc)
 
 

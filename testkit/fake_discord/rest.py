@@ -10,6 +10,7 @@ Discord's global limit and per-route buckets as Discord documents them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -127,6 +128,9 @@ class RestApi:
         # (time, channel id, message id, content) of each bot message posted or edited,
         # when a benchmark asks for it (``FakeDiscord.record_contents``).
         self.content_log: list[tuple[float, int, int, str]] | None = None
+        # Seconds an interaction's callback takes to be answered (a slow Discord): for tests
+        # of what is still on its way when the bot shuts down.
+        self.callback_delay_s = 0.0
         self._nonces: dict[tuple[int, str], int] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         route = self._add
@@ -548,6 +552,8 @@ class RestApi:
         if isinstance(found, web.Response):
             return found
         interaction = found
+        if self.callback_delay_s:
+            await asyncio.sleep(self.callback_delay_s)
         if interaction.callbacks:
             # Discord answers an interaction once; a second callback is an error.
             return json_response(

@@ -80,3 +80,21 @@ async def test_verbosity_tools_shows_one_line_per_tool_end_to_end(
         messages = await stack.until_footers(thread, 2)
         second = "\n".join(m.content for m in messages if m.id not in before)
         assert "All done." in second and "🔧" not in second  # only the answer
+
+
+async def test_a_command_still_being_acknowledged_at_shutdown_is_answered_first(
+    world: World,
+) -> None:
+    """The acknowledgement goes out beside the action, not before it (``SpindleBot._defer``),
+    so a bot can be told to stop while one is on its way. Closing the HTTP session under it
+    failed it, and the error handler's own answer then raised "Session is closed" out of the
+    asyncio loop (a CI failure): close() now lets it land."""
+    runtime = SinkRuntime()
+    async with running_bot(world, runtime):
+        thread = await _start_thread(world, runtime)
+        world.fake.rest.callback_delay_s = 0.5
+        asked = world.fake.run_command(thread, world.alice, "verbosity", level="tools")
+        await wait_for(lambda: runtime.of_kind("verbosity_set"), bool)
+        assert world.fake.interaction(asked).callbacks == []  # still on its way
+    kind, _ = world.fake.interaction(asked).callbacks[0]
+    assert kind == 5  # deferred ("thinking..."), before the client closed
