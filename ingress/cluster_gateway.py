@@ -25,6 +25,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
@@ -39,7 +40,7 @@ from threadspindle.ingress.discord.bot import SpindleBot
 from threadspindle.ingress.discord.catchup import INGRESS_KINDS, discord_id
 from threadspindle.ingress.discord.host import hosted_bot
 from threadspindle.ingress.discord.settings import DiscordSettings
-from threadspindle.ingress.platforms import PlatformRouter, platform_of
+from threadspindle.ingress.platforms import PlatformRouter, platform_of, platform_thread_opener
 from threadspindle.ingress.slack.host import SlackBot, hosted_slack
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.telegram.host import TelegramBot, hosted_telegram
@@ -305,6 +306,9 @@ async def run_chat_gateway(
         # Entered last, so closed first: no effect is applied once a connection closes.
         effects = await stack.enter_async_context(trio.open_nursery())
         stack.callback(effects.cancel_scope.cancel)
+        # /fork and /btw on a runner: the thread is opened here, where the connection is.
+        opener = platform_thread_opener(discord_bot, telegram_bot, slack_bot)
+        await effects.start(partial(gateway.serve_thread_opening, homes, opener))
         await effects.start(
             lambda task_status: gateway.serve_effects(
                 homes=homes, ack_wait_s=ack_wait_s, task_status=task_status

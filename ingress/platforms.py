@@ -59,7 +59,13 @@ from threadspindle.runtime.live.log import EventLog
 from threadspindle.runtime.live.ports import AdapterFactory, ThreadOpener
 from threadspindle.runtime.live.registry import Runtime, open_runtime
 
-__all__ = ["PlatformRouter", "PlatformsApp", "platform_of", "run_platforms"]
+__all__ = [
+    "PlatformRouter",
+    "PlatformsApp",
+    "platform_of",
+    "platform_thread_opener",
+    "run_platforms",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -243,7 +249,9 @@ async def run_platforms(
             servers = await stack.enter_async_context(trio.open_nursery())
             stack.callback(servers.cancel_scope.cancel)  # runs first: the nursery then ends
             web_server = await servers.start(partial(serve_web, web_chat))
-        runtime.thread_opener = _thread_opener(discord_bot, telegram_bot, slack_bot, web_chat)
+        runtime.thread_opener = platform_thread_opener(
+            discord_bot, telegram_bot, slack_bot, web_chat
+        )
         app = PlatformsApp(
             runtime,
             router,
@@ -269,14 +277,15 @@ async def run_platforms(
                 await router.flush()
 
 
-def _thread_opener(
+def platform_thread_opener(
     discord_bot: SpindleBot | None,
     telegram_bot: TelegramBot | None,
     slack_bot: SlackBot | None = None,
     web_chat: WebChat | None = None,
 ) -> ThreadOpener:
-    """``/fork``, ``/btw``: a new thread on the platform of the thread asking for it
-    (WhatsApp has none: its ingress refuses both commands before they reach the core)."""
+    """``/fork``, ``/btw``: a new thread on the platform of the thread asking for it, for
+    ``spindle run``'s runtime and a cluster gateway's runners (WhatsApp has none: its
+    ingress refuses both commands before they reach the core)."""
 
     async def opener(source: str, title: str) -> tuple[str, str]:
         kind = platform_of(source)

@@ -14,6 +14,11 @@ root, and apply the effects runners publish.
   without applying it. A post recorded but never reported (the gateway died in between)
   is reported when the thread's renderer is made again.
 
+- ``serve_thread_opening`` answers runners' requests to open a chat thread beside one of
+  the homes it holds (``/fork``, ``/btw``; ``Transport.open_thread``): the platform opens
+  it, and the new thread is routed to the source's root and homed here before the answer
+  goes back, so the runner's seed of it and its effects find their way.
+
 The one window left is between a post and its record: a gateway that dies there leaves the
 effect in hand unacked, and the next gateway sends it again. On Discord that is the same
 message (the send's nonce is the output key and the message's place in it; Discord answers
@@ -30,15 +35,26 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import orjson
 import trio
 from nats.aio.msg import Msg
 
 from threadspindle.effects.jetstream.connection import JetStream
 from threadspindle.effects.jetstream.subject_read import load_thread
-from threadspindle.effects.jetstream.transport import Inbox, Transport, decode_effect
+from threadspindle.effects.jetstream.transport import (
+    OPEN_SUBJECT,
+    Inbox,
+    Transport,
+    decode_effect,
+)
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect
-from threadspindle.runtime.live.ports import Posted, RendererFactory, RendererPort
+from threadspindle.runtime.live.ports import (
+    Posted,
+    RendererFactory,
+    RendererPort,
+    ThreadOpener,
+)
 
 __all__ = ["Gateway"]
 
@@ -155,6 +171,71 @@ class Gateway:
                 message_ids=message_ids,
             )
         )
+
+    async def serve_thread_opening(
+        self,
+        homes: Sequence[str],
+        opener: ThreadOpener,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Answer ``spindle.open.<home>`` for each of ``homes`` until cancelled (started once
+        subscribed). A queue group: were two gateways to hold one home, one answers."""
+        subscriptions = [
+            (
+                home,
+                await self.conn.call(
+                    self.conn.nc.subscribe, OPEN_SUBJECT.format(home=home), queue="gateways"
+                ),
+            )
+            for home in homes
+        ]
+        try:
+            async with trio.open_nursery() as nursery:
+                for home, subscription in subscriptions:
+                    nursery.start_soon(self._answer_opens, home, subscription, opener, nursery)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                for _, subscription in subscriptions:
+                    await self.conn.call(subscription.unsubscribe)
+
+    async def _answer_opens(
+        self, home: str, subscription: Any, opener: ThreadOpener, nursery: trio.Nursery
+    ) -> None:
+        import nats.errors
+
+        while True:
+            try:
+                msg = await self.conn.call(subscription.next_msg, timeout=None)
+            except (nats.errors.TimeoutError, TimeoutError):
+                continue
+            # Each request in its own task: a slow platform call holds up no other thread.
+            nursery.start_soon(self._open_one, home, msg, opener)
+
+    async def _open_one(self, home: str, msg: Msg, opener: ThreadOpener) -> None:
+        answer: dict[str, str]
+        try:
+            asked = orjson.loads(msg.data)
+            source, title = str(asked["source"]), str(asked["title"])
+            new_thread, label = await opener(source, title)
+            # Before the answer: the runner seeds the new thread at once, through its root,
+            # and its effects are published to this home.
+            root = await self.transport.root_of(source)
+            if root is not None:
+                await self.transport.route(new_thread, root)
+                self._roots[new_thread] = root
+            await self.transport.set_home(new_thread, home)
+            answer = {"thread_id": new_thread, "label": label}
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            logger.warning("could not open a thread for a runner: %s", exc)
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        try:
+            await self.conn.call(msg.respond, orjson.dumps(answer))
+        except Exception as exc:  # the runner's request timed out, or the link is down
+            logger.warning("could not answer a runner's request to open a thread: %s", exc)
 
     async def serve_effects(
         self,

@@ -14,7 +14,9 @@
    (no quorum): a message not acked (its runner died with it, or lost the root while
    the message was on its way) is redelivered after ``INBOX_ACK_WAIT_S``; a copy that comes
    again while the first is still being stored waits for that append;
-4. renders through ``RemoteRenderer`` (effects to the gateway) behind ``FencedRenderer``.
+4. renders through ``RemoteRenderer`` (effects to the gateway) behind ``FencedRenderer``;
+   ``/fork`` and ``/btw`` ask the gateway of the thread's home to open the new thread
+   (``Transport.open_thread``) and seed it through the new thread's root (``forward``).
 
 Losing a root lease ends ``serve_runner`` with ``RootLost``: the runner's supervisor starts
 it again, as a standby.
@@ -187,6 +189,10 @@ async def serve_runner(
                     claims.start_soon(claim, thread_id)
             for thread_id in log.thread_ids():
                 runner.remember(thread_id)
+            # /fork and /btw: the thread is opened by the gateway holding the source's
+            # home, and seeded through its root's inbox, like a thread a gateway started.
+            runtime_kwargs.setdefault("thread_opener", transport.open_thread)
+            runtime_kwargs.setdefault("post_elsewhere", transport.forward)
             async with open_runtime(
                 log=log,
                 renderer_factory=lambda tid: FencedRenderer(

@@ -23,6 +23,12 @@ durable consumers with explicit acks.
   thread with no home is ``console``'s.
 - KV ``spindle_root_leases``: ``root.<root token>`` -> the runner serving that root (one at
   a time; standbys wait for the key).
+- core NATS ``spindle.open.<home>`` (request and reply, not stored): a runner asks the
+  gateway holding a thread's home to open a new chat thread beside it (``/fork``,
+  ``/btw``: ``open_thread``); the gateway answers with the new thread's id and label, or
+  an error, after routing the new thread to the source's root and homing it with itself.
+  The runner then seeds it through ``SPINDLE_IN`` like any action (``forward``), so the
+  runner of that root claims it as it would a thread a gateway started.
 - KV ``spindle_posted``: ``<thread token>`` -> the thread's last posts (output key ->
   message ids, at most ``RECENT_POSTS``), stored right after each post and before
   ``OutputPosted`` is sent or the effect acked: a restarted gateway knows a post even when
@@ -58,6 +64,8 @@ __all__ = [
     "EFFECT_ADAPTER",
     "HOME_HEADER",
     "INBOX_ACK_WAIT_S",
+    "OPEN_SUBJECT",
+    "OPEN_TIMEOUT_S",
     "IN_STREAM",
     "OUT_STREAM",
     "POSTED_BUCKET",
@@ -80,6 +88,10 @@ DEFAULT_HOME = "console"
 # action this long. Storing an action takes milliseconds; a copy that comes again while the
 # first is still being stored is held back by the runner (``_Runner.settling``).
 INBOX_ACK_WAIT_S = 5.0
+OPEN_SUBJECT = "spindle.open.{home}"  # a new chat thread, asked of the home's gateway
+# A gateway opens a thread with one or two platform calls; the budget may hold them behind
+# a few seconds of streamed edits (they go as replies, ahead of the edits).
+OPEN_TIMEOUT_S = 30.0
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -207,6 +219,41 @@ class Transport:
                     raise
                 await trio.sleep(0.05)
         raise AssertionError("unreachable")
+
+    async def open_thread(
+        self, source_thread_id: str, title: str, *, timeout_s: float = OPEN_TIMEOUT_S
+    ) -> tuple[str, str]:
+        """A runner's ``thread_opener``: the gateway of the source thread's home opens a chat
+        thread beside it (``spindle.open.<home>``); its id and label. Raises, with a
+        sentence a user can read, when no gateway holds the home or it cannot open one."""
+        import nats.errors
+
+        home = await self.home_of(source_thread_id)
+        body = orjson.dumps({"source": source_thread_id, "title": title})
+        try:
+            msg = await self.conn.call(
+                self.conn.nc.request, OPEN_SUBJECT.format(home=home), body, timeout=timeout_s
+            )
+        except nats.errors.NoRespondersError:
+            raise RuntimeError(f"no gateway holds {home} now; try again once it is back") from None
+        except (nats.errors.TimeoutError, TimeoutError):
+            raise RuntimeError(
+                f"the gateway holding {home} did not answer within {timeout_s:g} s"
+            ) from None
+        answer = orjson.loads(msg.data)
+        if not isinstance(answer, dict) or "error" in answer:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            raise RuntimeError(str(error or "the gateway could not open a thread"))
+        return str(answer["thread_id"]), str(answer["label"])
+
+    async def forward(self, action: Action) -> int:
+        """A runner's ``post_elsewhere``: an action for another thread (a fork's seed) goes
+        to the runner of that thread's root, with its home, as a gateway would send it."""
+        root = await self.root_of(action.thread_id)
+        if root is None:
+            raise LookupError(f"thread {action.thread_id} is routed to no root")
+        home = await self.home_of(action.thread_id)
+        return await self.send_action(root, action, home=home)
 
     async def send_effect(self, thread_id: str, effect: Effect) -> None:
         body = EFFECT_ADAPTER.dump_json(effect)

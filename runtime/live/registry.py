@@ -137,6 +137,7 @@ class Runtime:
         on_start: Callable[[Runtime], object] | None = None,
         channel_policies: Mapping[str, Policy] | None = None,
         thread_opener: ThreadOpener | None = None,
+        post_elsewhere: Callable[[Action], Awaitable[object]] | None = None,
     ) -> None:
         if transition is None:
             from threadspindle.runtime.core.transitions import transition as core_transition
@@ -148,6 +149,10 @@ class Runtime:
         self._renderer_factory = renderer_factory
         self._adapter_factory = adapter_factory
         self.thread_opener = thread_opener  # the platform's, for /fork and /btw
+        # Where a thread's action for another thread goes (the seed of a fork): this
+        # runtime, unless that thread may be another node's (a cluster runner sends it to
+        # the owner of its root).
+        self.post_elsewhere = post_elsewhere
         self._clock = clock
         self._ids = ids or sequential_ids()
         self._transition = transition
@@ -384,7 +389,7 @@ class Runtime:
             channel_id=self._channels.get(thread_id),
             workspace_factory=self._workspace_factory,
             thread_opener=self._open_thread,
-            post_elsewhere=self.post,
+            post_elsewhere=self._post_elsewhere,
         )
         self._actors[thread_id] = actor
         self._nursery.start_soon(self._run_actor, actor)
@@ -410,6 +415,12 @@ class Runtime:
         if self.thread_opener is None:
             raise RuntimeError("this chat platform cannot open threads")
         return await self.thread_opener(source_thread_id, title)
+
+    async def _post_elsewhere(self, action: Action) -> object:
+        """An action one thread makes for another (``post_elsewhere``, else ``post``)."""
+        if self.post_elsewhere is not None:
+            return await self.post_elsewhere(action)
+        return await self.post(action)
 
     def _renderer_for(self, thread_id: str) -> RendererPort:
         """A renderer for the thread, told what the log says was already posted, so it
