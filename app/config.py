@@ -100,6 +100,7 @@ from threadspindle.runtime.core.workspace_model import WorkspacePolicy
 
 __all__ = [
     "AGENT_NAMES",
+    "ClusterSettings",
     "ConfigError",
     "Settings",
     "default_config_path",
@@ -305,6 +306,16 @@ class McpSettings(_Section):
     _token_shape = field_validator("token")(_mcp_token)
 
 
+class ClusterSettings(_Section):
+    """``[cluster]``: how ``spindle runner``, ``spindle gateway`` and ``spindle log export
+    --nats`` sign in to NATS. The servers hold every thread's log and inbox, and agents share
+    the machines' network: set a password (``SPINDLE_CLUSTER__PASSWORD``, or here) and the
+    same one in the servers' ``authorization`` block (docs/scale-out.md)."""
+
+    user: Name = "spindle"
+    password: SecretStr | None = None
+
+
 def _data_dir(value: str) -> str:
     path = Path(os.path.expanduser(value))
     if path.exists() and not path.is_dir():
@@ -348,6 +359,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
     workspaces: WorkspaceSettings = WorkspaceSettings()
     transcription: TranscriptionSettings = TranscriptionSettings()
+    cluster: ClusterSettings = ClusterSettings()
 
     _sources: ClassVar[_Sources] = _Sources()
     _config_file: Path | None = None  # the file these settings were read from, if any
@@ -459,6 +471,12 @@ class Settings(BaseSettings):
     def whatsapp_configured(self) -> bool:
         """A WhatsApp access token is set: ``spindle run`` serves WhatsApp."""
         return bool(self.whatsapp_secrets()["token"])
+
+    def nats_credentials(self) -> dict[str, str | None]:
+        """``open_jetstream``'s ``user`` and ``password`` (the password None when unset)."""
+        secret = self.cluster.password
+        password = secret.get_secret_value() if secret is not None else None
+        return {"user": self.cluster.user, "password": password or None}
 
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from threadspindle.app.logs import configure_logging, redact
-from threadspindle.effects.jetstream.connection import open_jetstream
+from threadspindle.effects.jetstream.connection import SignInRefused, open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
@@ -56,8 +57,45 @@ def _servers(args: argparse.Namespace) -> list[str]:
     return [url for url in args.nats.split(",") if url]
 
 
+def _credentials(settings: Settings, args: argparse.Namespace | None = None) -> dict[str, Any]:
+    """How this node signs in to NATS (``[cluster]``); a warning on stderr when it does not:
+    a server anyone may use lets an agent on these machines read and write every thread."""
+    credentials = settings.nats_credentials()
+    signed = args is not None and any("@" in url for url in _servers(args))
+    if credentials["password"] is None and not signed:
+        print(
+            "warning: no NATS password (SPINDLE_CLUSTER__PASSWORD or [cluster] password): "
+            "if these servers let anyone in, any process that reaches them, an agent "
+            "included, can read and write every thread (docs/scale-out.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return credentials
+
+
+def _sign_in_refused(run: Callable[[], object]) -> str | None:
+    """Run ``run()``; the reason when NATS refused the node's sign-in (alone, or in the
+    exception groups of the nurseries it passed through), else None."""
+    try:
+        run()
+    except SignInRefused as exc:
+        return str(exc)
+    except BaseExceptionGroup as group:
+        refused, rest = group.split(SignInRefused)
+        if refused is None or rest is not None:
+            raise
+        found: BaseException = refused
+        while isinstance(found, BaseExceptionGroup):
+            found = found.exceptions[0]
+        return str(found)
+    return None
+
+
 def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
-    trio.run(_runner, args, settings)
+    refused = _sign_in_refused(lambda: trio.run(_runner, args, settings))
+    if refused is not None:
+        print(f"Cannot start the runner: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -94,7 +132,10 @@ async def _runner(args: argparse.Namespace, settings: Settings) -> None:
             runtime_kwargs["on_dispose"] = mcp.stop_thread_processes
             runtime_kwargs["on_start"] = lambda runtime: mcp.wakeups.attach(runtime.post)
         async with open_jetstream(
-            servers, replicas=args.replicas or len(servers), lease_ttl_s=args.lease_ttl
+            servers,
+            replicas=args.replicas or len(servers),
+            lease_ttl_s=args.lease_ttl,
+            **_credentials(settings, args),
         ) as conn:
             while True:
                 print(f"{name}: waiting to serve {', '.join(roots)}", flush=True)
@@ -173,13 +214,38 @@ def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
     if isinstance(platforms, str):
         print(f"Cannot start the gateway: {platforms}", file=sys.stderr)
         return EXIT_USAGE
+    credentials = _credentials(settings, args)
     if args.console or not platforms:
-        trio.run(_gateway, _servers(args), roots[0], args.agent, args.lease_ttl)
+        servers = _servers(args)
+        refused = _sign_in_refused(
+            lambda: trio.run(_gateway, servers, roots[0], args.agent, args.lease_ttl, credentials)
+        )
+        if refused is not None:
+            print(f"Cannot start the gateway: {refused}", file=sys.stderr)
+            return EXIT_USAGE
         return EXIT_OK
     configure_logging(settings.log_level, settings.log_path, terminal=True)
-    for secret in (settings.token(), settings.telegram_bot_token(), *settings.slack_tokens()):
+    for secret in (
+        settings.token(),
+        settings.telegram_bot_token(),
+        *settings.slack_tokens(),
+        credentials["password"],
+    ):
         redact(secret)
-    trio.run(_chat_gateway, _servers(args), roots, platforms, args.lease_ttl, args.ack_wait)
+    refused = _sign_in_refused(
+        lambda: trio.run(
+            _chat_gateway,
+            _servers(args),
+            roots,
+            platforms,
+            args.lease_ttl,
+            args.ack_wait,
+            credentials,
+        )
+    )
+    if refused is not None:
+        print(f"Cannot start the gateway: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -221,10 +287,13 @@ async def _chat_gateway(
     platforms: dict[str, Any],
     lease_ttl: float,
     ack_wait: float,
+    credentials: dict[str, Any],
 ) -> None:
     from threadspindle.ingress.cluster_gateway import run_chat_gateway
 
-    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
+    async with open_jetstream(
+        servers, replicas=len(servers), lease_ttl_s=lease_ttl, **credentials
+    ) as conn:
         async with trio.open_nursery() as nursery:
             app = await nursery.start(
                 lambda task_status: run_chat_gateway(
@@ -244,9 +313,13 @@ async def _chat_gateway(
                     break
 
 
-async def _gateway(servers: list[str], root: str, agent: str, lease_ttl: float) -> None:
+async def _gateway(
+    servers: list[str], root: str, agent: str, lease_ttl: float, credentials: dict[str, Any]
+) -> None:
     root = os.path.realpath(root)
-    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=lease_ttl) as conn:
+    async with open_jetstream(
+        servers, replicas=len(servers), lease_ttl_s=lease_ttl, **credentials
+    ) as conn:
         gateway = Gateway(conn, await open_transport(conn), PrintRenderer)
         async with trio.open_nursery() as nursery:
             # Only the console's threads: those of a chat platform are its gateway's.
@@ -319,10 +392,33 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="spindle-cluster-"))
     root = os.path.realpath(args.root)
     runners: list[subprocess.Popen[bytes]] = []
-    with NatsCluster(directory / "nats", size=3, die_with_parent=True) as cluster:
-        urls = ",".join(cluster.urls)
+    # The servers let in only Spindle's nodes: the configured password, else a fresh one.
+    # The nodes get it through the environment (a command line is readable by anyone on
+    # the machine), which no agent inherits (agents/base/launch.py drops SPINDLE_*).
+    credentials = settings.nats_credentials()
+    password = credentials["password"] or secrets.token_urlsafe(24)
+    credentials["password"] = password
+    child_env = {
+        **os.environ,
+        "SPINDLE_CLUSTER__USER": str(credentials["user"]),
+        "SPINDLE_CLUSTER__PASSWORD": password,
+    }
+    cluster = NatsCluster(
+        directory / "nats",
+        size=3,
+        die_with_parent=True,
+        user=str(credentials["user"]),
+        password=password,
+    )
+    with cluster:
+        urls = ",".join(cluster.plain_urls)
         print(f"NATS JetStream cluster (3 nodes, sync_interval: always): {urls}", flush=True)
-        print(f"data under {directory}", flush=True)
+        print(
+            f"data under {directory}; the servers want user {credentials['user']!r} and a "
+            "password (SPINDLE_CLUSTER__PASSWORD, or [cluster] password): "
+            f"{_password_file(directory, password)} holds this one",
+            flush=True,
+        )
         try:
             for name in ("runner-a", "runner-b"):
                 command = [sys.executable, "-m", "threadspindle.app.cli", "runner", "--nats"]
@@ -330,7 +426,7 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
                 command += ["--lease-ttl", str(args.lease_ttl)]
                 if getattr(args, "config", None):
                     command += ["--config", str(args.config)]
-                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
+                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent, env=child_env))
                 print(f"{name}: pid {runners[-1].pid}", flush=True)
                 time.sleep(1.0)  # runner-a takes the root, runner-b stands by
             platforms = _chat_platforms(args, settings)
@@ -344,9 +440,9 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
                     command += ["--config", str(args.config)]
                 command += ["gateway", "--nats", urls, "--root", root]
                 command += ["--lease-ttl", str(args.lease_ttl)]
-                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent))
+                runners.append(subprocess.Popen(command, preexec_fn=die_with_parent, env=child_env))
                 print(f"chat gateway ({', '.join(platforms)}): pid {runners[-1].pid}", flush=True)
-            trio.run(_gateway, cluster.urls, root, args.agent, args.lease_ttl)
+            trio.run(_gateway, cluster.plain_urls, root, args.agent, args.lease_ttl, credentials)
         finally:
             for proc in runners:
                 proc.terminate()
@@ -358,13 +454,24 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _password_file(directory: Path, password: str) -> Path:
+    """The dev cluster's password in a file only its owner may read (to sign in to it from
+    another shell: ``SPINDLE_CLUSTER__PASSWORD=$(cat FILE)``)."""
+    path = directory / "nats" / "password"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+    return path
+
+
 def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.runtime.live.log_read import LogError
     from threadspindle.runtime.live.replay import export_lines
 
     async def rows() -> list[tuple[int, float, dict[str, Any]]]:
         servers = _servers(args)
-        async with open_jetstream(servers, replicas=len(servers)) as conn:
+        credentials = _credentials(settings, args)
+        async with open_jetstream(servers, replicas=len(servers), **credentials) as conn:
             return [row async for row in export_rows(conn, args.thread)]
 
     try:
@@ -372,6 +479,9 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
     except LogError as exc:
         print(f"Cannot export: {exc}", file=sys.stderr)
         return EXIT_DATABASE
+    except SignInRefused as exc:
+        print(f"Cannot export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if not found:
         print(f"No thread {args.thread!r} in JetStream.", file=sys.stderr)
         return EXIT_FAILURE

@@ -20,10 +20,22 @@ from threadspindle.effects.jetstream.servers import NatsCluster, NatsNode, NatsS
 __all__ = ["NatsCluster", "NatsNode", "NatsServerError", "leader_of", "nats_cluster", "restart"]
 
 
+_RANDOM = "random"
+
+
 @contextmanager
-def nats_cluster(directory: Path, size: int = 1) -> Iterator[NatsCluster]:
-    """``size`` nodes (1 or 3), healthy before the body runs, all stopped after it."""
-    with NatsCluster(Path(directory), size=size) as cluster:
+def nats_cluster(
+    directory: Path, size: int = 1, password: str | None = _RANDOM
+) -> Iterator[NatsCluster]:
+    """``size`` nodes (1 or 3), healthy before the body runs, all stopped after it. They let
+    in only clients with a random password (in ``cluster.urls``), unless ``password`` names
+    another, or is None: anyone may connect."""
+    cluster = (
+        NatsCluster(Path(directory), size=size)
+        if password == _RANDOM
+        else NatsCluster(Path(directory), size=size, password=password)
+    )
+    with cluster:
         yield cluster
 
 

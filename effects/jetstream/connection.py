@@ -41,6 +41,7 @@ __all__ = [
     "SNAPSHOTS_BUCKET",
     "STREAM",
     "JetStream",
+    "SignInRefused",
     "bucket",
     "open_jetstream",
     "subject_of",
@@ -48,6 +49,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger("spindle.jetstream")
+
+
+class SignInRefused(ConnectionError):
+    """The NATS servers refused this node's user and password."""
+
 
 STREAM = "SPINDLE"
 SUBJECT_PREFIX = "spindle.thread."
@@ -150,25 +156,57 @@ async def open_jetstream(
     lease_ttl_s: float = 5.0,
     name: str = "spindle",
     connect_timeout_s: float = 5.0,
+    user: str | None = None,
+    password: str | None = None,
 ) -> AsyncIterator[JetStream]:
     """Connect (inside a trio-asyncio loop of its own) and make sure the stream and the
     buckets exist; closed on the way out. The client reconnects by itself, for ever, to
-    any of ``servers`` while the block runs."""
+    any of ``servers`` while the block runs. ``user``/``password``: how it signs in (a URL
+    may carry them too, ``nats://user:password@host:port``)."""
+
+    refused: list[Exception] = []
 
     async def error_cb(exc: Exception) -> None:
-        logger.debug("nats: %s", exc)
+        if "authorization violation" in str(exc).lower():
+            # Not a server down for a moment: retrying would wait for ever, unexplained.
+            refused.append(exc)
+            logger.error("nats refused the sign-in: %s", exc)
+        else:
+            logger.debug("nats: %s", exc)
 
     async with open_asyncio_loop():
-        nc: Client = await trio_asyncio.aio_as_trio(nats.connect)(
-            servers=list(servers),
-            name=name,
-            error_cb=error_cb,
-            connect_timeout=connect_timeout_s,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.1,
-            allow_reconnect=True,
+        connect = trio_asyncio.aio_as_trio(nats.connect)
+        nc: Client | None = None
+        with trio.CancelScope() as refusal:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    while not refused:
+                        await trio.sleep(0.05)
+                    refusal.cancel()
+
+                nursery.start_soon(watch)
+                nc = await connect(
+                    servers=list(servers),
+                    name=name,
+                    error_cb=error_cb,
+                    connect_timeout=connect_timeout_s,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.1,
+                    allow_reconnect=True,
+                    **({"user": user or "spindle", "password": password} if password else {}),
+                )
+                nursery.cancel_scope.cancel()
+        if nc is not None:
+            refused.clear()  # from now on a refusal (a server's new password) is logged only
+            try:
+                yield await _ensure(nc, replicas, lease_ttl_s)
+            finally:
+                await trio_asyncio.aio_as_trio(nc.close)()
+    if nc is None:
+        # Raised outside the asyncio loop's block, whose nursery would wrap it in groups.
+        raise SignInRefused(
+            f"the NATS servers refused user {user or 'spindle'!r} "
+            f"({'with' if password else 'without'} a password): set "
+            "SPINDLE_CLUSTER__PASSWORD (or [cluster] password) to the servers' one"
         )
-        try:
-            yield await _ensure(nc, replicas, lease_ttl_s)
-        finally:
-            await trio_asyncio.aio_as_trio(nc.close)()

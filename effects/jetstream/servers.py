@@ -7,11 +7,19 @@ and Jepsen's analysis of NATS 2.12 found acknowledged writes lost to it; docs/sc
 Ports are chosen free at start and kept across a restart of the node, so the cluster's
 routes and the clients' server lists stay valid. The fault helpers (``kill``, ``pause``,
 ``resume``) are for failure tests and ``spindle cluster dev``.
+
+A cluster signs clients and routes in with a user and password (``NatsCluster`` makes a
+random one unless given one): the servers hold every thread's log and inbox, and an agent
+shares the machine's network, so a server open to anyone on 127.0.0.1 would let an agent
+read every conversation and write actions into any thread. The config files holding the
+password are readable by their owner only.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -20,6 +28,7 @@ import sys
 import sysconfig
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,10 +83,19 @@ class NatsNode:
     # `spindle cluster dev` leaves no server behind. Only for a start from the main thread:
     # the signal follows the *thread* that forked, and a worker thread ends by itself.
     die_with_parent: bool = False
+    # Clients and routes sign in with these (None: the server lets anyone in).
+    user: str | None = None
+    password: str | None = None
 
     @property
     def url(self) -> str:
+        """The client URL, without credentials."""
         return f"nats://127.0.0.1:{self.client_port}"
+
+    @property
+    def signed_url(self) -> str:
+        """The client URL with the user and password in it (tests and their children)."""
+        return _signed(self.url, self.user, self.password)
 
     @property
     def config_path(self) -> Path:
@@ -92,13 +110,26 @@ class NatsNode:
             # sync_interval: always: fsync before every acknowledgement (see the module doc).
             f'jetstream {{ store_dir: "{self.directory / "store"}", sync_interval: always }}',
         ]
+        auth = ""
+        if self.password is not None:
+            # Quoted as JSON strings, which the server's config format reads.
+            auth = (
+                f"authorization {{ user: {json.dumps(self.user or 'spindle')}, "
+                f"password: {json.dumps(self.password)} }}"
+            )
+            lines.append(auth)
         if self.cluster_port is not None:
-            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+            routes = ", ".join(
+                _signed(f"nats-route://127.0.0.1:{p}", self.user, self.password)
+                for p in self.routes
+            )
             lines.append(
                 f"cluster {{ name: spindle, listen: 127.0.0.1:{self.cluster_port}, "
-                f"routes: [{routes}] }}"
+                f"{auth}{', ' if auth else ''}routes: [{routes}] }}"
             )
-        self.config_path.write_text("\n".join(lines) + "\n")
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as config:
+            config.write("\n".join(lines) + "\n")
 
     def start(self) -> None:
         """Spawn the server (the config is written on the first start only)."""
@@ -176,6 +207,15 @@ class NatsNode:
         self._signal(signal.SIGCONT)
 
 
+def _signed(url: str, user: str | None, password: str | None) -> str:
+    """``url`` with ``user:password@`` in it (each percent-quoted), or as it is."""
+    if password is None:
+        return url
+    scheme, rest = url.split("://", 1)
+    name = urllib.parse.quote(user or "spindle", safe="")
+    return f"{scheme}://{name}:{urllib.parse.quote(password, safe='')}@{rest}"
+
+
 def die_with_parent() -> None:
     """In a child before exec: SIGTERM when the parent dies (``PR_SET_PDEATHSIG``, Linux)."""
     if sys.platform.startswith("linux"):
@@ -192,6 +232,10 @@ class NatsCluster:
     size: int = 1
     nodes: list[NatsNode] = field(default_factory=list)
     die_with_parent: bool = False
+    # Every node's clients and routes sign in with these; a random password unless given
+    # (None for a server open to anyone, which only a test of that should want).
+    user: str = "spindle"
+    password: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))
 
     def __post_init__(self) -> None:
         if self.size not in (1, 3, 5):
@@ -212,9 +256,17 @@ class NatsCluster:
                 ]
         for node in self.nodes:
             node.die_with_parent = self.die_with_parent
+            node.user, node.password = self.user, self.password
 
     @property
     def urls(self) -> list[str]:
+        """The client URLs with the credentials in them (tests and their child processes)."""
+        return [node.signed_url for node in self.nodes]
+
+    @property
+    def plain_urls(self) -> list[str]:
+        """The client URLs without credentials (for a command line: give the password
+        through the environment, ``SPINDLE_CLUSTER__PASSWORD``)."""
         return [node.url for node in self.nodes]
 
     @property

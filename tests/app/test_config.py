@@ -339,6 +339,10 @@ token = "a-long-enough-operator-token"
 keep_on_shutdown = false
 max_processes_per_thread = 5
 ring_buffer_lines = 1000
+
+[cluster]
+user = "spindle"
+password = "a-password-for-the-nats-servers"
 """
     )
     env = {"SPINDLE_RUNTIME__ALLOWED_ROOTS": f'["~", "{place["work"]}"]'}
@@ -370,3 +374,25 @@ def test_a_log_schema_version_that_is_not_a_number_is_exit_4_naming_the_file(
         assert named in out.stderr and "Traceback" not in out.stderr
     doctor = spindle(place, "doctor")
     assert doctor.returncode == 3 and named in doctor.stdout
+
+
+def test_the_nats_password_comes_from_the_environment_before_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[cluster]``: how runners and gateways sign in to NATS; the environment wins, as
+    for every secret, and an empty password counts as none."""
+    from threadspindle.app.config import load_settings
+
+    config = tmp_path / "c.toml"
+    config.write_text('[cluster]\nuser = "node"\npassword = "from-the-file"\n')
+    monkeypatch.delenv("SPINDLE_CLUSTER__PASSWORD", raising=False)
+    assert load_settings(config).nats_credentials() == {
+        "user": "node",
+        "password": "from-the-file",
+    }
+    monkeypatch.setenv("SPINDLE_CLUSTER__PASSWORD", "from-the-environment")
+    assert load_settings(config).nats_credentials()["password"] == "from-the-environment"
+    assert "from-the-environment" not in repr(load_settings(config))
+    config.write_text("")
+    monkeypatch.setenv("SPINDLE_CLUSTER__PASSWORD", "")
+    assert load_settings(config).nats_credentials() == {"user": "spindle", "password": None}

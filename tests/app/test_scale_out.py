@@ -117,6 +117,14 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         serving = out.wait_for(r"^runner-[ab]: serving ").split(":")[0]
         standby = "runner-b" if serving == "runner-a" else "runner-a"
         out.wait_for(r"^gateway: ")
+        # The servers let in only the cluster's nodes: the password is in a file only its
+        # owner reads, and given to the nodes through the environment, not the command line.
+        urls = out.wait_for(r"^NATS JetStream cluster").rsplit(": ", 1)[1].split(",")
+        assert all("@" not in url for url in urls), urls
+        secret = tmp_path / "c" / "nats" / "password"
+        assert secret.stat().st_mode & 0o777 == 0o600
+        assert _refused(urls[0], None) and _refused(urls[0], "wrong")
+        assert not _refused(urls[0], secret.read_text().strip())
         out.send("/start t1")
         out.wait_for(r"^\[t1\] reply: Started echo")
         out.send("t1: first words")
@@ -147,6 +155,23 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+
+def _refused(url: str, password: str | None) -> bool:
+    """Whether the NATS server at ``url`` refuses a client with this password (or none)."""
+    import trio
+
+    from threadspindle.effects.jetstream.connection import SignInRefused, open_jetstream
+
+    async def sign_in() -> bool:
+        try:
+            with trio.fail_after(20):
+                async with open_jetstream([url], replicas=3, password=password):
+                    return False
+        except SignInRefused:
+            return True
+
+    return trio.run(sign_in)
 
 
 @pytest.mark.timeout(180)
@@ -255,6 +280,30 @@ def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
             env=environment(place),
             timeout=60,
         )
+        # Signed in through the settings (the environment), not the URL; without the
+        # password the servers refuse, and the command says so instead of waiting.
+        plain = cluster.plain_urls[0]
+        signed_in = subprocess.run(
+            [*SPINDLE, "log", "export", "t9", "--nats", plain],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place, {"SPINDLE_CLUSTER__PASSWORD": str(cluster.password)}),
+            timeout=60,
+        )
+        refused = subprocess.run(
+            [*SPINDLE, "log", "export", "t9", "--nats", plain],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+    assert signed_in.returncode == 0, signed_in.stderr
+    assert signed_in.stdout == out.read_text()
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "no NATS password" in refused.stderr  # the warning
+    assert "refused user 'spindle' (without a password)" in refused.stderr, refused.stderr
     assert done.returncode == 0, done.stderr
     actions = [a for _, a in read_jsonl(out.read_text().splitlines())]
     assert [a.action_id for a in actions] == ["s1", "s2", "s3", "s4", "s5"]

@@ -222,7 +222,9 @@ def test_agents_do_not_inherit_spindle_secrets(monkeypatch):
 
     monkeypatch.setenv("SPINDLE_DISCORD_TOKEN", "secret.token.value")
     monkeypatch.setenv("SPINDLE_MCP__TOKEN", "another-secret")
+    monkeypatch.setenv("SPINDLE_CLUSTER__PASSWORD", "the-nats-servers-password")
     monkeypatch.setenv("KEEP_ME", "1")
     env = agent_environment()
     assert "SPINDLE_DISCORD_TOKEN" not in env and "SPINDLE_MCP__TOKEN" not in env
+    assert "the-nats-servers-password" not in env.values()
     assert env["KEEP_ME"] == "1"
