@@ -133,6 +133,7 @@ class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
         self._steers_open: dict[str, str] = {}  # steer id -> run, written and not replayed
         self._refused_steers: set[str] = set()  # refused while the CLI still holds them
         self._interrupt_next_turn = False  # the CLI runs held steers after an interrupt
+        self._discarding = False  # ... in a turn whose words are dropped (steering.py)
         self._carried: TurnCompleted | None = None  # a turn end the steers' turn continues
         # /compact is a prompt of Claude Code's own ("/compact"), in either mode.
         self.capabilities = AgentCapabilities(steer=not options.per_turn, compact=True, fork=True)
@@ -233,6 +234,7 @@ class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
         self._steers_open.clear()
         self._refused_steers.clear()
         self._interrupt_next_turn = False
+        self._discarding = False
         self._carried = None
         self.parser.process_started()
         self._turn_done = trio.Event()
@@ -315,6 +317,8 @@ class ClaudeAdapter(PerTurnMixin, SteeringMixin, ApprovalsMixin, AgentAdapter):
                 continues = parsed.turn_ended and bool(self._steers_open)
                 if continues:
                     events = await self._continue_turn(events)
+                elif self._discarding:
+                    events = self._discard_continuation(events, parsed.turn_ended)
                 elif self._carried is not None and parsed.turn_ended:
                     events = [self._merge_carried(e) for e in events]
                 for event in events:

@@ -6,8 +6,9 @@ and resets it for each new process). A steer is another user line written while 
 runs; Claude Code takes it at its next model request, or, when the turn ends first, runs it
 in a turn of its own right after, which continues the same run (its end carries what the
 turns before it cost). ``--replay-user-messages`` echoes each line the CLI took: that echo
-is the steer's ``SteerTaken``. After an interrupt the steers' own turn is interrupted too and
-the steers are refused (the core sends them as prompts).
+is the steer's ``SteerTaken``. After an interrupt the steers' own turn is interrupted too,
+what it says is dropped, it ends the run as interrupted, and the steers are refused (the core
+sends them as prompts).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from threadspindle.agents.claude.launch import prompt_message
 from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentEvent,
+    SessionStarted,
     SteerRefused,
     SteerTaken,
     TurnAborted,
@@ -45,6 +47,7 @@ class SteeringMixin(AgentAdapter):
     _steers_open: dict[str, str]
     _refused_steers: set[str]
     _interrupt_next_turn: bool
+    _discarding: bool
     _carried: TurnCompleted | None
 
     if TYPE_CHECKING:  # implemented by ClaudeAdapter (claude/adapter.py)
@@ -106,6 +109,7 @@ class SteeringMixin(AgentAdapter):
         aborted = any(isinstance(e, TurnAborted) for e in ends)
         if aborted:
             self._interrupt_next_turn = True
+            self._discarding = True
             for steer_id in list(self._steers_open):
                 self._refused_steers.add(steer_id)
                 del self._steers_open[steer_id]
@@ -117,6 +121,19 @@ class SteeringMixin(AgentAdapter):
                 merged = self._merge_carried(done)
                 self._carried = merged if isinstance(merged, TurnCompleted) else done
         return rest
+
+    def _discard_continuation(self, events: list[AgentEvent], ended: bool) -> list[AgentEvent]:
+        """The steers' own turn after an interrupt: the user stopped the run, so nothing it
+        says is shown (its steers were refused; the core sends them again as prompts), and
+        it ends the run as interrupted even when it finished first. The interrupt sent at
+        its start can come too late for a quick answer: under load the run then ended
+        "completed", with the steer answered in it and again as the next prompt."""
+        kept: list[AgentEvent] = [e for e in events if isinstance(e, SessionStarted)]
+        if ended:
+            self._discarding = False
+            self._carried = None
+            kept.append(TurnAborted(reason="interrupted"))
+        return kept
 
     def _merge_carried(self, event: AgentEvent) -> AgentEvent:
         """The run's end carries what the turns before it (continued by steers) cost."""

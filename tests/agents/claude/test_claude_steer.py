@@ -118,6 +118,39 @@ async def test_a_steer_then_an_interrupt_refuses_the_steer_and_ends_the_run_once
         assert isinstance(end2.event, TurnCompleted) and s.text_of("r2") == "Hello from fake model."
 
 
+async def test_the_steers_turn_after_an_interrupt_ends_the_run_aborted_even_if_it_finished(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """On a loaded machine the interrupt sent at the start of the steers' own turn can come
+    after that turn's quick answer (seen once in a full test run): the run still ends
+    interrupted, with nothing of that turn shown (the core sends the refused steer again as
+    a prompt, so showing its answer here would answer it twice)."""
+    async with running_claude(tmp_path, fake) as s:
+        await s.adapter.prompt(_prompt("r1", "SLOWTEST", s.workdir))
+        await _until(s, lambda e: isinstance(e.event, TextDelta))
+        await s.adapter.steer(_steer("s1", "r1"))
+        await s.adapter.interrupt("r1")
+        sent = s.adapter._control
+
+        async def late(sending) -> None:  # type: ignore[no-untyped-def]
+            await trio.sleep(3.0)  # the next control write goes out after that turn is over
+            await sent(sending)
+
+        s.adapter._control = late  # type: ignore[method-assign]
+        await _until(
+            s, lambda e: e.run_id == "r1" and isinstance(e.event, TurnCompleted | TurnAborted)
+        )
+        s.adapter._control = sent  # type: ignore[method-assign]
+        await trio.sleep(3.5)  # the late interrupt reaches an idle CLI: nothing follows
+        events = s.of_run("r1")
+        assert SteerRefused(steer_id="s1", reason="the turn was interrupted") in events
+        assert _ends(s, "r1") == [TurnAborted(reason="interrupted")]
+        assert "Hello from fake model." not in s.text_of("r1")
+        assert len(_bodies(fake)) == 2 and STEER in _bodies(fake)[-1]  # the CLI did answer it
+        end2 = await s.turn("r2", "hello")
+        assert isinstance(end2.event, TurnCompleted) and s.text_of("r2") == "Hello from fake model."
+
+
 async def test_a_steer_for_a_turn_that_is_over_is_refused(
     tmp_path: Path, fake: FakeAnthropic
 ) -> None:
