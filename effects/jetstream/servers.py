@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -62,10 +63,31 @@ def nats_server_binary() -> Path:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the cluster's routes need fixed ports)."""
+    """A TCP port free on 127.0.0.1 right now (the cluster's routes need fixed ports),
+    below the kernel's ephemeral range when it can: a port the kernel hands out for port 0
+    is also what it gives the next outgoing connection, and between this pick and the
+    server's bind one took it ("address already in use", seen in a full test run)."""
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = random.randrange(10_000, low) if low > 10_001 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 where unreadable)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 @dataclass
@@ -216,6 +238,15 @@ def _signed(url: str, user: str | None, password: str | None) -> str:
     return f"{scheme}://{name}:{urllib.parse.quote(password, safe='')}@{rest}"
 
 
+def _port_taken(node: NatsNode) -> bool:
+    """The node's last start failed to bind one of its ports."""
+    try:
+        tail = (node.directory / f"{node.name}.log").read_bytes()[-4096:]
+    except OSError:
+        return False
+    return b"address already in use" in tail
+
+
 def die_with_parent() -> None:
     """In a child before exec: SIGTERM when the parent dies (``PR_SET_PDEATHSIG``, Linux)."""
     if sys.platform.startswith("linux"):
@@ -275,11 +306,32 @@ class NatsCluster:
         return self.size
 
     def start(self, timeout: float = 30.0) -> NatsCluster:
-        for node in self.nodes:
-            node.start()
-        for node in self.nodes:
-            node.wait_healthy(timeout)
-        return self
+        """Start every node and wait until each is healthy. A fresh cluster whose port was
+        taken between its pick and the server's bind starts again on new ports."""
+        fresh = not any(node.config_path.exists() for node in self.nodes)
+        for attempt in range(3):
+            for node in self.nodes:
+                node.start()
+            try:
+                for node in self.nodes:
+                    node.wait_healthy(timeout)
+                return self
+            except NatsServerError:
+                if not fresh or attempt == 2 or not any(map(_port_taken, self.nodes)):
+                    raise
+                self.stop()
+                self._move_ports()
+        raise AssertionError("unreachable")
+
+    def _move_ports(self) -> None:
+        """New ports for every node of a cluster that never ran (configs written again)."""
+        cluster_ports = [free_port() for _ in self.nodes]
+        for i, node in enumerate(self.nodes):
+            node.client_port, node.http_port = free_port(), free_port()
+            if node.cluster_port is not None:
+                node.cluster_port = cluster_ports[i]
+                node.routes = [p for j, p in enumerate(cluster_ports) if j != i]
+            node.config_path.unlink(missing_ok=True)
 
     def stop(self) -> None:
         for node in self.nodes:
