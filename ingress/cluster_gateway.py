@@ -151,8 +151,14 @@ class RemoteRuntime:
         return dict(self.views.snapshots())
 
     async def dispose(self, thread_id: str) -> None:
-        """A thread archived or deleted on the platform: its runner's idle sweeper stops
-        the actor; nothing to do here."""
+        """A thread archived or deleted on the platform: the runner serving its root stops
+        its actor and agent now (``Transport.dispose``), as ``spindle run`` would."""
+        try:
+            disposed = await self.gateway.transport.dispose(thread_id)
+        except Exception:  # a disposal is housekeeping: ingress goes on whatever happens
+            _log.exception("could not ask for %s to be disposed", thread_id)
+            return
+        _log.info("%s %s", thread_id, "disposed" if disposed else "had nothing running")
 
 
 def not_served(action: ConversationStarted, roots: Sequence[str]) -> str:

@@ -16,7 +16,9 @@
    again while the first is still being stored waits for that append;
 4. renders through ``RemoteRenderer`` (effects to the gateway) behind ``FencedRenderer``;
    ``/fork`` and ``/btw`` ask the gateway of the thread's home to open the new thread
-   (``Transport.open_thread``) and seed it through the new thread's root (``forward``).
+   (``Transport.open_thread``) and seed it through the new thread's root (``forward``);
+5. stops a thread's actor and agent when its gateway asks (``spindle.dispose.<root>``:
+   the chat thread was archived or deleted).
 
 Losing a root lease ends ``serve_runner`` with ``RootLost``: the runner's supervisor starts
 it again, as a standby.
@@ -29,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 import trio
 from nats.aio.msg import Msg
 
@@ -38,6 +41,7 @@ from threadspindle.effects.jetstream.lease import Leases
 from threadspindle.effects.jetstream.log import JetStreamLog, open_jetstream_log
 from threadspindle.effects.jetstream.transport import (
     CHANNEL_HEADER,
+    DISPOSE_SUBJECT,
     HOME_HEADER,
     Inbox,
     RemoteRenderer,
@@ -123,6 +127,55 @@ class _Runner:
                     receipt = await rt.post(action, channel_id=channel)
                     nursery.start_soon(self.settle, inbox, msg, receipt, mark)
 
+    async def serve_disposals(
+        self, rt: Runtime, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Answer ``spindle.dispose.<root>`` for each root until cancelled (started once
+        subscribed): the thread's actor and agent are stopped, as ``spindle run`` stops them
+        when a chat thread is archived or deleted. The actor comes back with the thread's
+        next action, from its log."""
+        subscriptions = [
+            await self.conn.call(
+                self.conn.nc.subscribe,
+                DISPOSE_SUBJECT.format(root=root_token(root)),
+                queue="runners",
+            )
+            for root in self.roots
+        ]
+        try:
+            async with trio.open_nursery() as nursery:
+                for subscription in subscriptions:
+                    nursery.start_soon(self._answer_disposals, rt, subscription, nursery)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                for subscription in subscriptions:
+                    await self.conn.call(subscription.unsubscribe)
+
+    async def _answer_disposals(
+        self, rt: Runtime, subscription: Any, nursery: trio.Nursery
+    ) -> None:
+        import nats.errors
+
+        while True:
+            try:
+                msg = await self.conn.call(subscription.next_msg, timeout=None)
+            except (nats.errors.TimeoutError, TimeoutError):
+                continue
+            nursery.start_soon(self._dispose_one, rt, msg)
+
+    async def _dispose_one(self, rt: Runtime, msg: Msg) -> None:
+        thread_id = msg.data.decode(errors="replace")
+        disposed = False
+        try:
+            disposed = await rt.dispose(thread_id, "its chat thread was archived or deleted")
+        except Exception:
+            logger.exception("could not dispose %s", thread_id)
+        try:
+            await self.conn.call(msg.respond, orjson.dumps({"disposed": disposed}))
+        except Exception as exc:  # the gateway gave up waiting, or the link is down
+            logger.warning("could not answer a disposal of %s: %s", thread_id, exc)
+
     async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt, mark: tuple[str, str]) -> None:
         """Ack once the action is durable, or was refused with a reply to the user; else
         nak it. Its id stays seen: not durable means buffered until JetStream has a quorum
@@ -203,6 +256,7 @@ async def serve_runner(
                 **runtime_kwargs,
             ) as rt:
                 async with trio.open_nursery() as work:
+                    await work.start(runner.serve_disposals, rt)
                     for root in roots:
                         work.start_soon(runner.consume, rt, await transport.inbox(root))
                     if ready is not None:

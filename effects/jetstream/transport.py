@@ -29,6 +29,10 @@ durable consumers with explicit acks.
   an error, after routing the new thread to the source's root and homing it with itself.
   The runner then seeds it through ``SPINDLE_IN`` like any action (``forward``), so the
   runner of that root claims it as it would a thread a gateway started.
+- core NATS ``spindle.dispose.<root token>`` (request and reply, not stored): a gateway
+  whose chat thread was archived or deleted asks the runner serving the thread's root to
+  stop the thread's actor and agent now (``dispose``), as ``spindle run`` does, instead of
+  leaving them to the runner's idle sweeper.
 - KV ``spindle_posted``: ``<thread token>`` -> the thread's last posts (output key ->
   message ids, at most ``RECENT_POSTS``), stored right after each post and before
   ``OutputPosted`` is sent or the effect acked: a restarted gateway knows a post even when
@@ -64,6 +68,7 @@ __all__ = [
     "EFFECT_ADAPTER",
     "HOME_HEADER",
     "INBOX_ACK_WAIT_S",
+    "DISPOSE_SUBJECT",
     "OPEN_SUBJECT",
     "OPEN_TIMEOUT_S",
     "IN_STREAM",
@@ -92,6 +97,9 @@ OPEN_SUBJECT = "spindle.open.{home}"  # a new chat thread, asked of the home's g
 # A gateway opens a thread with one or two platform calls; the budget may hold them behind
 # a few seconds of streamed edits (they go as replies, ahead of the edits).
 OPEN_TIMEOUT_S = 30.0
+DISPOSE_SUBJECT = "spindle.dispose.{root}"  # stop a thread's actor, asked of its root's runner
+# A runner drains a thread's effects for up to 10 s before it stops it (Runtime.dispose).
+DISPOSE_TIMEOUT_S = 15.0
 EFFECT_ADAPTER: TypeAdapter[Effect] = TypeAdapter(Effect)
 
 
@@ -254,6 +262,24 @@ class Transport:
             raise LookupError(f"thread {action.thread_id} is routed to no root")
         home = await self.home_of(action.thread_id)
         return await self.send_action(root, action, home=home)
+
+    async def dispose(self, thread_id: str, *, timeout_s: float = DISPOSE_TIMEOUT_S) -> bool:
+        """A gateway's ``dispose``: the runner serving the thread's root stops its actor and
+        agent (``spindle.dispose.<root>``). True if one was running; False when the thread
+        has no root, no runner serves it now (nothing runs there then), or none answered."""
+        import nats.errors
+
+        root = await self.root_of(thread_id)
+        if root is None:
+            return False
+        subject = DISPOSE_SUBJECT.format(root=root_token(root))
+        try:
+            msg = await self.conn.call(
+                self.conn.nc.request, subject, thread_id.encode(), timeout=timeout_s
+            )
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
+            return False
+        return bool(orjson.loads(msg.data).get("disposed"))
 
     async def send_effect(self, thread_id: str, effect: Effect) -> None:
         body = EFFECT_ADAPTER.dump_json(effect)

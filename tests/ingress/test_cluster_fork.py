@@ -2,119 +2,75 @@
 so it asks the gateway holding the thread's home to open the new thread
 (``spindle.open.<home>``), then seeds it through the new thread's root like any action.
 
-One process, real pieces: a nats-server with JetStream, ``serve_runner`` with the fake
-agent, ``run_chat_gateway`` with discord.py against the fake Discord."""
+One process, real pieces (``cluster_harness``): a nats-server with JetStream,
+``serve_runner`` with the fake agent, ``run_chat_gateway`` with discord.py against the fake
+Discord."""
 
 from __future__ import annotations
 
-import os
-from functools import partial
 from pathlib import Path
 
 import trio
+from cluster_harness import one_process_cluster
 
 from threadspindle.effects.jetstream.connection import open_jetstream
-from threadspindle.effects.jetstream.runner import serve_runner
 from threadspindle.effects.jetstream.transport import open_transport
-from threadspindle.ingress.cluster_gateway import ChatGateway, run_chat_gateway
-from threadspindle.runtime.live.registry import Runtime
 from threadspindle.testkit.fake_agent import FakeAgentWorld
-from threadspindle.testkit.fake_discord.harness import fake_world, wait_for
-from threadspindle.testkit.fake_discord.stack import is_footer
+from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.nats_cluster import nats_cluster
-
-
-def _texts(world, thread: int) -> list[str]:  # type: ignore[no-untyped-def]
-    bot = world.fake.bot_user_id
-    return [m.content for m in world.fake.messages(thread) if m.author_id == bot]
 
 
 async def test_btw_and_fork_on_a_runner_open_their_thread_through_the_gateway(
     tmp_path: Path,
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    root = os.path.realpath(work)
     agents = FakeAgentWorld()
-    with fake_world(root) as world, nats_cluster(tmp_path / "nats") as cluster:
-        fake = world.fake
-        async with open_jetstream(cluster.urls, replicas=1) as conn, trio.open_nursery() as nursery:
-            runtimes: list[Runtime] = []
-            nursery.start_soon(
-                partial(
-                    serve_runner,
-                    conn,
-                    name="runner-a",
-                    roots=[root],
-                    adapter_factory=agents.factory,
-                    ready=runtimes.append,
-                )
-            )
-            await wait_for(lambda: runtimes, timeout=30)
-            gateway: ChatGateway = await nursery.start(
-                partial(run_chat_gateway, conn, roots=[root], discord=world.settings())
-            )
-            channel_threads = set(fake.threads(world.channel))
-            fake.run_command(world.channel, world.alice, "claude start", workdir=root)
-            (thread,) = await wait_for(
-                lambda: set(fake.threads(world.channel)) - channel_threads, timeout=30
-            )
-            await wait_for(
-                lambda: gateway.runtime.snapshot(str(thread)),
-                lambda s: s is not None and s.conversation is not None,
-                30,
-            )
-            fake.send_message(thread, world.alice, "hi")  # a session to fork from
-            await wait_for(lambda: sum(map(is_footer, fake.messages(thread))) >= 1, timeout=30)
+    async with one_process_cluster(tmp_path, agents) as c:
+        fake, world = c.world.fake, c.world
+        bot = fake.bot_user_id
+        thread = await c.start_thread()
+        fake.send_message(thread, world.alice, "hi")  # a session to fork from
+        await c.until_footers(thread, 1)
 
-            # /btw: a new Discord thread beside it, continuing a copy of the session, with
-            # the question as its first prompt; this thread says where it went.
-            before = set(fake.threads(world.channel)) | {thread}
-            fake.run_command(thread, world.alice, "btw", question="what is foo?")
-            (side,) = await wait_for(lambda: set(fake.threads(world.channel)) - before, timeout=30)
-            await wait_for(lambda: sum(map(is_footer, fake.messages(side))) >= 1, timeout=30)
-            assert [text for _, text in agents.delivered].count("what is foo?") == 1
-            assert len(agents.forks) == 1
-            await wait_for(
-                lambda: any(f"Forked into <#{side}>" in t for t in _texts(world, thread)),
-                timeout=30,
-            )
-            # The new thread is routed to the same root and homed at this gateway: a message
-            # in it is a prompt for its own (forked) conversation.
-            transport = await open_transport(conn)
-            assert await transport.root_of(str(side)) == root
-            assert await transport.home_of(str(side)) == "discord-0"
-            await wait_for(
-                lambda: gateway.runtime.snapshot(str(side)),
-                lambda s: s is not None and s.conversation is not None,
-                30,
-            )
-            fake.send_message(side, world.alice, "and bar?")
-            await wait_for(lambda: sum(map(is_footer, fake.messages(side))) >= 2, timeout=30)
-            assert [text for _, text in agents.delivered].count("and bar?") == 1
+        # /btw: a new Discord thread beside it, continuing a copy of the session, with the
+        # question as its first prompt; this thread says where it went.
+        before = set(fake.threads(world.channel)) | {thread}
+        fake.run_command(thread, world.alice, "btw", question="what is foo?")
+        (side,) = await wait_for(lambda: set(fake.threads(world.channel)) - before, timeout=30)
+        await c.until_footers(side, 1)
+        assert [text for _, text in agents.delivered].count("what is foo?") == 1
+        assert len(agents.forks) == 1
+        await wait_for(
+            lambda: any(
+                f"Forked into <#{side}>" in m.content
+                for m in fake.messages(thread)
+                if m.author_id == bot
+            ),
+            timeout=30,
+        )
+        # The new thread is routed to the same root and homed at this gateway: a message in
+        # it is a prompt for its own (forked) conversation.
+        transport = await open_transport(c.conn)
+        assert await transport.root_of(str(side)) == c.root
+        assert await transport.home_of(str(side)) == "discord-0"
+        await c.until_conversation(side)
+        fake.send_message(side, world.alice, "and bar?")
+        await c.until_footers(side, 2)
+        assert [text for _, text in agents.delivered].count("and bar?") == 1
 
-            # /fork: a new thread, no prompt; the runner that holds the root took it.
-            before = set(fake.threads(world.channel))
-            fake.run_command(thread, world.alice, "fork")
-            (forked,) = await wait_for(
-                lambda: set(fake.threads(world.channel)) - before, timeout=30
-            )
-            await wait_for(
-                lambda: runtimes[0].snapshot(str(forked)),
-                lambda s: s is not None and s.conversation is not None,
-                30,
-            )
-            await wait_for(
-                lambda: gateway.runtime.snapshot(str(forked)),
-                lambda s: s is not None and s.conversation is not None,
-                30,
-            )
-            fake.send_message(forked, world.alice, "go on")  # its agent starts on a prompt
-            await wait_for(lambda: sum(map(is_footer, fake.messages(forked))) >= 1, timeout=30)
-            assert len(agents.forks) == 2
-            assert [text for _, text in agents.delivered].count("go on") == 1
-            gateway.stop()
-            nursery.cancel_scope.cancel()
+        # /fork: a new thread, no prompt; the runner that holds the root took it.
+        before = set(fake.threads(world.channel))
+        fake.run_command(thread, world.alice, "fork")
+        (forked,) = await wait_for(lambda: set(fake.threads(world.channel)) - before, timeout=30)
+        await wait_for(
+            lambda: c.runner.snapshot(str(forked)),
+            lambda s: s is not None and s.conversation is not None,
+            30,
+        )
+        await c.until_conversation(forked)
+        fake.send_message(forked, world.alice, "go on")  # its agent starts on a prompt
+        await c.until_footers(forked, 1)
+        assert len(agents.forks) == 2
+        assert [text for _, text in agents.delivered].count("go on") == 1
 
 
 async def test_a_fork_whose_gateway_is_gone_is_answered_with_why(tmp_path: Path) -> None:
