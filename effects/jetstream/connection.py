@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -165,12 +167,17 @@ async def open_jetstream(
     may carry them too, ``nats://user:password@host:port``)."""
 
     refused: list[Exception] = []
+    said_at = [-math.inf]  # when a refusal was last logged (the client retries 10 times/s)
 
     async def error_cb(exc: Exception) -> None:
         if "authorization violation" in str(exc).lower():
             # Not a server down for a moment: retrying would wait for ever, unexplained.
             refused.append(exc)
-            logger.error("nats refused the sign-in: %s", exc)
+            del refused[:-1]
+            now = time.monotonic()
+            if now - said_at[0] >= 30.0:
+                said_at[0] = now
+                logger.error("nats refused the sign-in: %s", exc)
         else:
             logger.debug("nats: %s", exc)
 
