@@ -157,6 +157,9 @@ class StreamRenderer:
         self.limits = platform.limits
         self._clock = clock
         self.on_posted = on_posted
+        # Told when ``aclose`` has made every outstanding call (``ThreadRenderers`` then
+        # stops the background task and forgets this renderer: its owner is done with it).
+        self.on_closed: Callable[[], object] | None = None
         # A terminal that only appends (the plain console) needs text that only grows by
         # whole lines: no temporary fence closers, no rewritten links, no half lines.
         append_only = platform.streams_append_only
@@ -275,9 +278,13 @@ class StreamRenderer:
         return self._book.take_posted()
 
     async def aclose(self) -> list[Posted]:
-        """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works."""
+        """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works
+        (but a ``ThreadRenderers`` that made it lets it go: ``on_closed``)."""
         await self._typing.turn_off()
-        return await self.flush()
+        posted = await self.flush()
+        if self.on_closed is not None:
+            self.on_closed()
+        return posted
 
     # -- the interface -----------------------------------------------------------------------
 

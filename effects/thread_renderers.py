@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -77,9 +78,12 @@ class ThreadRenderers:
     (paced edits, typing refresh) in this object's nursery. Use as an async context
     manager around the runtime; ``attach(bot.platform)`` once the bot is ready.
 
-    A thread's actor is made again after a disposal (idle sweep, archive): its new
-    renderer replaces the old one, which makes its last edits and then stops, so tasks
-    do not pile up over the bot's lifetime."""
+    A renderer its owner closed (``aclose``: the thread's actor was disposed, by the idle
+    sweep or an archive) has nothing left to pace: its task stops and it is forgotten, so
+    neither tasks nor renderers pile up over the bot's lifetime (each kept about 20 KB and a
+    task, for every thread ever shown). A thread's actor made again gets a new renderer;
+    one made while the old one was still open replaces it, and the old one makes its last
+    edits and then stops."""
 
     def __init__(
         self,
@@ -135,11 +139,21 @@ class ThreadRenderers:
         renderer = StreamRenderer(
             self.platform, thread_id, wrap_links=self.limits.wrap_links, budget=self.budget
         )
+        renderer.on_closed = partial(self._forget, thread_id, renderer)
         scope = trio.CancelScope()
         self.renderers[thread_id] = renderer
         self._scopes[thread_id] = scope
         self._nursery.start_soon(self._run, renderer, scope)
         return renderer
+
+    def _forget(self, thread_id: str, renderer: StreamRenderer) -> None:
+        """``renderer`` was closed with nothing outstanding: stop its task, drop it (unless
+        a newer one holds its thread already)."""
+        if self.renderers.get(thread_id) is renderer:
+            del self.renderers[thread_id]
+            scope = self._scopes.pop(thread_id, None)
+            if scope is not None:
+                scope.cancel()
 
     async def _run(self, renderer: StreamRenderer, scope: trio.CancelScope) -> None:
         self.running += 1

@@ -411,6 +411,8 @@ async def test_archiving_a_thread_stops_its_agent(world: World, tmp_path: Path) 
         await wait_for(lambda: stack.runtime.actors(), lambda actors: str(thread) not in actors)
         assert stack.agents.live() == []
         assert stack.runtime.disposed == 1
+        # Its renderer, closed by the actor, is let go: no task or memory kept for it.
+        await wait_for(lambda: str(thread) not in stack.renderers.renderers)
 
 
 async def test_under_discord_style_rate_limits_discord_py_paces_and_nothing_is_lost(
@@ -478,7 +480,9 @@ async def test_a_thread_used_again_after_its_disposal_leaves_no_renderer_behind(
             world.fake.send_message(thread, world.alice, f"hi {n}")
             await stack.until_footers(thread, n + 1)
             assert await stack.runtime.dispose(str(thread))  # as the idle sweep would
-        await wait_for(lambda: stack.renderers.running, lambda running: running == 1)
+        # Each disposal's renderer is let go once its actor closed it (none is kept).
+        await wait_for(lambda: stack.renderers.running, lambda running: running == 0)
+        assert str(thread) not in stack.renderers.renderers
         assert _delivered(stack) == ["hi 0", "hi 1", "hi 2"]
 
 
