@@ -14,6 +14,9 @@ root, and apply the effects runners publish.
   without applying it. A post recorded but never reported (the gateway died in between)
   is reported when the thread's renderer is made again.
 
+- A thread's renderer unused for ``IDLE_RENDERER_S`` with nothing left to send is let go,
+  with what the gateway kept of the thread's posts; the thread's next effect makes it again
+  from the log and ``spindle_posted``, as after a restart.
 - ``serve_thread_opening`` answers runners' requests to open a chat thread beside one of
   the homes it holds (``/fork``, ``/btw``; ``Transport.open_thread``): the platform opens
   it, and the new thread is routed to the source's root and homed here before the answer
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -63,6 +67,11 @@ logger = logging.getLogger("spindle.gateway")
 # Posts kept per thread in spindle_posted: the ones whose OutputPosted the runner may not
 # have logged yet (it logs them within a flush round; 64 is many rounds of posts).
 RECENT_POSTS = 64
+# A thread's renderer unused this long, with nothing left to send, is let go (made again
+# from the log when the thread's next effect comes): a gateway's memory follows the threads
+# it serves now, not every thread it ever served.
+IDLE_RENDERER_S = 1800.0
+EVICTED_REMEMBERED = 100_000  # threads whose renderer was let go (bounded)
 
 
 class Gateway:
@@ -87,6 +96,14 @@ class Gateway:
         ) = None
         self.failed = 0
         self.skipped = 0  # redelivered posts of keys already posted
+        self.idle_renderer_s = IDLE_RENDERER_S
+        self.evicted = 0  # renderers let go, idle
+        self._used: dict[str, float] = {}  # thread -> when its renderer was last used
+        self._serving: set[str] = set()  # threads whose effects are being applied now
+        # Threads let go idle (not by a crash): a renderer made again for them has nothing
+        # to continue, so ``on_renderer`` (which re-shows a dead gateway's last outputs,
+        # an edit each) is skipped.
+        self._evicted: OrderedDict[str, None] = OrderedDict()
 
     async def start(
         self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
@@ -129,10 +146,40 @@ class Gateway:
                 # Posted and recorded by a gateway that died before its OutputPosted was
                 # stored (or logged): sent again, a duplicate id if it was.
                 await self.report(thread_id, key, recorded[key])
-            if self.on_renderer is not None:
+            was_evicted = self._evicted.pop(thread_id, "no") is None
+            if self.on_renderer is not None and not was_evicted:
                 for key, message_ids in await self.on_renderer(thread_id, renderer, posted):
                     await self.report(thread_id, key, message_ids)
+        self._used[thread_id] = trio.current_time()
         return renderer
+
+    async def _evict_idle(self) -> None:
+        """Let go of renderers unused for ``idle_renderer_s`` with nothing left to send."""
+        while True:
+            await trio.sleep(min(60.0, self.idle_renderer_s / 4))
+            now = trio.current_time()
+            for thread_id, renderer in list(self.renderers.items()):
+                if thread_id in self._serving:
+                    continue
+                if now - self._used.get(thread_id, now) < self.idle_renderer_s:
+                    continue
+                statistics = getattr(renderer, "statistics", None)
+                if statistics is not None and statistics().dirty_messages:
+                    continue  # paced edits still to make: not idle
+                del self.renderers[thread_id]
+                self._used.pop(thread_id, None)
+                self.posted_keys.pop(thread_id, None)
+                self._recent.pop(thread_id, None)
+                self._evicted[thread_id] = None
+                while len(self._evicted) > EVICTED_REMEMBERED:
+                    self._evicted.popitem(last=False)
+                self.evicted += 1
+                try:
+                    with trio.move_on_after(10):
+                        for key, message_ids in await renderer.aclose():
+                            await self.report(thread_id, key, message_ids)
+                except Exception as exc:
+                    logger.warning("closing the idle renderer of %s: %s", thread_id, exc)
 
     def _posted_late(self, thread_id: str, key: str, message_ids: tuple[str, ...]) -> None:
         """A post a paced renderer made in the background (a chat platform's
@@ -260,6 +307,7 @@ class Gateway:
             ]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._report_late)
+            nursery.start_soon(self._evict_idle)
             for outbox in outboxes:
                 nursery.start_soon(self._serve_outbox, outbox)
             task_status.started()
@@ -275,6 +323,16 @@ class Gateway:
                     nursery.start_soon(self._serve_thread, outbox, thread_id, items)
 
     async def _serve_thread(
+        self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]
+    ) -> None:
+        self._serving.add(thread_id)
+        try:
+            await self._apply_all(outbox, thread_id, items)
+        finally:
+            self._serving.discard(thread_id)
+            self._used[thread_id] = trio.current_time()
+
+    async def _apply_all(
         self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]
     ) -> None:
         renderer = await self.renderer(thread_id)
