@@ -23,45 +23,59 @@ while True:
     time.sleep(1)
 """
 
+# Each line in one write: print() writes its words, separators and end one by one, and two
+# processes of the tree printing at once interleaved them ("grandchild grandchild353\n 352").
+SAY = "def say(who):\n    os.write(1, f'{who} {os.getpid()}\\n'.encode())\n"
+
 # A parent with two children, each with a child of its own; the second grandchild calls
 # setsid() (leaves the group, as daemons do) and ignores SIGTERM.
-TREE = """
+TREE = (
+    """
 import os, signal, subprocess, sys, time
+"""
+    + SAY
+    + """
 level = sys.argv[1] if len(sys.argv) > 1 else "root"
 me = os.path.abspath(__file__)
 if level == "root":
     kids = [subprocess.Popen([sys.executable, "-u", me, "child", str(i)]) for i in range(2)]
-    print("root", os.getpid(), flush=True)
+    say("root")
 elif level == "child":
     kid = subprocess.Popen([sys.executable, "-u", me, "grandchild", sys.argv[2]])
-    print("child", os.getpid(), flush=True)
+    say("child")
 else:
     if sys.argv[2] == "1":
         os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("grandchild", os.getpid(), flush=True)
+    say("grandchild")
 while True:
     time.sleep(1)
 """
+)
 
 # The classic daemon: the middle process starts a grandchild in a new session, lingers a
 # moment, and exits, so the grandchild is re-parented away from our tree.
-DAEMON = """
+DAEMON = (
+    """
 import os, signal, subprocess, sys, time
+"""
+    + SAY
+    + """
 me = os.path.abspath(__file__)
 if len(sys.argv) == 1:
     subprocess.Popen([sys.executable, "-u", me, "middle"])
-    print("root", os.getpid(), flush=True)
+    say("root")
 elif sys.argv[1] == "middle":
     subprocess.Popen([sys.executable, "-u", me, "daemon"], start_new_session=True)
     time.sleep(1.2)
     sys.exit(0)
 else:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("daemon", os.getpid(), flush=True)
+    say("daemon")
 while True:
     time.sleep(1)
 """
+)
 
 
 async def test_stop_escalates_to_sigkill_for_a_child_ignoring_sigterm(
