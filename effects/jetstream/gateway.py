@@ -49,6 +49,7 @@ from threadspindle.effects.jetstream.transport import (
     OPEN_SUBJECT,
     Inbox,
     Transport,
+    answer_requests,
     decode_effect,
 )
 from threadspindle.runtime.core.actions import Action, OutputPosted
@@ -227,43 +228,11 @@ class Gateway:
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Answer ``spindle.open.<home>`` for each of ``homes`` until cancelled (started once
-        subscribed). A queue group: were two gateways to hold one home, one answers."""
-        subscriptions = [
-            (
-                home,
-                await self.conn.call(
-                    self.conn.nc.subscribe, OPEN_SUBJECT.format(home=home), queue="gateways"
-                ),
-            )
-            for home in homes
-        ]
-        try:
-            async with trio.open_nursery() as nursery:
-                for home, subscription in subscriptions:
-                    nursery.start_soon(self._answer_opens, home, subscription, opener, nursery)
-                task_status.started()
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(2):
-                for _, subscription in subscriptions:
-                    await self.conn.call(subscription.unsubscribe)
+        subscribed)."""
+        home_of = {OPEN_SUBJECT.format(home=home): home for home in homes}
 
-    async def _answer_opens(
-        self, home: str, subscription: Any, opener: ThreadOpener, nursery: trio.Nursery
-    ) -> None:
-        import nats.errors
-
-        while True:
-            try:
-                msg = await self.conn.call(subscription.next_msg, timeout=None)
-            except (nats.errors.TimeoutError, TimeoutError):
-                continue
-            # Each request in its own task: a slow platform call holds up no other thread.
-            nursery.start_soon(self._open_one, home, msg, opener)
-
-    async def _open_one(self, home: str, msg: Msg, opener: ThreadOpener) -> None:
-        answer: dict[str, str]
-        try:
-            asked = orjson.loads(msg.data)
+        async def open_one(subject: str, data: bytes) -> dict[str, Any]:
+            asked = orjson.loads(data)
             source, title = str(asked["source"]), str(asked["title"])
             new_thread, label = await opener(source, title)
             # Before the answer: the runner seeds the new thread at once, through its root,
@@ -272,17 +241,12 @@ class Gateway:
             if root is not None:
                 await self.transport.route(new_thread, root)
                 self._roots[new_thread] = root
-            await self.transport.set_home(new_thread, home)
-            answer = {"thread_id": new_thread, "label": label}
-        except trio.Cancelled:
-            raise
-        except Exception as exc:
-            logger.warning("could not open a thread for a runner: %s", exc)
-            answer = {"error": f"{type(exc).__name__}: {exc}"}
-        try:
-            await self.conn.call(msg.respond, orjson.dumps(answer))
-        except Exception as exc:  # the runner's request timed out, or the link is down
-            logger.warning("could not answer a runner's request to open a thread: %s", exc)
+            await self.transport.set_home(new_thread, home_of[subject])
+            return {"thread_id": new_thread, "label": label}
+
+        await answer_requests(
+            self.conn, list(home_of), "gateways", open_one, task_status=task_status
+        )
 
     async def serve_effects(
         self,

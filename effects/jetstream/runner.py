@@ -31,7 +31,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
 import trio
 from nats.aio.msg import Msg
 
@@ -46,6 +45,7 @@ from threadspindle.effects.jetstream.transport import (
     Inbox,
     RemoteRenderer,
     Transport,
+    answer_requests,
     decode_action,
     open_transport,
     root_token,
@@ -134,47 +134,14 @@ class _Runner:
         subscribed): the thread's actor and agent are stopped, as ``spindle run`` stops them
         when a chat thread is archived or deleted. The actor comes back with the thread's
         next action, from its log."""
-        subscriptions = [
-            await self.conn.call(
-                self.conn.nc.subscribe,
-                DISPOSE_SUBJECT.format(root=root_token(root)),
-                queue="runners",
-            )
-            for root in self.roots
-        ]
-        try:
-            async with trio.open_nursery() as nursery:
-                for subscription in subscriptions:
-                    nursery.start_soon(self._answer_disposals, rt, subscription, nursery)
-                task_status.started()
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(2):
-                for subscription in subscriptions:
-                    await self.conn.call(subscription.unsubscribe)
 
-    async def _answer_disposals(
-        self, rt: Runtime, subscription: Any, nursery: trio.Nursery
-    ) -> None:
-        import nats.errors
+        async def dispose(subject: str, data: bytes) -> dict[str, Any]:
+            thread_id = data.decode(errors="replace")
+            reason = "its chat thread was archived or deleted"
+            return {"disposed": await rt.dispose(thread_id, reason)}
 
-        while True:
-            try:
-                msg = await self.conn.call(subscription.next_msg, timeout=None)
-            except (nats.errors.TimeoutError, TimeoutError):
-                continue
-            nursery.start_soon(self._dispose_one, rt, msg)
-
-    async def _dispose_one(self, rt: Runtime, msg: Msg) -> None:
-        thread_id = msg.data.decode(errors="replace")
-        disposed = False
-        try:
-            disposed = await rt.dispose(thread_id, "its chat thread was archived or deleted")
-        except Exception:
-            logger.exception("could not dispose %s", thread_id)
-        try:
-            await self.conn.call(msg.respond, orjson.dumps({"disposed": disposed}))
-        except Exception as exc:  # the gateway gave up waiting, or the link is down
-            logger.warning("could not answer a disposal of %s: %s", thread_id, exc)
+        subjects = [DISPOSE_SUBJECT.format(root=root_token(root)) for root in self.roots]
+        await answer_requests(self.conn, subjects, "runners", dispose, task_status=task_status)
 
     async def settle(self, inbox: Inbox, msg: Msg, receipt: Receipt, mark: tuple[str, str]) -> None:
         """Ack once the action is durable, or was refused with a reply to the user; else

@@ -44,7 +44,8 @@ durable consumers with explicit acks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +64,7 @@ from threadspindle.runtime.live.log_read import ACTION_ADAPTER
 from threadspindle.runtime.live.ports import OnPosted, Posted
 
 __all__ = [
+    "answer_requests",
     "CHANNEL_HEADER",
     "DEFAULT_HOME",
     "EFFECT_ADAPTER",
@@ -80,6 +82,8 @@ __all__ = [
     "open_transport",
     "root_token",
 ]
+
+logger = logging.getLogger("spindle.transport")
 
 IN_STREAM = "SPINDLE_IN"
 OUT_STREAM = "SPINDLE_OUT"
@@ -326,6 +330,52 @@ class Transport:
             config = replace(info.config, ack_wait=ack_wait_s)
             await self.conn.call(self.conn.js.add_consumer, stream, config=config)
         return Inbox(self.conn, sub)
+
+
+async def answer_requests(
+    conn: JetStream,
+    subjects: Sequence[str],
+    queue: str,
+    answer: Callable[[str, bytes], Awaitable[dict[str, Any]]],
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Answer core NATS requests on ``subjects`` until cancelled (started once subscribed),
+    each in a task of its own, so a slow one holds up no other: ``answer(subject, data)``
+    gives the reply; one that raises is answered ``{"error": ...}``. One queue group: were
+    two nodes to serve a subject, one answers each request."""
+    import nats.errors
+
+    subscriptions = [await conn.call(conn.nc.subscribe, s, queue=queue) for s in subjects]
+
+    async def one(msg: Msg) -> None:
+        try:
+            reply = await answer(msg.subject, msg.data)
+        except Exception as exc:
+            logger.warning("a request on %s failed: %s", msg.subject, exc)
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        try:
+            await conn.call(msg.respond, orjson.dumps(reply))
+        except Exception as exc:  # the asker gave up waiting, or the link is down
+            logger.warning("could not answer a request on %s: %s", msg.subject, exc)
+
+    async def serve(subscription: Any, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                msg = await conn.call(subscription.next_msg, timeout=None)
+            except (nats.errors.TimeoutError, TimeoutError):
+                continue
+            nursery.start_soon(one, msg)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for subscription in subscriptions:
+                nursery.start_soon(serve, subscription, nursery)
+            task_status.started()
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            for subscription in subscriptions:
+                await conn.call(subscription.unsubscribe)
 
 
 async def _all_entries(kv: KeyValue) -> dict[str, bytes]:
