@@ -134,8 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument(
         "--ack-wait",
         type=float,
-        default=30.0,
-        help="seconds before an effect a dead gateway held is delivered again (default: 30)",
+        default=10.0,
+        help="seconds before an effect a dead gateway held is delivered again (default: 10)",
     )
     gateway.add_argument("--agent", default="echo", help="agent of new conversations")
     gateway.add_argument("--lease-ttl", type=float, default=5.0, help="lease TTL in seconds")

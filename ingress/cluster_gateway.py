@@ -32,7 +32,11 @@ import trio
 
 from threadspindle.effects.jetstream.connection import JetStream
 from threadspindle.effects.jetstream.gateway import Gateway
-from threadspindle.effects.jetstream.transport import Transport, open_transport
+from threadspindle.effects.jetstream.transport import (
+    GATEWAY_ACK_WAIT_S,
+    Transport,
+    open_transport,
+)
 from threadspindle.effects.jetstream.views import ThreadViews
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.render import StreamRenderer
@@ -226,7 +230,7 @@ async def run_chat_gateway(
     telegram: TelegramSettings | None = None,
     slack: SlackSettings | None = None,
     discord_limits: PlatformLimits | None = None,
-    ack_wait_s: float = 30.0,
+    ack_wait_s: float = GATEWAY_ACK_WAIT_S,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Hold the configured chat connections until ``stop()`` or cancelled; starts with a

@@ -10,6 +10,10 @@ root, and apply the effects runners publish.
   known key twice) applies it; each post is recorded in ``spindle_posted`` and then goes
   back to the thread's runner as ``OutputPosted`` (its action id is derived from the key
   and message ids, so a resend is dropped as a duplicate); the effect is acked after that.
+  What is fetched and not yet acked is kept in hand (``Inbox.keep_in_hand``), however
+  long the chat platform holds it up. A gateway started on a consumer that a dead one left
+  effects unacked on waits until they are due again before it fetches (``Inbox.
+  wait_for_unacked``): they come first, so each thread's effects stay in order.
   An effect redelivered after a gateway crash whose key is known as posted is acked
   without applying it. A post recorded but never reported (the gateway died in between)
   is reported when the thread's renderer is made again.
@@ -46,6 +50,7 @@ from nats.aio.msg import Msg
 from threadspindle.effects.jetstream.connection import JetStream
 from threadspindle.effects.jetstream.subject_read import load_thread
 from threadspindle.effects.jetstream.transport import (
+    GATEWAY_ACK_WAIT_S,
     OPEN_SUBJECT,
     Inbox,
     Transport,
@@ -253,7 +258,7 @@ class Gateway:
         *,
         name: str = "gateway",
         homes: Sequence[str] | None = None,
-        ack_wait_s: float = 30.0,
+        ack_wait_s: float = GATEWAY_ACK_WAIT_S,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Apply effects until cancelled, acking each right after it is applied and
@@ -277,14 +282,23 @@ class Gateway:
             task_status.started()
 
     async def _serve_outbox(self, outbox: Inbox) -> None:
-        while True:
-            by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
-            for msg in await outbox.fetch(batch=256, timeout_s=1.0):
-                thread_id, effect = decode_effect(msg)
-                by_thread.setdefault(thread_id, []).append((msg, effect))
-            async with trio.open_nursery() as nursery:
-                for thread_id, items in by_thread.items():
-                    nursery.start_soon(self._serve_thread, outbox, thread_id, items)
+        waited = await outbox.wait_for_unacked()
+        if waited:
+            logger.info(
+                "%s: %d effects a stopped gateway had in hand, applied before newer ones",
+                outbox.durable,
+                waited,
+            )
+        async with trio.open_nursery() as keeping:
+            keeping.start_soon(outbox.keep_in_hand)
+            while True:
+                by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
+                for msg in await outbox.fetch(batch=256, timeout_s=1.0):
+                    thread_id, effect = decode_effect(msg)
+                    by_thread.setdefault(thread_id, []).append((msg, effect))
+                async with trio.open_nursery() as nursery:
+                    for thread_id, items in by_thread.items():
+                        nursery.start_soon(self._serve_thread, outbox, thread_id, items)
 
     async def _serve_thread(
         self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]

@@ -97,6 +97,11 @@ DEFAULT_HOME = "console"
 # action this long. Storing an action takes milliseconds; a copy that comes again while the
 # first is still being stored is held back by the runner (``_Runner.settling``).
 INBOX_ACK_WAIT_S = 5.0
+# How long an effect fetched by a gateway stays its gateway's without news from it. A
+# gateway keeps what it is still applying in hand (``Inbox.keep_in_hand``, every third of
+# this), so this is how long a gateway that died delays what it held, and how long the
+# gateway started after it waits before it fetches (``Inbox.wait_for_unacked``).
+GATEWAY_ACK_WAIT_S = 10.0
 OPEN_SUBJECT = "spindle.open.{home}"  # a new chat thread, asked of the home's gateway
 # A gateway opens a thread with one or two platform calls; the budget may hold them behind
 # a few seconds of streamed edits (they go as replies, ahead of the edits).
@@ -114,10 +119,19 @@ def root_token(root: str) -> str:
 
 @dataclass
 class Inbox:
-    """One durable pull consumer: ``fetch`` a batch, ``ack`` / ``nak`` each message."""
+    """One durable pull consumer: ``fetch`` a batch, ``ack`` / ``nak`` each message.
+
+    What was fetched and not yet acked or nak'd is *in hand*. ``keep_in_hand`` tells
+    JetStream (``in_progress``) that the holder is still at it, so a message applied slowly
+    (a chat platform's rate limit) is not delivered again meanwhile; ``wait_for_unacked``
+    lets a consumer's new reader wait until what a dead reader held is due again."""
 
     conn: JetStream
     subscription: Any
+    stream: str = ""
+    durable: str = ""
+    ack_wait_s: float = GATEWAY_ACK_WAIT_S
+    in_hand: dict[int, Msg] = field(default_factory=dict)
 
     async def fetch(self, batch: int = 64, timeout_s: float = 1.0) -> list[Msg]:
         import nats.errors
@@ -128,13 +142,43 @@ class Inbox:
             )
         except (nats.errors.TimeoutError, TimeoutError):  # nothing waiting (either kind)
             return []
+        for msg in msgs:
+            self.in_hand[id(msg)] = msg
         return msgs
 
     async def ack(self, msg: Msg) -> None:
         await self.conn.call(msg.ack)
+        self.in_hand.pop(id(msg), None)
 
     async def nak(self, msg: Msg, delay_s: float = 1.0) -> None:
         await self.conn.call(msg.nak, delay=delay_s)
+        self.in_hand.pop(id(msg), None)
+
+    async def keep_in_hand(self) -> None:
+        """Until cancelled: every third of the ack wait, reset the ack timer of each message
+        in hand. A failed reset is logged and tried again next time (the message may come
+        again meanwhile: the redelivery is harmless, only later)."""
+        while True:
+            await trio.sleep(self.ack_wait_s / 3)
+            for msg in list(self.in_hand.values()):
+                try:
+                    await self.conn.call(msg.in_progress)
+                except Exception as exc:  # the connection is down: JetStream decides
+                    logger.warning("could not keep an effect in hand: %s", exc)
+                    break
+
+    async def wait_for_unacked(self) -> int:
+        """If the consumer has messages delivered and never acked (a reader that died with
+        them in hand), wait until they are due again, so the next fetch gets them before
+        anything newer: a pull consumer delivers what is due again first, in stream order.
+        Returns how many there were."""
+        info = await self.conn.call(self.conn.js.consumer_info, self.stream, self.durable)
+        pending = int(info.num_ack_pending or 0)
+        if pending:
+            # The ack wait counts from their last delivery, before this reader existed; the
+            # server's expiry check may run a little after it.
+            await trio.sleep(self.ack_wait_s + 0.5)
+        return pending
 
 
 @dataclass
@@ -303,7 +347,11 @@ class Transport:
         return await self._pull(f"spindle.in.{token}.*", durable, IN_STREAM, INBOX_ACK_WAIT_S)
 
     async def outbox(
-        self, name: str = "gateway", *, home: str | None = None, ack_wait_s: float = 30.0
+        self,
+        name: str = "gateway",
+        *,
+        home: str | None = None,
+        ack_wait_s: float = GATEWAY_ACK_WAIT_S,
     ) -> Inbox:
         """A gateway's durable consumer of the effects of one home's threads, or of every
         thread (``home`` None). An effect not acked within ``ack_wait_s``, say by a gateway
@@ -329,7 +377,7 @@ class Transport:
         if info.config.ack_wait != ack_wait_s:
             config = replace(info.config, ack_wait=ack_wait_s)
             await self.conn.call(self.conn.js.add_consumer, stream, config=config)
-        return Inbox(self.conn, sub)
+        return Inbox(self.conn, sub, stream=stream, durable=durable, ack_wait_s=ack_wait_s)
 
 
 async def answer_requests(

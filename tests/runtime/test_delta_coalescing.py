@@ -26,7 +26,6 @@ from threadspindle.runtime.live.actor import COALESCE_MAX_CHARS, _merged_delta
 from threadspindle.runtime.live.replay import export_thread, read_jsonl, replay_actions
 from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
 
-
 MOST = 0.75  # share of a burst's deltas merged at least
 
 
