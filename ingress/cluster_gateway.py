@@ -285,10 +285,7 @@ async def run_chat_gateway(
     runtime = RemoteRuntime(gateway, views, [os.path.realpath(r) for r in roots])
     runtime.discord_shards = shards
 
-    async def tell(thread_id: str, reply: ReplyToCommand) -> object:
-        return await router.renderer(thread_id).apply(reply)
-
-    runtime.tell = tell
+    runtime.tell = gateway.tell
     async with AsyncExitStack() as stack:
         nursery = await stack.enter_async_context(trio.open_nursery())
         stack.callback(nursery.cancel_scope.cancel)

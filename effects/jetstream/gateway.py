@@ -159,6 +159,14 @@ class Gateway:
         self._used[thread_id] = trio.current_time()
         return renderer
 
+    async def tell(self, thread_id: str, effect: Effect) -> None:
+        """Show an effect no runner sent (the gateway's own refusal of a conversation no
+        runner serves) with the thread's renderer if it has one, so it is not replaced
+        under the effects still coming (a platform's renderers retire a thread's renderer
+        when another is made for it); else with one made for it alone, not kept."""
+        renderer = self.renderers.get(thread_id) or self._factory(thread_id)
+        await renderer.apply(effect)
+
     async def _evict_idle(self) -> None:
         """Let go of renderers unused for ``idle_renderer_s`` with nothing left to send."""
         while True:
