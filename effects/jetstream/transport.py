@@ -147,12 +147,16 @@ class Inbox:
         return msgs
 
     async def ack(self, msg: Msg) -> None:
-        await self.conn.call(msg.ack)
-        self.in_hand.pop(id(msg), None)
+        try:
+            await self.conn.call(msg.ack)
+        finally:  # an ack that failed: let JetStream deliver it again, never keep it
+            self.in_hand.pop(id(msg), None)
 
     async def nak(self, msg: Msg, delay_s: float = 1.0) -> None:
-        await self.conn.call(msg.nak, delay=delay_s)
-        self.in_hand.pop(id(msg), None)
+        try:
+            await self.conn.call(msg.nak, delay=delay_s)
+        finally:
+            self.in_hand.pop(id(msg), None)
 
     async def keep_in_hand(self) -> None:
         """Until cancelled: every third of the ack wait, reset the ack timer of each message
