@@ -333,6 +333,11 @@ async def run_chat_gateway(
         )
         task_status.started(app)
         await app.stopping.wait()
-        # The renderers' last paced edits, while the connections are still up.
-        with trio.CancelScope(shield=True), trio.move_on_after(10):
-            await router.flush()
+        with trio.CancelScope(shield=True):
+            # The effects in hand applied and acked (the next gateway need not wait for
+            # them), then the renderers' last paced edits, while the connections are up.
+            left = await gateway.drain(10)
+            if left:
+                _log.warning("stopped with %d effects in hand: the next gateway gets them", left)
+            with trio.move_on_after(10):
+                await router.flush()

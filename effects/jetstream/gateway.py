@@ -110,6 +110,9 @@ class Gateway:
         # to continue, so ``on_renderer`` (which re-shows a dead gateway's last outputs,
         # an edit each) is skipped.
         self._evicted: OrderedDict[str, None] = OrderedDict()
+        self._outboxes: list[Inbox] = []  # the consumers served (serve_effects)
+        self._draining = False  # stopping: no more fetches (drain)
+        self._fetching = 0  # fetches in flight
 
     async def start(
         self, root: str, action: Action, *, home: str | None = None, channel: str | None = None
@@ -158,6 +161,16 @@ class Gateway:
                     await self.report(thread_id, key, message_ids)
         self._used[thread_id] = trio.current_time()
         return renderer
+
+    async def drain(self, timeout_s: float = 10.0) -> int:
+        """Fetch no more effects, and wait (at most ``timeout_s``) until those in hand are
+        applied and acked: a gateway stopped this way leaves nothing for the next one to
+        wait for. Returns how many were still in hand when it gave up."""
+        self._draining = True
+        with trio.move_on_after(timeout_s):
+            while self._fetching or any(outbox.in_hand for outbox in self._outboxes):
+                await trio.sleep(0.05)
+        return sum(len(outbox.in_hand) for outbox in self._outboxes)
 
     async def tell(self, thread_id: str, effect: Effect) -> None:
         """Show an effect no runner sent (the gateway's own refusal of a conversation no
@@ -285,6 +298,7 @@ class Gateway:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._report_late)
             nursery.start_soon(self._evict_idle)
+            self._outboxes += outboxes
             for outbox in outboxes:
                 nursery.start_soon(self._serve_outbox, outbox)
             task_status.started()
@@ -300,8 +314,15 @@ class Gateway:
         async with trio.open_nursery() as keeping:
             keeping.start_soon(outbox.keep_in_hand)
             while True:
+                if self._draining:
+                    await trio.sleep_forever()  # until the gateway's serving is cancelled
                 by_thread: dict[str, list[tuple[Msg, Effect]]] = {}
-                for msg in await outbox.fetch(batch=256, timeout_s=1.0):
+                self._fetching += 1
+                try:
+                    msgs = await outbox.fetch(batch=256, timeout_s=1.0)
+                finally:
+                    self._fetching -= 1
+                for msg in msgs:
                     thread_id, effect = decode_effect(msg)
                     by_thread.setdefault(thread_id, []).append((msg, effect))
                 async with trio.open_nursery() as nursery:

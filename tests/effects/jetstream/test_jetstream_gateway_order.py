@@ -21,7 +21,7 @@ import trio
 
 from threadspindle.effects.jetstream.connection import JetStream, open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
-from threadspindle.effects.jetstream.transport import Transport, open_transport
+from threadspindle.effects.jetstream.transport import OUT_STREAM, Transport, open_transport
 from threadspindle.runtime.core.effect_types import EditOutput, Effect, PostOutput
 from threadspindle.runtime.live.ports import Posted
 from threadspindle.testkit.fake_chat import RecordingRenderer, RenderWorld
@@ -115,3 +115,36 @@ async def test_a_new_gateway_applies_the_dead_ones_effects_first(tmp_path: Path)
                 nursery.cancel_scope.cancel()
     assert edits(world) == ["e2", "e3", "e4", "e5"]
     assert world.outputs[KEY].text == "e5"
+
+
+async def test_a_gateway_stopped_cleanly_leaves_nothing_to_wait_for(tmp_path: Path) -> None:
+    """``Gateway.drain`` (a gateway told to stop): no more fetches, the effects in hand
+    applied and acked, so the next gateway starts at once."""
+    with nats_cluster(tmp_path / "nats") as cluster:
+        async with open_jetstream(cluster.urls, replicas=1) as conn:
+            transport = await open_transport(conn)
+            await transport.route("t", str(tmp_path))
+            await publish(transport, "e0", *(f"e{i}" for i in range(1, 9)))
+            world = RenderWorld()
+            world.latency_s = 0.2  # each effect takes a while: most are in hand at the stop
+            gateway = Gateway(conn, transport, lambda t: RecordingRenderer(t, world))
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: gateway.serve_effects(
+                        ack_wait_s=ACK_WAIT, task_status=task_status
+                    )
+                )
+                with trio.fail_after(20):
+                    while not edits(world):
+                        await trio.sleep(0.01)
+                assert await gateway.drain(timeout_s=20) == 0
+                nursery.cancel_scope.cancel()
+            assert edits(world) == [f"e{i}" for i in range(1, 9)]
+            info = await conn.call(conn.js.consumer_info, OUT_STREAM, "gateway")
+            assert info.num_ack_pending == 0
+            await publish(transport, "e9")
+            nxt = await transport.outbox("gateway", ack_wait_s=ACK_WAIT)
+            with trio.fail_after(ACK_WAIT):  # no wait: nothing was left in hand
+                assert await nxt.wait_for_unacked() == 0
+            (msg,) = await nxt.fetch(batch=10, timeout_s=2.0)
+            assert b'"e9"' in msg.data
