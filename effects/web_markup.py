@@ -2,8 +2,10 @@
 
 One job: text an agent wrote becomes HTML that can never run script in the page. It goes
 through markdown-it-py with raw HTML **off** (``<script>`` and every other tag is shown as
-text) and markdown-it's own link check (``javascript:``, ``vbscript:``, ``file:`` and
-non-image ``data:`` URLs are not made links), and images are not drawn (an image from
+text), links only to the web and to mail (``http:``, ``https:``, ``mailto:``) or relative
+ones: any other scheme (``javascript:``, ``data:``, but also ``tel:``, ``ms-word:`` or a
+made-up ``x-app:`` that would hand the click to whatever program claims it) stays text,
+and images are not drawn (an image from
 an agent's text would be fetched from wherever it points; it stays text). What Discord
 has beyond CommonMark is added: a single newline is a line break, ``~~strike~~``, tables,
 and ``-# `` subtext lines (the renderer's tool-card headers, footers and prompt outcomes)
@@ -60,8 +62,19 @@ def _link_open(
     return str(self.renderToken(tokens, idx, options, env))
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_LINKED_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def _validate_link(url: str) -> bool:
+    """A link is made only to the web, to mail, or relative (no scheme at all)."""
+    scheme = _SCHEME.match(url)
+    return scheme is None or scheme.group(1).lower() in _LINKED_SCHEMES
+
+
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
+    md.validateLink = _validate_link  # type: ignore[method-assign]
     md.enable(["table", "strikethrough"])
     md.disable("image")  # an image would be loaded from wherever the agent pointed it
     md.block.ruler.before(

@@ -36,6 +36,18 @@ def test_links_are_safe_and_open_elsewhere() -> None:
     assert "<img" not in to_html("![pic](https://example.org/x.png)")
 
 
+def test_only_web_mail_and_relative_links_are_made() -> None:
+    for text in ('<aa:"><iframe src=//evil>', "<tel:123>", "[w](ms-word:ofe|u|x)", "<X-App:go>"):
+        assert "<a " not in to_html(text), text
+    for text, href in (
+        ("<HTTPS://Example.org/x>", "HTTPS://Example.org/x"),
+        ("[m](mailto:a@b.example)", "mailto:a@b.example"),
+        ("[top](#top)", "#top"),
+        ("[file](docs/a:b.md)", "docs/a:b.md"),  # a colon after a slash: a path, no scheme
+    ):
+        assert f'href="{href}"' in to_html(text), text
+
+
 def test_kinds() -> None:
     assert message_kind(render_tool_card("Bash")) == "tool"
     assert message_kind(permission_text("Bash", "rm -rf /")) == "permission"
@@ -109,6 +121,8 @@ def test_no_text_becomes_markup_that_runs(text: str) -> None:
     for attribute in re.findall(r"\s([a-zA-Z-]+)=\"", html):
         assert attribute in {"href", "rel", "target", "class", "style"}, (text, html)
     for href in re.findall(r'href="([^"]*)"', html):
-        assert href.startswith(("https:", "http:", "mailto:", "#", "/")) or ":" not in href, html
+        # Relative, or to the web or mail: hypothesis once made '<aa:">' an "aa:" link.
+        scheme = re.match(r"([A-Za-z][A-Za-z0-9+.\-]*):", href)
+        assert scheme is None or scheme.group(1).lower() in {"http", "https", "mailto"}, html
     for style in re.findall(r'style="([^"]*)"', html):  # table alignment only
         assert re.fullmatch(r"text-align:(left|right|center)", style), html
