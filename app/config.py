@@ -314,6 +314,10 @@ class ClusterSettings(_Section):
 
     user: Name = "spindle"
     password: SecretStr | None = None
+    # NATS servers' files on this machine (their stores hold every thread's log, their
+    # configs the password): hidden from agents like the data dir. ``spindle cluster dev``
+    # sets it for its runners (``SPINDLE_CLUSTER__SERVER_DIR``).
+    server_dir: PathText | None = None
 
 
 def _data_dir(value: str) -> str:
@@ -483,7 +487,8 @@ class Settings(BaseSettings):
 
     def sandbox_for(self, agent: str) -> Sandbox | None:
         """The sandbox agent ``agent`` runs in, or None. It hides Spindle's data dir, the
-        database and the config file, and every allowed root but the thread's workdir."""
+        database and the config file, NATS servers' files (``[cluster] server_dir``), and
+        every allowed root but the thread's workdir."""
         mode = self.agent(agent).sandbox or self.runtime.agent_sandbox
         if mode == "none":
             return None
@@ -492,6 +497,8 @@ class Settings(BaseSettings):
         for config in (self._config_file, default_config_path()):
             if config is not None:
                 hidden.append(str(config))
+        if self.cluster.server_dir:
+            hidden.append(os.path.expanduser(self.cluster.server_dir))
         return Sandbox(
             binary=os.path.expanduser(self.runtime.agent_sandbox_binary),
             hidden=tuple(hidden),

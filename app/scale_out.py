@@ -402,6 +402,8 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
         **os.environ,
         "SPINDLE_CLUSTER__USER": str(credentials["user"]),
         "SPINDLE_CLUSTER__PASSWORD": password,
+        # The servers' stores and configs: hidden from the runners' agents.
+        "SPINDLE_CLUSTER__SERVER_DIR": str((directory / "nats").resolve()),
     }
     cluster = NatsCluster(
         directory / "nats",

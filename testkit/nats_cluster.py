@@ -50,7 +50,7 @@ def leader_of(cluster: NatsCluster, stream: str) -> NatsNode | None:
     for node in cluster.nodes:
         if not node.running:
             continue
-        url = f"http://127.0.0.1:{node.http_port}/jsz?streams=true&raft=true"
+        url = f"{node.monitor_url}/jsz?streams=true&raft=true"
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
                 info = json.loads(resp.read())

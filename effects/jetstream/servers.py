@@ -12,7 +12,8 @@ A cluster signs clients and routes in with a user and password (``NatsCluster`` 
 random one unless given one): the servers hold every thread's log and inbox, and an agent
 shares the machine's network, so a server open to anyone on 127.0.0.1 would let an agent
 read every conversation and write actions into any thread. The config files holding the
-password are readable by their owner only.
+password are readable by their owner only. The monitoring port has no password in
+nats-server; it answers only under a random path (``NatsNode.monitor_path``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class NatsNode:
     # Clients and routes sign in with these (None: the server lets anyone in).
     user: str | None = None
     password: str | None = None
+    # The monitoring endpoints (/healthz, /jsz, /connz...) answer only under this random
+    # path: they have no password, and they name every subject, consumer and client.
+    monitor_path: str = field(default_factory=lambda: secrets.token_urlsafe(16))
 
     @property
     def url(self) -> str:
@@ -120,6 +124,11 @@ class NatsNode:
         return _signed(self.url, self.user, self.password)
 
     @property
+    def monitor_url(self) -> str:
+        """Where the monitoring endpoints are (``/healthz`` and the rest below it)."""
+        return f"http://127.0.0.1:{self.http_port}/{self.monitor_path}"
+
+    @property
     def config_path(self) -> Path:
         return self.directory / f"{self.name}.conf"
 
@@ -129,6 +138,7 @@ class NatsNode:
             f"server_name: {self.name}",
             f"listen: 127.0.0.1:{self.client_port}",
             f"http: 127.0.0.1:{self.http_port}",
+            f'http_base_path: "/{self.monitor_path}"',
             # sync_interval: always: fsync before every acknowledgement (see the module doc).
             f'jetstream {{ store_dir: "{self.directory / "store"}", sync_interval: always }}',
         ]
@@ -154,11 +164,11 @@ class NatsNode:
             config.write("\n".join(lines) + "\n")
 
     def start(self) -> None:
-        """Spawn the server (the config is written on the first start only)."""
+        """Spawn the server, with its config written from this node's settings (the same
+        on a restart; a directory used before gets this run's ports and password)."""
         if self.running:
             return
-        if not self.config_path.exists():
-            self.write_config()
+        self.write_config()
         log = open(self.directory / f"{self.name}.log", "ab")  # noqa: SIM115 - kept by Popen
         try:
             self.process = subprocess.Popen(
@@ -178,9 +188,7 @@ class NatsNode:
     def healthy(self) -> bool:
         """``/healthz`` answers ok (for a cluster node: the meta leader is elected)."""
         try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.http_port}/healthz", timeout=1
-            ) as resp:
+            with urllib.request.urlopen(f"{self.monitor_url}/healthz", timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError, ValueError):
             return False

@@ -396,3 +396,23 @@ def test_the_nats_password_comes_from_the_environment_before_the_file(
     config.write_text("")
     monkeypatch.setenv("SPINDLE_CLUSTER__PASSWORD", "")
     assert load_settings(config).nats_credentials() == {"user": "spindle", "password": None}
+
+
+def test_nats_servers_files_are_hidden_from_sandboxed_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[cluster] server_dir`` (``spindle cluster dev`` sets it for its runners through the
+    environment): a NATS store on the runner's machine holds every thread's log and its
+    configs the password, so a sandboxed agent finds it emptied like the data dir."""
+    from threadspindle.app.config import load_settings
+
+    config = tmp_path / "c.toml"
+    config.write_text('[runtime]\nagent_sandbox = "bwrap"\n')
+    monkeypatch.delenv("SPINDLE_CLUSTER__SERVER_DIR", raising=False)
+    without = load_settings(config).sandbox_for("claude")
+    assert without is not None and str(tmp_path / "nats") not in without.hidden
+    monkeypatch.setenv("SPINDLE_CLUSTER__SERVER_DIR", str(tmp_path / "nats"))
+    settings = load_settings(config)
+    hidden = settings.sandbox_for("claude")
+    assert hidden is not None and str(tmp_path / "nats") in hidden.hidden
+    assert str(settings.data_path) in hidden.hidden

@@ -3,7 +3,10 @@ taken before the server binds it (a full test run saw "address already in use").
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from threadspindle.effects.jetstream.servers import NatsCluster, free_port
@@ -27,3 +30,45 @@ def test_a_fresh_cluster_whose_port_was_taken_starts_on_new_ports(tmp_path: Path
             assert cluster.nodes[1].cluster_port != taken
             assert all(node.healthy() for node in cluster.nodes)
             assert taken not in cluster.nodes[0].routes
+
+
+def test_monitoring_answers_only_under_the_nodes_random_path(tmp_path: Path) -> None:
+    """nats-server's monitoring has no password and names every subject and client: an
+    agent on the machine finds the port, not the path."""
+    with NatsCluster(tmp_path) as cluster:
+        node = cluster.nodes[0]
+        assert node.healthy()
+        for path in ("healthz", "varz", "connz", "jsz", "subsz"):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/{path}", timeout=2)
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 404, path
+            else:
+                raise AssertionError(f"/{path} answered without the path")
+
+
+def test_a_directory_used_before_starts_with_this_runs_ports_and_password(
+    tmp_path: Path,
+) -> None:
+    """``spindle cluster dev --dir D`` run again: new ports and a new password, same data."""
+
+    async def put_and_get(urls: list[str], value: bytes | None) -> bytes:
+        import nats
+
+        client = await nats.connect(urls)
+        try:
+            kv = await client.jetstream().create_key_value(bucket="kept", history=1)
+            if value is not None:
+                await kv.put("k", value)
+            return bytes((await kv.get("k")).value or b"")
+        finally:
+            await client.close()
+
+    with NatsCluster(tmp_path, size=3) as first:
+        assert asyncio.run(put_and_get(first.urls, b"v1")) == b"v1"
+        first_ports = [node.client_port for node in first.nodes]
+    second = NatsCluster(tmp_path, size=3)
+    assert [node.client_port for node in second.nodes] != first_ports
+    with second:
+        assert second.password != first.password
+        assert asyncio.run(put_and_get(second.urls, None)) == b"v1"
