@@ -25,7 +25,7 @@ from threadspindle.effects.jetstream.transport import OUT_STREAM, Transport, ope
 from threadspindle.runtime.core.effect_types import EditOutput, Effect, PostOutput
 from threadspindle.runtime.live.ports import Posted
 from threadspindle.testkit.fake_chat import RecordingRenderer, RenderWorld
-from threadspindle.testkit.nats_cluster import nats_cluster
+from threadspindle.testkit.nats_cluster import NatsCluster, nats_cluster
 
 ACK_WAIT = 1.5
 KEY = "t/r1/0"
@@ -73,35 +73,40 @@ async def stuck_gateway(conn: JetStream, transport: Transport) -> AsyncIterator[
     assert edits(world) == ["e1"]
 
 
-async def test_effects_applied_slowly_stay_in_the_gateways_hand(tmp_path: Path) -> None:
+@asynccontextmanager
+async def one_thread(
+    tmp_path: Path, *texts: str
+) -> AsyncIterator[tuple[NatsCluster, JetStream, Transport]]:
+    """A nats-server, a connection to it, and the effects ``texts`` of thread t published."""
     with nats_cluster(tmp_path / "nats") as cluster:
         async with open_jetstream(cluster.urls, replicas=1) as conn:
             transport = await open_transport(conn)
             await transport.route("t", str(tmp_path))
-            await publish(transport, "e0", "e1", "e2", "e3")
-            async with stuck_gateway(conn, transport):
-                await trio.sleep(3 * ACK_WAIT)  # held up for three ack waits
-                # Another reader of the consumer is given nothing: e2 and e3 are still the
-                # stuck gateway's (without in_progress they were due again after 1.5 s).
-                probe = await transport.outbox("gateway", ack_wait_s=ACK_WAIT)
-                assert await probe.fetch(batch=10, timeout_s=1.0) == []
+            await publish(transport, *texts)
+            yield cluster, conn, transport
+
+
+async def test_effects_applied_slowly_stay_in_the_gateways_hand(tmp_path: Path) -> None:
+    async with one_thread(tmp_path, "e0", "e1", "e2", "e3") as (_, conn, transport):
+        async with stuck_gateway(conn, transport):
+            await trio.sleep(3 * ACK_WAIT)  # held up for three ack waits
+            # Another reader of the consumer is given nothing: e2 and e3 are still the
+            # stuck gateway's (without in_progress they were due again after 1.5 s).
+            probe = await transport.outbox("gateway", ack_wait_s=ACK_WAIT)
+            assert await probe.fetch(batch=10, timeout_s=1.0) == []
 
 
 async def test_a_new_gateway_applies_the_dead_ones_effects_first(tmp_path: Path) -> None:
-    with nats_cluster(tmp_path / "nats") as cluster:
-        async with open_jetstream(cluster.urls, replicas=1) as conn:
-            transport = await open_transport(conn)
-            await transport.route("t", str(tmp_path))
-            await publish(transport, "e0", "e1", "e2", "e3")
-            async with stuck_gateway(conn, transport) as dead_world:
-                pass  # dies at once, with e2 and e3 in hand
-            await publish(transport, "e4", "e5")  # while no gateway runs
+    async with one_thread(tmp_path, "e0", "e1", "e2", "e3") as (cluster, conn, transport):
+        async with stuck_gateway(conn, transport) as dead_world:
+            pass  # dies at once, with e2 and e3 in hand
+        await publish(transport, "e4", "e5")  # while no gateway runs
 
-        async with open_jetstream(cluster.urls, replicas=1) as conn:
+        async with open_jetstream(cluster.urls, replicas=1) as fresh:  # the next process
             world = RenderWorld()
             world.outputs[KEY] = dead_world.outputs[KEY]  # the chat's message
             gateway = Gateway(
-                conn, await open_transport(conn), lambda t: RecordingRenderer(t, world)
+                fresh, await open_transport(fresh), lambda t: RecordingRenderer(t, world)
             )
             async with trio.open_nursery() as nursery:
                 await nursery.start(
@@ -120,31 +125,27 @@ async def test_a_new_gateway_applies_the_dead_ones_effects_first(tmp_path: Path)
 async def test_a_gateway_stopped_cleanly_leaves_nothing_to_wait_for(tmp_path: Path) -> None:
     """``Gateway.drain`` (a gateway told to stop): no more fetches, the effects in hand
     applied and acked, so the next gateway starts at once."""
-    with nats_cluster(tmp_path / "nats") as cluster:
-        async with open_jetstream(cluster.urls, replicas=1) as conn:
-            transport = await open_transport(conn)
-            await transport.route("t", str(tmp_path))
-            await publish(transport, "e0", *(f"e{i}" for i in range(1, 9)))
-            world = RenderWorld()
-            world.latency_s = 0.2  # each effect takes a while: most are in hand at the stop
-            gateway = Gateway(conn, transport, lambda t: RecordingRenderer(t, world))
-            async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: gateway.serve_effects(
-                        ack_wait_s=ACK_WAIT, task_status=task_status
-                    )
+    async with one_thread(tmp_path, "e0", *(f"e{i}" for i in range(1, 9))) as (_, conn, transport):
+        world = RenderWorld()
+        world.latency_s = 0.2  # each effect takes a while: most are in hand at the stop
+        gateway = Gateway(conn, transport, lambda t: RecordingRenderer(t, world))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: gateway.serve_effects(
+                    ack_wait_s=ACK_WAIT, task_status=task_status
                 )
-                with trio.fail_after(20):
-                    while not edits(world):
-                        await trio.sleep(0.01)
-                assert await gateway.drain(timeout_s=20) == 0
-                nursery.cancel_scope.cancel()
-            assert edits(world) == [f"e{i}" for i in range(1, 9)]
-            info = await conn.call(conn.js.consumer_info, OUT_STREAM, "gateway")
-            assert info.num_ack_pending == 0
-            await publish(transport, "e9")
-            nxt = await transport.outbox("gateway", ack_wait_s=ACK_WAIT)
-            with trio.fail_after(ACK_WAIT):  # no wait: nothing was left in hand
-                assert await nxt.wait_for_unacked() == 0
-            (msg,) = await nxt.fetch(batch=10, timeout_s=2.0)
-            assert b'"e9"' in msg.data
+            )
+            with trio.fail_after(20):
+                while not edits(world):
+                    await trio.sleep(0.01)
+            assert await gateway.drain(timeout_s=20) == 0
+            nursery.cancel_scope.cancel()
+        assert edits(world) == [f"e{i}" for i in range(1, 9)]
+        info = await conn.call(conn.js.consumer_info, OUT_STREAM, "gateway")
+        assert info.num_ack_pending == 0
+        await publish(transport, "e9")
+        nxt = await transport.outbox("gateway", ack_wait_s=ACK_WAIT)
+        with trio.fail_after(ACK_WAIT):  # no wait: nothing was left in hand
+            assert await nxt.wait_for_unacked() == 0
+        (msg,) = await nxt.fetch(batch=10, timeout_s=2.0)
+        assert b'"e9"' in msg.data
