@@ -6,10 +6,9 @@ text), links only to the web and to mail (``http:``, ``https:``, ``mailto:``) or
 ones: any other scheme (``javascript:``, ``data:``, but also ``tel:``, ``ms-word:`` or a
 made-up ``x-app:`` that would hand the click to whatever program claims it) stays text,
 and images are not drawn (an image from an agent's text would be fetched from wherever
-it points; it stays text). What Discord
-has beyond CommonMark is added: a single newline is a line break, ``~~strike~~``, tables,
-and ``-# `` subtext lines (the renderer's tool-card headers, footers and prompt outcomes)
-as ``<p class="subtext">``.
+it points; it stays text). What Discord has beyond CommonMark is added: a single newline
+is a line break, ``~~strike~~``, tables, and ``-# `` subtext lines (the renderer's
+tool-card headers, footers and prompt outcomes) as ``<p class="subtext">``.
 Links open in a new tab without a referrer or an opener; a mention ``<@id>`` reads ``@id``.
 
 The page's Content-Security-Policy (``ingress.web.security``) forbids inline script as a
