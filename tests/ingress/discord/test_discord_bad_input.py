@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,9 @@ def _answered_after(messages: list[Any], prompt: str) -> bool:
     return at is not None and any(is_footer(m) for m in messages[at + 1 :])
 
 
+# 25 examples, each a whole bot and runtime: 12-15 s on a quiet machine, 45 s beside four
+# CPU hogs, and once past the default 120 s in a 4-worker run on 2 cores.
+@pytest.mark.timeout(400)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(COMMAND, min_size=1, max_size=6))
 async def test_any_command_is_answered_and_the_bot_survives(
