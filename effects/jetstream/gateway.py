@@ -155,7 +155,8 @@ class Gateway:
                 # Posted and recorded by a gateway that died before its OutputPosted was
                 # stored (or logged): sent again, a duplicate id if it was.
                 await self.report(thread_id, key, recorded[key])
-            was_evicted = self._evicted.pop(thread_id, "no") is None
+            was_evicted = thread_id in self._evicted
+            self._evicted.pop(thread_id, None)
             if self.on_renderer is not None and not was_evicted:
                 for key, message_ids in await self.on_renderer(thread_id, renderer, posted):
                     await self.report(thread_id, key, message_ids)
@@ -176,9 +177,16 @@ class Gateway:
         """Show an effect no runner sent (the gateway's own refusal of a conversation no
         runner serves) with the thread's renderer if it has one, so it is not replaced
         under the effects still coming (a platform's renderers retire a thread's renderer
-        when another is made for it); else with one made for it alone, not kept."""
-        renderer = self.renderers.get(thread_id) or self._factory(thread_id)
+        when another is made for it); else with one made for it alone and closed after it
+        (so a platform's renderers let it go: a refusal in each of many threads keeps
+        nothing)."""
+        renderer = self.renderers.get(thread_id)
+        if renderer is not None:
+            await renderer.apply(effect)
+            return
+        renderer = self._factory(thread_id)
         await renderer.apply(effect)
+        await renderer.aclose()
 
     async def _evict_idle(self) -> None:
         """Let go of renderers unused for ``idle_renderer_s`` with nothing left to send."""

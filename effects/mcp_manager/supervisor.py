@@ -40,7 +40,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import trio
 
@@ -60,6 +59,14 @@ from .models import (
 from .output_pipes import delete_output, output_bases, start_output_writer
 from .output_tail import StreamTail
 from .ring_buffer import OutputRing, SequenceCounter
+from .start_request import (
+    ProcessError,
+    check_env,
+    check_no_nul,
+    inherited_env,
+    resolve_command,
+    resolve_cwd,
+)
 from .state_store import StateStore, same_process
 
 __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
@@ -67,24 +74,8 @@ __all__ = ["ProcessError", "ProcessSupervisor", "SupervisorStatistics"]
 # Matched whole (fullmatch): "$" would let a trailing newline through ("web\n").
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TREE_SAMPLE_S = 0.5  # how often a running process's tree is looked at
-_PRIVATE_ENV_PREFIX = "SPINDLE_"
 _SEQ_BLOCK = 10_000  # sequence numbers reserved per save
 _WRITER_DRAIN_S = 1.0  # after an exit, how long the writer may take to write the rest
-
-
-def _inherited_env() -> dict[str, str]:
-    """Spindle's environment without its own settings and secrets (``SPINDLE_*``: the
-    Discord token, the MCP token): an agent can read a managed process's environment."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_ENV_PREFIX)}
-
-
-def _inside(path: str, directory: str) -> bool:
-    directory = os.path.realpath(directory)
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-class ProcessError(Exception):
-    """A request the supervisor refuses; the message is for the caller, verbatim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,11 +317,17 @@ class ProcessSupervisor:
                 f"this thread already runs {live} processes (the limit is "
                 f"{self.config.max_processes_per_thread}); stop one first"
             )
-        _check_no_nul(command, args, cwd)
-        workdir = self._resolve_cwd(caller, cwd)
-        extra_env = self._check_env(env or {})
-        full_env = {**_inherited_env(), **extra_env}
-        executable = self._resolve_command(command, workdir, full_env.get("PATH", os.defpath))
+        check_no_nul(command, args, cwd)
+        workdir = resolve_cwd(
+            cwd,
+            base=caller.workdir or self._thread_workdirs.get(caller.thread_id),
+            roots=self._roots,
+            workdir=self._thread_workdirs.get(caller.thread_id),
+            sandboxed=self.config.sandbox is not None,
+        )
+        extra_env = check_env(env or {})
+        full_env = {**inherited_env(), **extra_env}
+        executable = resolve_command(command, workdir, full_env.get("PATH", os.defpath))
         out_base, err_base = output_bases(self.config.data_dir, thread, name)
         record = ProcessRecord(
             thread_id=thread,
@@ -426,57 +423,6 @@ class ProcessSupervisor:
         if keep:
             return argv, ()
         return guarded_argv(argv), (lifeline_fd(),)
-
-    def _resolve_cwd(self, caller: Caller, cwd: str | None) -> str:
-        base = caller.workdir or self._thread_workdirs.get(caller.thread_id)
-        if not cwd:
-            if base is None:
-                raise ProcessError("cwd is required (this thread has no workdir to default to)")
-            cwd = base
-        path = Path(cwd).expanduser()
-        if not path.is_absolute():
-            if base is None:
-                raise ProcessError(f"cwd {cwd!r} is relative and this thread has no workdir")
-            path = Path(base) / path
-        real = os.path.realpath(path)
-        if not any(
-            real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots
-        ):
-            raise ProcessError(
-                f"cwd {real!r} is outside the allowed roots ({', '.join(self._roots) or 'none'})"
-            )
-        if not os.path.isdir(real):
-            raise ProcessError(f"cwd {real!r} does not exist or is not a directory")
-        workdir = self._thread_workdirs.get(caller.thread_id)
-        if self.config.sandbox is not None and workdir is not None and not _inside(real, workdir):
-            raise ProcessError(
-                f"cwd {real!r} is outside this thread's workdir {workdir!r} (agents are "
-                "sandboxed: a process sees only its thread's workdir)"
-            )
-        return real
-
-    @staticmethod
-    def _check_env(env: Mapping[str, str]) -> dict[str, str]:
-        for key, value in env.items():
-            if not key or "=" in key or "\0" in key or "\0" in value:
-                raise ProcessError(f"invalid environment variable name or value: {key!r}")
-        return dict(env)
-
-    @staticmethod
-    def _resolve_command(command: str, cwd: str, path_var: str) -> str:
-        if not command.strip():
-            raise ProcessError("command is empty")
-        if os.sep in command:
-            candidate = command if os.path.isabs(command) else os.path.join(cwd, command)
-            if not os.path.isfile(candidate):
-                raise ProcessError(f"command not found: {command!r}")
-            if not os.access(candidate, os.X_OK):
-                raise ProcessError(f"command is not executable: {command!r}")
-            return candidate
-        found = shutil.which(command, path=path_var)
-        if found is None:
-            raise ProcessError(f"command not found: {command!r} (not on PATH)")
-        return found
 
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
@@ -697,14 +643,3 @@ class ProcessSupervisor:
     def _check_open(self) -> None:
         if self.closed:
             raise ProcessError("the process manager is shutting down")
-
-
-def _check_no_nul(command: str, args: Sequence[str], cwd: str | None) -> None:
-    """A NUL cannot be in a path or an argv (the OS would raise a bare ValueError)."""
-    if "\0" in command:
-        raise ProcessError("command contains a NUL character")
-    if cwd is not None and "\0" in cwd:
-        raise ProcessError("cwd contains a NUL character")
-    for n, arg in enumerate(args):
-        if "\0" in arg:
-            raise ProcessError(f"args[{n}] contains a NUL character")

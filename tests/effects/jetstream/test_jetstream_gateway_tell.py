@@ -32,7 +32,20 @@ async def test_the_gateways_own_answer_uses_the_threads_renderer() -> None:
     assert gateway.renderers["t"] is held
     assert world.outputs["t/reply/a1"].text == "refused 1"
 
+    closed: list[str] = []
+
+    class Closing(RecordingRenderer):
+        async def aclose(self) -> list[tuple[str, tuple[str, ...]]]:
+            closed.append(self.thread_id)
+            return await super().aclose()
+
+    def closing(thread_id: str) -> Closing:
+        made.append(thread_id)
+        return Closing(thread_id, world)
+
+    gateway._factory = closing  # type: ignore[assignment]
     await gateway.tell("u", reply(2))  # a thread the gateway renders nothing for yet
     assert made == ["u"]
     assert "u" not in gateway.renderers  # made for the answer alone, not kept
+    assert closed == ["u"]  # and closed after it: the platform's renderers let it go
     assert world.outputs["t/reply/a2"].text == "refused 2"
