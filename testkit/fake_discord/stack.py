@@ -41,13 +41,18 @@ from threadspindle.testkit.fake_agent import FakeAgentWorld, Step, default_scrip
 from threadspindle.testkit.fake_discord.harness import World, wait_for
 from threadspindle.testkit.fake_discord.store import FakeMessage
 
-__all__ = ["SCRIPT", "Stack", "discord_stack", "is_footer", "long_answer"]
+__all__ = ["SCRIPT", "Stack", "discord_stack", "is_footer", "is_footer_text", "long_answer"]
 
 FOOTER = re.compile(r"^\d+(\.\d)?s · \$0\.0010")
 
 
+def is_footer_text(text: str) -> bool:
+    """The footer the fake agent's runs end with (``2.1s · $0.0010 · …``)."""
+    return bool(FOOTER.match(text))
+
+
 def is_footer(message: FakeMessage) -> bool:
-    return bool(FOOTER.match(message.content))
+    return is_footer_text(message.content)
 
 
 def _say(text: str) -> Step:
