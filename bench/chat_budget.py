@@ -45,7 +45,12 @@ from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.fake_discord import DiscordRateLimits
 from threadspindle.testkit.fake_discord.harness import fake_world, wait_for
-from threadspindle.testkit.fake_discord.stack import discord_stack, is_footer
+from threadspindle.testkit.fake_discord.stack import (
+    discord_stack,
+    is_footer,
+    shows_footer,
+    without_footer,
+)
 
 __all__ = ["run"]
 
@@ -187,7 +192,7 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
                 with trio.fail_after(300):
                     for thread in ids:
                         while not any(
-                            map(is_footer, await trio.to_thread.run_sync(fake.messages, thread))
+                            map(shows_footer, await trio.to_thread.run_sync(fake.messages, thread))
                         ):
                             await trio.sleep(0.5)
                     while any(
@@ -222,6 +227,7 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
     worst: dict[int, float] = {}
     all_lags: list[float] = []
     wrong = []
+    merged_footers = 0  # footers that rode in the answer's last message (budget short)
     expected = [WORD.format(k) for k in range(deltas)]
     for thread in ids:
         shown = sorted(by_thread.get(thread, []))
@@ -230,10 +236,11 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
         all_lags += lags
         worst[thread] = max(lags, default=float("nan"))
         bot = [
-            m.content
+            without_footer(m.content)
             for m in messages[thread]
             if m.author_id == fake.bot_user_id and not is_footer(m) and _word_index(m.content) >= 0
         ]
+        merged_footers += sum(1 for m in messages[thread] if shows_footer(m) and not is_footer(m))
         if " ".join(bot).split() != expected:
             wrong.append(thread)
     answered = [r for r in replies if r is not None]
@@ -278,6 +285,7 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
         "worst_thread_lag_s": round(worst_thread, 2),
         "median_thread_worst_lag_s": round(percentile(list(worst.values()), 50), 2),
         "final_texts_wrong": len(wrong),
+        "footers_in_the_answer": merged_footers,
         "limits_requests_seen": limits.requests,
         "process_cpu_share": round(cpu / elapsed, 2),
         "loop_lag_p50_s": round(percentile(loop_lag, 50), 3),

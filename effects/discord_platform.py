@@ -26,7 +26,9 @@ Discord host opens it). What it keeps:
   ``Retry-After`` (everything for a global one). The same trace stamps when each request
   is written out (its headers, then its body: ``request_budget.request_sent``) and when
   its answer came (``request_answered``), so an attempt's token counts from when it
-  reached Discord, not from when its answer got back across into trio.
+  reached Discord, not from when its answer got back across into trio. A request that is
+  no attempt's (ingress's own calls: a conversation's thread, a notice) is counted as it
+  goes out (``RequestBudget.count_outside``), unless it is an interaction's.
 """
 
 from __future__ import annotations
@@ -408,7 +410,14 @@ def rate_limit_trace(platform: Callable[[], DiscordPlatform | None]) -> aiohttp.
         context: object,
         params: aiohttp.TraceRequestHeadersSentParams | aiohttp.TraceRequestChunkSentParams,
     ) -> None:
-        request_sent(context)
+        if request_sent(context):
+            return
+        target = platform()
+        path = params.url.path
+        # Interaction endpoints are outside Discord's global limit (``global_exempt``).
+        if target is not None and target.budget is not None and "/interactions/" not in path:
+            if "/webhooks/" not in path:
+                target.budget.count_outside(context)
 
     async def on_request_end(
         session: aiohttp.ClientSession,

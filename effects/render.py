@@ -196,6 +196,8 @@ class StreamRenderer:
             wrap_links=not append_only if wrap_links is None else wrap_links,
             close_live_fences=not append_only if close_live_fences is None else close_live_fences,
             clock=clock,
+            merge_footers=budget.short if budget is not None else None,
+            on_late_error=self._background_failed,
         )
         self._titles = TitlePacer(self._retrying, channel_id, clock=clock)
         self._lock = trio.Lock()
@@ -243,14 +245,26 @@ class StreamRenderer:
             if self._budget is not None and self._delivery.has_due_edit(self._clock()):
                 # Unlocked: the thread's own replies and posts go on while this edit waits
                 # its turn, and what they stream in meanwhile is in the edit.
-                await self._retrying.acquire(self.channel_id, "edit", Priority.EDIT)
+                # A sealed stream's final text (its settle waits for the next effect) asks
+                # as a final edit: the last of the thread's turns, whatever its channel's
+                # edit window holds back for finals.
+                await self._retrying.acquire(
+                    self.channel_id, "edit", Priority.EDIT, final=self._composer.unsettled
+                )
+                # Held, not owned, while this waits for the renderer: a seal being settled
+                # there takes it for its final text (it would otherwise wait a whole turn
+                # of every thread, and this edit find nothing left to show).
+                self._retrying.hold_edit()
                 prepaid = True
             try:
                 await self._lock.acquire()
             except BaseException:
-                if prepaid:  # cancelled while waiting: a token held for ever blocks others
+                if prepaid and self._retrying.take_held_edit():
+                    # cancelled while waiting: a token held for ever blocks others
                     self._retrying.refund(self.channel_id, "edit", Priority.EDIT)
                 raise
+            if prepaid:
+                prepaid = self._retrying.take_held_edit()
             try:
                 try:
                     await self._flush_due(prepaid_edit=prepaid)
@@ -270,6 +284,7 @@ class StreamRenderer:
         returns what was posted since the last report (as ``apply`` does)."""
         while True:
             async with self._lock:
+                await self._composer.settle_pending()
                 await self._flush_due(all_edits=True)
                 deadline = self._delivery.next_deadline()
             if deadline == math.inf:

@@ -17,7 +17,12 @@ hands the messages to pace (``effects.render_pacing``):
 - **Prompts** carry Accept/Deny buttons (permission) or a select menu (question); a
   dismissal edits them at once, buttons gone, before anything posted after it.
 - **Replies** answer the command that asked, in channel order.
-- **Sealing** an output makes its last sends and edits before anything after it.
+- **Sealing** an output makes its last sends and edits before anything after it. A
+  streamed answer's seal waits for the next effect (``settle_pending``): when that is the
+  run's footer and the connection's request budget is at its limit (``merge_footers``),
+  the footer rides in the answer's last message (a ``-# `` line under it) and the one
+  final edit shows both; one request a run less when every request counts. Otherwise,
+  and when it would not fit, the footer is a message of its own.
 
 Keys are admitted once (``OutputBook.admit``); appends are taken in ``seq`` order only,
 never after the seal or a failure. No platform call is made here but through the pacing.
@@ -39,7 +44,7 @@ from threadspindle.effects.chunking import (
 )
 from threadspindle.effects.platform import PlatformLimits, SelectMenu
 from threadspindle.effects.render_outputs import Output, OutputBook, RenderTally
-from threadspindle.effects.render_pacing import PacedDelivery
+from threadspindle.effects.render_pacing import PacedDelivery, RenderError
 from threadspindle.effects.request_budget import Priority
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
@@ -89,6 +94,8 @@ class OutputComposer:
         wrap_links: bool,
         close_live_fences: bool,
         clock: Callable[[], float] | None = None,
+        merge_footers: Callable[[], bool] | None = None,
+        on_late_error: Callable[[RenderError], None] | None = None,
     ) -> None:
         self._book = book
         self._clock = clock
@@ -100,9 +107,42 @@ class OutputComposer:
         self._append_only = append_only
         self._wrap_links = wrap_links
         self._close_live = close_live_fences
+        # Whether a footer should ride in the answer's last message now (the budget is
+        # short); None: never (no edits, an append-only display, no budget).
+        self._merge_footers = merge_footers if limits.supports_edit and not append_only else None
+        self._on_late_error = on_late_error
+        self._unsettled: Output | None = None  # a sealed stream whose last calls wait
+
+    @property
+    def unsettled(self) -> bool:
+        """Whether a sealed stream's last calls wait for the next effect."""
+        return self._unsettled is not None
+
+    async def settle_pending(self) -> None:
+        """Make the last calls of a sealed stream whose settle waited for the next effect.
+        Its failure is reported to ``on_late_error`` (the seal was applied already; the
+        effect being applied now is not to fail for it), else raised."""
+        out, self._unsettled = self._unsettled, None
+        if out is None:
+            return
+        try:
+            await self._delivery.settle(out, final_edits=True)
+        except RenderError as error:
+            if self._on_late_error is None:
+                raise
+            self._on_late_error(error)
 
     async def apply(self, effect: OutputEffect) -> None:
         """Apply one chat effect (any but ``Typing``) to its output's messages."""
+        if self._unsettled is not None:
+            if isinstance(effect, PostOutput) and effect.kind == "footer":
+                if not self._is_new(effect.key):
+                    await self.settle_pending()
+                elif not await self._merge_footer(effect):
+                    await self.settle_pending()
+                    await self._post_output(effect)
+                return
+            await self.settle_pending()
         if isinstance(effect, PostOutput):
             if self._is_new(effect.key):
                 await self._post_output(effect)
@@ -118,7 +158,7 @@ class OutputComposer:
         elif isinstance(effect, SealOutput):
             out = self._book.get(effect.key)
             if out is not None and not out.sealed and not out.failed:
-                await self._seal(out)
+                await self._seal(out, defer=self._merge_footers is not None)
         elif isinstance(effect, ShowPermissionPrompt | ShowQuestion):
             if self._is_new(effect.key):
                 await self._show_prompt(effect)
@@ -206,22 +246,66 @@ class OutputComposer:
             out.text += text
             await self._show(out, now=True)
 
-    async def _seal(self, out: Output) -> None:
+    async def _seal(self, out: Output, *, defer: bool = False) -> None:
         out.sealed = True
         if out.mode == "stream":
             assert out.chunker is not None
             out.chunker.finish()
             await self._pump_stream(out)
             out.chunker = None  # its text is in the messages now
-        elif out.mode == "preview":
+            if defer:
+                self._unsettled = out  # the next effect settles it, or joins its last edit
+                return
+            await self._delivery.settle(out, final_edits=True)
+            return
+        if out.mode == "preview":
             await self._show(out, now=True)
         await self._delivery.settle(out)
+
+    async def _merge_footer(self, effect: PostOutput) -> bool:
+        """The footer in the last message of the stream sealed just before it, when the
+        budget is short and it fits (see the module docstring); whether it was."""
+        stream = self._unsettled
+        if stream is None or self._merge_footers is None or not self._merge_footers():
+            return False
+        if stream.failed or not stream.messages:
+            return False
+        host = stream.messages[-1]
+        if host.id is None or host.final is None or not self._delivery.is_dirty(host):
+            return False  # its final text is out already: an edit more costs as much
+        text = f"{host.final}\n-# {effect.text}"
+        if len(text) > self._budget or "\n" in effect.text.strip():
+            return False
+        out = self._book.add(Output(effect.key, "footer", text=effect.text, sealed=True))
+        out.host, out.host_text = host, host.final
+        host.final = text
+        self._delivery.adopt(out, host)
+        await self.settle_pending()  # the stream's other messages, before its last
+        await self._delivery.settle(out, final_edits=True)
+        return True
 
     async def _edit_output(self, effect: EditOutput) -> None:
         out = self._book.get(effect.key)
         if out is None:
             self._tally.ignored_appends += 1
             return
+        if out.host is not None:  # a footer riding in an answer's last message
+            host = out.host
+            text = f"{out.host_text}\n-# {effect.text}"
+            if len(text) <= self._budget and "\n" not in effect.text.strip():
+                out.text = host.final = text
+                self._delivery.mark_dirty(out, host)
+                await self._delivery.settle(out)
+                return
+            # It no longer fits: the answer gets its own text back, the footer a message.
+            host.final = out.host_text
+            self._delivery.mark_dirty(out, host)
+            await self._delivery.settle(out)
+            out.host, out.messages, out.mode = None, [], "block"
+        elif out.shared:
+            # A footer that rode in an answer's message before a restart: that message's
+            # text is not known here, so the new footer is a message of its own.
+            out.messages, out.mode = [], "block"
         if out.mode in ("stream", "preview", "seeded"):
             if out.mode == "stream" and out.chunker is not None:
                 out.chunker.finish()

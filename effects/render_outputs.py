@@ -89,6 +89,10 @@ class Output:
     text: str = ""  # card/block/prompt: the raw text; preview: the tail of the thinking
     truncated: bool = False  # preview: the tail lost its beginning
     opened_at: float = 0.0  # stream: when it opened or last sent a paragraph (no edits)
+    # footer: the answer's message it rides in, and that message's text without it
+    host: Message | None = None
+    host_text: str = ""
+    shared: bool = False  # seeded: its message was known for another key first (a host)
 
     def ids(self) -> tuple[str, ...]:
         return tuple(m.id for m in self.messages if m.id is not None)
@@ -161,9 +165,21 @@ class OutputBook:
             out = self._outputs[key] = Output(key, "seeded", sealed=True)
         have = set(out.ids())
         for message_id in message_ids:
+            if message_id not in have and not out.shared and self._shown_by_other(message_id):
+                out.shared = True  # a footer that rode in the answer's last message
             if message_id not in have:
                 out.messages.append(Message(self._next_seq(), id=message_id, nth=out.made))
                 out.made += 1
+
+    def _shown_by_other(self, message_id: str) -> bool:
+        """Whether a message of that id is known for some key already (only a footer that
+        rode in an answer's message shares it): the last few outputs are enough."""
+        for n, out in enumerate(reversed(self._outputs.values())):
+            if n >= 8:
+                return False
+            if any(m.id == message_id for m in out.messages):
+                return True
+        return False
 
     def message_ids(self, key: str) -> tuple[str, ...]:
         out = self._outputs.get(key)

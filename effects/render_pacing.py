@@ -157,10 +157,16 @@ class PacedDelivery:
         message = min(due, key=lambda m: m.seq)
         await self.edit(self._dirty.pop(message), message, prepaid=True)
 
-    async def settle(self, out: Output, *, priority: Priority = Priority.POST) -> None:
+    async def settle(
+        self, out: Output, *, priority: Priority = Priority.POST, final_edits: bool = False
+    ) -> None:
         """Make a sealed output's outstanding sends and edits now, waiting out their pacing:
         whatever the chat shows after it (the footer, the next tool card) must come after
-        its final text, not before its last paced edit."""
+        its final text, not before its last paced edit. ``final_edits`` (streamed text): its
+        edits ask as ``final`` ``EDIT``s, in the channel's place among the streaming
+        threads, rather than at ``POST`` ahead of all of them: a seal is the last of the
+        edits that keep a thread's text current, and 200 threads ending together at
+        ``POST`` starved the edits of those still streaming for seconds (chat_budget)."""
         for message in sorted(
             (m for m, o in self._unsent.items() if o is out), key=lambda m: m.seq
         ):
@@ -172,7 +178,24 @@ class PacedDelivery:
             message = pending[0]
             await trio.sleep_until(self._due(message))
             if message in self._dirty:
-                await self.edit(self._dirty.pop(message), message, priority=priority)
+                if final_edits and priority == Priority.POST:
+                    await self.edit(
+                        self._dirty.pop(message), message, priority=Priority.EDIT, final=True
+                    )
+                else:
+                    await self.edit(self._dirty.pop(message), message, priority=priority)
+
+    def is_dirty(self, message: Message) -> bool:
+        return message in self._dirty
+
+    def adopt(self, out: Output, message: Message) -> None:
+        """``message`` (sent, of another output) shows ``out`` too from now on: its
+        outstanding edit is ``out``'s (a ``settle(out)`` makes it), and its id is
+        reported for ``out``'s key."""
+        assert message.id is not None
+        if message in self._dirty:
+            self._dirty[message] = out
+        self._book.record_posted(out.key, message.id)
 
     # -- the calls -------------------------------------------------------------------------------
 
@@ -280,10 +303,11 @@ class PacedDelivery:
         *,
         priority: Priority = Priority.EDIT,
         prepaid: bool = False,
+        final: bool = False,
     ) -> None:
         """Bring a sent message to its wanted text (read now: a paced edit shows whatever
         came in while it waited). ``prepaid``: the caller holds an ``EDIT`` token for it,
-        given back when there is nothing to edit."""
+        given back when there is nothing to edit. ``final``: see ``settle``."""
         text = out.wanted(message, whole_lines=self._append_only)
         message_id = message.id
         components_changed = message.clear_components or message.buttons != message.shown_buttons
@@ -318,6 +342,7 @@ class PacedDelivery:
                 buttons=buttons,
                 priority=priority,
                 prepaid=prepaid,
+                final=final,
             ),
         )
         message.shown, message.shown_buttons = text, message.buttons

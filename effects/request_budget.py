@@ -26,6 +26,9 @@ token per attempt). What it keeps:
   moment it left (``margin_s`` covering the way to the server): a starved process (or
   server) delivers requests late and together, and the chat_budget bench saw 52 in one
   second at the fake.
+- **Calls that are not the budget's** (``count_outside``): a request no ticket stamped
+  (ingress's own calls) is counted in the global window as it goes out, so the grants
+  after it leave room for it; ``requests`` below the platform's limit covers a burst.
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -46,6 +49,14 @@ token per attempt). What it keeps:
   until the reply is out (``RetryingPlatform.urgent``).
 - **Fair.** Within a class, channels take turns (round-robin): a channel served goes to the
   back of the line; its later requests wait behind every other channel's.
+- **A final edit keeps the thread's place** (``acquire(final=True)``): a streamed answer's
+  final text is the last of the edits that keep its thread current, so it is an ``EDIT``
+  that goes ahead of its own channel's paced edit, in that channel's turn (not a ``POST``
+  ahead of every streaming thread: 200 threads ending together starved the others' edits
+  for seconds), and it may take its channel's last token of a rule's window. ``expedite``
+  lifts it like a post: it holds the thread's chat lane as a post does.
+- **Short** (``short``): no token to spare in the global window; a renderer then saves
+  the calls it can (a footer rides in the answer's last edit).
 - **Coalescing is the caller's.** A renderer asks for an edit's token *before* it reads the
   text to send, so whatever streamed in while it waited is in that one edit
   (``StreamRenderer.run``).
@@ -129,10 +140,20 @@ class BudgetLimits(Frozen):
 
 # Discord: 50 requests/s per bot; per channel 5 message sends and 5 edits per 5 s;
 # interaction endpoints (a slash command's reply) are outside the global limit. The few
-# calls ingress makes itself are not counted here: 48 leaves them 2 a second.
+# calls ingress makes itself (a thread for a conversation, a notice) take no token: they
+# are counted as they go out (``count_outside``), and 49 leaves one a second for them.
+# No margin: a token counts from its answer (or ``in_flight_s`` after it left), which came
+# after the request reached Discord, and the next request leaves after its grant: so
+# whatever the latency, any second at Discord holds at most ``requests`` of ours.
+# One token of reserve a class: a prompt still finds one at once (command replies take
+# none: they are exempt). 200 streaming threads then get 47 tokens a second for their
+# edits, a turn every ~4.3 s (chat_budget: 48, a 0.05 s margin and a reserve of 2 gave
+# them 42, a turn every ~4.8 s, and the worst thread's text fell 5.3 s behind).
 DISCORD_BUDGET = BudgetLimits(
-    requests=48,
+    requests=49,
     window_s=1.0,
+    margin_s=0.0,
+    reserve=1,
     global_exempt=("reply",),
     channel_rules=(
         ChannelRule(kinds=("send",), limit=5, per_s=5.0),
@@ -188,6 +209,7 @@ class BudgetStatistics(Frozen):
     unstamped: int = 0  # requests counted from their ``release`` (nothing stamped them)
     expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
     answered_early: int = 0  # requests answered within ``in_flight_s`` (a call may make 2)
+    outside: int = 0  # requests the budget did not grant, counted as they went out
 
 
 @dataclass(eq=False)
@@ -200,6 +222,7 @@ class _Waiter:
     since: float
     event: trio.Event = field(default_factory=trio.Event)
     granted: bool = False
+    final: bool = False  # an EDIT that seals its message (``acquire(final=True)``)
 
 
 class _Window:
@@ -289,13 +312,16 @@ class Ticket:
 _SENDING: ContextVar[Ticket | None] = ContextVar("spindle_request_ticket", default=None)
 
 
-def request_sent(request: object) -> None:
+def request_sent(request: object) -> bool:
     """For a platform's HTTP client (an aiohttp trace): ``request`` (its per-request
     handle) is being written to the network, for the attempt whose ticket this context
-    holds, if any (see ``Ticket.sent``)."""
+    holds, if any (see ``Ticket.sent``); whether one did (else the call is not the
+    budget's own: ``RequestBudget.count_outside``)."""
     ticket = _SENDING.get()
     if ticket is not None:
         ticket.sent(request)
+        return True
+    return False
 
 
 def request_answered(request: object) -> None:
@@ -340,18 +366,29 @@ class RequestBudget:
         self._typing_granted = self._typing_refused = self._refunded = 0
         self._hold_count = self._observed = self._spent = 0
         self._stamped = self._unstamped = self._expedited = self._answered_early = 0
+        self._outside = 0
+        self._outside_last: object = None
         self._changed = trio.Event()
 
     # -- asking ------------------------------------------------------------------------------
 
-    async def acquire(self, priority: Priority, channel_id: str, kind: CallKind) -> None:
+    async def acquire(
+        self, priority: Priority, channel_id: str, kind: CallKind, *, final: bool = False
+    ) -> None:
         """Wait for a token for one ``kind`` call in ``channel_id``. The caller makes the
-        call and then must ``release`` the token (or ``refund`` it, unused)."""
+        call and then must ``release`` the token (or ``refund`` it, unused). ``final``: an
+        ``EDIT`` that brings a streamed message to its final text: it takes its channel's
+        place in the line, ahead of the channel's own paced edit, and may take the channel's
+        last token of a rule's window (see the module docstring)."""
         scope, group = self._scope_of(channel_id)
         now = self._clock()
-        waiter = _Waiter(priority, channel_id, scope, group, kind, now)
+        waiter = _Waiter(priority, channel_id, scope, group, kind, now, final=final)
         queue = self._queues[priority]
-        queue.setdefault(channel_id, deque()).append(waiter)
+        waiters = queue.setdefault(channel_id, deque())
+        if final:
+            waiters.appendleft(waiter)
+        else:
+            waiters.append(waiter)
         self._waiting[priority] += 1
         self._dispatch(now)
         if waiter.granted:
@@ -365,6 +402,14 @@ class RequestBudget:
             else:
                 self._drop(waiter)
             raise
+
+    def short(self) -> bool:
+        """Whether the connection is at its limit now: held by a 429, or the global
+        window has no token left beyond the reserves (a call would wait). A renderer then
+        saves what calls it can (``render_compose``: a footer rides in the answer)."""
+        now = self._clock()
+        spare = len(Priority) * self.limits.reserve
+        return now < self._held_until or self._global.free_at(now, spare) > now
 
     def try_acquire(self, channel_id: str, kind: CallKind = "typing") -> bool:
         """A token now if one is to spare (nobody waiting, a reserve left): typing.
@@ -383,6 +428,18 @@ class RequestBudget:
             return True
         self._typing_refused += 1
         return False
+
+    def count_outside(self, request: object) -> None:
+        """A request the budget did not grant is going out (ingress's own calls: a thread
+        made for a conversation, a notice): counted in the global window as a token's
+        would be, so the grants that follow leave room for it. Its headers and its body
+        are stamped apart: ``request`` is counted once."""
+        if request is self._outside_last:
+            return
+        self._outside_last = request
+        self._outside += 1
+        self._global.count(self._clock() + self.limits.in_flight_s)
+        self._changed.set()
 
     def release(self, channel_id: str, kind: CallKind, ticket: Ticket | None = None) -> None:
         """The request of a granted token completed (answered or failed): the token comes
@@ -459,20 +516,31 @@ class RequestBudget:
 
     def expedite(self, channel_id: str, below: Priority = Priority.POST) -> int:
         """Lift ``channel_id``'s waiting requests of class ``below`` to ``URGENT`` (something
-        urgent of the channel waits behind them); returns how many were lifted."""
-        waiters = self._queues[below].pop(channel_id, None)
-        if not waiters:
+        urgent of the channel waits behind them), and its final edits (they hold the
+        thread's chat lane as a post does; its paced edits hold nothing); returns how many
+        were lifted."""
+        lifted = list(self._queues[below].pop(channel_id, ()))
+        self._waiting[below] -= len(lifted)
+        edits = self._queues[Priority.EDIT].get(channel_id)
+        if edits and below != Priority.EDIT:
+            finals = [w for w in edits if w.final]
+            for waiter in finals:
+                edits.remove(waiter)
+            if not edits:
+                del self._queues[Priority.EDIT][channel_id]
+            self._waiting[Priority.EDIT] -= len(finals)
+            lifted += finals
+        if not lifted:
             return 0
         urgent = self._queues[Priority.URGENT].setdefault(channel_id, deque())
-        for waiter in waiters:
+        for waiter in lifted:
             waiter.priority = Priority.URGENT
             urgent.append(waiter)
-        self._waiting[below] -= len(waiters)
-        self._waiting[Priority.URGENT] += len(waiters)
-        self._expedited += len(waiters)
+        self._waiting[Priority.URGENT] += len(lifted)
+        self._expedited += len(lifted)
         self._dispatch(self._clock())
         self._changed.set()
-        return len(waiters)
+        return len(lifted)
 
     # -- what the platform says ---------------------------------------------------------------
 
@@ -573,7 +641,7 @@ class RequestBudget:
                     waiter.group,
                     waiter.kind,
                     now,
-                    1 if priority == Priority.EDIT else 0,
+                    1 if priority == Priority.EDIT and not waiter.final else 0,
                 )
                 if ready > now:
                     wake = min(wake, ready)  # its own channel holds it: the others go
@@ -671,4 +739,5 @@ class RequestBudget:
             unstamped=self._unstamped,
             expedited=self._expedited,
             answered_early=self._answered_early,
+            outside=self._outside,
         )

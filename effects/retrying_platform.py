@@ -83,6 +83,12 @@ class RetryingPlatform:
         # reply queued in the thread's chat lane): until they are out, what would ask at
         # ``POST`` asks at ``URGENT`` (priority inheritance: ``StreamRenderer.expedite``).
         self.urgent = 0
+        # An ``EDIT`` token the renderer's background task was granted and holds while it
+        # waits for the renderer (``hold_edit``): an edit made meanwhile (a seal's final
+        # text) takes it rather than waiting for a turn of its own, the background task's
+        # edit having nothing left to show.
+        self._held_edit = False
+        self._edit_waiting: trio.CancelScope | None = None  # an edit waiting for a token
         self._attempts = self._retries = self._rate_limited = self._gave_up = 0
         self._typing_skipped = 0
 
@@ -101,15 +107,29 @@ class RetryingPlatform:
 
     # -- the budget --------------------------------------------------------------------------
 
-    async def acquire(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
+    async def acquire(
+        self, channel_id: str, kind: CallKind, priority: Priority, *, final: bool = False
+    ) -> None:
         """Wait for a token now, for a call made later with ``prepaid=True``."""
         if self.budget is not None:
-            await self.budget.acquire(priority, channel_id, kind)
+            await self.budget.acquire(priority, channel_id, kind, final=final)
 
     def refund(self, channel_id: str, kind: CallKind, priority: Priority) -> None:
         """Give back a token taken with ``acquire`` and not used."""
         if self.budget is not None:
             self.budget.refund(channel_id, kind, priority)
+
+    def hold_edit(self) -> None:
+        """An ``EDIT`` token from ``acquire`` is held until ``take_held_edit``; the next
+        edit made meanwhile uses it, one waiting for a token now included."""
+        self._held_edit = True
+        if self._edit_waiting is not None:
+            self._edit_waiting.cancel()
+
+    def take_held_edit(self) -> bool:
+        """Whether the held ``EDIT`` token is still there (it is the caller's again)."""
+        held, self._held_edit = self._held_edit, False
+        return held
 
     # -- ChatPlatform ------------------------------------------------------------------------
 
@@ -141,13 +161,17 @@ class RetryingPlatform:
         buttons: tuple[Button, ...] | None = None,
         priority: Priority = Priority.EDIT,
         prepaid: bool = False,
+        final: bool = False,
     ) -> None:
+        """``final``: the edit brings a streamed message to its final text (asked as the
+        budget's ``final`` ``EDIT``: in the channel's place in line)."""
         await self._retrying(
             lambda: self.platform.edit(channel_id, message_id, text, buttons=buttons),
             channel_id,
             "edit",
             priority,
             prepaid=prepaid,
+            final=final,
         )
 
     async def delete(
@@ -230,15 +254,29 @@ class RetryingPlatform:
         priority: Priority,
         *,
         prepaid: bool = False,
+        final: bool = False,
     ) -> T:
         policy = self.policy
         budget = self.budget
         waits = retries = 0
-        if self.urgent > 0 and priority == Priority.POST:
+        if self.urgent > 0 and (priority == Priority.POST or final):
             priority = Priority.URGENT
         while True:
+            if kind == "edit" and not prepaid and self._held_edit:
+                self._held_edit, prepaid = False, True  # granted already, for this channel
             if budget is not None and not prepaid:
-                await budget.acquire(priority, channel_id, kind)
+                if kind == "edit":
+                    # A token the background task is granted meanwhile is taken instead.
+                    with trio.CancelScope() as waiting:
+                        self._edit_waiting = waiting
+                        try:
+                            await budget.acquire(priority, channel_id, kind, final=final)
+                        finally:
+                            self._edit_waiting = None
+                    if waiting.cancelled_caught:
+                        self._held_edit = False
+                else:
+                    await budget.acquire(priority, channel_id, kind, final=final)
             prepaid = False
             self._attempts += 1
             try:

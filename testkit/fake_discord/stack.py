@@ -55,6 +55,19 @@ def is_footer(message: FakeMessage) -> bool:
     return is_footer_text(message.content)
 
 
+def shows_footer(message: FakeMessage) -> bool:
+    """A footer of its own, or one that rode in the answer's last message (a ``-# `` line
+    under it: the renderer does that when the request budget is short)."""
+    content = message.content
+    return is_footer_text(content) or is_footer_text(content.rpartition("\n-# ")[2])
+
+
+def without_footer(content: str) -> str:
+    """A message's text without a footer riding in it."""
+    head, sep, tail = content.rpartition("\n-# ")
+    return head if sep and is_footer_text(tail) else content
+
+
 def _say(text: str) -> Step:
     return Step("event", TextDelta(text=text))
 

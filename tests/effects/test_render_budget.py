@@ -107,8 +107,9 @@ async def test_the_threads_take_turns_so_none_falls_far_behind(autojump_clock: o
     # threads: a thread's turn comes every 20/6 s after its edit fell due (0.5 s after the
     # last one), give or take one window.
     assert worst_gap <= 20 / 6 + 0.5 + 1.0
-    # The 20 final texts go at POST priority (8 a second) once the streams end.
-    assert last <= 10.0 + 20 / 8 + 0.5
+    # The 20 final texts are edits in the threads' turns (6 a second) once the streams end:
+    # a thread whose turn came just before its end waits one more round (and a window).
+    assert last <= 10.0 + 20 / 6 + 1.5
 
 
 async def test_a_waiting_edit_coalesces_every_delta_into_one_call_with_the_latest_text(
@@ -166,10 +167,11 @@ async def test_a_reply_and_a_prompt_do_not_wait_behind_their_threads_edits(
 async def test_a_reply_queued_behind_its_threads_seal_lifts_the_seal_ahead_of_other_posts(
     autojump_clock: object,
 ) -> None:
-    """The thread's chat lane applies a seal whose final text waits for a ``POST`` token
-    behind other threads' posts, and a reply is queued behind it: ``expedite`` (the
-    reactor's word) lifts the waiting final text to ``URGENT``, and the renderer's later
-    posts ask at ``URGENT`` until the reply is applied (``expedite(-1)``)."""
+    """The thread's chat lane settles a seal whose final text waits for its turn among the
+    streaming threads (a ``final`` ``EDIT``, ahead of the thread's own paced edit), and a
+    reply is queued behind it: ``expedite`` (the reactor's word) lifts the waiting final
+    text to ``URGENT``, and the renderer's later posts ask at ``URGENT`` until the reply is
+    applied (``expedite(-1)``). The budget is spent, so the footer rides in the final edit."""
     platform = RecordingPlatform()
     async with ThreadRenderers(budget=TIGHT) as renderers:
         renderers.attach(platform)
@@ -191,22 +193,29 @@ async def test_a_reply_queued_behind_its_threads_seal_lifts_the_seal_ahead_of_ot
             others.append(trio.current_time())
             budget.release(channel, "send")
 
+        async def end_the_run() -> None:
+            await renderer.apply(SealOutput(key="k"))  # settled by the next effect
+            await renderer.apply(PostOutput(key="f", kind="footer", text="done"))
+
         async with trio.open_nursery() as nursery:
             for n in range(16):  # two windows' worth of other threads' posts
                 nursery.start_soon(other_post, f"p{n}")
             await trio.sleep(0.1)
-            nursery.start_soon(renderer.apply, SealOutput(key="k"))  # waits behind them
+            nursery.start_soon(end_the_run)  # waits behind them
             await trio.sleep(0.1)
-            assert budget.statistics().waiting_by_priority == (0, 17, 1)
+            assert budget.statistics().waiting_by_priority == (0, 16, 2)
             renderer.expedite(1)  # a reply was committed behind the seal
             assert budget.statistics().waiting_by_priority == (1, 16, 1)
-        (final,) = [c for c in platform.calls_of("edit") if c.text == "start end "]
+        (final,) = [c for c in platform.calls_of("edit") if c.text.startswith("start end ")]
+        assert final.text == "start end \n-# done"  # the footer rode in the final edit
+        assert platform.count("send") == 1
         assert final.at == spent_at + 1.0  # the first token back, before any other post
         assert min(others) == final.at and max(others) >= spent_at + 2.0
-        await renderer.apply(PostOutput(key="f", kind="footer", text="done"))
-        assert budget.statistics().granted_by_priority[0] == 10 + 2  # final text, footer
-        renderer.expedite(-1)
+        assert budget.statistics().granted_by_priority[0] == 10 + 1  # the final text
         await renderer.apply(PostOutput(key="g", kind="footer", text="again"))
+        assert budget.statistics().granted_by_priority[0] == 12  # a post behind the reply
+        renderer.expedite(-1)
+        await renderer.apply(PostOutput(key="h", kind="footer", text="and again"))
         assert budget.statistics().granted_by_priority[0] == 12  # back at POST
 
 

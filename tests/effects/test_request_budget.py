@@ -5,6 +5,7 @@ holds, typing, refunds, cancellation; asserted on grant times and ``statistics()
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 import trio
@@ -59,13 +60,14 @@ class Grants:
         kind: CallKind = "edit",
         latency: float = 0.0,
         *,
+        final: bool = False,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Use with ``await nursery.start(...)``: it is in line before ``start`` returns
         (trio runs tasks started with ``start_soon`` in no promised order). The "request"
         takes ``latency`` seconds, then its token is released."""
         task_status.started()
-        await budget.acquire(priority, channel, kind)
+        await budget.acquire(priority, channel, kind, final=final)
         self.log.append((label, trio.current_time()))
         await trio.sleep(latency)
         budget.release(channel, kind)
@@ -435,8 +437,10 @@ async def test_an_exempt_kind_takes_no_global_token(autojump_clock: object) -> N
 
 
 def test_discords_documented_limits() -> None:
-    # 50 a second, 2 of them left to the calls ingress makes outside the budget.
-    assert DISCORD_BUDGET.requests == 48 and DISCORD_BUDGET.window_s == 1.0
+    # 50 a second, 1 of them left to the calls ingress makes outside the budget (counted
+    # as they go out); no margin: a token counts from its answer.
+    assert DISCORD_BUDGET.requests == 49 and DISCORD_BUDGET.window_s == 1.0
+    assert DISCORD_BUDGET.margin_s == 0.0 and DISCORD_BUDGET.reserve == 1
     assert DISCORD_BUDGET.global_exempt == ("reply",)  # interaction followups
     rules = {rule.kinds: (rule.limit, rule.per_s) for rule in DISCORD_BUDGET.channel_rules}
     assert rules == {("send",): (5, 5.0), ("edit",): (5, 5.0)}
@@ -456,3 +460,87 @@ async def test_the_windows_of_quiet_channels_are_dropped(autojump_clock: object)
         await trio.sleep(61)  # the next tidy-up finds them empty
         assert budget.statistics().channel_windows == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_final_edit_takes_its_channels_place_ahead_of_its_own_paced_edit(
+    budget: RequestBudget,
+    autojump_clock: object,
+) -> None:
+    """Channels a, b, c wait in that order with paced edits; c's final text comes later:
+    it goes in c's turn (not at the back of the line, not ahead of a and b), before c's own
+    paced edit."""
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(5):  # the window, its tokens back one at a time from 1 s on
+            await nursery.start(
+                grants.ask, budget, f"fill{n}", f"f{n}", Priority.URGENT, "reply", n / 10
+            )
+        for channel in "abc":
+            await nursery.start(grants.ask, budget, f"{channel}-paced", channel)
+        await nursery.start(grants.ask, budget, "d-paced", "d")
+        await nursery.start(partial(grants.ask, final=True), budget, "c-final", "c")
+    order = ["a-paced", "b-paced", "c-final", "d-paced", "c-paced"]
+    assert sorted(order, key=grants.at) == order
+    assert len({grants.at(label) for label in order}) == 5  # one at a time: the order shows
+
+
+async def test_a_final_edit_may_take_its_channels_last_token_of_a_rule(
+    autojump_clock: object,
+) -> None:
+    """A paced edit leaves its channel's last token of the 5-per-5-s rule to the final text;
+    the final edit takes it."""
+    limits = SMALL.model_copy(
+        update={
+            "requests": 50,
+            "channel_rules": (ChannelRule(kinds=("edit",), limit=3, per_s=5.0),),
+        }
+    )
+    async with trio.open_nursery() as nursery:
+        budget = await start_budget(nursery, limits)
+        grants = Grants()
+        for n in range(2):
+            await nursery.start(grants.ask, budget, f"paced{n}", "a")
+        await nursery.start(grants.ask, budget, "paced2", "a")  # held: the last token
+        await nursery.start(partial(grants.ask, final=True), budget, "final", "a")
+        await trio.sleep(0.1)
+        assert grants.labels() == ["paced0", "paced1", "final"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_expedite_lifts_a_final_edit_but_not_a_paced_one(
+    budget: RequestBudget, autojump_clock: object
+) -> None:
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(5):  # the window, its tokens back one at a time from 1 s on
+            await nursery.start(
+                grants.ask, budget, f"fill{n}", f"f{n}", Priority.URGENT, "reply", n / 10
+            )
+        await nursery.start(grants.ask, budget, "other-post", "o", Priority.POST)
+        await nursery.start(grants.ask, budget, "t-paced", "t")
+        await nursery.start(partial(grants.ask, final=True), budget, "t-final", "t")
+        assert budget.statistics().waiting_by_priority == (0, 1, 2)
+        assert budget.expedite("t") == 1
+        assert budget.statistics().waiting_by_priority == (1, 1, 1)
+    assert grants.at("t-final") < grants.at("other-post") < grants.at("t-paced")
+
+
+async def test_requests_the_budget_did_not_grant_are_counted_once_as_they_go_out(
+    budget: RequestBudget,
+    autojump_clock: object,
+) -> None:
+    """Ingress's own calls (no ticket): ``request_sent`` says so, ``count_outside`` counts
+    each request once (headers and body are stamped apart), and the grants leave room."""
+    request, other = object(), object()
+    assert request_sent(request) is False  # no attempt of the budget's in this context
+    budget.count_outside(request)
+    budget.count_outside(request)  # its body, after its headers
+    budget.count_outside(other)
+    assert budget.statistics().outside == 2
+    grants = Grants()
+    async with trio.open_nursery() as nursery:
+        for n in range(4):
+            await nursery.start(grants.ask, budget, f"g{n}", f"c{n}", Priority.URGENT)
+    # 5 a window: the two outside calls (counted until 1.25 s) leave 3; the fourth waits
+    # for the first of those 3 to come back (without them all 4 would go at once).
+    assert [t for _, t in grants.log] == [0.0, 0.0, 0.0, 1.0]
