@@ -64,6 +64,7 @@ def chat_budget_section(budget: Any) -> list[str]:
                 v.get("median_thread_worst_lag_s"),
                 v.get("worst_thread_lag_s"),
                 v.get("final_texts_wrong"),
+                v.get("footers_in_the_answer"),
             ]
         )
     process_rows = [
@@ -123,32 +124,43 @@ def chat_budget_section(budget: Any) -> list[str]:
         "applied (the reactor tells the renderer, `RequestBudget.expedite`); and an "
         "intermediate edit leaves its channel's last token of the 5-edits-per-5-s window to "
         "the final text and posts (with tokens back sooner, paced edits spent the window and "
-        "a seal, with the reply behind it in the lane, waited it out). **Why the worst "
-        "thread's lag stays above 5 s at 200 threads:** the budget is full (44-46 tokens in "
-        "every window throughout, most in any second 46-48), edits between threads are "
-        "granted first in, first out by channel (the waits granted in any one second fall "
-        "within ~2 s of each other: no thread is skipped), and the workload itself asks for "
-        "about what the budget allows: per thread a first post, a seal, a footer and an edit "
-        "at least every 4.5 s, ~1,200 requests against ~1,170 tokens over the run. When the "
-        "streams end together, seals and footers (`POST`, ~80 a second wanted for 5 s "
-        "against 46) take every token for ~8 s, and the threads still streaming get no "
-        "intermediate edit meanwhile. Meeting 5 s needs fewer requests per answer (say the "
-        "footer in the answer's last message) or edits guaranteed a share ahead of footers, "
-        "against the order the issue sets (first posts and footers before intermediate "
-        "edits): not done. Tried since (19:00 UTC, not kept): intermediate edits that had "
-        "waited 2.5 s served in turn with the posts (aging). First it deadlocked the "
-        "renderer tests: each thread's background task held its edit token while its own "
-        "seal held the renderer, and aged edits could take the tokens the seals needed. With "
-        "the token given back while the renderer is busy, the 200-thread run got worse in "
-        "the same sitting (worst lag 14.3 s, median thread's worst 6.2 s, p99 9.9 s, against "
-        "8.5, 7.1 and 7.4 s without it): edits given back went to the end of the line. "
-        "Where the lag comes from (that sitting, by the second a word was emitted): while "
-        "all 200 threads stream, p99 4.9-5.1 s, max 5.1-5.3 s, which is one edit per thread "
-        "per 200 grants at the ~42 tokens a second the edit class gets (48 per 1.05 s "
-        "window, less the 4 it leaves to the classes above): 4.8 s; words emitted while the "
-        "first threads end, p99 7-8.3 s, max 8.45 s, where the seals and footers of those "
-        "threads take the tokens. So even with every footer after every edit, 5 s at 200 "
-        "threads sits on the edge of what 48 requests a second allow.",
+        "a seal, with the reply behind it in the lane, waited it out).",
+        "",
+        "**The lag at 200 threads (2026-11-26).** Until then the worst thread's lag "
+        "stayed at 8.4-8.6 s: seals and footers went at `POST`, ahead of every "
+        "intermediate edit, and when the streams ended together they wanted ~80 tokens a "
+        "second for 5 s against 46, so the threads still streaming got no edit meanwhile "
+        "(per second of emission: p99 4.9-5.1 s while all streamed, 7-8.3 s while the "
+        "first ones ended). What brought it under 5 s, each measured on the 200-thread "
+        "run in one sitting: (1) a streamed answer's final text is a *final* `EDIT` that "
+        "takes its thread's place in the line, ahead of the thread's own paced edit "
+        "(`RequestBudget.acquire(final=True)`): the last of the edits that keep a thread "
+        "current, not a `POST` ahead of every streaming thread; (2) a seal's last calls "
+        "wait for the next effect, and when that is the run's footer while the budget is "
+        "short (`RequestBudget.short`: no token to spare), the footer rides in the "
+        "answer's last message as a `-# ` line, in that same final edit "
+        "(`effects/render_compose.py`): one request a run less; with tokens to spare, or "
+        "when it would not fit, the footer is a message of its own as before. (1) and (2) "
+        "together: the median thread's worst lag 7.2 → 5.1-5.4 s, but in 4 of 6 runs one "
+        "thread fell 8-10 s behind: its background task had been granted an edit token "
+        "just as its seal came, waited for the renderer the seal held, and refunded the "
+        "token, while the seal waited a whole round for its own. (3) Such a token now "
+        "goes to the seal (`RetryingPlatform.hold_edit`): worst lag 5.2-6.4 s over the "
+        "next 9 runs (the old budget). (4) Discord's budget: a token counts from its "
+        "request's answer (or "
+        "0.25 s after it left), which comes after the request reached Discord, and the "
+        "next request leaves after its grant, so no latency puts more than `requests` of "
+        "ours in any second there: the 0.05 s margin went (worst lag 4.85-5.02 s); "
+        "ingress's own calls, outside the budget, are counted as they go out "
+        "(`count_outside`), so 49 a second leaves one for them (4.69-4.72 s); and each "
+        "class keeps a reserve of 1 token, not 2, so the edits of 200 streaming threads "
+        "get 47 of 49 tokens a second, a thread's turn every ~4.3 s. Zero 429s in every "
+        "one of these runs. Tried and not kept (2026-11-25, 19:00 UTC): intermediate "
+        "edits that had waited 2.5 s served in turn with the posts (aging): it deadlocked "
+        "the renderer tests (each thread's background task held its edit token while its "
+        "own seal held the renderer) and, with the token given back while the renderer "
+        "was busy, made the run worse (worst lag 14.3 s): edits given back went to the "
+        "end of the line.",
         "",
         _table(
             [
@@ -168,6 +180,7 @@ def chat_budget_section(budget: Any) -> list[str]:
                 "median thread's worst lag s",
                 "worst thread's lag s",
                 "wrong final texts",
+                "footers in the answer",
             ],
             rows,
         ),
