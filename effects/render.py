@@ -249,7 +249,10 @@ class StreamRenderer:
                 # as a final edit: the last of the thread's turns, whatever its channel's
                 # edit window holds back for finals.
                 await self._retrying.acquire(
-                    self.channel_id, "edit", Priority.EDIT, final=self._composer.unsettled
+                    self.channel_id,
+                    "edit",
+                    Priority.EDIT,
+                    final=self._composer.unsettled is not None,
                 )
                 # Held, not owned, while this waits for the renderer: a seal being settled
                 # there takes it for its final text (it would otherwise wait a whole turn
@@ -291,6 +294,24 @@ class StreamRenderer:
                 break
             await trio.sleep_until(deadline)
         return self._book.take_posted()
+
+    @property
+    def unsettled(self) -> str | None:
+        """The key of a sealed stream whose last calls wait for the next effect (a
+        footer may still join them); ``settle`` makes them now."""
+        return self._composer.unsettled
+
+    async def settle(self) -> list[Posted]:
+        """Make a sealed stream's last calls now rather than with the next effect (a
+        caller that acknowledges an effect only once it is on the platform, and has no
+        next effect at hand: the cluster gateway); returns what was posted, as
+        ``apply``."""
+        async with self._lock:
+            try:
+                await self._composer.settle_pending()
+            finally:
+                self._wake.set()
+            return self._book.take_posted()
 
     async def aclose(self) -> list[Posted]:
         """Flush (typing off); the renderer keeps its keys, a later ``apply`` still works

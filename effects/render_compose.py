@@ -114,9 +114,9 @@ class OutputComposer:
         self._unsettled: Output | None = None  # a sealed stream whose last calls wait
 
     @property
-    def unsettled(self) -> bool:
-        """Whether a sealed stream's last calls wait for the next effect."""
-        return self._unsettled is not None
+    def unsettled(self) -> str | None:
+        """The key of a sealed stream whose last calls wait for the next effect."""
+        return self._unsettled.key if self._unsettled is not None else None
 
     async def settle_pending(self) -> None:
         """Make the last calls of a sealed stream whose settle waited for the next effect.

@@ -58,7 +58,7 @@ from threadspindle.effects.jetstream.transport import (
     decode_effect,
 )
 from threadspindle.runtime.core.actions import Action, OutputPosted
-from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect
+from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect, SealOutput
 from threadspindle.runtime.live.ports import (
     Posted,
     RendererFactory,
@@ -351,6 +351,10 @@ class Gateway:
         self, outbox: Inbox, thread_id: str, items: list[tuple[Msg, Effect]]
     ) -> None:
         renderer = await self.renderer(thread_id)
+        # A seal whose last edit waits for the next effect (a footer may join it: the
+        # renderer's ``unsettled``) is acknowledged once that edit is made: a gateway that
+        # died in between leaves it to the next one, whose resumed stream makes it.
+        held: tuple[Msg, str] | None = None
         for msg, effect in items:
             if isinstance(effect, KEYED_POSTS) and effect.key in self.posted_keys.get(
                 thread_id, ()
@@ -364,12 +368,29 @@ class Gateway:
                 self.failed += 1
                 logger.warning("effect %s in %s failed: %s", effect.type, thread_id, exc)
                 posted = []
-            late, self._late = self._late, []
-            for key, message_ids in posted:
-                await self.report(thread_id, key, message_ids)
-            for late_thread, key, message_ids in late:
-                await self.report(late_thread, key, message_ids)
+            await self._report_all(thread_id, posted)
             self.applied += 1
             if self.on_applied is not None:
                 self.on_applied(thread_id)
-            await outbox.ack(msg)
+            pending = getattr(renderer, "unsettled", None)  # a StreamRenderer's
+            if held is not None and pending != held[1]:
+                await outbox.ack(held[0])  # this effect made the seal's last calls
+                held = None
+            if pending is not None and isinstance(effect, SealOutput) and effect.key == pending:
+                held = (msg, pending)
+            else:
+                await outbox.ack(msg)
+        if held is not None:
+            try:
+                await self._report_all(thread_id, await renderer.settle())  # type: ignore[attr-defined]
+            except Exception as exc:  # refused for good: as a failed apply
+                self.failed += 1
+                logger.warning("seal in %s failed: %s", thread_id, exc)
+            await outbox.ack(held[0])
+
+    async def _report_all(self, thread_id: str, posted: list[tuple[str, tuple[str, ...]]]) -> None:
+        late, self._late = self._late, []
+        for key, message_ids in posted:
+            await self.report(thread_id, key, message_ids)
+        for late_thread, key, message_ids in late:
+            await self.report(late_thread, key, message_ids)
