@@ -6,6 +6,9 @@ mock time over the recording platform."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import trio
 
 from threadspindle.effects.request_budget import BudgetLimits, Priority, RequestBudget
@@ -15,14 +18,21 @@ from threadspindle.testkit.recording_platform import RecordingPlatform
 LIMITS = BudgetLimits(requests=3, window_s=1.0, margin_s=0.0, reserve=0)
 
 
+@asynccontextmanager
+async def budgeted() -> AsyncIterator[tuple[RecordingPlatform, RequestBudget, RetryingPlatform]]:
+    """A retrying platform over the recording one, drawing from a running budget."""
+    platform = RecordingPlatform()
+    budget = RequestBudget(LIMITS)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(budget.run)
+        yield platform, budget, RetryingPlatform(platform, budget=budget)
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_waiting_edit_takes_the_token_the_background_task_holds(
     autojump_clock: object,
 ) -> None:
-    platform = RecordingPlatform()
-    budget = RequestBudget(LIMITS)
-    retrying = RetryingPlatform(platform, budget=budget)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(budget.run)
+    async with budgeted() as (platform, budget, retrying), trio.open_nursery() as nursery:
         message_id = await retrying.send("t", "first")  # token 1
         await budget.acquire(Priority.URGENT, "other", "reply")  # token 2
         budget.release("other", "reply")
@@ -44,17 +54,12 @@ async def test_a_waiting_edit_takes_the_token_the_background_task_holds(
         stats = budget.statistics()
         assert stats.granted == 3 and stats.waiting == 0 and stats.refunded == 0
         assert platform.texts("t") == ["final"]
-        nursery.cancel_scope.cancel()
 
 
 async def test_an_edit_made_while_a_token_is_held_uses_it_without_asking(
     autojump_clock: object,
 ) -> None:
-    platform = RecordingPlatform()
-    budget = RequestBudget(LIMITS)
-    retrying = RetryingPlatform(platform, budget=budget)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(budget.run)
+    async with budgeted() as (platform, budget, retrying):
         message_id = await retrying.send("t", "first")
         await retrying.acquire("t", "edit", Priority.EDIT)
         retrying.hold_edit()
@@ -65,4 +70,3 @@ async def test_an_edit_made_while_a_token_is_held_uses_it_without_asking(
         await retrying.edit("t", message_id, "third")
         assert budget.statistics().granted == 3
         assert platform.texts("t") == ["third"]
-        nursery.cancel_scope.cancel()
