@@ -19,7 +19,9 @@ prompt on; setting the threads up is not measured):
   per thread its worst word; the worst thread (target ≤ 5 s);
 - requests: all REST calls in the measured window, their rate, the most in any 1 s
   (global-limited calls only) against Discord's 50;
-- final text: every thread's answer message reads exactly ``w0 … w{DELTAS-1}``;
+- final text: every thread's answer message reads exactly ``w0 … w{DELTAS-1}`` (a footer
+  riding in its last message, as the renderer does while the budget is short, is not part
+  of it; how many footers rode is reported);
 - the process itself: its CPU time over the run's wall time, how late trio woke a task
   sleeping 0.1 s (the event loop's lag), and the machine's load average: on a shared
   machine a starved process delays everything above, whatever the budget does;
