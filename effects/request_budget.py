@@ -70,6 +70,8 @@ token per attempt). What it keeps:
 Grants are made by ``run`` (one task per connection, in ``ThreadRenderers``) when a token
 comes back, and at once by ``acquire`` when one is free. It reads time from ``clock``
 (trio's, so trio's ``MockClock`` drives it in tests) and makes no platform call itself.
+The limits it enforces, and each platform's, are ``effects.budget_limits``' (re-exported
+here: a budget's callers need both).
 """
 
 from __future__ import annotations
@@ -81,11 +83,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, Literal
 
 import trio
 
+from threadspindle.effects.budget_limits import (
+    DISCORD_BUDGET,
+    TELEGRAM_BUDGET,
+    TELEGRAM_CHAT_RULE,
+    BudgetLimits,
+    ChannelRule,
+    Priority,
+    telegram_scope,
+)
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
@@ -107,83 +117,6 @@ __all__ = [
 CallKind = Literal["send", "edit", "delete", "reply", "typing"]
 
 _TIDY_EVERY_S = 60.0  # how often the windows of quiet channels are dropped
-
-
-class Priority(IntEnum):
-    URGENT = 0  # command replies, permission/question prompts and their dismissal
-    POST = 1  # first posts, footers, tool cards, a sealed output's final text, deletions
-    EDIT = 2  # intermediate edits of streamed text
-
-
-class ChannelRule(Frozen):
-    """At most ``limit`` calls of ``kinds`` per ``per_s`` in one channel scope
-    (``groups_only``: only in a scope ``scope_of`` calls a group)."""
-
-    kinds: tuple[str, ...]
-    limit: int
-    per_s: float
-    groups_only: bool = False
-
-
-class BudgetLimits(Frozen):
-    requests: int = 50  # per window, every kind and channel together
-    window_s: float = 1.0
-    margin_s: float = 0.05  # added to every window: jitter between our clock and the server's
-    # A stamped request not answered this long after it left is counted as arrived then.
-    in_flight_s: float = 0.25
-    reserve: int = 2  # tokens of a window each lower class leaves to the one above it
-    channel_rules: tuple[ChannelRule, ...] = ()
-    # Kinds the platform does not count against the global limit (Discord: interaction
-    # followups, our replies to slash commands); their channel rules still apply.
-    global_exempt: tuple[str, ...] = ()
-
-
-# Discord: 50 requests/s per bot; per channel 5 message sends and 5 edits per 5 s;
-# interaction endpoints (a slash command's reply) are outside the global limit. The few
-# calls ingress makes itself (a thread for a conversation, a notice) take no token: they
-# are counted as they go out (``count_outside``), and 49 leaves one a second for them.
-# No margin: a token counts from its answer (or ``in_flight_s`` after it left), which came
-# after the request reached Discord, and the next request leaves after its grant: so
-# whatever the latency, any second at Discord holds at most ``requests`` of ours.
-# One token of reserve a class: a prompt still finds one at once (command replies take
-# none: they are exempt). 200 streaming threads then get 47 tokens a second for their
-# edits, a turn every ~4.3 s (chat_budget: 48, a 0.05 s margin and a reserve of 2 gave
-# them 42, a turn every ~4.8 s, and the worst thread's text fell 5.3 s behind).
-DISCORD_BUDGET = BudgetLimits(
-    requests=49,
-    window_s=1.0,
-    margin_s=0.0,
-    reserve=1,
-    global_exempt=("reply",),
-    channel_rules=(
-        ChannelRule(kinds=("send",), limit=5, per_s=5.0),
-        ChannelRule(kinds=("edit",), limit=5, per_s=5.0),
-    ),
-)
-
-# Telegram (Bot API FAQ): ~30 messages/s per bot; ~20 a minute in one group (a forum's
-# topics share it: the scope is the chat).
-TELEGRAM_BUDGET = BudgetLimits(
-    requests=30,
-    window_s=1.0,
-    channel_rules=(
-        ChannelRule(kinds=("send", "edit", "reply"), limit=20, per_s=60.0, groups_only=True),
-    ),
-)
-
-# The FAQ's third figure: about one message a second in one chat, "short bursts" allowed
-# (3 in any 3 s, as the fake Telegram enforces it). Not in TELEGRAM_BUDGET: with it, every
-# topic of a group shares three calls per 3 s, prompts and replies included (a channel rule
-# has no reserve for them), and the Telegram end-to-end flows in one group slowed past their
-# time-outs; Telegram answers a burst over it with a 429 whose retry_after holds the chat.
-TELEGRAM_CHAT_RULE = ChannelRule(kinds=("send", "edit", "reply"), limit=3, per_s=3.0)
-
-
-def telegram_scope(channel_id: str) -> tuple[str, bool]:
-    """``tg:<chat>[:<topic>]`` -> (the chat, whether it is a group: a negative chat id)."""
-    parts = channel_id.split(":")
-    chat = parts[1] if len(parts) > 1 else channel_id
-    return f"tg:{chat}", chat.startswith("-")
 
 
 def _own_scope(channel_id: str) -> tuple[str, bool]:

@@ -57,6 +57,7 @@ from threadspindle.effects.jetstream.transport import (
     answer_requests,
     decode_effect,
 )
+from threadspindle.effects.render import StreamRenderer
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.effect_types import KEYED_POSTS, Effect, SealOutput
 from threadspindle.runtime.live.ports import (
@@ -372,7 +373,7 @@ class Gateway:
             self.applied += 1
             if self.on_applied is not None:
                 self.on_applied(thread_id)
-            pending = getattr(renderer, "unsettled", None)  # a StreamRenderer's
+            pending = renderer.unsettled if isinstance(renderer, StreamRenderer) else None
             if held is not None and pending != held[1]:
                 await outbox.ack(held[0])  # this effect made the seal's last calls
                 held = None
@@ -380,9 +381,9 @@ class Gateway:
                 held = (msg, pending)
             else:
                 await outbox.ack(msg)
-        if held is not None:
+        if held is not None and isinstance(renderer, StreamRenderer):
             try:
-                await self._report_all(thread_id, await renderer.settle())  # type: ignore[attr-defined]
+                await self._report_all(thread_id, await renderer.settle())
             except Exception as exc:  # refused for good: as a failed apply
                 self.failed += 1
                 logger.warning("seal in %s failed: %s", thread_id, exc)
