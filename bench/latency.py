@@ -5,6 +5,9 @@ Every thread runs a streaming fake agent (in-process) that emits a text delta ev
 applied, so ingress->effect latency is measured per delta. Meanwhile each thread gets a
 ``/queue`` every few seconds (latency to its reply being applied) and, at the end, one
 ``/abort`` (latency from the command's arrival to the agent's interrupt being applied).
+
+Two main shapes (100 and 1,000 threads), then the same load at the counts between them
+(``curve``): where one process stops meeting the targets (p99 ≤ 20 ms both ways).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.thread_script import ThreadScript
 
-__all__ = ["StreamingAgent", "run"]
+__all__ = ["StreamingAgent", "curve", "run"]
 
 DELTA_INTERVAL_S = 0.05
 DRAIN_LIMIT_S = 120.0  # an overloaded run reports what it measured instead of waiting on
@@ -314,12 +317,66 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
     }
 
 
+# The issue's targets for one process: p99 ingress -> effect and p99 /abort -> interrupt.
+TARGET_P99_MS = 20.0
+# Thread counts between the two shapes, each measured once (``curve``): where one process
+# stops meeting the targets.
+CURVE_THREADS = (300, 400, 500, 600, 700, 800)
+CURVE_SECONDS = 3.0
+
+
+def _point(result: dict) -> dict:
+    """What the curve keeps of one run."""
+    return {
+        "p99_ms": result["ingress_to_effect"]["p99_ms"],
+        "abort_p99_ms": result["abort_to_interrupt"]["p99_ms"],
+        "cpu_us_per_delta": result["cpu_us_per_delta"],
+        "cpu_share": result["cpu_share"],
+        "delta_actions_per_delta": result["delta_actions_per_delta"],
+        "deltas_per_s": result["deltas_per_s"],
+    }
+
+
+def _within(point: dict) -> bool:
+    abort = point["abort_p99_ms"]
+    return point["p99_ms"] <= TARGET_P99_MS and (
+        abort is None or math.isnan(abort) or abort <= TARGET_P99_MS
+    )
+
+
+def curve(points: dict[int, dict]) -> dict:
+    """The measured points by thread count, and the most threads up to which every point
+    met both targets (one run each: a point near the knee can fall either side of it)."""
+    within = 0
+    for threads in sorted(points):
+        if not _within(points[threads]):
+            break
+        within = threads
+    return {
+        "points": {str(k): points[k] for k in sorted(points)},
+        "target_p99_ms": TARGET_P99_MS,
+        "most_threads_within_target": within,
+    }
+
+
 def run(quick: bool) -> dict:
     shapes = [(20, 1.0)] if quick else [(100, 5.0), (1000, 3.0)]
-    result = {}
+    between = (10, 30) if quick else CURVE_THREADS
+    result: dict = {}
+    points: dict[int, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for threads, seconds in shapes:
             result[f"{threads}_threads"] = trio.run(
                 _load, threads, seconds, os.path.join(tmp, f"lat-{threads}.db")
             )
+            points[threads] = _point(result[f"{threads}_threads"])
+        for threads in between:
+            measured = trio.run(
+                _load,
+                threads,
+                1.0 if quick else CURVE_SECONDS,
+                os.path.join(tmp, f"curve-{threads}.db"),
+            )
+            points[threads] = _point(measured)
+    result["curve"] = curve(points)
     return result

@@ -12,6 +12,7 @@ from bench.report_chat_budget import chat_budget_section
 from bench.report_format import fmt as _fmt
 from bench.report_format import get as _get
 from bench.report_format import table as _table
+from bench.report_latency_curve import latency_curve_plot, latency_curve_section
 
 __all__ = ["write_report"]
 
@@ -144,6 +145,13 @@ def _targets(r: dict) -> list[list[Any]]:
         abort,
         None if abort is None else abort <= 20,
     )
+    within = _get(r, "latency", "curve", "most_threads_within_target")
+    check(
+        "threads one process keeps within both 20 ms targets",
+        "1,000",
+        within,
+        None if within is None else within >= 1000,
+    )
     idle = _get(r, "memory", "idle", "per_thread_kb")
     check("RSS per idle thread actor", "≤ 20 KB", idle, None if idle is None else idle <= 20)
     parsers = _get(r, "parsers")
@@ -240,6 +248,9 @@ def _plots(r: dict, plot_dir: Path) -> list[str]:
         fig.savefig(plot_dir / "actor-throughput.png", dpi=110)
         plt.close(fig)
         made.append("perf/actor-throughput.png")
+    latency_curve = latency_curve_plot(_get(r, "latency", "curve"), plot_dir, plt)
+    if latency_curve is not None:
+        made.append(latency_curve)
     return made
 
 
@@ -536,6 +547,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 if isinstance(v.get("deltas"), int)
                 else f"{k.replace('_', ' ')} —"
                 for k, v in lat.items()
+                if k != "curve"
             )
             + ".",
             "",
@@ -577,6 +589,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                 LATENCY_BEFORE_AFTER,
                 "",
             ]
+        parts += latency_curve_section(lat.get("curve"))
     parts += chat_budget_section(r.get("chat_budget", {}))
     parts += memory_section(r.get("memory", {}))
     parts += _jetstream_section(r.get("jetstream", {}))
