@@ -3,9 +3,9 @@
 
 ``BudgetLimits`` is a platform's global window, its per-channel rules (``ChannelRule``),
 the calls it does not count and the reserves between the classes (``Priority``);
-``DISCORD_BUDGET`` and ``TELEGRAM_BUDGET`` are the documented figures, with why each
-differs from the bare documentation; ``telegram_scope`` names the chat a Telegram topic's
-rules count in. Data only: no clock, no I/O.
+``DISCORD_BUDGET``, ``TELEGRAM_BUDGET`` and ``SLACK_BUDGET`` are the documented figures,
+with why each differs from the bare documentation; ``telegram_scope`` and ``slack_scope``
+name the chat (channel) a topic's (thread's) rules count in. Data only: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
     "DISCORD_BUDGET",
+    "SLACK_BUDGET",
     "TELEGRAM_BUDGET",
     "TELEGRAM_CHAT_RULE",
     "BudgetLimits",
     "ChannelRule",
     "Priority",
+    "slack_scope",
     "telegram_scope",
 ]
 
@@ -33,12 +35,15 @@ class Priority(IntEnum):
 
 class ChannelRule(Frozen):
     """At most ``limit`` calls of ``kinds`` per ``per_s`` in one channel scope
-    (``groups_only``: only in a scope ``scope_of`` calls a group)."""
+    (``groups_only``: only in a scope ``scope_of`` calls a group; ``across_channels``: in
+    every channel together, one window for the connection, as Slack counts a method's
+    calls per workspace)."""
 
     kinds: tuple[str, ...]
     limit: int
     per_s: float
     groups_only: bool = False
+    across_channels: bool = False
 
 
 class BudgetLimits(Frozen):
@@ -95,8 +100,38 @@ TELEGRAM_BUDGET = BudgetLimits(
 TELEGRAM_CHAT_RULE = ChannelRule(kinds=("send", "edit", "reply"), limit=3, per_s=3.0)
 
 
+# Slack ("Rate limits", and each method's page): limits are per method per workspace, in
+# tiers of calls a minute: chat.update and chat.delete are Tier 3 (50+), the file upload
+# calls Tier 4 (100+); chat.postMessage is special: about one message a second in a
+# channel, short bursts allowed (as the fake Slack enforces it: 3 in any 3 s, the burst
+# the Telegram budget takes for the same wording), and a workspace-wide limit Slack does
+# not publish. So no global window binds (Slack publishes none across methods: ``requests``
+# is only there to order the classes), and a method's tier is a rule across channels.
+# Its floor is the budget: 50 edits a minute for every channel together, however many
+# threads stream (a thread alone edits every 1.2 s, ``SLACK_LIMITS``, the same rate).
+# Typing (``assistant.threads.setStatus``, "special" limits, unpublished) takes a token
+# only when one is to spare. A reply to a command is a post in its channel (an ephemeral
+# one is Tier 4: counted as a post all the same, the stricter of the two).
+SLACK_BUDGET = BudgetLimits(
+    requests=1000,
+    window_s=1.0,
+    channel_rules=(
+        ChannelRule(kinds=("send", "reply"), limit=3, per_s=3.0),
+        ChannelRule(kinds=("edit",), limit=50, per_s=60.0, across_channels=True),
+        ChannelRule(kinds=("delete",), limit=50, per_s=60.0, across_channels=True),
+    ),
+)
+
+
 def telegram_scope(channel_id: str) -> tuple[str, bool]:
     """``tg:<chat>[:<topic>]`` -> (the chat, whether it is a group: a negative chat id)."""
     parts = channel_id.split(":")
     chat = parts[1] if len(parts) > 1 else channel_id
     return f"tg:{chat}", chat.startswith("-")
+
+
+def slack_scope(channel_id: str) -> tuple[str, bool]:
+    """``sl:<channel>:<thread_ts>`` -> (the channel, False): a Slack thread's posts count in
+    its channel (``chat.postMessage``'s one a second is the channel's, whatever thread)."""
+    parts = channel_id.split(":")
+    return (f"sl:{parts[1]}" if len(parts) > 2 else channel_id), False

@@ -2,9 +2,10 @@
 
 A bot may make only so many API requests: Discord about 50 a second in all, and per
 channel 5 message sends and 5 edits per 5 s; Telegram about 30 messages a second, and 20 a
-minute in one group. Each renderer paces its own messages, but 200 threads streaming at
-once ask for far more than that; without one budget the platform's own limiter (or a 429)
-makes every thread wait, command replies and permission prompts behind intermediate edits.
+minute in one group; Slack so many calls of each method a minute in the workspace. Each
+renderer paces its own messages, but 200 threads streaming at once ask for far more than
+that; without one budget the platform's own limiter (or a 429) makes every thread wait,
+command replies and permission prompts behind intermediate edits.
 Every call a renderer makes passes here first (``effects.retrying_platform`` asks, one
 token per attempt). What it keeps:
 
@@ -32,7 +33,9 @@ token per attempt). What it keeps:
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
-  the chat a forum topic is in; ``scope_of``), e.g. 5 edits per 5 s per channel.
+  the chat a forum topic is in; ``scope_of``), e.g. 5 edits per 5 s per channel; or across
+  channels, one window for the connection (Slack: 50 ``chat.update`` a minute in the
+  workspace), where a 429 for that kind holds every channel.
 - **Priorities.** ``Priority.URGENT`` (command replies, permission and question prompts and
   their dismissal) before ``Priority.POST`` (first posts, footers, a sealed stream's final
   text, deletions) before ``Priority.EDIT`` (intermediate edits of streamed text).
@@ -89,17 +92,21 @@ import trio
 
 from threadspindle.effects.budget_limits import (
     DISCORD_BUDGET,
+    SLACK_BUDGET,
     TELEGRAM_BUDGET,
     TELEGRAM_CHAT_RULE,
     BudgetLimits,
     ChannelRule,
     Priority,
+    slack_scope,
     telegram_scope,
 )
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
+    "ALL_CHANNELS",
     "DISCORD_BUDGET",
+    "SLACK_BUDGET",
     "TELEGRAM_BUDGET",
     "TELEGRAM_CHAT_RULE",
     "BudgetLimits",
@@ -111,12 +118,14 @@ __all__ = [
     "Ticket",
     "request_answered",
     "request_sent",
+    "slack_scope",
     "telegram_scope",
 ]
 
 CallKind = Literal["send", "edit", "delete", "reply", "typing"]
 
 _TIDY_EVERY_S = 60.0  # how often the windows of quiet channels are dropped
+ALL_CHANNELS = "*"  # the scope of a rule counted across channels (``ChannelRule.across_channels``)
 
 
 def _own_scope(channel_id: str) -> tuple[str, bool]:
@@ -286,6 +295,10 @@ class RequestBudget:
                 self._rules.setdefault(kind, []).append(rule)
         self._windows: dict[tuple[str, int], _Window] = {}  # (scope, rule index) -> window
         self._rule_index = {id(r): n for n, r in enumerate(limits.channel_rules)}
+        # Kinds a rule counts across channels: their holds are the connection's.
+        self._across = frozenset(
+            kind for rule in limits.channel_rules if rule.across_channels for kind in rule.kinds
+        )
         self._learned: dict[tuple[str, int], tuple[int, float]] = {}  # from headers
         self._holds: dict[tuple[str, str], float] = {}  # (scope, kind) -> held until
         self._held_until = -math.inf
@@ -485,7 +498,7 @@ class RequestBudget:
         if channel_id is None:
             self._held_until = max(self._held_until, until)
         else:
-            key = (self._scope_of(channel_id)[0], kind)
+            key = (self._hold_scope(channel_id, kind), kind)
             self._holds[key] = max(self._holds.get(key, -math.inf), until)
         self._changed.set()
 
@@ -494,7 +507,7 @@ class RequestBudget:
         ``reset_after_s`` seconds (Discord: ``X-RateLimit-Remaining: 0``): no grant of that
         kind in the channel's scope until then. Not a 429: not counted as a hold."""
         until = self._clock() + max(reset_after_s, 0.0)
-        key = (self._scope_of(channel_id)[0], kind)
+        key = (self._hold_scope(channel_id, kind), kind)
         self._holds[key] = max(self._holds.get(key, -math.inf), until)
         self._spent += 1
         self._changed.set()
@@ -511,11 +524,12 @@ class RequestBudget:
             if rule.groups_only and not group:
                 continue
             index = self._rule_index[id(rule)]
-            old_limit, old_span = self._learned.get((scope, index), (rule.limit, rule.per_s))
+            key = (ALL_CHANNELS if rule.across_channels else scope, index)
+            old_limit, old_span = self._learned.get(key, (rule.limit, rule.per_s))
             size = (min(limit, old_limit), max(reset_after_s, old_span))
             if size != (old_limit, old_span):
-                self._learned[(scope, index)] = size
-                window = self._windows.get((scope, index))
+                self._learned[key] = size
+                window = self._windows.get(key)
                 if window is not None:
                     window.limit, window.span = size[0], size[1] + self.limits.margin_s
                 self._observed += 1
@@ -620,21 +634,29 @@ class RequestBudget:
             if rule.groups_only and not group:
                 continue
             index = self._rule_index[id(rule)]
-            window = self._windows.get((scope, index))
+            key = (ALL_CHANNELS if rule.across_channels else scope, index)
+            window = self._windows.get(key)
             if window is None:
-                limit, per_s = self._learned.get((scope, index), (rule.limit, rule.per_s))
-                window = self._windows[(scope, index)] = _Window(
-                    limit, per_s + self.limits.margin_s
-                )
+                limit, per_s = self._learned.get(key, (rule.limit, rule.per_s))
+                window = self._windows[key] = _Window(limit, per_s + self.limits.margin_s)
             windows.append(window)
         return windows
+
+    def _hold_scope(self, channel_id: str, kind: str) -> str:
+        """Where a 429 (or a spent bucket) of a ``kind`` call in ``channel_id`` holds: the
+        whole connection when a rule counts that kind across channels (Slack: a method's
+        tier is the workspace's), else the channel's scope."""
+        if kind in self._across:
+            return ALL_CHANNELS
+        return self._scope_of(channel_id)[0]
 
     def _channel_free_at(
         self, scope: str, group: bool, kind: str, now: float, spare: int = 0
     ) -> float:
-        ready = self._holds.get((scope, kind), -math.inf)
+        key = (ALL_CHANNELS if kind in self._across else scope, kind)
+        ready = self._holds.get(key, -math.inf)
         if ready <= now:
-            self._holds.pop((scope, kind), None)
+            self._holds.pop(key, None)
             ready = now
         for window in self._channel_windows(scope, group, kind):
             ready = max(ready, window.free_at(now, min(spare, window.limit - 1)))

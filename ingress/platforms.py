@@ -28,7 +28,13 @@ import trio
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.effects.platform import PlatformError, PlatformLimits
 from threadspindle.effects.render import StreamRenderer
-from threadspindle.effects.request_budget import DISCORD_BUDGET, TELEGRAM_BUDGET, telegram_scope
+from threadspindle.effects.request_budget import (
+    DISCORD_BUDGET,
+    SLACK_BUDGET,
+    TELEGRAM_BUDGET,
+    slack_scope,
+    telegram_scope,
+)
 from threadspindle.effects.slack_platform import SLACK_LIMITS
 from threadspindle.effects.telegram_platform import TELEGRAM_LIMITS
 from threadspindle.effects.thread_renderers import ThreadRenderers
@@ -141,7 +147,9 @@ class PlatformRouter:
             limits = SLACK_LIMITS.model_copy(
                 update={"min_edit_interval_s": slack.min_edit_interval_s}
             )
-            self.renderers["slack"] = await stack.enter_async_context(ThreadRenderers(limits))
+            self.renderers["slack"] = await stack.enter_async_context(
+                ThreadRenderers(limits, budget=SLACK_BUDGET, scope_of=slack_scope)
+            )
 
     async def flush(self) -> None:
         for renderers in self.renderers.values():

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from threadspindle.testkit.fake_slack.limits import SlackRateLimits
 from threadspindle.testkit.fake_slack.world import (
     BOT_USER,
     ApiError,
@@ -40,10 +41,19 @@ APP_TOKEN = "xapp-1-A0SPINDLE-3333-fakeslackapptoken"
 class FakeSlack:
     """Use as a context manager (``with FakeSlack() as fake:``) or ``start()``/``stop()``."""
 
-    def __init__(self, bot_token: str = BOT_TOKEN, app_token: str = APP_TOKEN) -> None:
+    def __init__(
+        self,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        *,
+        rate_limits: SlackRateLimits | None = None,
+    ) -> None:
+        """``rate_limits``: enforce Slack's documented method tiers (``fake_slack.limits``)
+        from the start; off by default."""
         self.bot_token = bot_token
         self.app_token = app_token
         self.world = World(bot_token, app_token)
+        self.rate_limits = rate_limits  # read and changed under ``world.lock``
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -131,6 +141,10 @@ class FakeSlack:
         status, headers = 200, {}
         try:
             with self.world.lock:
+                if self.rate_limits is not None:
+                    wait = self.rate_limits.check(method, params.get("channel"), time.monotonic())
+                    if wait is not None:
+                        raise ApiError("ratelimited", 429, wait)
                 self.world.check_fault(method)
                 body = self.world.call(method, params, token)
             if method == "files.getUploadURLExternal":
@@ -315,6 +329,19 @@ class FakeSlack:
         200 an ``error`` (e.g. ``invalid_blocks``)."""
         with self.world.lock:
             self.world.faults.append(Fault(status, method, skip, times, retry_after, error))
+
+    def enforce_rate_limits(self, limits: SlackRateLimits | None = None) -> SlackRateLimits:
+        """From now on, Slack's documented method tiers (``fake_slack.limits``); returns
+        them (``rate_limit_statistics`` reads them)."""
+        chosen = limits or SlackRateLimits()
+        with self.world.lock:
+            self.rate_limits = chosen
+        return chosen
+
+    def rate_limit_statistics(self) -> dict[str, int]:
+        """Calls seen by the enforced limits and the 429s sent, by method."""
+        with self.world.lock:
+            return self.rate_limits.statistics() if self.rate_limits is not None else {}
 
     # --- the test API: reading back -------------------------------------------------------------
 

@@ -1,0 +1,143 @@
+"""The fake Slack's documented method tiers (``testkit.fake_slack.limits``, opt-in): alone
+(time given), and over HTTP with the real slack-sdk: unbudgeted calls get Slack's 429s, and
+the shared ``RequestBudget`` (Slack's figures, ``SLACK_BUDGET``) sends many threads' posts
+and edits in several channels through without one, a 429's ``Retry-After`` holding every
+channel's edits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import trio
+import trio_asyncio
+from slack_sdk.web.async_client import AsyncWebClient
+
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
+from threadspindle.effects.platform import PlatformError
+from threadspindle.effects.request_budget import (
+    SLACK_BUDGET,
+    ChannelRule,
+    RequestBudget,
+    slack_scope,
+)
+from threadspindle.effects.retrying_platform import RetryingPlatform
+from threadspindle.effects.slack_platform import SLACK_LIMITS, SlackPlatform, slack_thread_id
+from threadspindle.testkit.fake_slack.limits import SlackRateLimits
+from threadspindle.testkit.fake_slack.server import FakeSlack
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_the_limits_as_slack_documents_them() -> None:
+    limits = SlackRateLimits()
+    # chat.postMessage: about one a second in a channel, a short burst: 3 in any 3 s
+    for at in (10.0, 10.2, 10.4):
+        assert limits.check("chat.postMessage", "C1", at) is None
+    assert limits.check("chat.postMessage", "C1", 10.5) == 3  # whole seconds, rounded up
+    assert limits.check("chat.postMessage", "C2", 10.5) is None  # another channel
+    assert limits.check("chat.postMessage", "C1", 13.0) is None
+    # chat.update: Tier 3, 50 a minute for the whole workspace, whatever the channel
+    for n in range(50):
+        assert limits.check("chat.update", f"C{n % 5}", 100.0 + n * 0.1) is None
+    assert limits.check("chat.update", "C9", 106.0) == 54  # until the first is a minute old
+    assert limits.check("chat.update", "C9", 160.0) is None
+    # chat.postEphemeral: Tier 4, 100 a minute
+    for _ in range(100):
+        assert limits.check("chat.postEphemeral", "C1", 200.0) is None
+    assert limits.check("chat.postEphemeral", "C1", 200.0) == 60
+    # methods whose limits Slack does not publish are not limited
+    for _ in range(200):
+        assert limits.check("assistant.threads.setStatus", "C1", 300.0) is None
+    assert limits.statistics() == {
+        "calls": 6 + 52 + 101,
+        "429": 3,
+        "429 chat.postEphemeral": 1,
+        "429 chat.postMessage": 1,
+        "429 chat.update": 1,
+    }
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack() as started:
+        yield started
+
+
+async def test_the_budget_keeps_many_threads_in_several_channels_within_slacks_limits(
+    fake: FakeSlack,
+) -> None:
+    alice = fake.add_user("alice")
+    channels = [fake.add_channel(f"dev{n}") for n in range(4)]
+    random = fake.add_channel("random")
+    elsewhere = slack_thread_id(random, fake.send_message(random, alice, "not budgeted"))
+    threads = [
+        slack_thread_id(channel, fake.send_message(channel, alice, f"topic {n}"))
+        for channel in channels
+        for n in range(5)
+    ]
+    async with open_asyncio_loop():
+        client = await trio_asyncio.aio_as_trio(
+            lambda: _made(AsyncWebClient(token=fake.bot_token, base_url=fake.base_url))
+        )()
+        # Edits paced by the budget, not by the platform's own per-channel interval.
+        platform = SlackPlatform(client, SLACK_LIMITS.model_copy(update={"min_edit_interval_s": 0}))
+        # The tier's shape in a shorter window (20 a 4 s, not 50 a minute), the same on both
+        # sides, so that the budget's waits show within a test.
+        limits = fake.enforce_rate_limits(SlackRateLimits(tier3_limit=20, tier_window_s=4.0))
+
+        # Unbudgeted, a burst in one channel is refused as Slack refuses it.
+        for text in ("one", "two", "three"):
+            await platform.send(elsewhere, text)
+        with pytest.raises(PlatformError) as refused:
+            await platform.send(elsewhere, "four")
+        assert refused.value.retry_after is not None and 1 <= refused.value.retry_after <= 3
+        assert fake.rate_limit_statistics()["429 chat.postMessage"] == 1
+
+        budget_limits = SLACK_BUDGET.model_copy(
+            update={
+                "channel_rules": (
+                    ChannelRule(kinds=("send", "reply"), limit=3, per_s=3.0),
+                    ChannelRule(kinds=("edit",), limit=20, per_s=4.0, across_channels=True),
+                )
+            }
+        )
+        async with trio.open_nursery() as nursery:
+            budget = RequestBudget(budget_limits, scope_of=slack_scope)
+            await nursery.start(budget.run)
+            retrying = RetryingPlatform(platform, budget=budget)
+            # A 429 the budget could not foresee: its Retry-After holds every channel's edits.
+            fake.inject_fault(429, method="chat.update", retry_after=1)
+            shown: dict[str, tuple[str, str]] = {}
+            started = time.monotonic()
+
+            async def stream(thread: str) -> None:
+                message = await retrying.send(thread, f"{thread} w0")
+                for word in range(1, 3):
+                    await retrying.edit(thread, message, f"{thread} w{word}")
+                shown[thread] = (message, f"{thread} w2")
+
+            async with trio.open_nursery() as streams:
+                for thread in threads:
+                    streams.start_soon(stream, thread)
+            elapsed = time.monotonic() - started
+            statistics = budget.statistics()
+            nursery.cancel_scope.cancel()
+
+    stats = fake.rate_limit_statistics()
+    assert stats["429"] == 1, stats  # the unbudgeted post only
+    assert statistics.holds == 1  # the injected 429 went to the budget
+    assert retrying.statistics().rate_limited == 1
+    assert limits.calls == 4 + len(threads) * 3 + 1  # the injected 429 was never counted
+    # 40 edits at 19 an intermediate window of 4 s (the 20th is left to final texts), and
+    # the channels' 5 posts each at 3 in 3 s.
+    assert elapsed >= 2 * 4.0
+    assert len(shown) == len(threads)
+    for thread, (message_id, text) in shown.items():
+        channel = thread.split(":")[1]
+        assert fake.message(channel, message_id).text == text
+
+
+async def _made(client: AsyncWebClient) -> AsyncWebClient:
+    return client
