@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trio
@@ -26,6 +27,7 @@ from threadspindle.effects.retrying_platform import RetryingPlatform
 from threadspindle.effects.slack_platform import SLACK_LIMITS, SlackPlatform, slack_thread_id
 from threadspindle.testkit.fake_slack.limits import SlackRateLimits
 from threadspindle.testkit.fake_slack.server import FakeSlack
+from threadspindle.testkit.fake_slack.stack import slack_stack, slack_world
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,3 +143,29 @@ async def test_the_budget_keeps_many_threads_in_several_channels_within_slacks_l
 
 async def _made(client: AsyncWebClient) -> AsyncWebClient:
     return client
+
+
+async def test_many_threads_streaming_in_one_channel_get_no_429_from_slack(
+    tmp_path: Path,
+) -> None:
+    """The whole app (``slack_stack``) against the fake Slack enforcing Slack's documented
+    tiers: six threads of one project channel answer at once, each streamed answer and
+    footer exactly right, and Slack never answers 429."""
+    with slack_world(tmp_path) as sl:
+        limits = sl.fake.enforce_rate_limits()
+        async with slack_stack(sl, tmp_path) as stack:
+            threads = [
+                slack_thread_id(sl.project, sl.fake.send_message(sl.project, sl.alice, "SLOW"))
+                for _ in range(6)
+            ]
+            for thread in threads:
+                await stack.until_footers(thread, 1, timeout=60.0)
+            answers = {
+                thread: [m.shown for m in sl.bot_messages(thread) if "slow" in m.shown]
+                for thread in threads
+            }
+    assert limits.statistics()["429"] == 0, limits.statistics()
+    expected = " ".join(f"slow{i}" for i in range(10))
+    for thread in threads:
+        assert [text.strip() for text in answers[thread]] == [expected], answers[thread]
+    assert limits.calls > 6 * 3  # posts and edits of every thread went through the limits
