@@ -12,8 +12,9 @@ Spindle calls:
   Tier 3, 50 a minute (``tier3_limit`` per ``tier_window_s``) for the workspace;
 - ``chat.postEphemeral``, ``files.getUploadURLExternal``, ``files.completeUploadExternal``:
   Tier 4, 100 a minute;
-- ``chat.postMessage``: ``post_limit`` per ``post_window_s`` in one channel (3 in any 3 s:
-  one a second with a short burst, the shape the fake Telegram gives the same wording).
+- ``chat.postMessage``: ``post_limit`` per ``post_window_s`` in one channel (5 in any 5 s:
+  one a second with a short burst; Slack gives no burst size, this is Discord's documented
+  shape for the same rate).
 
 Methods whose limits Slack calls special and does not publish (``assistant.threads.*``,
 ``auth.test``, ``apps.connections.open``) are not limited. Each limit is a sliding window
@@ -53,8 +54,8 @@ class SlackRateLimits:
     tier3_limit: int = 50
     tier4_limit: int = 100
     tier_window_s: float = 60.0
-    post_limit: int = 3
-    post_window_s: float = 3.0
+    post_limit: int = 5
+    post_window_s: float = 5.0
     calls: int = 0  # calls of a limited method that reached the limits
     responses_429: Counter[str] = field(default_factory=Counter)  # method -> 429s sent
     _methods: dict[str, deque[float]] = field(default_factory=dict)
