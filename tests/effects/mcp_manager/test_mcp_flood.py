@@ -29,14 +29,26 @@ ANSWER_BOUND_S = 1.0
 
 
 def _stream_bytes(data_dir: Path, name: str, stream: str) -> int:
-    """What one stream of a process has on disk now (all its files)."""
-    total = 0
-    for path in data_dir.glob(f"processes/*/{name}.*"):
+    """What one stream of a process has on disk now, its largest start's: the two newest
+    generation files (the writer keeps two, ``output_writer.py``). A listing is no
+    snapshot: under load the files are stat'ed one by one while ``yes`` fills a 4 MiB file
+    in milliseconds, so a third, older one the writer deletes right after starting a new
+    one can be listed and still found full (12.4 MiB was measured so, never on disk at
+    once). More than three files listed is a writer that stopped deleting: that is
+    reported as no bound at all."""
+    starts: dict[str, dict[int, int]] = {}  # a start's base -> generation -> bytes
+    for path in data_dir.glob(f"processes/*/{name}.*.{stream}.*.log"):
+        base, generation, _ = str(path).rsplit(".", 2)
         try:
-            total += path.stat().st_size if f".{stream}." in path.name else 0
+            starts.setdefault(base, {})[int(generation)] = path.stat().st_size
         except FileNotFoundError:
             pass  # deleted by a rotation since the listing
-    return total
+    largest = 0
+    for sizes in starts.values():
+        if len(sizes) > 3:
+            return sum(sizes.values()) + 2**62
+        largest = max(largest, sum(sizes[n] for n in sorted(sizes)[-2:]))
+    return largest
 
 
 def _writer_pids() -> list[int]:
