@@ -114,7 +114,30 @@ renderer now keeps a float per measurement instead of every effect object (kept 
 made the collector stall the loop 40-90 ms two or three times a run). What is left at \
 1,000 threads: ~65 µs per unmerged delta against ~46 µs needed to keep up without merging, \
 and `/abort` waits for the rest of the current scheduler round (0-100 ms) before the agent \
-lane runs the interrupt."""
+lane runs the interrupt.
+
+**Where one process stops (2026-11-26).** The curve below puts the knee at 500 threads \
+(10,000 deltas/s) in both runs of that day (06:16 and 06:50 UTC). Below it every delta is \
+its own action (a thread's deltas come 50 ms apart: nothing to merge without making one \
+wait), and one costs ~90 µs of the process's one core (88-103 µs in the 400-500-thread \
+runs): 1,000 threads would need ~1.8 cores. Where a delta's time went at 500 threads (a \
+trio instrument timing every task step during the load, µs per delta): the agent's step \
+38 (the fake agent, the listener and the commit: transition ~7, log row ~4, hand-over to \
+the reactor ~3), the chat lane 16.5 (two steps: its wake-up and the renderer's yield), \
+the log's flushes 18 (SQLite ~12 of it: the unique (thread_id, seq) index writes a leaf \
+page per thread per transaction, 12-20 µs a row at 1,000 threads against 2.5-5.7 µs \
+without the index in a micro-benchmark), trio's scheduling ~12, the bench's pacer and \
+users ~8. Tried and not kept: the flush from a worker thread as one `INSERT … SELECT FROM \
+json_each(?)` (the GIL released for the whole statement): CPU per delta 87 → 99 µs, p50 \
+3 → 12 ms, handing the GIL back cost more than the writes; a batching window of 2-5 ms \
+for the flushes: the same CPU per delta (the rows cost, not the transactions). Kept: \
+`StreamRenderer.apply` takes a free lock without a scheduler round and wakes its \
+background task only when something falls due sooner, so an append to a streaming \
+message costs no task step (1.8 before) and 15 µs instead of 26-38 (this bench's \
+renderer yields where the real one does, so not for an append). Meeting 1,000 threads in \
+one process needs a path under ~40 µs a delta: no index page written per row on the trio \
+thread, no task step of the chat lane's own per delta, a cheaper commit; or the threads \
+spread over several runner processes (docs/scale-out.md)."""
 
 
 def _targets(r: dict) -> list[list[Any]]:
