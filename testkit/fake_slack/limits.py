@@ -30,6 +30,8 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from threadspindle.testkit.sliding_window import free_at
+
 __all__ = ["TIER3_METHODS", "TIER4_METHODS", "SlackRateLimits"]
 
 TIER3_METHODS = frozenset(
@@ -38,15 +40,6 @@ TIER3_METHODS = frozenset(
 TIER4_METHODS = frozenset(
     {"chat.postEphemeral", "files.getUploadURLExternal", "files.completeUploadExternal"}
 )
-
-
-def _free_at(times: deque[float], limit: int, window: float, now: float) -> float:
-    """When one more call fits in the sliding window (``now``: at once)."""
-    while times and times[0] <= now - window:
-        times.popleft()
-    if len(times) < limit:
-        return now
-    return times[len(times) - limit] + window
 
 
 @dataclass
@@ -75,7 +68,7 @@ class SlackRateLimits:
         else:
             return None
         self.calls += 1
-        at = _free_at(times, limit, window, now)
+        at = free_at(times, limit, window, now)
         if at > now:
             self.responses_429[method] += 1
             return max(1, math.ceil(at - now))

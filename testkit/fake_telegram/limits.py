@@ -24,6 +24,8 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from threadspindle.testkit.sliding_window import free_at
+
 __all__ = ["COUNTED_METHODS", "TelegramRateLimits"]
 
 COUNTED_METHODS = frozenset(
@@ -41,15 +43,6 @@ COUNTED_METHODS = frozenset(
         "forwardMessage",
     }
 )
-
-
-def _free_at(times: deque[float], limit: int, window: float, now: float) -> float:
-    """When one more request fits in the sliding window (``now``: at once)."""
-    while times and times[0] <= now - window:
-        times.popleft()
-    if len(times) < limit:
-        return now
-    return times[len(times) - limit] + window
 
 
 @dataclass
@@ -75,14 +68,14 @@ class TelegramRateLimits:
         self.requests += 1
         chat = chat_id if isinstance(chat_id, int) else None
         waits: list[tuple[float, str]] = [
-            (_free_at(self._global, self.global_limit, self.global_window_s, now), "global")
+            (free_at(self._global, self.global_limit, self.global_window_s, now), "global")
         ]
         if chat is not None:
             per_chat = self._chats.setdefault(chat, deque())
-            waits.append((_free_at(per_chat, self.chat_limit, self.chat_window_s, now), "chat"))
+            waits.append((free_at(per_chat, self.chat_limit, self.chat_window_s, now), "chat"))
             if chat < 0:
                 group = self._groups.setdefault(chat, deque())
-                waits.append((_free_at(group, self.group_limit, self.group_window_s, now), "group"))
+                waits.append((free_at(group, self.group_limit, self.group_window_s, now), "group"))
         at, limit = max(waits)
         if at > now:
             self.responses_429[limit] += 1
