@@ -30,6 +30,9 @@ token per attempt). What it keeps:
 - **Calls that are not the budget's** (``count_outside``): a request no ticket stamped
   (ingress's own calls) is counted in the global window as it goes out, so the grants
   after it leave room for it; ``requests`` below the platform's limit covers a burst.
+- **Calls inside calls** (``try_inside``): a call the platform makes on its own within a
+  granted one (Slack's working line) goes only with a token to spare in its kind's
+  windows, and is counted there as it goes out; else the platform does without it.
 - **Exempt kinds** (``global_exempt``) take no global token: Discord does not count
   interaction followups (a slash command's reply) against its global limit.
 - **Per-channel rules** (``ChannelRule``) by call kind, on the channel's *scope* (Telegram:
@@ -152,6 +155,8 @@ class BudgetStatistics(Frozen):
     expedited: int = 0  # waiting requests lifted to URGENT (``expedite``)
     answered_early: int = 0  # requests answered within ``in_flight_s`` (a call may make 2)
     outside: int = 0  # requests the budget did not grant, counted as they went out
+    inside: int = 0  # calls a platform made inside a granted one, counted (``try_inside``)
+    inside_refused: int = 0  # such calls the platform did without: no token to spare
 
 
 @dataclass(eq=False)
@@ -313,6 +318,7 @@ class RequestBudget:
         self._hold_count = self._observed = self._spent = 0
         self._stamped = self._unstamped = self._expedited = self._answered_early = 0
         self._outside = 0
+        self._inside = self._inside_refused = 0
         self._outside_last: object = None
         self._changed = trio.Event()
 
@@ -386,6 +392,33 @@ class RequestBudget:
         self._outside += 1
         self._global.count(self._clock() + self.limits.in_flight_s)
         self._changed.set()
+
+    def try_inside(self, channel_id: str, kind: CallKind) -> bool:
+        """May the platform make a call of its own, inside one the budget granted (Slack's
+        "working…" line: its post, edits and delete ride in a typing or send call)? Yes
+        when every window its kind counts in has a token to spare now (the global one
+        beyond the reserves, a channel rule's beyond the last, kept for final text); the
+        call is then counted as it goes out. No: the platform does without it for now (a
+        refresh skipped, a deletion left for the next chance)."""
+        now = self._clock()
+        scope, group = self._scope_of(channel_id)
+        spare = len(Priority) * self.limits.reserve
+        exempt = kind in self._exempt
+        if (
+            now < self._held_until
+            or (not exempt and self._global.free_at(now, spare) > now)
+            or self._channel_free_at(scope, group, kind, now, 1) > now
+        ):
+            self._inside_refused += 1
+            return False
+        at = now + self.limits.in_flight_s
+        if not exempt:
+            self._global.count(at)
+        for window in self._channel_windows(scope, group, kind):
+            window.count(at)
+        self._inside += 1
+        self._changed.set()
+        return True
 
     def release(self, channel_id: str, kind: CallKind, ticket: Ticket | None = None) -> None:
         """The request of a granted token completed (answered or failed): the token comes
@@ -695,4 +728,6 @@ class RequestBudget:
             expedited=self._expedited,
             answered_early=self._answered_early,
             outside=self._outside,
+            inside=self._inside,
+            inside_refused=self._inside_refused,
         )

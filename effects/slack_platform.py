@@ -53,6 +53,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
+from threadspindle.effects.request_budget import CallKind
 from threadspindle.effects.slack_markup import plain_text, split_sections, to_mrkdwn
 from threadspindle.runtime.core.effect_types import Button
 
@@ -175,6 +176,10 @@ class SlackPlatform:
         self._authors: OrderedDict[str, str] = OrderedDict()  # action id -> user, for replies
         self._no_status: set[str] = set()  # channels where assistant status is refused
         self._no_title: set[str] = set()  # channels where assistant titles are refused
+        # Asked before each call made for the working line inside a typing or send call:
+        # the connection's request budget lets it go (and counts it) only with a token to
+        # spare (``ThreadRenderers.attach``); refused, the line does without it for now.
+        self.on_inside_call: Callable[[str, CallKind], bool] | None = None
         self._working: dict[str, _WorkingLine] = {}  # thread id -> its working line
         self._stale: dict[str, set[str]] = {}  # thread id -> working lines not deleted yet
         self._quiet_until: dict[str, float] = {}  # thread id -> no working line before
@@ -337,16 +342,23 @@ class SlackPlatform:
             if line is None:
                 if now < self._quiet_until.get(channel_id, 0.0):
                     return
+                if not self._inside(channel_id, "send"):
+                    return  # no token to spare: no working line this time
                 channel, thread_ts = parse_thread_id(channel_id)
                 ts = await self._post(channel, thread_ts, WORKING, [])
                 self._working[channel_id] = _WorkingLine(ts, now)
                 return
+            if not self._inside(channel_id, "edit"):
+                return  # no token to spare: the time worked is shown at the next refresh
             try:
                 await self.edit(channel_id, line.ts, working_text(now - line.since), buttons=())
             except PlatformError as error:
                 if not error.retryable:  # deleted by someone: the next refresh posts anew
                     self._working.pop(channel_id, None)
                 raise
+
+    def _inside(self, channel_id: str, kind: CallKind) -> bool:
+        return self.on_inside_call is None or self.on_inside_call(channel_id, kind)
 
     async def _output_arrives(self, channel_id: str) -> None:
         """Output goes into the thread: its working line goes first, and is not posted again
@@ -368,6 +380,8 @@ class SlackPlatform:
         rate limit) is kept and deleted at the next chance. Never raised: the output must
         not wait on it."""
         for ts in sorted(self._stale.get(channel_id, ())):
+            if not self._inside(channel_id, "delete"):
+                return  # no token to spare: deleted at the next chance, as after a 5xx
             try:
                 await self.delete(channel_id, ts)
             except PlatformError as error:

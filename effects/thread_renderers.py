@@ -121,6 +121,9 @@ class ThreadRenderers:
         return bool(await self._nursery_manager.__aexit__(*exc))
 
     def attach(self, platform: ChatPlatform) -> None:
+        if self.budget is not None and hasattr(platform, "on_inside_call"):
+            # Its own calls within a granted one count in the budget (Slack's working line).
+            platform.on_inside_call = self.budget.try_inside
         self.platform.attach(platform)
 
     async def flush(self) -> None:

@@ -144,8 +144,13 @@ class PlatformRouter:
                 ThreadRenderers(limits, budget=TELEGRAM_BUDGET, scope_of=telegram_scope)
             )
         if slack is not None:
+            # The renderers drive the status refreshes: they pace them by the setting too
+            # (the platform's own copy only spaced a working line after output).
             limits = SLACK_LIMITS.model_copy(
-                update={"min_edit_interval_s": slack.min_edit_interval_s}
+                update={
+                    "min_edit_interval_s": slack.min_edit_interval_s,
+                    "typing_refresh_s": slack.typing_refresh_s,
+                }
             )
             self.renderers["slack"] = await stack.enter_async_context(
                 ThreadRenderers(limits, budget=SLACK_BUDGET, scope_of=slack_scope)

@@ -168,3 +168,73 @@ async def test_many_threads_streaming_in_one_channel_get_no_429_from_slack(
     for thread in threads:
         assert [text.strip() for text in answers[thread]] == [expected], answers[thread]
     assert limits.calls > 6 * 3  # posts and edits of every thread went through the limits
+
+
+async def _working_lines(fake: FakeSlack, *, counted: bool) -> tuple[dict[str, int], object]:
+    """Six threads in two channels of a workspace where the app is no assistant app: each
+    shows its "working…" line (typing), then posts and edits, three times, against a tier
+    of 8 calls a 4 s (fake and budget alike). ``counted``: the platform asks the budget
+    before each working-line call (``on_inside_call``), as ``ThreadRenderers`` wires it."""
+    fake.world.assistant = False
+    alice = fake.add_user("alice")
+    channels = [fake.add_channel(f"ops{n}") for n in range(2)]
+    threads = [
+        slack_thread_id(channel, fake.send_message(channel, alice, f"topic {n}"))
+        for channel in channels
+        for n in range(3)
+    ]
+    async with open_asyncio_loop():
+        client = await trio_asyncio.aio_as_trio(
+            lambda: _made(AsyncWebClient(token=fake.bot_token, base_url=fake.base_url))
+        )()
+        platform = SlackPlatform(
+            client,
+            SLACK_LIMITS.model_copy(update={"min_edit_interval_s": 0, "typing_refresh_s": 0.2}),
+        )
+        fake.enforce_rate_limits(SlackRateLimits(tier3_limit=8, tier_window_s=4.0))
+        budget_limits = SLACK_BUDGET.model_copy(
+            update={
+                "channel_rules": (
+                    ChannelRule(kinds=("send", "reply"), limit=5, per_s=5.0),
+                    ChannelRule(kinds=("edit",), limit=8, per_s=4.0, across_channels=True),
+                    ChannelRule(kinds=("delete",), limit=8, per_s=4.0, across_channels=True),
+                )
+            }
+        )
+        async with trio.open_nursery() as nursery:
+            budget = RequestBudget(budget_limits, scope_of=slack_scope)
+            await nursery.start(budget.run)
+            if counted:
+                platform.on_inside_call = budget.try_inside
+            retrying = RetryingPlatform(platform, budget=budget)
+
+            async def work(thread: str) -> None:
+                for round_ in range(3):
+                    for _ in range(2):  # the line is posted, then edited
+                        try:
+                            await retrying.typing(thread)
+                        except PlatformError:
+                            pass  # typing is tried once: a refusal is no failure of the run
+                        await trio.sleep(0.3)
+                    message = await retrying.send(thread, f"{thread} r{round_}")
+                    await retrying.edit(thread, message, f"{thread} r{round_} done")
+
+            async with trio.open_nursery() as workers:
+                for thread in threads:
+                    workers.start_soon(work, thread)
+            statistics = budget.statistics()
+            nursery.cancel_scope.cancel()
+    return fake.rate_limit_statistics(), statistics
+
+
+async def test_the_working_lines_calls_go_only_with_a_token_to_spare(fake: FakeSlack) -> None:
+    stats, budget = await _working_lines(fake, counted=True)
+    assert stats["429"] == 0, stats
+    assert budget.inside > 0  # the working lines' posts, edits and deletes were counted
+    assert any(c.params.get("text") == "_working…_" for c in fake.calls("chat.postMessage"))
+
+
+async def test_uncounted_working_lines_run_into_slacks_limits(fake: FakeSlack) -> None:
+    """The case above without the budget asked: the working lines' calls pass the tier."""
+    stats, _ = await _working_lines(fake, counted=False)
+    assert stats["429"] > 0, stats
