@@ -110,8 +110,9 @@ TELEGRAM_CHAT_RULE = ChannelRule(kinds=("send", "edit", "reply"), limit=3, per_s
 # the second answer waited ~3 s, after the run it was queued behind had ended). No global
 # window binds (Slack publishes none across methods: ``requests`` is only there to order
 # the classes), and a method's tier is a rule across channels.
-# Its floor is the budget: 50 edits a minute for every channel together, however many
-# threads stream (a thread alone edits every 1.2 s, ``SLACK_LIMITS``, the same rate).
+# The budget takes each tier's documented floor: 50 edits a minute for every channel
+# together, however many threads stream (a thread alone edits every 1.2 s,
+# ``SLACK_LIMITS``: the same rate).
 # Typing (``assistant.threads.setStatus``, "special" limits, unpublished) takes a token
 # only when one is to spare. A reply to a command is a post in its channel (an ephemeral
 # one is Tier 4: counted as a post all the same, the stricter of the two).
