@@ -12,7 +12,11 @@ from bench.report_chat_budget import chat_budget_section
 from bench.report_format import fmt as _fmt
 from bench.report_format import get as _get
 from bench.report_format import table as _table
-from bench.report_latency_curve import latency_curve_plot, latency_curve_section
+from bench.report_latency import (
+    LATENCY_BEFORE_AFTER,
+    latency_curve_plot,
+    latency_curve_section,
+)
 
 __all__ = ["write_report"]
 
@@ -34,112 +38,6 @@ noise, so the verdict flips from run to run."""
 
 # Measured by hand, not by the section: the same section run against main's runtime/live
 # and this one, alternately, in one period (docs/performance.md says how).
-LATENCY_BEFORE_AFTER = """\
-The tables above: `PYTHONPATH=. .venv/bin/python -m bench --only latency render_cost`, \
-2026-11-25 13:24 UTC, load average 3.2-4.3 (CPU share 0.62 at 1,000 threads). The run \
-before it (13:22 UTC, load average 3.1-4.4, CPU share 0.84): 100 threads ingress → effect \
-p50 1.5 ms, p99 12.0 ms, `/abort` → interrupt p99 6.4 ms; 1,000 threads ingress → effect \
-p50 329 ms, p99 616 ms, `/abort` → interrupt p50 58.6 ms, p99 116 ms, CPU per delta 48.6 µs, \
-0.378 actions per delta. \
-**The bench changed in issue 18 part 2**: its fake agents used to write a delta 50 ms after \
-the previous one was taken, so a process that fell behind was offered less (4,256 deltas/s \
-of the 20,000 in the earlier table, where p99 read 560 ms); they now write on schedule and a \
-late read takes what piled up, as a pipe does, so every figure here is under the whole load \
-and not comparable with the earlier tables.
-
-**Before and after issue 18 part 2, same bench, same period** (2026-11-25 13:17-13:19 UTC, \
-load average 2.7-3.8 on 2 cores shared with other jobs): `.venv/bin/python -m bench._section \
-latency`, the runtime of main and of the branch taking turns, two rounds each. At 1,000 \
-threads × 20 deltas/s: ingress → effect **p99 2,551, 2,802 → 456, 503 ms (0.18×)**, p50 \
-1,720, 1,407 → 272, 330 ms; `/abort` → interrupt **p99 455, 232 → 118, 128 ms**, p50 176, \
-199 → 48, 50 ms (0.26×); `/queue` reply p99 866, 752 → 363, 373 ms; **CPU per delta 85, 79 → \
-55, 48 µs (0.62×)**; deltas taken per s 10,672, 10,128 → 17,179, 17,236 (of 20,000 \
-offered); actions committed per delta 0.74, 0.67 → 0.46, 0.38 (CPU share 0.91, 0.80 → 0.94, \
-0.83). At 100 threads (2,000 deltas/s, nothing piles up: 1.0 action per delta both): \
-ingress → effect p99 28.6, 24.6 → 16.3, 18.4 ms; `/abort` → interrupt p99 2.9, 11.9 → 3.0, \
-7.7 ms; CPU per delta 223, 218 → 191, 219 µs (mostly fixed costs: ticks, the pacer, spread \
-over few deltas). A third round at 13:37 UTC, the machine busier (load average 5.6-6.3, CPU \
-share 0.41 → 0.44), shows the merging regulate itself: at 1,000 threads ingress → effect \
-p99 10,316 → 1,120 ms, `/abort` → interrupt p99 995 → 195 ms, CPU per delta 92.7 → 29.2 µs \
-(0.31×), actions per delta 0.745 → 0.188; at 100 threads p99 192 → 68 ms.
-
-What changed: the listener coalesces at the source (`runtime/live/listener.py`): the text \
-and thinking deltas an adapter hands over in one scheduler round (what its reader read in \
-one go) become one action when the round ends (`runtime/live/rounds.py`, one task for all \
-threads), and while reads keep holding several events the round's first delta joins them \
-(one action per read). Nothing waits on I/O or time; 16 KiB per action at most; the log \
-records the merged action and replay rebuilds the same state (tests/runtime/\
-test_delta_coalescing.py; the property harness applies merged bursts and checks they show \
-what the deltas one by one show). Delta actions are built with trusted constructors \
-(`Frozen.trusted` now keeps the declared field order, so such an action is logged byte for \
-byte as a validated one).
-
-**The target (p99 ≤ 20 ms, `/abort` p99 ≤ 20 ms at 1,000 threads × 20 deltas/s) is not \
-met on this machine**: p99 456-876 ms and 108-128 ms in these runs. Why: a thread's deltas come \
-50 ms apart, so merging only starts once the process is more than 50 ms behind; to stay \
-under 20 ms every delta must be its own action, and here a delta costs ~20 µs plus ~75 µs \
-per action (a fit over the 1,000-thread runs: 38-55 µs per delta at 0.24-0.46 actions per \
-delta), ~95 µs unmerged, i.e. ~2 cores for 20,000/s, while one trio process uses at most \
-one (it got 0.6-0.9 of one in these runs). So the process settles where reads hold 2-4 \
-deltas (0.24-0.46 actions per delta) and scheduler rounds last hundreds of ms; the p99 \
-is the length of a few such rounds, and `/abort` waits \
-for one (its interrupt goes out from the agent lane, a task woken for the next round). \
-Where a round's time goes (cProfile, 1,000 threads, load only): the core's transitions \
-19%, the fake agents 17% (what a parser costs in production), trio's scheduling 12%, the \
-listener 11%, pydantic 7%, the actor 7%, the log 6%; SQLite writes ~1,000 rows per round \
-in 35-50 ms (the table is clustered by thread, so a round's rows touch ~1,000 pages), \
-blocking the loop meanwhile (a worker-thread flush, `flush_in_thread`, was 2× worse here: \
-it gives up `flush_now` and batches later). Meeting 20 ms needs the per-action path (commit, \
-log row, lane wake, render) under ~40 µs, or the threads spread over several processes \
-(docs/scale-out.md).
-
-**Then the per-action path (h-latency)**, same section, main's code (ed04083, its own \
-checkout) and the branch's taking turns, two rounds each, three sittings (2026-11-25 \
-16:31-16:37 UTC, load average 1.5-5): at 1,000 threads ingress → effect p99 792, 879 → 401, \
-254 ms; 719, 497 → 332, 423 ms; 652, 733 → 465, 328 ms; `/abort` → interrupt p99 210, 275 → \
-72, 88; 98, 116 → 71, 179; 154, 186 → 126, 84 ms; `/queue` reply p99 583, 585 → 200, 192 ms \
-(first sitting); deltas taken per s 15.5-17.6k → 17.3-18.3k of 20,000. CPU per action on \
-the runtime's path alone (1,000 threads, one delta action per thread per round, no fake \
-agents): 79.2, 80.3, 74.7, 73.0, 73.7, 72.4 → 51.5, 51.6, 48.3, 49.1, 47.0, 45.0 µs \
-(0.65×); a fit over every 1,000-thread run: 12 µs per delta + 85 µs per action → 15 + 51. \
-What changed: new logs keep actions in a rowid table in commit order with a unique \
-(thread_id, seq) index (a flush of rows from ~300 threads wrote ~300 leaf pages of the \
-clustered table: 45 → 7 µs per row in a log micro-bench; old logs keep their layout); WAL \
-checkpoints run in a worker thread on a second connection while the flusher runs, not \
-inside a commit on the trio thread; a text or thinking delta continuing the open part takes \
-a fast path in the core (`continue_delta`, 11.4 → 6-7 µs; the property harness checks it \
-gives the general path's result byte for byte); cheaper per-action hooks, inbox, lane and \
-effect dispatch; the log is flushed at the end of each round of merged deltas. The bench's \
-renderer now keeps a float per measurement instead of every effect object (kept effects \
-made the collector stall the loop 40-90 ms two or three times a run). What is left at \
-1,000 threads: ~65 µs per unmerged delta against ~46 µs needed to keep up without merging, \
-and `/abort` waits for the rest of the current scheduler round (0-100 ms) before the agent \
-lane runs the interrupt.
-
-**Where one process stops (2026-11-26).** The curve below puts the knee at 500 threads \
-(10,000 deltas/s) in both runs of that day (06:16 and 06:50 UTC). Below it every delta is \
-its own action (a thread's deltas come 50 ms apart: nothing to merge without making one \
-wait), and one costs ~90 µs of the process's one core (88-103 µs in the 400-500-thread \
-runs): 1,000 threads would need ~1.8 cores. Where a delta's time went at 500 threads (a \
-trio instrument timing every task step during the load, µs per delta): the agent's step \
-38 (the fake agent, the listener and the commit: transition ~7, log row ~4, hand-over to \
-the reactor ~3), the chat lane 16.5 (two steps: its wake-up and the renderer's yield), \
-the log's flushes 18 (SQLite ~12 of it: the unique (thread_id, seq) index writes a leaf \
-page per thread per transaction, 12-20 µs a row at 1,000 threads against 2.5-5.7 µs \
-without the index in a micro-benchmark), trio's scheduling ~12, the bench's pacer and \
-users ~8. Tried and not kept: the flush from a worker thread as one `INSERT … SELECT FROM \
-json_each(?)` (the GIL released for the whole statement): CPU per delta 87 → 99 µs, p50 \
-3 → 12 ms, handing the GIL back cost more than the writes; a batching window of 2-5 ms \
-for the flushes: the same CPU per delta (the rows cost, not the transactions). Kept: \
-`StreamRenderer.apply` takes a free lock without a scheduler round and wakes its \
-background task only when something falls due sooner, so an append to a streaming \
-message costs no task step (1.8 before) and 15 µs instead of 26-38 (this bench's \
-renderer yields where the real one does, so not for an append). Meeting 1,000 threads in \
-one process needs a path under ~40 µs a delta: no index page written per row on the trio \
-thread, no task step of the chat lane's own per delta, a cheaper commit; or the threads \
-spread over several runner processes (docs/scale-out.md)."""
-
-
 def _targets(r: dict) -> list[list[Any]]:
     rows = []
 

@@ -83,7 +83,6 @@ here: a budget's callers need both).
 from __future__ import annotations
 
 import math
-from bisect import insort
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -104,6 +103,7 @@ from threadspindle.effects.budget_limits import (
     slack_scope,
     telegram_scope,
 )
+from threadspindle.effects.budget_window import TokenWindow
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
@@ -170,59 +170,6 @@ class _Waiter:
     event: trio.Event = field(default_factory=trio.Event)
     granted: bool = False
     final: bool = False  # an EDIT that seals its message (``acquire(final=True)``)
-
-
-class _Window:
-    """At most ``limit`` tokens held at once, a token being held from its grant until
-    ``span`` seconds after its request left (or completed, unstamped): the requests in
-    flight and the times of the recent ones."""
-
-    __slots__ = ("flying", "limit", "span", "times")
-
-    def __init__(self, limit: int, span: float) -> None:
-        self.limit = limit
-        self.span = span
-        self.flying = 0
-        self.times: deque[float] = deque()
-
-    def free_at(self, now: float, spare: int = 0) -> float:
-        """When a grant leaves ``spare`` tokens unspent (``now``: at once; ``inf``: not
-        before a request in flight completes)."""
-        times = self.times
-        while times and times[0] <= now - self.span:
-            times.popleft()
-        over = self.flying + len(times) + spare - self.limit
-        if over < 0:
-            return now
-        if over >= len(times):
-            return math.inf  # only a completion can make room
-        return times[over] + self.span
-
-    def take(self) -> None:
-        self.flying += 1
-
-    def complete(self, now: float) -> None:
-        """A request in flight counts from ``now`` (may be later than the clock: an
-        upper bound of when it arrived; ``times`` is kept in order)."""
-        if self.flying > 0:
-            self.flying -= 1
-            insort(self.times, now)
-
-    def restamp(self, then: float, now: float) -> None:
-        """A request counted from ``then`` counts from ``now`` instead."""
-        try:
-            self.times.remove(then)
-        except ValueError:
-            return  # ``then`` fell out of the window: its token is back already
-        insort(self.times, now)
-
-    def count(self, now: float) -> None:
-        """A request that took no token of its own (a client's retry of it): counted."""
-        insort(self.times, now)
-
-    def give_back(self) -> None:
-        if self.flying > 0:
-            self.flying -= 1
 
 
 class Ticket:
@@ -292,13 +239,13 @@ class RequestBudget:
         self.limits = limits
         self._scope_of = scope_of
         self._clock = clock
-        self._global = _Window(limits.requests, limits.window_s + limits.margin_s)
+        self._global = TokenWindow(limits.requests, limits.window_s + limits.margin_s)
         self._exempt = frozenset(limits.global_exempt)
         self._rules: dict[str, list[ChannelRule]] = {}  # kind -> the rules that count it
         for rule in limits.channel_rules:
             for kind in rule.kinds:
                 self._rules.setdefault(kind, []).append(rule)
-        self._windows: dict[tuple[str, int], _Window] = {}  # (scope, rule index) -> window
+        self._windows: dict[tuple[str, int], TokenWindow] = {}  # (scope, rule index) -> window
         self._rule_index = {id(r): n for n, r in enumerate(limits.channel_rules)}
         # Kinds a rule counts across channels: their holds are the connection's.
         self._across = frozenset(
@@ -449,7 +396,7 @@ class RequestBudget:
             _SENDING.reset(reset)
             self.release(channel_id, kind, ticket)
 
-    def _ticket_windows(self, ticket: Ticket) -> list[_Window]:
+    def _ticket_windows(self, ticket: Ticket) -> list[TokenWindow]:
         scope, group = self._scope_of(ticket.channel_id)
         windows = self._channel_windows(scope, group, ticket.kind)
         if ticket.kind not in self._exempt:
@@ -661,7 +608,7 @@ class RequestBudget:
         for window in self._channel_windows(scope, group, kind):
             window.take()
 
-    def _channel_windows(self, scope: str, group: bool, kind: str) -> list[_Window]:
+    def _channel_windows(self, scope: str, group: bool, kind: str) -> list[TokenWindow]:
         windows = []
         for rule in self._rules.get(kind, []):
             if rule.groups_only and not group:
@@ -671,7 +618,7 @@ class RequestBudget:
             window = self._windows.get(key)
             if window is None:
                 limit, per_s = self._learned.get(key, (rule.limit, rule.per_s))
-                window = self._windows[key] = _Window(limit, per_s + self.limits.margin_s)
+                window = self._windows[key] = TokenWindow(limit, per_s + self.limits.margin_s)
             windows.append(window)
         return windows
 

@@ -1,4 +1,4 @@
-"""The latency curve (bench/latency.py ``curve``, bench/report_latency_curve.py): which
+"""The latency curve (bench/latency.py ``curve``, bench.report_latency.py): which
 thread count it calls the last within the targets, and what the page shows of it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from bench.latency import TARGET_P99_MS, curve
-from bench.report_latency_curve import latency_curve_plot, latency_curve_section
+from bench.report_latency import latency_curve_plot, latency_curve_section
 
 
 def _point(p99: float, abort: float) -> dict:

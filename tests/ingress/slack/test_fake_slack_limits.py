@@ -74,15 +74,9 @@ async def test_the_budget_keeps_many_threads_in_several_channels_within_slacks_l
     channels = [fake.add_channel(f"dev{n}") for n in range(4)]
     random = fake.add_channel("random")
     elsewhere = slack_thread_id(random, fake.send_message(random, alice, "not budgeted"))
-    threads = [
-        slack_thread_id(channel, fake.send_message(channel, alice, f"topic {n}"))
-        for channel in channels
-        for n in range(5)
-    ]
+    threads = _threads(fake, alice, channels, 5)
     async with open_asyncio_loop():
-        client = await trio_asyncio.aio_as_trio(
-            lambda: _made(AsyncWebClient(token=fake.bot_token, base_url=fake.base_url))
-        )()
+        client = await _client(fake)
         # Edits paced by the budget, not by the platform's own per-channel interval.
         platform = SlackPlatform(client, SLACK_LIMITS.model_copy(update={"min_edit_interval_s": 0}))
         # The tier's shape in a shorter window (20 a 4 s, not 50 a minute), the same on both
@@ -140,6 +134,22 @@ async def test_the_budget_keeps_many_threads_in_several_channels_within_slacks_l
         assert fake.message(channel, message_id).text == text
 
 
+def _threads(fake: FakeSlack, user: str, channels: list[str], each: int) -> list[str]:
+    """``each`` Slack threads in every channel (a parent message each), as thread ids."""
+    return [
+        slack_thread_id(channel, fake.send_message(channel, user, f"topic {n}"))
+        for channel in channels
+        for n in range(each)
+    ]
+
+
+async def _client(fake: FakeSlack) -> AsyncWebClient:
+    """slack-sdk's client of the fake, made on the asyncio side (inside the loop)."""
+    return await trio_asyncio.aio_as_trio(  # type: ignore[no-any-return]
+        lambda: _made(AsyncWebClient(token=fake.bot_token, base_url=fake.base_url))
+    )()
+
+
 async def _made(client: AsyncWebClient) -> AsyncWebClient:
     return client
 
@@ -178,15 +188,9 @@ async def _working_lines(fake: FakeSlack, *, counted: bool) -> tuple[dict[str, i
     fake.world.assistant = False
     alice = fake.add_user("alice")
     channels = [fake.add_channel(f"ops{n}") for n in range(2)]
-    threads = [
-        slack_thread_id(channel, fake.send_message(channel, alice, f"topic {n}"))
-        for channel in channels
-        for n in range(3)
-    ]
+    threads = _threads(fake, alice, channels, 3)
     async with open_asyncio_loop():
-        client = await trio_asyncio.aio_as_trio(
-            lambda: _made(AsyncWebClient(token=fake.bot_token, base_url=fake.base_url))
-        )()
+        client = await _client(fake)
         platform = SlackPlatform(
             client,
             SLACK_LIMITS.model_copy(update={"min_edit_interval_s": 0, "typing_refresh_s": 0.2}),
