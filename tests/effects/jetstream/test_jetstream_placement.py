@@ -1,0 +1,128 @@
+"""``open_jetstream``'s set-up asks again when JetStream answers "no suitable peers for
+placement" (err_code 10005): a node of a cluster just started is not current yet, and is a
+moment later. A full ``make test`` once failed so, on the stream's creation, which took the
+refusal for a stream that already exists and then failed on ``stream_info``.
+
+A real cluster does not refuse on demand (a node killed before the stream is made makes
+nats wait, not refuse), so these tests answer the calls with fakes of nats-py's objects:
+what is checked is ``_ensure``'s and ``bucket``'s handling of the answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+from nats.js.errors import BadRequestError, NotFoundError
+
+from threadspindle.effects.asyncio_loop import open_asyncio_loop
+from threadspindle.effects.jetstream import connection
+from threadspindle.effects.jetstream.connection import _ensure
+
+
+def _no_peers() -> BadRequestError:
+    return BadRequestError(
+        code=400, err_code=10005, description="insufficient resources: no suitable peers"
+    )
+
+
+class FakeStatus:
+    ttl = 5.0
+
+
+class FakeKeyValue:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def status(self) -> FakeStatus:
+        return FakeStatus()
+
+
+class FakeJetStream:
+    """Refuses each call's first ``refusals[call]`` times, then does it."""
+
+    def __init__(self, refusals: dict[str, int], exists: bool = False) -> None:
+        self.refusals = dict(refusals)
+        self.exists = exists  # add_stream answers "already in use" (another configuration)
+        self.calls: list[str] = []
+        self.streams: list[dict[str, Any]] = []
+
+    def _refuse(self, call: str) -> None:
+        self.calls.append(call)
+        if self.refusals.get(call, 0) > 0:
+            self.refusals[call] -= 1
+            raise _no_peers()
+
+    async def add_stream(self, **config: Any) -> None:
+        self._refuse("add_stream")
+        if self.exists:
+            raise BadRequestError(
+                code=400, err_code=10058, description="stream name already in use"
+            )
+        self.streams.append(config)
+
+    async def stream_info(self, name: str) -> str:
+        self.calls.append("stream_info")
+        if not self.exists:
+            raise NotFoundError(code=404, err_code=10059, description="stream not found")
+        return name
+
+    async def create_key_value(self, *, bucket: str, **settings: Any) -> FakeKeyValue:
+        self._refuse(f"create_key_value:{bucket}")
+        return FakeKeyValue(bucket)
+
+    async def key_value(self, bucket: str) -> FakeKeyValue:
+        self.calls.append(f"key_value:{bucket}")
+        return FakeKeyValue(bucket)
+
+
+class FakeClient:
+    def __init__(self, js: FakeJetStream) -> None:
+        self.js = js
+
+    def jetstream(self, timeout: float) -> FakeJetStream:
+        return self.js
+
+
+@pytest.fixture(autouse=True)
+def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection, "_PLACEMENT_WAIT_S", 0.01)
+
+
+async def test_the_stream_is_asked_for_again_until_the_cluster_can_place_it() -> None:
+    js = FakeJetStream({"add_stream": 3})
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            live = await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count("add_stream") == 4
+    assert "stream_info" not in js.calls  # the refusal was not taken for an existing stream
+    assert len(js.streams) == 1 and js.streams[0]["num_replicas"] == 3
+    assert live.replicas == 3
+
+
+async def test_a_bucket_is_asked_for_again_until_the_cluster_can_place_it() -> None:
+    js = FakeJetStream({f"create_key_value:{connection.LEASES_BUCKET}": 2})
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            live = await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count(f"create_key_value:{connection.LEASES_BUCKET}") == 3
+    assert isinstance(live.leases, FakeKeyValue)
+    assert live.leases.name == connection.LEASES_BUCKET
+
+
+async def test_an_existing_stream_is_used_as_it_is() -> None:
+    js = FakeJetStream({}, exists=True)
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            await _ensure(FakeClient(js), 1, 5.0)  # type: ignore[arg-type]
+    assert js.calls[:2] == ["add_stream", "stream_info"]
+
+
+async def test_a_cluster_that_never_places_it_ends_in_an_error() -> None:
+    """After ``_PLACEMENT_TRIES`` refusals it stops asking: what nats says of the stream
+    then (not found) is the error, not a wait for ever."""
+    js = FakeJetStream({"add_stream": connection._PLACEMENT_TRIES})
+    async with open_asyncio_loop():
+        with trio.fail_after(10), pytest.raises(NotFoundError):
+            await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count("add_stream") == connection._PLACEMENT_TRIES
