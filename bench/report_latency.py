@@ -122,7 +122,25 @@ message costs no task step (1.8 before) and 15 µs instead of 26-38 (this bench'
 renderer yields where the real one does, so not for an append). Meeting 1,000 threads in \
 one process needs a path under ~40 µs a delta: no index page written per row on the trio \
 thread, no task step of the chat lane's own per delta, a cheaper commit; or the threads \
-spread over several runner processes (docs/scale-out.md)."""
+spread over several runner processes (docs/scale-out.md).
+
+**Those changes tried (2026-11-26, later), and why they are not enough.** Each was made as a \
+throwaway patch and measured with a trio instrument over the load at 300 and 500 threads, two \
+runs each (busy µs of the trio thread per delta; the runs of one setting differ by up to 10%). \
+*No index on the hot path* (the table without its (thread_id, seq) index): a flush's transaction \
+140-146 → 73-77 µs at 300 threads and 209-211 → 78-79 µs at 500, but the trio thread's time per \
+delta 137-149 → 128-138 and 102-103 → 96-97 µs. *No chat-lane step for an append* (applied in the \
+flush's durability callback when the lane is idle; this bench's renderer only): task steps per \
+delta 2.5 → 1.5 and 2.1 → 1.3, time per delta 137-149 → 116-124 and 102-103 → 94-100 µs. *A \
+long-lived writer thread* (each batch written in one transaction there, the trio thread woken \
+when it is durable): no gain on the trio thread, and with the GIL handed back and forth the \
+process used 1.17 cores at 500 threads; with Python's default switch interval the flushes waited \
+for the GIL and p99 at 700 threads rose to 544 ms. So the two first together save ~15%, not the \
+half needed. Of the ~100 µs a delta costs at 500 threads, ~20 are this bench's own (its agents, \
+pacer and users) and ~80 Spindle's: one core at 20,000 deltas/s leaves 50 µs for both, so \
+Spindle's path must cost ~25-30 µs a delta, about a third of today's. That is a different hot \
+path (a delta that is not a general action through the actor, the log's row serializer and the \
+reactor's lanes), not tuning of this one; neither patch is kept."""
 
 
 def _points(curve: Any) -> list[tuple[int, dict]]:
