@@ -188,7 +188,9 @@ class Measurements:
 class MeasuringRenderer(RendererPort):
     """A renderer that applies at once and keeps nothing but ``Measurements``. It yields
     where ``StreamRenderer.apply`` does: not for an append (text for a message it edits
-    later, in its background task), for anything else (a platform call)."""
+    later, in its background task), for anything else (a platform call); and it takes an
+    append without waiting (``apply_nowait``), as ``StreamRenderer`` takes one to a
+    message it already posted: nearly every append of a long answer."""
 
     def __init__(self, measurements: Measurements) -> None:
         self.measurements = measurements
@@ -200,6 +202,12 @@ class MeasuringRenderer(RendererPort):
     async def apply(self, effect: Effect) -> list[Posted]:
         if type(effect) is not AppendOutput:
             await trio.lowlevel.checkpoint()
+        return self.measurements.applied(effect)
+
+    def apply_nowait(self, effect: Effect) -> list[Posted] | None:
+        # As ``StreamRenderer.apply_nowait`` takes an append to a message it posted.
+        if type(effect) is not AppendOutput:
+            return None
         return self.measurements.applied(effect)
 
     async def aclose(self) -> list[Posted]:

@@ -149,6 +149,20 @@ class MessageChunker:
             self._pending += text
         self._fit_pending()
 
+    def fits(self, text: str) -> bool:
+        """Whether ``feed(text)`` is sure to close no message: the open message, the pending
+        line and ``text`` stay within the budget however they render (a wrapped link gains
+        its two brackets, and every link holds a "://", one of which may straddle the two;
+        a fence opened by it costs ``REPAIR_RESERVE``). Conservative: False near the
+        budget, where only feeding tells. A renderer uses it to append to a message it
+        already posted without a platform call and without a scheduler round."""
+        if self.finished:
+            return False
+        pending = self._pending
+        links = pending.count("://") + text.count("://") + 1
+        worst = len(pending) + len(text) + 2 * links + REPAIR_RESERVE
+        return len(self._prefix) + self._body_len + worst <= self.budget
+
     def finish(self) -> None:
         """The text is complete: commit the last line and close the open message."""
         if self.finished:

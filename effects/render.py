@@ -208,6 +208,7 @@ class StreamRenderer:
         self._on_error = on_error
         self.last_error: RenderError | None = None  # the last failure of the background task
         self._nursery: trio.Nursery | None = None
+        self._running = False  # the background task runs (``run``)
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -237,6 +238,13 @@ class StreamRenderer:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The background task: makes paced edits and typing refreshes when they fall due."""
         task_status.started()
+        self._running = True
+        try:
+            await self._run()
+        finally:
+            self._running = False
+
+    async def _run(self) -> None:
         while True:
             self._wake = trio.Event()
             deadline = self._next_deadline()
@@ -399,6 +407,30 @@ class StreamRenderer:
             return self._book.take_posted()
         finally:
             lock.release()
+
+    def apply_nowait(self, effect: Any) -> list[Posted] | None:
+        """``apply`` without a scheduler round, for what takes no platform call: an append
+        to a streamed message already posted, while nothing else is being applied and
+        nothing falls due now (``_flush_due`` would have a call to make). Returns what
+        ``apply`` would; None (and nothing done) when ``apply`` is needed. What the
+        append makes due is left to the background task (``_poke``). The reactor
+        applies a thread's appends so from the log's flush, without its chat lane's task
+        waking per delta (``runtime.live.reactor``)."""
+        if type(effect) is not AppendOutput or self._lock.locked() or not self._running:
+            return None  # (without the background task, edits are made by ``apply`` only)
+        now = self._clock()
+        # What ``_flush_due`` would call now: the sends due, the edits due unless a budget
+        # leaves them to the background task, a typing refresh, a title.
+        if (
+            self._delivery.has_due_call(now, edits=self._budget is None)
+            or self._typing.deadline() <= now
+            or self._titles.deadline() <= now
+        ):
+            return None
+        if not self._composer.append_nowait(effect):
+            return None
+        self._poke()
+        return self._book.take_posted()
 
     def _next_deadline(self) -> float:
         return min(self._delivery.next_deadline(), self._typing.deadline(), self._titles.deadline())

@@ -171,6 +171,33 @@ class OutputComposer:
             if self._is_new(effect.key):
                 await self._post_file(effect)
 
+    def append_nowait(self, effect: AppendOutput) -> bool:
+        """Apply an append the way ``apply`` would, when that takes no platform call: the
+        text goes on in a streamed message already posted, closing none (``fits``), and no
+        sealed stream waits to be settled. False (and nothing done) otherwise."""
+        if self._unsettled is not None:
+            return False
+        out = self._book.get(effect.key)
+        if out is None or effect.seq <= out.last_seq or out.sealed or out.failed:
+            self._tally.ignored_appends += 1  # as ``apply`` counts it
+            return True
+        live, chunker = out.live, out.chunker
+        if (
+            out.mode != "stream"
+            or not self._supports_edit
+            or live is None
+            or live.id is None
+            or chunker is None
+            or not chunker.fits(effect.text)
+        ):
+            return False
+        out.last_seq = effect.seq
+        chunker.feed(effect.text)
+        # What ``_pump_stream`` does when the chunker closed nothing and the live message
+        # is posted: edit it when its pacing allows.
+        self._delivery.mark_dirty(out, live)
+        return True
+
     async def resume_stream(
         self, key: str, text: str, last_seq: int, message_ids: tuple[str, ...], sealed: bool
     ) -> None:

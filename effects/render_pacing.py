@@ -144,6 +144,14 @@ class PacedDelivery:
         if self._outbox and now >= self._last_sent + self._limits.min_edit_interval_s:
             await self.send_joined()
 
+    def has_due_call(self, now: float, *, edits: bool) -> bool:
+        """Whether ``flush_due(now, edits=edits)`` has a call to make."""
+        if any(m.send_due <= now for m in self._unsent):
+            return True
+        if self._outbox and now >= self._last_sent + self._limits.min_edit_interval_s:
+            return True
+        return edits and self.has_due_edit(now)
+
     def has_due_edit(self, now: float) -> bool:
         return any(self._due(m) <= now for m in self._dirty)
 

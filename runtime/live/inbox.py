@@ -40,6 +40,11 @@ class Inbox(Generic[T]):
     def __len__(self) -> int:
         return len(self._items) - self._head
 
+    @property
+    def receiver_waiting(self) -> bool:
+        """The receiving task is parked in ``receive`` (so it holds no item either)."""
+        return self._waiter is not None
+
     def send_nowait(self, item: T) -> None:
         if self._closed:
             raise trio.ClosedResourceError("the inbox is closed")

@@ -179,7 +179,12 @@ class RendererPort(Protocol):
 
     async def apply(self, effect: Effect) -> list[Posted]:
         """Apply one chat effect; return what was posted since the last report. Raise
-        when the platform refused for good (the reactor reports ``EffectFailed``)."""
+        when the platform refused for good (the reactor reports ``EffectFailed``).
+
+        A renderer may also have ``apply_nowait(effect) -> list[Posted] | None``: the same
+        without waiting, or None (nothing done) when the effect needs ``apply``. The
+        reactor then applies such effects as soon as they are durable, when nothing is
+        ahead of them (``effects.render.StreamRenderer.apply_nowait``)."""
         ...
 
     async def aclose(self) -> list[Posted]:

@@ -151,3 +151,32 @@ def test_messages_concatenate_to_the_input(text: str, data: st.DataObject) -> No
     assert all(len(m) <= 200 for m in messages)
     assert all(balanced(m) for m in messages)
     assert original_text(messages, text) == text
+
+
+@given(text=texts, data=st.data())
+def test_a_delta_that_fits_closes_no_message(text: str, data: st.DataObject) -> None:
+    """``fits`` (what lets a renderer append without a platform call) never says yes to a
+    delta that closes a message, whatever was fed before it: links, fences, long lines."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=40)))
+    chunker = MessageChunker(200)
+    last = 0
+    for cut in [*cuts, len(text)]:
+        delta = text[last:cut]
+        fits = chunker.fits(delta)
+        chunker.feed(delta)
+        closed = chunker.take_closed()
+        if fits:
+            assert closed == [], (delta, closed)
+        last = cut
+    chunker.finish()
+    assert not chunker.fits("x")  # nothing more goes into a finished text
+
+
+def test_fits_says_yes_far_from_the_budget_and_no_near_it() -> None:
+    chunker = MessageChunker(200)
+    assert chunker.fits("hello https://example.com/a ")
+    chunker.feed("a" * 150)
+    assert chunker.fits("b" * 10)
+    assert not chunker.fits("b" * 60)  # might close the message: only feeding tells
+    chunker.feed("\n")
+    assert not chunker.fits("see https://example.com/" + "c" * 30)
