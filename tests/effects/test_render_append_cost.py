@@ -135,5 +135,11 @@ async def test_apply_nowait_refuses_what_needs_apply(autojump_clock: object) -> 
         # ``apply`` waiting for the platform), an append waits its turn in ``apply``.
         async with renderer._lock:
             assert renderer.apply_nowait(AppendOutput(key="k", seq=3, text="d ")) is None
+        # (The background task, poked by the appends, waited for the renderer to edit the
+        # message: trio's lock went to it on release. Once its edit is made, the renderer
+        # is free again.)
+        await trio.sleep(0.1)
         assert renderer.apply_nowait(AppendOutput(key="k", seq=3, text="d ")) == []
+        await renderer.flush()
+        assert platform.messages("c2")[0].text.rstrip() == "a c d"
         nursery.cancel_scope.cancel()
