@@ -101,8 +101,8 @@ made the collector stall the loop 40-90 ms two or three times a run). What is le
 and `/abort` waits for the rest of the current scheduler round (0-100 ms) before the agent \
 lane runs the interrupt.
 
-**Where one process stops (2026-11-26).** The curve below puts the knee at 500 threads \
-(10,000 deltas/s) in both runs of that day (06:16 and 06:50 UTC). Below it every delta is \
+**Where one process stops (2026-11-26).** The curve (as below) put the knee at 500 threads \
+(10,000 deltas/s) in both runs of 06:16 and 06:50 UTC that day. Below it every delta is \
 its own action (a thread's deltas come 50 ms apart: nothing to merge without making one \
 wait), and one costs ~90 µs of the process's one core (88-103 µs in the 400-500-thread \
 runs): 1,000 threads would need ~1.8 cores. Where a delta's time went at 500 threads (a \
