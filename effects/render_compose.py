@@ -147,12 +147,9 @@ class OutputComposer:
             if self._is_new(effect.key):
                 await self._post_output(effect)
         elif isinstance(effect, AppendOutput):
-            out = self._book.get(effect.key)
-            if out is None or effect.seq <= out.last_seq or out.sealed or out.failed:
-                self._tally.ignored_appends += 1
-                return
-            out.last_seq = effect.seq
-            await self._append(out, effect.text)
+            out = self._appended_to(effect)
+            if out is not None:
+                await self._append(out, effect.text)
         elif isinstance(effect, EditOutput):
             await self._edit_output(effect)
         elif isinstance(effect, SealOutput):
@@ -178,8 +175,8 @@ class OutputComposer:
         if self._unsettled is not None:
             return False
         out = self._book.get(effect.key)
-        if out is None or effect.seq <= out.last_seq or out.sealed or out.failed:
-            self._tally.ignored_appends += 1  # as ``apply`` counts it
+        if out is None or self._ignored(out, effect):
+            self._tally.ignored_appends += 1
             return True
         live, chunker = out.live, out.chunker
         if (
@@ -197,6 +194,21 @@ class OutputComposer:
         # is posted: edit it when its pacing allows.
         self._delivery.mark_dirty(out, live)
         return True
+
+    @staticmethod
+    def _ignored(out: Output, effect: AppendOutput) -> bool:
+        """An append of a seq already applied, or to an output that takes no more text."""
+        return effect.seq <= out.last_seq or out.sealed or out.failed
+
+    def _appended_to(self, effect: AppendOutput) -> Output | None:
+        """The output ``effect`` appends to, its ``last_seq`` moved on; None (counted) when
+        the append is to be ignored."""
+        out = self._book.get(effect.key)
+        if out is None or self._ignored(out, effect):
+            self._tally.ignored_appends += 1
+            return None
+        out.last_seq = effect.seq
+        return out
 
     async def resume_stream(
         self, key: str, text: str, last_seq: int, message_ids: tuple[str, ...], sealed: bool
