@@ -79,8 +79,7 @@ async def drive(tmp: Path, steps: list[tuple]) -> None:
                 stops = agents.stops
                 # leaving the block disposes every thread: a clean shutdown, then a restart
             else:
-                for chat in chats.values():
-                    await settle(rt, chat)
+                await settle(rt, chats)
                 check_invariants(rt, serve_calls_before, stops_at_shutdown)
                 return
         stops_at_shutdown += agents.stops - stops
@@ -111,23 +110,34 @@ async def apply_op(rt, chat: Chat, op: tuple, counter) -> bool:
     return False
 
 
-async def settle(rt, chat: Chat) -> None:
-    """Answer whatever is still asked; everything must settle (in mock time) soon."""
+async def settle(rt, chats: dict[str, Chat]) -> None:
+    """Answer whatever is still asked until every thread is quiet at the same moment;
+    everything must settle (in mock time) soon.
+
+    The threads are judged together, after every task has done what it can at this
+    instant (``wait_all_tasks_blocked``): a thread found quiet before another one's wait
+    may have been restarting its agent meanwhile, and a crash is only seen once the
+    listener has run."""
     rt.chat.fail_next = 0
-    thread_id = chat.thread_id
     with trio.fail_after(5_000):
         while True:
-            state = rt.snapshot(thread_id)
-            for blocker in state.blockers:
-                await chat.allow(blocker.request_id)
-            actor = rt.get(thread_id)
-            quiet = actor is None or (
-                actor.is_quiet()
-                and (not actor.listener.running or actor.listener.adapter is not None)
-            )
-            if state.run is None and not state.queue and quiet:
+            await trio.testing.wait_all_tasks_blocked()
+            quiet = [await _quiet(rt, chat) for chat in chats.values()]
+            if all(quiet):
                 return
             await trio.sleep(0.5)
+
+
+async def _quiet(rt, chat: Chat) -> bool:
+    """Whether the thread has nothing left to do; answers what it still asks."""
+    state = rt.snapshot(chat.thread_id)
+    for blocker in state.blockers:
+        await chat.allow(blocker.request_id)
+    actor = rt.get(chat.thread_id)
+    idle = actor is None or (
+        actor.is_quiet() and (not actor.listener.running or actor.listener.adapter is not None)
+    )
+    return state.run is None and not state.queue and not state.blockers and idle
 
 
 def check_invariants(rt, serve_calls_before: int, stops_at_shutdown: int) -> None:
