@@ -33,7 +33,7 @@ import trio_asyncio
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StorageType
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NoStreamResponseError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
@@ -95,11 +95,24 @@ class JetStream:
 
 
 _ENSURE_ATTEMPTS = 3  # of the stream's creation, each up to the API's 5 s
-# JetStream's "no suitable peers for placement": a node of a cluster just started is not
-# current yet. A stream or bucket is asked for again this often, this far apart.
+# A cluster just started is not ready at once, and says so in two ways: "no suitable peers
+# for placement" (10005: a node is not current yet), or no answer from the JetStream API at
+# all ("no responders": the API's interest is still crossing the routes, seen in a full
+# test run with every node healthy). A stream or bucket is asked for again this often, this
+# far apart: 5 s in all.
 _NO_SUITABLE_PEERS = 10005
 _PLACEMENT_TRIES = 20
 _PLACEMENT_WAIT_S = 0.25
+# nats-py reports "no responders" as ServiceUnavailableError from its API requests
+# (add_stream) and as NoStreamResponseError from a publish.
+_NO_RESPONDERS = (ServiceUnavailableError, NoStreamResponseError)
+
+
+def _not_ready(exc: Exception) -> bool:
+    """Whether JetStream refused because its cluster is not ready yet (see above)."""
+    if isinstance(exc, _NO_RESPONDERS):
+        return True
+    return isinstance(exc, BadRequestError) and exc.err_code == _NO_SUITABLE_PEERS
 
 
 async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
@@ -109,7 +122,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
         result: T = await trio_asyncio.aio_as_trio(fn)(*args, **kwargs)
         return result
 
-    timeouts = placements = 0
+    timeouts = refusals = 0
     while True:
         try:
             await call(
@@ -120,13 +133,15 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
                 num_replicas=replicas,
                 allow_direct=True,
             )
-        except BadRequestError as exc:
-            if exc.err_code == _NO_SUITABLE_PEERS and placements + 1 < _PLACEMENT_TRIES:
-                # A node of a cluster just started is not current yet (seen in a full test
-                # run on a loaded machine, as for the buckets): it is, a moment later.
-                placements += 1
+        except (BadRequestError, *_NO_RESPONDERS) as exc:
+            if _not_ready(exc) and refusals + 1 < _PLACEMENT_TRIES:
+                # Seen in full test runs on a loaded machine, as for the buckets: the
+                # cluster is ready a moment later.
+                refusals += 1
                 await trio.sleep(_PLACEMENT_WAIT_S)
                 continue
+            if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
+                raise
             # It exists with another configuration (made by an older Spindle, or by hand):
             # use it as it is; `spindle cluster dev` and the tests always start empty.
             await call(js.stream_info, STREAM)
@@ -165,12 +180,13 @@ async def bucket(
                 bucket=name, ttl=ttl, history=1, replicas=replicas
             )
             return kv
-        except BadRequestError as exc:
-            # No suitable peers: a node of a cluster just started is not current yet
-            # (seen on a loaded machine); it is, a moment later.
-            if exc.err_code == _NO_SUITABLE_PEERS and attempt + 1 < _PLACEMENT_TRIES:
+        except (BadRequestError, *_NO_RESPONDERS) as exc:
+            # The cluster not ready yet (see _not_ready): it is, a moment later.
+            if _not_ready(exc) and attempt + 1 < _PLACEMENT_TRIES:
                 await trio.sleep(_PLACEMENT_WAIT_S)
                 continue
+            if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
+                raise
             break  # it exists with other settings (another TTL, say): use it
     kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
     return kv

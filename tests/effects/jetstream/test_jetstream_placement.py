@@ -1,7 +1,9 @@
 """``open_jetstream``'s set-up asks again when JetStream answers "no suitable peers for
-placement" (err_code 10005): a node of a cluster just started is not current yet, and is a
-moment later. A full ``make test`` once failed so, on the stream's creation, which took the
-refusal for a stream that already exists and then failed on ``stream_info``.
+placement" (err_code 10005: a node of a cluster just started is not current yet) or does not
+answer at all ("no responders": the API's interest is still crossing the routes); either
+way the cluster is ready a moment later. A full ``make test`` once failed so, on the
+stream's creation, which took the refusal for a stream that already exists and then failed
+on ``stream_info``.
 
 A real cluster does not refuse on demand (a node killed before the stream is made makes
 nats wait, not refuse), so these tests answer the calls with fakes of nats-py's objects:
@@ -13,7 +15,12 @@ from typing import Any
 
 import pytest
 import trio
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import (
+    BadRequestError,
+    NoStreamResponseError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
 from threadspindle.effects.jetstream import connection
@@ -39,10 +46,17 @@ class FakeKeyValue:
 
 
 class FakeJetStream:
-    """Refuses each call's first ``refusals[call]`` times, then does it."""
+    """Refuses each call's first ``refusals[call]`` times (with ``refusal()``), then does
+    it."""
 
-    def __init__(self, refusals: dict[str, int], exists: bool = False) -> None:
+    def __init__(
+        self,
+        refusals: dict[str, int],
+        exists: bool = False,
+        refusal: type[Exception] | None = None,
+    ) -> None:
         self.refusals = dict(refusals)
+        self.refusal = refusal
         self.exists = exists  # add_stream answers "already in use" (another configuration)
         self.calls: list[str] = []
         self.streams: list[dict[str, Any]] = []
@@ -51,7 +65,7 @@ class FakeJetStream:
         self.calls.append(call)
         if self.refusals.get(call, 0) > 0:
             self.refusals[call] -= 1
-            raise _no_peers()
+            raise self.refusal() if self.refusal is not None else _no_peers()
 
     async def add_stream(self, **config: Any) -> None:
         self._refuse("add_stream")
@@ -119,10 +133,49 @@ async def test_an_existing_stream_is_used_as_it_is() -> None:
 
 
 async def test_a_cluster_that_never_places_it_ends_in_an_error() -> None:
-    """After ``_PLACEMENT_TRIES`` refusals it stops asking: what nats says of the stream
-    then (not found) is the error, not a wait for ever."""
+    """After ``_PLACEMENT_TRIES`` refusals it stops asking: the refusal itself is the
+    error, not a wait for ever, nor a lookup of a stream that does not exist."""
     js = FakeJetStream({"add_stream": connection._PLACEMENT_TRIES})
     async with open_asyncio_loop():
-        with trio.fail_after(10), pytest.raises(NotFoundError):
+        with trio.fail_after(10), pytest.raises(BadRequestError) as raised:
             await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert raised.value.err_code == 10005
     assert js.calls.count("add_stream") == connection._PLACEMENT_TRIES
+    assert "stream_info" not in js.calls
+
+
+@pytest.mark.parametrize("refusal", [ServiceUnavailableError, NoStreamResponseError])
+async def test_no_responders_at_a_clusters_start_is_asked_again(
+    refusal: type[Exception],
+) -> None:
+    """nats-py says "no responders" as ServiceUnavailableError (API requests) or
+    NoStreamResponseError (publishes): the stream and both buckets are asked for again."""
+    js = FakeJetStream(
+        {
+            "add_stream": 2,
+            f"create_key_value:{connection.LEASES_BUCKET}": 1,
+            f"create_key_value:{connection.SNAPSHOTS_BUCKET}": 3,
+        },
+        refusal=refusal,
+    )
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            live = await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count("add_stream") == 3
+    assert js.calls.count(f"create_key_value:{connection.LEASES_BUCKET}") == 2
+    assert js.calls.count(f"create_key_value:{connection.SNAPSHOTS_BUCKET}") == 4
+    assert "stream_info" not in js.calls and len(js.streams) == 1
+    assert live.snapshots.name == connection.SNAPSHOTS_BUCKET  # type: ignore[attr-defined]
+
+
+async def test_a_bucket_never_placed_ends_in_the_refusal() -> None:
+    """A bucket refused every time: the refusal is the error (before, the last one was
+    taken for a bucket that exists with other settings, and looked up)."""
+    js = FakeJetStream(
+        {f"create_key_value:{connection.LEASES_BUCKET}": connection._PLACEMENT_TRIES},
+        refusal=ServiceUnavailableError,
+    )
+    async with open_asyncio_loop():
+        with trio.fail_after(10), pytest.raises(ServiceUnavailableError):
+            await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert f"key_value:{connection.LEASES_BUCKET}" not in js.calls

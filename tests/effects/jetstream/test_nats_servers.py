@@ -60,18 +60,22 @@ def test_a_directory_used_before_starts_with_this_runs_ports_and_password(
         try:
             # Healthy nodes (the meta leader elected) may still answer "no responders" for
             # a moment, while the JetStream API's interest crosses the routes (seen once in
-            # a full run): asked again for up to 10 s.
+            # a full run): asked again for up to 10 s. nats-py says it as
+            # ServiceUnavailableError (API requests) or NoStreamResponseError (a publish).
             for attempt in range(50):
                 try:
                     kv = await client.jetstream().create_key_value(bucket="kept", history=1)
-                    break
-                except nats.js.errors.NoStreamResponseError:
+                    if value is not None:
+                        await kv.put("k", value)
+                    return bytes((await kv.get("k")).value or b"")
+                except (
+                    nats.js.errors.NoStreamResponseError,
+                    nats.js.errors.ServiceUnavailableError,
+                ):
                     if attempt == 49:
                         raise
                     await asyncio.sleep(0.2)
-            if value is not None:
-                await kv.put("k", value)
-            return bytes((await kv.get("k")).value or b"")
+            raise AssertionError("unreachable")
         finally:
             await client.close()
 
