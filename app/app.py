@@ -300,7 +300,7 @@ async def _console(
                 _say("Using the echo demo agent. Type /help for commands, /quit to leave.")
             else:
                 _say(f"Using {agent}. Type /help for commands, /quit to leave.")
-            await chat.ensure_conversation()
+            await chat.ensure_conversation(announce=True)
             with stop_input:
                 if interactive:
                     await read_terminal_lines(chat)

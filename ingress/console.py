@@ -208,12 +208,30 @@ class ConsoleChat:
         # A prompt is acknowledged only once it is durable: then a crash cannot lose it.
         await receipt.durable()
 
-    async def ensure_conversation(self) -> None:
+    async def ensure_conversation(self, *, announce: bool = False) -> None:
         """A fresh thread gets a conversation with the default agent, so `make run` is
-        ready to chat at once."""
+        ready to chat at once. ``announce``: a conversation kept from an earlier run of
+        the console is named (agent, workdir, what is queued), with a warning when its
+        workdir is not the directory the console started in: the prompts typed now would
+        run there, in another project, without a word."""
         state = self.state()
         if state is None or state.conversation is None:
             await self.start_conversation(self.default_agent, self.default_workdir)
+            return
+        if not announce:
+            return
+        conv = state.conversation
+        queued = f", {len(state.queue)} queued" if state.queue else ""
+        self.say(
+            f"↳ Resumed thread {self.current}: {conv.agent} in {conv.workdir} "
+            f"({state.counters.runs} runs so far{queued})."
+        )
+        if os.path.realpath(conv.workdir) != os.path.realpath(self.default_workdir):
+            self.say(
+                f"⚠ That is not {self.default_workdir}, where you started: "
+                f"/workdir set {self.default_workdir} moves this conversation here, "
+                "/thread new NAME starts another thread here."
+            )
 
     def workdir_base(self) -> str:
         """Where a relative path is taken from: the conversation's workdir, else the

@@ -7,6 +7,7 @@ the built-in echo agent (no genuine CLI is installed in that HOME's PATH).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,34 @@ def test_quit_and_restart_keeps_the_queue(place):
     out = second.stdout
     assert out.index("» you: alpha") < out.index("» you: beta")
     assert "Queue: 0/50" in out
+
+
+def test_a_conversation_kept_from_another_directory_is_named_and_warned_about(place, tmp_path):
+    """The console's thread keeps its conversation across runs, workdir included: started
+    again elsewhere, it says where the prompts would run, and how to move them here."""
+    first = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin=lines("hi", "/wait"))
+    assert first.returncode == 0, first.stderr
+    assert f"Started echo in {place['work']}." in first.stdout
+    again = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin=lines("/quit"))
+    assert f"Resumed thread main: echo in {place['work']} (1 runs so far)." in again.stdout
+    assert "⚠" not in again.stdout  # the same directory: nothing to warn about
+    other = tmp_path / "other"
+    other.mkdir()
+    elsewhere = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        "--workdir",
+        str(other),
+        stdin=lines(f"/workdir set {other}", "/wait", "/status", "/quit"),
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    out = elsewhere.stdout
+    assert f"Resumed thread main: echo in {place['work']}" in out
+    assert f"⚠ That is not {other}, where you started: /workdir set {other}" in out
+    assert re.search(rf"Agent: echo \(\w+\) in {re.escape(str(other))}\n", out)
 
 
 def test_threads_are_separate(place):
