@@ -25,7 +25,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
@@ -103,6 +103,13 @@ Commands:
 
 def thread_id_for(name: str) -> str:
     return f"console:{name}"
+
+
+def console_thread_names(thread_ids: Iterable[str]) -> list[str]:
+    """The names of the console's threads among a log's thread ids, ``main`` first."""
+    prefix = thread_id_for("")
+    names = [t[len(prefix) :] for t in thread_ids if t.startswith(prefix)]
+    return ["main", *(name for name in names if name and name != "main")]
 
 
 class ConsoleChat:
@@ -498,6 +505,9 @@ async def open_console(
                 runtime, out=out, default_agent=default_agent, default_workdir=default_workdir
             )
             chat.renderers = renderers
+            # The threads of earlier runs, from the log: /thread switch reaches them, and a
+            # fork's new thread is never one of theirs (fork1 again would take its log).
+            chat.names = console_thread_names(runtime.log.thread_ids())
             runtime.thread_opener = chat.open_thread  # /fork, /btw: a new console thread
             yield chat
         nursery.cancel_scope.cancel()  # the renderers' background tasks

@@ -190,6 +190,19 @@ def test_threads_are_separate(place):
     assert "Now in thread side." in out.stdout
     assert "* side: idle, queue 0" in out.stdout and "  main: idle, queue 0" in out.stdout
     assert "Runs: 1 (completed 1" in out.stdout  # main's own status
+    # Started again, the console knows the threads of its earlier run.
+    again = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines("/threads", "/thread switch side", "/status", "/quit"),
+    )
+    assert again.returncode == 0, again.stderr
+    assert "  side: idle, queue 0" in again.stdout
+    assert "Now in thread side." in again.stdout and "No thread side" not in again.stdout
+    assert "Runs: 1 (completed 1" in again.stdout  # side's own status
 
 
 def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):

@@ -62,3 +62,57 @@ async def test_btw_opens_a_console_thread_with_the_forked_conversation(tmp_path:
             await chat.handle_line("/compact")
             await _until(lambda: runtime.snapshot(main).counters.completed == 2)
             assert [t for _, t in agents.delivered].count("/compact") == 1
+
+
+async def test_a_restarted_console_knows_its_threads_and_forks_into_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """The threads of an earlier run come from the log: ``/thread switch`` reaches them,
+    and a fork opens ``fork2``, never the earlier run's ``fork1`` again (that would post
+    the fork's conversation into a thread with a history of its own)."""
+    from threadspindle.effects.console_platform import ConsolePlatform
+    from threadspindle.ingress.console import open_console
+
+    agents, out = FakeAgentWorld(), io.StringIO()
+    main, fork1 = thread_id_for("main"), thread_id_for("fork1")
+
+    def console(log: EventLog):
+        return open_console(
+            ConsolePlatform(out, rich=False),
+            out=out,
+            default_agent="fake",
+            default_workdir=str(tmp_path),
+            log=log,
+            adapter_factory=agents.factory,
+            policy=Policy(allowed_roots=(str(tmp_path),)),
+        )
+
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with console(log) as chat:
+            await chat.ensure_conversation()
+            await chat.handle_line("hello")
+            await _until(lambda: chat.runtime.snapshot(main).counters.completed == 1)
+            await chat.handle_line("/btw what is foo?")
+            await _until(
+                lambda: (
+                    chat.runtime.snapshot(fork1) is not None
+                    and chat.runtime.snapshot(fork1).counters.completed == 1
+                )
+            )
+    with EventLog(tmp_path / "events.sqlite3") as log:
+        async with console(log) as chat:
+            assert chat.names == ["main", "fork1"]
+            await chat.ensure_conversation(announce=True)
+            await chat.handle_line("/btw and what is bar?")
+            fork2 = thread_id_for("fork2")
+            await _until(
+                lambda: (
+                    chat.runtime.snapshot(fork2) is not None
+                    and chat.runtime.snapshot(fork2).counters.completed == 1
+                )
+            )
+            assert chat.runtime.snapshot(fork1).counters.runs == 1  # untouched
+            assert "[fork2] opened: btw: and what is bar?" in out.getvalue()
+            await chat.handle_line("/thread switch fork1")
+            assert chat.current == "fork1"
+    assert f"Resumed thread main: fake in {tmp_path} (1 runs so far)." in out.getvalue()
