@@ -89,8 +89,17 @@ async def _git(
 
 def ref_for(thread_id: str, run_id: str) -> str:
     """The private ref of a thread's checkpoint (thread ids may hold ':' or '/')."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id).strip(".") or "thread"
-    return f"refs/spindle/{safe}/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}"
+    return f"refs/spindle/{_ref_part(thread_id, 'thread')}/{_ref_part(run_id, 'run')}"
+
+
+def _ref_part(text: str, empty: str) -> str:
+    """``text`` as one component of a ref git accepts (``git check-ref-format``): only
+    letters, digits, ``.``, ``_`` and ``-``, no ``..`` (a console thread may be named
+    ``../x``), no ``.`` first or last, no ``.lock`` last; the valid ones unchanged."""
+    safe = re.sub(r"\.{2,}", "_", re.sub(r"[^A-Za-z0-9._-]", "_", text)).strip(".")
+    if safe.endswith(".lock"):
+        safe = safe[: -len(".lock")] + "_lock"
+    return safe or empty
 
 
 async def toplevel(workdir: str) -> str:

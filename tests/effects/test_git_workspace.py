@@ -3,11 +3,14 @@ repositories: the user's branch, index, stash and HEAD are never touched."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import trio
 from git_repo import git, make_repo, tree_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from threadspindle.effects import git_workspace as gw
 
@@ -194,3 +197,22 @@ def test_refs_git_would_read_as_options_are_refused(tmp_path):
     assert not pwned.exists()
     assert git(wt, "status", "--porcelain") != ""  # nothing was committed for the refusal
     assert not Path(tmp_path / "proj.worktrees" / "other").exists()
+
+
+@settings(max_examples=150, deadline=None)
+@given(thread_id=st.text(max_size=40), run_id=st.text(max_size=12))
+def test_every_thread_and_run_id_makes_a_ref_git_accepts(thread_id: str, run_id: str) -> None:
+    """A console thread may be named ``../x`` or ``x.lock``: its checkpoint ref must still
+    be one git takes (before, such a name made every checkpoint of the thread fail)."""
+    ref = gw.ref_for(thread_id, run_id)
+    checked = subprocess.run(["git", "check-ref-format", ref], capture_output=True)
+    assert checked.returncode == 0, ref
+
+
+def test_a_thread_named_like_a_path_is_checkpointed(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    commit, ref = run(gw.checkpoint, str(repo), "console:../../x.lock", "r1")
+    assert git(repo, "rev-parse", ref) == commit
+    # The ids that were valid keep their refs (checkpoints made before still resolve).
+    assert gw.ref_for("discord:123/x", "r1") == "refs/spindle/discord_123_x/r1"
+    assert gw.ref_for("tg:-100:5", "r2") == "refs/spindle/tg_-100_5/r2"
