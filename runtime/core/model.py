@@ -185,6 +185,7 @@ class Counters(Frozen):
     schedules_fired: int = 0
     steers: int = 0  # messages handed to a running turn (SteerAgent)
     steers_taken: int = 0  # ... that the agent took into that turn
+    stopped: int = 0  # runs Spindle itself ended: a shutdown, a park, a restart
 
 
 class ThreadState(Frozen):

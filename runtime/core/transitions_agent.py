@@ -555,6 +555,7 @@ def on_recovered(step: Step, a: A.RuntimeRecovered) -> None:
                 "interrupted. Queued prompts continue.",
             )
             step.set_run(end_reason="runtime restarted")
+            step.count("stopped")
         end_run(step, "force_end")
 
 
@@ -567,6 +568,7 @@ def on_parked(step: Step, a: A.ThreadParked) -> None:
             more = f" {queued} queued prompt(s) will run when it is back." if queued else ""
             step.post("notice", f"⚠ Spindle stopped this run ({a.reason}).{more}")
             step.set_run(end_reason=a.reason)
+            step.count("stopped")
         end_run(step, "force_end")
     if step.state.agent_status is not AgentStatus.STOPPED:
         step.emit(F.StopAgent(reason=a.reason))

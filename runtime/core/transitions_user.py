@@ -400,9 +400,12 @@ def _status_text(state: ThreadState) -> str:
     for i, q in enumerate(state.queue, 1):
         lines.append(f"  {i}. {q.author_name or q.author_id}: {q.text[:80]}")
     c = state.counters
+    # Runs Spindle ended itself (shut down or restarted mid-run) are named when there are
+    # any: otherwise such a run is in no count and the line does not add up.
+    stopped = f", stopped by Spindle {c.stopped}" if c.stopped else ""
     lines.append(
         f"Runs: {c.runs} (completed {c.completed}, failed {c.failed}, interrupted "
-        f"{c.interrupts}, aborted {c.aborts}) · stale events dropped: {c.stale_drops}"
+        f"{c.interrupts}, aborted {c.aborts}{stopped}) · stale events dropped: {c.stale_drops}"
     )
     return "\n".join(lines)
 

@@ -418,6 +418,23 @@ def test_parking_stops_the_run_and_keeps_the_queue_until_woken():
     assert [p.text for p in of(effects, F.PromptAgent)] == ["next"]
 
 
+def test_status_counts_the_runs_spindle_stopped():
+    """A run ended by a shutdown (park) or by a restart counts as stopped by Spindle, so
+    the status line adds up; with none, the line stays as it was."""
+    t = Thread().started()
+    t.do(t.s.connected(), t.s.user("a"))
+    assert "stopped by Spindle" not in of(t.do(t.s.status()), F.ReplyToCommand)[0].text
+    t.do(t.s.parked("shutting down"))
+    t.do(t.s.recovered(), t.s.connected(), t.s.user("b"))
+    assert t.state.run is not None
+    t.do(t.s.recovered())  # the process died mid-run
+    assert t.state.counters.stopped == 2 and t.state.counters.runs == 2
+    text = of(t.do(t.s.status()), F.ReplyToCommand)[0].text
+    assert "Runs: 2 (completed 0, failed 0, interrupted 0, aborted 0, stopped by Spindle 2)" in text
+    t.do(t.s.recovered())  # no run: nothing more to count
+    assert t.state.counters.stopped == 2
+
+
 def test_a_user_message_wakes_a_parked_thread():
     t = Thread().started()
     t.do(t.s.parked("idle"))
