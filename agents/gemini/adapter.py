@@ -26,6 +26,7 @@ requests we do not serve get an error response at once, so the CLI never waits o
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import signal
 import uuid
@@ -457,7 +458,15 @@ class GeminiAdapter(AgentAdapter):
         try:
             proc = await spawn_agent(spec, stdin=False)
         except OSError as exc:
-            await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
+            reason = f"cannot start gemini: {exc}"
+            if exc.errno == errno.E2BIG:
+                # The prompt rides on the command line in this mode, and Linux takes at
+                # most 128 KiB in one argument.
+                reason = (
+                    "the prompt is too long for Gemini's one-turn mode (it goes on the "
+                    "command line, at most 128 KiB): send it in parts"
+                )
+            await self._emit_event(TurnAborted(reason=reason))
             return None
         self._proc = proc
         try:

@@ -45,8 +45,11 @@ def launch_spec(
         argv.append("--acp")
     else:
         # No one can answer a permission prompt in -p mode: approve, as the recipes do.
-        # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag.
-        argv += [f"--prompt={per_turn_prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
+        # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag. A NUL
+        # cannot be in an argument at all (exec refuses the whole command), and it says
+        # nothing to a model: it is dropped.
+        prompt = per_turn_prompt.replace("\0", "")
+        argv += [f"--prompt={prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
         if resume:
             argv += ["-r", resume]
         elif new_session_id:
