@@ -44,6 +44,7 @@ from threadspindle.ingress.input_checks import (
     InputRefused,
     check_path,
     check_word,
+    has_visible_text,
     parse_position,
     shown,
 )
@@ -291,7 +292,7 @@ class ConsoleChat:
 
     async def _handle_line(self, line: str) -> bool:
         text = line.rstrip("\n")
-        if not text.strip():
+        if not has_visible_text(text):
             return True
         shell = shell_action(text, self._base(), self.author, self.author)
         if shell is not None:

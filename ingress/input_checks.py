@@ -21,6 +21,7 @@ __all__ = [
     "InputRefused",
     "check_path",
     "check_word",
+    "has_visible_text",
     "parse_position",
     "shown",
 ]
@@ -41,6 +42,12 @@ def shown(value: str, limit: int = 60) -> str:
     """``value`` as it may be echoed back: control characters escaped, cut to ``limit``."""
     text = repr(value[:limit])[1:-1]
     return text + ("…" if len(value) > limit else "")
+
+
+def has_visible_text(value: str) -> bool:
+    """Whether ``value`` holds anything but spaces and control characters: a line of NULs
+    or escape codes is as empty as a blank one, not a prompt to send."""
+    return bool(_CONTROL.sub("", value).strip())
 
 
 def _control_problem(value: str, what: str) -> str | None:

@@ -53,6 +53,21 @@ def test_nul_paths_unicode_digits_and_bad_names_are_answered_not_fatal(place):
     assert "Traceback" not in out.stderr
 
 
+def test_a_line_of_only_control_characters_is_no_prompt(place):
+    """NULs or escape codes alone are as empty as a blank line: no run (before, the agent
+    got an empty prompt)."""
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines("\0" * 50, "\x1b\x07", "/wait", "/status", "/quit"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Runs: 0 (completed 0" in out.stdout
+
+
 def test_a_relative_workdir_is_taken_from_the_conversation_workdir(place, tmp_path):
     other = tmp_path / "other"
     (other / "sub").mkdir(parents=True)

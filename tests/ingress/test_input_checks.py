@@ -12,6 +12,7 @@ from threadspindle.ingress.input_checks import (
     InputRefused,
     check_path,
     check_word,
+    has_visible_text,
     parse_position,
 )
 
@@ -25,6 +26,14 @@ def test_paths() -> None:
         check_path("a\x1b[2Jb")
     with pytest.raises(InputRefused, match=f"longer than {MAX_PATH_BYTES} bytes"):
         check_path("x" * (MAX_PATH_BYTES + 1))
+
+
+def test_visible_text() -> None:
+    assert has_visible_text("hi") and has_visible_text("\0hi\x1b")
+    assert not has_visible_text("")
+    assert not has_visible_text(" \t\n")
+    assert not has_visible_text("\0" * 100)
+    assert not has_visible_text("\x1b\x07 \x9b")
 
 
 def test_words() -> None:
