@@ -26,7 +26,6 @@ requests we do not serve get an error response at once, so the CLI never waits o
 from __future__ import annotations
 
 import dataclasses
-import errno
 import logging
 import signal
 import uuid
@@ -42,7 +41,7 @@ from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
 from threadspindle.agents.base.process import spawn_agent
 from threadspindle.agents.gemini.home import ThreadHome, avoid_same_minute_collision
-from threadspindle.agents.gemini.launch import launch_spec
+from threadspindle.agents.gemini.launch import launch_spec, prompt_fits_argv
 from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.gemini.retries import DEBUG_LOG_ENV, DebugLogWatch, retry_event
 from threadspindle.agents.gemini.stream_parser import StreamJsonParser
@@ -455,23 +454,18 @@ class GeminiAdapter(AgentAdapter):
         parser = StreamJsonParser(
             mcp_servers=tuple(s.name for s in self.options.mcp_servers), stats=self.stats
         )
+        on_stdin = not prompt_fits_argv(text)  # too long for the command line
         try:
-            proc = await spawn_agent(spec, stdin=False)
+            proc = await spawn_agent(spec, stdin=on_stdin)
         except OSError as exc:
-            reason = f"cannot start gemini: {exc}"
-            if exc.errno == errno.E2BIG:
-                # The prompt rides on the command line in this mode, and Linux takes at
-                # most 128 KiB in one argument.
-                reason = (
-                    "the prompt is too long for Gemini's one-turn mode (it goes on the "
-                    "command line, at most 128 KiB): send it in parts"
-                )
-            await self._emit_event(TurnAborted(reason=reason))
+            await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
             return None
         self._proc = proc
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_stderr, proc)
+                if on_stdin:
+                    nursery.start_soon(_feed_stdin, proc, text)
                 async for line in proc.stdout_lines():
                     for event in parser.feed(line).events:
                         if isinstance(event, SessionStarted):
@@ -574,3 +568,14 @@ def _error_detail(error: dict[str, Any]) -> str:
     if isinstance(data, dict) and isinstance(data.get("details"), str):
         return f"{message}: {data['details']}"
     return message
+
+
+async def _feed_stdin(proc: ManagedProcess, text: str) -> None:
+    """Write a one-turn prompt too long for the command line to the CLI's stdin, then
+    close it: the CLI reads to the end (up to its 8 MiB) and takes that as the prompt."""
+    assert proc.proc.stdin is not None
+    try:
+        await proc.proc.stdin.send_all(text.encode("utf-8", "replace"))
+        await proc.close_stdin()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass  # the CLI exited first: its exit ends the turn and says why

@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from threadspindle.agents.base.launch import LaunchSpec, launch_environment
 from threadspindle.agents.base.options import AgentOptions
 
-__all__ = ["DEFAULT_BINARY", "DEFAULT_ENV", "launch_spec"]
+__all__ = [
+    "ARGV_PROMPT_MAX_BYTES",
+    "DEFAULT_BINARY",
+    "DEFAULT_ENV",
+    "launch_spec",
+    "prompt_fits_argv",
+]
 
 DEFAULT_BINARY = "gemini"
 DEFAULT_ENV = {
@@ -25,6 +31,16 @@ DEFAULT_ENV = {
     "GEMINI_CLI_TRUST_WORKSPACE": "true",
     "GEMINI_TELEMETRY_ENABLED": "false",
 }
+
+
+# Linux takes at most 128 KiB (MAX_ARG_STRLEN) in one argument; the rest of a prompt's
+# argument ("--prompt=") and a margin stay under it.
+ARGV_PROMPT_MAX_BYTES = 120_000
+
+
+def prompt_fits_argv(prompt: str) -> bool:
+    """Whether a one-turn prompt goes on the command line (else on stdin)."""
+    return len(prompt.encode("utf-8", "surrogatepass")) <= ARGV_PROMPT_MAX_BYTES
 
 
 def launch_spec(
@@ -47,9 +63,12 @@ def launch_spec(
         # No one can answer a permission prompt in -p mode: approve, as the recipes do.
         # ``--prompt=<text>``: a prompt that starts with "-" must not read as a flag. A NUL
         # cannot be in an argument at all (exec refuses the whole command), and it says
-        # nothing to a model: it is dropped.
-        prompt = per_turn_prompt.replace("\0", "")
-        argv += [f"--prompt={prompt}", "-o", "stream-json", "--approval-mode", "yolo"]
+        # nothing to a model: it is dropped. A prompt too long for one argument goes on
+        # stdin instead (the adapter writes it): with stdin not a terminal the CLI runs
+        # headless and takes what it reads there as the prompt.
+        if prompt_fits_argv(per_turn_prompt):
+            argv.append(f"--prompt={per_turn_prompt.replace(chr(0), '')}")
+        argv += ["-o", "stream-json", "--approval-mode", "yolo"]
         if resume:
             argv += ["-r", resume]
         elif new_session_id:

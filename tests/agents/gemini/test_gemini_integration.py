@@ -371,17 +371,20 @@ async def test_per_turn_prompts_with_a_nul_or_past_the_argument_limit(
     tmp_path: Path, fake: FakeGeminiServer
 ) -> None:
     """In the one-turn mode the prompt rides on the command line: a NUL (which exec
-    refuses) is dropped, and a prompt over Linux's 128 KiB for one argument ends the turn
-    with a sentence saying so, not an errno."""
+    refuses) is dropped, and a prompt over Linux's 128 KiB for one argument goes on the
+    CLI's stdin instead, whole (before: a crash, and "Argument list too long")."""
     async with running_gemini(tmp_path, fake, per_turn=True) as s:
         end = await s.turn("r1", "hel\x00lo")
         assert isinstance(end.event, TurnCompleted) and not end.event.is_error
         assert last_user_turn(fake.stream_requests()[-1].body)[0] == "hello"
-        end = await s.turn("r2", "x" * 200_000)
-        assert isinstance(end.event, TurnAborted)
-        assert "too long for Gemini's one-turn mode" in end.event.reason
-        end = await s.turn("r3", "hello again")  # the thread goes on
+        long = "-v " + " ".join(f"word{i}" for i in range(30_000))  # ~260 KB
+        end = await s.turn("r2", long)
         assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        assert last_user_turn(fake.stream_requests()[-1].body)[0] == long
+        assert s.of_run("r2")[0].session_id == s.of_run("r1")[0].session_id  # -r kept it
+        end = await s.turn("r3", "hello again")  # and the command line again
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        assert last_user_turn(fake.stream_requests()[-1].body)[0] == "hello again"
 
 
 async def test_mcp_server_injected_through_private_settings(
