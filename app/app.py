@@ -20,6 +20,7 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -357,13 +358,38 @@ def console_workdir(args: argparse.Namespace) -> str:
 def _with_console_workdir(settings: Settings, args: argparse.Namespace) -> Settings:
     """In the console the directory you start from is yours to work in: an allowed root of
     the conversations and of the processes their agents start (the process manager's roots
-    come from the same setting)."""
+    come from the same setting). So is the folder `/worktree new` puts its repository's
+    worktrees in (``<repo>.worktrees`` beside it): else the worktree is made and the
+    conversation refused there, outside the roots."""
     workdir = console_workdir(args)
     roots = settings.runtime.allowed_roots
-    if workdir in (os.path.realpath(os.path.expanduser(r)) for r in roots):
+    known = {os.path.realpath(os.path.expanduser(r)) for r in roots}
+    wanted = [workdir, _worktree_folder(workdir, settings.workspaces.worktree_dir)]
+    added = [path for path in dict.fromkeys(wanted) if path is not None and path not in known]
+    if not added:
         return settings
-    runtime = settings.runtime.model_copy(update={"allowed_roots": [*roots, workdir]})
+    runtime = settings.runtime.model_copy(update={"allowed_roots": [*roots, *added]})
     return settings.model_copy(update={"runtime": runtime})
+
+
+def _worktree_folder(workdir: str, configured: str | None) -> str | None:
+    """Where `/worktree new` would put the worktrees of the repository ``workdir`` is in
+    (its main worktree's), or None when it is in none (or git cannot say)."""
+    from threadspindle.effects.git_workspace import worktree_dir
+
+    try:
+        listed = subprocess.run(
+            ["git", "-C", workdir, "worktree", "list", "--porcelain"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = listed.stdout.splitlines()[:1] if listed.returncode == 0 else []
+    if not first or not first[0].startswith("worktree "):
+        return None
+    return worktree_dir(first[0][len("worktree ") :], configured)
 
 
 def _with_processes(mcp: Any, action: Any) -> Any:

@@ -205,6 +205,30 @@ def test_threads_are_separate(place):
     assert "Runs: 1 (completed 1" in again.stdout  # side's own status
 
 
+def test_a_worktree_of_the_start_directory_is_within_reach(place):
+    """`/worktree new` puts the worktree beside the repository (``<repo>.worktrees``): the
+    console allows that folder as it allows the one it started in (before, the worktree
+    was made and the conversation refused there, outside the roots)."""
+    work = place["work"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(
+            ["git", "-c", "user.email=a@b", "-c", "user.name=a", *args], cwd=work, check=True
+        )
+    out = spindle(
+        place,
+        "run",
+        "--no-mcp",
+        "--agent",
+        "echo",
+        stdin=lines("/worktree new feat", "/wait", "/status", "/quit"),
+    )
+    assert out.returncode == 0, out.stderr
+    folder = f"{work}.worktrees/feat"
+    assert f"Worktree feat is ready at {folder}" in out.stdout, out.stdout
+    assert "outside the allowed roots" not in out.stdout
+    assert re.search(rf"Agent: echo \(\w+\) in {re.escape(folder)}\n", out.stdout)
+
+
 def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):
     out = spindle(
         place,
