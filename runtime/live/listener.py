@@ -155,6 +155,7 @@ class AgentListener:
         "_waiters",
         "_start_scope",
         "_restart_at",
+        "_backoff_start",
         "wait_for_restart_s",
     )
 
@@ -202,6 +203,9 @@ class AgentListener:
         self._waiters = 0  # ensure() calls waiting for the agent
         self._start_scope: trio.CancelScope | None = None
         self._restart_at = 0.0
+        # The start a backoff waits to retry; None once another start is asked for (the
+        # conversation changed: the last failure says nothing of it), which ends the wait.
+        self._backoff_start: StartAgent | None = None
         self.wait_for_restart_s = wait_for_restart_s
 
     # --- control (called by the reactor and the registry) --------------------------------
@@ -241,6 +245,11 @@ class AgentListener:
                         # cut short by one): this start follows once it has gone.
                         await self._done.wait()
                         continue
+                    elif self.backing_off and start != self._backoff_start:
+                        # Another agent, workdir, model or session than the one that
+                        # failed (a new conversation, /workdir set): start it now.
+                        self._backoff_start = None
+                        self._notify()
                     elif (
                         self.backing_off
                         and self._restart_at - trio.current_time() > self.wait_for_restart_s
@@ -315,12 +324,20 @@ class AgentListener:
                     extra=self._ctx(),
                 )
                 self.backing_off = True
+                self._backoff_start = start
                 self._restart_at = trio.current_time() + delay
                 self._notify()
                 with trio.move_on_after(delay):
-                    while not self._stopping:
+                    while not self._stopping and self._backoff_start is not None:
                         await self._changed_event().wait()
                 self.backing_off = False
+                self._backoff_start = None
+                # What to start is read again: the conversation may have changed while
+                # this waited (else the old agent would be started once more).
+                latest = self._current_start()
+                if latest is None:
+                    break
+                start = latest
         finally:
             self.running = False
             self.backing_off = False
