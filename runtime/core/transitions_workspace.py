@@ -35,8 +35,9 @@ SHELL_TAIL_CHARS = 1500  # a shell card shows at most this much of the output (i
 SHELL_HEADER_CHARS = 200
 NOTE_FILES = 20  # the agent's undo note names at most this many files
 PATCH_FILENAME = "changes.diff"  # /diff's patch, attached where the platform takes files
-# Jobs that change the workdir: the queue waits for them.
-BLOCKING_OPS = ("undo", "redo", "worktree_new", "worktree_merge")
+# Jobs that change files: the queue waits for them, and one cut short by a restart or a
+# park is reported (a removal asked for and then lost was silent before).
+BLOCKING_OPS = ("undo", "redo", "worktree_new", "worktree_merge", "worktree_remove")
 # CLIs whose sessions are not tied to the directory they were started in: a conversation
 # moved into a worktree keeps its session with them (docs/workspaces.md).
 SESSION_FOLLOWS_WORKDIR = ("codex",)
@@ -96,7 +97,7 @@ def on_workspace_command(step: Step, a: A.WorkspaceCommand) -> None:
                 "rejected",
             )
             return
-        _start_job(step, a, conv.workdir, blocking=False)
+        _start_job(step, a, conv.workdir, blocking=True)
         return
     if is_busy(step.state):
         step.refuse(

@@ -720,7 +720,8 @@ class ThreadMachine(RuleBasedStateMachine):
     def workspace_jobs_and_shells_are_consistent(self):
         ws = self.state.workspace
         if ws.job is not None:
-            assert ws.job.op in ("undo", "redo", "worktree_new", "worktree_merge")
+            changing = ("undo", "redo", "worktree_new", "worktree_merge", "worktree_remove")
+            assert ws.job.op in changing
         # Checkpoints: undone ones form the tail (undo takes the last, redo the first undone).
         undone = [c.undone is not None for c in ws.checkpoints]
         assert undone == sorted(undone)

@@ -244,6 +244,19 @@ def test_the_footer_gets_the_run_change_summary():
     ]
 
 
+def test_a_worktree_removal_holds_the_queue_and_a_restart_says_it_was_cut_short():
+    """Removing a worktree changes files: like worktree_new it is the thread's job until it
+    answers, so a prompt waits for it, and one lost to a restart is reported (before, it
+    was not tracked: /wait did not wait for it, and a quit lost it without a word)."""
+    d = started()
+    d(d.s.ws("worktree_remove", name="old"))
+    assert d.state.workspace.job is not None and d.state.workspace.job.op == "worktree_remove"
+    d(d.s.recovered())
+    assert d.state.workspace.job is None
+    texts = [e.text for e in d.of(F.PostOutput)]
+    assert any("worktree_remove was interrupted" in t for t in texts), texts
+
+
 def test_commands_need_a_conversation_and_diff_does_not_hold_the_queue():
     d = Driver(checkpoints=True)
     d(d.s.ws("diff"))
