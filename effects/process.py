@@ -409,6 +409,17 @@ class ManagedProcess:
         if self.proc.stdin is not None:
             await self.proc.stdin.aclose()
 
+    async def feed_stdin(self, text: str) -> None:
+        """Write ``text`` to stdin, then close it (a prompt read to its end). A process
+        that exits or stops reading first is no error: its exit says why. A lone
+        surrogate (text decoded with escapes) is written as ``?`` rather than raising."""
+        assert self.proc.stdin is not None
+        try:
+            await self.proc.stdin.send_all(text.encode("utf-8", "replace"))
+            await self.close_stdin()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
     def signal(self, sig: int) -> None:
         try:
             os.killpg(self.pid, sig)

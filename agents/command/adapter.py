@@ -100,7 +100,7 @@ class CommandAdapter(AgentAdapter):
         self.processes_started += 1
         async with trio.open_nursery() as nursery:
             nursery.start_soon(proc.pump_stderr)
-            nursery.start_soon(self._feed_stdin, proc, prompt.text)
+            nursery.start_soon(proc.feed_stdin, prompt.text)
             async for line in proc.stdout_lines():
                 for event in self.parser.feed(line).events:
                     await self._send(event)
@@ -118,14 +118,6 @@ class CommandAdapter(AgentAdapter):
             await self._send(
                 TurnAborted(reason="the command failed", exit_code=code, stderr_tail=tail)
             )
-
-    async def _feed_stdin(self, proc: ManagedProcess, text: str) -> None:
-        assert proc.proc.stdin is not None
-        try:
-            await proc.proc.stdin.send_all(text.encode())
-            await proc.close_stdin()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass  # the command does not read its stdin: fine
 
     async def _send(self, event: AgentEvent) -> None:
         if isinstance(event, SessionStarted):

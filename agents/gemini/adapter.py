@@ -465,7 +465,7 @@ class GeminiAdapter(AgentAdapter):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_stderr, proc)
                 if on_stdin:
-                    nursery.start_soon(_feed_stdin, proc, text)
+                    nursery.start_soon(proc.feed_stdin, text)
                 async for line in proc.stdout_lines():
                     for event in parser.feed(line).events:
                         if isinstance(event, SessionStarted):
@@ -568,14 +568,3 @@ def _error_detail(error: dict[str, Any]) -> str:
     if isinstance(data, dict) and isinstance(data.get("details"), str):
         return f"{message}: {data['details']}"
     return message
-
-
-async def _feed_stdin(proc: ManagedProcess, text: str) -> None:
-    """Write a one-turn prompt too long for the command line to the CLI's stdin, then
-    close it: the CLI reads to the end (up to its 8 MiB) and takes that as the prompt."""
-    assert proc.proc.stdin is not None
-    try:
-        await proc.proc.stdin.send_all(text.encode("utf-8", "replace"))
-        await proc.close_stdin()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass  # the CLI exited first: its exit ends the turn and says why

@@ -76,3 +76,20 @@ async def test_the_group_is_stopped_when_its_launcher_already_exited(tmp_path):
         while psutil.pid_exists(child_pid) and psutil.Process(child_pid).status() != "zombie":
             await trio.sleep(0.05)
     assert not psutil.pid_exists(child_pid) or psutil.Process(child_pid).status() == "zombie"
+
+
+async def test_feed_stdin_writes_a_prompt_whole_and_closes_it():
+    """A prompt larger than a pipe's buffer reaches the process whole and then its end; a
+    lone surrogate (text decoded with escapes) is written as '?' instead of raising in
+    the feeding task; a process that does not read its stdin is no error."""
+    prompt = "a\ud800b " + "x" * 300_000
+    proc = await ManagedProcess.spawn(["wc", "-c"], stdin=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(proc.feed_stdin, prompt)
+        counted = [line async for line in proc.stdout_lines()]
+    assert counted == [str(len(prompt.encode("utf-8", "replace")))]
+    assert await proc.wait() == 0
+    deaf = await ManagedProcess.spawn(["true"], stdin=True)
+    await deaf.wait()
+    with trio.fail_after(10):
+        await deaf.feed_stdin("y" * 300_000)  # its stdin is gone: no exception

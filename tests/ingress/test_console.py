@@ -49,6 +49,11 @@ def lines(*items: str) -> str:
     return "\n".join(items) + "\n"
 
 
+def echo_console(place: dict[str, Path], *, stdin: str, args: tuple[str, ...] = (), **kw):
+    """``spindle run`` with the echo agent and no process manager, fed ``stdin``."""
+    return spindle(place, "run", "--no-mcp", "--agent", "echo", *args, stdin=stdin, **kw)
+
+
 def test_without_any_agent_cli_it_says_so_and_offers_the_echo_demo(place):
     out = spindle(place, "run", "--no-mcp", stdin=lines("hello world", "/wait", "/quit"))
     assert out.returncode == 0, out.stderr
@@ -60,12 +65,8 @@ def test_without_any_agent_cli_it_says_so_and_offers_the_echo_demo(place):
 
 
 def test_queue_interrupt_and_order(place):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "first prompt one two three four five six seven eight nine ten",
             "/queue alpha",
@@ -89,12 +90,8 @@ def test_queue_interrupt_and_order(place):
 
 
 def test_abort_then_a_new_message_runs_normally(place):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "tool a long prompt that will be aborted one two three four five",
             "/abort",
@@ -112,12 +109,8 @@ def test_abort_then_a_new_message_runs_normally(place):
 
 
 def test_quit_and_restart_keeps_the_queue(place):
-    first = spindle(
+    first = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "a slow prompt one two three four five six seven",
             "/queue alpha",
@@ -130,9 +123,7 @@ def test_quit_and_restart_keeps_the_queue(place):
     assert "» you: alpha" not in first.stdout  # nothing was dispatched while stopping
     status = spindle(place, "status")
     assert "console:main" in status.stdout
-    second = spindle(
-        place, "run", "--no-mcp", "--agent", "echo", stdin=lines("/wait", "/status", "/quit")
-    )
+    second = echo_console(place, stdin=lines("/wait", "/status", "/quit"))
     assert second.returncode == 0, second.stderr
     out = second.stdout
     assert out.index("» you: alpha") < out.index("» you: beta")
@@ -142,22 +133,20 @@ def test_quit_and_restart_keeps_the_queue(place):
 def test_a_conversation_kept_from_another_directory_is_named_and_warned_about(place, tmp_path):
     """The console's thread keeps its conversation across runs, workdir included: started
     again elsewhere, it says where the prompts would run, and how to move them here."""
-    first = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin=lines("hi", "/wait"))
+    first = echo_console(place, stdin=lines("hi", "/wait"))
     assert first.returncode == 0, first.stderr
     assert f"Started echo in {place['work']}." in first.stdout
-    again = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin=lines("/quit"))
+    again = echo_console(place, stdin=lines("/quit"))
     assert f"Resumed thread main: echo in {place['work']} (1 runs so far)." in again.stdout
     assert "⚠" not in again.stdout  # the same directory: nothing to warn about
     other = tmp_path / "other"
     other.mkdir()
-    elsewhere = spindle(
+    elsewhere = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
-        "--workdir",
-        str(other),
+        args=(
+            "--workdir",
+            str(other),
+        ),
         stdin=lines(f"/workdir set {other}", "/wait", "/status", "/quit"),
     )
     assert elsewhere.returncode == 0, elsewhere.stderr
@@ -168,12 +157,8 @@ def test_a_conversation_kept_from_another_directory_is_named_and_warned_about(pl
 
 
 def test_threads_are_separate(place):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "in main",
             "/wait",
@@ -191,12 +176,8 @@ def test_threads_are_separate(place):
     assert "* side: idle, queue 0" in out.stdout and "  main: idle, queue 0" in out.stdout
     assert "Runs: 1 (completed 1" in out.stdout  # main's own status
     # Started again, the console knows the threads of its earlier run.
-    again = spindle(
+    again = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("/threads", "/thread switch side", "/status", "/quit"),
     )
     assert again.returncode == 0, again.stderr
@@ -214,12 +195,8 @@ def test_a_worktree_of_the_start_directory_is_within_reach(place):
         subprocess.run(
             ["git", "-c", "user.email=a@b", "-c", "user.name=a", *args], cwd=work, check=True
         )
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("/worktree new feat", "/wait", "/status", "/quit"),
     )
     assert out.returncode == 0, out.stderr
@@ -230,12 +207,8 @@ def test_a_worktree_of_the_start_directory_is_within_reach(place):
 
 
 def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("/workdir set /etc", "/workdir set missing-dir", "/quit"),
     )
     assert "is outside the allowed roots" in out.stdout
@@ -268,7 +241,7 @@ def test_run_refuses_a_corrupt_database_and_names_it(place):
     place["data"].mkdir()
     db = place["data"] / "spindle.db"
     db.write_bytes(b"garbage" * 1000)
-    out = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin="/quit\n")
+    out = echo_console(place, stdin="/quit\n")
     assert out.returncode == 4
     assert str(db) in out.stderr
     assert db.read_bytes() == b"garbage" * 1000  # nothing overwritten
@@ -348,12 +321,8 @@ def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
 
 
 def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "please ask first",
             "/wait",

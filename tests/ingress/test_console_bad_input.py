@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_console import lines, spindle
+from test_console import echo_console, lines, spindle
 
 from threadspindle.runtime.core.actions import ConversationStarted, PolicySet
 from threadspindle.runtime.core.model import Policy
@@ -18,12 +18,8 @@ ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def test_nul_paths_unicode_digits_and_bad_names_are_answered_not_fatal(place):
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines(
             "/workdir set a\0b",
             "/claude start a\0b",
@@ -56,12 +52,8 @@ def test_nul_paths_unicode_digits_and_bad_names_are_answered_not_fatal(place):
 def test_a_line_of_only_control_characters_is_no_prompt(place):
     """NULs or escape codes alone are as empty as a blank line: no run (before, the agent
     got an empty prompt)."""
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("\0" * 50, "\x1b\x07", "/wait", "/status", "/quit"),
     )
     assert out.returncode == 0, out.stderr
@@ -71,14 +63,12 @@ def test_a_line_of_only_control_characters_is_no_prompt(place):
 def test_a_relative_workdir_is_taken_from_the_conversation_workdir(place, tmp_path):
     other = tmp_path / "other"
     (other / "sub").mkdir(parents=True)
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
-        "--workdir",
-        str(other),
+        args=(
+            "--workdir",
+            str(other),
+        ),
         stdin=lines("/workdir set sub", "/workdir set ..", "/quit"),
     )
     assert out.returncode == 0, out.stderr
@@ -110,12 +100,8 @@ def test_an_unknown_agent_recorded_in_an_old_log_is_a_notice_not_a_crash(place):
             )
         )
         log.flush()
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("hello", "/wait", "/echo start .", "hello again", "/wait", "/quit"),
     )
     assert out.returncode == 0, out.stderr
@@ -128,9 +114,7 @@ def test_agent_output_cannot_drive_the_terminal(place):
     # The echo agent says back what it is told: a prompt full of escape sequences is what a
     # hostile agent would print.
     prompt = "look \x1b]0;pwned\x07 \x1b[2J\x1b[H here \x1b]52;c;ZXZpbA==\x1b\\ \x9b31m end"
-    out = spindle(
-        place, "run", "--no-mcp", "--agent", "echo", stdin=lines(prompt, "/wait", "/quit")
-    )
+    out = echo_console(place, stdin=lines(prompt, "/wait", "/quit"))
     assert out.returncode == 0, out.stderr
     assert "look" in out.stdout and "end" in out.stdout
     assert ESCAPES.search(out.stdout) is None, repr(out.stdout)
@@ -139,12 +123,8 @@ def test_agent_output_cannot_drive_the_terminal(place):
 
 def test_the_log_file_is_untouched_by_terminal_stripping(place: dict[str, Path]) -> None:
     """Only what reaches the terminal is cleaned: the event log keeps the prompt as typed."""
-    out = spindle(
+    out = echo_console(
         place,
-        "run",
-        "--no-mcp",
-        "--agent",
-        "echo",
         stdin=lines("raw \x1b[31mred", "/wait", "/quit"),
     )
     assert out.returncode == 0, out.stderr
