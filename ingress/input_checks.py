@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from threadspindle.runtime.core.guards import has_visible_text
+
 __all__ = [
     "MAX_NAME_CHARS",
     "MAX_PATH_BYTES",
@@ -42,12 +44,6 @@ def shown(value: str, limit: int = 60) -> str:
     """``value`` as it may be echoed back: control characters escaped, cut to ``limit``."""
     text = repr(value[:limit])[1:-1]
     return text + ("…" if len(value) > limit else "")
-
-
-def has_visible_text(value: str) -> bool:
-    """Whether ``value`` holds anything but spaces and control characters: a line of NULs
-    or escape codes is as empty as a blank one, not a prompt to send."""
-    return bool(_CONTROL.sub("", value).strip())
 
 
 def _control_problem(value: str, what: str) -> str | None:

@@ -6,14 +6,27 @@ the transition and the runtime ask these functions instead.
 
 from __future__ import annotations
 
+import re
+
 from threadspindle.runtime.core.model import Phase, ThreadState
 
 __all__ = [
     "can_dispatch_next",
+    "has_visible_text",
     "is_busy",
     "phase",
     "queue_is_full",
 ]
+
+
+# C0 and C1 control characters and DEL: nothing a reader (or an agent) sees.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def has_visible_text(value: str) -> bool:
+    """Whether ``value`` holds anything but spaces and control characters: a message of
+    NULs or escape codes is as empty as a blank one, not a prompt to send."""
+    return bool(_CONTROL.sub("", value).strip())
 
 
 def phase(state: ThreadState) -> Phase:

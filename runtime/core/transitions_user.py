@@ -10,7 +10,12 @@ from collections.abc import Callable
 
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import effect_types as F
-from threadspindle.runtime.core.guards import can_dispatch_next, is_busy, queue_is_full
+from threadspindle.runtime.core.guards import (
+    can_dispatch_next,
+    has_visible_text,
+    is_busy,
+    queue_is_full,
+)
 from threadspindle.runtime.core.model import (
     AgentStatus,
     Blocker,
@@ -92,18 +97,35 @@ def _queue_item(
     )
 
 
+def _nothing_to_send(step: Step, a: A.UserMessage | A.QueueCommand | A.SteerCommand) -> bool:
+    """A message with no text to read and no attachment (a Discord sticker or embed alone,
+    a line of control characters) is no prompt: refused before it can interrupt the run."""
+    if a.attachments or has_visible_text(a.text):
+        return False
+    step.refuse(
+        "Not sent: the message has no text for the agent.", "prompt without text", "rejected"
+    )
+    return True
+
+
 def on_user_message(step: Step, a: A.UserMessage) -> None:
+    if _nothing_to_send(step, a):
+        return
     item = _queue_item(a, from_queue=not a.interrupt)
     _enqueue(step, item, interrupt=a.interrupt, confirm=not a.interrupt)
 
 
 def on_queue_command(step: Step, a: A.QueueCommand) -> None:
+    if _nothing_to_send(step, a):
+        return
     _enqueue(step, _queue_item(a, from_queue=True), interrupt=False, confirm=True)
 
 
 def on_steer(step: Step, a: A.SteerCommand) -> None:
     """Add the message to the running turn. No run (or one already being interrupted): a
     normal prompt. An agent that cannot steer: interrupt and resend, and say so."""
+    if _nothing_to_send(step, a):
+        return
     state = step.state
     item = _queue_item(a, from_queue=False)
     run = state.run

@@ -285,6 +285,12 @@ class ThreadMachine(RuleBasedStateMachine):
         steers = len(state.run.steers) if state.run is not None else 0
         return len(state.queue) + steers >= QUEUE_LIMIT
 
+    @staticmethod
+    def empty(action) -> bool:
+        """A prompt with nothing in it (no visible text, no attachment): always refused,
+        and it interrupts nothing (``check_step`` then sees no phase move)."""
+        return not action.attachments and not action.text.strip()
+
     def expected_queue(self, before, action, after, dispatched: bool) -> list[str]:
         """The reference model: the queue predicted from the action's meaning alone."""
         q = [item.id for item in before.queue]
@@ -301,8 +307,8 @@ class ThreadMachine(RuleBasedStateMachine):
                 self.accepted.add(action.action_id)
                 pos = next((i for i, it in enumerate(before.queue) if it.from_queue), len(q))
                 q.insert(pos, action.action_id)
-            else:  # refused: no conversation, or the queue (with pending steers) is full
-                assert before.conversation is None or self.full(before)
+            else:  # refused: no text, no conversation, or the queue (with steers) is full
+                assert self.empty(action) or before.conversation is None or self.full(before)
         elif isinstance(action, A.CompactRequested):
             if grew:  # queued like /queue: never interrupts
                 self.accepted.add(action.action_id)
@@ -323,7 +329,7 @@ class ThreadMachine(RuleBasedStateMachine):
             else:
                 q.append(action.action_id)
         elif isinstance(action, A.UserMessage | A.QueueCommand):
-            assert before.conversation is None or self.full(before)
+            assert self.empty(action) or before.conversation is None or self.full(before)
         elif isinstance(action, A.ScheduleDue) and grew:
             # A due schedule takes the /queue path: appended, never ahead of anything.
             item_id = f"{action.schedule_id}@{action.action_id}"

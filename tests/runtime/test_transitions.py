@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core import effect_types as F
-from threadspindle.runtime.core.model import AgentStatus, Phase, Policy, ThreadState
+from threadspindle.runtime.core.model import AgentStatus, Attachment, Phase, Policy, ThreadState
 from threadspindle.runtime.core.transitions import Transition, transition
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -70,6 +70,28 @@ def test_a_plain_message_during_a_run_interrupts_it_and_runs_next():
     assert [p.text for p in of(effects, F.PromptAgent)] == ["second"]
     assert [m.text for m in posts(effects, "marker")] == ["» u1: second"]
     assert t.state.counters.interrupts == 1
+
+
+def test_a_message_with_no_text_and_no_attachment_is_refused_and_interrupts_nothing():
+    # A Discord sticker or embed alone arrives with empty content; a message of control
+    # characters shows nothing either. Neither may end the running turn.
+    t = Thread().started()
+    t.do(t.s.user("first"), t.s.text("r1", "working"))
+    for action in (t.s.user(""), t.s.user("\0\x1b\x9b \t"), t.s.queue(" "), t.s.steer("\x07")):
+        effects = t.do(action)
+        assert of(effects, F.InterruptAgent) == []
+        assert [r.text for r in of(effects, F.ReplyToCommand)] == [
+            "Not sent: the message has no text for the agent."
+        ]
+    assert t.state.run.phase is Phase.RUNNING
+    assert t.queued_texts() == []
+    assert t.state.counters.rejected == 4
+    # An attachment alone is a prompt (the agent reads the file).
+    attached = t.s.user("").replace(
+        attachments=(Attachment(name="a.png", path="/work/a.png", size=1),)
+    )
+    effects = t.do(attached)
+    assert of(effects, F.InterruptAgent) == [F.InterruptAgent(run_id="r1")]
 
 
 def test_queue_never_interrupts_and_queued_items_survive_an_interrupt_in_order():
