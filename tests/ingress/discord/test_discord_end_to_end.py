@@ -130,6 +130,25 @@ async def test_a_message_during_a_run_interrupts_it_and_keeps_the_queue(
         assert is_footer(messages[-1])
 
 
+async def test_a_sticker_alone_during_a_run_interrupts_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    # A sticker (or an embed) arrives as a message with empty content and no attachment.
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "slow1" in ms[-1].content)
+        world.fake.send_message(thread, world.alice, "")
+        await wait_for(
+            lambda: world.fake.transcript(thread),
+            lambda t: "Not sent: the message has no text for the agent." in t,
+        )
+        messages = await stack.until_footers(thread, 1)
+        assert _delivered(stack) == ["SLOW work"]
+        assert any("slow9" in m.content for m in messages)  # the run went to its end
+        assert not stack.agents.interrupts
+
+
 async def test_abort_during_a_long_tool_step_then_a_new_message_works(
     world: World, tmp_path: Path
 ) -> None:
