@@ -31,6 +31,7 @@ from threadspindle.ingress.input_checks import (
 from threadspindle.ingress.schedule_commands import schedule_action, verbosity_action
 from threadspindle.ingress.workspace_commands import shell_action, workspace_action
 from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Attachment
 from threadspindle.runtime.live.schedules import local_timezone
 
 __all__ = [
@@ -186,6 +187,7 @@ def typed_prompt(
     steer_suffix: str = " steer",
     mode: PlainMessageMode = "interrupt",
     shell_via_agent: bool | None = None,
+    attachments: tuple[Attachment, ...] = (),
 ) -> A.UserMessage | A.SteerCommand | A.ShellRequested:
     """A message that is no command: a shell command when it starts with ``!`` (in the
     agent's own shell as the channel's ``shell_via_agent`` says; None: the runtime's
@@ -201,11 +203,18 @@ def typed_prompt(
         prompt, queued = split_queue_suffix(text, queue_suffix)
         steered = mode == "steer" and not queued
     if steered:
-        return A.SteerCommand(**common, **who, text=prompt, source_message_id=source_message_id)
+        return A.SteerCommand(
+            **common,
+            **who,
+            text=prompt,
+            attachments=attachments,
+            source_message_id=source_message_id,
+        )
     return A.UserMessage(
         **common,
         **who,
         text=prompt,
+        attachments=attachments,
         source_message_id=source_message_id,
         interrupt=not queued and mode != "queue",
     )

@@ -12,7 +12,7 @@ What it does itself, because only Discord can do it at that moment:
 - opening the thread for ``/<agent> start`` in a channel and for a message in a project
   channel (the action needs the new thread's id);
 - attachments: small text files inlined, others saved under the conversation's workdir
-  (``ingress.discord.attachments``); a message whose attachment cannot be taken is
+  (``ingress.attachments``); a message whose attachment cannot be taken is
   answered with the reason and not sent to the agent;
 - catching up, on every fresh gateway session (``on_connect``), on the messages posted to
   open threads and project channels while it had none (``ingress.discord.catchup`` says
@@ -41,12 +41,12 @@ from threadspindle.effects.discord_platform import (
     discord_nonce,
     rate_limit_trace,
 )
-from threadspindle.ingress.discord import translate
-from threadspindle.ingress.discord.attachments import (
+from threadspindle.ingress.attachments import (
     AttachmentLimits,
     AttachmentRefused,
     take_attachments,
 )
+from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.catchup import (
     CatchUpMixin,
     SeenHistory,

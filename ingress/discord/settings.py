@@ -57,7 +57,7 @@ class DiscordSettings(Frozen):
     default_workdir: str = "~"
     agents: tuple[str, ...] = SLASH_AGENTS
     inline_text_limit: int = 64 * 1024  # text attachments up to this size are inlined
-    # A larger attachment refuses its message (with a reply); see ingress/discord/attachments.
+    # A larger attachment refuses its message (with a reply); see ingress/attachments.py.
     attachment_max_bytes: int = 25 * 1024 * 1024
     # discord.py sleeps through shorter 429s itself; longer ones surface as PlatformError
     # (discord.py raises anything below 30 s to 30 s).

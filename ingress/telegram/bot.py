@@ -43,8 +43,15 @@ from telegram.error import RetryAfter, TelegramError
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
+from threadspindle.ingress.attachments import (
+    AttachmentLimits,
+    AttachmentRefused,
+    Download,
+    Source,
+    take_attachments,
+)
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
-from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.input_checks import InputRefused, shown
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.settings import TelegramSettings
@@ -57,6 +64,7 @@ from threadspindle.ingress.transcribe import (
 )
 from threadspindle.ingress.workspace_commands import new_thread_worktree
 from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Attachment
 
 __all__ = ["ALLOWED_UPDATES", "REFUSAL", "RuntimePort", "TelegramIngress", "help_text"]
 
@@ -229,7 +237,8 @@ class TelegramIngress:
         user, chat = message.from_user, message.chat
         text = message.text or message.caption or ""
         voice = message.voice
-        if user is None or user.is_bot or (not text.strip() and voice is None):
+        files = files_of(message)
+        if user is None or user.is_bot or (not text.strip() and voice is None and not files):
             return
         private = chat.type == "private"
         topic = message.message_thread_id if message.is_topic_message else None
@@ -290,20 +299,66 @@ class TelegramIngress:
             file = await aio(self.bot.get_file)(voice.file_id)
             audio = bytes(await aio(file.download_as_bytearray)())
             text = await self.transcriber.transcribe(audio, "voice.ogg", voice.mime_type)
-            shown = transcript_notice(text)
+            notice = transcript_notice(text)
         except (TranscriptionFailed, TelegramError) as error:
             _log.warning("could not transcribe voice message %s: %s", message.message_id, error)
-            text, shown = None, f"⚠ Could not transcribe the voice message: {error}"
+            text, notice = None, f"⚠ Could not transcribe the voice message: {error}"
         if status is not None:
             try:
-                await self._retrying(lambda: self.platform.edit(thread_id, status, shown))
+                await self._retrying(lambda: self.platform.edit(thread_id, status, notice))
             except PlatformError as error:
                 _log.warning("could not show the transcript: %s", error)
         return text
 
+    async def _attachments(self, message: Message, thread_id: str) -> tuple[Attachment, ...] | None:
+        """The message's photo or file for the agent: saved into the conversation's
+        workdir (a small text file inlined); None when it cannot be (the topic is told why,
+        and nothing goes to the agent: a prompt is never sent without what came with it).
+        Bots may download files of at most 20 MB (``getFile``)."""
+        files = files_of(message)
+        if not files:
+            return ()
+        limit = min(self.settings.attachment_max_bytes, TELEGRAM_DOWNLOAD_MAX_BYTES)
+        try:
+            downloads = []
+            for file_id, name, size, content_type in files:
+                if size > limit:
+                    raise AttachmentRefused(
+                        f"The file {shown(name)!r} is {size / 1048576:.1f} MiB: larger than the "
+                        f"{limit / 1048576:.1f} MiB Spindle can take from Telegram."
+                    )
+                try:
+                    file = await trio_asyncio.aio_as_trio(self.bot.get_file)(file_id)
+                except TelegramError as error:
+                    raise AttachmentRefused(
+                        f"The file {shown(name)!r} could not be fetched from Telegram: {error}."
+                    ) from None
+                if not file.file_path:
+                    raise AttachmentRefused(
+                        f"Telegram gave no download for the file {shown(name)!r}."
+                    )
+                downloads.append(Download(name, file.file_path, size, content_type))
+            taken: tuple[Attachment, ...] = await trio_asyncio.aio_as_trio(take_attachments)(
+                downloads,
+                message_id=f"tg{message.message_id}",
+                workdir=self._workdir(thread_id),
+                limits=AttachmentLimits(max_bytes=limit),
+                # The file URL holds the bot token: never into the log or the prompt.
+                source=Source(platform="Telegram", keep_url=False),
+            )
+            return taken
+        except AttachmentRefused as refused:
+            await self._say(
+                thread_id, f"⚠ Not sent to the agent: {refused}", reply_to=message.message_id
+            )
+            return None
+
     async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
         user = message.from_user
         assert user is not None
+        attachments = await self._attachments(message, thread_id)
+        if attachments is None:
+            return
         common = {
             "thread_id": thread_id,
             "action_id": translate.message_action_id(message.chat.id, message.message_id),
@@ -319,8 +374,15 @@ class TelegramIngress:
                 source_message_id=str(message.message_id),
                 queue_suffix=self.settings.queue_suffix,
                 steer_suffix=self.settings.steer_suffix,
-                mode=self.settings.plain_message,
+                # An album comes as one message per photo, the caption on one of them:
+                # the others are queued behind it, not each interrupting the one before.
+                mode=(
+                    "queue"
+                    if message.media_group_id and not text.strip()
+                    else self.settings.plain_message
+                ),
                 shell_via_agent=group.shell_via_agent if group is not None else None,
+                attachments=attachments,
             )
         except InputRefused as refused:  # a shell command too long
             await self._say(thread_id, str(refused), reply_to=message.message_id)
@@ -548,3 +610,28 @@ def _button_label(message: Message, data: str) -> str | None:
 
 def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+
+
+TELEGRAM_DOWNLOAD_MAX_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+
+
+def files_of(message: Message) -> list[tuple[str, str, int, str | None]]:
+    """The files a message carries for the agent, as (file id, name, size, content type):
+    a photo at its largest size, a document (a GIF's animation comes as one too), a video
+    or an audio file. (A voice message is transcribed instead; a sticker is no file for
+    the agent.)"""
+    found: list[tuple[str, str, int, str | None]] = []
+    if message.photo:
+        photo = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
+        found.append(
+            (photo.file_id, f"photo-{photo.file_unique_id}.jpg", photo.file_size or 0, "image/jpeg")
+        )
+    for item, kind in (
+        (message.document, "document"),
+        (message.video, "video"),
+        (message.audio, "audio"),
+    ):
+        if item is not None:
+            name = getattr(item, "file_name", None) or f"{kind}-{item.file_unique_id}"
+            found.append((item.file_id, name, item.file_size or 0, item.mime_type))
+    return found

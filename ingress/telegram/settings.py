@@ -53,6 +53,10 @@ class TelegramSettings(Frozen):
     # A refused user is told at most once per this many seconds.
     refusal_interval_s: float = 600.0
 
+    # Photos and files sent to the agent at most this large (the Bot API lets a bot
+    # download 20 MB at most; a larger one is refused with a reply).
+    attachment_max_bytes: int = 20 * 1024 * 1024
+
     # Voice messages are transcribed here (None: voice messages are refused with a reply).
     transcription: TranscriptionConfig | None = None
 

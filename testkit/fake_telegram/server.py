@@ -108,7 +108,7 @@ class FakeTelegram:
         self._arrived = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        app.router.add_route("GET", "/file/bot{token}/voice/{file}", self._file)
+        app.router.add_route("GET", "/file/bot{token}/{folder}/{file}", self._file)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -174,9 +174,13 @@ class FakeTelegram:
         file_id = request.match_info["file"].removesuffix(".oga")
         with self.world.lock:
             data = self.world.files.get(file_id)
+            self.world.downloads.append(file_id)
         if data is None:
             return web.Response(status=404)
-        return web.Response(body=data, content_type="audio/ogg")
+        voice = request.match_info["folder"] == "voice"
+        return web.Response(
+            body=data, content_type="audio/ogg" if voice else "application/octet-stream"
+        )
 
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         assert self._arrived is not None
@@ -229,6 +233,33 @@ class FakeTelegram:
         """A user's voice message (its audio served by getFile and /file/); its id."""
         with self.world.lock:
             message = self.world.user_voice(chat_id, user_id, audio, topic, duration=2)
+        self._notify()
+        return message.message_id
+
+    def send_file(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        caption: str = "",
+        topic: int | None = None,
+        file_name: str | None = None,
+        mime_type: str | None = None,
+        media_group_id: str | None = None,
+    ) -> int:
+        """A user's photo (no ``file_name``) or document, with an optional caption; its id."""
+        with self.world.lock:
+            message = self.world.user_file(
+                chat_id,
+                user_id,
+                data,
+                caption=caption,
+                topic=topic,
+                file_name=file_name,
+                mime_type=mime_type,
+                media_group_id=media_group_id,
+            )
         self._notify()
         return message.message_id
 

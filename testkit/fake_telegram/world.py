@@ -30,6 +30,7 @@ __all__ = ["ApiError", "BOT_ID", "Call", "Fault", "TgMessage", "World"]
 
 BOT_ID = 7_000_000_001
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # what a bot may send as a file
+GET_FILE_MAX_BYTES = 20 * 1024 * 1024  # what a bot may download (getFile refuses more)
 MAX_TEXT = 4096
 
 
@@ -93,6 +94,8 @@ class TgMessage:
     service: str | None = None  # "forum_topic_created"
     voice: dict[str, Any] | None = None  # a voice message's Voice object (no text then)
     document: dict[str, Any] | None = None  # a file sent with sendDocument (its caption: text)
+    photo: list[dict[str, Any]] | None = None  # a user's photo, its sizes (caption: text)
+    media_group_id: str | None = None  # an album's parts share one
 
     def buttons(self) -> list[dict[str, Any]]:
         rows = (self.reply_markup or {}).get("inline_keyboard", [])
@@ -128,7 +131,8 @@ class World:
         self.chats: dict[int, dict[str, Any]] = {}
         self.topics: dict[int, dict[int, str]] = {}
         self.topic_renames: list[tuple[int, int, str]] = []  # (chat, topic, name) in order
-        self.files: dict[str, bytes] = {}  # file_id -> content (voice notes), for getFile
+        self.files: dict[str, bytes] = {}  # file_id -> content (voice, photos, files): getFile
+        self.downloads: list[str] = []  # file ids downloaded from /file/, in order
         self._file_ids = itertools.count(1)
         self.messages: dict[tuple[int, int], TgMessage] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
@@ -186,10 +190,15 @@ class World:
             data["forum_topic_created"] = {"name": message.text, "icon_color": 7322096}
         elif message.voice is not None:
             data["voice"] = message.voice
-        elif message.document is not None:
-            data["document"] = message.document
+        elif message.document is not None or message.photo is not None:
+            if message.document is not None:
+                data["document"] = message.document
+            if message.photo is not None:
+                data["photo"] = message.photo
             if message.text:
                 data["caption"] = message.text
+            if message.media_group_id is not None:
+                data["media_group_id"] = message.media_group_id
         else:
             data["text"] = message.text
         if message.topic is not None:
@@ -233,15 +242,68 @@ class World:
         self._push("message", self.message_dict(message))
         return message
 
+    def user_file(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        caption: str,
+        topic: int | None,
+        file_name: str | None,
+        mime_type: str | None,
+        media_group_id: str | None = None,
+    ) -> TgMessage:
+        """A photo (``file_name`` None: sent as a picture, in the sizes Telegram makes of
+        one) or a document, as Telegram's apps send them, with an optional caption."""
+        file_id = f"file-{next(self._file_ids)}"
+        self.files[file_id] = data
+        message = self._new_message(chat_id, user_id, caption, topic)
+        message.media_group_id = media_group_id
+        if file_name is None:
+            # The smaller sizes Telegram adds are files of their own; the agent gets the
+            # largest, so only that one's bytes matter here.
+            thumb_id = f"file-{next(self._file_ids)}"
+            self.files[thumb_id] = data[:100]
+            message.photo = [
+                {
+                    "file_id": thumb_id,
+                    "file_unique_id": f"u{thumb_id}",
+                    "width": 90,
+                    "height": 60,
+                    "file_size": len(self.files[thumb_id]),
+                },
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u{file_id}",
+                    "width": 1280,
+                    "height": 853,
+                    "file_size": len(data),
+                },
+            ]
+        else:
+            message.document = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": file_name,
+                "mime_type": mime_type,
+                "file_size": len(data),
+            }
+        self._push("message", self.message_dict(message))
+        return message
+
     def api_getFile(self, params: dict[str, Any]) -> Any:  # noqa: N802
         file_id = str(params.get("file_id", ""))
         if file_id not in self.files:
             raise ApiError(400, "Bad Request: invalid file_id")
+        if len(self.files[file_id]) > GET_FILE_MAX_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
+        folder = "voice" if file_id.startswith("voice-") else "documents"
         return {
             "file_id": file_id,
             "file_unique_id": f"u{file_id}",
             "file_size": len(self.files[file_id]),
-            "file_path": f"voice/{file_id}.oga",
+            "file_path": f"{folder}/{file_id}.oga" if folder == "voice" else f"{folder}/{file_id}",
         }
 
     def user_message(self, chat_id: int, user_id: int, text: str, topic: int | None) -> TgMessage:

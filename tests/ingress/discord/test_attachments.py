@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from threadspindle.ingress.discord.attachments import NAME_BYTES, safe_file_name
+from threadspindle.ingress.attachments import NAME_BYTES, safe_file_name
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.testkit.fake_discord import GeneratedBytes
 from threadspindle.testkit.fake_discord.harness import SinkRuntime, World, running_bot, wait_for

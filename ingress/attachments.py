@@ -1,5 +1,7 @@
-"""A Discord message's attachments, taken in for the agent: small text files inlined into
-the prompt, other files saved under ``<workdir>/.spindle/attachments/``.
+"""A chat message's files, taken in for the agent: small text files inlined into the
+prompt, other files saved under ``<workdir>/.spindle/attachments/``. Discord's attachments,
+Telegram's photos and documents and Slack's shared files all come here, each platform
+saying where to download a file (``RemoteFile``) and with which credentials.
 
 Everything about an attachment is untrusted: its name (a NUL, 300 characters, ``../``,
 a name another attachment of the message also has), its size, and the directory it lands
@@ -16,13 +18,17 @@ in (the agent works there and may have planted symlinks). So:
   the message), and the file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to
   the opened directory, so nothing that already exists under that name, file or symlink,
   is ever written through (a clash takes the next free name).
-- **size**: a file larger than ``max_bytes`` (declared by Discord, or found while it
+- **size**: a file larger than ``max_bytes`` (declared by the platform, or found while it
   streams) is refused; the download streams to disk in pieces of at most ``_FLUSH_BYTES``,
   written by a worker thread, so neither memory nor the event loop depend on its size.
 
 A file that cannot be taken raises ``AttachmentRefused`` with the sentence for the user:
 the bot answers the message with it and sends nothing to the agent, so a prompt is never
 silently cut from what the user attached.
+
+A download URL may carry a secret (Telegram's holds the bot token): such a platform says
+``keep_url=False``, and the URL is never written into the ``Attachment`` (the log, the
+prompt); a credential in a header (Slack's bearer token) never is anyway.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ __all__ = [
     "AttachmentLimits",
     "AttachmentRefused",
     "NAME_BYTES",
+    "Download",
+    "RemoteFile",
+    "Source",
     "safe_file_name",
     "save_attachment",
     "take_attachments",
@@ -83,13 +92,34 @@ class AttachmentLimits:
     max_bytes: int = 25 * 1024 * 1024  # larger files are refused
 
 
-class DiscordFile(Protocol):
-    """What is used of ``discord.Attachment`` (the tests' fake Discord serves the same)."""
+class RemoteFile(Protocol):
+    """A file of a message, where to download it: ``discord.Attachment`` is one; the other
+    platforms' files are made into ``Download``s."""
 
     filename: str
     url: str
     size: int
     content_type: str | None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A ``RemoteFile`` built by a platform's ingress (Telegram: from ``getFile``)."""
+
+    filename: str
+    url: str
+    size: int
+    content_type: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a message's files come from: the platform's name for the user's sentences,
+    the headers a download needs, and whether the URL may be kept (shown to the agent)."""
+
+    platform: str = "Discord"
+    headers: tuple[tuple[str, str], ...] = ()
+    keep_url: bool = True
 
 
 def safe_file_name(filename: str, limit: int = NAME_BYTES) -> str:
@@ -109,23 +139,25 @@ def _mib(size: int) -> str:
 
 
 async def take_attachments(
-    attachments: Sequence[DiscordFile],
+    attachments: Sequence[RemoteFile],
     *,
-    message_id: int,
+    message_id: int | str,
     workdir: str | None,
     limits: AttachmentLimits,
+    source: Source = Source(),
 ) -> tuple[Attachment, ...]:
     """Every attachment of a message, inlined or saved; ``AttachmentRefused`` when one
     cannot be (then those already saved are removed again: the message is refused whole).
-    Without a workdir yet, files are only named by their URL."""
+    Without a workdir yet, files are only named by their URL (when it may be kept; else
+    the message is refused: the agent could not reach the file)."""
     if not attachments:
         return ()
     found: list[Attachment] = []
     try:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=dict(source.headers)) as session:
             for index, attachment in enumerate(attachments):
                 found.append(
-                    await _take_one(session, attachment, index, message_id, workdir, limits)
+                    await _take_one(session, attachment, index, message_id, workdir, limits, source)
                 )
     except BaseException:
         saved = [os.path.basename(a.path) for a in found if a.path is not None]
@@ -137,11 +169,12 @@ async def take_attachments(
 
 async def _take_one(
     session: aiohttp.ClientSession,
-    attachment: DiscordFile,
+    attachment: RemoteFile,
     index: int,
-    message_id: int,
+    message_id: int | str,
     workdir: str | None,
     limits: AttachmentLimits,
+    source: Source,
 ) -> Attachment:
     name = safe_file_name(attachment.filename)
     content_type = attachment.content_type
@@ -154,7 +187,9 @@ async def _take_one(
     inline_text: str | None = None
     path: str | None = None
     if is_text and attachment.size <= limits.inline_text_bytes:
-        data = await _read_small(session, attachment.url, limits.inline_text_bytes, name)
+        data = await _read_small(
+            session, attachment.url, limits.inline_text_bytes, name, source.platform
+        )
         inline_text = data.decode("utf-8", errors="replace")
     elif workdir is not None:
         path = await save_attachment(
@@ -164,20 +199,26 @@ async def _take_one(
             file_name=f"{message_id}-{index}-{name}",
             max_bytes=limits.max_bytes,
             shown_name=name,
+            platform=source.platform,
+        )
+    elif not source.keep_url:
+        raise AttachmentRefused(
+            f"The attachment {shown(name)!r} cannot be passed on: the conversation has no "
+            "workdir to save it in."
         )
     return Attachment(
         name=name,
         content_type=content_type,
         size=attachment.size,
         path=path,
-        url=attachment.url,
+        url=attachment.url if source.keep_url else None,
         inline_text=inline_text,
     )
 
 
 @asynccontextmanager
 async def _download(
-    session: aiohttp.ClientSession, url: str, name: str
+    session: aiohttp.ClientSession, url: str, name: str, platform: str
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """``session.get(url)``, its failures (also while the body streams) refusals naming
     the file."""
@@ -187,19 +228,29 @@ async def _download(
             yield response
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise AttachmentRefused(
-            f"The attachment {shown(name)!r} could not be downloaded from Discord "
-            f"({type(exc).__name__}: {exc})."
+            f"The attachment {shown(name)!r} could not be downloaded from {platform} "
+            f"({type(exc).__name__}: {_without_url(exc)})."
         ) from exc
 
 
-async def _read_small(session: aiohttp.ClientSession, url: str, limit: int, name: str) -> bytes:
+def _without_url(exc: BaseException) -> str:
+    """What a download error says, without the URL aiohttp puts in it (Telegram's holds
+    the bot token, and the sentence is shown in the chat)."""
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"{exc.status} {exc.message}"
+    return str(exc)
+
+
+async def _read_small(
+    session: aiohttp.ClientSession, url: str, limit: int, name: str, platform: str
+) -> bytes:
     data = bytearray()
-    async with _download(session, url, name) as response:
+    async with _download(session, url, name, platform) as response:
         async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
             data += chunk
             if len(data) > limit:
                 raise AttachmentRefused(
-                    f"The attachment {shown(name)!r} is larger than Discord said it was."
+                    f"The attachment {shown(name)!r} is larger than {platform} said it was."
                 )
     return bytes(data)
 
@@ -212,6 +263,7 @@ async def save_attachment(
     file_name: str,
     max_bytes: int,
     shown_name: str,
+    platform: str = "Discord",
 ) -> str:
     """Stream ``url`` into ``<workdir>/.spindle/attachments/`` under ``file_name`` (or the
     next free variant of it); the path written. Never follows a symlink, never writes over
@@ -226,7 +278,7 @@ async def save_attachment(
         try:
             written = 0
             pending = bytearray()
-            async with _download(session, url, shown_name) as response:
+            async with _download(session, url, shown_name, platform) as response:
                 async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
                     written += len(chunk)
                     if written > max_bytes:
