@@ -135,6 +135,9 @@ def safe_file_name(filename: str, limit: int = NAME_BYTES) -> str:
 
 
 def _mib(size: int) -> str:
+    """A size for a sentence: in MiB, or in KiB below a tenth of one (not "0.0 MiB")."""
+    if size < 1024 * 1024 // 10:
+        return f"{size / 1024:.1f} KiB"
     return f"{size / (1024 * 1024):.1f} MiB"
 
 

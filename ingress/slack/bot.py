@@ -41,8 +41,10 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import trio
+import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.slack_platform import (
@@ -52,13 +54,21 @@ from threadspindle.effects.slack_platform import (
     slack_thread_id,
 )
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
+from threadspindle.ingress.attachments import (
+    AttachmentLimits,
+    AttachmentRefused,
+    Download,
+    Source,
+    take_attachments,
+)
 from threadspindle.ingress.discord.translate import resolve_workdir
-from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.input_checks import InputRefused, shown
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.thread_commands import Spelling, thread_action, typed_prompt
 from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Attachment
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
 
@@ -376,7 +386,10 @@ class SlackIngress:
     async def _message(self, event: dict[str, Any], team: str | None) -> None:
         user = str(event.get("user") or "")
         text = str(event.get("text") or "")
-        if not user or event.get("bot_id") or user == self.bot_user or not text.strip():
+        files = event.get("files")
+        if not user or event.get("bot_id") or user == self.bot_user:
+            return
+        if not text.strip() and not (isinstance(files, list) and files):
             return
         channel, ts = str(event.get("channel")), str(event.get("ts"))
         thread_ts = event.get("thread_ts")
@@ -405,6 +418,13 @@ class SlackIngress:
         """A message in a thread: a prompt (interrupting, queued by `` queue``, steered by
         `` steer``; without a suffix as ``plain_message`` says) or a shell command (``!``)."""
         user, channel, ts = str(event["user"]), str(event["channel"]), str(event["ts"])
+        try:
+            attachments = await self._attachments(event, thread_id)
+        except AttachmentRefused as refused:
+            await self._tell(
+                channel, parse_thread_id(thread_id)[1], user, f"⚠ Not sent to the agent: {refused}"
+            )
+            return
         common = {
             "thread_id": thread_id,
             "action_id": translate.message_action_id(channel, ts),
@@ -421,12 +441,69 @@ class SlackIngress:
                 steer_suffix=self.settings.steer_suffix,
                 # All said while away came before anything runs now: none interrupts another.
                 mode="queue" if self._catching_up else self.settings.plain_message,
+                attachments=attachments,
             )
         except InputRefused as refused:  # a shell command too long
             await self._tell(channel, parse_thread_id(thread_id)[1], user, str(refused))
             return
         self.platform.remember_author(action.action_id, user)
         await self._post(action, channel_id=channel)
+
+    async def _attachments(self, event: dict[str, Any], thread_id: str) -> tuple[Attachment, ...]:
+        """The files shared in the message, for the agent: saved into the conversation's
+        workdir (a small text file inlined), downloaded with the bot token (scope
+        ``files:read``). ``AttachmentRefused`` when one cannot be: the message is then not
+        sent, rather than sent without what came with it. The token goes only to Slack's
+        own file host (the Web API's host in tests): a file hosted elsewhere (Google Drive,
+        an external link) is refused, never fetched with it."""
+        files = event.get("files")
+        if not isinstance(files, list) or not files:
+            return ()
+        downloads = []
+        for entry in files:
+            if not isinstance(entry, dict):
+                continue
+            name = str(entry.get("name") or entry.get("title") or "file")
+            url = entry.get("url_private_download") or entry.get("url_private")
+            if entry.get("mode") in ("external", "tombstone", "hidden_by_limit") or not (
+                isinstance(url, str) and self._slack_hosts(url)
+            ):
+                raise AttachmentRefused(
+                    f"The file {shown(name)!r} is not one Slack hosts, so Spindle cannot "
+                    "fetch it; upload the file itself."
+                )
+            size = entry.get("size")
+            mimetype = entry.get("mimetype")
+            downloads.append(
+                Download(
+                    name,
+                    url,
+                    size if isinstance(size, int) and size >= 0 else 0,
+                    mimetype if isinstance(mimetype, str) else None,
+                )
+            )
+        taken: tuple[Attachment, ...] = await trio_asyncio.aio_as_trio(take_attachments)(
+            downloads,
+            message_id=f"sl{event.get('ts', '')}".replace(".", "_"),
+            workdir=self._workdir(thread_id),
+            limits=AttachmentLimits(max_bytes=self.settings.attachment_max_bytes),
+            source=Source(
+                platform="Slack",
+                headers=(("Authorization", f"Bearer {self.settings.bot_token}"),),
+                # Only the bot token opens it: no use to the agent, and not to be shown.
+                keep_url=False,
+            ),
+        )
+        return taken
+
+    def _slack_hosts(self, url: str) -> bool:
+        """Whether ``url`` is one of Slack's own files, over HTTPS (or the API's own
+        scheme and host, for a Slack the settings point elsewhere: the tests' fake)."""
+        target = urlsplit(url)
+        api = urlsplit(self.settings.base_url)
+        if (target.scheme, target.hostname) == ("https", "files.slack.com"):
+            return True
+        return (target.scheme, target.netloc) == (api.scheme, api.netloc)
 
     async def _project_message(
         self, event: dict[str, Any], agent: str, workdir: str, text: str

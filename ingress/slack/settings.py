@@ -35,6 +35,8 @@ class SlackSettings(Frozen):
     bot_token: str  # xoxb-…: the Web API
     app_token: str  # xapp-…: Socket Mode (connections:write)
     base_url: str = SLACK_API
+    # Files shared with a prompt at most this large (a larger one refuses the message).
+    attachment_max_bytes: int = 25 * 1024 * 1024
     allowed_user_ids: tuple[str, ...] = ()
     allowed_team_ids: tuple[str, ...] = ()  # workspaces; empty: the app's own only
     allowed_channel_ids: tuple[str, ...] = ()  # channels served (project channels count)

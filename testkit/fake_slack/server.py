@@ -106,11 +106,15 @@ class FakeSlack:
         app.router.add_get("/link", self._socket)
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{file_id}/download/{name}", self._download)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        started.set_result(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        with self.world.lock:
+            self.world.files_url = f"http://127.0.0.1:{port}/files-pri/"
+        started.set_result(port)
         await self._stopped.wait()
         for socket in list(self._sockets):
             await socket.close()
@@ -172,6 +176,20 @@ class FakeSlack:
         with self.world.lock:
             status = self.world.receive_upload(request.match_info["file_id"], data)
         return web.Response(status=status, text=f"OK - {len(data)}" if status == 200 else "")
+
+    async def _download(self, request: web.Request) -> web.Response:
+        """A shared file's bytes, for the bot token only (Slack answers others with its
+        login page; a refusal here makes a download without the token fail loudly)."""
+        file_id = request.match_info["file_id"]
+        authorization = request.headers.get("Authorization")
+        with self.world.lock:
+            self.world.downloads.append((file_id, authorization))
+            data = self.world.shared.get(file_id)
+        if authorization != f"Bearer {self.bot_token}":
+            return web.Response(status=403)
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     # --- Socket Mode ------------------------------------------------------------------------
 
@@ -250,11 +268,20 @@ class FakeSlack:
             return self.world.add_channel(name)
 
     def send_message(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        files: tuple[tuple[str, bytes, str], ...] = (),
+        external: bool = False,
     ) -> str:
-        """A user's message (a thread reply when ``thread_ts``); its ``ts``."""
+        """A user's message (a thread reply when ``thread_ts``), with ``files`` shared in it
+        as (name, bytes, mimetype), links to another service's when ``external``; its
+        ``ts``."""
         with self.world.lock:
-            ts = self.world.user_message(channel, user, text, thread_ts)
+            ts = self.world.user_message(channel, user, text, thread_ts, files, external)
         self._notify()
         return ts
 

@@ -172,6 +172,10 @@ class World:
         self.connections = 0
         # Uploads (files.getUploadURLExternal): id -> name, declared length, bytes received.
         self.uploads: dict[str, dict[str, Any]] = {}
+        # Files users shared: id -> bytes, served at files_url (set once the server listens).
+        self.shared: dict[str, bytes] = {}
+        self.files_url = "http://127.0.0.1:0/files-pri/"
+        self.downloads: list[tuple[str, str | None]] = []  # (file id, Authorization header)
         self._seq = itertools.count(1)
         self._ids = itertools.count(1001)
 
@@ -247,10 +251,41 @@ class World:
             event["user_profile"] = {"name": name, "display_name": name, "real_name": name}
         if message.blocks:
             event["blocks"] = message.blocks
+        if message.files and not message.bot:
+            # As Slack describes a file a person shared: where to download it (with the
+            # bot token), never its bytes.
+            event["subtype"] = "file_share"
+            event["files"] = [{k: v for k, v in f.items() if k != "data"} for f in message.files]
         return event
 
-    def user_message(self, channel: str, user: str, text: str, thread_ts: str | None) -> str:
+    def user_message(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        thread_ts: str | None,
+        files: tuple[tuple[str, bytes, str], ...] = (),
+        external: bool = False,
+    ) -> str:
+        """``files``: (name, bytes, mimetype), hosted by Slack; ``external``: links to
+        files another service hosts instead (Google Drive, say), which Slack only names."""
         message = SlackMessage(channel, self._ts(), user, text, thread_ts, shown=text)
+        for name, data, mimetype in files:
+            file_id = f"F{next(self._seq):08d}"
+            entry: dict[str, Any] = {
+                "id": file_id,
+                "name": name,
+                "title": name,
+                "mimetype": mimetype,
+                "size": len(data),
+            }
+            if external:
+                entry.update(mode="external", url_private=f"https://docs.example.org/{name}")
+            else:
+                self.shared[file_id] = data
+                url = f"{self.files_url}{file_id}/download/{name}"
+                entry.update(mode="hosted", url_private=url, url_private_download=url)
+            message.files.append(entry)
         self.messages[(channel, message.ts)] = message
         self._event(self.message_event(message), self.users[user]["team_id"])
         return message.ts
