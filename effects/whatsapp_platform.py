@@ -185,7 +185,9 @@ class WhatsAppPlatform:
             raise PlatformError(f"WhatsApp named no URL for media {media_id}")
         size = answer.get("file_size")
         if isinstance(size, int) and size > max_bytes:
-            raise PlatformError(f"the audio is {size // 1024} KiB, over {max_bytes // 1024} KiB")
+            raise PlatformError(
+                f"the file is {size // 1024} KiB, over the {max_bytes // 1024} KiB Spindle takes"
+            )
         chunks: list[bytes] = []
         total = 0
         try:
@@ -199,7 +201,9 @@ class WhatsAppPlatform:
                 async for chunk in download.aiter_bytes():
                     total += len(chunk)
                     if total > max_bytes:
-                        raise PlatformError(f"the audio is over {max_bytes // 1024} KiB")
+                        raise PlatformError(
+                            f"the file is over the {max_bytes // 1024} KiB Spindle takes"
+                        )
                     chunks.append(chunk)
         except httpx.TransportError as error:
             raise PlatformError(f"WhatsApp unreachable: {error!r}", retryable=True) from error

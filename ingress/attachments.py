@@ -56,6 +56,7 @@ __all__ = [
     "Source",
     "safe_file_name",
     "save_attachment",
+    "store_attachment",
     "take_attachments",
 ]
 
@@ -134,6 +135,53 @@ def safe_file_name(filename: str, limit: int = NAME_BYTES) -> str:
     return (stem + extension).lstrip(".") or "file"
 
 
+def _is_text(name: str, content_type: str | None) -> bool:
+    return (content_type or "").startswith(_TEXT_TYPES) or name.lower().endswith(_TEXT_SUFFIXES)
+
+
+def store_attachment(
+    data: bytes,
+    *,
+    filename: str,
+    content_type: str | None,
+    index: int,
+    message_id: int | str,
+    workdir: str,
+    limits: AttachmentLimits,
+) -> Attachment:
+    """A file already downloaded (a platform whose client reads media into memory, under
+    its own cap): inlined or saved by the same rules as ``take_attachments``. Blocking: call
+    it from a worker thread."""
+    name = safe_file_name(filename)
+    if len(data) > limits.max_bytes:
+        raise AttachmentRefused(
+            f"The attachment {shown(name)!r} is {_mib(len(data))}: larger than the "
+            f"{_mib(limits.max_bytes)} Spindle takes."
+        )
+    if _is_text(name, content_type) and len(data) <= limits.inline_text_bytes:
+        return Attachment(
+            name=name,
+            content_type=content_type,
+            size=len(data),
+            inline_text=data.decode("utf-8", errors="replace"),
+        )
+    folder_fd, folder = _open_attachment_folder(workdir)
+    try:
+        file_fd, saved_name = _create_exclusive(folder_fd, folder, f"{message_id}-{index}-{name}")
+        try:
+            _write_all(file_fd, data)
+        except BaseException:
+            os.close(file_fd)
+            _unlink_quietly(saved_name, folder_fd)
+            raise
+        os.close(file_fd)
+    finally:
+        os.close(folder_fd)
+    return Attachment(
+        name=name, content_type=content_type, size=len(data), path=os.path.join(folder, saved_name)
+    )
+
+
 def _mib(size: int) -> str:
     """A size for a sentence: in MiB, or in KiB below a tenth of one (not "0.0 MiB")."""
     if size < 1024 * 1024 // 10:
@@ -186,7 +234,7 @@ async def _take_one(
             f"The attachment {shown(name)!r} is {_mib(attachment.size)}: larger than the "
             f"{_mib(limits.max_bytes)} Spindle takes."
         )
-    is_text = (content_type or "").startswith(_TEXT_TYPES) or name.lower().endswith(_TEXT_SUFFIXES)
+    is_text = _is_text(name, content_type)
     inline_text: str | None = None
     path: str | None = None
     if is_text and attachment.size <= limits.inline_text_bytes:

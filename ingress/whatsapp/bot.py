@@ -17,7 +17,9 @@ What it does itself, because only WhatsApp can:
 - button and list replies (and a number answering a numbered prompt) -> answers, "Remove
   from queue" -> removal; a prompt no longer pending is said so;
 - commands in plain text (``translate.parse_command``) and the trailing `` queue``;
-  other media are answered with a hint to type;
+- images, videos and documents: downloaded into memory under ``attachment_max_bytes`` and
+  saved into the workdir for the agent (``ingress.attachments.store_attachment``), the
+  caption the prompt; other media (stickers, locations) are answered with a hint to type;
 - voice and audio messages: downloaded into memory (``download_media``), transcribed
   (``ingress.transcribe``), shown "🎤 Transcribing…" then "🎤 <transcript>" (new messages:
   no edits), and the transcript is the prompt. This happens inside the delivery, so the
@@ -28,6 +30,7 @@ What it does itself, because only WhatsApp can:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -40,6 +43,11 @@ import trio
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
+from threadspindle.ingress.attachments import (
+    AttachmentLimits,
+    AttachmentRefused,
+    store_attachment,
+)
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
@@ -54,6 +62,7 @@ from threadspindle.ingress.transcribe import (
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.runtime.core import actions as A
+from threadspindle.runtime.core.model import Attachment
 
 __all__ = ["NO_TRANSCRIPTION", "REFUSAL", "RuntimePort", "WhatsAppIngress", "help_text"]
 
@@ -160,6 +169,9 @@ class WhatsAppIngress:
         if inbound.kind == "audio":
             await self._voice(inbound)
             return
+        if inbound.kind == "file":
+            await self._file(inbound)
+            return
         if inbound.kind in ("media", "other"):
             await self._say(thread_id, NO_MEDIA, reply_to=inbound.wamid)
             return
@@ -186,18 +198,23 @@ class WhatsAppIngress:
         else:
             await self._say(thread_id, NO_CONVERSATION, reply_to=inbound.wamid)
 
-    async def _prompt(self, inbound: translate.Inbound, text: str) -> None:
-        """A typed message or a voice message's transcript -> a prompt (interrupting, or
-        queued with the `` queue`` suffix, or steered with `` steer``)."""
+    async def _prompt(
+        self, inbound: translate.Inbound, text: str, attachments: tuple[Attachment, ...] = ()
+    ) -> None:
+        """A typed message, a voice message's transcript or a file with its caption -> a
+        prompt (interrupting, or queued with the `` queue`` suffix, or steered with
+        `` steer``)."""
         thread_id = inbound.thread_id
         try:
-            action = self._typed(inbound, text)
+            action = self._typed(inbound, text, attachments)
         except InputRefused as refused:  # a shell command too long
             await self._say(thread_id, str(refused), reply_to=inbound.wamid)
             return
         await self._post(action)
 
-    def _typed(self, inbound: translate.Inbound, text: str) -> A.Action:
+    def _typed(
+        self, inbound: translate.Inbound, text: str, attachments: tuple[Attachment, ...] = ()
+    ) -> A.Action:
         return typed_prompt(
             text,
             {
@@ -209,7 +226,45 @@ class WhatsAppIngress:
             author_name=inbound.name,
             source_message_id=inbound.wamid,
             queue_suffix=self.settings.queue_suffix,
+            attachments=attachments,
         )
+
+    # --- images, videos and documents ----------------------------------------------------
+
+    async def _file(self, inbound: translate.Inbound) -> None:
+        """An image, a video or a document: saved into the conversation's workdir (a small
+        text file inlined) and named to the agent, its caption the prompt. Downloaded into
+        memory under ``attachment_max_bytes`` (the client's own cap), then written by a
+        worker thread. A file that cannot be taken is told, and nothing goes to the agent."""
+        thread_id, wamid = inbound.thread_id, inbound.wamid
+        if not self._has_conversation(thread_id):
+            await self._say(thread_id, NO_CONVERSATION, reply_to=wamid)
+            return
+        media_id, limit = inbound.media_id, self.settings.attachment_max_bytes
+        kind = (inbound.mime_type or "").split("/", 1)[0] or "file"
+        name = inbound.filename or f"{kind}-{media_id}{_extension(inbound.mime_type)}"
+        try:
+            assert media_id is not None  # translate names one for every file
+            data, mime = await self._retrying(
+                lambda: self.platform.download_media(media_id, max_bytes=limit)
+            )
+            attachment = await trio.to_thread.run_sync(
+                lambda: store_attachment(
+                    data,
+                    filename=name,
+                    content_type=mime or inbound.mime_type,
+                    index=0,
+                    # wamids hold "=" and run long: a digest names the files instead
+                    message_id="wa" + hashlib.sha256(wamid.encode()).hexdigest()[:12],
+                    workdir=self._workdir(thread_id),
+                    limits=AttachmentLimits(max_bytes=limit),
+                )
+            )
+        except (AttachmentRefused, PlatformError) as error:
+            _log.warning("could not take the file of message %s: %s", wamid, error)
+            await self._say(thread_id, f"⚠ Not sent to the agent: {error}", reply_to=wamid)
+            return
+        await self._prompt(inbound, inbound.text, (attachment,))
 
     # --- voice messages ------------------------------------------------------------------
 
@@ -401,3 +456,16 @@ class WhatsAppIngress:
 def _audio_filename(mime: str | None) -> str:
     kind = (mime or "").split(";")[0].strip().lower()
     return f"voice.{_AUDIO_EXTENSIONS.get(kind, 'ogg')}"
+
+
+def _extension(mime: str | None) -> str:
+    """A file name's extension for a medium WhatsApp sent without a name (an image)."""
+    base = (mime or "").split(";", 1)[0].strip()
+    return {
+        "image/jpeg": ".jpg",
+        "image/png": ".png",
+        "image/webp": ".webp",
+        "video/mp4": ".mp4",
+        "video/3gpp": ".3gp",
+        "application/pdf": ".pdf",
+    }.get(base, "")

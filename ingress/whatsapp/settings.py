@@ -40,6 +40,9 @@ class WhatsAppSettings(Frozen):
     throttle_wait_s: float = 1.0  # a throttled call without Retry-After waits this long
     refusal_interval_s: float = 600.0  # a refused user is told at most this often
     deliveries_remembered: int = 4096  # message ids kept to drop Meta's redeliveries
+    # Images, videos and documents sent to the agent at most this large (read into memory
+    # before they are saved; a larger one is refused with a reply).
+    attachment_max_bytes: int = 25 * 1024 * 1024
     # Voice messages are transcribed here (None: voice messages are refused with a reply).
     transcription: TranscriptionConfig | None = None
 

@@ -38,7 +38,7 @@ __all__ = [
     "signature_ok",
 ]
 
-Kind = Literal["text", "choice", "audio", "media", "other"]
+Kind = Literal["text", "choice", "audio", "file", "media", "other"]
 
 
 class Inbound(Frozen):
@@ -54,8 +54,11 @@ class Inbound(Frozen):
     text: str = ""  # the text, or a choice's title
     choice_id: str | None = None  # a button or list row's id
     context_id: str | None = None  # the message it answers (a pressed button's message)
-    media_id: str | None = None  # an audio message's media id (downloaded by the platform)
-    mime_type: str | None = None  # its type as WhatsApp names it ("audio/ogg; codecs=opus")
+    # An audio message's or a file's media id (downloaded by the platform) and its type as
+    # WhatsApp names it ("audio/ogg; codecs=opus").
+    media_id: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None  # a document's file name (an image has none)
 
     @property
     def thread_id(self) -> str:
@@ -211,6 +214,22 @@ def _message(raw: Any, names: dict[str, str], phone_id: str) -> Inbound | None:
             media_id=media if isinstance(media, str) and media else None,
             mime_type=mime if isinstance(mime, str) and mime else None,
         )
+    if kind in ("image", "video", "document"):
+        media = raw.get(kind)
+        if isinstance(media, dict) and isinstance(media.get("id"), str) and media["id"]:
+            mime, caption, name = (
+                media.get("mime_type"),
+                media.get("caption"),
+                media.get("filename"),
+            )
+            return Inbound(
+                **common,
+                kind="file",
+                media_id=media["id"],
+                mime_type=mime if isinstance(mime, str) and mime else None,
+                text=caption if isinstance(caption, str) else "",
+                filename=name if isinstance(name, str) and name else None,
+            )
     if kind in ("image", "video", "document", "sticker", "location", "contacts"):
         return Inbound(**common, kind="media")
     return Inbound(**common, kind="other")

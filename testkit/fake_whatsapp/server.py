@@ -475,6 +475,28 @@ class FakeWhatsApp:
         content = {"id": media_id, "mime_type": mime, "voice": True}
         return self.deliver(self._inbound(wa_id, wa_id, "audio", {"audio": content}))
 
+    def file(
+        self,
+        wa_id: str,
+        data: bytes,
+        mime: str,
+        *,
+        filename: str | None = None,
+        caption: str | None = None,
+    ) -> Delivery:
+        """An image (no ``filename``) or a document from ``wa_id``, with an optional
+        caption, its bytes kept for the media download."""
+        media_id = f"10138596{next(self._ids):08d}"
+        with self.lock:
+            self.media[media_id] = (data, mime)
+        kind = "document" if filename is not None else "image"
+        content: dict[str, Any] = {"id": media_id, "mime_type": mime, "sha256": "x"}
+        if filename is not None:
+            content["filename"] = filename
+        if caption is not None:
+            content["caption"] = caption
+        return self.deliver(self._inbound(wa_id, wa_id, kind, {kind: content}))
+
     def click(self, wa_id: str, message_id: str, title: str) -> Delivery:
         """``wa_id`` presses the button (or list row) titled ``title`` on ``message_id``."""
         message = self.message(message_id)

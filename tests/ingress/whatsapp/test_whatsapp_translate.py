@@ -105,6 +105,41 @@ def test_text_buttons_lists_and_audio() -> None:
     assert action_id(a.wamid) == "wa-wamid.A"
 
 
+def test_images_and_documents_are_files_other_media_are_not() -> None:
+    base = {"from": "15551234567", "timestamp": "1700000000"}
+    body = _delivery(
+        {
+            **base,
+            "id": "wamid.I",
+            "type": "image",
+            "image": {"id": "7", "mime_type": "image/png", "caption": "this?"},
+        },
+        {
+            **base,
+            "id": "wamid.D",
+            "type": "document",
+            "document": {"id": "8", "mime_type": "application/pdf", "filename": "spec.pdf"},
+        },
+        {**base, "id": "wamid.S", "type": "sticker", "sticker": {"id": "9"}},
+        {**base, "id": "wamid.X", "type": "image", "image": {"caption": "no id"}},
+    )
+    image, document, sticker, broken = parse_delivery(body).messages
+    assert (image.kind, image.media_id, image.mime_type, image.text, image.filename) == (
+        "file",
+        "7",
+        "image/png",
+        "this?",
+        None,
+    )
+    assert (document.kind, document.media_id, document.text, document.filename) == (
+        "file",
+        "8",
+        "",
+        "spec.pdf",
+    )
+    assert sticker.kind == "media" and broken.kind == "media"  # nothing to download
+
+
 def test_status_updates_and_the_fakes_shape() -> None:
     statuses = [{"id": "wamid.bot1", "status": "delivered", "recipient_id": "15551234567"}]
     delivery = parse_delivery(_delivery(statuses=statuses))
