@@ -66,6 +66,7 @@ class ConsoleDriver:
     has_strangers = False
     injects_faults = False
     opens_threads = True
+    sends_files = False  # no way to send one
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -140,6 +141,9 @@ class ConsoleDriver:
         await wait_for(lambda: any("Started" in t for t in self.bot_texts(thread)))
         return thread
 
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        raise AssertionError(f"{self.name} takes no files (sends_files is False)")
+
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         assert not stranger, "the console has no strangers (has_strangers is False)"
         self._line(thread, text)
@@ -209,6 +213,7 @@ class WebDriver:
     has_strangers = True  # a request without the access cookie
     injects_faults = True
     opens_threads = True
+    sends_files = False  # no way to send one
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -235,6 +240,9 @@ class WebDriver:
 
     async def start(self) -> str:
         return await self.stack.start()
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        raise AssertionError(f"{self.name} takes no files (sends_files is False)")
 
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         self.stack.request("POST", f"/t/{thread}/say", {"text": text}, cookie=not stranger)

@@ -10,9 +10,10 @@ every driver; a new platform adds a driver here (a class with these methods, and
 A driver says what its platform has (``has_strangers``: users who are not allowed can
 write where the bot reads; ``injects_faults``: a server whose sends can be made to fail;
 ``opens_threads``: ``/fork`` and ``/btw`` can open a new thread, which a WhatsApp chat
-cannot): a case of the script that needs what a platform lacks is not collected for it
-(``drivers_with``), rather than skipped at run time. The console (one user at a terminal,
-no server) has neither.
+cannot; ``sends_files``: a user can send a file with a message, which the console and the
+web chat cannot): a case of the script that needs what a platform lacks is not collected
+for it (``drivers_with``), rather than skipped at run time. The console (one user at a
+terminal, no server) has no strangers and no faults.
 
 Threads are named by the driver's own string (``str`` of a Discord channel id, a Telegram
 ``tg:`` thread id, a WhatsApp ``wa:`` chat, a Slack ``sl:`` thread id, a web chat ``web:``
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 # What a platform may lack, each a boolean class attribute of every driver.
-CAPABILITIES = ("has_strangers", "injects_faults", "opens_threads")
+CAPABILITIES = ("has_strangers", "injects_faults", "opens_threads", "sends_files")
 
 
 class PlatformDriver(Protocol):
@@ -81,6 +82,7 @@ class PlatformDriver(Protocol):
     has_strangers: bool  # someone not allowed can write where the bot reads
     injects_faults: bool  # the platform's sends can be made to fail (``fail_next_sends``)
     opens_threads: bool  # /fork and /btw can open a new thread (a WhatsApp chat cannot)
+    sends_files: bool  # a user can send a file with a message (the console cannot)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """The platform's bot over the runtime, on the driver's log, while inside."""
@@ -97,6 +99,10 @@ class PlatformDriver(Protocol):
 
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         """A message in ``thread`` from an allowed user (``stranger``: one not allowed)."""
+        ...
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        """An allowed user's message in ``thread``: a file and its caption (the text)."""
         ...
 
     def abort(self, thread: str) -> None:
@@ -153,6 +159,7 @@ class DiscordDriver:
     has_strangers = True
     injects_faults = True
     opens_threads = True
+    sends_files = True
 
     def __init__(self, world: World, tmp_path: Path) -> None:
         self.world = world
@@ -180,6 +187,11 @@ class DiscordDriver:
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         user = self.world.mallory if stranger else self.world.alice
         self.world.fake.send_message(int(thread), user, text)
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        self.world.fake.send_message(
+            int(thread), self.world.alice, caption, attachments=((name, data, mime),)
+        )
 
     def abort(self, thread: str) -> None:
         self.world.fake.run_command(int(thread), self.world.alice, "abort")
@@ -263,6 +275,7 @@ class TelegramDriver:
     has_strangers = True
     injects_faults = True
     opens_threads = True
+    sends_files = True
 
     def __init__(self, world: TelegramWorld, tmp_path: Path) -> None:
         self.world = world
@@ -289,6 +302,18 @@ class TelegramDriver:
 
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         self.world.say(thread, text, self.world.mallory if stranger else None)
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        chat, topic = self.world.where(thread)
+        self.world.fake.send_file(
+            chat,
+            self.world.alice,
+            data,
+            caption=caption,
+            topic=topic,
+            file_name=name,
+            mime_type=mime,
+        )
 
     def abort(self, thread: str) -> None:
         self.world.say(thread, "/abort")
@@ -353,6 +378,7 @@ class WhatsAppDriver:
     has_strangers = True
     injects_faults = True
     opens_threads = False
+    sends_files = True
 
     def __init__(self, world: WhatsAppWorld, tmp_path: Path) -> None:
         self.world = world
@@ -379,6 +405,9 @@ class WhatsAppDriver:
 
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         self.world.fake.say(self.world.mallory if stranger else self.world.chat(thread), text)
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        self.world.fake.file(self.world.chat(thread), data, mime, filename=name, caption=caption)
 
     def abort(self, thread: str) -> None:
         self.world.fake.say(self.world.chat(thread), "/abort")
@@ -430,6 +459,7 @@ class SlackDriver:
     has_strangers = True
     injects_faults = True
     opens_threads = True
+    sends_files = True
 
     def __init__(self, world: SlackWorld, tmp_path: Path) -> None:
         self.world = world
@@ -456,6 +486,12 @@ class SlackDriver:
 
     def say(self, thread: str, text: str, *, stranger: bool = False) -> None:
         self.world.say(thread, text, self.world.mallory if stranger else None)
+
+    def send_file(self, thread: str, name: str, data: bytes, mime: str, caption: str) -> None:
+        channel, thread_ts = self.world.where(thread)
+        self.world.fake.send_message(
+            channel, self.world.alice, caption, thread_ts=thread_ts, files=((name, data, mime),)
+        )
 
     def abort(self, thread: str) -> None:
         self.world.command(thread, "abort")

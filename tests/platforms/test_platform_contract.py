@@ -4,12 +4,13 @@ Each platform runs its production wiring against its fake through the real chat 
 with the scripted fake agent, and must behave the same: one footer per answered run, the
 queue and its buttons, interrupt and abort, permission prompts answered and dismissed,
 questions, a long answer within the platform's limit, rate limits and server errors that
-lose nothing, a restart that keeps the queue, and a stranger who gets nowhere. A new
+lose nothing, a restart that keeps the queue, a stranger who gets nowhere, and a file sent
+with a message saved for the agent. A new
 platform adds a driver to ``DRIVERS`` and passes this file.
 
 Each case is parametrised over the platforms that have what it needs (``every``, over
-``drivers_with``): the console has no strangers and no server to fail, so those cases are
-not collected for it; no case skips itself.
+``drivers_with``): the console has no strangers, no server to fail and no way to send a
+file, so those cases are not collected for it; no case skips itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import trio
 
 from threadspindle.ingress.thread_commands import NO_THREADS
 from threadspindle.runtime.core.actions import WorkspaceJobFinished
+from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.platform_driver import (
     DRIVERS,
@@ -227,6 +229,27 @@ async def test_a_restart_keeps_the_queue(driver: PlatformDriver) -> None:
         await driver.until_footers(thread, 1, timeout=40)
         assert delivered(driver) == ["kept."]
         assert footers(driver, thread) == 1
+
+
+@every("sends_files")
+async def test_a_file_with_a_caption_reaches_the_agent_saved_in_the_workdir(
+    driver: PlatformDriver,
+) -> None:
+    data = bytes(range(256)) * 20
+    async with driver.running():
+        prompts: list[PromptAgent] = []
+        driver.agents.on_prompt = prompts.append
+        thread = await driver.start()
+        driver.send_file(thread, "trace.bin", data, "application/octet-stream", "why this crash?")
+        await driver.until_footers(thread, 1)
+        (prompt,) = prompts
+        assert prompt.text == "why this crash?"
+        (attachment,) = prompt.attachments
+        assert attachment.name == "trace.bin" and attachment.size == len(data)
+        assert attachment.path is not None
+        saved = Path(attachment.path)
+        assert saved.parent.parts[-2:] == (".spindle", "attachments")
+        assert saved.read_bytes() == data
 
 
 @every("has_strangers")
