@@ -121,6 +121,9 @@ class Source:
     platform: str = "Discord"
     headers: tuple[tuple[str, str], ...] = ()
     keep_url: bool = True
+    # What an HTML page in place of the file means (Slack answers a download it refuses
+    # with its sign-in page and a 200): said to the user instead of saving that page.
+    page_means: str | None = None
 
 
 def safe_file_name(filename: str, limit: int = NAME_BYTES) -> str:
@@ -238,9 +241,7 @@ async def _take_one(
     inline_text: str | None = None
     path: str | None = None
     if is_text and attachment.size <= limits.inline_text_bytes:
-        data = await _read_small(
-            session, attachment.url, limits.inline_text_bytes, name, source.platform
-        )
+        data = await _read_small(session, attachment.url, limits.inline_text_bytes, name, source)
         inline_text = data.decode("utf-8", errors="replace")
     elif workdir is not None:
         path = await save_attachment(
@@ -250,7 +251,7 @@ async def _take_one(
             file_name=f"{message_id}-{index}-{name}",
             max_bytes=limits.max_bytes,
             shown_name=name,
-            platform=source.platform,
+            source=source,
         )
     elif not source.keep_url:
         raise AttachmentRefused(
@@ -269,17 +270,26 @@ async def _take_one(
 
 @asynccontextmanager
 async def _download(
-    session: aiohttp.ClientSession, url: str, name: str, platform: str
+    session: aiohttp.ClientSession, url: str, name: str, source: Source
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """``session.get(url)``, its failures (also while the body streams) refusals naming
-    the file."""
+    the file; so is a web page where the platform answers a refused download with one."""
     try:
         async with session.get(url) as response:
             response.raise_for_status()
+            if (
+                source.page_means is not None
+                and response.content_type == "text/html"
+                and not name.lower().endswith((".html", ".htm"))
+            ):
+                raise AttachmentRefused(
+                    f"{source.platform} answered with a web page instead of the file "
+                    f"{shown(name)!r}: {source.page_means}"
+                )
             yield response
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise AttachmentRefused(
-            f"The attachment {shown(name)!r} could not be downloaded from {platform} "
+            f"The attachment {shown(name)!r} could not be downloaded from {source.platform} "
             f"({type(exc).__name__}: {_without_url(exc)})."
         ) from exc
 
@@ -293,15 +303,15 @@ def _without_url(exc: BaseException) -> str:
 
 
 async def _read_small(
-    session: aiohttp.ClientSession, url: str, limit: int, name: str, platform: str
+    session: aiohttp.ClientSession, url: str, limit: int, name: str, source: Source
 ) -> bytes:
     data = bytearray()
-    async with _download(session, url, name, platform) as response:
+    async with _download(session, url, name, source) as response:
         async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
             data += chunk
             if len(data) > limit:
                 raise AttachmentRefused(
-                    f"The attachment {shown(name)!r} is larger than {platform} said it was."
+                    f"The attachment {shown(name)!r} is larger than {source.platform} said it was."
                 )
     return bytes(data)
 
@@ -314,7 +324,7 @@ async def save_attachment(
     file_name: str,
     max_bytes: int,
     shown_name: str,
-    platform: str = "Discord",
+    source: Source = Source(),
 ) -> str:
     """Stream ``url`` into ``<workdir>/.spindle/attachments/`` under ``file_name`` (or the
     next free variant of it); the path written. Never follows a symlink, never writes over
@@ -329,7 +339,7 @@ async def save_attachment(
         try:
             written = 0
             pending = bytearray()
-            async with _download(session, url, shown_name, platform) as response:
+            async with _download(session, url, shown_name, source) as response:
                 async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
                     written += len(chunk)
                     if written > max_bytes:

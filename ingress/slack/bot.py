@@ -76,6 +76,12 @@ _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Slack answers a file download it refuses (an app without files:read) with its sign-in
+# page and a 200.
+FILES_SCOPE_MISSING = (
+    "Spindle's Slack app may lack the files:read scope (docs/slack-setup.md); "
+    "the file was not passed on."
+)
 REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
@@ -492,6 +498,7 @@ class SlackIngress:
                 headers=(("Authorization", f"Bearer {self.settings.bot_token}"),),
                 # Only the bot token opens it: no use to the agent, and not to be shown.
                 keep_url=False,
+                page_means=FILES_SCOPE_MISSING,
             ),
         )
         return taken

@@ -178,15 +178,19 @@ class FakeSlack:
         return web.Response(status=status, text=f"OK - {len(data)}" if status == 200 else "")
 
     async def _download(self, request: web.Request) -> web.Response:
-        """A shared file's bytes, for the bot token only (Slack answers others with its
-        login page; a refusal here makes a download without the token fail loudly)."""
+        """A shared file's bytes, for the bot token of an app with ``files:read`` only:
+        anyone else gets, as from Slack, its sign-in page with a 200."""
         file_id = request.match_info["file_id"]
         authorization = request.headers.get("Authorization")
         with self.world.lock:
             self.world.downloads.append((file_id, authorization))
             data = self.world.shared.get(file_id)
-        if authorization != f"Bearer {self.bot_token}":
-            return web.Response(status=403)
+            scoped = self.world.files_read
+        if authorization != f"Bearer {self.bot_token}" or not scoped:
+            return web.Response(
+                text="<!DOCTYPE html><html><title>Sign in | Slack</title></html>",
+                content_type="text/html",
+            )
         if data is None:
             return web.Response(status=404)
         return web.Response(body=data, content_type="application/octet-stream")

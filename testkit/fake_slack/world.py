@@ -176,6 +176,7 @@ class World:
         self.shared: dict[str, bytes] = {}
         self.files_url = "http://127.0.0.1:0/files-pri/"
         self.downloads: list[tuple[str, str | None]] = []  # (file id, Authorization header)
+        self.files_read = True  # the app has the files:read scope (else: the sign-in page)
         self._seq = itertools.count(1)
         self._ids = itertools.count(1001)
 

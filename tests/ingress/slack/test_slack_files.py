@@ -105,3 +105,25 @@ async def test_a_file_over_the_limit_refuses_the_message(sl: SlackWorld, tmp_pat
         assert stack.agents.delivered == []
         attachments = Path(sl.workdir) / ".spindle" / "attachments"
         assert not attachments.exists() or list(attachments.iterdir()) == []
+
+
+async def test_an_app_without_files_read_is_told_and_no_sign_in_page_is_saved(
+    sl: SlackWorld, tmp_path: Path
+) -> None:
+    # Slack answers such a download with its sign-in page and a 200.
+    with sl.fake.world.lock:
+        sl.fake.world.files_read = False
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = await stack.start_thread()
+        channel, thread_ts = sl.where(thread)
+        sl.fake.send_message(
+            channel, sl.alice, "see", thread_ts=thread_ts, files=(("a.png", b"png", "image/png"),)
+        )
+        notes = await wait_for(
+            lambda: [m.shown for m in sl.fake.ephemerals(sl.alice) if "Not sent" in m.shown]
+        )
+        assert "Slack answered with a web page instead of the file 'a.png'" in notes[0]
+        assert "files:read" in notes[0]
+        assert stack.agents.delivered == []
+        attachments = Path(sl.workdir) / ".spindle" / "attachments"
+        assert not attachments.exists() or list(attachments.iterdir()) == []
