@@ -1,11 +1,13 @@
 """The built-in ``echo`` agent: a clearly labelled demo that needs no CLI and no account.
 
 It answers each prompt by echoing it back slowly, word by word, so queueing, interrupting
-and aborting can be tried by hand. A prompt containing ``tool`` makes it simulate a tool call
-first; one containing ``ask`` makes it ask for permission. It runs in-process (no child
-process), but behaves like a long-lived agent: one ``serve`` for many turns, in-band
-interrupt, session ids, a ``TurnCompleted`` at the end of each turn. It reads no CLI output,
-so it has no parser, and its ``statistics()`` stay at zero.
+and aborting can be tried by hand; it echoes the prompt as a CLI agent gets it, so a file
+sent with it shows as its path (or, a small text file, its text). A prompt containing
+``tool`` makes it simulate a tool call first; one containing ``ask`` makes it ask for
+permission. It runs in-process (no child process), but behaves like a long-lived agent:
+one ``serve`` for many turns, in-band interrupt, session ids, a ``TurnCompleted`` at the
+end of each turn. It reads no CLI output, so it has no parser, and its ``statistics()``
+stay at zero.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import itertools
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter
+from threadspindle.agents.base.launch import prompt_text
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
@@ -82,9 +85,9 @@ class EchoAdapter(AgentAdapter):
                     await self._send(E.TextDelta(text="(permission denied: not echoing)"))
                     words: list[str] = []
                 else:
-                    words = prompt.text.split()
+                    words = prompt_text(prompt.text, prompt.attachments).split()
             else:
-                words = prompt.text.split()
+                words = prompt_text(prompt.text, prompt.attachments).split()
             if "tool" in lowered.split() and words:
                 tool_id = f"{prompt.run_id}-tool"
                 await self._send(

@@ -41,6 +41,7 @@ from urllib.parse import parse_qs, urlencode
 import trio
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -53,11 +54,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadspindle.effects.web_platform import Update, WebPlatform
+from threadspindle.ingress.attachments import AttachmentLimits, AttachmentRefused, store_attachment
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.web import pages
 from threadspindle.ingress.web.commands import (
     AUTHOR,
+    MAX_PROMPT_CHARS,
     WebIds,
     button_action,
     line_action,
@@ -75,7 +78,7 @@ from threadspindle.ingress.web.security import (
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.ingress.web.timeline import timeline_of_db, timeline_of_lines
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.model import Attachment, ThreadState
 
 __all__ = ["RuntimePort", "WebChat", "WebGuard", "build_app", "workdir_choices"]
 
@@ -85,6 +88,9 @@ WEB_THREAD = re.compile(r"^web:[0-9a-f]{1,32}$")
 ANY_THREAD = re.compile(r"^[\w:.\-]{1,128}$")
 MAX_UPLOAD = 50 * 1024 * 1024
 MAX_BODY = 1024 * 1024
+# Files sent with one message (``/t/<thread>/attach``), all together, and how many.
+MAX_ATTACHED = 25 * 1024 * 1024
+MAX_FILES = 10
 STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no message
 KEEPALIVE_S = 15.0
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
@@ -393,6 +399,63 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         await chat.post(action)
         return Response(status_code=204)
 
+    async def attach(request: Request) -> Response:
+        """A message with files (a multipart form: ``text``, ``queue``, ``file``s): each
+        saved into the conversation's workdir, a small text file inlined, as a chat
+        platform's attachments are; the text, if any, the prompt. All of it or nothing:
+        a file that cannot be taken refuses the message."""
+        thread_id = web_thread(request)
+        if thread_id is None:
+            return _refused("No such web thread.", 404)
+        length = request.headers.get("content-length") or ""
+        if not length.isascii() or not length.isdigit():
+            return _refused("Send the files with their length (a browser does).", 411)
+        if int(length) > MAX_ATTACHED + MAX_BODY:
+            return _refused(f"The files are larger than {MAX_ATTACHED // 1048576} MiB.", 413)
+        state = chat.live().snapshot(thread_id)
+        if state is None or state.conversation is None:
+            return _refused("No conversation in this thread: start one on the home page.")
+        workdir = state.conversation.workdir
+        action_id = chat.ids.action_id()
+        try:
+            async with request.form(max_files=MAX_FILES, max_fields=4) as form:
+                text = form.get("text")
+                text = text if isinstance(text, str) else ""
+                queued = form.get("queue") == "1"
+                uploads = [u for u in form.getlist("file") if isinstance(u, UploadFile)]
+                if not uploads:
+                    raise InputRefused("Choose a file to send.")
+                if text.startswith("/"):
+                    raise InputRefused("A command takes no files: send the files alone.")
+                if len(text) > MAX_PROMPT_CHARS:
+                    raise InputRefused(f"A message may have at most {MAX_PROMPT_CHARS} characters.")
+                files = [
+                    (upload.filename or "file", await upload.read(MAX_ATTACHED + 1), upload)
+                    for upload in uploads
+                ]
+            attachments = await trio.to_thread.run_sync(
+                lambda: _store_all(files, action_id, workdir)
+            )
+        except (InputRefused, AttachmentRefused) as refused:
+            return _refused(str(refused))
+        except HTTPException as error:  # starlette's for a malformed form, too many files
+            return _refused(f"The files could not be read: {error.detail}", error.status_code)
+        fields: dict[str, Any] = {
+            "thread_id": thread_id,
+            "action_id": action_id,
+            "at": chat.clock(),
+            "author_id": AUTHOR,
+            "author_name": AUTHOR,
+            "source_message_id": action_id,
+            "text": text,
+            "attachments": attachments,
+        }
+        action: A.Action = A.QueueCommand(**fields) if queued else A.UserMessage(**fields)
+        names = "\n".join(f"📎 {a.name}" for a in attachments)
+        chat.platform.user_said(thread_id, f"{text}\n{names}" if text.strip() else names)
+        await chat.post(action)
+        return Response(status_code=204)
+
     async def button(request: Request) -> Response:
         thread_id = web_thread(request)
         if thread_id is None:
@@ -480,6 +543,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             Route("/t/{thread}", thread_page, methods=["GET"]),
             Route("/t/{thread}/events", events, methods=["GET"]),
             Route("/t/{thread}/say", say, methods=["POST"]),
+            Route("/t/{thread}/attach", attach, methods=["POST"]),
             Route("/t/{thread}/button", button, methods=["POST"]),
             Route("/t/{thread}/timeline", thread_timeline, methods=["GET"]),
             Route("/timeline", upload_timeline, methods=["POST"]),
@@ -500,3 +564,35 @@ def _last_used(state: ThreadState) -> float:
     if state.last_prompt is not None:
         return state.last_prompt.queued_at
     return 0.0
+
+
+def _store_all(
+    files: list[tuple[str, bytes, UploadFile]], action_id: str, workdir: str
+) -> tuple[Attachment, ...]:
+    """Each uploaded file saved (or inlined); the ones saved removed again when a later one
+    is refused, so the message is taken whole or not at all. Blocking: a worker thread."""
+    limits = AttachmentLimits(max_bytes=MAX_ATTACHED)
+    taken: list[Attachment] = []
+    try:
+        for index, (name, data, upload) in enumerate(files):
+            content_type = upload.content_type
+            taken.append(
+                store_attachment(
+                    data,
+                    filename=name,
+                    content_type=content_type,
+                    index=index,
+                    message_id=action_id,
+                    workdir=workdir,
+                    limits=limits,
+                )
+            )
+    except BaseException:
+        for attachment in taken:
+            if attachment.path is not None:
+                try:
+                    os.unlink(attachment.path)
+                except OSError:
+                    pass
+        raise
+    return tuple(taken)

@@ -266,6 +266,8 @@ def chat_page(
         '/status, /clear-queue … (Enter sends, Shift+Enter for a new line)"></textarea>'
         '<div class="composer-buttons"><button type="submit" id="send">Send</button>'
         '<button type="button" id="queue-send" title="Wait for the current run">Queue</button>'
+        '<label class="attach" title="Files for the agent, saved into its workdir">'
+        '<input type="file" id="files" multiple> Attach</label>'
         "</div></form></div>"
     )
     return _layout(label, body, scripts=("chat.js",), main_class="chat")

@@ -19,10 +19,12 @@
   async function post(path, body) {
     say("");
     try {
+      // A FormData (files) goes as multipart, its type and length set by the browser.
+      const form = body instanceof FormData;
       const answer = await fetch(base + path, {
         method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
+        headers: form ? {} : { "content-type": "application/json" },
+        body: form ? body : JSON.stringify(body),
         credentials: "same-origin",
       });
       if (!answer.ok) {
@@ -99,10 +101,20 @@
     post("/button", body).finally(() => { button.disabled = false; });
   });
 
+  const files = document.getElementById("files");
+
   async function send(queued) {
     const text = prompt.value;
-    if (!text.trim()) return;
-    if (await post("/say", { text: text, queue: queued })) prompt.value = "";
+    if (files.files.length) {
+      const form = new FormData();
+      form.append("text", text);
+      form.append("queue", queued ? "1" : "0");
+      for (const file of files.files) form.append("file", file);
+      if (await post("/attach", form)) { prompt.value = ""; files.value = ""; }
+    } else {
+      if (!text.trim()) return;
+      if (await post("/say", { text: text, queue: queued })) prompt.value = "";
+    }
     prompt.focus();
   }
   document.getElementById("composer").addEventListener("submit", (e) => { e.preventDefault(); send(false); });

@@ -398,3 +398,80 @@ async def test_an_oversized_body_is_refused_without_being_read_whole(
     started = await client.post("/threads", content=chunks(), headers=h)
     assert started.status_code == 303 and "too+large" in started.headers["location"]
     assert runtime.posted == []
+
+
+# --- files sent with a message ------------------------------------------------------------
+
+
+async def test_files_sent_with_a_message_are_saved_for_the_agent(
+    client: httpx.AsyncClient, runtime: RecordingRuntime, chat: WebChat, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    h = {"origin": ORIGIN}
+    picture = bytes(range(256)) * 40
+    answer = await client.post(
+        f"/t/{THREAD}/attach",
+        data={"text": "what is wrong here?", "queue": "0"},
+        files=[
+            ("file", ("screen shot.png", picture, "image/png")),
+            ("file", ("notes.md", b"# fix the parser\n", "text/markdown")),
+        ],
+        headers=h,
+    )
+    assert answer.status_code == 204, answer.text
+    (action,) = runtime.posted
+    assert isinstance(action, A.UserMessage) and action.interrupt
+    assert action.text == "what is wrong here?"
+    shot, notes = action.attachments
+    assert shot.path is not None and Path(shot.path).read_bytes() == picture
+    assert Path(shot.path).parent == tmp_path.resolve() / ".spindle" / "attachments"
+    assert shot.name == "screen_shot.png" and shot.content_type == "image/png"
+    assert notes.inline_text == "# fix the parser\n" and notes.path is None
+    # The page shows the user's message with the files named.
+    (shown,) = [m for m in chat.platform.view(THREAD).messages() if m.kind == "user"]
+    assert "what is wrong here?" in shown.text and "📎 screen_shot.png" in shown.text
+
+    # A file alone, queued: a /queue prompt of the file.
+    queued = await client.post(
+        f"/t/{THREAD}/attach",
+        data={"queue": "1"},
+        files={"file": ("a.log", b"boom\n", "text/plain")},
+        headers=h,
+    )
+    assert queued.status_code == 204
+    assert isinstance(runtime.posted[-1], A.QueueCommand)
+    assert runtime.posted[-1].attachments[0].inline_text == "boom\n"
+
+
+async def test_files_are_refused_whole_and_post_nothing(
+    client: httpx.AsyncClient, runtime: RecordingRuntime, tmp_path: Path
+) -> None:
+    await _logged_in(client)
+    h = {"origin": ORIGIN}
+
+    async def attach(data: dict[str, str], files: Any, headers: dict[str, str] = h) -> Any:
+        return await client.post(f"/t/{THREAD}/attach", data=data, files=files, headers=headers)
+
+    one = {"file": ("a.png", b"x" * 100, "image/png")}
+    command = await attach({"text": "/abort"}, one)
+    assert command.status_code == 400 and "A command takes no files" in command.json()["error"]
+    none = await attach({"text": "hi"}, {"other": ("a.png", b"x", "image/png")})
+    assert none.status_code == 400 and "Choose a file" in none.json()["error"]
+    foreign = await attach({"text": "hi"}, one, {"origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    # The agent planted a symlink where the files go: refused, nothing written through it.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".spindle").symlink_to(tmp_path / "elsewhere")
+    planted = await attach(
+        {"text": "hi"},
+        [("file", ("ok.txt", b"t", "text/plain")), ("file", ("b.png", b"x", "image/png"))],
+    )
+    assert planted.status_code == 400 and "symlink" in planted.json()["error"]
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    eleven = await attach(
+        {"text": "hi"}, [("file", (f"{n}.png", b"x", "image/png")) for n in range(11)]
+    )
+    assert eleven.status_code == 400 and "could not be read" in eleven.json()["error"]
+    too_big = await attach({"text": "hi"}, {"file": ("big.bin", bytes(27 * 1024 * 1024), "a/b")})
+    assert too_big.status_code == 413
+    assert runtime.posted == []

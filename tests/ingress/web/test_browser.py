@@ -6,9 +6,10 @@ the whole Playwright session runs in one worker thread (Playwright's sync calls 
 block the loop that serves the page). The browser resolves no name but 127.0.0.1
 (``NO_DNS``). One session walks through what a user does: start a conversation, watch an
 answer stream, queue two prompts and remove one, reload mid-run and find the same page,
-abort, answer a permission prompt, see an answer holding ``<script>`` shown as text, and
-open the thread's timeline. With ``SPINDLE_SCREENSHOTS=DIR`` the chat and the timeline are
-saved there (``docs/web-chat.png``, ``docs/web-timeline.png`` were made so).
+abort, answer a permission prompt, send a file with a prompt, see an answer holding
+``<script>`` shown as text, and open the thread's timeline. With
+``SPINDLE_SCREENSHOTS=DIR`` the chat and the timeline are saved there
+(``docs/web-chat.png``, ``docs/web-timeline.png`` were made so).
 """
 
 from __future__ import annotations
@@ -190,6 +191,21 @@ def _browser_session(
             expect(page.locator("#messages button", has_text="Accept")).to_have_count(0)
             _wait_idle(page)
 
+            # 5b. A file sent with a prompt: saved for the agent (a small text file is
+            # inlined into the prompt, which the echo agent says back).
+            page.set_input_files(
+                "#files",
+                files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"alpha beta"}],
+            )
+            _send(page, "read my notes")
+            expect(page.locator("#files")).to_have_value("", timeout=TIMEOUT_MS)
+            _until(
+                lambda: any("alpha beta" in t and "notes.txt" in t for t in _messages(page)),
+                "the answer to the file",
+            )
+            seen["attached"] = [t for t in _messages(page) if "📎" in t]
+            _wait_idle(page)
+
             # 6. An answer holding markup is shown as text; nothing runs.
             _send(page, XSS)
             _until(
@@ -285,6 +301,7 @@ async def test_the_web_chat_in_a_real_browser(
     assert seen["script_tags_in_messages"] == 0 and seen["img_tags_in_messages"] == 0
     assert seen["pwned"] is None and seen["dialogs"] == []
     assert any("<script>window.__pwned=1</script>" in t for t in seen["literal"])
+    assert seen["attached"] == ["read my notes\n📎 notes.txt"], seen["attached"]
     outcomes = [c.split()[1] for c in seen["run_bars"]]
     assert outcomes.count("completed") >= 4 and outcomes.count("aborted") == 1, outcomes
     assert seen["waits"] == 1 and seen["tools"] == 1
