@@ -23,7 +23,9 @@ It makes no decisions of its own; what it does itself, because only Telegram can
   pending is said so, and nothing is posted; "Remove from queue" is answered by the core's
   reply;
 - commands in Telegram's spelling (``translate.COMMANDS``; no hyphens: ``/clear_queue``)
-  and the trailing `` queue``; an edit of a forwarded message updates its queued prompt.
+  and the trailing `` queue``; an edit of a forwarded message updates its queued prompt;
+- photos and files for the agent (``ingress.attachments``), an album's parts (separate
+  updates) gathered into one prompt (``_handle_batch``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -116,6 +118,8 @@ class TelegramIngress:
         self._forwarded: OrderedDict[tuple[int, int], tuple[str, bool]] = OrderedDict()
         self._told: dict[int, float] = {}  # user -> when they were last told they are refused
         self.handled = 0  # updates handled
+        # An album's (chat, media group) -> when its first part was seen (``_handle_batch``).
+        self._albums: OrderedDict[tuple[int, str], float] = OrderedDict()
         self.refusals = 0
         self.polls = 0
 
@@ -143,12 +147,43 @@ class TelegramIngress:
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
-            for update in updates:
-                try:
+            await self._handle_batch(updates)
+
+    async def _handle_batch(self, updates: Sequence[Update]) -> None:
+        """Handle the updates in order, moving the offset past each once it is done. An
+        album's parts (one message each, consecutive) are handled together, as one
+        prompt; when the batch ends inside an album that began less than ``ALBUM_WAIT_S``
+        ago, its parts are left for the next ``getUpdates`` (the offset stays before
+        them, so Telegram hands them over again, with the parts that came meanwhile)."""
+        index = 0
+        while index < len(updates):
+            update = updates[index]
+            album = _album_of(update)
+            parts = [update]
+            if album is not None:
+                while index + len(parts) < len(updates) and (
+                    _album_of(updates[index + len(parts)]) == album
+                ):
+                    parts.append(updates[index + len(parts)])
+                now = trio.current_time()
+                first_seen = self._albums.setdefault(album, now)
+                if index + len(parts) == len(updates) and now - first_seen < ALBUM_WAIT_S:
+                    await trio.sleep(ALBUM_POLL_S)
+                    return  # polled again at once: those parts are still Telegram's
+                self._albums.pop(album, None)
+            try:
+                if len(parts) > 1:
+                    self.handled += len(parts)
+                    await self._album([p.message for p in parts if p.message is not None])
+                else:
                     await self.handle(update)
-                except Exception:  # one bad update must not stop the bot (nor repeat forever)
-                    _log.exception("could not handle update %s", update.update_id)
-                self.offset = update.update_id + 1
+            except Exception:  # one bad update must not stop the bot (nor repeat forever)
+                _log.exception("could not handle update %s", update.update_id)
+            self.offset = parts[-1].update_id + 1
+            index += len(parts)
+        # Albums seen but never finished (a part lost): not kept for ever.
+        while len(self._albums) > _REMEMBERED:
+            self._albums.popitem(last=False)
 
     async def confirm(self) -> None:
         """Tell Telegram the handled updates are done (at a clean stop), so the next process
@@ -233,11 +268,27 @@ class TelegramIngress:
 
     # --- messages ----------------------------------------------------------------------------
 
-    async def _message(self, message: Message) -> None:
+    async def _album(self, parts: list[Message]) -> None:
+        """An album's parts as one message: the first part's (its id names the prompt),
+        every caption, every part's file."""
+        captions = [p.caption for p in parts if p.caption and p.caption.strip()]
+        files = [f for p in parts for f in files_of(p)]
+        await self._message(parts[0], text="\n\n".join(captions), files=files)
+
+    async def _message(
+        self,
+        message: Message,
+        *,
+        text: str | None = None,
+        files: list[tuple[str, str, int, str | None]] | None = None,
+    ) -> None:
+        """A message: ``text`` and ``files`` stand for its own when given (an album)."""
         user, chat = message.from_user, message.chat
-        text = message.text or message.caption or ""
+        if text is None:
+            text = message.text or message.caption or ""
         voice = message.voice
-        files = files_of(message)
+        if files is None:
+            files = files_of(message)
         if user is None or user.is_bot or (not text.strip() and voice is None and not files):
             return
         private = chat.type == "private"
@@ -265,9 +316,9 @@ class TelegramIngress:
                 return
             text = transcript
         if thread_id is not None and self._has_conversation(thread_id):
-            await self._prompt(message, thread_id, text)
+            await self._prompt(message, thread_id, text, files)
         elif thread_id is None and (project := self.settings.project_group(chat.id)):
-            await self._project_message(message, project.agent, project.workdir, text)
+            await self._project_message(message, project.agent, project.workdir, text, files)
         elif thread_id is not None:
             hint = "No conversation here yet: start one with /claude start [workdir] (or /help)."
             await self._say(thread_id, hint, reply_to=message.message_id)
@@ -310,12 +361,13 @@ class TelegramIngress:
                 _log.warning("could not show the transcript: %s", error)
         return text
 
-    async def _attachments(self, message: Message, thread_id: str) -> tuple[Attachment, ...] | None:
-        """The message's photo or file for the agent: saved into the conversation's
-        workdir (a small text file inlined); None when it cannot be (the topic is told why,
+    async def _attachments(
+        self, message: Message, thread_id: str, files: list[tuple[str, str, int, str | None]]
+    ) -> tuple[Attachment, ...] | None:
+        """The message's photos and files for the agent: saved into the conversation's
+        workdir (a small text file inlined); None when one cannot be (the topic is told why,
         and nothing goes to the agent: a prompt is never sent without what came with it).
         Bots may download files of at most 20 MB (``getFile``)."""
-        files = files_of(message)
         if not files:
             return ()
         limit = min(self.settings.attachment_max_bytes, TELEGRAM_DOWNLOAD_MAX_BYTES)
@@ -353,10 +405,18 @@ class TelegramIngress:
             )
             return None
 
-    async def _prompt(self, message: Message, thread_id: str, text: str) -> None:
+    async def _prompt(
+        self,
+        message: Message,
+        thread_id: str,
+        text: str,
+        files: list[tuple[str, str, int, str | None]] | None = None,
+    ) -> None:
         user = message.from_user
         assert user is not None
-        attachments = await self._attachments(message, thread_id)
+        attachments = await self._attachments(
+            message, thread_id, files_of(message) if files is None else files
+        )
         if attachments is None:
             return
         common = {
@@ -374,8 +434,8 @@ class TelegramIngress:
                 source_message_id=str(message.message_id),
                 queue_suffix=self.settings.queue_suffix,
                 steer_suffix=self.settings.steer_suffix,
-                # An album comes as one message per photo, the caption on one of them:
-                # the others are queued behind it, not each interrupting the one before.
+                # The rest of an album that came after its first parts were sent (a part
+                # held up past ALBUM_WAIT_S): queued behind them, never interrupting them.
                 mode=(
                     "queue"
                     if message.media_group_id and not text.strip()
@@ -398,7 +458,14 @@ class TelegramIngress:
         topic = await self._retrying(lambda: self.platform.create_topic(chat_id, name))
         return telegram_thread_id(chat_id, topic)
 
-    async def _project_message(self, message: Message, agent: str, workdir: str, text: str) -> None:
+    async def _project_message(
+        self,
+        message: Message,
+        agent: str,
+        workdir: str,
+        text: str,
+        files: list[tuple[str, str, int, str | None]] | None = None,
+    ) -> None:
         """A message in a project group's General topic: a topic named after it, its
         conversation started there, the message its first prompt."""
         chat_id = message.chat.id
@@ -424,7 +491,7 @@ class TelegramIngress:
         if project is not None and project.worktree:
             # Its own worktree first: the prompt waits in the queue until it is made.
             await self._post(new_thread_worktree(thread_id, self._clock()))
-        await self._prompt(message, thread_id, text)
+        await self._prompt(message, thread_id, text, files)
 
     async def _edited(self, message: Message) -> None:
         forwarded = self._forwarded.get((message.chat.id, message.message_id))
@@ -613,6 +680,18 @@ def _seconds(value: Any) -> float:
 
 
 TELEGRAM_DOWNLOAD_MAX_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+# An album's parts arrive as separate updates, a moment apart: the first part is held this
+# long for the others (polling again every ALBUM_POLL_S), then they go as one prompt.
+ALBUM_WAIT_S = 1.0
+ALBUM_POLL_S = 0.2
+
+
+def _album_of(update: Update) -> tuple[int, str] | None:
+    """(chat, media group) of an update that is part of an album."""
+    message = update.message
+    if message is None or not message.media_group_id:
+        return None
+    return message.chat.id, message.media_group_id
 
 
 def files_of(message: Message) -> list[tuple[str, str, int, str | None]]:

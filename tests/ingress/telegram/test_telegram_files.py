@@ -1,13 +1,15 @@
 """Photos and files sent on Telegram, end to end: getFile and the download from the fake
 Telegram, saved into the conversation's workdir (a small text file inlined) and named to
 the agent; the file URL, which holds the bot token, is kept nowhere; a file larger than a
-bot may download is refused with a reply and nothing goes to the agent; an album's parts
-without a caption queue behind the first instead of interrupting it."""
+bot may download is refused with a reply and nothing goes to the agent; an album's parts,
+which come as separate updates, are one prompt."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import trio
 
 from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
@@ -97,23 +99,48 @@ async def test_a_file_larger_than_a_bot_may_download_is_refused_and_nothing_is_s
         assert [text for _, text in stack.agents.delivered] == ["then just say hello"]
 
 
-async def test_an_album_is_one_prompt_per_photo_the_rest_queued_behind_the_caption(
-    tg: TelegramWorld, tmp_path: Path
-) -> None:
+async def test_an_album_is_one_prompt_with_every_photo(tg: TelegramWorld, tmp_path: Path) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
         prompts = _prompts(stack)
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         tg.say(thread, "SLOW work")
         await wait_for(lambda: stack.agents.delivered)
-        for n, caption in enumerate(("compare these", "", "")):
-            tg.fake.send_file(
-                chat, tg.alice, b"%d" % n * 500, caption=caption, topic=topic, media_group_id="g1"
-            )
-        await stack.until_footers(thread, 3)
+        # The parts come a moment apart: the second after the bot already read the first.
+        tg.fake.send_file(
+            chat, tg.alice, b"0" * 500, caption="compare these", topic=topic, media_group_id="g1"
+        )
+        await trio.sleep(0.4)
+        for n in (1, 2):
+            tg.fake.send_file(chat, tg.alice, b"%d" % n * 500, topic=topic, media_group_id="g1")
+        await stack.until_footers(thread, 1)  # the interrupted run has none
         texts = [p.text for p in prompts]
-        # The captioned part interrupted the slow run; the others waited behind it.
-        assert texts == ["SLOW work", "compare these", "", ""]
+        # One prompt: it interrupted the slow run once, with the three photos.
+        assert texts == ["SLOW work", "compare these"]
         assert stack.agents.interrupts == [prompts[0].run_id]
-        sizes = [[a.size for a in p.attachments] for p in prompts]
-        assert sizes == [[], [500], [500], [500]]
+        saved = [Path(a.path).read_bytes() for a in prompts[1].attachments if a.path]
+        assert saved == [b"0" * 500, b"1" * 500, b"2" * 500]
+
+
+async def test_updates_after_an_album_are_not_held_up_by_it(
+    tg: TelegramWorld, tmp_path: Path
+) -> None:
+    async with telegram_stack(tg, tmp_path) as stack:
+        prompts = _prompts(stack)
+        thread = await stack.start_topic()
+        chat, topic = tg.where(thread)
+        for n in range(2):
+            tg.fake.send_file(
+                chat,
+                tg.alice,
+                b"%d" % n * 10,
+                caption="two shots" if n == 0 else "",
+                topic=topic,
+                media_group_id="g2",
+            )
+        tg.say(thread, "and this after. queue")
+        await stack.until_footers(thread, 2)
+        assert [(p.text, len(p.attachments)) for p in prompts] == [
+            ("two shots", 2),
+            ("and this after.", 0),
+        ]
