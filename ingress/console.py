@@ -471,9 +471,9 @@ class ConsoleChat:
                 await self.runtime.wait_quiet(self.thread_id)
                 state = self.state()
                 ws = state.workspace if state is not None else None
-                idle = ws is None or (ws.job is None and ws.shell is None)
+                idle = ws is None or (ws.job is None and ws.shell is None and not ws.reads)
                 if state is None or (state.run is None and not state.queue and idle):
-                    break  # idle (no run, queue, shell command or workspace job)
+                    break  # idle (no run, queue, shell command, workspace job or answer due)
                 if state.blockers:
                     break  # a permission or question needs the user
                 await trio.sleep(0.05)

@@ -38,6 +38,8 @@ PATCH_FILENAME = "changes.diff"  # /diff's patch, attached where the platform ta
 # Jobs that change files: the queue waits for them, and one cut short by a restart or a
 # park is reported (a removal asked for and then lost was silent before).
 BLOCKING_OPS = ("undo", "redo", "worktree_new", "worktree_merge", "worktree_remove")
+READ_OPS = ("diff", "worktree_list")  # they change nothing: tracked in ``Workspace.reads``
+MAX_READS = 8  # read-only jobs tracked at once (more are answered all the same)
 # CLIs whose sessions are not tied to the directory they were started in: a conversation
 # moved into a worktree keeps its session with them (docs/workspaces.md).
 SESSION_FOLLOWS_WORKDIR = ("codex",)
@@ -152,6 +154,9 @@ def _start_job(
     )
     if blocking:
         _set_ws(step, job=PendingJob(id=job_id, op=a.op))
+    elif a.op in READ_OPS:
+        reads = _ws(step).reads + (PendingJob(id=job_id, op=a.op),)
+        _set_ws(step, reads=reads[-MAX_READS:])
     step.reply(_started_text(a), ephemeral=a.op in ("diff", "worktree_list"))
 
 
@@ -381,6 +386,8 @@ def on_checkpoint_taken(step: Step, a: A.CheckpointTaken) -> None:
 def on_job_finished(step: Step, a: A.WorkspaceJobFinished) -> None:
     ws = _ws(step)
     native = False
+    if any(r.id == a.job_id for r in ws.reads):
+        _set_ws(step, reads=tuple(r for r in ws.reads if r.id != a.job_id))
     if ws.job is not None and ws.job.id == a.job_id:
         native = ws.job.native
         _set_ws(step, job=None)
@@ -609,6 +616,10 @@ def _give_up(step: Step, why: str) -> None:
     if ws.job is not None:
         _notice(step, "job", f"⚠ The workspace operation {ws.job.op} was interrupted ({why}).")
         _set_ws(step, job=None)
+    if ws.reads:
+        asked = ", ".join(sorted({"/" + _command_name(r.op) for r in ws.reads}))
+        _notice(step, "reads", f"⚠ {asked} got no answer ({why}): ask again.")
+        _set_ws(step, reads=())
     if ws.shell is not None:
         if isinstance(step.action, A.ThreadParked):
             stop_shell(step, why)

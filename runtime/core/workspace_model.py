@@ -73,6 +73,9 @@ class Workspace(Frozen):
     base_commit: str | None = None  # the first checkpoint of the conversation (/diff)
     shell: ShellRun | None = None
     job: PendingJob | None = None
+    # Read-only jobs (/diff, /worktree list) whose answer has not come yet: they hold no
+    # queue, but the thread is not idle until they answer (a piped console's /wait).
+    reads: tuple[PendingJob, ...] = ()
     worktree: Worktree | None = None
     agent_note: str | None = None  # told to the agent with the next prompt (undo, redo)
     agent_session: str | None = None  # the session the checkpoints' turns are in

@@ -206,6 +206,22 @@ def test_a_worktree_of_the_start_directory_is_within_reach(place):
     assert re.search(rf"Agent: echo \(\w+\) in {re.escape(folder)}\n", out.stdout)
 
 
+def test_a_piped_wait_waits_for_the_answer_of_a_diff_and_a_worktree_list(place):
+    """/diff and /worktree list change nothing and hold no queue, but /wait waits for their
+    answer (before, a piped script's /wait returned at once and the quit after it dropped
+    the answer)."""
+    work = place["work"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(
+            ["git", "-c", "user.email=a@b", "-c", "user.name=a", *args], cwd=work, check=True
+        )
+    out = echo_console(place, stdin=lines("/worktree list", "/diff", "/wait", "/quit"))
+    assert out.returncode == 0, out.stderr
+    assert "Computing the diff" in out.stdout
+    assert "Worktrees (* Spindle's):" in out.stdout, out.stdout
+    assert re.search(r"No changes|Changes since", out.stdout), out.stdout
+
+
 def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):
     out = echo_console(
         place,

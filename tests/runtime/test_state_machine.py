@@ -728,6 +728,9 @@ class ThreadMachine(RuleBasedStateMachine):
         if ws.job is not None:
             changing = ("undo", "redo", "worktree_new", "worktree_merge", "worktree_remove")
             assert ws.job.op in changing
+        # Read-only jobs are tracked apart, each once, and never hold the queue.
+        assert all(r.op in ("diff", "worktree_list") for r in ws.reads)
+        assert len({r.id for r in ws.reads}) == len(ws.reads) <= 8
         # Checkpoints: undone ones form the tail (undo takes the last, redo the first undone).
         undone = [c.undone is not None for c in ws.checkpoints]
         assert undone == sorted(undone)

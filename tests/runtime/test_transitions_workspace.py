@@ -270,6 +270,24 @@ def test_commands_need_a_conversation_and_diff_does_not_hold_the_queue():
     assert d.of(F.WorkspaceJob)[0].ref == "HEAD"
 
 
+def test_a_diff_is_awaited_without_holding_the_queue_and_one_cut_short_is_told():
+    """/diff and /worktree list are the thread's until they answer (``Workspace.reads``:
+    the console's /wait waits for them) but hold no queue; a restart says they got none."""
+    d = started(checkpoints=True)
+    diff, listing = d.s.ws("diff"), d.s.ws("worktree_list")
+    d(diff)
+    d(listing)
+    assert [r.op for r in d.state.workspace.reads] == ["diff", "worktree_list"]
+    d(d.s.user("go on meanwhile"))
+    assert d.of(F.PromptAgent)  # not held: the prompt went out
+    d(d.s.job_done(diff.action_id, "diff", text="No changes since the start."))
+    assert [r.op for r in d.state.workspace.reads] == ["worktree_list"]
+    d(d.s.recovered())
+    assert d.state.workspace.reads == ()
+    texts = [e.text for e in d.of(F.PostOutput)]
+    assert "⚠ /worktree list got no answer (Spindle restarted): ask again." in texts, texts
+
+
 def _rolled(d: Driver, cmd, run_id: str, *, ok: bool = True, restorable: bool = False):
     return d(
         A.ConversationRolledBack(
