@@ -29,6 +29,7 @@ __all__ = [
     "checkpoint",
     "diff",
     "prune_checkpoints",
+    "checkpoint_folder",
     "ref_for",
     "restore",
     "snapshot",
@@ -89,7 +90,14 @@ async def _git(
 
 def ref_for(thread_id: str, run_id: str) -> str:
     """The private ref of a thread's checkpoint (thread ids may hold ':' or '/')."""
-    return f"refs/spindle/{_ref_part(thread_id, 'thread')}/{_ref_part(run_id, 'run')}"
+    return f"refs/spindle/{checkpoint_folder(thread_id)}/{_ref_part(run_id, 'run')}"
+
+
+def checkpoint_folder(thread_id: str) -> str:
+    """The folder of ``refs/spindle/`` that holds the thread's checkpoints. Two ids that
+    differ only in characters a ref cannot hold share one (``console:a:b``, ``console:a_b``):
+    whoever names threads freely (the console) refuses a name that would."""
+    return _ref_part(thread_id, "thread")
 
 
 def _ref_part(text: str, empty: str) -> str:

@@ -33,6 +33,7 @@ import trio
 
 from threadspindle.agents import known_agents
 from threadspindle.effects.console_platform import ConsolePlatform
+from threadspindle.effects.git_workspace import checkpoint_folder
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.terminal_text import terminal_safe
 from threadspindle.ingress.discord.translate import (
@@ -452,6 +453,18 @@ class ConsoleChat:
             name = check_word(args[1], "thread name", MAX_THREAD_NAME)
             if args[0] == "new" and name in self.names:
                 self.say(f"Thread {name} exists: /thread switch {name}")
+                return
+            folder = checkpoint_folder(thread_id_for(name))
+            twin = next(
+                (n for n in self.names if checkpoint_folder(thread_id_for(n)) == folder), None
+            )
+            if args[0] == "new" and twin is not None:
+                # Their checkpoint refs would share one folder, and pruning one thread's
+                # would count the other's.
+                self.say(
+                    f"Thread {name} would share its checkpoints with thread {twin}: "
+                    "pick a name of letters, digits, '.', '_' and '-'."
+                )
                 return
             if args[0] == "switch" and name not in self.names:
                 self.say(f"No thread {name} (threads: {', '.join(self.names)}).")

@@ -186,6 +186,17 @@ def test_threads_are_separate(place):
     assert "Runs: 1 (completed 1" in again.stdout  # side's own status
 
 
+def test_a_thread_name_whose_checkpoints_would_mix_with_anothers_is_refused(place):
+    # Git refs cannot hold ':', so a:b's checkpoints would go where a_b's are.
+    out = echo_console(
+        place, stdin=lines("/thread new a:b", "/thread new a_b", "/thread new a-b", "/quit")
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Now in thread a:b." in out.stdout and "Now in thread a-b." in out.stdout
+    assert "Thread a_b would share its checkpoints with thread a:b" in out.stdout
+    assert "Now in thread a_b." not in out.stdout
+
+
 def test_a_worktree_of_the_start_directory_is_within_reach(place):
     """`/worktree new` puts the worktree beside the repository (``<repo>.worktrees``): the
     console allows that folder as it allows the one it started in (before, the worktree
