@@ -138,6 +138,12 @@ def safe_file_name(filename: str, limit: int = NAME_BYTES) -> str:
     return (stem + extension).lstrip(".") or "file"
 
 
+def _prefix(message_id: int | str) -> str:
+    """The message's part of a saved file's name: the platform's id, in the characters a
+    name may hold (a platform's id is data too)."""
+    return _UNSAFE.sub("_", str(message_id))[:40] or "m"
+
+
 def _is_text(name: str, content_type: str | None) -> bool:
     return (content_type or "").startswith(_TEXT_TYPES) or name.lower().endswith(_TEXT_SUFFIXES)
 
@@ -170,7 +176,9 @@ def store_attachment(
         )
     folder_fd, folder = _open_attachment_folder(workdir)
     try:
-        file_fd, saved_name = _create_exclusive(folder_fd, folder, f"{message_id}-{index}-{name}")
+        file_fd, saved_name = _create_exclusive(
+            folder_fd, folder, f"{_prefix(message_id)}-{index}-{name}"
+        )
         try:
             _write_all(file_fd, data)
         except BaseException:
@@ -248,7 +256,7 @@ async def _take_one(
             session,
             attachment.url,
             workdir=workdir,
-            file_name=f"{message_id}-{index}-{name}",
+            file_name=f"{_prefix(message_id)}-{index}-{name}",
             max_bytes=limits.max_bytes,
             shown_name=name,
             source=source,
