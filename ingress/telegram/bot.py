@@ -118,8 +118,10 @@ class TelegramIngress:
         self._forwarded: OrderedDict[tuple[int, int], tuple[str, bool]] = OrderedDict()
         self._told: dict[int, float] = {}  # user -> when they were last told they are refused
         self.handled = 0  # updates handled
-        # An album's (chat, media group) -> when its first part was seen (``_handle_batch``).
+        # An album's (chat, media group) -> when its first part was seen (``_handle_batch``);
+        # the albums already sent as a prompt (a part that comes later is queued behind it).
         self._albums: OrderedDict[tuple[int, str], float] = OrderedDict()
+        self._sent_albums: OrderedDict[tuple[int, str], None] = OrderedDict()
         self.refusals = 0
         self.polls = 0
 
@@ -172,18 +174,23 @@ class TelegramIngress:
                     return  # polled again at once: those parts are still Telegram's
                 self._albums.pop(album, None)
             try:
-                if len(parts) > 1:
+                if album is not None:
                     self.handled += len(parts)
-                    await self._album([p.message for p in parts if p.message is not None])
+                    await self._album(
+                        [p.message for p in parts if p.message is not None],
+                        rest=album in self._sent_albums,
+                    )
+                    self._sent_albums[album] = None
                 else:
                     await self.handle(update)
             except Exception:  # one bad update must not stop the bot (nor repeat forever)
                 _log.exception("could not handle update %s", update.update_id)
             self.offset = parts[-1].update_id + 1
             index += len(parts)
-        # Albums seen but never finished (a part lost): not kept for ever.
-        while len(self._albums) > _REMEMBERED:
-            self._albums.popitem(last=False)
+        # Albums seen but never finished (a part lost), and sent ones: not kept for ever.
+        for albums in (self._albums, self._sent_albums):
+            while len(albums) > _REMEMBERED:
+                albums.popitem(last=False)
 
     async def confirm(self) -> None:
         """Tell Telegram the handled updates are done (at a clean stop), so the next process
@@ -268,12 +275,13 @@ class TelegramIngress:
 
     # --- messages ----------------------------------------------------------------------------
 
-    async def _album(self, parts: list[Message]) -> None:
+    async def _album(self, parts: list[Message], *, rest: bool) -> None:
         """An album's parts as one message: the first part's (its id names the prompt),
-        every caption, every part's file."""
+        every caption, every part's file. ``rest``: parts that came after the album was
+        sent (held up past ``ALBUM_WAIT_S``): queued behind it, never interrupting it."""
         captions = [p.caption for p in parts if p.caption and p.caption.strip()]
         files = [f for p in parts for f in files_of(p)]
-        await self._message(parts[0], text="\n\n".join(captions), files=files)
+        await self._message(parts[0], text="\n\n".join(captions), files=files, queued=rest)
 
     async def _message(
         self,
@@ -281,8 +289,10 @@ class TelegramIngress:
         *,
         text: str | None = None,
         files: list[tuple[str, str, int, str | None]] | None = None,
+        queued: bool = False,
     ) -> None:
-        """A message: ``text`` and ``files`` stand for its own when given (an album)."""
+        """A message: ``text`` and ``files`` stand for its own when given (an album);
+        ``queued``: a prompt that waits its turn whatever ``plain_message`` says."""
         user, chat = message.from_user, message.chat
         if text is None:
             text = message.text or message.caption or ""
@@ -316,7 +326,7 @@ class TelegramIngress:
                 return
             text = transcript
         if thread_id is not None and self._has_conversation(thread_id):
-            await self._prompt(message, thread_id, text, files)
+            await self._prompt(message, thread_id, text, files, queued=queued)
         elif thread_id is None and (project := self.settings.project_group(chat.id)):
             await self._project_message(message, project.agent, project.workdir, text, files)
         elif thread_id is not None:
@@ -411,6 +421,8 @@ class TelegramIngress:
         thread_id: str,
         text: str,
         files: list[tuple[str, str, int, str | None]] | None = None,
+        *,
+        queued: bool = False,
     ) -> None:
         user = message.from_user
         assert user is not None
@@ -434,13 +446,7 @@ class TelegramIngress:
                 source_message_id=str(message.message_id),
                 queue_suffix=self.settings.queue_suffix,
                 steer_suffix=self.settings.steer_suffix,
-                # The rest of an album that came after its first parts were sent (a part
-                # held up past ALBUM_WAIT_S): queued behind them, never interrupting them.
-                mode=(
-                    "queue"
-                    if message.media_group_id and not text.strip()
-                    else self.settings.plain_message
-                ),
+                mode="queue" if queued else self.settings.plain_message,
                 shell_via_agent=group.shell_via_agent if group is not None else None,
                 attachments=attachments,
             )

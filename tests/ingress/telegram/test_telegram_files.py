@@ -144,3 +144,21 @@ async def test_updates_after_an_album_are_not_held_up_by_it(
             ("two shots", 2),
             ("and this after.", 0),
         ]
+
+
+async def test_a_part_that_comes_after_its_album_was_sent_is_queued_behind_it(
+    tg: TelegramWorld, tmp_path: Path
+) -> None:
+    async with telegram_stack(tg, tmp_path) as stack:
+        prompts = _prompts(stack)
+        thread = await stack.start_topic()
+        chat, topic = tg.where(thread)
+        tg.fake.send_file(
+            chat, tg.alice, b"a" * 10, caption="SLOW look", topic=topic, media_group_id="g3"
+        )
+        await wait_for(lambda: prompts)  # sent, after the album's wait
+        tg.fake.send_file(chat, tg.alice, b"b" * 10, topic=topic, media_group_id="g3")
+        await wait_for(lambda: stack.runtime.snapshot(thread).queue)  # it waits its turn
+        await stack.until_footers(thread, 2)
+        assert [(p.text, len(p.attachments)) for p in prompts] == [("SLOW look", 1), ("", 1)]
+        assert stack.agents.interrupts == []  # the slow run went to its end
