@@ -145,6 +145,7 @@ class FakeAgentWorld:
 
     script: Callable[[str], list[Step]] = default_script
     delivered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text)
+    prompts: list[PromptAgent] = field(default_factory=list)  # each as sent (attachments ...)
     interrupts: list[str] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)  # (run_id, text) taken
     can_steer: bool = True  # what each ScriptedAgent declares
@@ -276,6 +277,7 @@ class ScriptedAgent(AgentAdapter):
         if not self.alive:
             raise RuntimeError("fake agent is not running")
         self.world.delivered.append((prompt.run_id, prompt.text))
+        self.world.prompts.append(prompt)
         if self.world.on_prompt is not None:
             self.world.on_prompt(prompt)
         self._send.send_nowait(prompt)

@@ -24,7 +24,6 @@ import trio
 
 from threadspindle.ingress.thread_commands import NO_THREADS
 from threadspindle.runtime.core.actions import WorkspaceJobFinished
-from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.platform_driver import (
     DRIVERS,
@@ -237,12 +236,10 @@ async def test_a_file_with_a_caption_reaches_the_agent_saved_in_the_workdir(
 ) -> None:
     data = bytes(range(256)) * 20
     async with driver.running():
-        prompts: list[PromptAgent] = []
-        driver.agents.on_prompt = prompts.append
         thread = await driver.start()
         driver.send_file(thread, "trace.bin", data, "application/octet-stream", "why this crash?")
         await driver.until_footers(thread, 1)
-        (prompt,) = prompts
+        (prompt,) = driver.agents.prompts
         assert prompt.text == "why this crash?"
         (attachment,) = prompt.attachments
         assert attachment.name == "trace.bin" and attachment.size == len(data)

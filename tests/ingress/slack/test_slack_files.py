@@ -8,22 +8,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.fake_slack.stack import SlackStack, SlackWorld, slack_stack
-
-
-def _prompts(stack: SlackStack) -> list[PromptAgent]:
-    prompts: list[PromptAgent] = []
-    stack.agents.on_prompt = prompts.append
-    return prompts
+from threadspindle.testkit.fake_slack.stack import SlackWorld, slack_stack
 
 
 async def test_a_shared_file_is_downloaded_with_the_token_and_named_to_the_agent(
     sl: SlackWorld, tmp_path: Path
 ) -> None:
     async with slack_stack(sl, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_thread()
         channel, thread_ts = sl.where(thread)
         shot = os.urandom(5000)
@@ -51,7 +44,7 @@ async def test_a_shared_file_is_downloaded_with_the_token_and_named_to_the_agent
 
 async def test_a_file_alone_is_a_prompt(sl: SlackWorld, tmp_path: Path) -> None:
     async with slack_stack(sl, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_thread()
         channel, thread_ts = sl.where(thread)
         sl.fake.send_message(

@@ -11,15 +11,8 @@ from pathlib import Path
 
 import trio
 
-from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.fake_telegram.stack import TelegramStack, TelegramWorld, telegram_stack
-
-
-def _prompts(stack: TelegramStack) -> list[PromptAgent]:
-    prompts: list[PromptAgent] = []
-    stack.agents.on_prompt = prompts.append
-    return prompts
+from threadspindle.testkit.fake_telegram.stack import TelegramWorld, telegram_stack
 
 
 def _log_text(tmp_path: Path) -> bytes:
@@ -32,7 +25,7 @@ async def test_a_photo_with_a_caption_is_saved_and_named_to_the_agent(
     tg: TelegramWorld, tmp_path: Path
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         picture = os.urandom(3000)
@@ -54,7 +47,7 @@ async def test_a_small_text_document_alone_is_inlined_into_the_prompt(
     tg: TelegramWorld, tmp_path: Path
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         tg.fake.send_file(
@@ -101,7 +94,7 @@ async def test_a_file_larger_than_a_bot_may_download_is_refused_and_nothing_is_s
 
 async def test_an_album_is_one_prompt_with_every_photo(tg: TelegramWorld, tmp_path: Path) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         tg.say(thread, "SLOW work")
@@ -126,7 +119,7 @@ async def test_updates_after_an_album_are_not_held_up_by_it(
     tg: TelegramWorld, tmp_path: Path
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         for n in range(2):
@@ -150,7 +143,7 @@ async def test_a_part_that_comes_after_its_album_was_sent_is_queued_behind_it(
     tg: TelegramWorld, tmp_path: Path
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
         tg.fake.send_file(

@@ -9,22 +9,15 @@ import os
 from pathlib import Path
 
 from threadspindle.ingress.whatsapp.bot import NO_MEDIA
-from threadspindle.runtime.core.effect_types import PromptAgent
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.fake_whatsapp.stack import WhatsAppStack, WhatsAppWorld, whatsapp_stack
-
-
-def _prompts(stack: WhatsAppStack) -> list[PromptAgent]:
-    prompts: list[PromptAgent] = []
-    stack.agents.on_prompt = prompts.append
-    return prompts
+from threadspindle.testkit.fake_whatsapp.stack import WhatsAppWorld, whatsapp_stack
 
 
 async def test_an_image_with_a_caption_is_saved_and_named_to_the_agent(
     wa: WhatsAppWorld, tmp_path: Path
 ) -> None:
     async with whatsapp_stack(wa, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_chat()
         picture = os.urandom(4000)
         wa.fake.file(wa.chat(thread), picture, "image/jpeg", caption="what is this error?")
@@ -42,7 +35,7 @@ async def test_an_image_with_a_caption_is_saved_and_named_to_the_agent(
 
 async def test_a_text_document_alone_is_inlined(wa: WhatsAppWorld, tmp_path: Path) -> None:
     async with whatsapp_stack(wa, tmp_path) as stack:
-        prompts = _prompts(stack)
+        prompts = stack.agents.prompts
         thread = await stack.start_chat()
         wa.fake.file(wa.chat(thread), b"a,b\n1,2\n", "text/csv", filename="data.csv")
         await stack.until_footers(thread, 1)
