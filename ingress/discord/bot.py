@@ -279,6 +279,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
     async def _thread_message(self, message: discord.Message, thread_id: str, emit: Emit) -> None:
         if not self.has_conversation(thread_id) or not await self._author_allowed(message):
             return
+        if message.stickers and not message.content.strip() and not message.attachments:
+            # A sticker alone is a reaction, not a prompt: no answer, nothing interrupted
+            # (an empty message of another kind is refused by the core, with a reply).
+            return
         common = {
             "thread_id": thread_id,
             "action_id": translate.message_action_id(message.id),

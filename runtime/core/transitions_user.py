@@ -98,7 +98,7 @@ def _queue_item(
 
 
 def _nothing_to_send(step: Step, a: A.UserMessage | A.QueueCommand | A.SteerCommand) -> bool:
-    """A message with no text to read and no attachment (a Discord sticker or embed alone,
+    """A message with no text to read and no attachment (a Discord embed alone,
     a line of control characters) is no prompt: refused before it can interrupt the run."""
     if a.attachments or has_visible_text(a.text):
         return False

@@ -204,9 +204,11 @@ class FakeDiscord:
         content: str,
         *,
         attachments: tuple[tuple[str, bytes | GeneratedBytes, str | None], ...] = (),
+        stickers: tuple[str, ...] = (),
     ) -> int:
         """Post as ``author_id``; ``attachments`` are (filename, content, content type),
-        the content made while served when it is ``GeneratedBytes``."""
+        the content made while served when it is ``GeneratedBytes``; ``stickers``: the
+        names of stickers sent with it (a sticker alone has no content)."""
 
         def act() -> int:
             files = []
@@ -220,6 +222,7 @@ class FakeDiscord:
                 channel.archived = False
                 self.gateway.dispatch("THREAD_UPDATE", channel.payload())
             message = self.world.add_message(channel_id, author_id, content, attachments=files)
+            message.stickers = list(stickers)
             self.gateway.dispatch("MESSAGE_CREATE", message.gateway_payload(self.world))
             return message.id
 

@@ -190,6 +190,7 @@ class FakeMessage:
     edits: int = 0
     allowed_mentions: dict[str, Any] | None = None  # as the bot sent it (None: not given)
     reply_to: int | None = None  # the message it answers (its message_reference)
+    stickers: list[str] = field(default_factory=list)  # names of the stickers it carries
 
     def payload(self, world: World) -> dict[str, Any]:
         author = world.users[self.author_id]
@@ -214,6 +215,11 @@ class FakeMessage:
         }
         if self.nonce is not None:
             data["nonce"] = self.nonce
+        if self.stickers:
+            data["sticker_items"] = [
+                {"id": str(1000 + n), "name": name, "format_type": 1}
+                for n, name in enumerate(self.stickers)
+            ]
         if self.webhook_id is not None:
             data["webhook_id"] = str(self.webhook_id)
             data["application_id"] = str(self.webhook_id)

@@ -130,10 +130,24 @@ async def test_a_message_during_a_run_interrupts_it_and_keeps_the_queue(
         assert is_footer(messages[-1])
 
 
-async def test_a_sticker_alone_during_a_run_interrupts_nothing(
+async def test_a_sticker_alone_during_a_run_is_ignored(world: World, tmp_path: Path) -> None:
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "SLOW work")
+        await wait_for(lambda: world.fake.messages(thread), lambda ms: "slow1" in ms[-1].content)
+        world.fake.send_message(thread, world.alice, "", stickers=("thumbs up",))
+        messages = await stack.until_footers(thread, 1)
+        assert _delivered(stack) == ["SLOW work"]
+        assert any("slow9" in m.content for m in messages)  # the run went to its end
+        assert not stack.agents.interrupts
+        assert "Not sent" not in world.fake.transcript(thread)  # a reaction: no answer
+
+
+async def test_an_empty_message_during_a_run_is_refused_and_interrupts_nothing(
     world: World, tmp_path: Path
 ) -> None:
-    # A sticker (or an embed) arrives as a message with empty content and no attachment.
+    # An embed alone (a link preview, a bot's card) arrives with empty content and no
+    # attachment; before, it interrupted the run with an empty prompt.
     async with discord_stack(world, tmp_path) as stack:
         thread = await stack.start_thread()
         world.fake.send_message(thread, world.alice, "SLOW work")
