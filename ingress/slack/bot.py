@@ -82,6 +82,11 @@ FILES_SCOPE_MISSING = (
     "Spindle's Slack app may lack the files:read scope (docs/slack-setup.md); "
     "the file was not passed on."
 )
+# A command with files: the files would not go anywhere (rather than dropped quietly).
+FILES_WITH_A_COMMAND = (
+    "⚠ Not sent: a command takes no files. Send the files with a plain message "
+    "(ending in ' queue' to queue them)."
+)
 REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
@@ -411,6 +416,8 @@ class SlackIngress:
             return
         if command is not None:
             try:
+                if isinstance(files, list) and files:
+                    raise InputRefused(FILES_WITH_A_COMMAND)
                 await self._command(event, command, thread_id)
             except InputRefused as refused:
                 await self._tell(channel, thread_ts or ts, user, str(refused))

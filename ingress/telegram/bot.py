@@ -77,6 +77,11 @@ T = TypeVar("T")
 REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
+# A caption that is a command: the files would not go anywhere (rather than dropped quietly).
+FILES_WITH_A_COMMAND = (
+    "⚠ Not sent: a command takes no files. Send the files with a plain caption "
+    "(ending in ' queue' to queue them)."
+)
 BATCH = 32  # updates per getUpdates: far fewer than the core remembers per thread
 _REMEMBERED = 2048
 
@@ -311,6 +316,8 @@ class TelegramIngress:
             return
         if command is not None:
             try:
+                if files:
+                    raise InputRefused(FILES_WITH_A_COMMAND)
                 await self._command(message, command, thread_id)
             except InputRefused as refused:
                 where = thread_id or telegram_thread_id(chat.id)

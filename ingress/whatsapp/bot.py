@@ -240,6 +240,15 @@ class WhatsAppIngress:
         if not self._has_conversation(thread_id):
             await self._say(thread_id, NO_CONVERSATION, reply_to=wamid)
             return
+        if inbound.text.startswith("/"):
+            # A command as a caption: the file would go nowhere (rather than dropped quietly).
+            await self._say(
+                thread_id,
+                "⚠ Not sent: a command takes no files. Send the file with a plain caption "
+                "(ending in ' queue' to queue it).",
+                reply_to=wamid,
+            )
+            return
         media_id, limit = inbound.media_id, self.settings.attachment_max_bytes
         kind = (inbound.mime_type or "").split("/", 1)[0] or "file"
         name = inbound.filename or f"{kind}-{media_id}{_extension(inbound.mime_type)}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_slack.stack import SlackWorld, slack_stack
+from threadspindle.testkit.fake_slack.world import BOT_USER
 
 
 async def test_a_shared_file_is_downloaded_with_the_token_and_named_to_the_agent(
@@ -120,3 +121,21 @@ async def test_an_app_without_files_read_is_told_and_no_sign_in_page_is_saved(
         assert stack.agents.delivered == []
         attachments = Path(sl.workdir) / ".spindle" / "attachments"
         assert not attachments.exists() or list(attachments.iterdir()) == []
+
+
+async def test_a_command_with_files_is_refused_not_dropped(sl: SlackWorld, tmp_path: Path) -> None:
+    async with slack_stack(sl, tmp_path) as stack:
+        thread = await stack.start_thread()
+        channel, thread_ts = sl.where(thread)
+        sl.fake.send_message(
+            channel,
+            sl.alice,
+            f"<@{BOT_USER}> queue look at this",
+            thread_ts=thread_ts,
+            files=(("a.png", b"png", "image/png"),),
+        )
+        notes = await wait_for(
+            lambda: [m.shown for m in sl.fake.ephemerals(sl.alice) if "takes no files" in m.shown]
+        )
+        assert notes and stack.runtime.snapshot(thread).queue == ()
+        assert sl.fake.world.downloads == []

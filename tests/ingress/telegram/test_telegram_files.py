@@ -155,3 +155,19 @@ async def test_a_part_that_comes_after_its_album_was_sent_is_queued_behind_it(
         await stack.until_footers(thread, 2)
         assert [(p.text, len(p.attachments)) for p in prompts] == [("SLOW look", 1), ("", 1)]
         assert stack.agents.interrupts == []  # the slow run went to its end
+
+
+async def test_a_file_whose_caption_is_a_command_is_refused_not_dropped(
+    tg: TelegramWorld, tmp_path: Path
+) -> None:
+    async with telegram_stack(tg, tmp_path) as stack:
+        thread = await stack.start_topic()
+        chat, topic = tg.where(thread)
+        tg.fake.send_file(chat, tg.alice, b"x" * 10, caption="/queue look at this", topic=topic)
+        await wait_for(
+            lambda: [
+                m.text for m in tg.bot_messages(thread) if "a command takes no files" in m.text
+            ]
+        )
+        assert stack.runtime.snapshot(thread).queue == ()
+        assert stack.agents.delivered == []

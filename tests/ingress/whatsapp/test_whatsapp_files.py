@@ -65,3 +65,17 @@ async def test_a_sticker_still_gets_the_hint_to_type(wa: WhatsAppWorld, tmp_path
         wa.fake.deliver(wa.fake._inbound(user, user, "sticker", {"sticker": {"id": "1"}}))
         await wait_for(lambda: [m for m in wa.bot_messages(thread) if m.text == NO_MEDIA])
         assert stack.agents.delivered == []
+
+
+async def test_a_file_whose_caption_is_a_command_is_refused_not_dropped(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        thread = await stack.start_chat()
+        wa.fake.file(wa.chat(thread), b"x" * 10, "image/png", caption="/queue look")
+        await wait_for(
+            lambda: [
+                m.text for m in wa.bot_messages(thread) if "a command takes no files" in m.text
+            ]
+        )
+        assert stack.agents.delivered == [] and wa.fake.media_downloads == []
