@@ -50,6 +50,7 @@ from threadspindle.runtime.core.model import Attachment
 __all__ = [
     "AttachmentLimits",
     "AttachmentRefused",
+    "FILES_WITH_A_COMMAND",
     "NAME_BYTES",
     "Download",
     "RemoteFile",
@@ -57,9 +58,16 @@ __all__ = [
     "safe_file_name",
     "save_attachment",
     "store_attachment",
+    "store_attachments",
     "take_attachments",
 ]
 
+# A file with a command as its caption (or message): it would go nowhere, so the message
+# is refused rather than the file dropped without a word.
+FILES_WITH_A_COMMAND = (
+    "⚠ Not sent: a command takes no files. Send the files with a plain message or caption "
+    "(ending in ' queue' to queue them)."
+)
 NAME_BYTES = 120  # of the cleaned name; with "<message id>-<n>-" well under 255
 _EXTENSION_CHARS = 16
 _FLUSH_BYTES = 1024 * 1024  # bytes buffered before a write (per download)
@@ -191,6 +199,36 @@ def store_attachment(
     return Attachment(
         name=name, content_type=content_type, size=len(data), path=os.path.join(folder, saved_name)
     )
+
+
+def store_attachments(
+    files: Sequence[tuple[str, bytes, str | None]],
+    *,
+    message_id: int | str,
+    workdir: str,
+    limits: AttachmentLimits,
+) -> tuple[Attachment, ...]:
+    """A message's files as (name, bytes, content type), each stored by
+    ``store_attachment``; when one is refused, those already saved are removed again (the
+    message is taken whole or not at all, as by ``take_attachments``). Blocking."""
+    found: list[Attachment] = []
+    try:
+        for index, (filename, data, content_type) in enumerate(files):
+            found.append(
+                store_attachment(
+                    data,
+                    filename=filename,
+                    content_type=content_type,
+                    index=index,
+                    message_id=message_id,
+                    workdir=workdir,
+                    limits=limits,
+                )
+            )
+    except BaseException:
+        _remove(workdir, [os.path.basename(a.path) for a in found if a.path is not None])
+        raise
+    return tuple(found)
 
 
 def _mib(size: int) -> str:

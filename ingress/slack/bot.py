@@ -37,38 +37,29 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from functools import partial
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import trio
-import trio_asyncio
 
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.slack_platform import (
     SlackPlatform,
-    is_working_line,
     parse_thread_id,
     slack_thread_id,
 )
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
-from threadspindle.ingress.attachments import (
-    AttachmentLimits,
-    AttachmentRefused,
-    Download,
-    Source,
-    take_attachments,
-)
+from threadspindle.ingress.attachments import FILES_WITH_A_COMMAND, AttachmentRefused
 from threadspindle.ingress.discord.translate import resolve_workdir
-from threadspindle.ingress.input_checks import InputRefused, shown
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.slack import translate
+from threadspindle.ingress.slack.catchup import SlackCatchUp
+from threadspindle.ingress.slack.files import has_files, take_slack_files
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.thread_commands import Spelling, thread_action, typed_prompt
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import Attachment
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
 
@@ -76,17 +67,6 @@ _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Slack answers a file download it refuses (an app without files:read) with its sign-in
-# page and a 200.
-FILES_SCOPE_MISSING = (
-    "Spindle's Slack app may lack the files:read scope (docs/slack-setup.md); "
-    "the file was not passed on."
-)
-# A command with files: the files would not go anywhere (rather than dropped quietly).
-FILES_WITH_A_COMMAND = (
-    "⚠ Not sent: a command takes no files. Send the files with a plain message "
-    "(ending in ' queue' to queue them)."
-)
 REFUSAL = "You are not allowed to drive agents here. Ask the app's owner to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
 _REMEMBERED = 2048
@@ -116,7 +96,7 @@ def help_text(agents: tuple[str, ...], command: str) -> str:
     )
 
 
-class SlackIngress:
+class SlackIngress(SlackCatchUp):
     def __init__(
         self,
         settings: SlackSettings,
@@ -188,122 +168,6 @@ class SlackIngress:
             return await asyncio.wait_for(asyncio.shield(self._future(key)), timeout)
         finally:
             self._results.pop(key, None)
-
-    async def catch_up(self, since: float) -> None:
-        """What was said while Spindle was down goes in as the envelopes would have: the
-        top-level messages of project channels (each starts its conversation), then the
-        replies in every known Slack thread, each newer than the last message of that
-        channel (thread) the log holds, by Slack's own ``ts``; ``since`` (a little before
-        the previous process's last action, by this host's clock) where it holds none."""
-        if not self.settings.catch_up:
-            return
-        snapshots = dict(self.runtime.snapshots())
-        for project in self.settings.project_channels:
-            channel = project.channel_id
-            starts = translate.start_action_id(channel, "")
-            oldest = _last_seen(
-                (i for state in snapshots.values() for i in state.recent_action_ids), starts
-            )
-            oldest = since if oldest is None else oldest
-            try:
-                found, left_out = await self._history(channel, oldest)
-            except PlatformError as error:
-                _log.warning("could not catch up channel %s: %s", channel, error)
-                continue
-            await self._caught_up(channel, None, oldest, found)
-            if left_out:
-                await self._say(channel, None, catch_up_limit_notice(len(found), left_out))
-        for thread_id, state in snapshots.items():
-            if not thread_id.startswith("sl:") or state.conversation is None:
-                continue
-            channel, thread_ts = parse_thread_id(thread_id)
-            seen = _last_seen(state.recent_action_ids, translate.message_action_id(channel, ""))
-            await self._catch_up_thread(channel, thread_ts, since if seen is None else seen)
-
-    async def _history(self, channel: str, oldest: float) -> tuple[list[dict[str, Any]], int]:
-        """The oldest ``catch_up_limit`` top-level messages of ``channel`` newer than
-        ``oldest``, oldest first, and how many newer ones were left out. Slack pages newest
-        first, so every page is read, but no more than the limit is ever held."""
-        limit = self.settings.catch_up_limit
-        kept: deque[dict[str, Any]] = deque()
-        left_out = 0
-        cursor: str | None = None
-        while True:
-            page, cursor = await self._retrying(
-                partial(self.platform.history_page, channel, oldest, cursor)
-            )
-            for message in page:  # each newer than the ones after it
-                if self._own(message):
-                    continue
-                kept.append(message)
-                if len(kept) > limit:
-                    kept.popleft()  # the newest held
-                    left_out += 1
-            if cursor is None:
-                return sorted(kept, key=lambda m: float(m.get("ts", 0))), left_out
-
-    async def _catch_up_thread(self, channel: str, thread_ts: str, oldest: float) -> None:
-        """The thread's replies newer than ``oldest``, a page at a time, up to
-        ``catch_up_limit`` of them; past it the thread is told what was not read."""
-        limit = self.settings.catch_up_limit
-        read = 0
-        cursor: str | None = None
-        try:
-            while True:
-                page, cursor = await self._retrying(
-                    partial(self.platform.replies_page, channel, thread_ts, oldest, cursor)
-                )
-                take: list[dict[str, Any]] = []
-                over = False
-                for message in page:
-                    if not _newer(message, oldest) or message.get("ts") == thread_ts:
-                        continue
-                    if not self._own(message):  # the app's own lines are not counted
-                        if read == limit:
-                            over = True
-                            break
-                        read += 1
-                    take.append(message)
-                await self._caught_up(channel, thread_ts, oldest, take)
-                if over:
-                    await self._say(channel, thread_ts, catch_up_limit_notice(read, None))
-                    return
-                if cursor is None:
-                    return
-        except PlatformError as error:
-            _log.warning("could not catch up %s: %s", slack_thread_id(channel, thread_ts), error)
-
-    async def _caught_up(
-        self, channel: str, thread_ts: str | None, since: float, messages: list[dict[str, Any]]
-    ) -> None:
-        for message in messages:
-            if message.get("ts") == thread_ts or float(message.get("ts", 0)) <= since:
-                continue
-            if thread_ts is not None and self._left_working_line(message):
-                # A "working…" line of a Spindle killed mid-run: the run it told of is over.
-                try:
-                    await self.platform.delete(
-                        slack_thread_id(channel, thread_ts), str(message.get("ts"))
-                    )
-                except PlatformError as error:
-                    _log.warning("could not delete a left working line: %s", error)
-                continue
-            self.caught_up += 1
-            event = {"type": "message", "channel": channel, **message}
-            # Catch-up runs alone, before the socket opens: nothing live is handled meanwhile.
-            self._catching_up = True
-            try:
-                await self.handle("events_api", {"event": event, "team_id": event.get("team")})
-            except Exception:  # one bad message must not stop the rest
-                _log.exception("could not catch up message %s", message.get("ts"))
-            finally:
-                self._catching_up = False
-
-    def _own(self, message: Mapping[str, Any]) -> bool:
-        return bool(message.get("bot_id")) or message.get("user") == self.bot_user
-
-    def _left_working_line(self, message: Mapping[str, Any]) -> bool:
-        return self._own(message) and is_working_line(str(message.get("text") or ""))
 
     async def handle(self, kind: str, payload: dict[str, Any]) -> str | None:
         self.handled += 1
@@ -397,10 +261,9 @@ class SlackIngress:
     async def _message(self, event: dict[str, Any], team: str | None) -> None:
         user = str(event.get("user") or "")
         text = str(event.get("text") or "")
-        files = event.get("files")
         if not user or event.get("bot_id") or user == self.bot_user:
             return
-        if not text.strip() and not (isinstance(files, list) and files):
+        if not text.strip() and not has_files(event):
             return
         channel, ts = str(event.get("channel")), str(event.get("ts"))
         thread_ts = event.get("thread_ts")
@@ -416,7 +279,7 @@ class SlackIngress:
             return
         if command is not None:
             try:
-                if isinstance(files, list) and files:
+                if has_files(event):
                     raise InputRefused(FILES_WITH_A_COMMAND)
                 await self._command(event, command, thread_id)
             except InputRefused as refused:
@@ -432,7 +295,13 @@ class SlackIngress:
         `` steer``; without a suffix as ``plain_message`` says) or a shell command (``!``)."""
         user, channel, ts = str(event["user"]), str(event["channel"]), str(event["ts"])
         try:
-            attachments = await self._attachments(event, thread_id)
+            attachments = await take_slack_files(
+                event,
+                workdir=self._workdir(thread_id),
+                bot_token=self.settings.bot_token,
+                api_base_url=self.settings.base_url,
+                max_bytes=self.settings.attachment_max_bytes,
+            )
         except AttachmentRefused as refused:
             await self._tell(
                 channel, parse_thread_id(thread_id)[1], user, f"⚠ Not sent to the agent: {refused}"
@@ -461,63 +330,6 @@ class SlackIngress:
             return
         self.platform.remember_author(action.action_id, user)
         await self._post(action, channel_id=channel)
-
-    async def _attachments(self, event: dict[str, Any], thread_id: str) -> tuple[Attachment, ...]:
-        """The files shared in the message, for the agent: saved into the conversation's
-        workdir (a small text file inlined), downloaded with the bot token (scope
-        ``files:read``). ``AttachmentRefused`` when one cannot be: the message is then not
-        sent, rather than sent without what came with it. The token goes only to Slack's
-        own file host (the Web API's host in tests): a file hosted elsewhere (Google Drive,
-        an external link) is refused, never fetched with it."""
-        files = event.get("files")
-        if not isinstance(files, list) or not files:
-            return ()
-        downloads = []
-        for entry in files:
-            if not isinstance(entry, dict):
-                continue
-            name = str(entry.get("name") or entry.get("title") or "file")
-            url = entry.get("url_private_download") or entry.get("url_private")
-            if entry.get("mode") in ("external", "tombstone", "hidden_by_limit") or not (
-                isinstance(url, str) and self._slack_hosts(url)
-            ):
-                raise AttachmentRefused(
-                    f"The file {shown(name)!r} is not one Slack hosts, so Spindle cannot "
-                    "fetch it; upload the file itself."
-                )
-            size = entry.get("size")
-            mimetype = entry.get("mimetype")
-            downloads.append(
-                Download(
-                    name,
-                    url,
-                    size if isinstance(size, int) and size >= 0 else 0,
-                    mimetype if isinstance(mimetype, str) else None,
-                )
-            )
-        taken: tuple[Attachment, ...] = await trio_asyncio.aio_as_trio(take_attachments)(
-            downloads,
-            message_id=f"sl{event.get('ts', '')}".replace(".", "_"),
-            workdir=self._workdir(thread_id),
-            limits=AttachmentLimits(max_bytes=self.settings.attachment_max_bytes),
-            source=Source(
-                platform="Slack",
-                headers=(("Authorization", f"Bearer {self.settings.bot_token}"),),
-                # Only the bot token opens it: no use to the agent, and not to be shown.
-                keep_url=False,
-                page_means=FILES_SCOPE_MISSING,
-            ),
-        )
-        return taken
-
-    def _slack_hosts(self, url: str) -> bool:
-        """Whether ``url`` is one of Slack's own files, over HTTPS (or the API's own
-        scheme and host, for a Slack the settings point elsewhere: the tests' fake)."""
-        target = urlsplit(url)
-        api = urlsplit(self.settings.base_url)
-        if (target.scheme, target.hostname) == ("https", "files.slack.com"):
-            return True
-        return (target.scheme, target.netloc) == (api.scheme, api.netloc)
 
     async def _project_message(
         self, event: dict[str, Any], agent: str, workdir: str, text: str
@@ -742,36 +554,6 @@ class SlackIngress:
                 **common, request_id=target, answer=str(label or ""), author_id=user
             )
         await self._post(answer)
-
-
-def _newer(message: Mapping[str, Any], than: float) -> bool:
-    try:
-        return float(message.get("ts", 0)) > than
-    except (TypeError, ValueError):
-        return False
-
-
-def catch_up_limit_notice(read: int, left_out: int | None) -> str:
-    """What a channel or thread is told when more was said while Spindle was down than
-    one catch-up reads (``catch_up_limit``)."""
-    more = "later ones" if left_out is None else f"the {left_out} after them"
-    return (
-        f"While Spindle was away more was said here than it catches up on: it read the "
-        f"first {read} messages; {more} were not read. Send again what still matters."
-    )
-
-
-def _last_seen(action_ids: Iterable[str], prefix: str) -> float | None:
-    """The newest Slack ``ts`` among the action ids ``<prefix><ts>`` (None: none)."""
-    newest: float | None = None
-    for action_id in action_ids:
-        if action_id.startswith(prefix):
-            try:
-                ts = float(action_id[len(prefix) :])
-            except ValueError:
-                continue
-            newest = ts if newest is None else max(newest, ts)
-    return newest
 
 
 def _display_name(event: Mapping[str, Any]) -> str:

@@ -45,17 +45,19 @@ from telegram.error import RetryAfter, TelegramError
 from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.telegram_platform import TelegramPlatform, telegram_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
-from threadspindle.ingress.attachments import (
-    AttachmentLimits,
-    AttachmentRefused,
-    Download,
-    Source,
-    take_attachments,
-)
+from threadspindle.ingress.attachments import FILES_WITH_A_COMMAND, AttachmentRefused
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
-from threadspindle.ingress.input_checks import InputRefused, shown
+from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram import translate
+from threadspindle.ingress.telegram.files import (
+    ALBUM_POLL_S,
+    ALBUM_WAIT_S,
+    TelegramFile,
+    album_of,
+    files_of,
+    take_telegram_files,
+)
 from threadspindle.ingress.telegram.settings import TelegramSettings
 from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
 from threadspindle.ingress.transcribe import (
@@ -77,11 +79,6 @@ T = TypeVar("T")
 REFUSAL = "You are not allowed to drive agents here. Ask the bot's owner to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
-# A caption that is a command: the files would not go anywhere (rather than dropped quietly).
-FILES_WITH_A_COMMAND = (
-    "⚠ Not sent: a command takes no files. Send the files with a plain caption "
-    "(ending in ' queue' to queue them)."
-)
 BATCH = 32  # updates per getUpdates: far fewer than the core remembers per thread
 _REMEMBERED = 2048
 
@@ -165,11 +162,11 @@ class TelegramIngress:
         index = 0
         while index < len(updates):
             update = updates[index]
-            album = _album_of(update)
+            album = album_of(update)
             parts = [update]
             if album is not None:
                 while index + len(parts) < len(updates) and (
-                    _album_of(updates[index + len(parts)]) == album
+                    album_of(updates[index + len(parts)]) == album
                 ):
                     parts.append(updates[index + len(parts)])
                 now = trio.current_time()
@@ -293,7 +290,7 @@ class TelegramIngress:
         message: Message,
         *,
         text: str | None = None,
-        files: list[tuple[str, str, int, str | None]] | None = None,
+        files: list[TelegramFile] | None = None,
         queued: bool = False,
     ) -> None:
         """A message: ``text`` and ``files`` stand for its own when given (an album);
@@ -379,43 +376,21 @@ class TelegramIngress:
         return text
 
     async def _attachments(
-        self, message: Message, thread_id: str, files: list[tuple[str, str, int, str | None]]
+        self, message: Message, thread_id: str, files: list[TelegramFile]
     ) -> tuple[Attachment, ...] | None:
-        """The message's photos and files for the agent: saved into the conversation's
-        workdir (a small text file inlined); None when one cannot be (the topic is told why,
-        and nothing goes to the agent: a prompt is never sent without what came with it).
-        Bots may download files of at most 20 MB (``getFile``)."""
+        """The message's photos and files for the agent (``telegram.files``); None when
+        one cannot be taken (the topic is told why, and nothing goes to the agent: a prompt
+        is never sent without what came with it)."""
         if not files:
             return ()
-        limit = min(self.settings.attachment_max_bytes, TELEGRAM_DOWNLOAD_MAX_BYTES)
         try:
-            downloads = []
-            for file_id, name, size, content_type in files:
-                if size > limit:
-                    raise AttachmentRefused(
-                        f"The file {shown(name)!r} is {size / 1048576:.1f} MiB: larger than the "
-                        f"{limit / 1048576:.1f} MiB Spindle can take from Telegram."
-                    )
-                try:
-                    file = await trio_asyncio.aio_as_trio(self.bot.get_file)(file_id)
-                except TelegramError as error:
-                    raise AttachmentRefused(
-                        f"The file {shown(name)!r} could not be fetched from Telegram: {error}."
-                    ) from None
-                if not file.file_path:
-                    raise AttachmentRefused(
-                        f"Telegram gave no download for the file {shown(name)!r}."
-                    )
-                downloads.append(Download(name, file.file_path, size, content_type))
-            taken: tuple[Attachment, ...] = await trio_asyncio.aio_as_trio(take_attachments)(
-                downloads,
-                message_id=f"tg{message.message_id}",
+            return await take_telegram_files(
+                self.bot,
+                files,
+                message_id=message.message_id,
                 workdir=self._workdir(thread_id),
-                limits=AttachmentLimits(max_bytes=limit),
-                # The file URL holds the bot token: never into the log or the prompt.
-                source=Source(platform="Telegram", keep_url=False),
+                max_bytes=self.settings.attachment_max_bytes,
             )
-            return taken
         except AttachmentRefused as refused:
             await self._say(
                 thread_id, f"⚠ Not sent to the agent: {refused}", reply_to=message.message_id
@@ -427,7 +402,7 @@ class TelegramIngress:
         message: Message,
         thread_id: str,
         text: str,
-        files: list[tuple[str, str, int, str | None]] | None = None,
+        files: list[TelegramFile] | None = None,
         *,
         queued: bool = False,
     ) -> None:
@@ -477,7 +452,7 @@ class TelegramIngress:
         agent: str,
         workdir: str,
         text: str,
-        files: list[tuple[str, str, int, str | None]] | None = None,
+        files: list[TelegramFile] | None = None,
     ) -> None:
         """A message in a project group's General topic: a topic named after it, its
         conversation started there, the message its first prompt."""
@@ -690,40 +665,3 @@ def _button_label(message: Message, data: str) -> str | None:
 
 def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
-
-
-TELEGRAM_DOWNLOAD_MAX_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
-# An album's parts arrive as separate updates, a moment apart: the first part is held this
-# long for the others (polling again every ALBUM_POLL_S), then they go as one prompt.
-ALBUM_WAIT_S = 1.0
-ALBUM_POLL_S = 0.2
-
-
-def _album_of(update: Update) -> tuple[int, str] | None:
-    """(chat, media group) of an update that is part of an album."""
-    message = update.message
-    if message is None or not message.media_group_id:
-        return None
-    return message.chat.id, message.media_group_id
-
-
-def files_of(message: Message) -> list[tuple[str, str, int, str | None]]:
-    """The files a message carries for the agent, as (file id, name, size, content type):
-    a photo at its largest size, a document (a GIF's animation comes as one too), a video
-    or an audio file. (A voice message is transcribed instead; a sticker is no file for
-    the agent.)"""
-    found: list[tuple[str, str, int, str | None]] = []
-    if message.photo:
-        photo = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
-        found.append(
-            (photo.file_id, f"photo-{photo.file_unique_id}.jpg", photo.file_size or 0, "image/jpeg")
-        )
-    for item, kind in (
-        (message.document, "document"),
-        (message.video, "video"),
-        (message.audio, "audio"),
-    ):
-        if item is not None:
-            name = getattr(item, "file_name", None) or f"{kind}-{item.file_unique_id}"
-            found.append((item.file_id, name, item.file_size or 0, item.mime_type))
-    return found

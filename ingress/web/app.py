@@ -54,7 +54,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadspindle.effects.web_platform import Update, WebPlatform
-from threadspindle.ingress.attachments import AttachmentLimits, AttachmentRefused, store_attachment
+from threadspindle.ingress.attachments import AttachmentLimits, AttachmentRefused, store_attachments
 from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.web import pages
@@ -78,7 +78,7 @@ from threadspindle.ingress.web.security import (
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.ingress.web.timeline import timeline_of_db, timeline_of_lines
 from threadspindle.runtime.core import actions as A
-from threadspindle.runtime.core.model import Attachment, ThreadState
+from threadspindle.runtime.core.model import ThreadState
 
 __all__ = ["RuntimePort", "WebChat", "WebGuard", "build_app", "workdir_choices"]
 
@@ -430,11 +430,20 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 if len(text) > MAX_PROMPT_CHARS:
                     raise InputRefused(f"A message may have at most {MAX_PROMPT_CHARS} characters.")
                 files = [
-                    (upload.filename or "file", await upload.read(MAX_ATTACHED + 1), upload)
+                    (
+                        upload.filename or "file",
+                        await upload.read(MAX_ATTACHED + 1),
+                        upload.content_type,
+                    )
                     for upload in uploads
                 ]
             attachments = await trio.to_thread.run_sync(
-                lambda: _store_all(files, action_id, workdir)
+                lambda: store_attachments(
+                    files,
+                    message_id=action_id,
+                    workdir=workdir,
+                    limits=AttachmentLimits(max_bytes=MAX_ATTACHED),
+                )
             )
         except (InputRefused, AttachmentRefused) as refused:
             return _refused(str(refused))
@@ -564,35 +573,3 @@ def _last_used(state: ThreadState) -> float:
     if state.last_prompt is not None:
         return state.last_prompt.queued_at
     return 0.0
-
-
-def _store_all(
-    files: list[tuple[str, bytes, UploadFile]], action_id: str, workdir: str
-) -> tuple[Attachment, ...]:
-    """Each uploaded file saved (or inlined); the ones saved removed again when a later one
-    is refused, so the message is taken whole or not at all. Blocking: a worker thread."""
-    limits = AttachmentLimits(max_bytes=MAX_ATTACHED)
-    taken: list[Attachment] = []
-    try:
-        for index, (name, data, upload) in enumerate(files):
-            content_type = upload.content_type
-            taken.append(
-                store_attachment(
-                    data,
-                    filename=name,
-                    content_type=content_type,
-                    index=index,
-                    message_id=action_id,
-                    workdir=workdir,
-                    limits=limits,
-                )
-            )
-    except BaseException:
-        for attachment in taken:
-            if attachment.path is not None:
-                try:
-                    os.unlink(attachment.path)
-                except OSError:
-                    pass
-        raise
-    return tuple(taken)

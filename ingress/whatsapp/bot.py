@@ -18,7 +18,7 @@ What it does itself, because only WhatsApp can:
   from queue" -> removal; a prompt no longer pending is said so;
 - commands in plain text (``translate.parse_command``) and the trailing `` queue``;
 - images, videos and documents: downloaded into memory under ``attachment_max_bytes`` and
-  saved into the workdir for the agent (``ingress.attachments.store_attachment``), the
+  saved into the workdir for the agent (``ingress.attachments.store_attachments``), the
   caption the prompt; other media (stickers, locations) are answered with a hint to type;
 - voice and audio messages: downloaded into memory (``download_media``), transcribed
   (``ingress.transcribe``), shown "🎤 Transcribing…" then "🎤 <transcript>" (new messages:
@@ -44,9 +44,10 @@ from threadspindle.effects.platform import PlatformError
 from threadspindle.effects.whatsapp_platform import WhatsAppPlatform, whatsapp_thread_id
 from threadspindle.ingress.agent_commands import conversations_text, start_or_resume
 from threadspindle.ingress.attachments import (
+    FILES_WITH_A_COMMAND,
     AttachmentLimits,
     AttachmentRefused,
-    store_attachment,
+    store_attachments,
 )
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused
@@ -242,12 +243,7 @@ class WhatsAppIngress:
             return
         if inbound.text.startswith("/"):
             # A command as a caption: the file would go nowhere (rather than dropped quietly).
-            await self._say(
-                thread_id,
-                "⚠ Not sent: a command takes no files. Send the file with a plain caption "
-                "(ending in ' queue' to queue it).",
-                reply_to=wamid,
-            )
+            await self._say(thread_id, FILES_WITH_A_COMMAND, reply_to=wamid)
             return
         media_id, limit = inbound.media_id, self.settings.attachment_max_bytes
         kind = (inbound.mime_type or "").split("/", 1)[0] or "file"
@@ -257,12 +253,9 @@ class WhatsAppIngress:
             data, mime = await self._retrying(
                 lambda: self.platform.download_media(media_id, max_bytes=limit)
             )
-            attachment = await trio.to_thread.run_sync(
-                lambda: store_attachment(
-                    data,
-                    filename=name,
-                    content_type=mime or inbound.mime_type,
-                    index=0,
+            attachments = await trio.to_thread.run_sync(
+                lambda: store_attachments(
+                    [(name, data, mime or inbound.mime_type)],
                     # wamids hold "=" and run long: a digest names the files instead
                     message_id="wa" + hashlib.sha256(wamid.encode()).hexdigest()[:12],
                     workdir=self._workdir(thread_id),
@@ -273,7 +266,7 @@ class WhatsAppIngress:
             _log.warning("could not take the file of message %s: %s", wamid, error)
             await self._say(thread_id, f"⚠ Not sent to the agent: {error}", reply_to=wamid)
             return
-        await self._prompt(inbound, inbound.text, (attachment,))
+        await self._prompt(inbound, inbound.text, attachments)
 
     # --- voice messages ------------------------------------------------------------------
 

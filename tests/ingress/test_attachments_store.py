@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from threadspindle.ingress.attachments import AttachmentLimits, AttachmentRefused, store_attachment
+from threadspindle.ingress.attachments import (
+    AttachmentLimits,
+    AttachmentRefused,
+    store_attachment,
+    store_attachments,
+)
 
 LIMITS = AttachmentLimits(inline_text_bytes=16, max_bytes=1000)
 
@@ -49,3 +54,17 @@ def test_too_large_and_a_planted_symlink_are_refused_and_write_nothing(tmp_path:
     with pytest.raises(AttachmentRefused, match="symlink"):
         _store(tmp_path, b"x" * 100, "a.bin")
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_message_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
+    files = [
+        ("a.bin", b"x" * 100, None),
+        ("b.txt", b"hi", "text/plain"),
+        ("c.bin", bytes(2000), None),
+    ]
+    with pytest.raises(AttachmentRefused, match="'c.bin'"):
+        store_attachments(files, message_id="m2", workdir=str(tmp_path), limits=LIMITS)
+    assert list((tmp_path / ".spindle" / "attachments").iterdir()) == []  # a.bin removed
+    a, b = store_attachments(files[:2], message_id="m2", workdir=str(tmp_path), limits=LIMITS)
+    assert a.path is not None and Path(a.path).name == "m2-0-a.bin"
+    assert b.inline_text == "hi"
