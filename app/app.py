@@ -41,6 +41,7 @@ from threadspindle.app.exit_codes import (
     EXIT_USAGE,
 )
 from threadspindle.app.logs import configure_logging, redact
+from threadspindle.effects.child_env import child_environment
 from threadspindle.effects.child_registry import FILE_NAME as CHILDREN_FILE
 from threadspindle.effects.child_registry import ChildRegistry, stop_recorded_children
 from threadspindle.effects.platform import PlatformLimits
@@ -118,7 +119,7 @@ async def _serve(
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
             "workspace_factory": workspace_factory(
-                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+                settings.workspaces.options(sandbox=settings.workspace_sandbox())
             ),
             # A project channel's own default verbosity for the threads it opens.
             "channel_policies": {
@@ -380,6 +381,7 @@ def _worktree_folder(workdir: str, configured: str | None) -> str | None:
     try:
         listed = subprocess.run(
             ["git", "-C", workdir, "worktree", "list", "--porcelain"],
+            env=child_environment(),  # never Spindle's secrets (effects/child_env.py)
             capture_output=True,
             text=True,
             timeout=10,

@@ -485,6 +485,17 @@ class Settings(BaseSettings):
     def agent(self, name: str) -> AgentSettings:
         return self.agents.get(name, AgentSettings())
 
+    def workspace_sandbox(self) -> Sandbox | None:
+        """Where `!` commands and the workspace's git run: the agents' sandbox when any
+        agent runs in one. Git runs what a repository configures (hooks, filters), and a
+        sandboxed agent can configure its repository: outside the sandbox that would be
+        the agent's way out (effects/git_workspace.py)."""
+        for agent in ("shell", *self.agents):
+            sandbox = self.sandbox_for(agent)
+            if sandbox is not None:
+                return sandbox
+        return None
+
     def sandbox_for(self, agent: str) -> Sandbox | None:
         """The sandbox agent ``agent`` runs in, or None. It hides Spindle's data dir, the
         database and the config file, NATS servers' files (``[cluster] server_dir``), and

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from threadspindle.app.config import AGENT_NAMES, Settings, looks_like_discord_token
+from threadspindle.effects.child_env import child_environment
 from threadspindle.runtime.live.log_read import LogError, LogReader, check_schema, open_read_only
 
 __all__ = ["AgentFound", "Check", "detect_agents", "pick_default_agent", "run_checks"]
@@ -79,6 +80,7 @@ def _version(path: str) -> str | None:
     try:
         out = subprocess.run(
             [path, "--version"],
+            env=child_environment(),
             capture_output=True,
             text=True,
             timeout=15,

@@ -7,20 +7,34 @@ ones not), made with a temporary index (``GIT_INDEX_FILE``: a copy of the real o
 ``refs/spindle/<thread>/<run>``. Nothing here touches the user's branches, index, stash
 or HEAD; only ``worktree_merge`` commits, on the worktree's own ``spindle/<name>`` branch,
 and fast-forwards the target. Every call runs ``git`` as a subprocess (``trio``).
+
+**Git runs what the repository tells it to**: hooks, ``core.fsmonitor``, the filters a
+``.gitattributes`` names, diff drivers. An agent can write all of those in a repository in
+its workdir (``git init`` is enough). So git never gets Spindle's secrets (its environment
+is ``child_environment``), and for a thread whose agent runs in the sandbox it runs in that
+sandbox too (``confined``): whatever the repository makes it run can do no more than the
+agent itself. Files Spindle itself deletes or reads in the working tree (``restore``, the
+index copy) are reached without following a symlink an agent may have planted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
+
+from threadspindle.effects.child_env import child_environment
+from threadspindle.effects.sandbox import Sandbox, sandbox_argv
 
 __all__ = [
     "DiffSummary",
@@ -30,6 +44,7 @@ __all__ = [
     "diff",
     "prune_checkpoints",
     "checkpoint_folder",
+    "confined",
     "ref_for",
     "restore",
     "snapshot",
@@ -65,16 +80,103 @@ class _Run:
         return self.out.decode("utf-8", "replace").strip()
 
 
+@dataclass(frozen=True)
+class _Jail:
+    sandbox: Sandbox
+    binds: tuple[str, ...]  # what git may see and write: the workdir and its repository
+
+
+_JAIL: ContextVar[_Jail | None] = ContextVar("spindle_git_jail", default=None)
+
+
+@contextlib.contextmanager
+def confined(sandbox: Sandbox | None, workdir: str) -> Iterator[None]:
+    """Within the block, git runs for ``workdir`` in ``sandbox`` (None: as Spindle does)."""
+    token = _JAIL.set(None if sandbox is None else _Jail(sandbox, _repository_binds(workdir)))
+    try:
+        yield
+    finally:
+        _JAIL.reset(token)
+
+
+def _repository_binds(workdir: str) -> tuple[str, ...]:
+    """What a confined git may see, read-write: the workdir, and, when its repository's git
+    directory is outside it (the workdir is a folder of a repository, or a worktree), that
+    repository. A ``.git`` in the workdir is the agent's to write: as a file (a worktree's
+    pointer) it is followed only to a worktree git made for this very directory (whose
+    ``gitdir`` file, outside the workdir, points back here); as a symlink, not at all."""
+    work = os.path.realpath(workdir)
+    binds = [work]
+    folder = work
+    while True:
+        dot = os.path.join(folder, ".git")
+        try:
+            mode = os.lstat(dot).st_mode
+        except FileNotFoundError:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return tuple(binds)
+            folder = parent
+            continue
+        except OSError:
+            return tuple(binds)
+        if stat.S_ISDIR(mode):
+            if folder != work:
+                binds.append(folder)  # a repository above the workdir, not the agent's
+        elif stat.S_ISREG(mode):
+            binds += _worktree_binds(folder, trusted=folder != work)
+        return tuple(dict.fromkeys(binds))
+
+
+def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
+    """For the worktree ``top`` (its ``.git`` is a file ``gitdir: <dir>``): itself, its
+    repository's git directory and main worktree, or nothing when the pointer does not
+    lead to a worktree git made for ``top`` (unless ``trusted``: outside the workdir)."""
+    try:
+        with open(os.path.join(top, ".git"), encoding="utf-8") as f:
+            line = f.read(4096).strip()
+        if not line.startswith("gitdir: "):
+            return []
+        gitdir = os.path.realpath(os.path.join(top, line[len("gitdir: ") :]))
+        if not trusted:
+            with open(os.path.join(gitdir, "gitdir"), encoding="utf-8") as f:
+                back = f.read(4096).strip()
+            if os.path.realpath(back) != os.path.join(top, ".git"):
+                return []
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            common = os.path.realpath(os.path.join(gitdir, f.read(4096).strip()))
+    except (OSError, UnicodeDecodeError):
+        return []
+    binds = [top, common]
+    if os.path.basename(common) == ".git":
+        binds.append(os.path.dirname(common))  # the main worktree (/worktree merge there)
+    return binds
+
+
 async def _git(
     cwd: str,
     *args: str,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     check: bool = True,
+    writable: Sequence[str] = (),
 ) -> _Run:
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    """Run git in ``cwd``; ``writable``: directories it needs besides the repository (a
+    temporary index's, a new worktree), which a confined git must be shown."""
+    full_env = {**child_environment(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    argv = ["git", *args]
+    jail = _JAIL.get()
+    if jail is not None:
+        argv = sandbox_argv(
+            jail.sandbox,
+            argv,
+            workdir=None,
+            expose_writable=sorted({*jail.binds, *writable}, key=len),  # outer ones first
+            chdir=cwd,
+        )
+        argv[0] = shutil.which(argv[0], path=full_env.get("PATH")) or argv[0]
     proc = await trio.run_process(
-        ["git", *args],
+        argv,
         cwd=cwd,
         env=full_env,
         stdin=stdin if stdin is not None else b"",
@@ -133,14 +235,35 @@ async def snapshot(workdir: str, message: str = "spindle snapshot") -> str:
     with tempfile.TemporaryDirectory(prefix="spindle-index-") as tmp:
         temp_index = os.path.join(tmp, "index")
         env = {"GIT_INDEX_FILE": temp_index, **_IDENTITY}
-        if index.exists():
-            shutil.copyfile(index, temp_index)  # its stat cache makes `add -A` quick
-        elif head is not None:
-            await _git(top, "read-tree", head, env=env)
-        await _git(top, "add", "-A", "--", ".", env=env)
-        tree = (await _git(top, "write-tree", env=env)).text
+        # Its stat cache makes `add -A` quick; copied only when it is a file, not a link.
+        if not _copy_regular_file(index, temp_index) and head is not None:
+            await _git(top, "read-tree", head, env=env, writable=[tmp])
+        await _git(top, "add", "-A", "--", ".", env=env, writable=[tmp])
+        tree = (await _git(top, "write-tree", env=env, writable=[tmp])).text
     parents = ["-p", head] if head else []
     return (await _git(top, "commit-tree", tree, *parents, "-m", message, env=env)).text
+
+
+def _copy_regular_file(source: Path, target: str) -> bool:
+    """Copy ``source`` if it is a regular file, and, for a confined git, one inside what the
+    jail shows: whether it was. (An agent may make its repository's index a link to a file
+    it cannot read; git names the link's target as the index.) The place is checked on the
+    file opened, so a link swapped in meanwhile changes nothing."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        jail = _JAIL.get()
+        if jail is not None:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+            if not any(opened.startswith(b.rstrip("/") + "/") for b in jail.binds):
+                return False
+        with open(target, "wb") as out:
+            shutil.copyfileobj(f, out)
+    return True
 
 
 async def checkpoint(workdir: str, thread_id: str, run_id: str) -> tuple[str, str]:
@@ -197,24 +320,61 @@ async def restore(
             continue
         (delete if status == b"D" else write).append(raw.decode("utf-8", "surrogateescape"))
     for name in delete:
-        full = Path(top, name)
-        if full.is_symlink() or full.is_file():
-            full.unlink()
-        parent = full.parent
-        while parent != Path(top) and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
+        _remove_in_tree(top, name, prune_empty=True)
     if write:
         with tempfile.TemporaryDirectory(prefix="spindle-index-") as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            await _git(top, "read-tree", target, env=env)
+            await _git(top, "read-tree", target, env=env, writable=[tmp])
             for name in write:  # a directory where a file goes back must make way
-                full = Path(top, name)
-                if full.is_dir() and not full.is_symlink():
-                    shutil.rmtree(full)
+                _remove_in_tree(top, name, only_directory=True)
             stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in write)
-            await _git(top, "checkout-index", "-f", "-z", "--stdin", env=env, stdin=stdin)
+            await _git(
+                top, "checkout-index", "-f", "-z", "--stdin", env=env, stdin=stdin, writable=[tmp]
+            )
     return current, sorted(write + delete)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _remove_in_tree(
+    top: str, name: str, *, prune_empty: bool = False, only_directory: bool = False
+) -> None:
+    """Remove ``name`` (a path relative to ``top``) without following a symlink on the way:
+    each folder is opened with ``O_NOFOLLOW`` from ``top`` down, so a folder an agent
+    replaced with a link to another thread's workdir is not entered (nothing is removed).
+    The entry itself: a file or link is unlinked (a link, not its target), a directory
+    removed whole when ``only_directory`` (a file goes back where it is). ``prune_empty``:
+    folders left empty are removed, up to ``top``."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return
+    fds = [os.open(top, _DIR_FLAGS)]
+    try:
+        for part in parts[:-1]:
+            try:
+                fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
+            except OSError:
+                return  # missing, a file, or a symlink: nothing of ours to remove there
+        try:
+            mode = os.lstat(parts[-1], dir_fd=fds[-1]).st_mode
+        except OSError:
+            return
+        if only_directory:
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(parts[-1], dir_fd=fds[-1])
+            return
+        if not stat.S_ISDIR(mode):
+            os.unlink(parts[-1], dir_fd=fds[-1])
+        if prune_empty:
+            for depth in range(len(parts) - 1, 0, -1):
+                try:
+                    os.rmdir(parts[depth - 1], dir_fd=fds[depth - 1])
+                except OSError:
+                    break  # not empty
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 @dataclass
@@ -337,9 +497,24 @@ async def worktree_new(
     path = os.path.join(worktree_dir(main, folder), name)
     if os.path.exists(path):
         raise GitError(f"{path} exists already")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Made empty here (git fills an empty directory), so a confined git is shown only it.
+    os.makedirs(path)
     branch = f"spindle/{name}"
-    await _git(top, "worktree", "add", "-b", branch, path, check_ref(base, "base branch"))
+    try:
+        await _git(
+            top,
+            "worktree",
+            "add",
+            "-b",
+            branch,
+            path,
+            check_ref(base, "base branch"),
+            writable=[path],
+        )
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # only if git left it empty
+        raise
     return os.path.realpath(path), branch, base
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import psutil
 import trio
 
+from .child_env import child_environment
 from .sandbox import Sandbox, sandbox_argv
 
 if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
@@ -374,7 +375,8 @@ class ManagedProcess:
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=dict(env) if env is not None else None,
+                # Never Spindle's own environment: ``child_environment`` leaves its secrets out.
+                env=dict(env) if env is not None else child_environment(),
                 cwd=cwd,
                 start_new_session=True,
                 pass_fds=(lifeline_fd(), report_write),

@@ -119,6 +119,10 @@ class GitWorkspace:
     # --- checkpoints ------------------------------------------------------------------
 
     async def _checkpoint(self, effect: CheckpointWorkdir) -> None:
+        with git.confined(self.options.shell.sandbox, effect.workdir):
+            await self._checkpoint_confined(effect)
+
+    async def _checkpoint_confined(self, effect: CheckpointWorkdir) -> None:
         try:
             commit, ref = await git.checkpoint(effect.workdir, self.thread_id, effect.run_id)
         except (git.GitError, OSError) as exc:
@@ -150,7 +154,8 @@ class GitWorkspace:
         self.jobs += 1
         fields: dict[str, Any]
         try:
-            fields = await _JOBS[effect.op](self, effect)
+            with git.confined(self.options.shell.sandbox, effect.workdir):
+                fields = await _JOBS[effect.op](self, effect)
         except (git.GitError, OSError, KeyError, ValueError) as exc:
             fields = {"ok": False, "text": f"/{effect.op.replace('_', ' ')} failed: {exc}"}
         except Exception as exc:  # a bug must still answer, or the queue would wait for ever

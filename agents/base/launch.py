@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from threadspindle.agents.base.options import AgentOptions
+from threadspindle.effects.child_env import child_environment
 from threadspindle.effects.sandbox import Sandbox
 from threadspindle.runtime.core.model import Attachment
 
@@ -75,7 +76,7 @@ def agent_environment() -> dict[str, str]:
     """The environment an agent CLI starts from: Spindle's own, less its ``SPINDLE_*``
     variables, which hold secrets (the Discord token, the process manager's token) that an
     agent, and whatever it runs, has no business reading."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SPINDLE_")}
+    return child_environment()
 
 
 def launch_environment(
