@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from threadspindle.runtime.core.storable import without_surrogates
+
 __all__ = [
     "MalformedInput",
     "as_dict",
@@ -104,13 +106,14 @@ def decode_json(text: str) -> Any:
     orjson decodes a CLI's line in about a third of the standard library's time, and the
     decoder is half of what a parser spends on a line (``make bench``, section parsers).
     What orjson refuses and the standard library accepts (a lone surrogate escape, ``NaN``,
-    nesting deeper than orjson's limit) is decoded by the standard library. One difference
+    nesting deeper than orjson's limit) is decoded by the standard library, a lone
+    surrogate as U+FFFD (``runtime.core.storable``: no UTF-8 text could hold it). One difference
     remains, orjson's choice: an integer wider than 64 bits reads as a float, not an int.
     """
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        return without_surrogates(json.loads(text))
 
 
 def load_object(line: str) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def load_object(line: str) -> dict[str, Any]:
         obj = orjson.loads(line)  # decode_json inlined: this is every parser's hot path
     except orjson.JSONDecodeError:
         try:
-            obj = json.loads(line)
+            obj = without_surrogates(json.loads(line))
         except (ValueError, RecursionError) as exc:
             raise MalformedInput("not JSON") from exc
     if not isinstance(obj, dict):

@@ -34,6 +34,7 @@ style measurements are in docs/architecture.md, section "The live runtime".
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -48,6 +49,7 @@ import trio
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.frozen import Frozen
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.storable import storable
 from threadspindle.runtime.live.log_checkpoints import WalCheckpoints
 from threadspindle.runtime.live.log_read import (
     ACTION_ADAPTER,
@@ -104,6 +106,17 @@ def default_log_path() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("spindle")) / "events.sqlite3"
+
+
+def _json_of(action: Action) -> str:
+    """The action's row. Ingress and the agents' parsers replace lone surrogates with
+    U+FFFD (``runtime.core.storable``); one that got past them anyway is replaced here, in
+    the row only, rather than fail the write: a row must read back (as JSON, a lone
+    surrogate escape does not)."""
+    try:
+        return action.model_dump_json()
+    except ValueError:
+        return storable(action).model_dump_json()
 
 
 class EventLog(WalCheckpoints):
@@ -280,11 +293,15 @@ class EventLog(WalCheckpoints):
         """Buffer ``action`` as the thread's next entry; returns the durability ticket.
         ``state_after`` is stored as a snapshot when one is due."""
         thread_id = action.thread_id
+        # Serialized before its seq is taken: an action that cannot be must not leave a gap
+        # in the thread's log (a gap refuses the next start).
+        row = _json_of(action)
         seq = self._next_seq.get(thread_id, 1)
         self._next_seq[thread_id] = seq + 1
-        self._pending.append((thread_id, seq, action.at, action.kind, action.model_dump_json()))
+        self._pending.append((thread_id, seq, action.at, action.kind, row))
         if state_after is not None and seq % self.snapshot_every == 0:
-            self._pending_snapshots[thread_id] = (seq, state_after.model_dump_json())
+            with contextlib.suppress(ValueError):  # a snapshot is an optimisation: skipped
+                self._pending_snapshots[thread_id] = (seq, state_after.model_dump_json())
         self._appended += 1
         if self._wakeup is not None and not self._wakeup_set:
             self._wakeup_set = True

@@ -43,6 +43,7 @@ from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.actions import Action, PolicySet, RuntimeRecovered
 from threadspindle.runtime.core.effect_types import Effect, PostOutput, ReplyToCommand
 from threadspindle.runtime.core.model import Policy, ThreadState
+from threadspindle.runtime.core.storable import storable
 from threadspindle.runtime.live.actor import Receipt, ThreadActor
 from threadspindle.runtime.live.listener import Backoff
 from threadspindle.runtime.live.log import LogUnwritable
@@ -265,6 +266,7 @@ class Runtime:
             self._channels[action.thread_id] = channel_id
         if self._enrich is not None:
             action = self._enrich(action)
+        action = storable(action)  # a lone surrogate would make it unloggable
         unwritable = self.log.unwritable
         if unwritable is not None and not isinstance(action, _MADE_BY_THE_RUNTIME):
             return self._answer_unwritable(action, unwritable)

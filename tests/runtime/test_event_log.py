@@ -307,3 +307,29 @@ async def test_wal_checkpoints_run_in_a_worker_thread_while_the_flusher_runs(
         assert log._checkpoint_conn is None
     with EventLog(path) as log:
         assert sum(len(list(log.read(f"t{k}"))) for k in range(7)) == 1201
+
+
+def test_a_lone_surrogate_leaves_no_gap_and_the_log_reads_back(tmp_path: Path) -> None:
+    # "\ud800" has no UTF-8 form: the row could not be written as it is. Before, the seq
+    # was taken before the row failed, and the gap refused every later start.
+    path = tmp_path / "log.sqlite3"
+    bad = UserMessage(thread_id="a", action_id="u1", at=1.0, text="hi \ud800", author_id="x")
+    with EventLog(path) as log:
+        log.append(_status("a", 0))
+        log.append(bad, ThreadState.new("a").replace(last_note="cut \ud800"))
+        log.append(_status("a", 2))
+        log.flush()
+    with EventLog(path) as log:  # reopened: no gap, every row reads
+        entries = list(log.read("a"))
+        assert [e.seq for e in entries] == [1, 2, 3]
+        assert entries[1].action.text == "hi \ufffd"
+
+
+async def test_ingress_text_with_a_lone_surrogate_is_stored_with_a_replacement(
+    tmp_path: Path, autojump_clock
+) -> None:
+    async with running(tmp_path) as rt:
+        await rt.post(UserMessage(thread_id="t", action_id="u1", at=1.0, text="x \ud800 y", author_id="x"))
+        await rt.wait_quiet()
+        [entry] = [e for e in rt.log.read("t") if e.action.kind == "user_message"]
+        assert entry.action.text == "x \ufffd y"
