@@ -13,9 +13,15 @@ process sees (mounts are applied in this order, a later one on top of an earlier
    is emptied and only its hidden entries (``.claude``, ``.config``, ``.cache`` ... : CLI
    logins, tool settings and caches) are put back, so projects kept in the home stay out;
 5. its workdir, read-write, and the few private files Spindle wrote for it (``expose``,
-   read-only; ``expose_writable``, read-write: a per-thread settings home);
+   read-only; ``expose_writable``, read-write: a per-thread settings home); and every
+   directory between one of these read-write binds and a file of step 6 bound onto itself,
+   so that it is a mount point, which cannot be renamed (else the agent could move Spindle's
+   real files aside, leaving an empty decoy for the next sandbox to hide). The binds of
+   steps 4 and 5 go parents first, so none covers a deeper one;
 6. Spindle's own files emptied again on top of all that: the data dir (database, log,
-   process list), the database and the config file (which may hold the bot token).
+   process list), the database and the config file (which may hold the bot token), at their
+   real path (resolved by the process's first sandbox) and where a read-write bind shows
+   them under another name (a symlinked home entry).
 
 It runs in new user, PID, IPC, UTS and cgroup namespaces with every capability dropped, and
 dies with its parent (``--die-with-parent``; with ``--unshare-pid`` the kernel ends every
@@ -25,6 +31,7 @@ model's API. What it does not protect is written in docs/security.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Sequence
@@ -51,12 +58,57 @@ def _real(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
 
+@functools.cache
+def _real_once(path: str) -> str:
+    """A hidden path resolved once per process (Spindle's first sandbox is the probe at its
+    start): an agent that replaces a symlink on its way (``~/.local/share`` -> elsewhere)
+    with a directory holding a decoy does not make later sandboxes hide the decoy instead."""
+    return _real(path)
+
+
 def _home_entries(home: str) -> list[str]:
     try:
         names = sorted(os.listdir(home))
     except OSError:
         return []
     return [os.path.join(home, n) for n in names if n.startswith(".") and n not in (".", "..")]
+
+
+def _under(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _hiding(
+    hidden: Sequence[str], writable: Sequence[tuple[str, str]]
+) -> tuple[list[tuple[str, bool]], dict[str, str]]:
+    """Where to hide each existing ``hidden`` path (a path in the sandbox, and whether it is a
+    directory) and the directories to pin (path in the sandbox -> host path). ``writable``:
+    the read-write binds, (host path, path in the sandbox).
+
+    A hidden path is hidden where it is, and also where a read-write bind shows it under
+    another name (a symlinked home entry). Every directory between such a bind and the
+    hidden path is made a mount point of its own: a mount point cannot be renamed (EBUSY),
+    else the agent could move the real directory aside, leave an empty one in its place, and
+    see the real files under the new name once the next sandbox hides the decoy."""
+    found: list[str] = []
+    for path in sorted({_real_once(h) for h in hidden}, key=len):
+        if os.path.exists(path) and not any(_under(path, d) for d in found):
+            found.append(path)  # a path inside a hidden one needs nothing of its own
+    hides: dict[str, bool] = {}
+    pins: dict[str, str] = {}
+    for path in found:
+        is_dir = os.path.isdir(path)
+        hides[path] = is_dir
+        for source, dest in writable:
+            if path != source and not _under(path, source):
+                continue
+            parts = os.path.relpath(path, source).split(os.sep) if path != source else []
+            for depth in range(1, len(parts)):
+                pins[os.path.join(dest, *parts[:depth])] = os.path.join(source, *parts[:depth])
+            hides[os.path.join(dest, *parts)] = is_dir
+    bound = {dest for _, dest in writable}
+    pins = {dest: src for dest, src in pins.items() if dest not in bound and dest not in hides}
+    return sorted(hides.items(), key=lambda h: len(h[0])), pins
 
 
 def sandbox_argv(
@@ -97,28 +149,28 @@ def sandbox_argv(
     for root in sorted({_real(r) for r in sandbox.roots}, key=len):
         if root != "/":
             args += ["--tmpfs", root]
+    # What is put back, read-write or not: (option, host path, path in the sandbox).
+    binds: list[tuple[str, str, str]] = []
     user_home = _real("~")
     if home is not None:
-        args += ["--bind", _real(home), _real(home)]
+        binds.append(("--bind", _real(home), _real(home)))
     elif user_home != "/":
         args += ["--tmpfs", user_home]
-        for entry in _home_entries(user_home):
-            args += ["--bind", entry, entry]
+        # A symlinked entry (``~/.config`` -> elsewhere) is seen at its own name.
+        binds += [("--bind", _real(entry), entry) for entry in _home_entries(user_home)]
     if workdir is not None:
-        args += ["--bind", _real(workdir), _real(workdir)]
-    for path in expose:
-        args += ["--ro-bind", path, path]
-    for path in expose_writable:
-        args += ["--bind", path, path]
-    emptied: list[str] = []
-    for path in sorted({_real(h) for h in sandbox.hidden}, key=len):
-        if any(path.startswith(d.rstrip(os.sep) + os.sep) for d in emptied):
-            continue  # inside a directory already emptied: nothing to hide, no mount point
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-            emptied.append(path)
-        elif os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
+        binds.append(("--bind", _real(workdir), _real(workdir)))
+    binds += [("--ro-bind", path, path) for path in expose]
+    binds += [("--bind", _real(path), path) for path in expose_writable]
+    hides, pins = _hiding(
+        sandbox.hidden, [(src, dst) for opt, src, dst in binds if opt == "--bind"]
+    )
+    binds += [("--bind", src, dst) for dst, src in pins.items()]
+    # Parents before children: a bind must not cover a deeper one made before it.
+    for option, src, dst in sorted(binds, key=lambda b: b[2].rstrip(os.sep).count(os.sep)):
+        args += [option, src, dst]
+    for path, is_dir in hides:
+        args += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     if chdir or workdir:
         args += ["--chdir", _real(chdir or workdir or "/")]
     return [*args, "--", *argv]

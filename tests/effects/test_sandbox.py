@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -70,3 +71,80 @@ def test_argv_order_puts_spindles_files_last(tmp_path):
     assert data + "/spindle.db" not in argv  # inside an emptied dir: no mount point made
     at = argv.index("/tmp/x/mcp.json")
     assert argv[at - 1 : at + 2] == ["--ro-bind", "/tmp/x/mcp.json", "/tmp/x/mcp.json"]
+
+
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A user's home holding Spindle's data dir and config file, as the sandbox's home."""
+    home = tmp_path / "home"
+    data, config = home / ".local" / "share" / "spindle", home / ".config" / "spindle"
+    data.mkdir(parents=True)
+    config.mkdir(parents=True)
+    (data / "spindle.db").write_text("the database")
+    (config / "config.toml").write_text('token = "secret"')
+    monkeypatch.setenv("HOME", str(home))
+    return {"home": home, "data": data, "config": config / "config.toml"}
+
+
+def run_in_sandbox(p: dict[str, Path], bwrap: str, script: str) -> list[str]:
+    hidden = (str(p["data"]), str(p["data"] / "spindle.db"), str(p["config"]))
+    argv = sandbox_argv(Sandbox(binary=bwrap, hidden=hidden), ["sh", "-c", script], workdir=None)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_an_agent_cannot_move_spindles_files_out_from_under_the_sandbox(
+    tmp_path, monkeypatch, bwrap
+):
+    # Renaming a directory above a hidden path would move the real files aside: the next
+    # sandbox would hide an empty decoy left at the old path and show them under the new one.
+    p = fake_home(tmp_path, monkeypatch)
+    share, config_dir = p["data"].parent, p["config"].parent
+    script = (
+        f"mv {share} {share}.x; echo $?\n"
+        f"mv {config_dir} {config_dir}.x; echo $?\n"
+        f"mv {p['data']} {p['data']}.x; echo $?\n"
+        f"touch {share}/new && echo writable\n"
+        f"ls -A {p['data']}; cat {p['config']}; echo end\n"
+    )
+    *moves, writable, end = run_in_sandbox(p, bwrap, script)
+    assert moves == ["1", "1", "1"]  # EBUSY: each is a mount point in the sandbox
+    assert writable == "writable"  # the directory's contents stay writable
+    assert end == "end"  # the data dir is empty, the config file too
+    assert (p["data"] / "spindle.db").exists() and p["config"].exists()  # not moved
+    assert sorted(q.name for q in share.parent.iterdir()) == ["share"]
+    assert sorted(q.name for q in config_dir.parent.iterdir()) == ["spindle"]
+
+
+def test_spindles_files_are_hidden_under_a_symlinked_home_entry_too(tmp_path, monkeypatch, bwrap):
+    # A home entry that is a symlink (dotfiles kept elsewhere) is bound at its own name: the
+    # files must be hidden there, not only at their real path.
+    p = fake_home(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "dotfiles" / "config"
+    elsewhere.parent.mkdir()
+    (p["home"] / ".config").rename(elsewhere)
+    (p["home"] / ".config").symlink_to(elsewhere)
+    config_dir = p["config"].parent
+    script = f"cat {p['config']}; mv {config_dir} {config_dir}.x; echo $?\n"
+    assert run_in_sandbox(p, bwrap, script) == ["1"]
+    assert sorted(q.name for q in elsewhere.iterdir()) == ["spindle"]
+
+
+def test_hidden_paths_are_resolved_once_so_a_swapped_symlink_hides_nothing_new(
+    tmp_path, monkeypatch
+):
+    # ~/.local/share is a symlink: an agent may replace it with a directory holding a decoy
+    # data dir. The next sandbox must still hide the real one, resolved at Spindle's start.
+    home, real = tmp_path / "home", tmp_path / "disk" / "share"
+    (real / "spindle").mkdir(parents=True)
+    (home / ".local").mkdir(parents=True)
+    (home / ".local" / "share").symlink_to(real)
+    monkeypatch.setenv("HOME", str(home))
+    sandbox = Sandbox(hidden=(str(home / ".local" / "share" / "spindle"),))
+    first = sandbox_argv(sandbox, ["agent"], workdir=None)
+    (home / ".local" / "share").unlink()
+    (home / ".local" / "share" / "spindle").mkdir(parents=True)
+    later = sandbox_argv(sandbox, ["agent"], workdir=None)
+    hidden = os.path.realpath(real / "spindle")
+    for argv in (first, later):
+        assert argv[argv.index(hidden) - 1] == "--tmpfs"
