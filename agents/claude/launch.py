@@ -1,4 +1,5 @@
-"""How Claude Code is launched and spoken to (pure: no I/O but reading image attachments).
+"""How Claude Code is launched and spoken to (pure: no I/O but reading image attachments,
+never through a symlink: ``agents/base/saved_files.py``).
 
 ``launch_spec``: ``claude -p --input-format stream-json --output-format stream-json --verbose
 --include-partial-messages --permission-prompt-tool stdio`` plus ``--resume <session>``,
@@ -21,13 +22,13 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadspindle.agents.base.jsonrpc import RpcId
 from threadspindle.agents.base.launch import LaunchSpec, launch_environment
 from threadspindle.agents.base.options import AgentOptions
+from threadspindle.agents.base.saved_files import read_without_symlinks
 from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
@@ -125,19 +126,19 @@ def launch_spec(
 
 def image_blocks(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
     """Saved image attachments as base64 image blocks, so the model sees them (best effort:
-    an unreadable or too large file stays a path in the text)."""
+    an unreadable or too large file, or one reached through a symlink, stays a path in the
+    text)."""
     blocks: list[dict[str, Any]] = []
     for attachment in attachments:
         kind = attachment.content_type or mimetypes.guess_type(attachment.name)[0] or ""
         if kind not in IMAGE_TYPES or not attachment.path:
             continue
-        try:
-            if os.path.getsize(attachment.path) > MAX_IMAGE_BYTES:
-                continue
-            with open(attachment.path, "rb") as f:
-                data = base64.b64encode(f.read()).decode("ascii")
-        except OSError:
+        # Read by Spindle, outside the sandbox, from a folder the agent writes to: never
+        # through a symlink it put in place of the file or a folder above it.
+        raw = read_without_symlinks(attachment.path, MAX_IMAGE_BYTES)
+        if raw is None:
             continue
+        data = base64.b64encode(raw).decode("ascii")
         blocks.append(
             {"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}
         )

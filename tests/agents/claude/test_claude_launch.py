@@ -3,9 +3,12 @@ listing of past conversations from a (synthetic) ``~/.claude/projects`` store.""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
+
+import pytest
 
 from threadspindle.agents.base import AgentOptions, McpServer
 from threadspindle.agents.base.launch import prompt_text
@@ -184,3 +187,51 @@ def test_saved_images_become_image_blocks(tmp_path: Path) -> None:
     assert len(blocks) == 1 and blocks[0]["source"]["media_type"] == "image/png"
     line = json.loads(prompt_line("see", attachments))
     assert [b["type"] for b in line["message"]["content"]] == ["text", "image"]
+
+
+def _saved(workdir: Path, name: str) -> Path:
+    """Where ingress saves an attachment of ``workdir``."""
+    folder = workdir / ".spindle" / "attachments"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def test_a_saved_image_is_never_read_through_a_symlink(tmp_path: Path) -> None:
+    # Spindle reads the image outside the sandbox, from the agent's workdir: while the
+    # prompt waits, the agent may swap the file, or .spindle itself, for a symlink to
+    # something it may not read (the database, another thread's files).
+    secret = tmp_path / "data" / "spindle.db"
+    secret.parent.mkdir()
+    secret.write_bytes(PNG + b"every thread's conversation")
+    work = tmp_path / "work"
+    image = _saved(work, "1-0-shot.png")
+    image.symlink_to(secret)
+    regular = _saved(work, "1-1-dot.png")
+    regular.write_bytes(PNG)
+    elsewhere = tmp_path / "elsewhere"
+    planted = elsewhere / ".spindle" / "attachments" / "2-0-shot.png"
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(secret)
+    (elsewhere / ".spindle" / "attachments" / "2-1-copy.png").write_bytes(secret.read_bytes())
+    other = tmp_path / "other-work"
+    other.mkdir()
+    (other / ".spindle").symlink_to(elsewhere / ".spindle")
+    attachments = (
+        Attachment(name="shot.png", path=str(image)),
+        Attachment(name="copy.png", path=str(other / ".spindle" / "attachments" / "2-1-copy.png")),
+        Attachment(name="dot.png", path=str(regular)),
+    )
+    blocks = image_blocks(attachments)
+    assert [base64.b64decode(b["source"]["data"]) for b in blocks] == [PNG]
+    line = prompt_line("see", attachments)
+    assert "every thread" not in line
+    assert base64.b64encode(secret.read_bytes()).decode() not in line
+    # Refused files stay paths in the text the CLI is given.
+    assert f"[Attached file: {image}]" in prompt_text("see", attachments)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_in_place_of_a_saved_image_does_not_block(tmp_path: Path) -> None:
+    fifo = _saved(tmp_path / "work", "1-0-pipe.png")
+    os.mkfifo(fifo)  # a plain open() would wait for a writer (the agent) for ever
+    assert image_blocks((Attachment(name="pipe.png", path=str(fifo)),)) == []
