@@ -16,6 +16,10 @@ JetStream (docs/scale-out.md).
   runners of one root (one serves, one stands by: kill the first and watch the second take
   over), a chat gateway when a Discord, Telegram or Slack token is configured, and the
   console gateway, until end of input or Ctrl-C.
+
+Each command makes its process non-dumpable first, as ``spindle run`` does (``_protect``):
+the runner's agents run as the same user, and the environment holds the cluster password
+and the bot tokens.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
 from threadspindle.effects.jetstream.transport import DEFAULT_HOME, open_transport
+from threadspindle.effects.self_protection import make_non_dumpable
 from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
@@ -73,6 +78,13 @@ def _credentials(settings: Settings, args: argparse.Namespace | None = None) -> 
     return credentials
 
 
+def _protect() -> None:
+    """First thing in every command here, as in ``spindle run``: this process unreadable
+    to same-user processes, the agents a runner starts above all (``/proc/<pid>/environ``
+    and its memory hold the cluster password and the bot tokens)."""
+    make_non_dumpable()
+
+
 def _sign_in_refused(run: Callable[[], object]) -> str | None:
     """Run ``run()``; the reason when NATS refused the node's sign-in (alone, or in the
     exception groups of the nurseries it passed through), else None."""
@@ -92,6 +104,7 @@ def _sign_in_refused(run: Callable[[], object]) -> str | None:
 
 
 def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
+    _protect()
     refused = _sign_in_refused(lambda: trio.run(_runner, args, settings))
     if refused is not None:
         print(f"Cannot start the runner: {refused}", file=sys.stderr)
@@ -116,7 +129,7 @@ async def _runner(args: argparse.Namespace, settings: Settings) -> None:
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
             "workspace_factory": workspace_factory(
-                settings.workspaces.options(sandbox=settings.sandbox_for("shell"))
+                settings.workspaces.options(sandbox=settings.workspace_sandbox())
             ),
             "channel_policies": {
                 channel_id: policy.replace(verbosity=channel.verbosity)
@@ -209,6 +222,7 @@ class PrintRenderer:
 
 
 def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
+    _protect()
     roots = args.root or ["."]
     platforms = _chat_platforms(args, settings)
     if isinstance(platforms, str):
@@ -386,6 +400,7 @@ async def _gateway(
 
 
 def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
+    _protect()
     if getattr(args, "cluster_command", None) != "dev":
         print("usage: spindle cluster dev [--root DIR] [--dir DIR]", file=sys.stderr)
         return EXIT_USAGE
@@ -467,6 +482,7 @@ def _password_file(directory: Path, password: str) -> Path:
 
 
 def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
+    _protect()
     from threadspindle.runtime.live.log_read import LogError
     from threadspindle.runtime.live.replay import export_lines
 

@@ -13,7 +13,9 @@ random one unless given one): the servers hold every thread's log and inbox, and
 shares the machine's network, so a server open to anyone on 127.0.0.1 would let an agent
 read every conversation and write actions into any thread. The config files holding the
 password are readable by their owner only. The monitoring port has no password in
-nats-server; it answers only under a random path (``NatsNode.monitor_path``).
+nats-server; it answers only under a random path (``NatsNode.monitor_path``). A server
+starts without Spindle's ``SPINDLE_*`` variables in its environment (its password is in the
+config file).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from threadspindle.effects.child_env import child_environment
 
 __all__ = [
     "NatsCluster",
@@ -176,6 +180,9 @@ class NatsNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                # Not Spindle's SPINDLE_* secrets (the bot tokens, the cluster password):
+                # a Go server stays dumpable, so its environ is readable by same-user agents.
+                env=child_environment(),
                 preexec_fn=die_with_parent if self.die_with_parent else None,
             )
         finally:

@@ -1,5 +1,6 @@
 """``effects.jetstream.servers``: ports a fresh cluster picks and what happens when one is
-taken before the server binds it (a full test run saw "address already in use")."""
+taken before the server binds it (a full test run saw "address already in use"); a server's
+environment holds none of Spindle's ``SPINDLE_*`` secrets."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from threadspindle.effects.jetstream.servers import NatsCluster, free_port
 
@@ -87,3 +90,20 @@ def test_a_directory_used_before_starts_with_this_runs_ports_and_password(
     with second:
         assert second.password != first.password
         assert asyncio.run(put_and_get(second.urls, None)) == b"v1"
+
+
+def test_a_server_starts_without_spindles_settings_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nats-server stays dumpable: a same-user agent reads its ``/proc/<pid>/environ``, so
+    Spindle's ``SPINDLE_*`` secrets (bot tokens, the cluster password) are not in it."""
+    monkeypatch.setenv("SPINDLE_DISCORD_TOKEN", "the-secret-bot-token-value")
+    monkeypatch.setenv("SPINDLE_CLUSTER__PASSWORD", "cluster-secret-pw")
+    monkeypatch.setenv("SPINDLE_TEST_KEPT_OUT", "1")
+    monkeypatch.setenv("ORDINARY_VARIABLE", "kept")
+    with NatsCluster(tmp_path) as cluster:
+        process = cluster.nodes[0].process
+        assert process is not None
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+    assert b"ORDINARY_VARIABLE=kept" in environ
+    assert not [v for v in environ if v.startswith(b"SPINDLE_")], environ
