@@ -1,9 +1,11 @@
 """What an agent may ask a managed process to be, checked before anything runs: its
 command (found and executable), its arguments and working directory (no NUL, which the OS
 would refuse with a bare ValueError; the directory inside the allowed roots and, sandboxed,
-inside the thread's workdir), and its environment (well-formed, over Spindle's own without
-its ``SPINDLE_*`` settings and secrets). A refusal is a ``ProcessError`` whose text is for
-the agent, verbatim."""
+inside the thread's workdir), and its environment (well-formed, without the variables that
+make the dynamic loader or glibc load code or read files, since the process guard and
+bubblewrap run outside the sandbox with it; over Spindle's own without its ``SPINDLE_*``
+settings and secrets). A refusal is a ``ProcessError`` whose text is for the agent,
+verbatim."""
 
 from __future__ import annotations
 
@@ -18,11 +20,32 @@ __all__ = [
     "check_no_nul",
     "inherited_env",
     "inside",
+    "loader_variable",
     "resolve_command",
     "resolve_cwd",
 ]
 
 _PRIVATE_ENV_PREFIX = "SPINDLE_"
+# An agent's `env` reaches the process guard (`python -I -S`, which ignores PYTHON* but not
+# what the dynamic loader and glibc read) and bubblewrap, both outside the sandbox: an
+# LD_PRELOAD of a library the agent compiled would run its code there. Refused: every LD_*
+# (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, LD_DEBUG_OUTPUT ...) and, of the list glibc
+# itself strips from setuid programs (UNSECURE_ENVVARS in its unsecvars.h), those that make
+# it load code or read or write a file the variable names. The rest of that list only
+# tunes the resolver (LOCALDOMAIN, RES_OPTIONS) or names the temp dir (TMPDIR), which real
+# programs need and which cannot reach outside.
+_LOADER_PREFIX = "LD_"
+_GLIBC_VARIABLES = {
+    "GCONV_PATH": "makes glibc load character-set converters (shared libraries) from it",
+    "GETCONF_DIR": "makes glibc run getconf helpers from it",
+    "GLIBC_TUNABLES": "is parsed by the dynamic loader (and has let it be taken over)",
+    "LOCPATH": "makes glibc read locale files (trusted, unchecked input) from it",
+    "NLSPATH": "makes glibc read message catalogs (format strings) from any file",
+    "HOSTALIASES": "makes the resolver read any file it names",
+    "RESOLV_HOST_CONF": "makes the resolver read any file it names",
+    "MALLOC_TRACE": "makes glibc's malloc debugger write to any file it names",
+    "TZDIR": "makes glibc read time-zone files (trusted input) from it",
+}
 
 
 class ProcessError(Exception):
@@ -53,10 +76,27 @@ def check_no_nul(command: str, args: Sequence[str], cwd: str | None) -> None:
 
 
 def check_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables an agent asked for, refused when malformed or when they would make
+    code outside the sandbox load or read what the agent chose (``loader_variable``)."""
     for key, value in env.items():
         if not key or "=" in key or "\0" in key or "\0" in value:
             raise ProcessError(f"invalid environment variable name or value: {key!r}")
+        why = loader_variable(key)
+        if why is not None:
+            raise ProcessError(
+                f"environment variable {key!r} is refused: it {why}, and the process "
+                "guard and the sandbox (bubblewrap) get this environment and run outside "
+                "the sandbox"
+            )
     return dict(env)
+
+
+def loader_variable(name: str) -> str | None:
+    """Why the dynamic loader or glibc would load code or read a file ``name`` names in a
+    program started with it, or None for an ordinary variable."""
+    if name.startswith(_LOADER_PREFIX):
+        return "is read by the dynamic loader (libraries to load, where to find them)"
+    return _GLIBC_VARIABLES.get(name)
 
 
 def resolve_command(command: str, cwd: str, path_var: str) -> str:

@@ -363,6 +363,10 @@ class ProcessSupervisor:
         r.started_at = time.time()
         self._save()
         try:
+            argv, pass_fds = self._launch_argv(entry, executable)
+        except ProcessError as exc:
+            raise self._spawn_failed(entry, str(exc)) from None
+        try:
             writer, (out_fd, err_fd) = await start_output_writer(
                 (r.stdout_path, r.stderr_path), self.config.max_log_bytes // 2
             )
@@ -370,7 +374,6 @@ class ProcessSupervisor:
             raise self._spawn_failed(entry, f"could not start its output writer: {exc}") from exc
         entry.writer = writer
         self._nursery.start_soon(self._reap_writer, entry, writer)
-        argv, pass_fds = self._launch_argv(entry, executable)
         try:
             proc = await trio.lowlevel.open_process(
                 argv,
@@ -419,7 +422,7 @@ class ProcessSupervisor:
             argv = sandbox_argv(
                 self.config.sandbox, argv, workdir=workdir, die_with_parent=not keep, chdir=r.cwd
             )
-            argv[:1] = [shutil.which(argv[0]) or argv[0]]
+            argv[:1] = [_sandbox_binary(argv[0])]
         if keep:
             return argv, ()
         return guarded_argv(argv), (lifeline_fd(),)
@@ -643,3 +646,13 @@ class ProcessSupervisor:
     def _check_open(self) -> None:
         if self.closed:
             raise ProcessError("the process manager is shutting down")
+
+
+def _sandbox_binary(binary: str) -> str:
+    """bubblewrap's absolute path, found with Spindle's own PATH: the guard runs it from the
+    process's cwd (the agent's workdir) with the agent's environment, where a bare name or
+    a relative path would find what the agent put there, outside the sandbox."""
+    found = shutil.which(binary)
+    if found is None:
+        raise ProcessError(f"the sandbox binary {binary!r} is not found (not on PATH)")
+    return os.path.abspath(found)

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import trio
 from mcp_kit import call, call_error, make_config, open_client
 
@@ -43,3 +46,88 @@ async def test_a_sandboxed_thread_process_stays_in_its_workdir(tmp_path, nursery
                 break
             await trio.sleep(0.05)
     assert "secret.txt" not in out["stdout"] and out["exit_code"] != 0
+
+
+PRELOAD_SOURCE = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void loaded(void) {
+    char comm[64] = "?";
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (f) { fgets(comm, sizeof comm, f); fclose(f); }
+    FILE *out = fopen(MARKER, "a");
+    if (out) { fprintf(out, "loaded in pid %d %s", getpid(), comm); fclose(out); }
+}
+"""
+
+
+def _preload_library(folder: Path, marker: Path) -> Path:
+    """A shared library the agent compiled in its workdir: its constructor notes each
+    process that loads it in ``marker``."""
+    source, library = folder / "evil.c", folder / "evil.so"
+    source.write_text(PRELOAD_SOURCE)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(library), str(source), f'-DMARKER="{marker}"'],
+        check=True,
+    )
+    return library
+
+
+async def test_loader_variables_never_reach_the_guard_or_bubblewrap(tmp_path, nursery):
+    # The guard (python) and bubblewrap run outside the sandbox with the env the agent
+    # passes: an LD_PRELOAD would run the agent's library there, next to the database.
+    assert BWRAP.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the library an agent would preload")
+    mine = tmp_path / "roots" / "mine"
+    mine.mkdir(parents=True)
+    marker = mine / "loaded.txt"
+    library = _preload_library(mine, marker)
+    sandbox = Sandbox(binary=str(BWRAP), hidden=(str(tmp_path / "data"),), roots=(str(mine),))
+    config = make_config(tmp_path, allowed_roots=(mine,), sandbox=sandbox)
+    manager = await nursery.start(serve_process_manager, config)
+    thread = "thread-preload"
+    manager.bind_thread(thread, str(mine))
+    async with open_client(manager.url, manager.token_for_thread(thread)) as client:
+        for env in ({"LD_PRELOAD": str(library)}, {"LD_AUDIT": str(library)}):
+            text = await call_error(
+                client, "start_process", name="x", command="/bin/true", cwd=str(mine), env=env
+            )
+            [name] = env
+            assert f"environment variable {name!r} is refused" in text
+            assert "dynamic loader" in text and "outside the sandbox" in text
+        await trio.sleep(0.5)
+        assert (await call(client, "list_processes"))["processes"] == []
+    assert not marker.exists(), marker.read_text()
+
+
+async def test_a_relative_sandbox_binary_is_not_found_in_the_agent_workdir(
+    tmp_path, nursery, monkeypatch
+):
+    # `agent_sandbox_binary = "tools/bwrap"` means Spindle's cwd; the guard starts it from
+    # the process's cwd, the agent's workdir, where the agent can put its own tools/bwrap.
+    assert BWRAP.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
+    spindle_cwd = tmp_path / "spindle"
+    (spindle_cwd / "tools").mkdir(parents=True)
+    (spindle_cwd / "tools" / "bwrap").symlink_to(BWRAP)
+    mine = tmp_path / "roots" / "mine"
+    (mine / "tools").mkdir(parents=True)
+    marker = tmp_path / "escaped.txt"
+    planted = mine / "tools" / "bwrap"
+    planted.write_text(f"#!/bin/sh\necho outside > {marker}\n")
+    planted.chmod(0o755)
+    monkeypatch.chdir(spindle_cwd)
+    sandbox = Sandbox(binary="tools/bwrap", hidden=(str(tmp_path / "data"),), roots=(str(mine),))
+    config = make_config(tmp_path, allowed_roots=(mine,), sandbox=sandbox)
+    manager = await nursery.start(serve_process_manager, config)
+    thread = "thread-relative"
+    manager.bind_thread(thread, str(mine))
+    async with open_client(manager.url, manager.token_for_thread(thread)) as client:
+        await call(client, "start_process", name="hi", command="echo", args=["hi"], cwd=str(mine))
+        for _ in range(200):
+            out = await call(client, "get_output", name="hi")
+            if out["status"] not in ("running", "starting"):
+                break
+            await trio.sleep(0.05)
+    assert not marker.exists()
+    assert out["stdout"] == "hi\n" and out["exit_code"] == 0
