@@ -1,7 +1,8 @@
 """``LogUnwritable``, and which errors mean the disk refuses the event log's writes.
 
 ``storage_error`` sorts an exception raised by a write into "the storage refused" (a full
-disk, a read-only file system, an I/O error, no permission: a ``LogUnwritable`` saying which
+disk, a read-only file system, an I/O error, no permission, the file locked by another
+process for longer than the busy timeout: a ``LogUnwritable`` saying which
 in a few words, after asking the file system when SQLite's code is vague) or anything else
 (None: the caller raises it as it is). ``EventLog`` keeps a refused batch buffered and
 retries it until the disk takes writes again.
@@ -34,6 +35,8 @@ class LogUnwritable(LogError):
 # SQLite's primary result codes that mean "the storage refused": SQLITE_READONLY,
 # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (https://sqlite.org/rescode.html).
 _SQLITE_STORAGE = {8: "read-only", 10: "I/O error", 13: "full", 14: "cannot open"}
+# SQLITE_BUSY, SQLITE_LOCKED: the busy timeout ran out while another connection held it.
+_SQLITE_HELD = {5, 6}
 _OS_STORAGE = {
     errno.ENOSPC: "the disk is full",
     errno.EDQUOT: "the disk quota is used up",
@@ -51,6 +54,10 @@ def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
         return exc
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in _SQLITE_HELD:
+            # Another process holds the file locked (a `sqlite3` shell in a transaction, a
+            # backup): like a full disk, the batch waits and is retried, nothing is lost.
+            return LogUnwritable(path, "another process holds the database locked")
         if code is None or code & 0xFF not in _SQLITE_STORAGE:
             return None
         primary = _SQLITE_STORAGE[code & 0xFF]

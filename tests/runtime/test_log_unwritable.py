@@ -143,3 +143,25 @@ async def test_the_runtime_refuses_prompts_answers_status_and_recovers_by_itself
             e for e in rt.chat.of_thread("t1") if isinstance(e, PostOutput) and e.kind == "notice"
         ]
         assert len(notices) >= 2
+
+
+def test_a_database_another_process_holds_locked_waits_like_a_full_disk(tmp_path: Path) -> None:
+    # A `sqlite3` shell left in a write transaction: the flusher used to die on "database is
+    # locked", taking the runtime down and the buffered prompts with it.
+    import sqlite3
+
+    path = tmp_path / "log.sqlite3"
+    log = EventLog(path).open()
+    log.append(_status(1))
+    log.flush()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    log.append(_status(2))
+    with pytest.raises(LogUnwritable, match="another process holds the database locked"):
+        log.flush()
+    assert log.statistics().pending == 1 and not log.is_durable(2)
+    other.execute("COMMIT")
+    other.close()
+    assert log.flush() == 1 and log.is_durable(2)
+    assert [e.seq for e in log.read("t")] == [1, 2]
+    log.close()
