@@ -8,16 +8,23 @@ A log file that cannot be written (a full disk, a read-only file system) is said
 one line on the terminal, never as a traceback per record: its records are dropped (the
 terminal still gets its own), it is tried again every ``_FileHandler.retry_s`` seconds, and
 once it can be written again a record says how many were dropped.
+
+The file is private (0600: records quote prompts and paths) and rotated by size: past
+``_FileHandler.max_bytes`` it becomes ``spindle.log.jsonl.1`` (the older ones ``.2``, …,
+``backups`` of them kept), so nothing that makes Spindle log, an unauthenticated client of
+a webhook included, can fill the disk with it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from threadspindle.effects.terminal_text import terminal_safe
 
@@ -80,13 +87,22 @@ class _HumanFormatter(logging.Formatter):
         return terminal_safe(text)
 
 
-class _FileHandler(logging.FileHandler):
-    """A ``FileHandler`` that survives a disk refusing writes (see the module docstring)."""
+class _FileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating file handler that survives a disk refusing writes and keeps its files
+    private (see the module docstring)."""
 
     retry_s = 5.0
+    max_bytes = 50 * 1024 * 1024
+    backups = 3
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, encoding="utf-8", delay=True)
+        super().__init__(
+            path,
+            maxBytes=self.max_bytes,
+            backupCount=self.backups,
+            encoding="utf-8",
+            delay=True,
+        )
         self.failure: OSError | None = None
         self.dropped = 0
         self._retry_at = 0.0
@@ -107,6 +123,16 @@ class _FileHandler(logging.FileHandler):
             self.dropped += 1
             return
         super().emit(record)
+
+    def _open(self) -> Any:
+        """The file in append mode, made (or made again) readable by its owner only."""
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # one an older Spindle made with the umask's mode
+            return open(fd, "a", encoding=self.encoding, errors=self.errors)
+        except BaseException:
+            os.close(fd)
+            raise
 
     def handleError(self, record: logging.LogRecord) -> None:
         exc = sys.exc_info()[1]

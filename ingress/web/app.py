@@ -67,10 +67,10 @@ from threadspindle.ingress.web.commands import (
     start_action,
 )
 from threadspindle.ingress.web.security import (
-    COOKIE,
     SECURITY_HEADERS,
     allowed_hosts,
     cookie_header,
+    cookie_name,
     host_ok,
     origin_ok,
     token_ok,
@@ -79,6 +79,7 @@ from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.ingress.web.timeline import timeline_of_db, timeline_of_lines
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.storable import without_surrogates
 
 __all__ = ["RuntimePort", "WebChat", "WebGuard", "build_app", "workdir_choices"]
 
@@ -93,6 +94,10 @@ MAX_ATTACHED = 25 * 1024 * 1024
 MAX_FILES = 10
 STATUS_POLL_S = 0.3  # the status panel also follows state changes that show no message
 KEEPALIVE_S = 15.0
+# A live stream ends after this long and the browser reconnects (from ``Last-Event-ID``):
+# its client sends nothing meanwhile, and the server's read timeout (``host``) would
+# otherwise cut it as a stalled connection.
+STREAM_LIFETIME_S = 45.0
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 MAX_WORKDIR_CHOICES = 300
 
@@ -146,10 +151,11 @@ def workdir_choices(roots: tuple[str, ...], limit: int = MAX_WORKDIR_CHOICES) ->
 class WebGuard:
     """ASGI middleware: refuses what ``ingress.web.security`` refuses, before the app."""
 
-    def __init__(self, app: ASGIApp, chat: WebChat, hosts: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, chat: WebChat, hosts: frozenset[str], port: int) -> None:
         self.app = app
         self.chat = chat
         self.hosts = hosts
+        self.port = port  # names the cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -186,10 +192,10 @@ class WebGuard:
             rest = {k: v for k, v in query.items() if k != "token"}
             target = path + ("?" + urlencode(rest, doseq=True) if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.headers["set-cookie"] = cookie_header(token)
+            response.headers["set-cookie"] = cookie_header(token, self.port)
             await response(scope, receive, send_secured)
             return
-        if not token_ok(_cookie(headers.get("cookie", ""), COOKIE), token):
+        if not token_ok(_cookie(headers.get("cookie", ""), cookie_name(self.port)), token):
             await refuse(401, "Open the URL Spindle printed at start (it carries the token).")
             return
         if scope["method"] not in ("GET", "HEAD") and not origin_ok(
@@ -249,12 +255,25 @@ async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
 async def _json_body(request: Request) -> dict[str, Any]:
     body = await _bounded_body(request)
     try:
-        data = json.loads(body or b"{}")
-    except ValueError:
+        # A lone surrogate escape ("\\ud800") has no UTF-8 form: U+FFFD instead.
+        data = without_surrogates(json.loads(body or b"{}"))
+    except (ValueError, RecursionError):
         raise InputRefused("The request is not JSON.") from None
     if not isinstance(data, dict):
         raise InputRefused("The request is not a JSON object.")
     return data
+
+
+def _event_id(raw: str) -> int:
+    """A stream's ``Last-Event-ID`` or ``after``; 0 (from the start) when it is not one.
+    Past 18 digits it is no id this server gave (and past 4300, ``int`` raises)."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
+
+
+def _content_length(request: Request) -> int | None:
+    """The request's ``Content-Length``; None when it has none (or not a number)."""
+    raw = request.headers.get("content-length") or ""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
 
 def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
@@ -331,15 +350,15 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         if thread_id is None:
             return _html(pages.error_page(404, "No such web thread."), 404)
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        after = int(raw) if raw.isascii() and raw.isdigit() else 0
+        after = _event_id(raw)
 
         async def stream() -> AsyncIterator[str]:
             seq = after
             shown_status: str | None = None
             shown_label = ""
-            quiet_since = trio.current_time()
+            quiet_since = opened = trio.current_time()
             yield "retry: 1000\n\n"
-            while True:
+            while trio.current_time() - opened < STREAM_LIFETIME_S:
                 view = chat.platform.view(thread_id)
                 updates = view.updates_after(seq) if seq <= view.seq else None
                 upto = view.seq  # read with the updates: each yield below may let more in
@@ -407,10 +426,10 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         thread_id = web_thread(request)
         if thread_id is None:
             return _refused("No such web thread.", 404)
-        length = request.headers.get("content-length") or ""
-        if not length.isascii() or not length.isdigit():
+        length = _content_length(request)
+        if length is None:
             return _refused("Send the files with their length (a browser does).", 411)
-        if int(length) > MAX_ATTACHED + MAX_BODY:
+        if length > MAX_ATTACHED + MAX_BODY:
             return _refused(f"The files are larger than {MAX_ATTACHED // 1048576} MiB.", 413)
         state = chat.live().snapshot(thread_id)
         if state is None or state.conversation is None:
@@ -513,7 +532,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         return _html(pages.timeline_page(timeline, title=thread_id, back=back))
 
     async def upload_timeline(request: Request) -> Response:
-        if int(request.headers.get("content-length") or 0) > MAX_UPLOAD:
+        if (_content_length(request) or 0) > MAX_UPLOAD:
             return _html(pages.error_page(413, "The file is larger than 50 MiB."), 413)
         async with request.form(max_files=1, max_fields=4) as form:
             upload = form.get("log")
@@ -560,9 +579,8 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             Route("/favicon.ico", favicon, methods=["GET"]),
         ]
     )
-    return WebGuard(
-        app, chat, allowed_hosts(settings.host, settings.port if port is None else port)
-    )
+    bound = settings.port if port is None else port
+    return WebGuard(app, chat, allowed_hosts(settings.host, bound), bound)
 
 
 def _last_used(state: ThreadState) -> float:

@@ -5,6 +5,11 @@ manager is served (``effects.mcp_manager.server``).
 ``PortUnavailable``), builds the app for the port really bound, hands hypercorn the socket
 by its descriptor (``fd://``) and starts with a ``WebServer``: the address and the start
 URL that carries the token. It serves until cancelled.
+
+hypercorn's ``read_timeout`` (``READ_TIMEOUT_S``) drops a connection that sends nothing for
+that long (by default it is None: a client that sends half a request and stalls is held for
+ever). A live stream's client sends nothing while it listens, so the stream ends itself
+before that (``app.STREAM_LIFETIME_S``) and the browser's ``EventSource`` reconnects.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from threadspindle.ingress.web.app import WebChat, build_app
+from threadspindle.ingress.web.app import STREAM_LIFETIME_S, WebChat, build_app
 from threadspindle.ingress.web.commands import WebIds
 from threadspindle.runtime.live.ports import ThreadOpener
 
 __all__ = ["PortUnavailable", "WebServer", "serve_web", "web_thread_opener"]
 
 _log = logging.getLogger(__name__)
+
+READ_TIMEOUT_S = 60
+assert STREAM_LIFETIME_S < READ_TIMEOUT_S  # else hypercorn cuts every live stream
 
 
 def web_thread_opener(ids: WebIds) -> ThreadOpener:
@@ -89,6 +97,7 @@ async def serve_web(
         config.accesslog = None
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 1.0
+        config.read_timeout = READ_TIMEOUT_S
         app = build_app(chat, port=port)
         async with trio.open_nursery() as nursery:
             handed_over = True

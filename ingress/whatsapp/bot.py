@@ -6,7 +6,10 @@ handled in order and ``handle_delivery`` returns once every action it posted is 
 durable log (``Receipt.durable``); only then does the webhook answer 200. Meta retries a
 delivery it got no 200 for, so a crash before that loses nothing, and a message handled
 twice is harmless twice over: it is dropped here by its message id (a bounded set of the
-ids seen) and, after a restart, by the core (its action id is ``wa-<wamid>``).
+ids seen) and, after a restart, by the core (its action id is ``wa-<wamid>``). A message
+sent more than ``max_message_age_s`` ago (its ``timestamp``) is dropped too: the core
+remembers only a thread's recent action ids, so after a restart a captured signed delivery
+could otherwise be replayed to run its prompt again.
 
 What it does itself, because only WhatsApp can:
 
@@ -126,6 +129,7 @@ class WhatsAppIngress:
         self._reads_in, self._reads_out = trio.open_memory_channel[str](1024)
         self.handled = 0
         self.duplicates = 0  # redelivered messages dropped by id
+        self.stale = 0  # messages dropped as sent too long ago (a replay, or far too late)
         self.refusals = 0
         self.skipped = 0  # parts of deliveries not understood
 
@@ -138,6 +142,14 @@ class WhatsAppIngress:
             if inbound.wamid in self._seen:
                 self.duplicates += 1
                 continue
+            if self._too_old(inbound):
+                self.stale += 1
+                _log.warning(
+                    "dropped WhatsApp message %s: sent %d s ago (a replay, or far too late)",
+                    inbound.wamid,
+                    int(self._clock()) - inbound.timestamp,
+                )
+                continue
             if inbound.phone_number_id and inbound.phone_number_id != (
                 self.settings.phone_number_id
             ):
@@ -147,6 +159,12 @@ class WhatsAppIngress:
             self._seen[inbound.wamid] = None
             while len(self._seen) > self.settings.deliveries_remembered:
                 self._seen.popitem(last=False)
+
+    def _too_old(self, inbound: translate.Inbound) -> bool:
+        """Sent longer ago than ``max_message_age_s``. Meta always sends a timestamp; a
+        message without one (0) is not judged."""
+        age = self._clock() - inbound.timestamp
+        return inbound.timestamp > 0 and age > self.settings.max_message_age_s
 
     async def send_read_receipts(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Mark accepted messages read, in the background, until cancelled."""

@@ -17,14 +17,22 @@ the HTTP client is closed.
   answered 200 only once every action it made is durable; a failure is 500, so Meta
   delivers it again (its messages are dropped by id if they were handled after all);
 - anything else 404/405; a body over ``MAX_BODY`` bytes 413.
+
+Nobody is authenticated until the whole body is read, so reading is bounded: a body not
+read within ``body_timeout_s`` is 408, at most ``bodies_read_at_once`` are read at a time
+(503 past that; Meta retries), and hypercorn's ``read_timeout`` drops a connection that
+sends nothing (settings in ``WhatsAppSettings``). Without them a few thousand connections
+that send one byte of body and stall held the process's file descriptors for ever.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import math
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +54,7 @@ __all__ = ["MAX_BODY", "WebhookApp", "WhatsAppConnection", "hosted_whatsapp", "w
 _log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20  # Meta's deliveries are a few KiB
+UNSIGNED_WARNING_S = 60.0  # refused signatures are logged at most this often
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -66,10 +75,15 @@ class WebhookApp:
         self.settings = settings
         self.ingress = ingress
         self._lock = trio.Lock()  # deliveries in order, one at a time
+        self._reading = 0  # bodies being read now (bounded: see the module docstring)
         self.verified = 0
         self.accepted = 0
         self.refused_signatures = 0
         self.failed = 0
+        self.too_slow = 0  # bodies not read in time (408)
+        self.busy = 0  # refused because too many bodies were being read (503)
+        self._unsigned_unsaid = 0  # refused signatures not yet in a warning
+        self._unsigned_said_at = -math.inf
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -105,7 +119,18 @@ class WebhookApp:
             await _answer(send, 403, b"forbidden")
 
     async def _deliver(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read_body(receive)
+        try:
+            body = await self._bounded_read(receive)
+        except _Disconnected:
+            return  # nobody to answer
+        except _TooSlow:
+            self.too_slow += 1
+            await _answer(send, 408, b"too slow")
+            return
+        except _Busy:
+            self.busy += 1
+            await _answer(send, 503, b"busy, try again")
+            return
         if body is None:
             await _answer(send, 413, b"too large")
             return
@@ -114,7 +139,7 @@ class WebhookApp:
             self.settings.app_secret, body, headers.get("x-hub-signature-256")
         ):
             self.refused_signatures += 1
-            _log.warning("refused a webhook delivery with a bad or missing signature")
+            self._say_unsigned()
             await _answer(send, 401, b"bad signature")
             return
         delivery = translate.parse_delivery(body)
@@ -129,6 +154,52 @@ class WebhookApp:
         self.accepted += 1
         await _answer(send, 200, b"ok")
 
+    def _say_unsigned(self) -> None:
+        """Warn of refused signatures: the first at once, then at most one line (with the
+        count) per ``UNSIGNED_WARNING_S``. Anyone can POST here: a line per request let an
+        unauthenticated client fill the disk with the log."""
+        self._unsigned_unsaid += 1
+        now = time.monotonic()
+        if now - self._unsigned_said_at < UNSIGNED_WARNING_S:
+            return
+        if self._unsigned_said_at == -math.inf:
+            _log.warning(
+                "refused a webhook delivery with a bad or missing signature (more are "
+                "counted, and said at most once a minute)"
+            )
+        else:
+            _log.warning(
+                "refused %d more webhook deliveries with a bad or missing signature",
+                self._unsigned_unsaid,
+            )
+        self._unsigned_said_at, self._unsigned_unsaid = now, 0
+
+    async def _bounded_read(self, receive: Receive) -> bytes | None:
+        """The body (None when over ``MAX_BODY``), read within the deadline and only while
+        fewer than ``bodies_read_at_once`` others are; raises ``_TooSlow``, ``_Busy`` or
+        ``_Disconnected`` otherwise."""
+        if self._reading >= self.settings.bodies_read_at_once:
+            raise _Busy
+        self._reading += 1
+        try:
+            with trio.move_on_after(self.settings.body_timeout_s):
+                return await _read_body(receive)
+            raise _TooSlow
+        finally:
+            self._reading -= 1
+
+
+class _TooSlow(Exception):
+    """The body did not arrive within ``body_timeout_s``."""
+
+
+class _Busy(Exception):
+    """Too many bodies are being read at once."""
+
+
+class _Disconnected(Exception):
+    """The client went away (or hypercorn's read timeout dropped it) mid-body."""
+
 
 async def _read_body(receive: Receive) -> bytes | None:
     chunks: list[bytes] = []
@@ -136,7 +207,7 @@ async def _read_body(receive: Receive) -> bytes | None:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks)
+            raise _Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
@@ -147,16 +218,10 @@ async def _read_body(receive: Receive) -> bytes | None:
 
 
 async def _answer(send: Send, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    if status in (408, 413, 503):  # the body was not read: the connection cannot be reused
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -207,6 +272,8 @@ async def hosted_whatsapp(
             config.accesslog = None
             config.errorlog = logging.getLogger("hypercorn.error")
             config.graceful_timeout = 1.0
+            # A connection that sends nothing this long is dropped (None: held for ever).
+            config.read_timeout = settings.read_timeout_s
             async with trio.open_nursery() as nursery:
                 handed_over = True
                 await nursery.start(ingress.send_read_receipts)

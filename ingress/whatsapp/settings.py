@@ -40,6 +40,19 @@ class WhatsAppSettings(Frozen):
     throttle_wait_s: float = 1.0  # a throttled call without Retry-After waits this long
     refusal_interval_s: float = 600.0  # a refused user is told at most this often
     deliveries_remembered: int = 4096  # message ids kept to drop Meta's redeliveries
+    # A message sent longer ago than this is dropped: the ids above are forgotten at a
+    # restart, so a captured signed delivery could otherwise be replayed to run its prompt
+    # again. 24 h: WhatsApp's customer-service window, past which nothing could be
+    # answered in that chat anyway; Meta's retries after a short outage are well inside.
+    max_message_age_s: float = 24 * 3600.0
+    # The webhook faces the internet and reads a body before its signature can be checked:
+    # a client that sends it too slowly is answered 408 after ``body_timeout_s``, one that
+    # sends nothing for ``read_timeout_s`` is disconnected (hypercorn's read timeout), and
+    # at most ``bodies_read_at_once`` bodies are read at a time (503 past that: Meta
+    # retries). Meta sends a delivery (a few KiB) at once.
+    body_timeout_s: float = 10.0
+    read_timeout_s: int = 30
+    bodies_read_at_once: int = 32
     # Images, videos and documents sent to the agent at most this large (read into memory
     # before they are saved; a larger one is refused with a reply).
     attachment_max_bytes: int = 25 * 1024 * 1024

@@ -10,11 +10,16 @@ space coming back.
 from __future__ import annotations
 
 import json
+import logging
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli_harness import ROOT
+
+from threadspindle.app import logs
 
 SCRIPT = """
 import logging, resource, signal, sys
@@ -58,3 +63,29 @@ def test_a_log_file_that_cannot_be_written_is_one_line_and_comes_back(tmp_path: 
     assert written[:3] == [0, 1, 2] and written[-10:] == list(range(300, 310))
     assert dropped > 0 and len(written) + dropped == 310
     assert path.stat().st_size > 20_000
+
+
+def test_the_log_file_is_private_and_rotated_by_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unrotated, anything that makes Spindle log (an unsigned POST to the WhatsApp webhook
+    # writes a warning) could fill the disk; the file also quotes prompts: private.
+    monkeypatch.setattr(logs._FileHandler, "max_bytes", 10_000)
+    monkeypatch.setattr(logs._FileHandler, "backups", 2)
+    path = tmp_path / "spindle.log.jsonl"
+    handler = logs._FileHandler(path)
+    handler.setFormatter(logs._JsonFormatter())
+    for n in range(1000):
+        record = logging.LogRecord(
+            "spindle.test", logging.INFO, __file__, 0, "record %d", (n,), None
+        )
+        handler.handle(record)
+    handler.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["spindle.log.jsonl", "spindle.log.jsonl.1", "spindle.log.jsonl.2"]
+    for name in files:
+        assert (tmp_path / name).stat().st_size <= 10_000
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+        assert all(json.loads(line) for line in (tmp_path / name).read_text().splitlines())
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["msg"] == "record 999"

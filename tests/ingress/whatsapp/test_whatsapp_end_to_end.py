@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import trio
@@ -229,3 +231,67 @@ async def test_a_stale_button_is_no_longer_pending_and_commands_are_plain_text(
         assert "claude" in reply[0].text.lower()
         wa.fake.say(user, "/bogus")
         await wait_for(lambda: [m for m in wa.bot_messages(thread) if "/bogus" in m.text])
+
+
+async def _answer_of(stream: trio.SocketStream) -> bytes:
+    """What the server sends until it closes the connection."""
+    got = b""
+    while chunk := await stream.receive_some():
+        got += chunk
+    return got
+
+
+async def test_a_stalled_body_is_answered_408_while_signed_deliveries_go_through(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    # Unauthenticated: a body must be read whole before its signature can be checked, so a
+    # client that sends one byte of it and stalls held its connection (a descriptor) for
+    # ever.
+    async with whatsapp_stack(wa, tmp_path, body_timeout_s=0.5) as stack:
+        url = urlsplit(stack.app.whatsapp.webhook_url)
+        assert url.hostname is not None and url.port is not None
+        head = f"POST {url.path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{{"
+        stalled = []
+        for _ in range(5):
+            stream = await trio.open_tcp_stream(url.hostname, url.port)
+            await stream.send_all(head.encode())
+            stalled.append(stream)
+        user = wa.fresh_user()
+        status = await trio.to_thread.run_sync(
+            wa.fake.post, wa.fake.delivery_body(user, "u", [_text(user, "wamid.meanwhile")])
+        )
+        assert status == 200
+        with trio.fail_after(5):
+            answers = [await _answer_of(stream) for stream in stalled]
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers), answers
+        assert stack.app.whatsapp.webhook.too_slow == 5
+
+
+def _text(user: str, wamid: str, text: str = "hi", timestamp: int | None = None) -> dict[str, str]:
+    when = int(time.time()) if timestamp is None else timestamp
+    return {
+        "from": user,
+        "id": wamid,
+        "timestamp": str(when),
+        "type": "text",
+        "text": {"body": text},
+    }
+
+
+async def test_a_message_sent_too_long_ago_is_dropped_and_a_late_one_runs(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    # The ids seen are forgotten at a restart and the core keeps only a thread's recent
+    # action ids: a captured signed delivery replayed later ran its prompt again.
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        thread = await stack.start_chat()
+        user = wa.chat(thread)
+        now = int(time.time())
+        replayed = _text(user, "wamid.old", "REPLAYED rm -rf build", timestamp=now - 25 * 3600)
+        late = _text(user, "wamid.late", "sent during an outage", timestamp=now - 3 * 3600)
+        for message in (replayed, late):
+            body = wa.fake.delivery_body(user, "u", [message])
+            assert await trio.to_thread.run_sync(wa.fake.post, body) == 200  # Meta stops
+        await stack.until_footers(thread, 1)
+        assert _delivered(stack) == ["sent during an outage"]
+        assert stack.app.whatsapp.ingress.stale == 1
