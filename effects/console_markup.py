@@ -28,7 +28,9 @@ __all__ = ["render_controls", "render_line", "render_text"]
 SUBTEXT = "-# "
 REMOVE_QUEUED = "remove_queued:"  # the core's "Remove from queue" button action
 DIM, NORMAL = "\x1b[2m", "\x1b[22m"
-_MENTION = re.compile(r"<(@[!&]?|#)(\w+)>")
+# An agent's mention comes escaped (``\<@id>``, effects/chunking.escape_mentions): the
+# console pings nobody, so it reads as any other.
+_MENTION = re.compile(r"\\?<(@[!&]?|#)(\w+)>")
 
 
 def render_line(line: str, *, color: bool = False) -> str:

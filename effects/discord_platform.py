@@ -47,6 +47,7 @@ import aiohttp
 import discord
 import trio_asyncio
 
+from threadspindle.effects.chunking import EMPTY_OPTION
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.effects.request_budget import (
     CallKind,
@@ -75,6 +76,28 @@ def discord_nonce(key: str) -> str:
     return hashlib.blake2b(key.encode(), digest_size=12).hexdigest()[:25]
 
 
+MAX_MENU_OPTIONS = 25  # a select menu's options
+MAX_OPTION_CHARS = 100  # an option's label and its value
+
+
+def _select_options(options: tuple[str, ...]) -> list[discord.SelectOption]:
+    """A question's options for a select menu. Discord refuses an empty label or value and
+    two options with one value: an empty option reads ``EMPTY_OPTION``, and a value that
+    is empty or taken (two options alike in their first 100 characters) is the option's
+    number before its text, so each pick still tells which option it was (the question's
+    text then lists them in full, numbered: ``chunking.question_text``)."""
+    chosen: list[discord.SelectOption] = []
+    taken: set[str] = set()
+    for number, option in enumerate(options, start=1):
+        label = option[:MAX_OPTION_CHARS].strip() or EMPTY_OPTION
+        value = option[:MAX_OPTION_CHARS]
+        if not value.strip() or value in taken:
+            value = f"{number}. {option.strip() or EMPTY_OPTION}"[:MAX_OPTION_CHARS]
+        taken.add(value)
+        chosen.append(discord.SelectOption(label=label, value=value))
+    return chosen
+
+
 def _view(buttons: tuple[Button, ...] = (), menu: SelectMenu | None = None) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     for button in buttons:
@@ -87,10 +110,7 @@ def _view(buttons: tuple[Button, ...] = (), menu: SelectMenu | None = None) -> d
             discord.ui.Button(label=button.label[:80], custom_id=button.action[:100], style=style)
         )
     if menu is not None:
-        options = [
-            discord.SelectOption(label=option[:100], value=option[:100])
-            for option in menu.options[:25]
-        ]
+        options = _select_options(menu.options[:MAX_MENU_OPTIONS])
         view.add_item(
             discord.ui.Select(
                 custom_id=menu.custom_id[:100],

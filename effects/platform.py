@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from threadspindle.effects.chunking import LengthUnit
 from threadspindle.runtime.core.effect_types import Button
 from threadspindle.runtime.core.frozen import Frozen
 
@@ -23,6 +24,10 @@ class PlatformLimits(Frozen):
 
     char_limit: int = 2000
     split_margin: int = 100  # split before char_limit - split_margin
+    # How the platform counts char_limit: code points (Discord: its API counts them) or
+    # UTF-16 units (Telegram; an emoji is two). The renderer splits counting the same way,
+    # so no message is ever over the limit and cut.
+    length_unit: LengthUnit = "chars"
     supports_edit: bool = True
     min_edit_interval_s: float = 0.5  # per message; a platform may pace a whole chat too
     typing_refresh_s: float = 8.0
@@ -41,6 +46,11 @@ class PlatformLimits(Frozen):
     # passed since the channel's last send and goes out joined, so a busy run is a few
     # messages, not one per step. Prompts, notices and footers always stand alone.
     joins_messages: bool = False
+    # A question's menu: the characters of an option's label it shows, and the options it
+    # holds (Discord's select: 100 and 25). A question with an option cut, dropped or
+    # empty lists its options in full in its text.
+    option_chars: int = 100
+    menu_options: int = 25
 
 
 class SelectMenu(Frozen):

@@ -41,6 +41,7 @@ from threadspindle.effects.chunking import (
     permission_text,
     question_menu_id,
     question_text,
+    text_length,
 )
 from threadspindle.effects.platform import PlatformLimits, SelectMenu
 from threadspindle.effects.render_outputs import Output, OutputBook, RenderTally
@@ -103,6 +104,9 @@ class OutputComposer:
         self._delivery = delivery
         self._tally = tally
         self._budget = limits.char_limit - limits.split_margin
+        self._unit = limits.length_unit  # how the platform counts the budget
+        self._option_chars = limits.option_chars
+        self._menu_options = limits.menu_options
         self._supports_edit = limits.supports_edit
         self._append_only = append_only
         self._wrap_links = wrap_links
@@ -225,7 +229,10 @@ class OutputComposer:
         out = self._book.add(Output(key, "stream", last_seq=last_seq))
         out.opened_at = self._clock() if self._clock is not None else 0.0
         out.chunker = MessageChunker(
-            self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+            self._budget,
+            wrap_links=self._wrap_links,
+            close_live_fence=self._close_live,
+            unit=self._unit,
         )
         out.chunker.feed(text)
         ids = list(message_ids)
@@ -254,7 +261,10 @@ class OutputComposer:
             out = self._book.add(Output(effect.key, "stream"))
             out.opened_at = self._clock() if self._clock is not None else 0.0
             out.chunker = MessageChunker(
-                self._budget, wrap_links=self._wrap_links, close_live_fence=self._close_live
+                self._budget,
+                wrap_links=self._wrap_links,
+                close_live_fence=self._close_live,
+                unit=self._unit,
             )
             await self._append(out, effect.text)
         elif effect.kind == "thinking":
@@ -313,7 +323,7 @@ class OutputComposer:
         if host.id is None or host.final is None or not self._delivery.is_dirty(host):
             return False  # its final text is out already: an edit more costs as much
         text = f"{host.final}\n-# {effect.text}"
-        if len(text) > self._budget or "\n" in effect.text.strip():
+        if text_length(text, self._unit) > self._budget or "\n" in effect.text.strip():
             return False
         out = self._book.add(Output(effect.key, "footer", text=effect.text, sealed=True))
         out.host, out.host_text = host, host.final
@@ -331,7 +341,7 @@ class OutputComposer:
         if out.host is not None:  # a footer riding in an answer's last message
             host = out.host
             text = f"{out.host_text}\n-# {effect.text}"
-            if len(text) <= self._budget and "\n" not in effect.text.strip():
+            if text_length(text, self._unit) <= self._budget and "\n" not in effect.text.strip():
                 out.text = host.final = text
                 self._delivery.mark_dirty(out, host)
                 await self._delivery.settle(out)
@@ -366,7 +376,12 @@ class OutputComposer:
             )
         else:
             out.text = question_text(
-                effect.question, has_options=bool(effect.options), multiple=effect.multiple
+                effect.question,
+                has_options=bool(effect.options),
+                multiple=effect.multiple,
+                options=effect.options,
+                option_chars=self._option_chars,
+                menu_options=self._menu_options,
             )
             if effect.options:
                 menu = SelectMenu(
@@ -374,7 +389,7 @@ class OutputComposer:
                     options=effect.options,
                     multiple=effect.multiple,
                 )
-        text = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        text = fit_message(out.text, self._budget, wrap_links=self._wrap_links, unit=self._unit)
         message = self._book.new_message(out, text)
         message.buttons = buttons
         await self._delivery.send(out, message, menu=menu)
@@ -385,9 +400,14 @@ class OutputComposer:
             self._tally.ignored_appends += 1
             return
         base = out.text or "🔐 Request"
-        out.text = base + f"\n-# {effect.outcome}"
+        outcome = f"\n-# {effect.outcome}"
+        out.text = base + outcome
         message = out.messages[0]
-        message.final = fit_message(out.text, self._budget, wrap_links=self._wrap_links)
+        # The outcome is the core's own text, added after the chunker: its "by <@id>" may
+        # mention (agent text's mentions are escaped, effects.chunking).
+        room = self._budget - text_length(outcome, self._unit)
+        base = fit_message(base, room, wrap_links=self._wrap_links, unit=self._unit)
+        message.final = base + outcome
         message.buttons = ()  # no more answers
         message.clear_components = True
         self._delivery.mark_dirty(out, message)
@@ -397,7 +417,9 @@ class OutputComposer:
 
     async def _post_file(self, effect: PostFile) -> None:
         """The file with its caption, or (no files here) the fallback text as a block."""
-        caption = fit_message(effect.caption, self._budget, wrap_links=self._wrap_links)
+        caption = fit_message(
+            effect.caption, self._budget, wrap_links=self._wrap_links, unit=self._unit
+        )
         out = self._book.add(Output(effect.key, "block", text=caption, sealed=True))
         message = self._book.new_message(out, caption)
         data = effect.content.encode()
@@ -409,7 +431,10 @@ class OutputComposer:
 
     async def _reply(self, effect: ReplyToCommand) -> None:
         out = self._book.add(Output(effect.key, "reply", text=effect.text, sealed=True))
-        text = fit_message(effect.text, self._budget, wrap_links=self._wrap_links) or "…"
+        text = (
+            fit_message(effect.text, self._budget, wrap_links=self._wrap_links, unit=self._unit)
+            or "…"
+        )
         message = self._book.new_message(out, text)
         await self._delivery.reply(
             out, message, effect.action_id, ephemeral=effect.ephemeral, buttons=effect.buttons
@@ -421,7 +446,7 @@ class OutputComposer:
         """Bring a non-streamed output's messages to its wanted texts: edit (paced) the
         ones that were sent, send the missing ones (``now``, or after one pacing interval,
         so that a text changing at once costs one call), delete the surplus."""
-        texts = out.rendered_texts(self._budget, wrap_links=self._wrap_links)
+        texts = out.rendered_texts(self._budget, wrap_links=self._wrap_links, unit=self._unit)
         for index, text in enumerate(texts):
             if index < len(out.messages):
                 message = out.messages[index]

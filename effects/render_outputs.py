@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from threadspindle.effects.chunking import (
     THINKING_PREVIEW_CHARS,
+    LengthUnit,
     MessageChunker,
     fit_message,
     render_tool_card,
@@ -105,7 +106,9 @@ class Output:
             return message.shown
         return self.chunker.live_text(whole_lines=whole_lines)
 
-    def rendered_texts(self, budget: int, *, wrap_links: bool) -> list[str]:
+    def rendered_texts(
+        self, budget: int, *, wrap_links: bool, unit: LengthUnit = "chars"
+    ) -> list[str]:
         """The whole wanted content of a non-streamed output, message by message."""
         if self.mode == "preview":
             text = thinking_preview(
@@ -114,9 +117,9 @@ class Output:
             text = wrap_bare_links(text) if wrap_links else text
             return [text] if text else []
         if self.mode == "card":
-            text = fit_message(render_tool_card(self.text), budget, wrap_links=False)
+            text = fit_message(render_tool_card(self.text), budget, wrap_links=False, unit=unit)
             return [text] if text else []
-        return split_message(self.text, budget, wrap_links=wrap_links)
+        return split_message(self.text, budget, wrap_links=wrap_links, unit=unit)
 
 
 class OutputBook:

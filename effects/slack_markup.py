@@ -15,7 +15,9 @@ mrkdwn (https://api.slack.com/reference/surfaces/formatting). Its promises:
 
 What changes: ``**bold**`` -> ``*bold*``, ``~~x~~`` -> ``~x~``, ``-# subtext`` and ``# headings``
 -> italic and bold lines, ``[text](url)`` -> ``<url|text>``, ``<https://…>`` -> ``<https://…>``,
-``<@id>`` -> a Slack mention when ``id`` is a Slack user id (else ``@id``), ``||x||`` -> x.
+``<@id>`` -> a Slack mention when ``id`` is a Slack user id (else ``@id``; only the core
+writes one: the renderer escapes the agent's as ``\\<@id>``, shown as the text ``<@id>``),
+``||x||`` -> x.
 Single ``*``/``_`` are left as typed (far more often a glob or a snake_case name). Slack has
 no way to escape ``*``, ``_`` or ``~``; mrkdwn only treats them as markers at word edges.
 """
@@ -31,6 +33,7 @@ FENCE = "```"
 _INLINE = re.compile(
     r"(?P<code>(?P<ticks>`+)(?P<code_body>.+?)(?P=ticks))"
     r"|<(?P<url>https?://[^\s<>]+)>"
+    r"|(?P<inert>\\<@)"
     r"|<@!?(?P<mention>[A-Za-z0-9]+)>"
     r"|\[(?P<label>[^\]\n]+)\]\((?P<href>https?://[^\s()<>]+)\)"
     r"|\*\*(?P<bold>.+?)\*\*"
@@ -70,6 +73,8 @@ def _inline(text: str, *, markers: bool = True) -> str:
             out.append(f"`{body}`" if markers else body)
         elif match.group("url") is not None:
             out.append(f"<{_link_target(match.group('url'))}>" if markers else match.group("url"))
+        elif match.group("inert") is not None:
+            out.append("&lt;@")  # the agent's mention, escaped by the renderer: text only
         elif match.group("mention") is not None:
             user = match.group("mention")
             if markers and _SLACK_USER.match(user):
@@ -159,6 +164,10 @@ def split_sections(mrkdwn: str, limit: int) -> list[str]:
             if head.rfind("&") > len(head) - 5:  # never cut an escape in two
                 cut = head.rfind("&")
                 head, line = head[:cut], head[cut:] + line
+            opening = head.rfind("<")
+            if opening > 0 and head.rfind(">") < opening:
+                # nor a link or mention (<url|label>, <@U…>): Slack would show it raw
+                head, line = head[:opening], head[opening:] + line
             pieces.extend(_flush(current + [head], in_fence))
             current, size = ([FENCE] if in_fence else []), (4 if in_fence else 0)
         if size + len(line) + 1 > limit - 4 and current:

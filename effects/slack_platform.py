@@ -52,6 +52,7 @@ import trio_asyncio
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from threadspindle.effects.chunking import EMPTY_OPTION
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.effects.request_budget import CallKind
 from threadspindle.effects.slack_markup import plain_text, split_sections, to_mrkdwn
@@ -72,6 +73,8 @@ T = TypeVar("T")
 
 MAX_SECTION = 3000  # characters in one section block
 MAX_TEXT = 40_000  # characters in a message's text (Slack truncates beyond)
+MAX_OPTION_CHARS = 75  # a static select option's text
+MAX_MENU_OPTIONS = 100  # a static select's options
 BUTTON_PREFIX = "spindle:"  # every action_id Spindle makes starts so
 _REMEMBERED = 1024
 _MARKUP_ERRORS = ("invalid_blocks", "invalid_blocks_format", "msg_too_long", "invalid_arguments")
@@ -91,6 +94,11 @@ SLACK_LIMITS = PlatformLimits(
     typing_refresh_s=10.0,  # an assistant status stays until the next reply
     subtext=False,
     wrap_links=False,  # unfurls are turned off per message instead
+    # Slack does not say how it counts; UTF-16 units are never fewer than characters, so
+    # splitting by them keeps an emoji-heavy text under the limit either way.
+    length_unit="utf16",
+    option_chars=MAX_OPTION_CHARS,
+    menu_options=MAX_MENU_OPTIONS,
 )
 
 WORKING = "_working…_"  # the status line where Slack refuses the assistant status
@@ -571,10 +579,13 @@ class SlackPlatform:
                     "placeholder": {"type": "plain_text", "text": "Choose an answer"},
                     "options": [
                         {
-                            "text": {"type": "plain_text", "text": option[:75] or "?"},
+                            "text": {
+                                "type": "plain_text",
+                                "text": option[:MAX_OPTION_CHARS].strip() or EMPTY_OPTION,
+                            },
                             "value": callback_option(menu.custom_id, index)[:150],
                         }
-                        for index, option in enumerate(menu.options[:100])
+                        for index, option in enumerate(menu.options[:MAX_MENU_OPTIONS])
                     ],
                 }
             )

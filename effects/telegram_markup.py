@@ -17,7 +17,8 @@ promises:
 
 What changes: ``-# subtext`` lines become italic (Telegram has no subtext), ``# headings``
 bold, ``<https://…>`` a plain link (the platform turns previews off instead), ``[text](url)``
-a link, ``<@id>`` a mention of the name ``names`` knows for that id (else ``@id``),
+a link, ``<@id>`` a mention of the name ``names`` knows for that id (else ``@id``; only the
+core writes one: the renderer escapes the agent's as ``\\<@id>``, shown as the text ``<@id>``),
 ``~~x~~`` strikethrough, ``||x||`` a spoiler. Single ``*``/``_`` emphasis is left as typed:
 in agent text it is far more often a glob or a snake_case name than emphasis.
 Everything here is pure.
@@ -36,6 +37,7 @@ FENCE = "```"
 _INLINE = re.compile(
     r"(?P<code>(?P<ticks>`+)(?P<code_body>.+?)(?P=ticks))"
     r"|<(?P<url>https?://[^\s<>]+)>"
+    r"|(?P<inert>\\<@)"
     r"|<@!?(?P<mention>\d+)>"
     r"|\[(?P<label>[^\]\n]+)\]\((?P<href>https?://[^\s()]+)\)"
     r"|\*\*(?P<bold>.+?)\*\*"
@@ -61,6 +63,8 @@ def _inline(text: str, names: Mapping[str, str]) -> str:
             out.append(f"<code>{_escape(match.group('code_body'))}</code>")
         elif match.group("url") is not None:
             out.append(_escape(match.group("url")))
+        elif match.group("inert") is not None:
+            out.append("&lt;@")  # the agent's mention, escaped by the renderer: text only
         elif match.group("mention") is not None:
             user = match.group("mention")
             name = names.get(user) or f"@{user}"

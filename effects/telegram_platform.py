@@ -11,8 +11,11 @@ Telegram host opens it). What it keeps:
 - **Markup never rejected**: text goes out in HTML parse mode made by
   ``effects.telegram_markup`` with link previews off; if Telegram refuses it all the same
   ("can't parse entities"), the same call is made again as plain text and counted
-  (``markup_fallbacks``). A text over 4096 UTF-16 units (the renderer splits at 4000
-  characters, but emoji count twice) is cut with "…" and counted (``truncated``).
+  (``markup_fallbacks``). Telegram counts its 4096 limit in UTF-16 units (an emoji is
+  two), and so does the renderer when it splits (``length_unit="utf16"``); a text sent
+  over the limit all the same (a long name in a mention) goes as more messages, never
+  cut. Only an edit over the limit, which the renderer never asks for, is cut with "…"
+  and counted (``truncated``).
 - **Paced per chat**: edits in one chat are at least ``limits.min_edit_interval_s`` apart
   (about one a second, Telegram's per-chat pace) whichever thread or message they are
   for; the renderer's lock makes the deltas that arrive meanwhile one later edit.
@@ -53,6 +56,7 @@ from telegram import (
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
 
+from threadspindle.effects.chunking import EMPTY_OPTION, split_message
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.effects.telegram_markup import (
     plain_text,
@@ -77,6 +81,8 @@ T = TypeVar("T")
 
 MAX_TEXT = 4096  # UTF-16 units after entity parsing
 MAX_CALLBACK_BYTES = 64
+MAX_OPTION_LABEL = 64  # a question option's button text, as sent
+MAX_MENU_OPTIONS = 50  # the option buttons of one question's keyboard
 _REMEMBERED = 1024
 
 TELEGRAM_LIMITS = PlatformLimits(
@@ -87,7 +93,11 @@ TELEGRAM_LIMITS = PlatformLimits(
     typing_refresh_s=4.5,  # Telegram shows "typing" for 5 s
     subtext=False,
     wrap_links=False,  # previews are turned off per message instead
+    length_unit="utf16",
+    option_chars=MAX_OPTION_LABEL,
+    menu_options=MAX_MENU_OPTIONS,
 )
+SPLIT_MARGIN = 96  # the room a piece of an over-long text keeps for names in mentions
 
 _THREAD = re.compile(r"^tg:(-?\d+)(?::(\d+))?$")
 
@@ -144,7 +154,8 @@ class TelegramPlatform:
         self._callbacks: OrderedDict[str, str] = OrderedDict()  # action id -> query id
         self.calls = 0
         self.markup_fallbacks = 0  # texts Telegram refused as HTML, sent as plain text
-        self.truncated = 0  # texts cut to Telegram's limit
+        self.truncated = 0  # texts cut to Telegram's limit (edits only)
+        self.split_sends = 0  # texts over the limit sent as more messages
 
     # --- what ingress tells it ----------------------------------------------------------
 
@@ -325,7 +336,34 @@ class TelegramPlatform:
         reply_to: int | None,
     ) -> int:
         sent: list[int] = []
+        pieces = self._pieces(text)
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            await self._send_one(chat, topic, piece, markup if last else None, reply_to, sent)
+        self._next_edit[chat] = max(
+            self._next_edit.get(chat, 0.0), self._clock() + self.limits.min_edit_interval_s / 2
+        )
+        self._remember_keyboard((chat, sent[-1]), markup)
+        return sent[-1]
 
+    def _pieces(self, text: str) -> list[str]:
+        """``text`` as the messages it needs: one, unless what Telegram would show of it
+        is over its limit; then more (the last one carries the keyboard), nothing cut."""
+        if utf16_len(visible_text(to_telegram_html(text, self.names))) <= MAX_TEXT:
+            return [text]
+        self.split_sends += 1
+        pieces = split_message(text, MAX_TEXT - SPLIT_MARGIN, wrap_links=False, unit="utf16")
+        return pieces or [text]
+
+    async def _send_one(
+        self,
+        chat: int,
+        topic: int | None,
+        text: str,
+        markup: InlineKeyboardMarkup | None,
+        reply_to: int | None,
+        sent: list[int],
+    ) -> None:
         async def send(body: str, mode: str | None) -> None:
             message = await self.bot.send_message(
                 chat_id=chat,
@@ -343,20 +381,17 @@ class TelegramPlatform:
             sent.append(message.message_id)
 
         await self._with_fallback(text, send)
-        self._next_edit[chat] = max(
-            self._next_edit.get(chat, 0.0), self._clock() + self.limits.min_edit_interval_s / 2
-        )
-        self._remember_keyboard((chat, sent[-1]), markup)
-        return sent[-1]
 
     async def _with_fallback(
         self, text: str, call: Callable[[str, str | None], Awaitable[None]]
     ) -> None:
         """``call(body, parse_mode)`` with the HTML of ``text``; again as plain text when
-        Telegram cannot parse it. Over-long text goes as plain text cut to the limit."""
+        Telegram cannot parse it. Over-long text (only an edit: a send is split first)
+        goes as plain text cut to the limit, the last resort."""
         html = to_telegram_html(text, self.names)
         if utf16_len(visible_text(html)) > MAX_TEXT:
             self.truncated += 1
+            _log.warning("a Telegram edit over %d UTF-16 units was cut", MAX_TEXT)
             await self._call(lambda: call(truncate_utf16(visible_text(html), MAX_TEXT), None))
             return
         try:
@@ -418,9 +453,10 @@ class TelegramPlatform:
                 ]
             )
         if menu is not None:
-            for index, option in enumerate(menu.options[:50]):
+            for index, option in enumerate(menu.options[:MAX_MENU_OPTIONS]):
                 data = self._callback_data(callback_option(menu.custom_id, index))
-                rows.append([InlineKeyboardButton(option[:64], callback_data=data)])
+                label = option[:MAX_OPTION_LABEL].strip() or EMPTY_OPTION
+                rows.append([InlineKeyboardButton(label, callback_data=data)])
         return InlineKeyboardMarkup(rows) if rows else None
 
     def _remember_keyboard(self, key: tuple[int, int], markup: InlineKeyboardMarkup | None) -> None:

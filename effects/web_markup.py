@@ -86,7 +86,8 @@ def _parser() -> MarkdownIt:
 _MD = _parser()
 
 
-_MENTION = re.compile(r"<@!?([\w.\-]{1,64})>")
+# Not an escaped one (``\\<@id>``: the agent's, which markdown shows as the text <@id>).
+_MENTION = re.compile(r"(?<!\\)<@!?([\w.\-]{1,64})>")
 
 
 def to_html(text: str) -> str:

@@ -54,6 +54,8 @@ WEB_LIMITS = PlatformLimits(
     typing_refresh_s=4.0,
     subtext=True,  # ``-# `` lines are drawn small (effects.web_markup)
     wrap_links=False,  # no embeds to suppress
+    option_chars=1_000_000,  # a question's options are buttons with their whole text
+    menu_options=1_000_000,
 )
 
 

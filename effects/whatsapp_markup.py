@@ -37,6 +37,8 @@ def _inline(text: str) -> str:
 
 
 def _prose(text: str) -> str:
+    # WhatsApp has no mentions to make inert: the renderer's escape (``\\<@``) would show.
+    text = text.replace("\\<@", "<@")
     text = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", text)
     text = _ANGLE_URL.sub(lambda m: m.group(1), text)
     text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)

@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 import trio
 
+from threadspindle.effects.chunking import EMPTY_OPTION
 from threadspindle.effects.platform import PlatformError, PlatformLimits, SelectMenu
 from threadspindle.effects.whatsapp_markup import to_whatsapp
 from threadspindle.runtime.core.effect_types import Button
@@ -82,6 +83,13 @@ WHATSAPP_LIMITS = PlatformLimits(
     subtext=False,
     wrap_links=False,
     joins_messages=True,  # what is ready goes out joined, at most once per interval
+    # Meta does not say how it counts; UTF-16 units are never fewer than characters, so
+    # splitting by them keeps an emoji-heavy text under the limit either way.
+    length_unit="utf16",
+    # A row shows 72 characters of an option (its description); more than 10 options go
+    # as a numbered text that lists them in full anyway.
+    option_chars=MAX_ROW_DESCRIPTION,
+    menu_options=1_000_000,
 )
 
 _THREAD = re.compile(r"^wa:(g:)?([0-9A-Za-z._@-]+)$")
@@ -338,7 +346,7 @@ class WhatsAppPlatform:
         for choice_id, label in choices:
             _remember(self._labels, choice_id, label)
         rows = [
-            {"id": choice_id, "title": _cut(label, MAX_ROW_TITLE)}
+            {"id": choice_id, "title": _cut(label.strip() or EMPTY_OPTION, MAX_ROW_TITLE)}
             | (
                 {"description": _cut(label, MAX_ROW_DESCRIPTION)}
                 if len(label) > MAX_ROW_TITLE
@@ -363,7 +371,10 @@ class WhatsAppPlatform:
         """Choices that do not fit WhatsApp's buttons or list: numbered, answered by number."""
         numbers = [str(n) for n in range(1, len(choices) + 1)]
         spoken = ", ".join(numbers[:-1]) + f" or {numbers[-1]}" if len(numbers) > 1 else "1"
-        lines = [f"{n}. {label}" for n, (_, label) in zip(numbers, choices, strict=True)]
+        lines = [
+            f"{n}. {label.strip() or EMPTY_OPTION}"
+            for n, (_, label) in zip(numbers, choices, strict=True)
+        ]
         whole = f"{text}\n\n" + "\n".join(lines) + f"\n\nReply {spoken}."
         message_id = await self._text(thread_id, whole, None)
         _remember(self._numbered, thread_id, choices)

@@ -10,6 +10,7 @@ from threadspindle.effects.chunking import (
     MessageChunker,
     fit_message,
     split_message,
+    text_length,
     thinking_preview,
     wrap_bare_links,
 )
@@ -180,3 +181,29 @@ def test_fits_says_yes_far_from_the_budget_and_no_near_it() -> None:
     assert not chunker.fits("b" * 60)  # might close the message: only feeding tells
     chunker.feed("\n")
     assert not chunker.fits("see https://example.com/" + "c" * 30)
+
+
+def test_split_by_utf16_units_keeps_every_message_within_the_budget() -> None:
+    # Telegram counts UTF-16 units: an emoji outside the BMP is two of them.
+    text = "".join(f"line {i} 😀😀😀 {'👨‍👩‍👧‍👦' * (i % 5)}\n" for i in range(400))
+    text += "😀" * 5000  # one line longer than a message, without a space
+    messages = split_message(text, 1000, wrap_links=False, unit="utf16")
+    assert all(text_length(m, "utf16") <= 1000 for m in messages)
+    assert "".join(messages) == text
+
+
+def test_a_utf16_chunker_never_shows_more_than_the_budget() -> None:
+    chunker = MessageChunker(200, wrap_links=False, unit="utf16")
+    for _ in range(300):
+        chunker.feed("😀")
+        assert text_length(chunker.live_text(), "utf16") <= 200
+
+
+def test_a_line_without_spaces_is_never_cut_inside_one_character() -> None:
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for text in (family * 300, "e\u0301" * 1500, "❤\ufe0f" * 1500, "🇫🇷🇩🇪" * 600):
+        messages = split_message(text, 1000, wrap_links=False)
+        assert "".join(messages) == text
+        for left, right in zip(messages, messages[1:], strict=False):
+            assert right[0] not in "\u200d\ufe0f\u0301" and left[-1] != "\u200d"
+            assert not ("🇦" <= right[0] <= "🇿" and len(left.rstrip()) % 2 == 1)

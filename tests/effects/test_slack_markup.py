@@ -67,3 +67,11 @@ def test_nothing_the_agent_writes_is_misread(text: str) -> None:
     for piece in split_sections(out, 200):
         assert len(piece) <= 200 and problems(piece) == []
     assert problems(plain_text(text)) == []
+
+
+def test_a_long_line_is_never_cut_inside_a_link_or_a_mention() -> None:
+    # Escaping pushed a 2,800-character line over the limit: the cut fell inside <url|label>.
+    text = "&" * 590 + " see [the docs](https://example.com/" + "d" * 40 + ") and <@U0ABCDEF1> " * 3
+    for piece in split_sections(to_mrkdwn(text), 3000):
+        assert len(piece) <= 3000
+        assert piece.count("<") == piece.count(">")

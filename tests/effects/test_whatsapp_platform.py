@@ -174,3 +174,15 @@ async def test_media_is_downloaded_in_two_steps_within_its_limit(
     with pytest.raises(PlatformError) as missing:
         await platform.download_media("404404", max_bytes=1024)
     assert not missing.value.retryable
+
+
+async def test_an_empty_option_gets_a_row_title_and_still_answers_empty(
+    fake: FakeWhatsApp, platform: WhatsAppPlatform
+) -> None:
+    # WhatsApp refuses a row title outside 1-24 characters: the whole question was refused
+    # and the run waited for an answer that could never come.
+    menu = SelectMenu(custom_id="question:q3", options=("", "yes"))
+    await platform.send(THREAD, "Which?", menu=menu)
+    (message,) = fake.bot_messages(USER)
+    assert [row["title"] for row in message.rows] == ["(empty)", "yes"]
+    assert platform.choice_label("question:q3#0") == ""

@@ -11,8 +11,10 @@ import trio
 
 from threadspindle.effects.telegram_platform import telegram_thread_id
 from threadspindle.ingress.telegram.bot import NO_LONGER_PENDING, REFUSAL
+from threadspindle.runtime.core.agent_events import TextDelta
+from threadspindle.testkit.fake_agent import Step
 from threadspindle.testkit.fake_discord.harness import wait_for
-from threadspindle.testkit.fake_discord.stack import long_answer
+from threadspindle.testkit.fake_discord.stack import SCRIPT, long_answer
 from threadspindle.testkit.fake_telegram.html import parse_html, utf16_len
 from threadspindle.testkit.fake_telegram.stack import (
     TelegramStack,
@@ -256,3 +258,30 @@ async def test_a_refused_user_is_told_privately_and_nothing_runs(
         # Nothing about mallory in the group itself.
         assert all(REFUSAL not in m.text for m in tg.messages(thread))
         assert len(tg.bot_messages(told)) == 1  # told once, not per message
+
+
+async def test_an_emoji_heavy_answer_is_split_by_utf16_units_and_nothing_is_cut(
+    tg: TelegramWorld, tmp_path: Path
+) -> None:
+    # Telegram counts its limit in UTF-16 units, where each 🟢 is two: split by characters,
+    # a 4000-character message is over 4096 and was cut, losing the lines after the cut.
+    lines = [f"- 🟢 tests/test_module_{i:03d}.py passed" for i in range(200)]
+    answer = "\n".join(lines) + "\n"
+
+    def script(prompt: str) -> list[Step]:
+        if "EMOJI" in prompt:
+            return [Step("event", TextDelta(text=answer))]
+        return SCRIPT(prompt)
+
+    async with telegram_stack(tg, tmp_path) as stack:
+        stack.agents.script = script
+        thread = await stack.start_topic()
+        tg.say(thread, "EMOJI report")
+        messages = await stack.until_footers(thread, 1)
+        body = [m for m in messages if m.from_id != tg.alice and "🟢" in m.text]
+        assert len(body) >= 2
+        assert all(utf16_len(m.text) <= 4096 for m in body)
+        shown = "\n".join(m.text for m in body)
+        assert [line for line in lines if line not in shown] == []
+        assert stack.app.telegram is not None
+        assert stack.app.telegram.platform.truncated == 0
