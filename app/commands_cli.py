@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
+import stat
 import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
 
 from threadspindle.app.config import ConfigError, Settings, default_config_path, load_settings
 from threadspindle.app.exit_codes import (
@@ -119,12 +122,51 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     try:
         rows = read_status(settings.database_path)
     except FileNotFoundError:
-        print(f"No database yet at {settings.database_path}: run `spindle run` first.")
-        return EXIT_OK
+        db = settings.database_path
+        return _write_stdout(f"No database yet at {db}: run `spindle run` first.\n")
     except (LogError, sqlite3.Error) as exc:  # corrupt, locked, not ours: say which file
         return _unreadable(exc, settings.database_path)
-    print(format_status(rows))
+    return _write_stdout(format_status(rows) + "\n")
+
+
+# --- standard output ---------------------------------------------------------------------
+
+
+def _write_failure_code(exc: OSError) -> int:
+    """Exit 5 when the disk refused the bytes (full, read-only), else 1."""
+    return EXIT_STORAGE if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) else EXIT_FAILURE
+
+
+def _write_stdout(text: str) -> int:
+    """Write ``text`` to standard output and flush it here, inside the check: a stdout that
+    refuses it (redirected to a full disk, a closed pipe) is one line and exit 5 or 1, not
+    a traceback (or, for text left in the buffer, an error at interpreter exit)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        return _stdout_failed(exc)
     return EXIT_OK
+
+
+def _stdout_failed(exc: OSError) -> int:
+    print(f"Cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+    _discard_stdout()
+    return _write_failure_code(exc)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null: what could not be written stays in its buffer
+    and Python flushes it again at exit; failing there too, it would print "Exception
+    ignored" and exit 120 after the one line already said."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError):  # no descriptor (a replaced sys.stdout): nothing to do
+        pass
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -135,25 +177,26 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     except (OSError, ValueError) as exc:
         print(f"Cannot replay {args.file}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    if args.check is not None:
-        expected = args.check.read_text().splitlines()
-        if expected != lines:
-            import difflib
+    if args.check is None:
+        return _write_stdout("".join(line + "\n" for line in lines))
+    try:
+        expected = args.check.read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError) as exc:  # missing, a directory, not UTF-8
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"Cannot read {args.check}: {reason}", file=sys.stderr)
+        return EXIT_FAILURE
+    if expected == lines:
+        return _write_stdout(f"{len(lines)} lines match {args.check}.\n")
+    import difflib
 
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    [e + "\n" for e in expected],
-                    [line + "\n" for line in lines],
-                    str(args.check),
-                    f"replay of {args.file}",
-                )
-            )
-            return EXIT_FAILURE
-        print(f"{len(lines)} lines match {args.check}.")
-        return EXIT_OK
-    for line in lines:
-        print(line)
-    return EXIT_OK
+    diff = difflib.unified_diff(
+        [e + "\n" for e in expected],
+        [line + "\n" for line in lines],
+        str(args.check),
+        f"replay of {args.file}",
+    )
+    code = _write_stdout("".join(diff))
+    return code if code != EXIT_OK else EXIT_FAILURE
 
 
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
@@ -171,30 +214,55 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)
         return EXIT_DATABASE
+    if args.output is not None and os.path.isdir(args.output):
+        print(f"Cannot write {args.output}: it is a directory; name a file.", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        if args.output:
-            # Written beside the target and renamed at the end: a failed export leaves no
-            # half file (and no old file overwritten).
-            partial = args.output.with_name(f".{args.output.name}.partial")
-            try:
-                with partial.open("w") as out:
-                    count = replay.export_thread(db, args.thread, out)
-                partial.replace(args.output)
-            finally:
-                partial.unlink(missing_ok=True)
+        if args.output is not None:
+            count = _export_to_file(
+                args.output, lambda out: replay.export_thread(db, args.thread, out)
+            )
             print(f"Wrote {count} actions of {args.thread} to {args.output}.", file=sys.stderr)
         else:
             replay.export_thread(db, args.thread, sys.stdout)
+            sys.stdout.flush()  # here, inside the check, not at interpreter exit
     except KeyError as exc:
         print(f"No thread {exc.args[0]!r} in {db}.", file=sys.stderr)
         return EXIT_FAILURE
     except (LogError, sqlite3.Error) as exc:
         return _unreadable(exc, db)
-    except OSError as exc:  # the output file (the database was found above)
+    except OSError as exc:  # the output (the database was found above)
+        if args.output is None:
+            return _stdout_failed(exc)
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        full = exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
-        return EXIT_STORAGE if full else EXIT_FAILURE
+        return _write_failure_code(exc)
     return EXIT_OK
+
+
+def _export_to_file(path: Path, export: Callable[[TextIO], int]) -> int:
+    """Run ``export`` into the file ``path`` names; returns its count.
+
+    A symbolic link is followed: its target is written, the link stays. A regular file (or
+    none yet) is written beside the target as ``.NAME.partial`` and renamed over it at the
+    end, so a failed export leaves no half file and no old file overwritten. Anything else
+    (a FIFO, a terminal, a character device) cannot be renamed over without replacing the
+    node itself: it is opened and written directly."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with target.open("w", encoding="utf-8") as out:
+            return export(out)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            count = export(out)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
 
 
 def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
@@ -211,13 +279,12 @@ def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_FAILURE
     page = standalone_timeline(timeline, title=args.file.name)
     if args.output is None:
-        sys.stdout.write(page)
-        return EXIT_OK
+        return _write_stdout(page)
     try:
         args.output.write_text(page, encoding="utf-8")
     except OSError as exc:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _write_failure_code(exc)
     print(f"Wrote the timeline of {len(timeline.runs)} run(s) to {args.output}.", file=sys.stderr)
     return EXIT_OK
 
@@ -231,4 +298,26 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.app.app import run_app
 
+    refused = _workdir_refused(args)
+    if refused is not None:
+        print(f"--workdir: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     return run_app(settings, args)
+
+
+def _workdir_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--workdir`` cannot be a conversation's workdir, if it cannot: checked before
+    anything starts, since the console refuses it only once the runtime runs (a fresh data
+    dir's first conversation then stopped ``spindle run`` with a traceback). Both the value
+    given and the path it resolves to are checked, as the console uses the latter."""
+    if not getattr(args, "workdir", None):
+        return None
+    from threadspindle.app.app import console_workdir
+    from threadspindle.ingress.input_checks import InputRefused, check_path
+
+    try:
+        check_path(args.workdir)
+        check_path(console_workdir(args))
+    except InputRefused as exc:
+        return str(exc)
+    return None

@@ -6,7 +6,8 @@ difference); 2 bad usage or configuration (the message names the key); 3 ``docto
 something that fails; 4 the database is corrupt, locked, not a Spindle log, or has a row
 that cannot be read (the message names the file, the thread and the seq); 5 the data
 directory cannot be written (disk full, read-only file system, no permission: the message
-names the path and the reason).
+names the path and the reason); also an output a command writes (``-o FILE``, standard
+output) that the disk refuses because it is full or read-only.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ What a readable log is:
   coming back as queued); ``spindle log export`` and ``doctor`` read every row from seq 1. A
   gap *below* a snapshot does not change the state start-up rebuilds, so the runtime still
   starts on it, but the thread's export and replay are incomplete and ``doctor`` fails it.
+- A row's text columns are valid UTF-8: they are read as bytes and decoded here
+  (``_as_bytes``), since SQLite's own decoding fails the whole query with an error that
+  names neither the thread nor the seq.
+- The tables have the columns Spindle reads (``check_schema``): a renamed or dropped one is
+  a ``LogError`` when the file is opened, not an SQLite error in the middle of a read.
 - A snapshot's state validates, belongs to its thread, and its seq is not past the thread's
   last row (rows deleted from the end up to and past a snapshot are detected that way;
   rows deleted from the very end of a thread with no snapshot after them cannot be told
@@ -57,6 +62,25 @@ SCHEMA_VERSION = 1
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 
 MAX_PROBLEMS = 20  # problems a full check lists (it counts all of them)
+
+# The columns every reader here selects, per table (``check_schema`` requires them).
+COLUMNS = {
+    "actions": ("thread_id", "seq", "at", "kind", "action"),
+    "snapshots": ("thread_id", "seq", "state"),
+}
+
+
+def _as_bytes(column: str) -> str:
+    """SQL for ``column`` with text returned as its bytes (other types as they are): Python's
+    sqlite3 decodes text while fetching, and text that is not UTF-8 fails the fetch with no
+    way to tell which row it was; decoded here (``_utf8``), the row is named."""
+    return f"CASE typeof({column}) WHEN 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+
+
+_ROW = ", ".join(_as_bytes(c) for c in ("seq", "at", "kind", "action"))  # one actions row
+_SNAPSHOTS = (
+    f"SELECT thread_id, {_as_bytes('seq')}, {_as_bytes('state')} FROM snapshots ORDER BY thread_id"
+)
 
 
 class LogError(RuntimeError):
@@ -102,6 +126,22 @@ def check_schema(conn: sqlite3.Connection, path: Path | str) -> None:
             f"event log {path} has schema version {row[0] if row else 'none'!r}; this "
             f"Spindle reads schema version {known}"
         )
+    _check_columns(conn, path)
+
+
+def _check_columns(conn: sqlite3.Connection, path: Path | str) -> None:
+    """``LogError`` when a table lacks a column the readers select (renamed or dropped by
+    hand): found at opening, every command says so in one line, instead of ``spindle run``
+    failing with SQLite's "no such column" in the middle of start-up."""
+    for table, wanted in COLUMNS.items():
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise LogError(
+                f"event log {path}: its {table} table has no column "
+                f"{', '.join(repr(c) for c in missing)} (columns: {sorted(have)}); "
+                "not a Spindle log this Spindle reads"
+            )
 
 
 def _validation_reason(exc: ValidationError, what: str = "the action") -> str:
@@ -136,8 +176,12 @@ class LogReader:
     # --- one row ---------------------------------------------------------------------------
 
     def decode(self, thread_id: str, seq: int, kind: object, raw: object, at: object) -> Action:
-        """The action of one ``actions`` row, or ``LogCorrupt``."""
-        if not isinstance(raw, str | bytes):
+        """The action of one ``actions`` row, or ``LogCorrupt``. Text columns may come as
+        bytes (``_as_bytes``): they must be UTF-8."""
+        kind = self._utf8(thread_id, seq, kind, "kind")
+        raw = self._utf8(thread_id, seq, raw, "action")
+        at = self._utf8(thread_id, seq, at, "time")
+        if not isinstance(raw, str):
             raise LogCorrupt(self.path, thread_id, seq, "the action is not text")
         try:
             action = ACTION_ADAPTER.validate_json(raw)
@@ -158,9 +202,27 @@ class LogReader:
             raise LogCorrupt(self.path, thread_id, seq, f"its time is {at!r}, not a number")
         return action
 
+    def _utf8(self, thread_id: str, seq: int, value: object, column: str) -> object:
+        """``value`` with bytes decoded as UTF-8 (``LogCorrupt`` naming the row if they are
+        not); a value of another type is returned as it is, for the caller to judge."""
+        if not isinstance(value, bytes):
+            return value
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LogCorrupt(
+                self.path,
+                thread_id,
+                seq,
+                f"its {column} is not valid UTF-8 text (byte {exc.start}: "
+                f"{value[exc.start : exc.start + 1]!r})",
+            ) from None
+
     def _seq(self, thread_id: str, value: object) -> int:
         seq = _as_int(value)
         if seq is None or seq < 1:
+            if isinstance(value, bytes):  # text read as bytes: shown as the text it was
+                value = value.decode("utf-8", "backslashreplace")
             raise LogCorrupt(self.path, thread_id, repr(value), "the seq is not a positive integer")
         return seq
 
@@ -200,9 +262,7 @@ class LogReader:
                 return lasts.get(thread_id, 0)
 
         found: dict[str, tuple[int, ThreadState]] = {}
-        for thread_id, seq_value, raw in self.conn.execute(
-            "SELECT thread_id, seq, state FROM snapshots ORDER BY thread_id"
-        ):
+        for thread_id, seq_value, raw in self.conn.execute(_SNAPSHOTS):
             found[str(thread_id)] = self._snapshot(str(thread_id), seq_value, raw, last_seq)
         return found
 
@@ -210,8 +270,11 @@ class LogReader:
         self, thread_id: str, seq_value: object, raw: object, last_seq: Callable[[str], int]
     ) -> tuple[int, ThreadState]:
         seq = self._seq(thread_id, seq_value)
+        raw = self._utf8(thread_id, seq, raw, "snapshot")
+        if not isinstance(raw, str):
+            raise LogCorrupt(self.path, thread_id, seq, "its snapshot is not text")
         try:
-            state = ThreadState.model_validate_json(raw)  # type: ignore[arg-type]
+            state = ThreadState.model_validate_json(raw)
         except ValidationError as exc:
             reason = _validation_reason(exc, "the state")
             raise LogCorrupt(self.path, thread_id, seq, f"its snapshot: {reason}") from None
@@ -240,7 +303,7 @@ class LogReader:
         being ``after_seq + 1`` and none missing."""
         expected = after_seq + 1
         for seq_value, at, kind, raw in self.conn.execute(
-            "SELECT seq, at, kind, action FROM actions WHERE thread_id=? AND seq>? ORDER BY seq",
+            f"SELECT {_ROW} FROM actions WHERE thread_id=? AND seq>? ORDER BY seq",
             (thread_id, after_seq),
         ):
             seq = self._seq(thread_id, seq_value)
@@ -257,13 +320,13 @@ class LogReader:
         each checked as ``actions`` does: what ``spindle log export`` writes."""
         expected = 1
         for seq_value, at, kind, raw in self.conn.execute(
-            "SELECT seq, at, kind, action FROM actions WHERE thread_id=? ORDER BY seq",
+            f"SELECT {_ROW} FROM actions WHERE thread_id=? ORDER BY seq",
             (thread_id,),
         ):
             seq = self._seq(thread_id, seq_value)
             if seq != expected:
                 raise self._gap(thread_id, expected, seq)
-            self.decode(thread_id, seq, kind, raw, at)
+            self.decode(thread_id, seq, kind, raw, at)  # checks that raw is UTF-8 JSON
             yield seq, float(at), json.loads(raw)
             expected += 1
 
@@ -272,12 +335,12 @@ class LogReader:
         (from ``OutputPosted``)."""
         posted: dict[str, tuple[str, ...]] = {}
         for seq, raw in self.conn.execute(
-            "SELECT seq, action FROM actions WHERE thread_id=? AND kind='output_posted' "
-            "ORDER BY seq",
+            f"SELECT seq, {_as_bytes('action')} FROM actions "
+            "WHERE thread_id=? AND kind='output_posted' ORDER BY seq",
             (thread_id,),
         ):
             try:
-                data = json.loads(raw)
+                data = json.loads(raw)  # bytes that are not UTF-8 raise a ValueError
                 key = data["key"]
                 ids = data.get("message_ids", ())
                 if not isinstance(key, str) or not all(isinstance(m, str) for m in ids):
@@ -329,7 +392,7 @@ class LogReader:
         thread: str | None = None
         expected = 1
         for thread_value, seq_value, at, kind, raw in self.conn.execute(
-            "SELECT thread_id, seq, at, kind, action FROM actions ORDER BY thread_id, seq"
+            f"SELECT thread_id, {_ROW} FROM actions ORDER BY thread_id, seq"
         ):
             thread_id = str(thread_value)
             if thread_id != thread:
@@ -347,9 +410,7 @@ class LogReader:
                 self.decode(thread_id, seq, kind, raw, at)
             except LogCorrupt as problem:
                 note(problem)
-        for thread_id, seq_value, raw in self.conn.execute(
-            "SELECT thread_id, seq, state FROM snapshots ORDER BY thread_id"
-        ):
+        for thread_id, seq_value, raw in self.conn.execute(_SNAPSHOTS):
             try:
                 self._snapshot(str(thread_id), seq_value, raw, lambda t: lasts.get(t, 0))
             except LogCorrupt as problem:

@@ -101,6 +101,8 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
             record = json.loads(raw)
         except ValueError as exc:
             raise ValueError(f"{source}:{n}: not JSON: {exc}") from None
+        except RecursionError:  # json's parser recurses per level: a line of "[[[[..." ends it
+            raise ValueError(f"{source}:{n}: JSON nested too deeply") from None
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise ValueError(f"{source}:{n}: not a {FORMAT} line")
         version = record.get("v")
@@ -118,7 +120,19 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
             action = ACTION_ADAPTER.validate_python(record["action"])
         except (KeyError, ValueError) as exc:
             raise ValueError(f"{source}:{n}: bad action: {exc}") from None
-        yield int(record.get("seq", n)), action
+        except RecursionError:  # an action nested deeper than validation can follow
+            raise ValueError(f"{source}:{n}: bad action: nested too deeply") from None
+        yield _seq_of(record, n, source), action
+
+
+def _seq_of(record: dict[str, Any], n: int, source: str) -> int:
+    """The line's ``seq`` (the line number when it has none); ``ValueError`` naming the line
+    when it is not an integer (``int()`` of a list or an object raised a bare TypeError)."""
+    seq = record.get("seq", n)
+    try:
+        return int(seq)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source}:{n}: bad seq {seq!r:.60}") from None
 
 
 # --- the fold ----------------------------------------------------------------------------

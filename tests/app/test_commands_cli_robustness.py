@@ -1,0 +1,248 @@
+"""The ``spindle`` subcommands on awkward outputs and inputs, through the real processes:
+each says one line and exits with its code, never a traceback, and never replaces what it
+was pointed at.
+
+- ``log export -o`` through a symbolic link writes the link's target (the link stays); onto
+  a FIFO it writes into the FIFO (it used to rename a regular file over both); a directory
+  is refused.
+- ``status``, ``replay``, ``web-timeline`` and ``log export`` with standard output on a full
+  disk (``/dev/full``): exit 5 and "Cannot write to standard output" (a traceback before,
+  or "Cannot write None").
+- ``replay --check`` with a missing file or a directory, ``replay`` and ``web-timeline`` of
+  a line nested too deeply for the JSON parser: exit 1 naming the file.
+- ``run --workdir`` with a control character or longer than 4096 bytes: exit 2 before
+  anything starts (a traceback on a fresh data dir before).
+- ``run`` on a log with a row whose text is not UTF-8 or with a renamed column: exit 4
+  naming the file (and the thread and seq of the row), like every other unreadable row.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from cli_harness import SPINDLE, environment, lines, make_place, spindle
+
+THREAD = "console:main"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real log of one answered prompt."""
+    place = make_place(tmp_path_factory.mktemp("recorded"))
+    out = spindle(
+        place, "run", "--no-mcp", "--agent", "echo", stdin=lines("hello there", "/wait", "/quit")
+    )
+    assert out.returncode == 0, out.stderr
+    return place["data"] / "spindle.db"
+
+
+@pytest.fixture
+def place(tmp_path: Path, recorded: Path) -> dict[str, Path]:
+    place = make_place(tmp_path)
+    place["data"].mkdir()
+    shutil.copy(recorded, place["data"] / "spindle.db")
+    return place
+
+
+def _export(place: dict[str, Path]) -> str:
+    out = spindle(place, "log", "export", THREAD)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _one_clear_line(err: str) -> str:
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    return err
+
+
+# --- log export -o ---------------------------------------------------------------------------
+
+
+def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(
+    place: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "exports").mkdir()
+    target = tmp_path / "exports" / "real.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    out = spindle(place, "log", "export", THREAD, "-o", str(link))
+    assert out.returncode == 0, out.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == _export(place)
+    assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == ["real.jsonl"]
+
+
+def test_export_onto_a_fifo_writes_into_it(place: dict[str, Path], tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # The reading end is open before spindle runs (so its open does not wait), and a
+    # writing end of our own keeps the reader from seeing end-of-file until spindle is done.
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    keep = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    os.set_blocking(reader, True)
+    received: list[bytes] = []
+
+    def read_all() -> None:
+        while chunk := os.read(reader, 65536):
+            received.append(chunk)
+
+    thread = threading.Thread(target=read_all, daemon=True)
+    thread.start()
+    try:
+        out = spindle(place, "log", "export", THREAD, "-o", str(fifo))
+    finally:
+        os.close(keep)
+        thread.join(timeout=30)
+        os.close(reader)
+    assert out.returncode == 0, out.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, not a file renamed over it
+    assert b"".join(received).decode() == _export(place)
+    assert not (tmp_path / ".pipe.partial").exists()
+
+
+def test_export_onto_a_directory_is_refused(place: dict[str, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out = spindle(place, "log", "export", THREAD, "-o", str(folder))
+    assert out.returncode == 2
+    assert f"Cannot write {folder}: it is a directory" in _one_clear_line(out.stderr)
+    assert list(folder.iterdir()) == [] and not (tmp_path / ".folder.partial").exists()
+
+
+# --- standard output on a full disk ----------------------------------------------------------
+
+
+def _dev_full() -> bool:
+    try:
+        return stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("command", ["status", "replay", "web-timeline", "log export"])
+def test_stdout_on_a_full_disk_is_exit_5_with_one_line(
+    place: dict[str, Path], tmp_path: Path, command: str
+) -> None:
+    assert _dev_full(), "/dev/full (Linux's always-full device) is missing or not a device"
+    exported = tmp_path / "thread.jsonl"
+    exported.write_text(_export(place))
+    args = {
+        "status": ["status"],
+        "replay": ["replay", str(exported)],
+        "web-timeline": ["web-timeline", str(exported)],
+        "log export": ["log", "export", THREAD],
+    }[command]
+    with open("/dev/full", "w") as full:  # only written to: every write fails with ENOSPC
+        out = subprocess.run(
+            [*SPINDLE, *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=place["work"],
+            env=environment(place),
+            timeout=60,
+        )
+    assert out.returncode == 5, out.stderr
+    assert _one_clear_line(out.stderr).splitlines() == [
+        "Cannot write to standard output: No space left on device"
+    ]
+
+
+# --- replay and web-timeline inputs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("expected", ["missing", "directory"])
+def test_replay_check_against_a_missing_file_or_a_directory(
+    place: dict[str, Path], tmp_path: Path, expected: str
+) -> None:
+    exported = tmp_path / "thread.jsonl"
+    exported.write_text(_export(place))
+    check = tmp_path / "expected.txt"
+    if expected == "directory":
+        check.mkdir()
+    out = spindle(place, "replay", str(exported), "--check", str(check))
+    assert out.returncode == 1
+    reason = "Is a directory" if expected == "directory" else "No such file or directory"
+    assert f"Cannot read {check}: {reason}" in _one_clear_line(out.stderr)
+
+
+@pytest.mark.parametrize("command", ["replay", "web-timeline"])
+def test_a_line_nested_too_deeply_is_named(
+    place: dict[str, Path], tmp_path: Path, command: str
+) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "\n")
+    out = spindle(place, command, str(deep))
+    assert out.returncode == 1
+    assert f"{deep}:1: JSON nested too deeply" in _one_clear_line(out.stderr)
+
+
+# --- run --workdir ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workdir", ["/tmp/a\x01b", "/" + "a" * 5000], ids=["control", "long"])
+def test_run_refuses_a_workdir_that_cannot_be_one_before_starting(
+    tmp_path: Path, workdir: str
+) -> None:
+    place = make_place(tmp_path)  # a fresh data dir: the first conversation is made at once
+    out = spindle(place, "run", "--no-mcp", "--agent", "echo", "--workdir", workdir)
+    assert out.returncode == 2
+    err = _one_clear_line(out.stderr).splitlines()
+    assert len(err) == 1 and err[0].startswith("--workdir: The workdir ")
+    assert not place["data"].exists()  # refused before anything was created
+
+
+# --- run on a log it cannot read -------------------------------------------------------------
+
+
+def _seq_of_hello(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(
+            "SELECT seq FROM actions WHERE thread_id=? AND action LIKE '%hello there%'",
+            (THREAD,),
+        ).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_run_on_a_row_that_is_not_utf8_exits_4_naming_thread_and_seq(
+    place: dict[str, Path],
+) -> None:
+    db = place["data"] / "spindle.db"
+    seq = _seq_of_hello(db)
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "UPDATE actions SET action=CAST(replace(action, 'hello', X'FFFE') AS TEXT) WHERE seq=?",
+        (seq,),
+    )
+    conn.commit()
+    conn.close()
+    named = f"{db}: thread '{THREAD}', seq {seq}: its action is not valid UTF-8"
+    run = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin="hi\n/quit\n")
+    assert run.returncode == 4, run.stderr
+    assert named in _one_clear_line(run.stderr)
+    for args in (["status"], ["log", "export", THREAD]):
+        out = spindle(place, *args)
+        assert out.returncode == 4 and named in _one_clear_line(out.stderr)
+    doctor = spindle(place, "doctor")
+    database = next(line for line in doctor.stdout.splitlines() if "database:" in line)
+    assert database.startswith("FAIL") and named in database
+
+
+def test_run_on_a_renamed_column_exits_4_naming_it(place: dict[str, Path]) -> None:
+    db = place["data"] / "spindle.db"
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE actions RENAME COLUMN kind TO kind2")
+    conn.commit()
+    conn.close()
+    run = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin="hi\n/quit\n")
+    assert run.returncode == 4, run.stderr
+    assert f"{db}: its actions table has no column 'kind'" in _one_clear_line(run.stderr)
