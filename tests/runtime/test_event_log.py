@@ -329,7 +329,9 @@ async def test_ingress_text_with_a_lone_surrogate_is_stored_with_a_replacement(
     tmp_path: Path, autojump_clock
 ) -> None:
     async with running(tmp_path) as rt:
-        await rt.post(UserMessage(thread_id="t", action_id="u1", at=1.0, text="x \ud800 y", author_id="x"))
+        await rt.post(
+            UserMessage(thread_id="t", action_id="u1", at=1.0, text="x \ud800 y", author_id="x")
+        )
         await rt.wait_quiet()
         [entry] = [e for e in rt.log.read("t") if e.action.kind == "user_message"]
         assert entry.action.text == "x \ufffd y"
