@@ -45,6 +45,7 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.runtime.core.guards import usable_session_id
 from threadspindle.runtime.live.ports import EmitEvent, StampedEvent
 
 __all__ = ["CommandAdapter"]
@@ -120,7 +121,9 @@ class CommandAdapter(AgentAdapter):
             )
 
     async def _send(self, event: AgentEvent) -> None:
-        if isinstance(event, SessionStarted):
+        if isinstance(event, SessionStarted) and usable_session_id(event.session_id):
+            # One with a NUL could never be handed back (SPINDLE_SESSION_ID): the core
+            # ignores it too, and the next turn starts without one.
             self.session_id = event.session_id
         assert self._emit is not None
         await self._emit(StampedEvent(self.run_id, self.session_id, event))

@@ -23,6 +23,13 @@ __all__ = [
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+def usable_session_id(value: str | None) -> bool:
+    """Whether an agent's session id can be kept and handed back to it (an argv, an
+    environment variable): 1-512 characters, none of them a control character. A NUL in one
+    made every later start of the thread's agent fail, restarts included."""
+    return bool(value) and len(value or "") <= 512 and not _CONTROL.search(value or "")
+
+
 def has_visible_text(value: str) -> bool:
     """Whether ``value`` holds anything but spaces and control characters: a message of
     NULs or escape codes is as empty as a blank one, not a prompt to send."""

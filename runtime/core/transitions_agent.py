@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core import effect_types as F
+from threadspindle.runtime.core.guards import usable_session_id
 from threadspindle.runtime.core.model import (
     AgentStatus,
     Blocker,
@@ -137,6 +138,9 @@ def _tool_key(run: Run, tool_id: str) -> tuple[str, str] | None:
 
 def _on_session_started(step: Step, ev: E.SessionStarted) -> None:
     conv = step.state.conversation
+    if not usable_session_id(ev.session_id):
+        step.record(f"unusable session id from the agent ignored: {ev.session_id[:80]!r}")
+        return
     if conv is not None:
         # A fork's own session id: later starts resume it instead of forking again.
         fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
@@ -295,7 +299,7 @@ def on_turn_end(step: Step, ev: E.TurnCompleted | E.TurnAborted) -> None:
     finish_retry_line(step, answered=completed and run.end_reason is None)
     if isinstance(ev, E.TurnCompleted):
         conv = step.state.conversation
-        if ev.session_id and conv is not None:
+        if usable_session_id(ev.session_id) and conv is not None:
             fork_of = conv.fork_of if ev.session_id == conv.fork_of else None
             step.set(conversation=conv.replace(session_id=ev.session_id, fork_of=fork_of))
         if run.end_reason is None:
@@ -505,7 +509,7 @@ def on_agent_connected(step: Step, a: A.AgentConnected) -> None:
     if a.capabilities is not None:
         step.set(capabilities=a.capabilities)
     conv = step.state.conversation
-    if conv is not None and a.session_id and conv.session_id is None:
+    if conv is not None and usable_session_id(a.session_id) and conv.session_id is None:
         step.set(conversation=conv.replace(session_id=a.session_id))
 
 

@@ -533,3 +533,20 @@ def test_an_aborted_run_finalises_its_retry_line_too():
     # The next run starts without one.
     t.do(t.s.user("again"))
     assert t.state.run.retry_key is None
+
+
+def test_a_session_id_that_could_not_be_handed_back_is_not_kept():
+    # A NUL in it made every later start of the agent fail ("embedded null byte" in its
+    # argv or environment), restarts included: the thread was broken for good.
+    t = Thread().started()
+    t.do(t.s.user("hello"))
+    run = t.run_id
+    t.do(t.s.agent(run, E.SessionStarted(session_id="abc\x00def")))
+    assert t.state.conversation.session_id is None
+    assert "unusable session id" in (t.last.note or "")
+    t.do(t.s.agent(run, E.TurnCompleted(session_id="x" * 600)))
+    assert t.state.conversation.session_id is None
+    fine = Thread().started()
+    fine.do(fine.s.user("hello"))
+    fine.do(fine.s.agent(fine.run_id, E.SessionStarted(session_id="s-42 (ok)")))
+    assert fine.state.conversation.session_id == "s-42 (ok)"
