@@ -9,6 +9,10 @@ ACP process a private log file and ``DebugLogWatch`` follows it.
 Bounded: the watch reads at most ``READ_CHUNK`` bytes per poll and empties the file once it
 has read past ``TRUNCATE_AT`` (the CLI appends, so it writes on at the new end); the file is
 removed when the process ends.
+
+The file lies in the thread's settings home, which the (sandboxed) agent can write: it is
+read and emptied only through the descriptor made with it, never by its path, so an agent
+that puts a symlink to the database there gets nothing read and nothing truncated.
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ class DebugLogWatch:
 
     def __init__(self, directory: str) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        fd, self.path = tempfile.mkstemp(prefix="spindle-debug-", suffix=".log", dir=directory)
-        os.close(fd)
+        self._fd, self.path = tempfile.mkstemp(
+            prefix="spindle-debug-", suffix=".log", dir=directory
+        )
         self._offset = 0
         self._partial = b""
 
@@ -70,12 +75,10 @@ class DebugLogWatch:
 
     def _read_new(self) -> list[str]:
         try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self._offset:  # emptied: start over
-                    self._offset, self._partial = 0, b""
-                f.seek(self._offset)
-                data = f.read(READ_CHUNK)
+            size = os.fstat(self._fd).st_size
+            if size < self._offset:  # emptied: start over
+                self._offset, self._partial = 0, b""
+            data = os.pread(self._fd, READ_CHUNK, self._offset)
         except OSError:
             return []
         self._offset += len(data)
@@ -83,14 +86,15 @@ class DebugLogWatch:
         self._partial = self._partial[-MAX_LINE:]
         if self._offset >= TRUNCATE_AT and self._offset >= size and not self._partial:
             try:
-                os.truncate(self.path, 0)
+                os.ftruncate(self._fd, 0)
                 self._offset = 0
             except OSError:
                 pass
         return [line[:MAX_LINE].decode("utf-8", "replace") for line in lines]
 
     def close(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        for done in (lambda: os.close(self._fd), lambda: os.unlink(self.path)):
+            try:
+                done()
+            except OSError:
+                pass

@@ -59,3 +59,29 @@ async def test_the_watch_follows_appended_lines_and_cleans_up(tmp_path: Path, mo
     assert os.path.getsize(watch.path) < 100 + len(LOGGED)  # emptied once read past the bound
     watch.close()
     assert not os.path.exists(watch.path)
+
+
+async def test_a_symlink_put_in_place_of_the_log_is_neither_read_nor_truncated(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The log is in the thread's settings home, which a sandboxed agent can write: by its
+    # path, the watch read a link's target and, past the bound, truncated it (the database).
+    monkeypatch.setattr(gemini_retries, "TRUNCATE_AT", 100)
+    database = tmp_path / "spindle.db"
+    database.write_text("Attempt 1 failed: a victim's prompt. Retrying\n" * 50)
+    before = database.read_bytes()
+    watch = DebugLogWatch(str(tmp_path / "home"))
+    os.unlink(watch.path)
+    os.symlink(database, watch.path)
+    seen: list[str] = []
+
+    async def on_line(line: str) -> None:
+        seen.append(line)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch.follow, on_line)
+        await trio.sleep(0.6)
+        nursery.cancel_scope.cancel()
+    assert seen == [] and database.read_bytes() == before
+    watch.close()
+    assert database.read_bytes() == before  # the link is removed, not its target
