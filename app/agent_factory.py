@@ -23,7 +23,7 @@ __all__ = ["AgentFactory", "process_manager_server", "with_process_manager"]
 
 
 def process_manager_server(
-    manager: ProcessManager, thread_id: str, workdir: str | None = None
+    manager: ProcessManager, thread_id: str, workdir: str | None = None, home: str | None = None
 ) -> McpServer:
     """The process manager as an MCP server for an agent of this thread: a thread token
     (the agent can touch only its thread's processes), bound to ``workdir`` when given (the
@@ -33,7 +33,7 @@ def process_manager_server(
     from threadspindle.effects.mcp_manager.server import SERVER_NAME
 
     if workdir is not None:
-        manager.bind_thread(thread_id, workdir)
+        manager.bind_thread(thread_id, workdir, home)
     return McpServer(
         name=SERVER_NAME, url=manager.url, bearer_token=manager.token_for_thread(thread_id)
     )
@@ -44,7 +44,7 @@ def with_process_manager(
 ) -> AgentOptions:
     """A copy of ``options`` with this thread's process manager among its MCP servers
     (replacing any other entry of the same name)."""
-    server = process_manager_server(manager, thread_id, workdir)
+    server = process_manager_server(manager, thread_id, workdir, options.home)
     from threadspindle.effects.mcp_manager.server import SERVER_NAME
 
     kept = tuple(s for s in options.mcp_servers if s.name != SERVER_NAME)

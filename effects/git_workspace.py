@@ -138,6 +138,8 @@ def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
         if not line.startswith("gitdir: "):
             return []
         gitdir = os.path.realpath(os.path.join(top, line[len("gitdir: ") :]))
+        if not trusted and (gitdir == top or gitdir.startswith(top.rstrip("/") + "/")):
+            return []  # the agent wrote the pointer and what it points to: it proves nothing
         if not trusted:
             with open(os.path.join(gitdir, "gitdir"), encoding="utf-8") as f:
                 back = f.read(4096).strip()
@@ -145,6 +147,8 @@ def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
                 return []
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
             common = os.path.realpath(os.path.join(gitdir, f.read(4096).strip()))
+        if os.path.join(common, "worktrees", os.path.basename(gitdir)) != gitdir:
+            return []  # not a worktree of that repository
     except (OSError, UnicodeDecodeError):
         return []
     binds = [top, common]
@@ -171,6 +175,7 @@ async def _git(
             jail.sandbox,
             argv,
             workdir=None,
+            bare_home=True,  # not the user's ~/.ssh (nor their ~/.gitconfig: Spindle's identity)
             expose_writable=sorted({*jail.binds, *writable}, key=len),  # outer ones first
             chdir=cwd,
         )

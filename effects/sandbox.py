@@ -9,9 +9,10 @@ process sees (mounts are applied in this order, a later one on top of an earlier
    Spindle included, is visible or signallable), an empty ``/tmp`` (other agents' private
    files there, such as their MCP configs, are gone);
 3. every allowed root (where workdirs live) emptied, except ``/`` which cannot be;
-4. its home, read-write: the configured private ``home`` whole; without one, the user's home
-   is emptied and only its hidden entries (``.claude``, ``.config``, ``.cache`` ... : CLI
-   logins, tool settings and caches) are put back, so projects kept in the home stay out;
+4. the user's home emptied, whatever the allowed roots, then its home put back read-write:
+   the configured private ``home`` whole; without one, only the user's hidden entries
+   (``.claude``, ``.config``, ``.cache`` ... : CLI logins, tool settings and caches), so
+   projects kept in the home stay out; ``bare_home``: nothing (git run for a thread);
 5. its workdir, read-write, and the few private files Spindle wrote for it (``expose``,
    read-only; ``expose_writable``, read-write: a per-thread settings home); and every
    directory between one of these read-write binds and a file of step 6 bound onto itself,
@@ -121,9 +122,11 @@ def sandbox_argv(
     expose_writable: Sequence[str] = (),
     die_with_parent: bool = True,
     chdir: str | None = None,
+    bare_home: bool = False,
 ) -> list[str]:
     """``argv`` wrapped in bubblewrap as the module docstring describes. ``home``: the agent's
-    private home (``AgentOptions.home``); None: the user's home, hidden entries only.
+    private home (``AgentOptions.home``); None: the user's home, hidden entries only, or,
+    with ``bare_home``, none of it (an empty home: Spindle's own git runs).
     ``die_with_parent=False`` only for processes meant to outlive Spindle; ``chdir``: where
     it starts (default: the workdir)."""
     args = [
@@ -152,10 +155,13 @@ def sandbox_argv(
     # What is put back, read-write or not: (option, host path, path in the sandbox).
     binds: list[tuple[str, str, str]] = []
     user_home = _real("~")
+    if user_home != "/":
+        # Always emptied, a private home or not: else, with allowed roots that do not cover
+        # it, the user's ~/.ssh stayed readable through the read-only ``/``.
+        args += ["--tmpfs", user_home]
     if home is not None:
         binds.append(("--bind", _real(home), _real(home)))
-    elif user_home != "/":
-        args += ["--tmpfs", user_home]
+    elif not bare_home and user_home != "/":
         # A symlinked entry (``~/.config`` -> elsewhere) is seen at its own name.
         binds += [("--bind", _real(entry), entry) for entry in _home_entries(user_home)]
     if workdir is not None:

@@ -110,10 +110,11 @@ class ProcessManager:
     def token_for_thread(self, thread_id: str) -> str:
         return self.authority.thread_token(thread_id)
 
-    def bind_thread(self, thread_id: str, workdir: str | None) -> None:
+    def bind_thread(self, thread_id: str, workdir: str | None, home: str | None = None) -> None:
         """The thread's workdir (or None to forget it): the default ``cwd`` of its
-        ``start_process`` calls and the base of a relative one."""
-        self.supervisor.bind_thread(thread_id, workdir)
+        ``start_process`` calls and the base of a relative one; ``home``: its agent's
+        private home, which its sandboxed processes see as the agent does."""
+        self.supervisor.bind_thread(thread_id, workdir, home)
 
     def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
         """For ``/status`` (``ProcessInfo.summary(now)`` gives one line each)."""

@@ -138,6 +138,8 @@ class ProcessSupervisor:
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._locks: dict[tuple[str, str], trio.Lock] = {}
         self._thread_workdirs: dict[str, str] = {}
+        self._thread_homes: dict[str, str] = {}  # the agent's private home, when it has one
+        self._disposing: set[str] = set()  # threads whose processes are being stopped
         self._store = StateStore(config.data_dir)
         self._roots = [os.path.realpath(p) for p in config.allowed_roots]
         self._spawned = 0
@@ -245,32 +247,48 @@ class ProcessSupervisor:
 
     # ---- for the runtime (/status, disposal) -----------------------------------------
 
-    def bind_thread(self, thread_id: str, workdir: str | None) -> None:
-        """The thread's workdir: the default (and base of a relative) ``cwd``."""
+    def bind_thread(self, thread_id: str, workdir: str | None, home: str | None = None) -> None:
+        """The thread's workdir: the default (and base of a relative) ``cwd``, and what its
+        processes see when sandboxed, with its agent's private ``home`` (None: the user's
+        hidden home entries, as the agent sees them)."""
         if workdir is None:
             self._thread_workdirs.pop(thread_id, None)
+            self._thread_homes.pop(thread_id, None)
+            return
+        self._thread_workdirs[thread_id] = workdir
+        if home is None:
+            self._thread_homes.pop(thread_id, None)
         else:
-            self._thread_workdirs[thread_id] = workdir
+            self._thread_homes[thread_id] = home
 
     def processes_for_thread(self, thread_id: str) -> list[ProcessInfo]:
         return self.list_processes(Caller(thread_id=thread_id))
 
     async def stop_thread_processes(self, thread_id: str) -> list[StopResult]:
-        """Stop every live process of a thread (at once); for disposal of the thread."""
-        live = [
-            e.record.name
-            for (thread, _), e in self._entries.items()
-            if thread == thread_id and e.record.status.live
-        ]
+        """Stop every live process of a thread (at once); for disposal of the thread. Starts
+        for the thread are refused meanwhile: a process that catches SIGTERM and calls
+        ``start_process`` in its grace period must not leave a survivor."""
         results: list[StopResult] = []
         caller = Caller(thread_id=thread_id)
 
         async def stop_one(name: str) -> None:
             results.append(await self.stop(caller, name))
 
-        async with trio.open_nursery() as nursery:
-            for name in live:
-                nursery.start_soon(stop_one, name)
+        self._disposing.add(thread_id)
+        try:
+            for _ in range(5):  # bounded: a stop that fails leaves its record for /status
+                live = [
+                    e.record.name
+                    for (thread, _), e in self._entries.items()
+                    if thread == thread_id and e.record.status.live
+                ]
+                if not live:
+                    break
+                async with trio.open_nursery() as nursery:
+                    for name in live:
+                        nursery.start_soon(stop_one, name)
+        finally:
+            self._disposing.discard(thread_id)
         return sorted(results, key=lambda r: r.process.name)
 
     async def shutdown(self) -> None:
@@ -311,6 +329,8 @@ class ProcessSupervisor:
         restarts: int,
     ) -> ProcessInfo:
         thread = caller.thread_id
+        if thread in self._disposing:
+            raise ProcessError("this thread is being closed: its processes are being stopped")
         live = sum(1 for (t, _), e in self._entries.items() if t == thread and e.record.status.live)
         if live >= self.config.max_processes_per_thread:
             raise ProcessError(
@@ -418,9 +438,21 @@ class ProcessSupervisor:
         argv = [executable, *r.args]
         keep = self.config.keep_on_shutdown
         if self.config.sandbox is not None:
-            workdir = self._thread_workdirs.get(r.thread_id, r.cwd)
+            workdir = self._thread_workdirs.get(r.thread_id)
+            if workdir is None:
+                # Unbound (its agent has not started since Spindle did): no workdir to
+                # confine it to, and ``r.cwd`` could be any thread's.
+                raise ProcessError(
+                    "this thread's agent is not running: send it a prompt first, then start "
+                    "the process again"
+                )
             argv = sandbox_argv(
-                self.config.sandbox, argv, workdir=workdir, die_with_parent=not keep, chdir=r.cwd
+                self.config.sandbox,
+                argv,
+                workdir=workdir,
+                home=self._thread_homes.get(r.thread_id),
+                die_with_parent=not keep,
+                chdir=r.cwd,
             )
             argv[:1] = [_sandbox_binary(argv[0])]
         if keep:

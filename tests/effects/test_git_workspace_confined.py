@@ -169,3 +169,44 @@ def test_undo_does_not_follow_a_folder_replaced_by_a_symlink(tmp_path):
     run_confined(None, work, gw.restore, str(work), commit)
     assert (victim / "src" / "precious.py").read_text() == "victim's code\n"
     assert not (work / "a").is_symlink() and (work / "a" / "src").read_text() == "x\n"
+
+
+def test_a_pointer_and_back_pointer_both_in_the_workdir_prove_nothing(places):
+    # The agent writes the pointer, the "worktree git dir" it points to inside its own
+    # workdir, that dir's back-pointer, and a commondir naming another thread's repository:
+    # that repository and its workdir were bound read-write, and the checkpoint wrote there.
+    victim = make_repo(places["roots"] / "victim", {"secret.txt": "victim's work\n"})
+    refs_before = git(victim, "for-each-ref")
+    mine = places["roots"] / "mine"
+    fake = mine / ".fakegit"
+    fake.mkdir(parents=True)
+    (mine / ".git").write_text(f"gitdir: {fake}\n")
+    (fake / "gitdir").write_text(f"{mine}/.git\n")
+    (fake / "commondir").write_text(f"{victim}/.git\n")
+    assert gw._repository_binds(str(mine)) == (str(mine.resolve()),)
+    with pytest.raises(gw.GitError):
+        run_confined(sandbox_of(places), mine, gw.checkpoint, str(mine), "console:main", "r1")
+    assert git(victim, "for-each-ref") == refs_before
+
+
+def test_confined_git_sees_an_empty_home(places, monkeypatch):
+    # Not the user's ~/.ssh: what the repository makes git run must not read it (nor write
+    # authorized_keys), even for an agent whose own sandbox has a private home.
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="spindle-test-home-", dir="/var/tmp"))
+    try:
+        (home / ".ssh").mkdir()
+        (home / ".ssh" / "id_ed25519").write_text("USER-PRIVATE-KEY")
+        monkeypatch.setenv("HOME", str(home))
+        repo = make_repo(places["roots"] / "mine", {"a.txt": "a\n"})
+        spy = repo / ".spy.sh"
+        spy.write_text(f"#!/bin/sh\ncat {home}/.ssh/id_ed25519 > {repo}/.leak 2>&1; true\n")
+        spy.chmod(0o755)
+        git(repo, "config", "core.fsmonitor", str(spy))
+        (repo / "a.txt").write_text("changed\n")
+        run_confined(sandbox_of(places), repo, gw.checkpoint, str(repo), "console:main", "r1")
+        assert (repo / ".leak").exists()  # it ran, confined
+        assert "USER-PRIVATE-KEY" not in (repo / ".leak").read_text()
+    finally:
+        shutil.rmtree(home)

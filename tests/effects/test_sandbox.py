@@ -148,3 +148,31 @@ def test_hidden_paths_are_resolved_once_so_a_swapped_symlink_hides_nothing_new(
     hidden = os.path.realpath(real / "spindle")
     for argv in (first, later):
         assert argv[argv.index(hidden) - 1] == "--tmpfs"
+
+
+def test_with_a_private_home_the_users_home_is_empty_whatever_the_roots(bwrap, monkeypatch):
+    # With allowed roots that did not cover the home (~/projects), the user's ~/.ssh stayed
+    # readable through the read-only `/` when the agent had a private home.
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="spindle-test-home-", dir="/var/tmp"))
+    try:
+        (home / ".ssh").mkdir()
+        (home / ".ssh" / "id_ed25519").write_text("USER-PRIVATE-KEY")
+        (home / "projects" / "mine").mkdir(parents=True)
+        (home / "agent-home").mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        sandbox = Sandbox(binary=bwrap, hidden=(), roots=(str(home / "projects"),))
+        argv = sandbox_argv(
+            sandbox,
+            ["sh", "-c", f"cat {home}/.ssh/id_ed25519; ls -a {home}"],
+            workdir=str(home / "projects" / "mine"),
+            home=str(home / "agent-home"),
+        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert "USER-PRIVATE-KEY" not in out.stdout
+        assert ".ssh" not in out.stdout.split()  # the home shows only what was put back
+        assert "agent-home" in out.stdout.split()
+    finally:
+        shutil.rmtree(home)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,8 +79,7 @@ async def test_loader_variables_never_reach_the_guard_or_bubblewrap(tmp_path, nu
     # The guard (python) and bubblewrap run outside the sandbox with the env the agent
     # passes: an LD_PRELOAD would run the agent's library there, next to the database.
     assert BWRAP.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc to build the library an agent would preload")
+    assert shutil.which("gcc"), "gcc builds the library an agent would preload"
     mine = tmp_path / "roots" / "mine"
     mine.mkdir(parents=True)
     marker = mine / "loaded.txt"
@@ -131,3 +132,61 @@ async def test_a_relative_sandbox_binary_is_not_found_in_the_agent_workdir(
             await trio.sleep(0.05)
     assert not marker.exists()
     assert out["stdout"] == "hi\n" and out["exit_code"] == 0
+
+
+@pytest.fixture
+def user_home(monkeypatch) -> Iterator[Path]:
+    """A user home outside /tmp (the sandbox empties /tmp) holding a private key."""
+    home = Path(tempfile.mkdtemp(prefix="spindle-test-home-", dir="/var/tmp"))
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("USER-PRIVATE-KEY")
+    monkeypatch.setenv("HOME", str(home))
+    yield home
+    shutil.rmtree(home)
+
+
+async def _output(client, name: str) -> dict:
+    for _ in range(200):
+        out = await call(client, "get_output", name=name)
+        if out["status"] not in ("running", "starting"):
+            return out
+        await trio.sleep(0.05)
+    raise AssertionError(f"{name} did not end")
+
+
+async def test_a_process_sees_its_agents_private_home_not_the_users(tmp_path, nursery, user_home):
+    # The agent, with a private home, cannot read ~/.ssh: its processes used to see the
+    # user's hidden home entries all the same, read-write (authorized_keys included).
+    assert BWRAP.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
+    mine, private = user_home / "projects" / "mine", user_home.parent / f"{user_home.name}-agent"
+    mine.mkdir(parents=True)
+    private.mkdir()
+    try:
+        sandbox = Sandbox(binary=str(BWRAP), hidden=(str(tmp_path / "data"),), roots=(str(mine),))
+        config = make_config(tmp_path, allowed_roots=(mine,), sandbox=sandbox)
+        manager = await nursery.start(serve_process_manager, config)
+        manager.bind_thread("t", str(mine), home=str(private))
+        script = f"cat {user_home}/.ssh/id_ed25519; echo x >> {user_home}/.ssh/authorized_keys"
+        async with open_client(manager.url, manager.token_for_thread("t")) as client:
+            await call(client, "start_process", name="peek", command="sh", args=["-c", script])
+            out = await _output(client, "peek")
+        assert "USER-PRIVATE-KEY" not in out["stdout"]
+        assert not (user_home / ".ssh" / "authorized_keys").exists()
+    finally:
+        shutil.rmtree(private)
+
+
+async def test_a_thread_whose_agent_is_not_bound_starts_no_sandboxed_process(tmp_path, nursery):
+    # After a restart, before its agent starts again, a thread has no workdir to confine
+    # a process to: its cwd could be any thread's, and the sandbox bound that one.
+    assert BWRAP.exists(), "run `make test` (it unpacks Debian's bubblewrap in .tools/)"
+    other = tmp_path / "roots" / "other"
+    other.mkdir(parents=True)
+    sandbox = Sandbox(
+        binary=str(BWRAP), hidden=(str(tmp_path / "data"),), roots=(str(tmp_path / "roots"),)
+    )
+    config = make_config(tmp_path, allowed_roots=(tmp_path / "roots",), sandbox=sandbox)
+    manager = await nursery.start(serve_process_manager, config)
+    async with open_client(manager.url, manager.token_for_thread("t")) as client:
+        text = await call_error(client, "start_process", name="x", command="true", cwd=str(other))
+    assert "agent is not running" in text
