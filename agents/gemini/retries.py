@@ -17,6 +17,7 @@ that puts a symlink to the database there gets nothing read and nothing truncate
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -93,8 +94,7 @@ class DebugLogWatch:
         return [line[:MAX_LINE].decode("utf-8", "replace") for line in lines]
 
     def close(self) -> None:
-        for done in (lambda: os.close(self._fd), lambda: os.unlink(self.path)):
-            try:
-                done()
-            except OSError:
-                pass
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)  # a link put there is removed, not its target
