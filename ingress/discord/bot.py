@@ -283,26 +283,10 @@ class SpindleBot(CatchUpMixin, discord.Client):
             # A sticker alone is a reaction, not a prompt: no answer, nothing interrupted
             # (an empty message of another kind is refused by the core, with a reply).
             return
-        common = {
-            "thread_id": thread_id,
-            "action_id": translate.message_action_id(message.id),
-            "at": self._clock(),
-        }
-        author = message.author
-        try:
-            parent = getattr(message.channel, "parent_id", None)
-            shell = shell_action(
-                message.content,
-                common,
-                str(author.id),
-                author.display_name,
-                via_agent=self.settings.shell_via_agent(parent),
-            )
-        except InputRefused as refused:
-            await self._answer_message(message, f"⚠ {refused}")
-            return
-        if shell is not None:  # "!<command>": a shell command, not a prompt
-            await emit(IngressItem((shell,)))
+        command, shell = await self._shell_of(message, thread_id)
+        if command:  # "!<command>": a shell command (or refused), not a prompt
+            if shell is not None:
+                await emit(IngressItem((shell,)))
             return
         content = await self._prompt_content(message, self.workdir_of(thread_id))
         if content is None:
@@ -323,6 +307,31 @@ class SpindleBot(CatchUpMixin, discord.Client):
         )
         self._remember(message.id, queued=translate.is_queued(action))
         await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
+
+    async def _shell_of(
+        self, message: discord.Message, thread_id: str
+    ) -> tuple[bool, Action | None]:
+        """A ``!`` command in a person's message, live or caught up (the core checks it
+        against ``shell_users``): (True, its action); (True, None) when refused, answered
+        here; (False, None) when the message is no command."""
+        parent = getattr(message.channel, "parent_id", None)
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.id),
+            "at": self._clock(),
+        }
+        try:
+            shell = shell_action(
+                message.content,
+                common,
+                str(message.author.id),
+                message.author.display_name,
+                via_agent=self.settings.shell_via_agent(parent),
+            )
+        except InputRefused as refused:
+            await self._answer_message(message, f"⚠ {refused}")
+            return True, None
+        return shell is not None, shell
 
     async def _project_message(
         self,

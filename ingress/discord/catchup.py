@@ -67,21 +67,34 @@ _READY_WAIT_S = 120.0  # a fresh session's guilds (its active threads) arrive wi
 _CLOCK_MARGIN_S = 60.0
 _PERSON_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
-# The actions ingress makes from Discord events (their ids carry the Discord id).
+# The actions ingress makes from Discord messages and interactions (their ids carry the
+# Discord id): every kind a person's message or command can become. One missing (a steer,
+# a `!` command) was never counted as seen, so each restart's catch-up read those messages
+# again and queued them once more.
 INGRESS_KINDS = (
     "user_message",
     "queue_command",
+    "steer_command",
+    "shell_requested",
     "abort",
     "clear_queue",
     "remove_queued",
+    "compact",
+    "fork",
     "conversation_started",
     "conversation_resumed",
     "conversation_ended",
     "workdir_set",
     "model_changed",
+    "policy_set",
+    "verbosity_set",
     "status",
     "permission_answered",
     "question_answered",
+    "schedule_added",
+    "schedule_cancelled",
+    "schedules_listed",
+    "workspace_command",
 )
 # Action id prefixes followed by the id of the Discord message or interaction (see
 # ``translate`` and ``SpindleBot``); edits and deletes name an older message, so not those.
@@ -191,6 +204,10 @@ class CatchUpMixin(discord.Client):
         async def _author_allowed(self, message: discord.Message) -> bool: ...
 
         async def _answer_message(self, message: discord.Message, text: str) -> None: ...
+
+        async def _shell_of(
+            self, message: discord.Message, thread_id: str
+        ) -> tuple[bool, Action | None]: ...
 
         async def _attachments(
             self, message: discord.Message, workdir: str | None
@@ -315,8 +332,20 @@ class CatchUpMixin(discord.Client):
                 elif message.id > last and from_a_person(message):
                     if not await self._author_allowed(message):
                         continue
+                    if message.stickers and not message.content.strip():
+                        if not message.attachments:
+                            continue  # a reaction, as live
                     if new >= room:
                         not_queued += 1
+                        continue
+                    # A `!` command is one, as live: the core checks who may run it (as a
+                    # prompt, it went to the agent without that check).
+                    command, shell = await self._shell_of(message, thread_id)
+                    if command:
+                        if shell is not None:
+                            self._remember(message.id, queued=False)
+                            actions.append(shell)
+                            new += 1
                         continue
                     # Answered as a live message is when it cannot be sent; a voice
                     # message is transcribed.
@@ -324,6 +353,8 @@ class CatchUpMixin(discord.Client):
                     if content is None:
                         continue
                     text, attachments = content
+                    # A steer has no turn to join after a restart: its text is queued.
+                    text = translate.split_queue_suffix(text, self.settings.steer_suffix)[0]
                     prompt = translate.message_action(
                         thread_id=thread_id,
                         message_id=message.id,

@@ -270,3 +270,70 @@ async def test_a_refused_attachment_sent_while_stopped_is_answered_and_the_rest_
         replies = [m for m in messages if m.reply_to == big]
         assert len(replies) == 1 and "big.iso" in replies[0].content
         assert "1 message sent while Spindle was offline is queued." in _contents(messages)
+
+
+def test_every_kind_a_persons_message_or_command_becomes_counts_as_seen() -> None:
+    # A kind missing here (a steer, a `!` command) was never counted as seen: each restart's
+    # catch-up read those messages again and queued them once more.
+    import typing
+
+    from threadspindle.ingress.discord.catchup import INGRESS_KINDS
+    from threadspindle.runtime.core.actions import Action
+
+    made_by_the_runtime = {
+        "agent_connected",
+        "agent_event",
+        "agent_exited",
+        "checkpoint_taken",
+        "conversation_rolled_back",
+        "effect_failed",
+        "output_posted",
+        "runtime_recovered",
+        "schedule_due",
+        "shell_finished",
+        "shell_output",
+        "source_deleted",  # name an older message (del-<id>)
+        "source_edited",
+        "thread_forked",
+        "thread_parked",
+        "tick",
+        "workspace_job_finished",
+    }
+    union = typing.get_args(typing.get_args(Action)[0])
+    kinds = {cls.model_fields["kind"].default for cls in union}
+    assert set(INGRESS_KINDS) == kinds - made_by_the_runtime
+
+
+async def test_steers_and_shell_commands_are_not_caught_up_again_after_a_restart(
+    world: World, tmp_path: Path
+) -> None:
+    async with discord_stack(world, tmp_path, plain_message="steer") as stack:
+        thread = await stack.start_thread()
+        world.fake.send_message(thread, world.alice, "hi steer")
+        world.fake.send_message(thread, world.alice, "!true")
+        await stack.until_footers(thread, 1)
+        await wait_for(
+            lambda: any("Shell commands" in m.content for m in world.fake.messages(thread))
+        )
+    async with discord_stack(world, tmp_path, plain_message="steer") as stack:
+        await wait_for(lambda: stack.bot.catch_ups)
+        await trio.sleep(0.5)
+        assert stack.bot.caught_up == 0 and _delivered(stack) == []
+
+
+async def test_a_shell_command_sent_while_stopped_is_one_not_a_prompt(
+    world: World, tmp_path: Path
+) -> None:
+    # As a prompt, `!touch x` went to the agent without the shell allow-list's check.
+    async with discord_stack(world, tmp_path) as stack:
+        thread = await stack.start_thread()
+    world.fake.send_message(thread, world.bob, "!touch OFFLINE")
+    world.fake.send_message(thread, world.alice, "and this steer")
+    async with discord_stack(world, tmp_path) as stack:
+        await stack.until_footers(thread, 1, timeout=30)
+        await wait_for(
+            lambda: any(
+                "Shell commands are not enabled" in m.content for m in world.fake.messages(thread)
+            )
+        )
+        assert _delivered(stack) == ["and this"]  # the steer suffix is not the agent's
