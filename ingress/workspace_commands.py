@@ -32,6 +32,11 @@ USAGE = "usage: /worktree new <name> [base] | list | remove <name> [force] | mer
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def is_shell_text(text: str) -> bool:
+    """Whether a message is a ``!`` shell command (what ``shell_action`` makes one of)."""
+    return text.startswith(SHELL_PREFIX) and bool(text[1:].strip())
+
+
 def shell_action(
     text: str,
     common: dict[str, Any],
@@ -41,7 +46,7 @@ def shell_action(
 ) -> A.ShellRequested | None:
     """A message starting with ``!`` is a shell command; None for any other text.
     ``via_agent``: the channel's choice of the agent's own shell (None: the runtime's)."""
-    if not text.startswith(SHELL_PREFIX) or not text[1:].strip():
+    if not is_shell_text(text):
         return None
     return _shell(text[1:], common, author_id, author_name).replace(via_agent=via_agent)
 

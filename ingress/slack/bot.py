@@ -59,6 +59,7 @@ from threadspindle.ingress.slack.catchup import SlackCatchUp
 from threadspindle.ingress.slack.files import has_files, take_slack_files
 from threadspindle.ingress.slack.settings import SlackSettings
 from threadspindle.ingress.thread_commands import Spelling, thread_action, typed_prompt
+from threadspindle.ingress.workspace_commands import is_shell_text
 from threadspindle.runtime.core import actions as A
 
 __all__ = ["NO_LONGER_PENDING", "REFUSAL", "RuntimePort", "SlackIngress", "envelope_key"]
@@ -294,6 +295,10 @@ class SlackIngress(SlackCatchUp):
         """A message in a thread: a prompt (interrupting, queued by `` queue``, steered by
         `` steer``; without a suffix as ``plain_message`` says) or a shell command (``!``)."""
         user, channel, ts = str(event["user"]), str(event["channel"]), str(event["ts"])
+        if has_files(event) and is_shell_text(text):
+            # A `!` command takes no files: refused before any is saved.
+            await self._tell(channel, parse_thread_id(thread_id)[1], user, FILES_WITH_A_COMMAND)
+            return
         try:
             attachments = await take_slack_files(
                 event,

@@ -66,7 +66,7 @@ from threadspindle.ingress.transcribe import (
     TranscriptionFailed,
     transcript_notice,
 )
-from threadspindle.ingress.workspace_commands import new_thread_worktree
+from threadspindle.ingress.workspace_commands import is_shell_text, new_thread_worktree
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import Attachment
 
@@ -408,9 +408,13 @@ class TelegramIngress:
     ) -> None:
         user = message.from_user
         assert user is not None
-        attachments = await self._attachments(
-            message, thread_id, files_of(message) if files is None else files
-        )
+        files = files_of(message) if files is None else files
+        if files and is_shell_text(text):
+            # A `!` command takes no files: refused before any is saved (else saved, then
+            # dropped without a word when the caption became the command).
+            await self._say(thread_id, FILES_WITH_A_COMMAND, reply_to=message.message_id)
+            return
+        attachments = await self._attachments(message, thread_id, files)
         if attachments is None:
             return
         common = {

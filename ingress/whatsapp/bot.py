@@ -65,6 +65,7 @@ from threadspindle.ingress.transcribe import (
 )
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
+from threadspindle.ingress.workspace_commands import is_shell_text
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.model import Attachment
 
@@ -259,7 +260,7 @@ class WhatsAppIngress:
         if not self._has_conversation(thread_id):
             await self._say(thread_id, NO_CONVERSATION, reply_to=wamid)
             return
-        if inbound.text.startswith("/"):
+        if inbound.text.startswith("/") or is_shell_text(inbound.text):
             # A command as a caption: the file would go nowhere (rather than dropped quietly).
             await self._say(thread_id, FILES_WITH_A_COMMAND, reply_to=wamid)
             return

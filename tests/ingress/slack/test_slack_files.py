@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_slack.stack import SlackWorld, slack_stack
 from threadspindle.testkit.fake_slack.world import BOT_USER
@@ -123,14 +125,17 @@ async def test_an_app_without_files_read_is_told_and_no_sign_in_page_is_saved(
         assert not attachments.exists() or list(attachments.iterdir()) == []
 
 
-async def test_a_command_with_files_is_refused_not_dropped(sl: SlackWorld, tmp_path: Path) -> None:
+@pytest.mark.parametrize("words", ["queue look at this", "!ls -la"])
+async def test_a_command_with_files_is_refused_not_dropped(
+    sl: SlackWorld, tmp_path: Path, words: str
+) -> None:
     async with slack_stack(sl, tmp_path) as stack:
         thread = await stack.start_thread()
         channel, thread_ts = sl.where(thread)
         sl.fake.send_message(
             channel,
             sl.alice,
-            f"<@{BOT_USER}> queue look at this",
+            f"<@{BOT_USER}> {words}",
             thread_ts=thread_ts,
             files=(("a.png", b"png", "image/png"),),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import trio
 
 from threadspindle.testkit.fake_discord.harness import wait_for
@@ -157,17 +158,19 @@ async def test_a_part_that_comes_after_its_album_was_sent_is_queued_behind_it(
         assert stack.agents.interrupts == []  # the slow run went to its end
 
 
+# A `!` caption: the file was saved, then dropped without a word for the shell command.
+@pytest.mark.parametrize("caption", ["/queue look at this", "!ls -la"])
 async def test_a_file_whose_caption_is_a_command_is_refused_not_dropped(
-    tg: TelegramWorld, tmp_path: Path
+    tg: TelegramWorld, tmp_path: Path, caption: str
 ) -> None:
     async with telegram_stack(tg, tmp_path) as stack:
         thread = await stack.start_topic()
         chat, topic = tg.where(thread)
-        tg.fake.send_file(chat, tg.alice, b"x" * 10, caption="/queue look at this", topic=topic)
+        tg.fake.send_file(chat, tg.alice, b"x" * 10, caption=caption, topic=topic)
         await wait_for(
             lambda: [
                 m.text for m in tg.bot_messages(thread) if "a command takes no files" in m.text
             ]
         )
         assert stack.runtime.snapshot(thread).queue == ()
-        assert stack.agents.delivered == []
+        assert stack.agents.delivered == [] and tg.fake.world.downloads == []

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from threadspindle.ingress.whatsapp.bot import NO_MEDIA
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_whatsapp.stack import WhatsAppWorld, whatsapp_stack
@@ -67,12 +69,13 @@ async def test_a_sticker_still_gets_the_hint_to_type(wa: WhatsAppWorld, tmp_path
         assert stack.agents.delivered == []
 
 
+@pytest.mark.parametrize("caption", ["/queue look", "!ls -la"])
 async def test_a_file_whose_caption_is_a_command_is_refused_not_dropped(
-    wa: WhatsAppWorld, tmp_path: Path
+    wa: WhatsAppWorld, tmp_path: Path, caption: str
 ) -> None:
     async with whatsapp_stack(wa, tmp_path) as stack:
         thread = await stack.start_chat()
-        wa.fake.file(wa.chat(thread), b"x" * 10, "image/png", caption="/queue look")
+        wa.fake.file(wa.chat(thread), b"x" * 10, "image/png", caption=caption)
         await wait_for(
             lambda: [
                 m.text for m in wa.bot_messages(thread) if "a command takes no files" in m.text
