@@ -129,12 +129,14 @@ ESCAPED_MENTION = "\\<@"  # Discord markdown's escape: shown as text, mentions n
 
 
 def escape_mentions(line: str) -> str:
-    """Mentions (``<@id>``) outside inline code made inert: agent text must not ping
-    anyone on a platform whose converter turns ``<@id>`` into a mention (Telegram,
-    Slack); an already escaped one is left as it is."""
+    """Mentions (``<@id>``) made inert: agent text must not ping anyone on a platform whose
+    converter turns ``<@id>`` into a mention (Telegram, Slack); an already escaped one is
+    left as it is. Inside inline code too: where a span ends is the converter's to say
+    (``**a`** <@1> `x` `` reads as bold, then a mention, to Telegram's), so the converters
+    undo the escape in what they render as code."""
     if MENTION not in line:
         return line
-    return _outside_code(line, _escape_prose_mentions)
+    return _escape_prose_mentions(line)
 
 
 def _escape_prose_mentions(prose: str) -> str:

@@ -69,7 +69,8 @@ def _inline(text: str, *, markers: bool = True) -> str:
         out.append(escape(text[last : match.start()]))
         last = match.end()
         if match.group("code") is not None:
-            body = escape(match.group("code_body").replace("`", "'"))
+            # The renderer escapes every agent mention; in code it is only text.
+            body = escape(match.group("code_body").replace("`", "'").replace("\\<@", "<@"))
             out.append(f"`{body}`" if markers else body)
         elif match.group("url") is not None:
             out.append(f"<{_link_target(match.group('url'))}>" if markers else match.group("url"))

@@ -60,7 +60,9 @@ def _inline(text: str, names: Mapping[str, str]) -> str:
         out.append(_escape(text[last : match.start()]))
         last = match.end()
         if match.group("code") is not None:
-            out.append(f"<code>{_escape(match.group('code_body'))}</code>")
+            # The renderer escapes every agent mention; in code it is only text.
+            body = match.group("code_body").replace("\\<@", "<@")
+            out.append(f"<code>{_escape(body)}</code>")
         elif match.group("url") is not None:
             out.append(_escape(match.group("url")))
         elif match.group("inert") is not None:

@@ -80,6 +80,16 @@ def _parser() -> MarkdownIt:
         "list", "subtext", _subtext, {"alt": ["paragraph", "reference", "blockquote"]}
     )
     md.add_render_rule("link_open", _link_open)
+    plain_code = md.renderer.rules["code_inline"]
+
+    def code_inline(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        # The renderer escapes every agent mention (``\\<@``); in code it is only text.
+        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
+        return str(plain_code(tokens, idx, options, env))
+
+    md.add_render_rule("code_inline", code_inline)
     return md
 
 

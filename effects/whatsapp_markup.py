@@ -26,6 +26,9 @@ _SUBTEXT = re.compile(r"^-# +(.+?)\s*$")
 
 def _inline(text: str) -> str:
     """Convert one line outside a fence, leaving its inline code untouched."""
+    # WhatsApp has no mentions to make inert: the renderer's escape (``\\<@``) would show,
+    # in code as in prose.
+    text = text.replace("\\<@", "<@")
     out: list[str] = []
     last = 0
     for match in _INLINE_CODE.finditer(text):
@@ -37,8 +40,6 @@ def _inline(text: str) -> str:
 
 
 def _prose(text: str) -> str:
-    # WhatsApp has no mentions to make inert: the renderer's escape (``\\<@``) would show.
-    text = text.replace("\\<@", "<@")
     text = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", text)
     text = _ANGLE_URL.sub(lambda m: m.group(1), text)
     text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
