@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
@@ -80,6 +81,7 @@ def _parser() -> MarkdownIt:
         "list", "subtext", _subtext, {"alt": ["paragraph", "reference", "blockquote"]}
     )
     md.add_render_rule("link_open", _link_open)
+    assert isinstance(md.renderer, RendererHTML)
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(
