@@ -34,7 +34,7 @@ from pathlib import Path
 import trio
 
 from threadspindle.effects.child_env import child_environment
-from threadspindle.effects.sandbox import Sandbox, sandbox_argv
+from threadspindle.effects.sandbox import Sandbox, sandbox_argv, within_roots
 
 __all__ = [
     "DiffSummary",
@@ -92,7 +92,11 @@ _JAIL: ContextVar[_Jail | None] = ContextVar("spindle_git_jail", default=None)
 @contextlib.contextmanager
 def confined(sandbox: Sandbox | None, workdir: str) -> Iterator[None]:
     """Within the block, git runs for ``workdir`` in ``sandbox`` (None: as Spindle does)."""
-    token = _JAIL.set(None if sandbox is None else _Jail(sandbox, _repository_binds(workdir)))
+    jail = None
+    if sandbox is not None:
+        within_roots(sandbox, workdir)  # a symlink swapped in since: GitError's OSError
+        jail = _Jail(sandbox, _repository_binds(workdir))
+    token = _JAIL.set(jail)
     try:
         yield
     finally:

@@ -40,7 +40,19 @@ from pathlib import Path
 
 from threadspindle.runtime.core.frozen import Frozen
 
-__all__ = ["Sandbox", "SandboxUnavailable", "check_sandbox", "sandbox_argv"]
+__all__ = [
+    "Sandbox",
+    "SandboxUnavailable",
+    "WorkdirOutsideRoots",
+    "check_sandbox",
+    "sandbox_argv",
+    "within_roots",
+]
+
+
+class WorkdirOutsideRoots(OSError):
+    """A workdir that now resolves outside every allowed root (a symlink put in its place
+    since it was checked): binding it would hand the sandbox whatever it points to."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -165,7 +177,7 @@ def sandbox_argv(
         # A symlinked entry (``~/.config`` -> elsewhere) is seen at its own name.
         binds += [("--bind", _real(entry), entry) for entry in _home_entries(user_home)]
     if workdir is not None:
-        binds.append(("--bind", _real(workdir), _real(workdir)))
+        binds.append(("--bind", within_roots(sandbox, workdir), _real(workdir)))
     binds += [("--ro-bind", path, path) for path in expose]
     binds += [("--bind", _real(path), path) for path in expose_writable]
     hides, pins = _hiding(
@@ -180,6 +192,19 @@ def sandbox_argv(
     if chdir or workdir:
         args += ["--chdir", _real(chdir or workdir or "/")]
     return [*args, "--", *argv]
+
+
+def within_roots(sandbox: Sandbox, path: str) -> str:
+    """``path`` resolved, checked again against the allowed roots at each launch: the core
+    checked it when the conversation started, but another agent whose workdir holds it may
+    have put a symlink in its place since (to ``~/.ssh``, say)."""
+    real = _real(path)
+    roots = {_real(r) for r in sandbox.roots}
+    if roots and not any(real == r or _under(real, r) or r == "/" for r in roots):
+        raise WorkdirOutsideRoots(
+            f"the workdir {path} now resolves to {real}, outside the allowed roots"
+        )
+    return real
 
 
 def check_sandbox(sandbox: Sandbox) -> None:

@@ -119,8 +119,15 @@ class GitWorkspace:
     # --- checkpoints ------------------------------------------------------------------
 
     async def _checkpoint(self, effect: CheckpointWorkdir) -> None:
-        with git.confined(self.options.shell.sandbox, effect.workdir):
-            await self._checkpoint_confined(effect)
+        try:
+            with git.confined(self.options.shell.sandbox, effect.workdir):
+                await self._checkpoint_confined(effect)
+        except OSError as exc:  # the workdir resolves outside the roots now
+            self._post(
+                A.CheckpointTaken(
+                    **self._base(), run_id=effect.run_id, workdir=effect.workdir, reason=str(exc)
+                )
+            )
 
     async def _checkpoint_confined(self, effect: CheckpointWorkdir) -> None:
         try:

@@ -45,7 +45,7 @@ import trio
 
 from threadspindle.effects.process import forget_child, guarded_argv, lifeline_fd, note_child
 from threadspindle.effects.process_tree import ProcessTree, create_time
-from threadspindle.effects.sandbox import sandbox_argv
+from threadspindle.effects.sandbox import WorkdirOutsideRoots, sandbox_argv
 
 from .auth import Caller
 from .models import (
@@ -446,14 +446,17 @@ class ProcessSupervisor:
                     "this thread's agent is not running: send it a prompt first, then start "
                     "the process again"
                 )
-            argv = sandbox_argv(
-                self.config.sandbox,
-                argv,
-                workdir=workdir,
-                home=self._thread_homes.get(r.thread_id),
-                die_with_parent=not keep,
-                chdir=r.cwd,
-            )
+            try:
+                argv = sandbox_argv(
+                    self.config.sandbox,
+                    argv,
+                    workdir=workdir,
+                    home=self._thread_homes.get(r.thread_id),
+                    die_with_parent=not keep,
+                    chdir=r.cwd,
+                )
+            except WorkdirOutsideRoots as exc:
+                raise ProcessError(str(exc)) from None
             argv[:1] = [_sandbox_binary(argv[0])]
         if keep:
             return argv, ()

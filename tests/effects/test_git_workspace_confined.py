@@ -210,3 +210,13 @@ def test_confined_git_sees_an_empty_home(places, monkeypatch):
         assert "USER-PRIVATE-KEY" not in (repo / ".leak").read_text()
     finally:
         shutil.rmtree(home)
+
+
+def test_a_workdir_now_resolving_outside_the_roots_is_not_confined_elsewhere(places):
+    outside = make_repo(places["outside"] / "repo", {"a.txt": "a\n"})
+    refs_before = git(outside, "for-each-ref")
+    link = places["roots"] / "mine"
+    link.symlink_to(outside)
+    with pytest.raises(OSError, match="outside the allowed roots"):
+        run_confined(sandbox_of(places), link, gw.checkpoint, str(link), "console:main", "r1")
+    assert git(outside, "for-each-ref") == refs_before  # no checkpoint ref written there

@@ -176,3 +176,24 @@ def test_with_a_private_home_the_users_home_is_empty_whatever_the_roots(bwrap, m
         assert "agent-home" in out.stdout.split()
     finally:
         shutil.rmtree(home)
+
+
+def test_a_workdir_swapped_for_a_symlink_out_of_the_roots_is_not_bound(tmp_path, bwrap):
+    # Another agent whose workdir holds this one put a link in its place (to ~/.ssh, say):
+    # the next launch bound the link's target read-write.
+    from threadspindle.effects.sandbox import WorkdirOutsideRoots
+
+    p = layout(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (p["mine"] / "mine.txt").unlink()
+    p["mine"].rmdir()
+    p["mine"].symlink_to(outside)
+    sandbox = Sandbox(binary=bwrap, hidden=(), roots=(str(p["roots"]),))
+    with pytest.raises(WorkdirOutsideRoots, match="outside the allowed roots"):
+        sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
+    inside = p["roots"] / "real"
+    inside.mkdir()
+    p["mine"].unlink()
+    p["mine"].symlink_to(inside)  # a link that stays within the roots is fine
+    assert str(inside) in sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
