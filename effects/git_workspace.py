@@ -133,9 +133,12 @@ def _repository_binds(workdir: str) -> tuple[str, ...]:
 
 
 def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
-    """For the worktree ``top`` (its ``.git`` is a file ``gitdir: <dir>``): itself, its
-    repository's git directory and main worktree, or nothing when the pointer does not
-    lead to a worktree git made for ``top`` (unless ``trusted``: outside the workdir)."""
+    """For the folder ``top`` whose ``.git`` is a file ``gitdir: <dir>`` (a worktree, a
+    submodule, a ``--separate-git-dir`` repository): itself, that git directory, and for a
+    worktree its repository's and main worktree. Unless ``trusted`` (the file is outside
+    the workdir), the agent wrote the pointer: it is followed only to a git directory
+    outside the workdir that names ``top`` as its own (a worktree's ``gitdir`` back-pointer,
+    a submodule's ``core.worktree``), else nothing."""
     try:
         with open(os.path.join(top, ".git"), encoding="utf-8") as f:
             line = f.read(4096).strip()
@@ -144,13 +147,13 @@ def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
         gitdir = os.path.realpath(os.path.join(top, line[len("gitdir: ") :]))
         if not trusted and (gitdir == top or gitdir.startswith(top.rstrip("/") + "/")):
             return []  # the agent wrote the pointer and what it points to: it proves nothing
-        if not trusted:
-            with open(os.path.join(gitdir, "gitdir"), encoding="utf-8") as f:
-                back = f.read(4096).strip()
-            if os.path.realpath(back) != os.path.join(top, ".git"):
-                return []
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
-            common = os.path.realpath(os.path.join(gitdir, f.read(4096).strip()))
+        if not trusted and _names_as_its_own(gitdir) != top:
+            return []
+        try:
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+                common = os.path.realpath(os.path.join(gitdir, f.read(4096).strip()))
+        except FileNotFoundError:
+            return [top, gitdir]  # a repository of its own (a submodule's, a separate dir)
         if os.path.join(common, "worktrees", os.path.basename(gitdir)) != gitdir:
             return []  # not a worktree of that repository
     except (OSError, UnicodeDecodeError):
@@ -159,6 +162,43 @@ def _worktree_binds(top: str, *, trusted: bool) -> list[str]:
     if os.path.basename(common) == ".git":
         binds.append(os.path.dirname(common))  # the main worktree (/worktree merge there)
     return binds
+
+
+_CORE_WORKTREE = re.compile(r"^\s*worktree\s*=\s*(.+?)\s*$", re.MULTILINE)
+
+
+def _names_as_its_own(gitdir: str) -> str | None:
+    """The working tree git itself recorded for ``gitdir``: a worktree's back-pointer
+    (``gitdir`` file), else a submodule's ``core.worktree`` (resolved; None: neither)."""
+    try:
+        with open(os.path.join(gitdir, "gitdir"), encoding="utf-8") as f:
+            return os.path.dirname(os.path.realpath(f.read(4096).strip()))
+    except FileNotFoundError:
+        pass
+    with open(os.path.join(gitdir, "config"), encoding="utf-8") as f:
+        found = _CORE_WORKTREE.search(f.read(64 * 1024))
+    return os.path.realpath(os.path.join(gitdir, found.group(1))) if found else None
+
+
+def _open_folder(path: str) -> int:
+    """``path`` (absolute, resolved) opened as a directory with ``O_PATH``, each component
+    with ``O_NOFOLLOW``: a ``GitError`` when one is a symlink now (or gone)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in (p for p in path.split("/") if p):
+            parent, fd = fd, -1
+            try:
+                fd = os.open(part, _FOLDER_FLAGS, dir_fd=parent)
+            finally:
+                os.close(parent)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        raise GitError(f"{path} is no longer the folder it was (a symlink now?): {exc}") from None
+    return fd
+
+
+_FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 async def _git(
@@ -174,25 +214,36 @@ async def _git(
     full_env = {**child_environment(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
     argv = ["git", *args]
     jail = _JAIL.get()
-    if jail is not None:
-        argv = sandbox_argv(
-            jail.sandbox,
+    fds: dict[str, int] = {}
+    try:
+        if jail is not None:
+            # Opened here, each without a symlink on the way, and bound from the descriptor:
+            # a folder swapped for a link (to ~/.ssh) between two git runs of a checkpoint,
+            # or while bubblewrap starts, is refused instead of bound.
+            for path in sorted({*jail.binds, *writable}, key=len):
+                fds[path] = _open_folder(path)
+            argv = sandbox_argv(
+                jail.sandbox,
+                argv,
+                workdir=None,
+                bare_home=True,  # not the user's ~/.ssh (nor ~/.gitconfig: Spindle's identity)
+                bind_fds=fds,
+                chdir=cwd,
+            )
+            argv[0] = shutil.which(argv[0], path=full_env.get("PATH")) or argv[0]
+        proc = await trio.run_process(
             argv,
-            workdir=None,
-            bare_home=True,  # not the user's ~/.ssh (nor their ~/.gitconfig: Spindle's identity)
-            expose_writable=sorted({*jail.binds, *writable}, key=len),  # outer ones first
-            chdir=cwd,
+            cwd=cwd,
+            env=full_env,
+            stdin=stdin if stdin is not None else b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            pass_fds=tuple(fds.values()),
         )
-        argv[0] = shutil.which(argv[0], path=full_env.get("PATH")) or argv[0]
-    proc = await trio.run_process(
-        argv,
-        cwd=cwd,
-        env=full_env,
-        stdin=stdin if stdin is not None else b"",
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
+    finally:
+        for fd in fds.values():
+            os.close(fd)
     result = _Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip())
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args[:2])}: {result.err or f'exit {proc.returncode}'}")

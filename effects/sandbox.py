@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from threadspindle.runtime.core.frozen import Frozen
@@ -135,10 +135,14 @@ def sandbox_argv(
     die_with_parent: bool = True,
     chdir: str | None = None,
     bare_home: bool = False,
+    bind_fds: Mapping[str, int] | None = None,
 ) -> list[str]:
     """``argv`` wrapped in bubblewrap as the module docstring describes. ``home``: the agent's
     private home (``AgentOptions.home``); None: the user's home, hidden entries only, or,
     with ``bare_home``, none of it (an empty home: Spindle's own git runs).
+    ``bind_fds``: directories bound read-write from a descriptor the caller opened (path ->
+    fd, passed to the child): bubblewrap mounts what was opened, not what the path names
+    by the time it runs (a symlink swapped in meanwhile).
     ``die_with_parent=False`` only for processes meant to outlive Spindle; ``chdir``: where
     it starts (default: the workdir)."""
     args = [
@@ -180,8 +184,15 @@ def sandbox_argv(
         binds.append(("--bind", within_roots(sandbox, workdir), _real(workdir)))
     binds += [("--ro-bind", path, path) for path in expose]
     binds += [("--bind", _real(path), path) for path in expose_writable]
+    # Their host path is the path itself: resolved and opened without a link by the caller.
+    binds += [("--bind-fd", str(fd), path) for path, fd in (bind_fds or {}).items()]
     hides, pins = _hiding(
-        sandbox.hidden, [(src, dst) for opt, src, dst in binds if opt == "--bind"]
+        sandbox.hidden,
+        [
+            (dst if opt == "--bind-fd" else src, dst)
+            for opt, src, dst in binds
+            if opt in ("--bind", "--bind-fd")
+        ],
     )
     binds += [("--bind", src, dst) for dst, src in pins.items()]
     # Parents before children: a bind must not cover a deeper one made before it.

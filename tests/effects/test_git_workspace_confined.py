@@ -220,3 +220,45 @@ def test_a_workdir_now_resolving_outside_the_roots_is_not_confined_elsewhere(pla
     with pytest.raises(OSError, match="outside the allowed roots"):
         run_confined(sandbox_of(places), link, gw.checkpoint, str(link), "console:main", "r1")
     assert git(outside, "for-each-ref") == refs_before  # no checkpoint ref written there
+
+
+def test_a_folder_swapped_for_a_link_between_two_git_runs_is_refused(places):
+    # An agent whose workdir holds this repository swaps it for a (relative) link to the
+    # user's home between two git runs of one checkpoint: bubblewrap bound the link's
+    # target read-write. Binds are now opened without following a link, and mounted from
+    # the descriptor.
+    repo = make_repo(places["roots"] / "outer" / "sub", {"a.txt": "a\n"})
+    secret = places["outside"] / "home"
+    secret.mkdir()
+
+    async def main():
+        with gw.confined(sandbox_of(places), str(repo)):
+            await gw._git(str(repo), "status")  # fine while it is the folder
+            aside = repo.with_name("sub.real")
+            repo.rename(aside)
+            repo.symlink_to(os.path.relpath(secret, repo.parent))
+            try:
+                with pytest.raises(gw.GitError, match="no longer the folder"):
+                    await gw._git(str(repo), "status")
+            finally:
+                repo.unlink()
+                aside.rename(repo)
+
+    trio.run(main)
+    assert list(secret.iterdir()) == []
+
+
+def test_a_submodule_is_checkpointed_confined(places):
+    # Its .git is a file naming the superproject's .git/modules/<name>, which has no
+    # worktree back-pointer but a core.worktree naming the submodule: git's own record.
+    source = make_repo(places["outside"] / "lib", {"lib.txt": "lib\n"})
+    top = make_repo(places["roots"] / "super", {"a.txt": "a\n"})
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), "mod")
+    git(top, "commit", "-qm", "submodule")
+    module = top / "mod"
+    (module / "lib.txt").write_text("changed\n")
+    commit, ref = run_confined(
+        sandbox_of(places), module, gw.checkpoint, str(module), "console:main", "r1"
+    )
+    assert git(module, "rev-parse", ref) == commit
+    assert git(module, "show", f"{commit}:lib.txt") == "changed"
