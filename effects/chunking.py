@@ -281,8 +281,11 @@ class MessageChunker:
         return text_length(text, self.unit)
 
     def _render(self, piece: str, *, in_fence: bool) -> str:
+        # Mentions are escaped in fences too: where a fence opens or ends is each
+        # converter's to say (Slack closes a one-line ```x``` at once, the chunker keeps
+        # it open), and the converters show the escape as written inside code.
         if in_fence:
-            return piece
+            return escape_mentions(piece)
         return escape_mentions(wrap_bare_links(piece) if self.wrap_links else piece)
 
     def _room(self, fence_after_piece: str | None) -> int:

@@ -123,7 +123,7 @@ def _convert(text: str, markers: bool) -> str:
             rest = stripped[3:]
             if rest.endswith(FENCE) and len(rest) >= 3 and rest.strip("`"):
                 # ```code``` on one line: its language is no language here
-                out.append(escape(rest[:-3]))
+                out.append(escape(rest[:-3].replace("\\<@", "<@")))
                 if markers:
                     out.append(FENCE)
                 in_fence = False
@@ -134,7 +134,8 @@ def _convert(text: str, markers: bool) -> str:
                 out.append(FENCE)
             continue
         if in_fence:
-            out.append(escape(line.replace(FENCE, "'''")))
+            # The renderer escapes every agent mention; in code it is only text.
+            out.append(escape(line.replace(FENCE, "'''").replace("\\<@", "<@")))
         else:
             out.append(_line(line, markers))
     if in_fence and markers:

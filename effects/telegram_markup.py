@@ -95,7 +95,8 @@ def _line(line: str, names: Mapping[str, str]) -> str:
 
 
 def _code_block(language: str, lines: list[str]) -> str:
-    body = _escape("\n".join(lines))
+    # The renderer escapes every agent mention; in code it is only text.
+    body = _escape("\n".join(lines).replace("\\<@", "<@"))
     language = re.sub(r"[^\w+#.-]", "", language)[:32]
     opening = f'<code class="language-{language}">' if language else "<code>"
     return f"<pre>{opening}{body}</code></pre>"

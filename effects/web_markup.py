@@ -92,6 +92,22 @@ def _parser() -> MarkdownIt:
         return str(plain_code(tokens, idx, options, env))
 
     md.add_render_rule("code_inline", code_inline)
+    plain_fence, plain_block = md.renderer.rules["fence"], md.renderer.rules["code_block"]
+
+    def fence(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
+        return str(plain_fence(tokens, idx, options, env))
+
+    def code_block(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
+        return str(plain_block(tokens, idx, options, env))
+
+    md.add_render_rule("fence", fence)
+    md.add_render_rule("code_block", code_block)
     return md
 
 

@@ -55,6 +55,7 @@ def to_whatsapp(text: str) -> str:
             in_fence = not in_fence
             continue
         if in_fence:
+            lines[index] = line.replace("\\<@", "<@")  # the renderer's escape, shown as written
             continue
         if heading := _HEADING.match(line):
             line = f"*{heading.group(1).strip('*')}*"

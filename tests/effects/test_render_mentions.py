@@ -115,3 +115,14 @@ def test_a_mention_in_real_code_reads_as_written() -> None:
     assert "`a &lt;@ b`" in to_mrkdwn(text)
     assert "<code>a &lt;@ b</code>" in to_html(text)
     assert "`a <@ b`" in to_whatsapp(text)
+
+
+def test_a_one_line_fence_the_converter_closes_at_once_hides_no_mention() -> None:
+    # The chunker keeps ```x``` open as a fence (its lines were left unescaped); Slack's
+    # converter closes it on the same line and read the next ones as prose: a real ping.
+    [text] = split_message("```x```\n<@U0123ABCD> hi <@123456>\n```", 2000)
+    assert "<@U0123ABCD>" not in to_mrkdwn(text)
+    assert "tg://user" not in to_telegram_html(text, NAMES)
+    [code] = split_message("```\nx <@ y\n```", 2000)
+    assert "x &lt;@ y" in to_telegram_html(code, NAMES) and "x &lt;@ y" in to_mrkdwn(code)
+    assert "x &lt;@ y" in to_html(code) and "x <@ y" in to_whatsapp(code)
