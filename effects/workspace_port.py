@@ -26,6 +26,7 @@ from threadspindle.runtime.core.effect_types import (
     StopShell,
     WorkspaceJob,
 )
+from threadspindle.runtime.core.storable import storable
 from threadspindle.runtime.live.ports import (
     AgentShell,
     AgentShellOf,
@@ -83,13 +84,18 @@ class GitWorkspace:
         options: WorkspaceOptions | None = None,
     ) -> None:
         self.thread_id = thread_id
-        self._post = post
+        self._post_raw = post
         self._clock = clock
         self._ids = ids
         self.options = options or WorkspaceOptions()
         self._shells: dict[str, trio.CancelScope] = {}
         self.checkpoints = 0
         self.jobs = 0
+
+    def _post(self, action: A.Action) -> None:
+        # Git names files as bytes, decoded with surrogateescape (restore writes them back):
+        # what is posted must be storable (``runtime.core.storable``: U+FFFD instead).
+        self._post_raw(storable(action))
 
     def _base(self) -> dict[str, Any]:
         return {"thread_id": self.thread_id, "action_id": self._ids(), "at": self._clock()}

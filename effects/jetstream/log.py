@@ -42,6 +42,7 @@ Reading a subject back (``read_subject``, ``load_thread``, ``export_rows``) is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -73,7 +74,7 @@ from threadspindle.effects.jetstream.subject_read import (
 )
 from threadspindle.runtime.core.actions import Action, OutputPosted
 from threadspindle.runtime.core.model import ThreadState
-from threadspindle.runtime.live.log import LogStatistics, LogUnwritable
+from threadspindle.runtime.live.log import LogStatistics, LogUnwritable, action_json
 from threadspindle.runtime.live.log_read import LogError, LoggedAction
 
 __all__ = [
@@ -325,6 +326,9 @@ class JetStreamLog:
             # A thread this runner never claimed: claimed by the flusher before its first
             # publish, and only if its subject is still empty (see ``_claim_new``).
             t = self._threads[thread_id] = _Thread(thread_id, subject_of(thread_id))
+        # Serialized before its seq is taken (a failure must leave no gap), a lone surrogate
+        # replaced in the row (``action_json``), as the SQLite log does.
+        row = action_json(action)
         self._appended += 1
         ticket = self._appended
         seq = t.next_seq
@@ -333,9 +337,10 @@ class JetStreamLog:
             self.fenced_appends += 1
             self._undurable[ticket] = thread_id  # never durable: never shown
             return ticket
-        t.pending.append(_Entry(seq, action, action.model_dump_json(), ticket))
+        t.pending.append(_Entry(seq, action, row, ticket))
         if state_after is not None and seq % self.snapshot_every == 0:
-            t.snapshot_due[seq] = state_after.model_dump_json()
+            with contextlib.suppress(ValueError):  # a snapshot is an optimisation: skipped
+                t.snapshot_due[seq] = state_after.model_dump_json()
         self._undurable[ticket] = thread_id
         self._wakeup.set()
         return ticket

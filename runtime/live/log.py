@@ -70,6 +70,7 @@ __all__ = [
     "LogStatistics",
     "LogUnwritable",
     "LoggedAction",
+    "action_json",
     "default_log_path",
 ]
 
@@ -108,7 +109,7 @@ def default_log_path() -> Path:
     return Path(platformdirs.user_data_dir("spindle")) / "events.sqlite3"
 
 
-def _json_of(action: Action) -> str:
+def action_json(action: Action) -> str:
     """The action's row. Ingress and the agents' parsers replace lone surrogates with
     U+FFFD (``runtime.core.storable``); one that got past them anyway is replaced here, in
     the row only, rather than fail the write: a row must read back (as JSON, a lone
@@ -295,7 +296,7 @@ class EventLog(WalCheckpoints):
         thread_id = action.thread_id
         # Serialized before its seq is taken: an action that cannot be must not leave a gap
         # in the thread's log (a gap refuses the next start).
-        row = _json_of(action)
+        row = action_json(action)
         seq = self._next_seq.get(thread_id, 1)
         self._next_seq[thread_id] = seq + 1
         self._pending.append((thread_id, seq, action.at, action.kind, row))

@@ -43,3 +43,26 @@ def test_a_diff_result_carries_the_patch_bounded_for_text_and_for_the_file(tmp_p
     )  # cut at a line end, no half line
     small = "diff --git a/x b/x\n+x\n"
     assert cut_patch(small, 1000) == small
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_storably(tmp_path):
+    # Git names files as bytes; decoded with surrogateescape, a name with a byte like 0xff
+    # gave a result no log could write (a seq gap on JetStream, a failed row on SQLite).
+    import os
+
+    repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
+    with open(os.path.join(os.fsencode(repo), b"bad\xff.txt"), "w") as f:
+        f.write("x\n")
+    posted: list[A.Action] = []
+    ids = itertools.count()
+    port = GitWorkspace("t1", posted.append, lambda: 0.0, lambda: f"a{next(ids)}")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await port.apply(WorkspaceJob(job_id="j1", op="diff", workdir=str(repo)), nursery)
+
+    trio.run(main)
+    [result] = posted
+    assert isinstance(result, A.WorkspaceJobFinished) and result.ok
+    result.model_dump_json()  # would raise on a lone surrogate
+    assert any("\ufffd" in name for name in result.files)
