@@ -72,6 +72,19 @@ def _validate_link(url: str) -> bool:
     return scheme is None or scheme.group(1).lower() in _LINKED_SCHEMES
 
 
+def _as_written(rule: Any) -> Any:
+    """``rule`` (code's), showing the renderer's escape of an agent mention (``\\<@``) as
+    written: in code it is only text."""
+
+    def render(
+        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
+        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
+        return str(rule(tokens, idx, options, env))
+
+    return render
+
+
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
     md.validateLink = _validate_link  # type: ignore[method-assign]
@@ -82,32 +95,8 @@ def _parser() -> MarkdownIt:
     )
     md.add_render_rule("link_open", _link_open)
     assert isinstance(md.renderer, RendererHTML)
-    plain_code = md.renderer.rules["code_inline"]
-
-    def code_inline(
-        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
-    ) -> str:
-        # The renderer escapes every agent mention (``\\<@``); in code it is only text.
-        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
-        return str(plain_code(tokens, idx, options, env))
-
-    md.add_render_rule("code_inline", code_inline)
-    plain_fence, plain_block = md.renderer.rules["fence"], md.renderer.rules["code_block"]
-
-    def fence(
-        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
-    ) -> str:
-        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
-        return str(plain_fence(tokens, idx, options, env))
-
-    def code_block(
-        self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
-    ) -> str:
-        tokens[idx].content = tokens[idx].content.replace("\\<@", "<@")
-        return str(plain_block(tokens, idx, options, env))
-
-    md.add_render_rule("fence", fence)
-    md.add_render_rule("code_block", code_block)
+    for name in ("code_inline", "fence", "code_block"):
+        md.add_render_rule(name, _as_written(md.renderer.rules[name]))
     return md
 
 

@@ -56,14 +56,13 @@ from threadspindle.ingress.discord.catchup import (
 from threadspindle.ingress.discord.commands import build_commands
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
-from threadspindle.ingress.input_checks import InputRefused
 from threadspindle.ingress.transcribe import (
     TRANSCRIBING,
     Transcriber,
     TranscriptionFailed,
     transcript_notice,
 )
-from threadspindle.ingress.workspace_commands import new_thread_worktree, shell_action
+from threadspindle.ingress.workspace_commands import new_thread_worktree
 from threadspindle.runtime.core.actions import (
     Action,
     ConversationResumed,
@@ -307,31 +306,6 @@ class SpindleBot(CatchUpMixin, discord.Client):
         )
         self._remember(message.id, queued=translate.is_queued(action))
         await emit(IngressItem((action,), channel_id=str(parent) if parent else None))
-
-    async def _shell_of(
-        self, message: discord.Message, thread_id: str
-    ) -> tuple[bool, Action | None]:
-        """A ``!`` command in a person's message, live or caught up (the core checks it
-        against ``shell_users``): (True, its action); (True, None) when refused, answered
-        here; (False, None) when the message is no command."""
-        parent = getattr(message.channel, "parent_id", None)
-        common = {
-            "thread_id": thread_id,
-            "action_id": translate.message_action_id(message.id),
-            "at": self._clock(),
-        }
-        try:
-            shell = shell_action(
-                message.content,
-                common,
-                str(message.author.id),
-                message.author.display_name,
-                via_agent=self.settings.shell_via_agent(parent),
-            )
-        except InputRefused as refused:
-            await self._answer_message(message, f"⚠ {refused}")
-            return True, None
-        return shell is not None, shell
 
     async def _project_message(
         self,

@@ -45,6 +45,8 @@ from threadspindle.effects.discord_platform import discord_nonce
 from threadspindle.ingress.discord import translate
 from threadspindle.ingress.discord.items import Emit, IngressItem
 from threadspindle.ingress.discord.settings import DiscordSettings
+from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.workspace_commands import shell_action
 from threadspindle.runtime.core.actions import Action, SourceMessageDeleted, SourceMessageEdited
 from threadspindle.runtime.core.model import Attachment, QueueItem, ThreadState
 from threadspindle.runtime.live.log import EventLog
@@ -205,10 +207,6 @@ class CatchUpMixin(discord.Client):
 
         async def _answer_message(self, message: discord.Message, text: str) -> None: ...
 
-        async def _shell_of(
-            self, message: discord.Message, thread_id: str
-        ) -> tuple[bool, Action | None]: ...
-
         async def _attachments(
             self, message: discord.Message, workdir: str | None
         ) -> tuple[Attachment, ...]: ...
@@ -226,6 +224,31 @@ class CatchUpMixin(discord.Client):
             *,
             notice: str | None = None,
         ) -> bool: ...
+
+    async def _shell_of(
+        self, message: discord.Message, thread_id: str
+    ) -> tuple[bool, Action | None]:
+        """A ``!`` command in a person's message, live or caught up (the core checks it
+        against ``shell_users``): (True, its action); (True, None) when refused, answered
+        here; (False, None) when the message is no command."""
+        parent = getattr(message.channel, "parent_id", None)
+        common = {
+            "thread_id": thread_id,
+            "action_id": translate.message_action_id(message.id),
+            "at": self._clock(),
+        }
+        try:
+            shell = shell_action(
+                message.content,
+                common,
+                str(message.author.id),
+                message.author.display_name,
+                via_agent=self.settings.shell_via_agent(parent),
+            )
+        except InputRefused as refused:
+            await self._answer_message(message, f"⚠ {refused}")
+            return True, None
+        return shell is not None, shell
 
     async def on_disconnect(self) -> None:
         if self._offline_since is None:
