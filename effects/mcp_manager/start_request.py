@@ -14,6 +14,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from threadspindle.effects.child_env import child_environment
+
 __all__ = [
     "ProcessError",
     "check_env",
@@ -25,7 +27,6 @@ __all__ = [
     "resolve_cwd",
 ]
 
-_PRIVATE_ENV_PREFIX = "SPINDLE_"
 # An agent's `env` reaches the process guard (`python -I -S`, which ignores PYTHON* but not
 # what the dynamic loader and glibc read) and bubblewrap, both outside the sandbox: an
 # LD_PRELOAD of a library the agent compiled would run its code there. Refused: every LD_*
@@ -55,7 +56,7 @@ class ProcessError(Exception):
 def inherited_env() -> dict[str, str]:
     """Spindle's environment without its own settings and secrets (``SPINDLE_*``: the
     Discord token, the MCP token): an agent can read a managed process's environment."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_ENV_PREFIX)}
+    return child_environment()
 
 
 def inside(path: str, directory: str) -> bool:
