@@ -11,6 +11,7 @@ run with every capability dropped (``setpriv --bounding-set -all``): uid 0 witho
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,15 @@ DISCORD_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.the-secret-bot-token-value"
 
 def _environ_as_same_user(pid: int) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*CAPLESS, "cat", f"/proc/{pid}/environ"], capture_output=True)
+
+
+def _wait_for_exec(pid: int, name: str) -> None:
+    """Until ``setpriv`` has run ``name``, the process still holds root's capabilities, and a
+    capless reader is refused its environment for that reason, not for the dumpable flag."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/comm").read_text().strip() != name:
+        assert time.monotonic() < deadline, f"{pid} never ran {name}"
+        time.sleep(0.01)
 
 
 def _start(place: dict[str, Path], env: dict[str, str], *args: str) -> subprocess.Popen[str]:
@@ -60,6 +70,7 @@ def test_runner_and_gateway_environ_is_refused_to_the_same_user(tmp_path: Path) 
             # same user (the test itself) is readable.
             control = subprocess.Popen([*CAPLESS, "sleep", "30"], env=env)
             try:
+                _wait_for_exec(control.pid, "sleep")
                 seen = _environ_as_same_user(control.pid)
                 assert seen.returncode == 0 and DISCORD_TOKEN.encode() in seen.stdout
             finally:
