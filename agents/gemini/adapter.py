@@ -64,7 +64,13 @@ logger = logging.getLogger(__name__)
 # listening) is not retried at all (home.py), so a dead server fails in seconds.
 DEFAULT_MAX_ATTEMPTS = AgentOptions().max_retries + 1
 ACP_PROTOCOL_VERSION = 1
-RESUME_FAILED_EXIT = 42  # gemini -p -r <unknown session>
+RESUME_FAILED_EXIT = 42  # gemini -p -r <unknown session>; also "no input" (below)
+# The CLI waits 500 ms for the first bytes of a piped stdin, then runs with none and exits 42
+# saying this. On a loaded machine its event loop can come back after the timer is due and
+# fire it before reading the bytes that are there: the prompt was not read, so it is fed
+# again to a new process (at most this many times).
+NO_INPUT_SAID = "No input provided via stdin"
+STDIN_TRIES = 3
 NOT_ACCEPTING = "the Gemini CLI is not accepting input"
 
 
@@ -408,6 +414,11 @@ class GeminiAdapter(AgentAdapter):
         try:
             resuming = self.session_id
             outcome = await self._turn_process(start, prompt)
+            for _ in range(STDIN_TRIES - 1):
+                if outcome is None or self._interrupted or not _stdin_missed(*outcome):
+                    break
+                logger.warning("the Gemini CLI did not read the prompt from stdin: again")
+                outcome = await self._turn_process(start, prompt)
             if outcome is not None and resuming and _resume_refused(*outcome):
                 # ``-r`` of a session the CLI does not have: exit 42 before any output.
                 # Start a new session with the same prompt and say so.
@@ -442,6 +453,11 @@ class GeminiAdapter(AgentAdapter):
         text = prompt_text(prompt.text, prompt.attachments, system_instruction=instruction)
         new_id = None if self.session_id else str(uuid.uuid4())
         assert self._home is not None
+        if self.session_id:
+            # ``-r`` starts the session's chat file anew, named by the minute, before it
+            # reads the history back: a process that exits in between (no prompt read from
+            # stdin, a kill) leaves the history wiped when that name is the old file's.
+            avoid_same_minute_collision(self._home.shared, self.session_id)
         spec = launch_spec(
             self.options,
             prompt.workdir or start.workdir,
@@ -555,11 +571,18 @@ class GeminiAdapter(AgentAdapter):
 
 
 def _resume_refused(parser: StreamJsonParser, proc: ManagedProcess) -> bool:
-    """``gemini -r`` with an unknown session: exit 42, "Error resuming session", no init."""
+    """``gemini -r`` with an unknown session: exit 42, "Error resuming session", no init.
+    (Not the same exit for a prompt not read from stdin: the session is fine.)"""
     said = "\n".join(proc.stderr_tail)
     return parser.session_id is None and (
-        proc.returncode == RESUME_FAILED_EXIT or "Error resuming session" in said
+        "Error resuming session" in said
+        or (proc.returncode == RESUME_FAILED_EXIT and NO_INPUT_SAID not in said)
     )
+
+
+def _stdin_missed(parser: StreamJsonParser, proc: ManagedProcess) -> bool:
+    """The CLI gave up waiting for the prompt on stdin before reading it (``STDIN_TRIES``)."""
+    return parser.session_id is None and NO_INPUT_SAID in "\n".join(proc.stderr_tail)
 
 
 def _error_detail(error: dict[str, Any]) -> str:

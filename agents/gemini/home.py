@@ -218,6 +218,9 @@ def _chat_files(gemini_home: Path) -> list[Path]:
         return []
 
 
+_MINUTES_BACK = 1440  # a day of names to try
+
+
 def avoid_same_minute_collision(
     gemini_home: Path, session_id: str, now: dt.datetime | None = None
 ) -> list[Path]:
@@ -232,9 +235,17 @@ def avoid_same_minute_collision(
         match = _SESSION_FILE.match(path.name)
         if match is None or match.group(1) != minute or match.group(2) != id8:
             continue
-        stamp = dt.datetime.strptime(minute, _MINUTE_FORMAT) - dt.timedelta(minutes=1)
-        target = path.with_name(f"session-{stamp.strftime(_MINUTE_FORMAT)}-{id8}{path.suffix}")
-        if target.exists():
+        # The first free minute back: one-turn processes resuming the session several
+        # times in a minute leave such files behind (the CLI keeps, of the files of one
+        # session, the one updated last, whatever its name).
+        stamp = dt.datetime.strptime(minute, _MINUTE_FORMAT)
+        for back in range(1, _MINUTES_BACK + 1):
+            earlier = (stamp - dt.timedelta(minutes=back)).strftime(_MINUTE_FORMAT)
+            target = path.with_name(f"session-{earlier}-{id8}{path.suffix}")
+            if not target.exists():
+                break
+        else:
+            logger.warning("gemini: no free name to move %s to", path)
             continue
         try:
             path.rename(target)

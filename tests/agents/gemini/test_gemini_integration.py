@@ -28,7 +28,7 @@ from threadspindle.agents.gemini import GeminiAdapter, list_conversations
 from threadspindle.agents.gemini.adapter import DEFAULT_MAX_ATTEMPTS
 from threadspindle.agents.gemini.home import shared_gemini_home
 from threadspindle.app.agent_factory import process_manager_server
-from threadspindle.effects.process import tree_pids
+from threadspindle.effects.process import ManagedProcess, tree_pids
 from threadspindle.effects.sandbox import Sandbox
 from threadspindle.runtime.core.agent_events import (
     AgentError,
@@ -489,3 +489,39 @@ async def test_each_threads_agent_sees_only_its_own_mcp_token(
                     assert "No such file or directory" in seen, seen
     finally:
         fake.stop()
+
+
+async def test_a_prompt_the_cli_did_not_read_from_stdin_in_time_is_fed_again(
+    tmp_path: Path, fake: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI waits 500 ms for a piped prompt's first bytes, then exits 42 "No input
+    provided via stdin" (a loaded machine: its timer is due before it reads them). That
+    exit is also the one of a refused ``-r``: before, the adapter took it for one and
+    started a new conversation (and that process had already wiped the history: ``-r``
+    starts the chat file anew, under the minute's name, before reading it back). Now the
+    same prompt goes to a new process, resuming the same session with its history. Here
+    the first write is held back until the CLI gives up."""
+    feed = ManagedProcess.feed_stdin
+    held: list[int] = []
+
+    async def late_once(proc: ManagedProcess, text: str) -> None:
+        if not held:
+            held.append(proc.pid)
+            await trio.sleep_forever()  # never written: the CLI's timer fires
+        await feed(proc, text)
+
+    monkeypatch.setattr(ManagedProcess, "feed_stdin", late_once)
+    async with running_gemini(tmp_path, fake, per_turn=True) as s:
+        end = await s.turn("r1", "hello")
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        long = "-v " + " ".join(f"word{i}" for i in range(30_000))  # on stdin
+        end = await s.turn("r2", long)
+        assert held, "the first write was not held back"
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        assert last_user_turn(fake.stream_requests()[-1].body)[0] == long
+        assert s.of_run("r2")[0].session_id == s.of_run("r1")[0].session_id
+        assert not [e for e in s.of_run("r2") if isinstance(e, AgentError)]  # no "new session"
+        # The conversation's history reached the model with it: the first process, which
+        # started the chat file anew before it gave up, did not wipe it.
+        texts = json.dumps(fake.stream_requests()[-1].body.get("contents"))
+        assert '"hello"' in texts and "Hello from fake model." in texts

@@ -417,6 +417,12 @@ def test_same_minute_guard_renames_only_a_colliding_file(tmp_path: Path) -> None
     assert not colliding.exists() and older.exists() and other.exists()
     later = dt.datetime(2026, 11, 21, 23, 41, 0, tzinfo=dt.UTC)
     assert avoid_same_minute_collision(tmp_path, sid, later) == []
+    # A third file in that minute (one-turn processes resume it each turn): the next free
+    # minute back, not left in place.
+    colliding.write_text("{}\n")
+    moved = avoid_same_minute_collision(tmp_path, sid, now)
+    assert moved == [chats / "session-2026-11-21T23-38-1ad38064.jsonl"]
+    assert not colliding.exists()
 
 
 def test_list_conversations_reads_chat_files(tmp_path: Path) -> None:
