@@ -94,7 +94,7 @@ class JetStream:
         return result
 
 
-_ENSURE_ATTEMPTS = 3  # of the stream's creation, each up to the API's 5 s
+_ENSURE_ATTEMPTS = 6  # of the stream's creation, each up to the API's 5 s
 # A cluster just started is not ready at once, and says so in two ways: "no suitable peers
 # for placement" (10005: a node is not current yet), or no answer from the JetStream API at
 # all ("no responders": the API's interest is still crossing the routes, seen in a full

@@ -131,8 +131,13 @@ async def test_without_quorum_prompts_are_refused_with_a_reason_and_accepted_aga
                             for e in chat.of_thread("t")
                         ):
                             await trio.sleep(0.05)
+                    # Both started before either is waited for, as an operator would; a
+                    # node is healthy once its streams are current again, which took over
+                    # 30 s once in a full test run on a loaded machine.
                     for node in victims:
-                        await trio.to_thread.run_sync(restart, node)
+                        node.start()
+                    for node in victims:
+                        await trio.to_thread.run_sync(node.wait_healthy, 90.0)
                     with trio.fail_after(60):
                         # Writable again, and the thread taken back if its lease lapsed.
                         while log.unwritable is not None or not log.holds("t"):
