@@ -36,6 +36,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
@@ -62,11 +63,26 @@ def _servers(args: argparse.Namespace) -> list[str]:
     return [url for url in args.nats.split(",") if url]
 
 
+def _password_in(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:  # not a URL: the connection says what is wrong with it
+        return False
+
+
 def _credentials(settings: Settings, args: argparse.Namespace | None = None) -> dict[str, Any]:
     """How this node signs in to NATS (``[cluster]``); a warning on stderr when it does not:
     a server anyone may use lets an agent on these machines read and write every thread."""
     credentials = settings.nats_credentials()
     signed = args is not None and any("@" in url for url in _servers(args))
+    if args is not None and any(_password_in(url) for url in _servers(args)):
+        print(
+            "warning: a password in a --nats URL is shown to every local user and process "
+            "(ps, /proc/<pid>/cmdline), agents included: give it in "
+            "SPINDLE_CLUSTER__PASSWORD or [cluster] password instead",
+            file=sys.stderr,
+            flush=True,
+        )
     if credentials["password"] is None and not signed:
         print(
             "warning: no NATS password (SPINDLE_CLUSTER__PASSWORD or [cluster] password): "

@@ -303,6 +303,9 @@ def test_log_export_reads_a_thread_from_jetstream(tmp_path: Path) -> None:
     assert signed_in.stdout == out.read_text()
     assert refused.returncode == 2 and refused.stdout == ""
     assert "no NATS password" in refused.stderr  # the warning
+    # A password on the command line works, and is warned about: any local process reads it.
+    assert "password in a --nats URL" in done.stderr
+    assert "password in a --nats URL" not in signed_in.stderr + refused.stderr
     assert "refused user 'spindle' (without a password)" in refused.stderr, refused.stderr
     assert done.returncode == 0, done.stderr
     actions = [a for _, a in read_jsonl(out.read_text().splitlines())]

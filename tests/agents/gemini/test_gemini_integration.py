@@ -379,7 +379,7 @@ async def test_per_turn_prompts_with_a_nul_or_past_the_argument_limit(
         assert last_user_turn(fake.stream_requests()[-1].body)[0] == "hello"
         long = "-v " + " ".join(f"word{i}" for i in range(30_000))  # ~260 KB
         end = await s.turn("r2", long)
-        assert isinstance(end.event, TurnCompleted) and not end.event.is_error
+        assert isinstance(end.event, TurnCompleted) and not end.event.is_error, s.of_run("r2")
         assert last_user_turn(fake.stream_requests()[-1].body)[0] == long
         assert s.of_run("r2")[0].session_id == s.of_run("r1")[0].session_id  # -r kept it
         end = await s.turn("r3", "hello again")  # and the command line again
