@@ -35,7 +35,7 @@ import trio
 from nats.aio.msg import Msg
 
 from threadspindle.effects.jetstream.connection import JetStream
-from threadspindle.effects.jetstream.fencing import FencedRenderer
+from threadspindle.effects.jetstream.fencing import FencedRenderer, fenced_agents
 from threadspindle.effects.jetstream.lease import Leases
 from threadspindle.effects.jetstream.log import JetStreamLog, open_jetstream_log
 from threadspindle.effects.jetstream.transport import (
@@ -218,7 +218,8 @@ async def serve_runner(
                 renderer_factory=lambda tid: FencedRenderer(
                     RemoteRenderer(transport, tid), log, tid
                 ),
-                adapter_factory=adapter_factory,
+                # A runner resumed after another took over sets no agent to work.
+                adapter_factory=fenced_agents(adapter_factory, log),
                 policy=policy or Policy(allowed_roots=tuple(roots)),
                 **runtime_kwargs,
             ) as rt:

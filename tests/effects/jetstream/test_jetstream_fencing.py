@@ -23,16 +23,21 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 import trio
 
 from threadspindle.effects.jetstream.connection import open_jetstream, subject_of
+from threadspindle.effects.jetstream.fencing import FencedAgent
 from threadspindle.effects.jetstream.log import (
     JetStreamLog,
+    ThreadFenced,
     export_rows,
     open_jetstream_log,
     read_subject,
 )
 from threadspindle.runtime.core.actions import StatusRequested
+from threadspindle.runtime.core.effect_types import PromptAgent
+from threadspindle.runtime.core.model import AgentCapabilities
 from threadspindle.testkit.nats_cluster import nats_cluster
 
 CHILD = Path(__file__).with_name("js_child.py")
@@ -221,3 +226,54 @@ def test_a_runner_paused_past_its_lease_cannot_append_or_post(tmp_path: Path) ->
         for thread_id in ("t1", "t2"):
             holders = trio.run(_holders_after_takeover, cluster.urls, thread_id, "heir")
             assert holders and set(holders) == {"heir"}, holders
+
+
+class _Recording:
+    """An agent adapter that notes what it is asked (the part of ``AgentPort`` used here)."""
+
+    name = "recording"
+    capabilities = AgentCapabilities()
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def prompt(self, prompt: PromptAgent) -> None:
+        self.calls.append(f"prompt {prompt.text}")
+
+    async def interrupt(self, run_id: str) -> None:
+        self.calls.append(f"interrupt {run_id}")
+
+    async def answer_permission(self, request_id: str, allow: bool) -> None:
+        self.calls.append(f"permission {request_id}")
+
+    async def stop(self) -> None:
+        self.calls.append("stop")
+
+
+async def test_a_holder_whose_lease_expired_sets_no_agent_to_work(tmp_path: Path) -> None:
+    """The agent lane behind ``FencedAgent``: a runner resumed after another took over (here:
+    its lease not renewed past the TTL) neither prompts nor answers its agent, which would
+    work in the workdir beside the new owner's with nothing of it recorded; it may still
+    interrupt and stop it."""
+    with nats_cluster(tmp_path) as cluster:
+        async with open_jetstream(cluster.urls, lease_ttl_s=1) as conn:
+            log = JetStreamLog(conn, "old")  # no renewer runs: its lease expires
+            await log.claim("t")
+            inner = _Recording()
+            agent = FencedAgent(inner, log, "t")  # type: ignore[arg-type]
+
+            def prompt(n: int) -> PromptAgent:
+                return PromptAgent(
+                    agent="fake", workdir=str(tmp_path), run_id=f"r{n}", text=f"p{n}"
+                )
+
+            await agent.prompt(prompt(1))
+            await trio.sleep(1.2)
+            assert not log.may_write("t")
+            for refused in (agent.prompt(prompt(2)), agent.answer_permission("q1", True)):
+                with pytest.raises(ThreadFenced, match="lease is not held or not renewed"):
+                    await refused
+            await agent.interrupt("r1")
+            await agent.stop()
+    assert inner.calls == ["prompt p1", "interrupt r1", "stop"]
+    assert agent.refused == 2
