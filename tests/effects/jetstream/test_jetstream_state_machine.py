@@ -17,7 +17,9 @@ Invariants at the end:
   an empty queue (every accepted prompt dispatched);
 - a zombie agent received nothing after SIGCONT;
 - an output key was posted at most twice, twice only as the effect in hand of a killed
-  gateway (docs/scale-out.md), and the log knows every key posted.
+  gateway (docs/scale-out.md), and the log knows every key posted; every key the log's
+  replay emits was posted, unless a runner was killed or paused (effects are at most
+  once: one stored but not yet published when its runner stopped is not sent again).
 Few examples (each starts a cluster and four processes, ~10 s on a quiet machine);
 SPINDLE_DIST_EXAMPLES raises the number.
 """
@@ -103,6 +105,7 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
     children: list[Child] = []
     sent: dict[str, str] = {}
     cut_short = 0  # crashes, pauses and aborts: each may end a run before its agent got it
+    kills = 0  # crashes and pauses of the active runner
     zombie_marks: list[tuple[str, int]] = []  # (zombie name, delivered size at SIGCONT)
     with nats_cluster(base / "nats", size=3) as cluster:
         urls = ",".join(cluster.urls)
@@ -175,6 +178,7 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
                                 (active.name, delivered.stat().st_size)  # type: ignore[attr-defined]
                             )
                         cut_short += 1
+                        kills += 1
                         active, standby = standby, runner()
                     elif op == "gateway":
                         await trio.sleep(0.2)
@@ -232,7 +236,13 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
     assert len(undelivered) <= cut_short, (undelivered, cut_short)
     for thread_id, (_, dispatched, keys) in replays.items():
         assert all(dispatched[f"prompt {p}"] == 1 for p, t in sent.items() if t == thread_id)
-        assert {k for t, k in posts if t == thread_id} == keys
+        posted = {k for t, k in posts if t == thread_id}
+        assert posted <= keys, posted - keys
+        # Effects are at most once (docs/scale-out.md): one whose action was stored but not
+        # yet published when its runner was killed or paused is not sent by the next owner.
+        # Every effect published was applied (the wait above), so a key missing here was
+        # never published: only a runner stopped meanwhile explains it.
+        assert posted == keys or kills, (keys - posted, kills)
     data = delivered.read_bytes()
     for name, mark in zombie_marks:
         later = data[mark:].decode().splitlines()
