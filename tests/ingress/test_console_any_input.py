@@ -25,6 +25,7 @@ from threadspindle.effects.console_platform import ConsolePlatform
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.effects.terminal_text import terminal_safe
 from threadspindle.ingress.console import AGENTS, ConsoleChat
+from threadspindle.ingress.input_checks import has_visible_text
 from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
@@ -85,8 +86,9 @@ def _factory(start: StartAgent, thread_id: str) -> AgentAdapter:
 
 
 def _says_nothing(line: str) -> bool:
-    """Lines the console answers with silence by design: blank ones."""
-    return not line.rstrip("\n").strip()
+    """Lines the console answers with silence by design: blank ones, and those of only NULs
+    and control characters, as empty as a blank one (``has_visible_text``)."""
+    return not has_visible_text(line.rstrip("\n"))
 
 
 async def _printed(out: io.StringIO, platform: ConsolePlatform) -> tuple[int, int]:
