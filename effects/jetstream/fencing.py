@@ -37,20 +37,30 @@ from threadspindle.runtime.live.ports import (
 __all__ = ["FencedAgent", "FencedRenderer", "fenced_agents"]
 
 
-def _check(log: JetStreamLog, thread_id: str, doing: str) -> None:
-    if not log.may_write(thread_id):
-        why = log.fenced(thread_id) or "its lease is not held or not renewed"
-        raise ThreadFenced(f"thread {thread_id}: not {doing}: {why}")
+class _Fence:
+    """One thread's check, shared by the renderer and the agent: may this runner still write
+    the thread (``JetStreamLog.may_write``)? ``refused`` counts the calls it turned away."""
 
-
-class FencedRenderer:
-    """Wraps one thread's renderer; every post waits for a valid lease (``RendererPort``)."""
-
-    def __init__(self, inner: RendererPort, log: JetStreamLog, thread_id: str) -> None:
-        self.inner = inner
+    def __init__(self, log: JetStreamLog, thread_id: str) -> None:
         self.log = log
         self.thread_id = thread_id
         self.refused = 0
+
+    def _check(self, doing: str) -> None:
+        if self.log.may_write(self.thread_id):
+            return
+        self.refused += 1
+        why = self.log.fenced(self.thread_id) or "its lease is not held or not renewed"
+        raise ThreadFenced(f"thread {self.thread_id}: not {doing}: {why}")
+
+
+class FencedRenderer(_Fence):
+    """Wraps one thread's renderer (``RendererPort``); every post is refused, not waited
+    for, once the lease is no longer valid."""
+
+    def __init__(self, inner: RendererPort, log: JetStreamLog, thread_id: str) -> None:
+        super().__init__(log, thread_id)
+        self.inner = inner
 
     @property
     def on_posted(self) -> OnPosted | None:
@@ -63,13 +73,8 @@ class FencedRenderer:
     def known(self, key: str, message_ids: tuple[str, ...]) -> None:
         self.inner.known(key, message_ids)
 
-    def _check(self) -> None:
-        if not self.log.may_write(self.thread_id):
-            self.refused += 1
-        _check(self.log, self.thread_id, "posting")
-
     async def apply(self, effect: Effect) -> list[Posted]:
-        self._check()
+        self._check("posting")
         return await self.inner.apply(effect)
 
     async def aclose(self) -> list[Posted]:
@@ -78,15 +83,13 @@ class FencedRenderer:
         return await self.inner.aclose()
 
 
-class FencedAgent:
-    """Wraps one thread's agent adapter (``AgentPort``): what sets the agent to work waits
-    for nothing and is refused once this runner may no longer write the thread."""
+class FencedAgent(_Fence):
+    """Wraps one thread's agent adapter (``AgentPort``): whatever would set the agent to
+    work is refused once this runner may no longer write the thread."""
 
     def __init__(self, inner: AgentPort, log: JetStreamLog, thread_id: str) -> None:
+        super().__init__(log, thread_id)
         self.inner = inner
-        self.log = log
-        self.thread_id = thread_id
-        self.refused = 0
 
     # Read through: an adapter may learn what it can do only once its CLI is up.
     @property
@@ -104,11 +107,6 @@ class FencedAgent:
     @capabilities.setter
     def capabilities(self, value: AgentCapabilities) -> None:
         self.inner.capabilities = value
-
-    def _check(self, doing: str) -> None:
-        if not self.log.may_write(self.thread_id):
-            self.refused += 1
-        _check(self.log, self.thread_id, doing)
 
     async def serve(self, start: StartAgent, emit: EmitEvent, task_status: object) -> None:
         self._check("starting the agent")
