@@ -44,6 +44,7 @@ from bench.common import percentile
 from threadspindle.agents.base import AgentOptions
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import StartAgent
+from threadspindle.runtime.live.tuning import tune_gc
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.fake_discord import DiscordRateLimits
 from threadspindle.testkit.fake_discord.harness import fake_world, wait_for
@@ -315,6 +316,10 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
 
 
 def run(quick: bool = False) -> dict:
+    # The collector's thresholds ``spindle run`` sets at start-up (``app.run_app``): with
+    # CPython's defaults, young and old collections over every thread's state took ~2 s of
+    # this process's CPU in a 200-thread run, the longest pause 150 ms.
+    tune_gc()
     sizes = [(10, 60, 1.0)] if quick else [(50, 320, 5.0), (200, 320, 5.0)]
     results = {}
     for threads, deltas, spread in sizes:

@@ -8,20 +8,33 @@ applied, so ingress->effect latency is measured per delta. Meanwhile each thread
 
 Two main shapes (100 and 1,000 threads), then the same load at the counts between them
 (``curve``): where one process stops meeting the targets (p99 ≤ 20 ms both ways).
+
+The in-process agents cost Spindle's process CPU that real agents spend in processes of
+their own; Spindle instead pays for reading their pipes. So the largest shape runs once
+more with the agents apart (``*_agents_apart``): one farm process (``bench/agent_farm.py``)
+writes every thread's Claude Code ``stream_event`` lines into its pipe, and each thread's
+agent reads them as an adapter does (``LineReader``, ``ClaudeStreamParser``). Its stamps
+are the monotonic clock both processes share.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 
+import psutil
 import trio
 
 from bench.common import bench_runtime, percentile
+from threadspindle.agents.claude.parser import ClaudeStreamParser
+from threadspindle.effects.process import LineReader
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import (
     KEYED_POSTS,
@@ -35,7 +48,7 @@ from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.thread_script import ThreadScript
 
-__all__ = ["StreamingAgent", "curve", "run"]
+__all__ = ["PipeAgent", "StreamingAgent", "curve", "run"]
 
 DELTA_INTERVAL_S = 0.05
 DRAIN_LIMIT_S = 120.0  # an overloaded run reports what it measured instead of waiting on
@@ -148,6 +161,102 @@ def _options():
     return AgentOptions()
 
 
+class PipeAgent(StreamingAgent):
+    """An agent whose process is apart (``bench/agent_farm.py``): its turn reads the
+    thread's pipe the way an adapter reads a CLI's stdout (``LineReader`` over the pipe,
+    each line through the real ``ClaudeStreamParser``) and says each text delta; the
+    ``result`` line the farm writes when the load ends completes the turn. An interrupt
+    closes the pipe (the farm's agent stops)."""
+
+    fd = -1
+
+    async def _turns(self) -> None:
+        world = self.world
+        assert isinstance(world, FarmWorld)
+        async for prompt in self._recv:
+            with trio.CancelScope() as scope:
+                self._turn = (prompt.run_id, scope)
+                await world.go.wait()
+                # (A prompt queued during the load has its turn after the load, and its
+                # pipe, ended: that turn says nothing.)
+                if self.fd >= 0:
+                    await self._read_pipe(prompt.run_id)
+            self._turn = None
+            if scope.cancelled_caught:
+                await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
+            else:
+                await self._say(prompt.run_id, E.TurnCompleted(session_id=self.session_id))
+
+    async def _read_pipe(self, run_id: str) -> None:
+        world = self.world
+        assert isinstance(world, FarmWorld)
+        parser = ClaudeStreamParser()
+        stream = trio.lowlevel.FdStream(self.fd)
+        self.fd = -1  # the stream owns it now
+        try:
+            async for line in LineReader(stream):
+                for event in parser.feed(line).events:
+                    if isinstance(event, E.TextDelta | E.ThinkingDelta):
+                        world.deltas += 1
+                        await self._say(run_id, event)
+                if line.startswith('{"type":"result"'):
+                    return
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class FarmWorld(StreamingWorld):
+    """Every thread's agent is a pipe written by one farm process (``agent_farm``)."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__()
+        self.pipes = [os.pipe() for _ in range(threads)]
+        self.farm: subprocess.Popen[str] | None = None
+
+    def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
+        adapter = PipeAgent(self.adapters[0].options if self.adapters else _options(), world=self)
+        adapter.thread_id = thread_id
+        adapter.fd = self.pipes[int(thread_id[1:])][0]  # thread "t<i>" reads pipe i
+        self.adapters.append(adapter)
+        return adapter
+
+    def start_farm(self) -> None:
+        """The farm process, waiting for its start (``go``); this process keeps only the
+        pipes' read ends."""
+        writers = [w for _, w in self.pipes]
+        self.farm = subprocess.Popen(
+            [sys.executable, "-m", "bench.agent_farm"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            pass_fds=writers,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
+        for w in writers:
+            os.close(w)
+        self._writers = writers
+
+    def go_farm(self, seconds: float) -> None:
+        assert self.farm is not None and self.farm.stdin is not None
+        go_at = time.perf_counter()
+        config = {
+            "fds": self._writers,
+            "go_at": go_at,
+            "stop_at": go_at + seconds,
+            "interval": DELTA_INTERVAL_S,
+            "phases": [self.rng.random() for _ in self.pipes],
+            "session_id": "00000000-0000-4000-8000-000000000000",
+        }
+        self.farm.stdin.write(json.dumps(config) + "\n")
+        self.farm.stdin.flush()
+
+    def farm_report(self) -> dict:
+        assert self.farm is not None
+        out, _ = self.farm.communicate(timeout=60)
+        return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+
+
 class Measurements:
     """What the latency figures need, taken as each effect is applied: a float per delta,
     reply and abort reply. (The tests' recording renderer keeps every effect object; at
@@ -156,6 +265,9 @@ class Measurements:
 
     def __init__(self) -> None:
         self.on = False  # measuring: the load runs
+        # The clock of the deltas' stamps: trio's for agents in this process, the monotonic
+        # clock (which a process apart shares) for the farm's.
+        self.stamp_clock = trio.current_time
         self.queued_at: dict[str, float] = {}
         self.aborted_at: dict[str, float] = {}
         self.delta: list[float] = []
@@ -172,6 +284,7 @@ class Measurements:
             if isinstance(effect, (AppendOutput, PostOutput)) and "@" in effect.text:
                 # Deltas merged into one action (runtime/live/listener.py) show in one
                 # effect: each stamp is one delta, timed from its own emission.
+                now = self.stamp_clock()
                 for word in effect.text.split():
                     if word.startswith("@"):
                         self.delta.append(now - float(word[1:]))
@@ -215,18 +328,27 @@ class MeasuringRenderer(RendererPort):
         return []
 
 
-async def _load(threads: int, seconds: float, db: str) -> dict:
-    world = StreamingWorld()
+async def _load(threads: int, seconds: float, db: str, out_of_process: bool = False) -> dict:
+    world = FarmWorld(threads) if out_of_process else StreamingWorld()
+    if isinstance(world, FarmWorld):
+        world.start_farm()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(world.pacer.run)
+        if not isinstance(world, FarmWorld):  # (the farm paces its own agents)
+            nursery.start_soon(world.pacer.run)
         try:
             return await _measure(world, threads, seconds, db)
         finally:
             nursery.cancel_scope.cancel()
+            if isinstance(world, FarmWorld) and world.farm is not None:
+                world.farm.kill()  # (gone already when the load ran to its end)
+                world.farm.wait()
 
 
 async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str) -> dict:
     measured = Measurements()
+    farm = world if isinstance(world, FarmWorld) else None
+    if farm is not None:
+        measured.stamp_clock = time.perf_counter
     async with bench_runtime(db, world=world, renderers=measured, tick_interval_s=1.0) as (
         rt,
         _,
@@ -272,6 +394,9 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         world.stop_at = world.go_at + seconds
 
         cpu_started, wall_started = time.process_time(), trio.current_time()
+        if farm is not None:
+            farm.go_farm(seconds)
+            farm_cpu = psutil.Process(farm.farm.pid).cpu_times()  # type: ignore[union-attr]
         world.go.set()
         await users()
         drained = False
@@ -281,6 +406,12 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         # The process's CPU time from the start of the load until every delta was applied:
         # what one delta costs, whatever share of the machine the other jobs left us.
         cpu_load, wall_load = time.process_time() - cpu_started, trio.current_time() - wall_started
+        farm_report: dict = {}
+        if farm is not None:
+            spent = psutil.Process(farm.farm.pid).cpu_times()  # type: ignore[union-attr]
+            farm_cpu_s = spent.user + spent.system - farm_cpu.user - farm_cpu.system
+            farm_report = await trio.to_thread.run_sync(farm.farm_report)
+            farm_report["cpu_share"] = round(farm_cpu_s / max(1e-9, wall_load), 2)
         if drained:
             await trio.sleep(0.5)
             await rt.wait_quiet()
@@ -305,7 +436,7 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
             "max_ms": round(max(ms), 2) if ms else None,
         }
 
-    return {
+    result = {
         "threads": threads,
         "seconds": seconds,
         "delta_rate_per_thread": 1 / DELTA_INTERVAL_S,
@@ -326,6 +457,11 @@ async def _measure(world: StreamingWorld, threads: int, seconds: float, db: str)
         # waited together became one action.
         "delta_actions_per_delta": round((world.deltas - coalesced) / max(1, world.deltas), 3),
     }
+    if farm is not None:
+        # The agents' process: deltas it wrote, writes that found a pipe full, how late
+        # it wrote the latest delta, and its own CPU (on the other core).
+        result["agent_farm"] = farm_report
+    return result
 
 
 # The issue's targets for one process: p99 ingress -> effect and p99 /abort -> interrupt.
@@ -381,6 +517,12 @@ def run(quick: bool) -> dict:
                 _load, threads, seconds, os.path.join(tmp, f"lat-{threads}.db")
             )
             points[threads] = _point(result[f"{threads}_threads"])
+        # The largest shape again with the agents in a process apart, read through pipes
+        # and Claude's parser as in production: what Spindle's process does alone.
+        threads, seconds = shapes[-1]
+        result[f"{threads}_threads_agents_apart"] = trio.run(
+            _load, threads, seconds, os.path.join(tmp, f"lat-{threads}-apart.db"), True
+        )
         for threads in between:
             measured = trio.run(
                 _load,

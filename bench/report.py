@@ -14,6 +14,7 @@ from bench.report_format import get as _get
 from bench.report_format import table as _table
 from bench.report_latency import (
     LATENCY_BEFORE_AFTER,
+    agents_apart_sentence,
     latency_curve_plot,
     latency_curve_section,
 )
@@ -507,6 +508,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
                     load_rows,
                 ),
                 "",
+                *agents_apart_sentence(lat),
                 LATENCY_BEFORE_AFTER,
                 "",
             ]

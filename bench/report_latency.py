@@ -16,7 +16,12 @@ from typing import Any
 
 from bench.report_format import table
 
-__all__ = ["LATENCY_BEFORE_AFTER", "latency_curve_plot", "latency_curve_section"]
+__all__ = [
+    "LATENCY_BEFORE_AFTER",
+    "agents_apart_sentence",
+    "latency_curve_plot",
+    "latency_curve_section",
+]
 
 # Measured by hand by the sessions that worked on the section (each dated inside).
 LATENCY_BEFORE_AFTER = """\
@@ -158,7 +163,51 @@ second of 87 rows each, 7.0 µs a row written and 6.1 µs a row of callbacks (at
 second of 15 rows, 12.2 µs a row written). No part is a third of the whole: the cost is spread \
 over every layer a delta crosses. Python 3.13.0 instead of 3.11.7 changes nothing (`transition` \
 100k against 93-98k calls/s; the 1,000-thread load saturated either way, p99 139-234 against \
-131-226 ms, two runs each)."""
+131-226 ms, two runs each).
+
+**With the agents in a process apart (2026-11-26, 23:20 UTC).** Do the in-process agents \
+flatter or burden Spindle? The same load with every agent's deltas going nowhere (the \
+listener dropping each text delta: the agents, the pacer, the users and the runtime's fixed \
+costs alone) cost 30.8 µs of the process's CPU per delta at 1,000 threads, against ~56 µs \
+with Spindle taking them: Spindle's own share is ~26 µs a delta at that operating point, \
+but a real agent costs its reader too. So the bench now also runs the 1,000-thread shape with \
+the agents apart (`bench/agent_farm.py`: one process writes every thread's Claude Code \
+`stream_event` lines into its pipe, 20 a second each; each thread's reader takes them through \
+`LineReader` and `ClaudeStreamParser` as the Claude adapter does). Two alternating pairs, \
+3 s each: Spindle's process 57.5, 57.0 µs per delta with the agents apart against 56.7, 56.5 \
+in process (the farm itself used 0.16-0.17 of the other core and never found a pipe full): \
+reading a pipe costs what the fake agents cost, so the figures above are not the harness's. \
+The pipes made the tails longer, not shorter: ingress → effect p99 235, 381 against 190, \
+268 ms, `/abort` → interrupt p50 101, 111 against 21, 28 ms (p99 129, 136 against 95, 107), \
+actions per delta 0.54, 0.46 against 0.80, 0.65. This machine ran slower that evening than \
+in the runs above (`transition` 43-83k calls/s against 106k; the 400-thread load took \
+134 µs a delta on main and on the code of the table's run alike, two alternating pairs), \
+so the figures of a section run then are not comparable with the earlier ones."""
+
+
+def agents_apart_sentence(lat: dict) -> list[str]:
+    """What the shape with the agents in a process apart measured against the same shape
+    with them in process (``bench/latency.py``), from this run's results."""
+    lines = []
+    for key, apart in lat.items():
+        if not key.endswith("_agents_apart") or not isinstance(apart, dict):
+            continue
+        same = lat.get(key.removesuffix("_agents_apart"), {})
+        farm = apart.get("agent_farm", {})
+        lines.append(
+            f"*{key.replace('_', ' ')}*: the agents in a process of their own "
+            "(`bench/agent_farm.py`), read through pipes and Claude's parser as in "
+            f"production. Spindle's process: {apart.get('cpu_us_per_delta')} µs per delta "
+            f"(in process: {same.get('cpu_us_per_delta', '—')}), p99 ingress → effect "
+            f"{apart.get('ingress_to_effect', {}).get('p99_ms')} ms (in process: "
+            f"{same.get('ingress_to_effect', {}).get('p99_ms', '—')}). The agents' process "
+            f"wrote {farm.get('written', '—'):,} deltas with {farm.get('cpu_share', '—')} of a "
+            f"core; writes that found a pipe full: {farm.get('pipe_full', '—')}."
+            if isinstance(farm.get("written"), int)
+            else f"*{key.replace('_', ' ')}*: the agents' process reported nothing."
+        )
+        lines.append("")
+    return lines
 
 
 def _points(curve: Any) -> list[tuple[int, dict]]:

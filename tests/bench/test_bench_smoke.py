@@ -77,6 +77,14 @@ def test_quick_bench_fills_every_section_and_writes_the_report(tmp_path: Path) -
             "abort_to_turn_end_ms",
         ):
             assert isinstance(row[key], float), f"{cli}.{key} = {row[key]!r}"
+    # The latency shape with the agents in a process apart: the farm wrote the deltas and
+    # Spindle read them through pipes and Claude's parser. (An aborted thread's reader
+    # stops: a line written just before its abort may go unread, and a delta read just
+    # after it is dropped by the core.)
+    apart = results["latency"]["20_threads_agents_apart"]
+    written = apart["agent_farm"]["written"]
+    assert 0 < apart["ingress_to_effect"]["n"] <= apart["deltas"] <= written
+    assert apart["ingress_to_effect"]["n"] >= 0.9 * written
 
     report = (tmp_path / "performance.md").read_text()
     assert report.startswith("# Performance")
