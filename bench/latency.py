@@ -213,6 +213,7 @@ class FarmWorld(StreamingWorld):
         super().__init__()
         self.pipes = [os.pipe() for _ in range(threads)]
         self.farm: subprocess.Popen[str] | None = None
+        self._writers: list[int] = []  # the pipes' write ends, the farm's once it started
 
     def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = PipeAgent(self.adapters[0].options if self.adapters else _options(), world=self)

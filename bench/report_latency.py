@@ -179,10 +179,11 @@ in process (the farm itself used 0.16-0.17 of the other core and never found a p
 reading a pipe costs what the fake agents cost, so the figures above are not the harness's. \
 The pipes made the tails longer, not shorter: ingress → effect p99 235, 381 against 190, \
 268 ms, `/abort` → interrupt p50 101, 111 against 21, 28 ms (p99 129, 136 against 95, 107), \
-actions per delta 0.54, 0.46 against 0.80, 0.65. This machine ran slower that evening than \
-in the runs above (`transition` 43-83k calls/s against 106k; the 400-thread load took \
-134 µs a delta on main and on the code of the table's run alike, two alternating pairs), \
-so the figures of a section run then are not comparable with the earlier ones."""
+actions per delta 0.54, 0.46 against 0.80, 0.65. These pairs ran on the slower Intel Xeon \
+host of the page's latest run (`transition` 43-83k calls/s against 106k on the AMD EPYC host \
+of the runs above; the 400-thread load took 134 µs a delta with this code and with the code \
+of the 09:51 run alike, two alternating pairs), so they compare with each other, not with \
+the earlier figures."""
 
 
 def agents_apart_sentence(lat: dict) -> list[str]:
