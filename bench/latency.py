@@ -110,29 +110,34 @@ class StreamingAgent(ScriptedAgent):
             with trio.CancelScope() as scope:
                 self._turn = (prompt.run_id, scope)
                 await world.go.wait()  # every thread set up first: then the load starts
-                # The agent writes a delta every 50 ms from its own phase on, whether or not
-                # Spindle keeps up: what it wrote while nobody read waits in the pipe, and
-                # the next read hands all of it over in one go, as a line reader does (the
-                # stamp is when it was written). So a process that falls behind is offered
-                # the whole load, not fed less.
-                # From the turn's start on (a queued prompt's turn after the load says
-                # nothing: the load is over).
-                due = world.go_at + world.rng.random() * DELTA_INTERVAL_S
-                if due < trio.current_time():
-                    behind = trio.current_time() - due
-                    due += math.ceil(behind / DELTA_INTERVAL_S) * DELTA_INTERVAL_S
-                while due < world.stop_at:
-                    now = trio.current_time()
-                    while due <= now and due < world.stop_at:
-                        world.deltas += 1
-                        await self._say(prompt.run_id, E.TextDelta(text=f"@{due:.6f} "))
-                        due += DELTA_INTERVAL_S
-                    await world.pacer.sleep_until(due)
+                await self._stream(prompt.run_id)
             self._turn = None
             if scope.cancelled_caught:
                 await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
             else:
                 await self._say(prompt.run_id, E.TurnCompleted(session_id=self.session_id))
+
+    async def _stream(self, run_id: str) -> None:
+        """The turn's deltas, until the load period ends."""
+        world = self.world
+        assert isinstance(world, StreamingWorld)
+        # The agent writes a delta every 50 ms from its own phase on, whether or not
+        # Spindle keeps up: what it wrote while nobody read waits in the pipe, and the next
+        # read hands all of it over in one go, as a line reader does (the stamp is when it
+        # was written). So a process that falls behind is offered the whole load, not fed
+        # less. From the turn's start on (a queued prompt's turn after the load says
+        # nothing: the load is over).
+        due = world.go_at + world.rng.random() * DELTA_INTERVAL_S
+        if due < trio.current_time():
+            behind = trio.current_time() - due
+            due += math.ceil(behind / DELTA_INTERVAL_S) * DELTA_INTERVAL_S
+        while due < world.stop_at:
+            now = trio.current_time()
+            while due <= now and due < world.stop_at:
+                world.deltas += 1
+                await self._say(run_id, E.TextDelta(text=f"@{due:.6f} "))
+                due += DELTA_INTERVAL_S
+            await world.pacer.sleep_until(due)
 
 
 class StreamingWorld(FakeAgentWorld):
@@ -170,26 +175,14 @@ class PipeAgent(StreamingAgent):
 
     fd = -1
 
-    async def _turns(self) -> None:
+    async def _stream(self, run_id: str) -> None:
+        """The turn's deltas as read from the pipe, until the farm's ``result`` line (a
+        prompt queued during the load has its turn after the load, and its pipe, ended:
+        that turn says nothing)."""
         world = self.world
         assert isinstance(world, FarmWorld)
-        async for prompt in self._recv:
-            with trio.CancelScope() as scope:
-                self._turn = (prompt.run_id, scope)
-                await world.go.wait()
-                # (A prompt queued during the load has its turn after the load, and its
-                # pipe, ended: that turn says nothing.)
-                if self.fd >= 0:
-                    await self._read_pipe(prompt.run_id)
-            self._turn = None
-            if scope.cancelled_caught:
-                await self._say(prompt.run_id, E.TurnAborted(reason="interrupted"))
-            else:
-                await self._say(prompt.run_id, E.TurnCompleted(session_id=self.session_id))
-
-    async def _read_pipe(self, run_id: str) -> None:
-        world = self.world
-        assert isinstance(world, FarmWorld)
+        if self.fd < 0:
+            return
         parser = ClaudeStreamParser()
         stream = trio.lowlevel.FdStream(self.fd)
         self.fd = -1  # the stream owns it now
