@@ -104,6 +104,10 @@ def chat_budget_section(budget: Any) -> list[str]:
         "word, its emission by the agent to the first post or edit that showed it; per "
         "thread its worst word. *Requests*: the ones Discord's global limit counts "
         "(interaction followups are exempt), rate over the run and the most in any second. "
+        "The fake Discord serves from a process of its own, as Discord is elsewhere "
+        "(`testkit/fake_discord/apart.py`), and the agents' words are paced by one timer "
+        "task (`bench/pacer.py`): in the bot's process the fake took a sixth of the CPU and "
+        "`trio.sleep_until` per word a tenth, costs a real bot does not pay. "
         "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
         "",
         "Where a reply's time went at 200 threads, and what was changed (timestamps along "

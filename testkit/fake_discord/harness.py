@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import trio
 
@@ -19,6 +19,7 @@ from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import transition
 from threadspindle.testkit.fake_discord import FakeDiscord
+from threadspindle.testkit.fake_discord.apart import FakeDiscordApart
 
 T = TypeVar("T")
 
@@ -57,8 +58,12 @@ class World:
 
 
 @contextmanager
-def fake_world(tmp_path: object) -> Iterator[World]:
-    with FakeDiscord() as fake:
+def fake_world(tmp_path: object, *, apart: bool = False) -> Iterator[World]:
+    """``apart``: the fake Discord serves from a process of its own (``FakeDiscordApart``,
+    for the benches), not from a thread of this one."""
+    # The apart fake forwards every method of FakeDiscord's test API: to its callers it is one.
+    server = cast(FakeDiscord, FakeDiscordApart()) if apart else FakeDiscord()
+    with server as fake:
         guild = fake.add_guild("spindle-test")
         role = fake.add_role(guild, "agents")
         workdir = str(tmp_path)
