@@ -301,6 +301,9 @@ class McpSettings(_Section):
     token: SecretStr | None = None  # generated at start-up when not set
     keep_on_shutdown: bool = False
     max_processes_per_thread: Count = Field(default=10, ge=1, le=1000)
+    # MCP sessions a thread's agent may hold open; past it, its least recently used idle one
+    # ends (effects/mcp_manager/session_quota.py)
+    max_sessions_per_thread: Count = Field(default=16, ge=1, le=1000)
     ring_buffer_lines: Count = Field(default=5000, ge=100, le=1_000_000)
 
     _token_shape = field_validator("token")(_mcp_token)

@@ -31,6 +31,7 @@ def config_from_settings(settings: Settings, port: int | None = None) -> Process
         allowed_roots=roots,
         keep_on_shutdown=mcp.keep_on_shutdown,
         max_processes_per_thread=mcp.max_processes_per_thread,
+        max_sessions_per_thread=mcp.max_sessions_per_thread,
         ring_buffer_lines=mcp.ring_buffer_lines,
     )
 

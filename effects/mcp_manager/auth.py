@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "CALLER_SCOPE_KEY",
     "OPERATOR",
     "THREAD_HEADER",
     "WORKDIR_HEADER",
@@ -44,6 +45,9 @@ __all__ = [
 THREAD_HEADER = "x-spindle-thread"
 WORKDIR_HEADER = "x-spindle-workdir"
 OPERATOR = "_operator"  # the thread id of operator requests that name no thread
+# Where the guard leaves the caller's thread id in a request's ASGI scope, for the
+# middleware behind it (``session_quota``).
+CALLER_SCOPE_KEY = "spindle.caller_thread"
 _PREFIX = "spt1"
 
 
@@ -159,11 +163,12 @@ class BearerGuard:
             await self._refuse(send, 403, "loopback clients only")
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.authority.identify(headers) is None:
+        caller = self.authority.identify(headers)
+        if caller is None:
             await self._refuse(send, 401, "a valid bearer token is required")
             return
         self.accepted += 1
-        await self.app(scope, receive, send)
+        await self.app({**scope, CALLER_SCOPE_KEY: caller.thread_id}, receive, send)
 
     async def _refuse(self, send: Any, status: int, message: str) -> None:
         self.refused += 1

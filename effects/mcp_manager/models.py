@@ -88,6 +88,11 @@ class ProcessManagerConfig(BaseModel):
     keep_on_shutdown: bool = False  # False: processes die with Spindle (under the guard)
     sandbox: Sandbox | None = None  # run processes in bubblewrap, seeing the thread's workdir
     poll_interval_s: float = Field(default=0.05, gt=0)  # how often output files are read
+    # MCP sessions (session_quota.py): a thread's share of them, its least recently used
+    # idle one ended to make room for a new one; one without a request in flight this long
+    # is closed (the SDK's rule, given the same figure).
+    max_sessions_per_thread: int = Field(default=16, gt=0)
+    session_idle_s: float = Field(default=1800.0, gt=0)
 
     @field_validator("host")
     @classmethod

@@ -43,6 +43,7 @@ from .models import (
     ProcessManagerConfig,
     StopResult,
 )
+from .session_quota import SessionQuota
 from .supervisor import ProcessError, ProcessSupervisor
 from .wakeups import MAX_WAKEUP_MINUTES, WakeupResult, Wakeups, WakeupsUnavailable
 
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 SERVER_NAME = "process-manager"
+# Every thread's sessions together (the SDK's cap; a thread has its share of them:
+# ``ProcessManagerConfig.max_sessions_per_thread``).
+MAX_SESSIONS = 10_000
 EXIT_USAGE = 2  # bad usage or configuration, as every spindle command (app/exit_codes.py)
 log = logging.getLogger(__name__)
 
@@ -266,9 +270,14 @@ def build_app(
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
     )
     app = mcp.streamable_http_app(
-        streamable_http_path=config.path, transport_security=security, host=config.host
+        streamable_http_path=config.path,
+        transport_security=security,
+        host=config.host,
+        session_idle_timeout=config.session_idle_s,
+        max_sessions=MAX_SESSIONS,
     )
-    return BearerGuard(app, authority)
+    quota = SessionQuota(app, limit=config.max_sessions_per_thread, idle_s=config.session_idle_s)
+    return BearerGuard(quota, authority)
 
 
 async def serve_process_manager(

@@ -35,6 +35,7 @@ port = 9911
 token = "a-long-enough-operator-token"
 keep_on_shutdown = true
 max_processes_per_thread = 3
+max_sessions_per_thread = 4
 ring_buffer_lines = 200
 """
     )
@@ -49,6 +50,7 @@ ring_buffer_lines = 200
     )
     assert config.keep_on_shutdown is True
     assert config.max_processes_per_thread == 3
+    assert config.max_sessions_per_thread == 4
     assert config.ring_buffer_lines == 200
     assert config_from_settings(settings, port=0).port == 0
 
