@@ -43,6 +43,7 @@ from threadspindle.runtime.core.frozen import Frozen
 __all__ = [
     "Sandbox",
     "SandboxUnavailable",
+    "WorkdirMoved",
     "WorkdirOutsideRoots",
     "check_sandbox",
     "sandbox_argv",
@@ -53,6 +54,11 @@ __all__ = [
 class WorkdirOutsideRoots(OSError):
     """A workdir that now resolves outside every allowed root (a symlink put in its place
     since it was checked): binding it would hand the sandbox whatever it points to."""
+
+
+class WorkdirMoved(WorkdirOutsideRoots):
+    """A workdir that now resolves elsewhere within the roots (a symlink put in its place,
+    or in one of its parents, since it was resolved): another thread's workdir, maybe."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -206,14 +212,22 @@ def sandbox_argv(
 
 
 def within_roots(sandbox: Sandbox, path: str) -> str:
-    """``path`` resolved, checked again against the allowed roots at each launch: the core
-    checked it when the conversation started, but another agent whose workdir holds it may
-    have put a symlink in its place since (to ``~/.ssh``, say)."""
+    """``path`` resolved, checked again at each launch: the core checked it when the
+    conversation started, but another agent whose workdir holds it may have put a symlink
+    in its place since: to ``~/.ssh``, say (outside the allowed roots), or to a third
+    thread's workdir (inside them, so the roots alone would let it by). A conversation's
+    workdir is kept resolved (ingress resolves it, and a worktree's path too), so a path
+    that no longer resolves to itself has had a link put in it: refused, both ways."""
     real = _real(path)
     roots = {_real(r) for r in sandbox.roots}
     if roots and not any(real == r or _under(real, r) or r == "/" for r in roots):
         raise WorkdirOutsideRoots(
             f"the workdir {path} now resolves to {real}, outside the allowed roots"
+        )
+    if real != os.path.normpath(os.path.expanduser(path)):
+        raise WorkdirMoved(
+            f"the workdir {path} now resolves to {real}: a link was put in its place since "
+            "the conversation started there; start the conversation again where you mean it"
         )
     return real
 

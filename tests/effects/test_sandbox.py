@@ -192,8 +192,28 @@ def test_a_workdir_swapped_for_a_symlink_out_of_the_roots_is_not_bound(tmp_path,
     sandbox = Sandbox(binary=bwrap, hidden=(), roots=(str(p["roots"]),))
     with pytest.raises(WorkdirOutsideRoots, match="outside the allowed roots"):
         sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
-    inside = p["roots"] / "real"
-    inside.mkdir()
+    # A link that stays within the roots, to a third thread's workdir say, is refused
+    # too: the conversation's workdir was resolved when it started, so it must still
+    # resolve to itself.
+    from threadspindle.effects.sandbox import WorkdirMoved
+
+    third = p["roots"] / "third-thread"
+    third.mkdir()
+    (third / "theirs.txt").write_text("THIRD-THREAD-FILE")
     p["mine"].unlink()
-    p["mine"].symlink_to(inside)  # a link that stays within the roots is fine
-    assert str(inside) in sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
+    p["mine"].symlink_to(third)
+    with pytest.raises(WorkdirMoved, match="a link was put in its place"):
+        sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
+    # ... and so is a link put in one of its parents.
+    p["mine"].unlink()
+    p["mine"].mkdir()
+    moved = p["roots"] / "moved"
+    p["roots"].joinpath("parent").mkdir()
+    p["roots"].joinpath("parent", "ws").mkdir()
+    p["roots"].joinpath("parent").rename(moved)
+    (third / "ws").mkdir()
+    p["roots"].joinpath("parent").symlink_to(third)  # roots/parent/ws is third/ws now
+    with pytest.raises(WorkdirMoved):
+        sandbox_argv(sandbox, ["true"], workdir=str(p["roots"] / "parent" / "ws"))
+    # The workdir as it was resolved: bound.
+    assert str(p["mine"]) in sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
