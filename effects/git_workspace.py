@@ -34,7 +34,13 @@ from pathlib import Path
 import trio
 
 from threadspindle.effects.child_env import child_environment
-from threadspindle.effects.sandbox import Sandbox, sandbox_argv, within_roots
+from threadspindle.effects.sandbox import (
+    Sandbox,
+    WorkdirMoved,
+    open_folder,
+    sandbox_argv,
+    within_roots,
+)
 
 __all__ = [
     "DiffSummary",
@@ -181,24 +187,12 @@ def _names_as_its_own(gitdir: str) -> str | None:
 
 
 def _open_folder(path: str) -> int:
-    """``path`` (absolute, resolved) opened as a directory with ``O_PATH``, each component
-    with ``O_NOFOLLOW``: a ``GitError`` when one is a symlink now (or gone)."""
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    """``path`` (absolute, resolved) opened without a link on the way (``open_folder``):
+    a ``GitError`` when one is a symlink now (or gone)."""
     try:
-        for part in (p for p in path.split("/") if p):
-            parent, fd = fd, -1
-            try:
-                fd = os.open(part, _FOLDER_FLAGS, dir_fd=parent)
-            finally:
-                os.close(parent)
-    except OSError as exc:
-        if fd >= 0:
-            os.close(fd)
-        raise GitError(f"{path} is no longer the folder it was (a symlink now?): {exc}") from None
-    return fd
-
-
-_FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        return open_folder(path)
+    except WorkdirMoved as exc:
+        raise GitError(str(exc)) from None
 
 
 async def _git(

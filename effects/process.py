@@ -35,7 +35,7 @@ import psutil
 import trio
 
 from .child_env import child_environment
-from .sandbox import Sandbox, sandbox_argv
+from .sandbox import Sandbox, open_workdir, sandbox_argv
 
 if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
     from .child_registry import ChildRegistry
@@ -358,34 +358,48 @@ class ManagedProcess:
         bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only),
         the files in ``expose`` (read-only) and the directories in ``expose_writable``."""
         command = [resolve_executable(argv[0], env, cwd), *argv[1:]]
-        if sandbox is not None:
-            command = sandbox_argv(
-                sandbox,
-                command,
-                workdir=cwd,
-                home=home,
-                expose=expose,
-                expose_writable=expose_writable,
-            )
-            command[0] = resolve_executable(command[0], env)
-        report_read, report_write = os.pipe()
+        # The workdir is bound from a descriptor opened without a link on the way: a link
+        # put in its place while bubblewrap starts is not followed (``open_workdir``).
+        bind_fds: dict[str, int] = {}
         try:
-            proc = await trio.lowlevel.open_process(
-                guarded_argv(command, report_write),
-                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                # Never Spindle's own environment: ``child_environment`` leaves its secrets out.
-                env=dict(env) if env is not None else child_environment(),
-                cwd=cwd,
-                start_new_session=True,
-                pass_fds=(lifeline_fd(), report_write),
-            )
-        except BaseException:
-            os.close(report_read)
-            raise
+            if sandbox is not None:
+                real = None
+                if cwd is not None:
+                    real, fd = open_workdir(sandbox, cwd)
+                    bind_fds[real] = fd
+                command = sandbox_argv(
+                    sandbox,
+                    command,
+                    workdir=None,
+                    chdir=real,  # where it was checked, not where the path points later
+                    bind_fds=bind_fds,
+                    home=home,
+                    expose=expose,
+                    expose_writable=expose_writable,
+                )
+                command[0] = resolve_executable(command[0], env)
+            report_read, report_write = os.pipe()
+            try:
+                proc = await trio.lowlevel.open_process(
+                    guarded_argv(command, report_write),
+                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    # Never Spindle's own environment: ``child_environment`` leaves its
+                    # secrets out.
+                    env=dict(env) if env is not None else child_environment(),
+                    cwd=cwd,
+                    start_new_session=True,
+                    pass_fds=(lifeline_fd(), report_write, *bind_fds.values()),
+                )
+            except BaseException:
+                os.close(report_read)
+                raise
+            finally:
+                os.close(report_write)  # the guard holds the only write end now: EOF follows
         finally:
-            os.close(report_write)  # the guard holds the only write end now: EOF follows it
+            for fd in bind_fds.values():
+                os.close(fd)
         command_pid = await read_command_pid(report_read)
         note_child(proc.pid, os.path.basename(argv[0]), group=command_pid)
         return cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))

@@ -46,6 +46,8 @@ __all__ = [
     "WorkdirMoved",
     "WorkdirOutsideRoots",
     "check_sandbox",
+    "open_folder",
+    "open_workdir",
     "sandbox_argv",
     "within_roots",
 ]
@@ -207,7 +209,12 @@ def sandbox_argv(
     for path, is_dir in hides:
         args += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     if chdir or workdir:
-        args += ["--chdir", _real(chdir or workdir or "/")]
+        # Inside a folder bound from a descriptor, the path as given: resolved again on the
+        # host now, it would follow a link put in the folder's place since it was opened.
+        literal = chdir is not None and any(
+            chdir == path or _under(chdir, path) for path in (bind_fds or {})
+        )
+        args += ["--chdir", chdir if literal and chdir else _real(chdir or workdir or "/")]
     return [*args, "--", *argv]
 
 
@@ -230,6 +237,40 @@ def within_roots(sandbox: Sandbox, path: str) -> str:
             "the conversation started there; start the conversation again where you mean it"
         )
     return real
+
+
+_FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_folder(path: str) -> int:
+    """``path`` (absolute, resolved) opened as a directory with ``O_PATH``, each component
+    with ``O_NOFOLLOW``: bound from this descriptor (``sandbox_argv``'s ``bind_fds``),
+    bubblewrap mounts the folder that was checked, even if a link is put in its place
+    while it starts. ``WorkdirMoved`` when a component is a symlink now (or gone)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in (p for p in path.split("/") if p):
+            parent, fd = fd, -1
+            try:
+                fd = os.open(part, _FOLDER_FLAGS, dir_fd=parent)
+            finally:
+                os.close(parent)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        raise WorkdirMoved(
+            f"{path} is no longer the folder it was (a symlink now?): {exc}"
+        ) from None
+    return fd
+
+
+def open_workdir(sandbox: Sandbox, workdir: str) -> tuple[str, int]:
+    """``workdir`` checked (``within_roots``) and opened without a link on the way: its
+    real path and the descriptor to bind it from (the caller passes it to the child and
+    closes it after). A launch that bound the path instead left a moment between the check
+    and bubblewrap's mount in which a link put in its place would have been followed."""
+    real = within_roots(sandbox, workdir)
+    return real, open_folder(real)
 
 
 def check_sandbox(sandbox: Sandbox) -> None:

@@ -45,7 +45,7 @@ import trio
 
 from threadspindle.effects.process import forget_child, guarded_argv, lifeline_fd, note_child
 from threadspindle.effects.process_tree import ProcessTree, create_time
-from threadspindle.effects.sandbox import WorkdirOutsideRoots, sandbox_argv
+from threadspindle.effects.sandbox import WorkdirOutsideRoots, open_workdir, sandbox_argv
 
 from .auth import Caller
 from .models import (
@@ -382,37 +382,44 @@ class ProcessSupervisor:
         r.status = ProcessStatus.starting
         r.started_at = time.time()
         self._save()
+        bind_fds: dict[str, int] = {}  # the workdir's descriptor, bound in the sandbox
         try:
-            argv, pass_fds = self._launch_argv(entry, executable)
-        except ProcessError as exc:
-            raise self._spawn_failed(entry, str(exc)) from None
-        try:
-            writer, (out_fd, err_fd) = await start_output_writer(
-                (r.stdout_path, r.stderr_path), self.config.max_log_bytes // 2
-            )
-        except OSError as exc:
-            raise self._spawn_failed(entry, f"could not start its output writer: {exc}") from exc
-        entry.writer = writer
-        self._nursery.start_soon(self._reap_writer, entry, writer)
-        try:
-            proc = await trio.lowlevel.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_fd,
-                stderr=err_fd,
-                cwd=r.cwd,
-                env=dict(env),
-                start_new_session=True,
-                pass_fds=pass_fds,
-            )
-        except OSError as exc:
-            # Its writer sees the pipes close and ends by itself.
-            raise self._spawn_failed(
-                entry, f"could not start {r.command!r}: {exc.strerror or exc}"
-            ) from exc
+            try:
+                argv, pass_fds = self._launch_argv(entry, executable, bind_fds)
+            except ProcessError as exc:
+                raise self._spawn_failed(entry, str(exc)) from None
+            try:
+                writer, (out_fd, err_fd) = await start_output_writer(
+                    (r.stdout_path, r.stderr_path), self.config.max_log_bytes // 2
+                )
+            except OSError as exc:
+                raise self._spawn_failed(
+                    entry, f"could not start its output writer: {exc}"
+                ) from exc
+            entry.writer = writer
+            self._nursery.start_soon(self._reap_writer, entry, writer)
+            try:
+                proc = await trio.lowlevel.open_process(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_fd,
+                    stderr=err_fd,
+                    cwd=r.cwd,
+                    env=dict(env),
+                    start_new_session=True,
+                    pass_fds=(*pass_fds, *bind_fds.values()),
+                )
+            except OSError as exc:
+                # Its writer sees the pipes close and ends by itself.
+                raise self._spawn_failed(
+                    entry, f"could not start {r.command!r}: {exc.strerror or exc}"
+                ) from exc
+            finally:
+                os.close(out_fd)
+                os.close(err_fd)
         finally:
-            os.close(out_fd)
-            os.close(err_fd)
+            for fd in bind_fds.values():
+                os.close(fd)
         entry.proc = proc
         if pass_fds:
             note_child(proc.pid, f"process {r.name!r}")  # stopped at start-up if it survives
@@ -432,8 +439,12 @@ class ProcessSupervisor:
         self._save()
         return ProcessError(error)
 
-    def _launch_argv(self, entry: _Entry, executable: str) -> tuple[list[str], tuple[int, ...]]:
-        """The command line: in the sandbox if configured, under the guard unless kept."""
+    def _launch_argv(
+        self, entry: _Entry, executable: str, bind_fds: dict[str, int]
+    ) -> tuple[list[str], tuple[int, ...]]:
+        """The command line: in the sandbox if configured (its workdir opened into
+        ``bind_fds``, which the caller passes to the child and closes), under the guard
+        unless kept."""
         r = entry.record
         argv = [executable, *r.args]
         keep = self.config.keep_on_shutdown
@@ -447,16 +458,21 @@ class ProcessSupervisor:
                     "the process again"
                 )
             try:
-                argv = sandbox_argv(
-                    self.config.sandbox,
-                    argv,
-                    workdir=workdir,
-                    home=self._thread_homes.get(r.thread_id),
-                    die_with_parent=not keep,
-                    chdir=r.cwd,
-                )
+                # Bound from a descriptor opened without a link on the way (``open_workdir``):
+                # a link put in its place while bubblewrap starts is not followed.
+                real, fd = open_workdir(self.config.sandbox, workdir)
             except WorkdirOutsideRoots as exc:
                 raise ProcessError(str(exc)) from None
+            bind_fds[real] = fd
+            argv = sandbox_argv(
+                self.config.sandbox,
+                argv,
+                workdir=None,
+                home=self._thread_homes.get(r.thread_id),
+                die_with_parent=not keep,
+                chdir=r.cwd or real,
+                bind_fds=bind_fds,
+            )
             argv[:1] = [_sandbox_binary(argv[0])]
         if keep:
             return argv, ()

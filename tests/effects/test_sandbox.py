@@ -217,3 +217,41 @@ def test_a_workdir_swapped_for_a_symlink_out_of_the_roots_is_not_bound(tmp_path,
         sandbox_argv(sandbox, ["true"], workdir=str(p["roots"] / "parent" / "ws"))
     # The workdir as it was resolved: bound.
     assert str(p["mine"]) in sandbox_argv(sandbox, ["true"], workdir=str(p["mine"]))
+
+
+def test_a_workdir_swapped_while_the_sandbox_starts_is_not_followed(tmp_path, bwrap, monkeypatch):
+    # The launch checks the workdir, then bubblewrap mounts it: a link put in its place in
+    # between (here: once the command line is built) was followed when the bind named the
+    # path. It is bound from the descriptor opened at the check now, so the agent sees its
+    # own folder, wherever the path points by then.
+    import trio
+
+    from threadspindle.effects import process
+
+    p = layout(tmp_path)
+    third = p["roots"] / "third-thread"
+    third.mkdir()
+    (third / "theirs.txt").write_text("THIRD-THREAD-FILE")
+    sandbox = Sandbox(binary=bwrap, hidden=(), roots=(str(p["roots"]),))
+    real_argv = process.sandbox_argv
+
+    def build_then_swap(*args, **kwargs):
+        argv = real_argv(*args, **kwargs)
+        p["mine"].rename(p["roots"] / "mine.aside")
+        p["mine"].symlink_to(third)
+        return argv
+
+    monkeypatch.setattr(process, "sandbox_argv", build_then_swap)
+
+    async def main() -> tuple[list[str], int]:
+        proc = await process.ManagedProcess.spawn(
+            ["/bin/sh", "-c", "ls; cat ./*.txt"], cwd=str(p["mine"]), sandbox=sandbox, stdin=False
+        )
+        lines = [line async for line in proc.stdout_lines()]
+        code = await proc.wait()
+        return [*lines, *proc.stderr_tail], code
+
+    lines, code = trio.run(main)
+    assert code == 0, lines
+    assert "mine.txt" in lines and "my file" in lines
+    assert "THIRD-THREAD-FILE" not in lines and "theirs.txt" not in lines
