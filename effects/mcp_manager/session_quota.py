@@ -22,7 +22,8 @@ forgotten here too.
   ``limit`` of them have a request in flight is the new one refused (503, "too many open
   sessions for this thread"). Other threads are never touched.
 - A session is forgotten when its ``DELETE`` succeeds, when the SDK answers 404 for it
-  (ended on its side), or when it has been idle ``idle_s``.
+  (ended on its side), or when it has been idle ``idle_s`` (the SDK's figure) and a grace
+  beyond it.
 
 The tables hold at most ``limit`` sessions a thread, and threads with none are dropped.
 """
@@ -61,11 +62,16 @@ class SessionQuota:
         *,
         limit: int,
         idle_s: float,
+        grace_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.limit = limit
         self.idle_s = idle_s
+        # Forgotten here a while after the SDK closed it, never before: a session the SDK
+        # still holds is always counted and its thread's alone (a request in between gets
+        # the SDK's 404, and is forgotten then).
+        self.grace_s = grace_s
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
         self._by_thread: dict[str, dict[str, _Session]] = {}
@@ -194,7 +200,7 @@ class SessionQuota:
         stale = [
             sid
             for sid, s in self._sessions.items()
-            if s.in_flight == 0 and now - s.last >= self.idle_s
+            if s.in_flight == 0 and now - s.last >= self.idle_s + self.grace_s
         ]
         for sid in stale:
             self._forget(sid)

@@ -211,18 +211,21 @@ async def _ask(quota: SessionQuota, thread: str, session: str | None = None) -> 
 async def test_a_session_idle_past_the_sdks_timeout_is_forgotten() -> None:
     now = [0.0]
     inner = _Sessions()
-    quota = SessionQuota(inner, limit=2, idle_s=60.0, clock=lambda: now[0])
+    quota = SessionQuota(inner, limit=2, idle_s=60.0, grace_s=10.0, clock=lambda: now[0])
     _, s1 = await _ask(quota, "t")
     now[0] = 30.0
     _, s2 = await _ask(quota, "t")
     assert quota.sessions_of("t") == 2
-    now[0] = 61.0  # s1 idle past the timeout (the SDK closed it), s2 not
+    now[0] = 65.0  # s1 idle past the SDK's timeout, but not past the grace: still counted
     status, s3 = await _ask(quota, "t")
-    assert status == 200 and quota.evicted == 0  # room without ending anything
-    assert quota.sessions_of("t") == 2 and inner.open == {s1, s2, s3}
-    now[0] = 62.0
-    await _ask(quota, "t")  # full: s2, the least recently used, is ended by a DELETE
-    assert quota.evicted == 1 and s2 not in inner.open
+    assert status == 200 and quota.evicted == 1 and s1 not in inner.open
+    now[0] = 106.0  # s2 idle past both (the SDK closed it), s3 not
+    status, s4 = await _ask(quota, "t")
+    assert status == 200 and quota.evicted == 1  # room without ending anything
+    assert quota.sessions_of("t") == 2 and inner.open == {s2, s3, s4}
+    now[0] = 107.0
+    await _ask(quota, "t")  # full: s3, the least recently used, is ended by a DELETE
+    assert quota.evicted == 2 and s3 not in inner.open
     now[0] = 1000.0
     await _ask(quota, "u")  # any new session tidies every thread's idle ones
     assert quota.sessions_of("t") == 0 and quota.sessions_of("u") == 1
