@@ -26,6 +26,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from threadspindle.ingress.web.app import STREAM_LIFETIME_S, WebChat, build_app
 from threadspindle.ingress.web.commands import WebIds
+from threadspindle.ingress.web.security import OWN_NAME
 from threadspindle.runtime.live.ports import ThreadOpener
 
 __all__ = ["PortUnavailable", "WebServer", "serve_web", "web_thread_opener"]
@@ -69,6 +70,16 @@ class WebServer:
     def start_url(self) -> str:
         """The URL to open: it carries the token once, the cookie does from then on."""
         return f"{self.url}/?token={self.token}"
+
+    @property
+    def named_start_url(self) -> str | None:
+        """The same under the web chat's own name (``security.OWN_NAME``), for a server on
+        loopback: browsers scope a cookie by host name, not port, so under ``127.0.0.1``
+        its cookie also goes to every other server opened there (an agent's dev server);
+        under a name of its own it does not. None when served on another address."""
+        if self.url.startswith(("http://127.0.0.1:", "http://localhost:")):
+            return f"http://{OWN_NAME}:{self.port}/?token={self.token}"
+        return None
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

@@ -19,7 +19,9 @@ import httpx
 
 from tests.app.cli_harness import SPINDLE, environment, make_place
 
-URL = re.compile(r"Web chat: (http://127\.0\.0\.1:\d+)/\?token=([\w-]+)")
+# Under the chat's own name (its cookie kept from other servers on 127.0.0.1); the
+# server answers to the address as well.
+URL = re.compile(r"Web chat: http://spindle\.localhost:(\d+)/\?token=([\w-]+)")
 
 
 @contextmanager
@@ -48,7 +50,7 @@ def _running(place: dict[str, Path], *args: str, env: dict[str, str]) -> Iterato
                 raise AssertionError(f"no URL printed: {seen}") from None
             seen.append(line)
             found = URL.search(line)
-        yield found.group(1), found.group(2)
+        yield f"http://127.0.0.1:{found.group(1)}", found.group(2)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -101,6 +103,11 @@ def test_spindle_run_web(tmp_path: Path) -> None:
             assert said.status_code == 204
             page = _wait_page(client, thread_path, "$0.0000", 'id="phase">idle')
             assert page.count("hello over http") >= 2  # the prompt, then the echo
+        # The printed name is this server's (browsers resolve *.localhost to loopback).
+        named = {"Host": url.removeprefix("http://").replace("127.0.0.1", "spindle.localhost")}
+        with httpx.Client(base_url=url, headers=named) as client:
+            assert client.get("/?token=" + token).status_code == 303
+            assert client.get("/").status_code == 200
         first_token = token
     logged = (place["data"] / "spindle.log.jsonl").read_text()
     assert first_token not in logged and "web chat on http://127.0.0.1:" in logged

@@ -38,7 +38,12 @@ from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the ELF: the /usr/bin wrapper adds its own flags
-NO_DNS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
+# No name reaches a DNS server; loopback's names are Chromium's own (it resolves *.localhost
+# to loopback itself).
+NO_DNS = [
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1, "
+    "EXCLUDE spindle.localhost"
+]
 WORD_DELAY_S = 0.1
 TIMEOUT_MS = 20_000
 # Long enough that a loaded machine cannot finish it before the test aborts it.
@@ -289,9 +294,15 @@ async def test_the_web_chat_in_a_real_browser(
                 )
                 trio.from_thread.run(app.runtime.post, event, trio_token=token)
 
+            # Under the chat's own name, as `spindle run` prints it.
+            assert app.web.named_start_url is not None
             try:
                 seen = await trio.to_thread.run_sync(
-                    _browser_session, app.web.start_url, app.runtime.snapshot, shots, name_thread
+                    _browser_session,
+                    app.web.named_start_url,
+                    app.runtime.snapshot,
+                    shots,
+                    name_thread,
                 )
             finally:
                 app.stop()
