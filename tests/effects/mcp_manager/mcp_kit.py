@@ -23,6 +23,19 @@ from threadspindle.effects.mcp_manager import ProcessManagerConfig
 
 TOKEN = "test-operator-token-0123456789"
 
+# A raw ``initialize`` request (no client library): the request that opens a session.
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
 
 @asynccontextmanager
 async def open_client(

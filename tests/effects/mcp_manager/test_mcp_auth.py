@@ -7,21 +7,9 @@ import httpx2
 import pytest
 import trio
 from mcp import MCPError
-from mcp_kit import TOKEN, Scripts, call, call_error, open_client
+from mcp_kit import ACCEPT, INIT, TOKEN, Scripts, call, call_error, open_client
 
 from threadspindle.effects.mcp_manager import ProcessManager, ProcessManagerConfig, TokenAuthority
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.mark.parametrize(

@@ -8,24 +8,13 @@ from typing import Any
 
 import httpx2
 import trio
-from mcp_kit import call, make_config, open_client, wait_for
+from mcp_kit import ACCEPT, INIT, call, make_config, open_client, wait_for
 
 from threadspindle.effects.mcp_manager import ProcessManager, serve_process_manager
 from threadspindle.effects.mcp_manager.auth import CALLER_SCOPE_KEY
 from threadspindle.effects.mcp_manager.session_quota import SessionQuota
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 def _quota(manager: ProcessManager) -> SessionQuota:
