@@ -195,7 +195,7 @@ def chat_budget_section(budget: Any) -> list[str]:
         "5.10, 5.03 and 5.02 s in six single runs before (5.29 s in the `make bench` of "
         "2026-11-26 23:35), and 4.73, 4.70, 5.04, 5.25, 4.72 and 5.25 s in six runs after "
         "(the 200-thread shape alone, from a script), then 4.67 and 4.76 s in two runs of "
-        "this section (the table below is the second); reply p99 "
+        "this section (01:51 UTC) and 4.68 s in the `make bench` of 02:46 UTC; reply p99 "
         "0.06-0.51 s after against 0.30-0.90 s before; the bot's CPU share 0.70-0.78 "
         "alone against 0.81-0.83 with the fake in it. The budget's grants are the same "
         "code: 45-46 requests a second in the steady state against 42-45 before, because "
