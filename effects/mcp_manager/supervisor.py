@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -43,11 +42,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-from threadspindle.effects.process import forget_child, guarded_argv, lifeline_fd, note_child
+from threadspindle.effects.process import forget_child, note_child
 from threadspindle.effects.process_tree import ProcessTree, create_time
-from threadspindle.effects.sandbox import WorkdirOutsideRoots, open_workdir, sandbox_argv
 
 from .auth import Caller
+from .launch_command import launch_argv
 from .models import (
     OutputResult,
     ProcessInfo,
@@ -385,7 +384,14 @@ class ProcessSupervisor:
         bind_fds: dict[str, int] = {}  # the workdir's descriptor, bound in the sandbox
         try:
             try:
-                argv, pass_fds = self._launch_argv(entry, executable, bind_fds)
+                argv, pass_fds = launch_argv(
+                    self.config,
+                    [executable, *r.args],
+                    workdir=self._thread_workdirs.get(r.thread_id),
+                    home=self._thread_homes.get(r.thread_id),
+                    cwd=r.cwd,
+                    bind_fds=bind_fds,
+                )
             except ProcessError as exc:
                 raise self._spawn_failed(entry, str(exc)) from None
             try:
@@ -438,45 +444,6 @@ class ProcessSupervisor:
         r.error = error
         self._save()
         return ProcessError(error)
-
-    def _launch_argv(
-        self, entry: _Entry, executable: str, bind_fds: dict[str, int]
-    ) -> tuple[list[str], tuple[int, ...]]:
-        """The command line: in the sandbox if configured (its workdir opened into
-        ``bind_fds``, which the caller passes to the child and closes), under the guard
-        unless kept."""
-        r = entry.record
-        argv = [executable, *r.args]
-        keep = self.config.keep_on_shutdown
-        if self.config.sandbox is not None:
-            workdir = self._thread_workdirs.get(r.thread_id)
-            if workdir is None:
-                # Unbound (its agent has not started since Spindle did): no workdir to
-                # confine it to, and ``r.cwd`` could be any thread's.
-                raise ProcessError(
-                    "this thread's agent is not running: send it a prompt first, then start "
-                    "the process again"
-                )
-            try:
-                # Bound from a descriptor opened without a link on the way (``open_workdir``):
-                # a link put in its place while bubblewrap starts is not followed.
-                real, fd = open_workdir(self.config.sandbox, workdir)
-            except WorkdirOutsideRoots as exc:
-                raise ProcessError(str(exc)) from None
-            bind_fds[real] = fd
-            argv = sandbox_argv(
-                self.config.sandbox,
-                argv,
-                workdir=None,
-                home=self._thread_homes.get(r.thread_id),
-                die_with_parent=not keep,
-                chdir=r.cwd or real,
-                bind_fds=bind_fds,
-            )
-            argv[:1] = [_sandbox_binary(argv[0])]
-        if keep:
-            return argv, ()
-        return guarded_argv(argv), (lifeline_fd(),)
 
     def _new_entry(self, record: ProcessRecord) -> _Entry:
         chars, lines = self.config.ring_buffer_chars, self.config.ring_buffer_lines
@@ -697,13 +664,3 @@ class ProcessSupervisor:
     def _check_open(self) -> None:
         if self.closed:
             raise ProcessError("the process manager is shutting down")
-
-
-def _sandbox_binary(binary: str) -> str:
-    """bubblewrap's absolute path, found with Spindle's own PATH: the guard runs it from the
-    process's cwd (the agent's workdir) with the agent's environment, where a bare name or
-    a relative path would find what the agent put there, outside the sandbox."""
-    found = shutil.which(binary)
-    if found is None:
-        raise ProcessError(f"the sandbox binary {binary!r} is not found (not on PATH)")
-    return os.path.abspath(found)
