@@ -6,7 +6,7 @@ Discord enforcing Discord's documented limits (``testkit/fake_discord/limits.py`
 requests/s for the bot, 5 sends and 5 edits per 5 s per channel, 429s as Discord sends
 them), served from a process of its own (``fake_discord.apart``), as Discord is not in the
 bot's. ``THREADS`` threads each get a prompt; their agents (in-process, paced by one timer
-task: ``bench.pacer``) start within
+task: ``AGENT_PACE_S``) start within
 ``SPREAD_S`` of each other and each streams ``DELTAS`` numbered words (``w0 w1 ...``) at
 20 deltas/s, so all of them stream at once for most of the run. Meanwhile each thread
 gets one ``/status`` at a random moment. Measured (the limits are enforced from the first
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import trio
 
-from bench.common import percentile
-from bench.pacer import Pacer
+from bench.common import AGENT_PACE_S, percentile
 from threadspindle.agents.base import AgentOptions
 from threadspindle.runtime.core import agent_events as E
 from threadspindle.runtime.core.effect_types import StartAgent
+from threadspindle.runtime.live.timers import Timers
 from threadspindle.runtime.live.tuning import tune_gc
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.fake_discord import DiscordRateLimits
@@ -99,7 +99,7 @@ class WordWorld(FakeAgentWorld):
         # One timer for every agent's words (``trio.sleep_until`` per word took a tenth of
         # the bot's process at 200 threads: the agents' cost, which real agents pay in
         # processes of their own).
-        self.pacer = Pacer()
+        self.pacer = Timers(resolution_s=AGENT_PACE_S)
 
     def factory(self, start: StartAgent, thread_id: str) -> ScriptedAgent:
         adapter = WordAgent(AgentOptions(), world=self)
@@ -166,7 +166,7 @@ async def _measure(threads: int, deltas: int, spread_s: float, tmp: str) -> dict
             discord_stack(world, Path(tmp), agents=agents, queue_limit=5) as stack,
             trio.open_nursery() as pacing,
         ):
-            pacing.start_soon(agents.pacer.run)
+            await pacing.start(agents.pacer.run)
             ids = await _start_threads(stack, world, threads)
             for thread in ids:
                 agents.offsets[str(thread)] = rng.uniform(0.0, spread_s)

@@ -31,8 +31,7 @@ import time
 import psutil
 import trio
 
-from bench.common import bench_runtime, percentile
-from bench.pacer import Pacer
+from bench.common import AGENT_PACE_S, bench_runtime, percentile
 from threadspindle.agents.claude.parser import ClaudeStreamParser
 from threadspindle.effects.process import LineReader
 from threadspindle.runtime.core import agent_events as E
@@ -45,6 +44,7 @@ from threadspindle.runtime.core.effect_types import (
     StartAgent,
 )
 from threadspindle.runtime.live.ports import OnPosted, Posted, RendererPort
+from threadspindle.runtime.live.timers import Timers
 from threadspindle.testkit.fake_agent import FakeAgentWorld, ScriptedAgent
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -106,7 +106,7 @@ class StreamingWorld(FakeAgentWorld):
     def __init__(self) -> None:
         super().__init__()
         self.go = trio.Event()
-        self.pacer = Pacer()
+        self.pacer = Timers(resolution_s=AGENT_PACE_S)
         self.stop_at = math.inf
         self.go_at = 0.0
         self.rng = random.Random(2)  # each agent's phase
@@ -290,7 +290,7 @@ async def _load(threads: int, seconds: float, db: str, out_of_process: bool = Fa
         world.start_farm()
     async with trio.open_nursery() as nursery:
         if not isinstance(world, FarmWorld):  # (the farm paces its own agents)
-            nursery.start_soon(world.pacer.run)
+            await nursery.start(world.pacer.run)
         try:
             return await _measure(world, threads, seconds, db)
         finally:

@@ -106,7 +106,8 @@ def chat_budget_section(budget: Any) -> list[str]:
         "(interaction followups are exempt), rate over the run and the most in any second. "
         "The fake Discord serves from a process of its own, as Discord is elsewhere "
         "(`testkit/fake_discord/apart.py`), and the agents' words are paced by one timer "
-        "task (`bench/pacer.py`): in the bot's process the fake took a sixth of the CPU and "
+        "task (`Timers`, `runtime/live/timers.py`): in the bot's process the fake took a "
+        "sixth of the CPU and "
         "`trio.sleep_until` per word a tenth, costs a real bot does not pay. "
         "Command: `.venv/bin/python -m bench --only chat_budget` (a section of `make bench`).",
         "",
@@ -191,7 +192,8 @@ def chat_budget_section(budget: Any) -> list[str]:
         "the interpreter's lock, which lengthened each token's hold. Neither is a cost a "
         "real bot pays. Now the fake runs in a process of its own "
         "(`testkit/fake_discord/apart.py`) and one timer task paces every agent's words "
-        "(`bench/pacer.py`). At 200 threads the worst thread's lag was 6.09, 5.56, 5.48, "
+        "(`Timers`, `runtime/live/timers.py`). At 200 threads the worst thread's lag was "
+        "6.09, 5.56, 5.48, "
         "5.10, 5.03 and 5.02 s in six single runs before (5.29 s in the `make bench` of "
         "2026-11-26 23:35), and 4.73, 4.70, 5.04, 5.25, 4.72 and 5.25 s in six runs after "
         "(the 200-thread shape alone, from a script), then 4.67 and 4.76 s in two runs of "
