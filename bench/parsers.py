@@ -263,7 +263,8 @@ PARSER_CLASSES: dict[str, type] = {
 
 
 def workloads() -> list[Workload]:
-    claude = _files("claude", "claude-*.jsonl")
+    claude = [p for p in _files("claude", "claude-*.jsonl") if ".dialog." not in p.name]
+    claude_dialogs = _files("claude", "*.dialog.jsonl")
     codex_exec = [p for p in _files("codex", "codex-*.jsonl") if ".dialog." not in p.name]
     codex_dialogs = _files("codex", "*.dialog.jsonl")
     gemini_stream = _files("gemini", "gemini-*.jsonl")
@@ -277,7 +278,12 @@ def workloads() -> list[Workload]:
     opencode_sse = FIXTURES / "opencode" / "opencode-serve-events.sse"
     return [
         Workload(
-            "claude stream-json", [p.name for p in claude], _plain_lines(claude), _replay_claude
+            "claude stream-json",
+            [p.name for p in claude + claude_dialogs],
+            # A dialog recording's CLI lines are its "in" messages (the rest is our side).
+            _plain_lines(claude)
+            + [s for p in claude_dialogs for s in _dialog_processes(p, lambda m: None)],
+            _replay_claude,
         ),
         Workload(
             "codex app-server",
