@@ -74,7 +74,25 @@ def main(argv: list[str] | None = None) -> int:
     }
     previous = out_dir / "results.json"
     if args.only and previous.exists():
-        results = {**json.loads(previous.read_text()), **results}
+        # The page's header names the full run the other sections come from; the sections
+        # run again since are listed beside it, each with when and how.
+        earlier = json.loads(previous.read_text())
+        rerun = {
+            "sections": list(args.only),
+            "date": results["machine"]["date"],
+            "command": "python -m bench"
+            + (" --quick" if args.quick else "")
+            + f" --only {' '.join(args.only)}",
+        }
+        results = {
+            **earlier,
+            "quick": args.quick,
+            "machine": earlier.get("machine", results["machine"]),
+            "command": earlier.get("command", results["command"]),
+            "reruns": [*earlier.get("reruns", []), rerun],
+        }
+    else:
+        results["reruns"] = []
     for name in args.only or SECTIONS:
         started = time.perf_counter()
         print(f"== {name}", flush=True)

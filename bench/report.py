@@ -22,6 +22,26 @@ from bench.report_latency import (
 __all__ = ["write_report"]
 
 
+# The host the page's figures were measured on, and how its speed moves (written by hand
+# after the run: the figures it cites are in bench/results.json or the commits named).
+HOST_NOTE = """\
+**The host (2026-11-27).** This run, like the one of 2026-11-26 23:35 UTC before it, is on \
+an Intel Xeon host that runs this Python code about 2-2.5× slower than the AMD EPYC host \
+(Linux 6.18.44-fc-v657) of the page's runs until 2026-11-26 09:51 UTC (`transition` 43,807 \
+calls/s here, 40,980 in the 23:35 run, 106,740 on the AMD host), and whose speed moves from \
+run to run: the slowest parser gave 148,192 lines/s in this run, 105,134 at 23:35 and \
+171,670 in a parsers run at 02:26 today, with the same code (252-258k on the AMD host). The \
+code did not get slower with the change of host: on this host, the 400-thread latency load \
+cost 138.5, 134.9 µs per delta with the code of the 09:51 run (5fb23db, its own checkout) \
+and 134.2, 134.4 µs with the code of 23:35 (alternating pairs). The worst thread's lag at \
+Discord's limits: 4.68 s in this run, 4.67 and 4.76 s in two runs of the section at 01:51 \
+today, all since the fake Discord serves from a process of its own ("The fake Discord \
+apart", below); 5.29 s at 23:35 with the fake inside the bot's process (4.64 s on the AMD \
+host). At 1,000 threads: p99 ingress → effect 359 ms and `/abort` → interrupt p99 74 ms in \
+process, 498 and 181 ms with the agents apart (243-426 and 86-121 ms in three runs at 23:35 \
+and before); most threads within both targets 300."""
+
+
 # The two runs of the render linearity (the table shows the last one's).
 RENDER_LINEARITY_RUNS = """\
 Two runs on the shared machine, 2026-11-25: 13:22 UTC 9.65 (rounds 9.65, 10.79, 8.92), \
@@ -398,6 +418,17 @@ def _span(values: list) -> list:
     return [min(values), max(values)] if values else []
 
 
+def _reruns(reruns: list[dict]) -> list[str]:
+    """The sections measured again after the full run, newest last (their figures replace
+    that run's)."""
+    if not reruns:
+        return []
+    said = "; ".join(
+        f"{', '.join(run['sections'])} at {run['date']} (`{run['command']}`)" for run in reruns
+    )
+    return [f"Sections run again since, whose figures replace that run's: {said}.", ""]
+
+
 def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     r = results
     m = r.get("machine", {})
@@ -411,6 +442,9 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         f"Machine: Python {m.get('python')}, {m.get('os')}, {m.get('cpu')}, "
         f"{m.get('cores')} cores, "
         f"{m.get('date')}. Command: `{r.get('command')}`.",
+        "",
+        *_reruns(r.get("reruns") or []),
+        HOST_NOTE,
         "",
         "## Targets",
         "",
