@@ -39,7 +39,14 @@ today, all since the fake Discord serves from a process of its own ("The fake Di
 apart", below); 5.29 s at 23:35 with the fake inside the bot's process (4.64 s on the AMD \
 host). At 1,000 threads: p99 ingress → effect 359 ms and `/abort` → interrupt p99 74 ms in \
 process, 498 and 181 ms with the agents apart (243-426 and 86-121 ms in three runs at 23:35 \
-and before); most threads within both targets 300."""
+and before); most threads within both targets 300. The parser rows are this run's, whose \
+claude workload still fed a dialog recording's 8 wrapper lines as if the CLI had written \
+them (the 102,600 malformed lines of its row; fixed in c0631b1): in one process, the two \
+workloads taking turns, they ran at the same speed (4 pairs, 79-88k lines/s with the wrapper \
+lines and 76-86k without, at 03:44 UTC). A parsers run with the fixed workload at 04:12 UTC \
+(`python -m bench --only parsers`, not kept in the tables) gave 78,577 lines/s for claude \
+stream-json and 96,843-160,525 for the others, none malformed: the same code as at 02:46, on \
+this host in a slower hour."""
 
 
 # The two runs of the render linearity (the table shows the last one's).
