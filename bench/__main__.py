@@ -67,10 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.out or (ROOT / "bench" / "out" if args.quick else ROOT / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    command += f" --only {' '.join(args.only)}" if args.only else ""
     results: dict = {
         "machine": machine(),
         "quick": args.quick,
-        "command": "make bench" if not args.quick else "python -m bench --quick",
+        "command": "make bench" if command == "python -m bench" else command,
     }
     previous = out_dir / "results.json"
     if args.only and previous.exists():
@@ -80,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         rerun = {
             "sections": list(args.only),
             "date": results["machine"]["date"],
-            "command": "python -m bench"
-            + (" --quick" if args.quick else "")
-            + f" --only {' '.join(args.only)}",
+            "command": command,
         }
         results = {
             **earlier,

@@ -30,3 +30,14 @@ def test_a_section_run_again_is_listed_beside_the_full_run(tmp_path: Path) -> No
     assert "2000-01-01 00:00 UTC. Command: `make bench`." in page
     assert page.count("core at ") == 2
     assert "Sections run again since" in page
+
+
+def test_a_section_run_alone_says_so(tmp_path: Path) -> None:
+    assert main(["--quick", "--only", "core", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["command"] == "python -m bench --quick --only core"
+    assert results["reruns"] == []
+    assert (
+        "Command: `python -m bench --quick --only core`."
+        in (tmp_path / "performance.md").read_text()
+    )
