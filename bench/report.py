@@ -22,8 +22,10 @@ from bench.report_latency import (
 __all__ = ["write_report"]
 
 
-# The host the page's figures were measured on, and how its speed moves (written by hand
-# after the run: the figures it cites are in bench/results.json or the commits named).
+# The host the page's figures were measured on, and how its speed moves, written by hand
+# after a full run (the figures it cites are in bench/results.json or the commits named)
+# and shown only under that run: a later run gets a note of its own, or none.
+HOST_NOTE_RUN = "2026-11-27 02:46 UTC"
 HOST_NOTE = """\
 **The host (2026-11-27).** This run, like the one of 2026-11-26 23:35 UTC before it, is on \
 an Intel Xeon host that runs this Python code about 2-2.5× slower than the AMD EPYC host \
@@ -451,8 +453,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
         f"{m.get('date')}. Command: `{r.get('command')}`.",
         "",
         *_reruns(r.get("reruns") or []),
-        HOST_NOTE,
-        "",
+        *([HOST_NOTE, ""] if m.get("date") == HOST_NOTE_RUN else []),
         "## Targets",
         "",
         _table(["what", "target", "measured", "verdict"], _targets(r)),

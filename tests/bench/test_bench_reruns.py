@@ -30,6 +30,7 @@ def test_a_section_run_again_is_listed_beside_the_full_run(tmp_path: Path) -> No
     assert "2000-01-01 00:00 UTC. Command: `make bench`." in page
     assert page.count("core at ") == 2
     assert "Sections run again since" in page
+    assert "**The host (" not in page  # the hand-written note belongs to its own run only
 
 
 def test_a_section_run_alone_says_so(tmp_path: Path) -> None:
