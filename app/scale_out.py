@@ -44,7 +44,11 @@ from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from threadspindle.app.logs import configure_logging, redact
-from threadspindle.effects.jetstream.connection import SignInRefused, open_jetstream
+from threadspindle.effects.jetstream.connection import (
+    ClusterNotReady,
+    SignInRefused,
+    open_jetstream,
+)
 from threadspindle.effects.jetstream.gateway import Gateway
 from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
@@ -101,15 +105,20 @@ def _protect() -> None:
     make_non_dumpable()
 
 
+# What stops a node at its start with a sentence for the operator, not a traceback.
+_REFUSALS = (SignInRefused, ClusterNotReady)
+
+
 def _sign_in_refused(run: Callable[[], object]) -> str | None:
-    """Run ``run()``; the reason when NATS refused the node's sign-in (alone, or in the
-    exception groups of the nurseries it passed through), else None."""
+    """Run ``run()``; the reason when NATS refused the node's sign-in or its cluster was
+    not ready (alone, or in the exception groups of the nurseries it passed through),
+    else None."""
     try:
         run()
-    except SignInRefused as exc:
+    except _REFUSALS as exc:
         return str(exc)
     except BaseExceptionGroup as group:
-        refused, rest = group.split(SignInRefused)
+        refused, rest = group.split(_REFUSALS)
         if refused is None or rest is not None:
             raise
         found: BaseException = refused
@@ -513,7 +522,7 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
     except LogError as exc:
         print(f"Cannot export: {exc}", file=sys.stderr)
         return EXIT_DATABASE
-    except SignInRefused as exc:
+    except _REFUSALS as exc:
         print(f"Cannot export: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not found:

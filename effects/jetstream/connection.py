@@ -42,6 +42,7 @@ __all__ = [
     "LEASES_BUCKET",
     "SNAPSHOTS_BUCKET",
     "STREAM",
+    "ClusterNotReady",
     "JetStream",
     "SignInRefused",
     "bucket",
@@ -55,6 +56,11 @@ logger = logging.getLogger("spindle.jetstream")
 
 class SignInRefused(ConnectionError):
     """The NATS servers refused this node's user and password."""
+
+
+class ClusterNotReady(ConnectionError):
+    """JetStream still could not place the stream or a bucket after every try: fewer
+    nodes are up than the replicas asked for, or JetStream does not answer."""
 
 
 STREAM = "SPINDLE"
@@ -113,6 +119,21 @@ def _not_ready(exc: Exception) -> bool:
     if isinstance(exc, _NO_RESPONDERS):
         return True
     return isinstance(exc, BadRequestError) and exc.err_code == _NO_SUITABLE_PEERS
+
+
+def _not_ready_reason(exc: Exception, replicas: int, servers: int) -> str:
+    """What to tell the operator when the cluster was still not ready after every try."""
+    waited = f"after {_PLACEMENT_TRIES * _PLACEMENT_WAIT_S:g} s"
+    if isinstance(exc, BadRequestError):
+        return (
+            f"JetStream cannot place the {STREAM} stream and its buckets on {replicas} "
+            f"replicas {waited} ({exc.description}): are {replicas} nodes of the cluster "
+            f"up? ({servers} server{'s' if servers != 1 else ''} given)"
+        )
+    return (
+        f"JetStream did not answer {waited} (no responders): is JetStream enabled on the "
+        "servers, and is the cluster up?"
+    )
 
 
 async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
@@ -246,12 +267,23 @@ async def open_jetstream(
                     **({"user": user or "spindle", "password": password} if password else {}),
                 )
                 nursery.cancel_scope.cancel()
+        not_ready: str | None = None
         if nc is not None:
             refused.clear()  # from now on a refusal (a server's new password) is logged only
             try:
-                yield await _ensure(nc, replicas, lease_ttl_s)
+                try:
+                    live = await _ensure(nc, replicas, lease_ttl_s)
+                except (BadRequestError, *_NO_RESPONDERS) as exc:
+                    if not _not_ready(exc):
+                        raise
+                    not_ready = _not_ready_reason(exc, replicas, len(servers))
+                else:
+                    yield live
             finally:
                 await trio_asyncio.aio_as_trio(nc.close)()
+    if not_ready is not None:
+        # Raised here for the reason SignInRefused is (below): a sentence, not a group.
+        raise ClusterNotReady(not_ready)
     if nc is None:
         # Raised outside the asyncio loop's block, whose nursery would wrap it in groups.
         raise SignInRefused(

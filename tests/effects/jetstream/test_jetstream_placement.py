@@ -5,9 +5,11 @@ way the cluster is ready a moment later. A full ``make test`` once failed so, on
 stream's creation, which took the refusal for a stream that already exists and then failed
 on ``stream_info``.
 
-A real cluster does not refuse on demand (a node killed before the stream is made makes
-nats wait, not refuse), so these tests answer the calls with fakes of nats-py's objects:
-what is checked is ``_ensure``'s and ``bucket``'s handling of the answers."""
+A node killed before the stream is made makes nats wait, not refuse, and "no responders"
+cannot be had on demand, so these tests answer the calls with fakes of nats-py's objects:
+what is checked is ``_ensure``'s and ``bucket``'s handling of the answers. A cluster whose
+third node never started does refuse, every time: ``test_jetstream_placement_live.py``
+runs ``open_jetstream`` against one."""
 
 from __future__ import annotations
 
