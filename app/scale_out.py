@@ -109,7 +109,7 @@ def _protect() -> None:
 _REFUSALS = (SignInRefused, ClusterNotReady)
 
 
-def _sign_in_refused(run: Callable[[], object]) -> str | None:
+def _refused_at_start(run: Callable[[], object]) -> str | None:
     """Run ``run()``; the reason when NATS refused the node's sign-in or its cluster was
     not ready (alone, or in the exception groups of the nurseries it passed through),
     else None."""
@@ -130,7 +130,7 @@ def _sign_in_refused(run: Callable[[], object]) -> str | None:
 
 def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
     _protect()
-    refused = _sign_in_refused(lambda: trio.run(_runner, args, settings))
+    refused = _refused_at_start(lambda: trio.run(_runner, args, settings))
     if refused is not None:
         print(f"Cannot start the runner: {refused}", file=sys.stderr)
         return EXIT_USAGE
@@ -256,7 +256,7 @@ def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
     credentials = _credentials(settings, args)
     if args.console or not platforms:
         servers = _servers(args)
-        refused = _sign_in_refused(
+        refused = _refused_at_start(
             lambda: trio.run(_gateway, servers, roots[0], args.agent, args.lease_ttl, credentials)
         )
         if refused is not None:
@@ -271,7 +271,7 @@ def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
         credentials["password"],
     ):
         redact(secret)
-    refused = _sign_in_refused(
+    refused = _refused_at_start(
         lambda: trio.run(
             _chat_gateway,
             _servers(args),
