@@ -132,7 +132,7 @@ def _not_ready_reason(exc: Exception, replicas: int, servers: int) -> str:
         )
     return (
         f"JetStream did not answer {waited} (no responders): is JetStream enabled on the "
-        "servers, and is the cluster up?"
+        "servers, and are most of the cluster's nodes up (2 of 3, 3 of 5)?"
     )
 
 

@@ -5,11 +5,11 @@ way the cluster is ready a moment later. A full ``make test`` once failed so, on
 stream's creation, which took the refusal for a stream that already exists and then failed
 on ``stream_info``.
 
-A node killed before the stream is made makes nats wait, not refuse, and "no responders"
-cannot be had on demand, so these tests answer the calls with fakes of nats-py's objects:
-what is checked is ``_ensure``'s and ``bucket``'s handling of the answers. A cluster whose
-third node never started does refuse, every time: ``test_jetstream_placement_live.py``
-runs ``open_jetstream`` against one."""
+These tests answer the calls with fakes of nats-py's objects, to count and order them
+(a refusal that ends after N tries, a stream that exists with another configuration):
+what is checked is ``_ensure``'s and ``bucket``'s handling of the answers. Real clusters
+with nodes missing refuse too, every time (two nodes of three: 10005; one: "no
+responders"): ``test_jetstream_placement_live.py`` runs ``open_jetstream`` against them."""
 
 from __future__ import annotations
 

@@ -1,22 +1,24 @@
-"""``open_jetstream`` against a real 3-node cluster whose third node is not up yet.
+"""``open_jetstream`` against a real 3-node cluster with nodes missing.
 
 With two nodes of three running, JetStream has its quorum but refuses a stream of three
 replicas: "no suitable peers for placement" (err_code 10005), at once and every time, as
 when a node of a cluster just started is not current yet. ``open_jetstream`` asks again
 until the third node is there; if it never comes, it stops with a sentence saying so
-(``ClusterNotReady``). (The fakes in
-``test_jetstream_placement.py`` cover the other answers: "no responders", a stream made
-with another configuration.)"""
+(``ClusterNotReady``). With one node of three, JetStream has no quorum and nothing answers
+its API ("no responders"): the same, with that sentence. (The fakes in
+``test_jetstream_placement.py`` cover a stream made with another configuration.)"""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 import trio_asyncio
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, ServiceUnavailableError
 
 from threadspindle.effects.jetstream import connection
 from threadspindle.effects.jetstream.connection import STREAM, ClusterNotReady, open_jetstream
@@ -98,3 +100,35 @@ async def test_a_node_that_never_joins_ends_in_a_sentence_for_the_operator(
     # retry loop, then for the sentence).
     assert len(refusals) == connection._PLACEMENT_TRIES + 1
     assert all(isinstance(e, BadRequestError) and e.err_code == 10005 for e in refusals)
+
+
+def test_without_a_quorum_nothing_answers_and_that_is_said(
+    tmp_path: Path, refusals: list[Exception], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection, "_PLACEMENT_WAIT_S", 0.05)
+    cluster = NatsCluster(tmp_path, size=3)
+    first = cluster.nodes[0]
+    try:
+        first.start()  # never healthy alone: JetStream waits for a second node
+        deadline = time.monotonic() + 30
+        while True:  # listening is all a client needs to connect
+            try:
+                socket.create_connection(("127.0.0.1", first.client_port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nats-server never listened"
+                time.sleep(0.05)
+
+        async def open_it() -> None:
+            with trio.fail_after(60):
+                async with open_jetstream([first.signed_url], replicas=3, lease_ttl_s=5):
+                    pass
+
+        with pytest.raises(ClusterNotReady) as raised:
+            trio.run(open_it)
+    finally:
+        cluster.stop()
+    said = str(raised.value)
+    assert "JetStream did not answer" in said and "(no responders)" in said
+    assert "are most of the cluster's nodes up" in said
+    assert refusals and all(isinstance(e, ServiceUnavailableError) for e in refusals)
