@@ -227,7 +227,10 @@ async def open_jetstream(
     """Connect (inside a trio-asyncio loop of its own) and make sure the stream and the
     buckets exist; closed on the way out. The client reconnects by itself, for ever, to
     any of ``servers`` while the block runs. ``user``/``password``: how it signs in (a URL
-    may carry them too, ``nats://user:password@host:port``)."""
+    may carry them too, ``nats://user:password@host:port``). Refused at the start, it raises
+    a sentence for the operator, not an exception group: ``SignInRefused`` (the password),
+    ``ClusterNotReady`` (still not ready after every try: fewer nodes up than replicas, or
+    no quorum)."""
 
     refused: list[Exception] = []
     said_at = [-math.inf]  # when a refusal was last logged (the client retries 10 times/s)
