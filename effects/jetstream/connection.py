@@ -37,6 +37,7 @@ from nats.js.errors import BadRequestError, NoStreamResponseError, ServiceUnavai
 from nats.js.kv import KeyValue
 
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
+from threadspindle.effects.jetstream.stream_check import stream_problems
 
 __all__ = [
     "LEASES_BUCKET",
@@ -45,6 +46,7 @@ __all__ = [
     "ClusterNotReady",
     "JetStream",
     "SignInRefused",
+    "StreamUnusable",
     "bucket",
     "open_jetstream",
     "subject_of",
@@ -61,6 +63,10 @@ class SignInRefused(ConnectionError):
 class ClusterNotReady(ConnectionError):
     """JetStream still could not place the stream or a bucket after every try: fewer
     nodes are up than the replicas asked for, or JetStream does not answer."""
+
+
+class StreamUnusable(ConnectionError):
+    """The stream exists with settings the log cannot use (``stream_check``)."""
 
 
 STREAM = "SPINDLE"
@@ -163,9 +169,33 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
                 continue
             if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
                 raise
-            # It exists with another configuration (made by an older Spindle, or by hand):
-            # use it as it is; `spindle cluster dev` and the tests always start empty.
-            await call(js.stream_info, STREAM)
+            # It exists with another configuration (made by hand, or by a runner asking
+            # for fewer replicas): used as it is when the log can use it, else refused now
+            # rather than found out later, as claims that hang or history that vanishes.
+            info = await call(js.stream_info, STREAM)
+            problems = stream_problems(
+                info.config, subjects=f"{SUBJECT_PREFIX}*.log", max_payload=nc.max_payload
+            )
+            if problems:
+                raise StreamUnusable(
+                    f"the {STREAM} stream exists with settings the log cannot use: "
+                    f"{'; '.join(problems)}. Edit it (nats stream edit {STREAM}), or remove "
+                    f"it if it holds nothing to keep (nats stream rm {STREAM}): the runner "
+                    "makes it again"
+                ) from None
+            kept = info.config.num_replicas or 1
+            if kept < replicas:
+                # Not refused: the log works, and a gateway or an export asks for as many
+                # replicas as servers it was given, whatever the runners made.
+                logger.warning(
+                    "the %s stream keeps %d replica(s) where %d were asked: it survives the "
+                    "loss of fewer nodes (nats stream edit %s --replicas %d)",
+                    STREAM,
+                    kept,
+                    replicas,
+                    STREAM,
+                    replicas,
+                )
         except nats.errors.TimeoutError:
             # A cluster just started, on a loaded machine, may take longer than the API's
             # 5 s to place a replicated stream (seen once in a full test run); asking again
@@ -230,7 +260,7 @@ async def open_jetstream(
     may carry them too, ``nats://user:password@host:port``). Refused at the start, it raises
     a sentence for the operator, not an exception group: ``SignInRefused`` (the password),
     ``ClusterNotReady`` (still not ready after every try: fewer nodes up than replicas, or
-    no quorum)."""
+    no quorum), ``StreamUnusable`` (the stream exists with settings the log cannot use)."""
 
     refused: list[Exception] = []
     said_at = [-math.inf]  # when a refusal was last logged (the client retries 10 times/s)
@@ -270,23 +300,25 @@ async def open_jetstream(
                     **({"user": user or "spindle", "password": password} if password else {}),
                 )
                 nursery.cancel_scope.cancel()
-        not_ready: str | None = None
+        not_ready: ConnectionError | None = None
         if nc is not None:
             refused.clear()  # from now on a refusal (a server's new password) is logged only
             try:
                 try:
                     live = await _ensure(nc, replicas, lease_ttl_s)
+                except StreamUnusable as exc:
+                    not_ready = exc
                 except (BadRequestError, *_NO_RESPONDERS) as exc:
                     if not _not_ready(exc):
                         raise
-                    not_ready = _not_ready_reason(exc, replicas, len(servers))
+                    not_ready = ClusterNotReady(_not_ready_reason(exc, replicas, len(servers)))
                 else:
                     yield live
             finally:
                 await trio_asyncio.aio_as_trio(nc.close)()
     if not_ready is not None:
         # Raised here for the reason SignInRefused is (below): a sentence, not a group.
-        raise ClusterNotReady(not_ready)
+        raise not_ready
     if nc is None:
         # Raised outside the asyncio loop's block, whose nursery would wrap it in groups.
         raise SignInRefused(

@@ -1,18 +1,23 @@
-"""``spindle runner`` against a cluster that cannot hold its replicas: a sentence, an exit.
+"""``spindle runner`` against a cluster it cannot use: a sentence, an exit.
 
 Two nodes of a 3-node cluster are up and the runner asks for 3 replicas: JetStream refuses
 to place the stream, every time. The runner asks again for 5 s, then says what is wrong
-and exits with the usage code, instead of a traceback of exception groups."""
+and exits with the usage code, instead of a traceback of exception groups. The same for a
+``SPINDLE`` stream made by hand with settings the log cannot use."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import nats
 import pytest
+import trio
+import trio_asyncio
 from cli_harness import SPINDLE, environment, make_place
 
 from threadspindle.effects.jetstream.servers import NatsCluster
+from threadspindle.testkit.nats_cluster import nats_cluster
 
 
 @pytest.mark.timeout(120)
@@ -39,4 +44,38 @@ def test_a_runner_asking_for_more_replicas_than_nodes_up_says_so(tmp_path: Path)
     assert "Cannot start the runner: JetStream cannot place the SPINDLE stream" in done.stderr
     assert "no suitable peers for placement" in done.stderr
     assert "are 3 nodes of the cluster up? (2 servers given)" in done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
+
+
+async def _stream_of_other_subjects(url: str) -> None:
+    async def make() -> None:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().add_stream(name="SPINDLE", subjects=["orders.>"])
+        finally:
+            await nc.close()
+
+    async with trio_asyncio.open_loop():
+        await trio_asyncio.aio_as_trio(make)()
+
+
+@pytest.mark.timeout(120)
+def test_a_runner_finding_a_stream_it_cannot_use_says_so(tmp_path: Path) -> None:
+    place = make_place(tmp_path)
+    with nats_cluster(tmp_path / "nats") as cluster:
+        trio.run(_stream_of_other_subjects, cluster.urls[0])
+        done = subprocess.run(
+            [*SPINDLE, "runner", "--nats", cluster.plain_urls[0], "--root", str(place["work"])],
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place, {"SPINDLE_CLUSTER__PASSWORD": str(cluster.password)}),
+            timeout=90,
+        )
+    assert done.returncode == 2, done.stderr
+    assert (
+        "Cannot start the runner: the SPINDLE stream exists with settings the log cannot use: "
+        "its subjects (orders.>) do not take spindle.thread.*.log." in done.stderr
+    )
+    assert "nats stream edit SPINDLE" in done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import trio
+from nats.js.api import StorageType, StreamConfig, StreamInfo, StreamState
 from nats.js.errors import (
     BadRequestError,
     NoStreamResponseError,
@@ -77,11 +78,15 @@ class FakeJetStream:
             )
         self.streams.append(config)
 
-    async def stream_info(self, name: str) -> str:
+    async def stream_info(self, name: str) -> StreamInfo:
         self.calls.append("stream_info")
         if not self.exists:
             raise NotFoundError(code=404, err_code=10059, description="stream not found")
-        return name
+        # As a runner asking for one replica made it (another configuration than 3).
+        config = StreamConfig(
+            name=name, subjects=["spindle.thread.*.log"], storage=StorageType.FILE, num_replicas=1
+        )
+        return StreamInfo(config=config, state=StreamState(0, 0, 0, 0, 0))
 
     async def create_key_value(self, *, bucket: str, **settings: Any) -> FakeKeyValue:
         self._refuse(f"create_key_value:{bucket}")
@@ -93,6 +98,8 @@ class FakeJetStream:
 
 
 class FakeClient:
+    max_payload = 1024 * 1024
+
     def __init__(self, js: FakeJetStream) -> None:
         self.js = js
 

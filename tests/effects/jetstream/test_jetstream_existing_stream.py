@@ -1,0 +1,94 @@
+"""``open_jetstream`` against a real nats-server where the ``SPINDLE`` stream already exists
+with settings of its own (made by hand, say).
+
+Settings the log can live with are used as they are, and the log works on them. Settings
+that would strand or lose its writes stop the start with a sentence naming each one
+(``StreamUnusable``), at once. Before, such a stream was used as it was: with subjects that
+do not take the threads' ones, each claim waited 30 s on "no responders" and failed; with
+memory storage, limits or another retention, history went without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+import trio
+import trio_asyncio
+from nats.js.api import RetentionPolicy, StorageType
+
+from threadspindle.effects.jetstream.connection import STREAM, StreamUnusable, open_jetstream
+from threadspindle.effects.jetstream.log import open_jetstream_log
+from threadspindle.runtime.core.actions import StatusRequested
+from threadspindle.testkit.nats_cluster import nats_cluster
+
+pytestmark = pytest.mark.timeout(120)
+
+THREADS = "spindle.thread.*.log"
+
+
+async def _make_stream(url: str, **settings: Any) -> None:
+    """The stream as an operator would make it by hand: deleted first if there."""
+
+    async def make() -> None:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            try:
+                await js.delete_stream(STREAM)
+            except nats.js.errors.NotFoundError:
+                pass
+            await js.add_stream(name=STREAM, **settings)
+        finally:
+            await nc.close()
+
+    async with trio_asyncio.open_loop():
+        await trio_asyncio.aio_as_trio(make)()
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"subjects": ["other.>"]}, f"its subjects (other.>) do not take {THREADS}"),
+        ({"subjects": [THREADS], "storage": StorageType.MEMORY}, "in memory"),
+        ({"subjects": [THREADS], "max_msgs_per_subject": 2}, "at most 2 messages a thread"),
+        ({"subjects": [THREADS], "retention": RetentionPolicy.INTEREST}, "'interest'"),
+        ({"subjects": [THREADS], "max_msg_size": 512}, "over 512 bytes"),
+    ],
+    ids=["subjects", "memory", "per-thread-limit", "interest", "message-size"],
+)
+async def test_a_stream_that_would_strand_or_lose_writes_stops_the_start_with_a_sentence(
+    tmp_path: Path, settings: dict[str, Any], said: str
+) -> None:
+    with nats_cluster(tmp_path) as cluster:
+        await _make_stream(cluster.urls[0], **settings)
+        with trio.fail_after(20), pytest.raises(StreamUnusable) as refused:
+            async with open_jetstream(cluster.urls):
+                pytest.fail("the stream was used")
+    text = str(refused.value)
+    assert text.startswith(f"the {STREAM} stream exists with settings the log cannot use: ")
+    assert said in text
+    assert f"nats stream edit {STREAM}" in text
+
+
+async def test_a_stream_with_settings_of_its_own_that_the_log_can_use_is_used(
+    tmp_path: Path,
+) -> None:
+    with nats_cluster(tmp_path) as cluster:
+        # Wider subjects, no direct gets, deletes refused: none of it is the log's concern.
+        await _make_stream(cluster.urls[0], subjects=["spindle.>"], deny_delete=True)
+        with trio.fail_after(30):
+            async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
+                async with open_jetstream_log(conn, "r1") as log, trio.open_nursery() as nursery:
+                    await log.claim("t")
+                    await nursery.start(log.run_flusher)
+                    tickets = [
+                        log.append(StatusRequested(thread_id="t", action_id=f"s{n}", at=float(n)))
+                        for n in range(1, 21)
+                    ]
+                    await log.wait_durable(tickets[-1])
+                    nursery.cancel_scope.cancel()
+                async with open_jetstream_log(conn, "r2") as again:
+                    await again.claim("t")
+                    assert [e.seq for e in again.read("t")] == list(range(1, 21))

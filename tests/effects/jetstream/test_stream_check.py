@@ -1,0 +1,121 @@
+"""``stream_problems`` and ``subject_covers`` on stream configurations as nats-py reads
+them: what the log needs of an existing stream (its subjects, file storage, limits
+retention, no limits that drop messages, writes taken and acknowledged), and nothing more."""
+
+from __future__ import annotations
+
+import pytest
+from nats.js.api import (
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamSource,
+    SubjectTransform,
+)
+
+from threadspindle.effects.jetstream.stream_check import stream_problems, subject_covers
+
+PATTERN = "spindle.thread.*.log"
+
+
+@pytest.mark.parametrize(
+    ("stream_subject", "covers"),
+    [
+        ("spindle.thread.*.log", True),
+        ("spindle.thread.*.*", True),
+        ("spindle.thread.>", True),
+        ("spindle.>", True),
+        (">", True),
+        ("*.thread.*.log", True),
+        ("spindle.thread.*", False),  # one token short
+        ("spindle.thread.*.log.x", False),  # one token more
+        ("spindle.thread.t1.log", False),  # one thread only
+        ("spindle.thread.*.logs", False),
+        ("spindle.*.log", False),
+        ("other.>", False),
+        ("spindle.thread.*.log.>", False),  # ">" takes one token or more, never none
+    ],
+)
+def test_a_stream_subject_covers_the_pattern_only_when_it_takes_every_thread(
+    stream_subject: str, covers: bool
+) -> None:
+    assert subject_covers(stream_subject, PATTERN) is covers
+
+
+def _config(**settings: object) -> StreamConfig:
+    fields: dict[str, object] = {
+        "name": "SPINDLE",
+        "subjects": [PATTERN],
+        "storage": StorageType.FILE,
+        "retention": RetentionPolicy.LIMITS,
+        "max_msgs": -1,
+        "max_bytes": -1,
+        "max_age": 0,
+        "max_msgs_per_subject": -1,
+        "max_msg_size": -1,
+        "num_replicas": 1,
+    }
+    fields.update(settings)
+    return StreamConfig(**fields)  # type: ignore[arg-type]
+
+
+def _problems(config: StreamConfig) -> list[str]:
+    return stream_problems(config, subjects=PATTERN, max_payload=1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"subjects": ["spindle.>"]},
+        {"subjects": ["other.>", "spindle.thread.>"]},
+        {"allow_direct": False, "deny_delete": True, "deny_purge": True},
+        {"num_replicas": 1},  # fewer than asked is a warning of the caller's, not a problem
+        {"max_msg_size": 1024 * 1024},  # what the servers take anyway
+        {"duplicate_window": 0.0, "discard": "new"},
+        # As nats-py reads a stream whose config omits the fields.
+        {"max_msgs": None, "max_bytes": None, "max_age": None, "storage": None, "retention": None},
+    ],
+)
+def test_a_stream_the_log_can_use_has_no_problem(settings: dict[str, object]) -> None:
+    assert _problems(_config(**settings)) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"subjects": ["other.>"]}, "its subjects (other.>) do not take spindle.thread.*.log"),
+        ({"subjects": []}, "its subjects (none) do not take"),
+        ({"storage": StorageType.MEMORY}, "it keeps its messages in memory"),
+        ({"retention": RetentionPolicy.INTEREST}, "its retention is 'interest'"),
+        ({"retention": RetentionPolicy.WORK_QUEUE}, "its retention is 'workqueue'"),
+        ({"max_msgs": 1000}, "it keeps at most 1000 messages: older history would be lost"),
+        ({"max_msgs_per_subject": 1}, "it keeps at most 1 messages a thread"),
+        ({"max_bytes": 10_000_000}, "it keeps at most 10000000 bytes"),
+        ({"max_age": 86400.0}, "it keeps messages for 86400 s"),
+        ({"max_msg_size": 4096}, "it refuses messages over 4096 bytes (the servers take 1048576)"),
+        ({"no_ack": True}, "it does not acknowledge writes"),
+        ({"sealed": True}, "it is sealed"),
+        ({"mirror": StreamSource(name="ELSEWHERE")}, "it mirrors another stream"),
+        (
+            {"subject_transform": SubjectTransform(src=">", dest="x.>")},
+            "it rewrites the subjects it stores",
+        ),
+    ],
+)
+def test_each_setting_that_would_lose_or_refuse_writes_is_named(
+    settings: dict[str, object], said: str
+) -> None:
+    problems = _problems(_config(**settings))
+    assert len(problems) == 1 and said in problems[0], problems
+
+
+def test_several_limits_make_one_sentence_and_every_problem_is_named() -> None:
+    problems = _problems(
+        _config(subjects=["x.>"], storage=StorageType.MEMORY, max_msgs=5, max_age=60.0)
+    )
+    assert problems == [
+        "its subjects (x.>) do not take spindle.thread.*.log",
+        "it keeps its messages in memory: a restart of the servers would lose every thread's log",
+        "it keeps at most 5 messages and messages for 60 s: older history would be lost",
+    ]
