@@ -47,7 +47,7 @@ from threadspindle.app.logs import configure_logging, redact
 from threadspindle.effects.jetstream.connection import (
     ClusterNotReady,
     SignInRefused,
-    StreamUnusable,
+    StoreUnusable,
     open_jetstream,
 )
 from threadspindle.effects.jetstream.gateway import Gateway
@@ -107,7 +107,7 @@ def _protect() -> None:
 
 
 # What stops a node at its start with a sentence for the operator, not a traceback.
-_REFUSALS = (SignInRefused, ClusterNotReady, StreamUnusable)
+_REFUSALS = (SignInRefused, ClusterNotReady, StoreUnusable)
 
 
 def _refused_at_start(run: Callable[[], object]) -> str | None:

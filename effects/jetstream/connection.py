@@ -46,7 +46,7 @@ __all__ = [
     "ClusterNotReady",
     "JetStream",
     "SignInRefused",
-    "StreamUnusable",
+    "StoreUnusable",
     "bucket",
     "open_jetstream",
     "subject_of",
@@ -65,8 +65,9 @@ class ClusterNotReady(ConnectionError):
     nodes are up than the replicas asked for, or JetStream does not answer."""
 
 
-class StreamUnusable(ConnectionError):
-    """The stream exists with settings the log cannot use (``stream_check``)."""
+class StoreUnusable(ConnectionError):
+    """The stream (``stream_check``) or the leases bucket exists with settings the runners
+    cannot use."""
 
 
 STREAM = "SPINDLE"
@@ -177,7 +178,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
                 info.config, subjects=f"{SUBJECT_PREFIX}*.log", max_payload=nc.max_payload
             )
             if problems:
-                raise StreamUnusable(
+                raise StoreUnusable(
                     f"the {STREAM} stream exists with settings the log cannot use: "
                     f"{'; '.join(problems)}. Edit it (nats stream edit {STREAM}), or remove "
                     f"it if it holds nothing to keep (nats stream rm {STREAM}): the runner "
@@ -211,7 +212,16 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
     # The bucket's TTL is the lease TTL, whatever this runner was told: the first runner
     # made the bucket, and every holder must judge its lease by the same clock.
     status = await call(leases.status)
-    actual = status.ttl or lease_ttl_s
+    if not status.ttl:
+        # Made by hand without one: a lease would never expire, and the threads of a
+        # runner that stopped without releasing them would never be taken over.
+        raise StoreUnusable(
+            f"the {LEASES_BUCKET} bucket exists without a TTL: the threads of a runner that "
+            "stops without releasing them would never be taken over. Remove it (nats kv rm "
+            f"{LEASES_BUCKET}): the runner makes it again with the lease TTL "
+            f"({lease_ttl_s:g} s)"
+        )
+    actual = status.ttl
     if abs(actual - lease_ttl_s) > 1e-3:
         logger.warning(
             "lease TTL %.3g s asked, the leases bucket has %.3g s: using the bucket's",
@@ -260,7 +270,8 @@ async def open_jetstream(
     may carry them too, ``nats://user:password@host:port``). Refused at the start, it raises
     a sentence for the operator, not an exception group: ``SignInRefused`` (the password),
     ``ClusterNotReady`` (still not ready after every try: fewer nodes up than replicas, or
-    no quorum), ``StreamUnusable`` (the stream exists with settings the log cannot use)."""
+    no quorum), ``StoreUnusable`` (the stream or the leases bucket exists with settings the runners
+    cannot use)."""
 
     refused: list[Exception] = []
     said_at = [-math.inf]  # when a refusal was last logged (the client retries 10 times/s)
@@ -306,7 +317,7 @@ async def open_jetstream(
             try:
                 try:
                     live = await _ensure(nc, replicas, lease_ttl_s)
-                except StreamUnusable as exc:
+                except StoreUnusable as exc:
                     not_ready = exc
                 except (BadRequestError, *_NO_RESPONDERS) as exc:
                     if not _not_ready(exc):

@@ -3,9 +3,11 @@ with settings of its own (made by hand, say).
 
 Settings the log can live with are used as they are, and the log works on them. Settings
 that would strand or lose its writes stop the start with a sentence naming each one
-(``StreamUnusable``), at once. Before, such a stream was used as it was: with subjects that
+(``StoreUnusable``), at once. Before, such a stream was used as it was: with subjects that
 do not take the threads' ones, each claim waited 30 s on "no responders" and failed; with
-memory storage, limits or another retention, history went without a word."""
+memory storage, limits or another retention, history went without a word. The same for a
+leases bucket made without a TTL: no lease would ever expire, so the threads of a runner
+that died would never be taken over."""
 
 from __future__ import annotations
 
@@ -18,7 +20,12 @@ import trio
 import trio_asyncio
 from nats.js.api import RetentionPolicy, StorageType
 
-from threadspindle.effects.jetstream.connection import STREAM, StreamUnusable, open_jetstream
+from threadspindle.effects.jetstream.connection import (
+    LEASES_BUCKET,
+    STREAM,
+    StoreUnusable,
+    open_jetstream,
+)
 from threadspindle.effects.jetstream.log import open_jetstream_log
 from threadspindle.runtime.core.actions import StatusRequested
 from threadspindle.testkit.nats_cluster import nats_cluster
@@ -63,7 +70,7 @@ async def test_a_stream_that_would_strand_or_lose_writes_stops_the_start_with_a_
 ) -> None:
     with nats_cluster(tmp_path) as cluster:
         await _make_stream(cluster.urls[0], **settings)
-        with trio.fail_after(20), pytest.raises(StreamUnusable) as refused:
+        with trio.fail_after(20), pytest.raises(StoreUnusable) as refused:
             async with open_jetstream(cluster.urls):
                 pytest.fail("the stream was used")
     text = str(refused.value)
@@ -92,3 +99,26 @@ async def test_a_stream_with_settings_of_its_own_that_the_log_can_use_is_used(
                 async with open_jetstream_log(conn, "r2") as again:
                     await again.claim("t")
                     assert [e.seq for e in again.read("t")] == list(range(1, 21))
+
+
+async def test_a_leases_bucket_without_a_ttl_stops_the_start_with_a_sentence(
+    tmp_path: Path,
+) -> None:
+    async def make(url: str) -> None:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().create_key_value(bucket=LEASES_BUCKET, history=1)
+        finally:
+            await nc.close()
+
+    with nats_cluster(tmp_path) as cluster:
+        async with trio_asyncio.open_loop():
+            await trio_asyncio.aio_as_trio(make)(cluster.urls[0])
+        with trio.fail_after(20), pytest.raises(StoreUnusable) as refused:
+            async with open_jetstream(cluster.urls, lease_ttl_s=2):
+                pytest.fail("the bucket was used")
+    assert str(refused.value) == (
+        f"the {LEASES_BUCKET} bucket exists without a TTL: the threads of a runner that stops "
+        f"without releasing them would never be taken over. Remove it (nats kv rm "
+        f"{LEASES_BUCKET}): the runner makes it again with the lease TTL (2 s)"
+    )
