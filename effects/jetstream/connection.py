@@ -37,7 +37,7 @@ from nats.js.errors import BadRequestError, NoStreamResponseError, ServiceUnavai
 from nats.js.kv import KeyValue
 
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
-from threadspindle.effects.jetstream.stream_check import stream_problems
+from threadspindle.effects.jetstream.stream_check import stream_problems, unusable
 
 __all__ = [
     "LEASES_BUCKET",
@@ -66,8 +66,7 @@ class ClusterNotReady(ConnectionError):
 
 
 class StoreUnusable(ConnectionError):
-    """The stream (``stream_check``) or the leases bucket exists with settings the runners
-    cannot use."""
+    """A stream or KV bucket exists with settings Spindle cannot use (``stream_check``)."""
 
 
 STREAM = "SPINDLE"
@@ -178,12 +177,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
                 info.config, subjects=f"{SUBJECT_PREFIX}*.log", max_payload=nc.max_payload
             )
             if problems:
-                raise StoreUnusable(
-                    f"the {STREAM} stream exists with settings the log cannot use: "
-                    f"{'; '.join(problems)}. Edit it (nats stream edit {STREAM}), or remove "
-                    f"it if it holds nothing to keep (nats stream rm {STREAM}): the runner "
-                    "makes it again"
-                ) from None
+                raise StoreUnusable(unusable(STREAM, problems)) from None
             kept = info.config.num_replicas or 1
             if kept < replicas:
                 # Not refused: the log works, and a gateway or an export asks for as many
@@ -218,7 +212,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
         raise StoreUnusable(
             f"the {LEASES_BUCKET} bucket exists without a TTL: the threads of a runner that "
             "stops without releasing them would never be taken over. Remove it (nats kv rm "
-            f"{LEASES_BUCKET}): the runner makes it again with the lease TTL "
+            f"{LEASES_BUCKET}): Spindle makes it again with the lease TTL "
             f"({lease_ttl_s:g} s)"
         )
     actual = status.ttl
@@ -270,8 +264,8 @@ async def open_jetstream(
     may carry them too, ``nats://user:password@host:port``). Refused at the start, it raises
     a sentence for the operator, not an exception group: ``SignInRefused`` (the password),
     ``ClusterNotReady`` (still not ready after every try: fewer nodes up than replicas, or
-    no quorum), ``StoreUnusable`` (the stream or the leases bucket exists with settings the runners
-    cannot use)."""
+    no quorum), ``StoreUnusable`` (the stream or a bucket exists with settings Spindle cannot
+    use)."""
 
     refused: list[Exception] = []
     said_at = [-math.inf]  # when a refusal was last logged (the client retries 10 times/s)

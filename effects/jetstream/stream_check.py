@@ -1,20 +1,24 @@
-"""Whether a ``SPINDLE`` stream that already exists can hold the thread logs.
+"""Whether a stream or KV bucket that already exists can do what Spindle makes it for.
 
-``open_jetstream`` creates the stream with the settings the log relies on. When a stream of
-that name exists with other settings (made by hand, or by a runner asking for fewer
-replicas), JetStream refuses to create it again and the runner uses it as it is. Most
-differences are harmless (wider subjects, direct gets off); some are not, and used as they
-are they failed late and silently: subjects that do not take ``spindle.thread.<t>.log``
-left every claim waiting 30 s on "no responders"; limits, a retention other than limits, or
-memory storage would drop a thread's history without a word. ``stream_problems`` names
-each such setting, so the runner can refuse to start with a sentence instead.
+``open_jetstream`` and ``open_transport`` create their streams and buckets with the
+settings Spindle relies on. When one of that name exists with other settings (made by
+hand, or by a runner asking for fewer replicas), JetStream refuses to create it again and
+Spindle uses it as it is. Most differences are harmless (wider subjects, direct gets off);
+some are not, and used as they were they failed late and silently: subjects that do not
+take ``spindle.thread.<t>.log`` left every claim waiting 30 s on "no responders"; limits,
+a retention other than limits, or memory storage would drop a thread's history, or a
+prompt queued for a runner, without a word; a routes bucket whose keys expire would
+forget which root a thread belongs to, a root leases bucket with another TTL than the
+leases' would have its leases judged by the wrong clock. ``stream_problems`` and
+``kv_problems`` name each such setting, and ``unusable`` makes the sentence a runner or a
+gateway stops with.
 """
 
 from __future__ import annotations
 
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
-__all__ = ["stream_problems", "subject_covers"]
+__all__ = ["kv_problems", "stream_problems", "subject_covers", "unusable"]
 
 
 def subject_covers(filter_subject: str, pattern: str) -> bool:
@@ -44,10 +48,10 @@ def _limited(value: int | float | None) -> bool:
 
 
 def stream_problems(config: StreamConfig, *, subjects: str, max_payload: int) -> list[str]:
-    """What in the existing stream's ``config`` would lose, refuse or strand a log's
-    writes; empty when the log can use it. ``subjects``: the pattern of the log's subjects;
+    """What in the existing stream's ``config`` would lose, refuse or strand its writes;
+    empty when Spindle can use it. ``subjects``: the pattern of the subjects written;
     ``max_payload``: the servers' own cap on a message. (Fewer replicas than asked is not
-    among them: the log works, with less to survive a node's loss; the caller warns.)"""
+    among them: it works, with less to survive a node's loss; the caller warns.)"""
     problems: list[str] = []
     have = list(config.subjects or [])
     if not any(subject_covers(f, subjects) for f in have):
@@ -66,20 +70,61 @@ def stream_problems(config: StreamConfig, *, subjects: str, max_payload: int) ->
             "would lose every thread's log"
         )
     if config.retention is not None and _name(config.retention) != RetentionPolicy.LIMITS.value:
+        # Interest drops what no consumer wants yet (a prompt for a runner not up yet),
+        # and a work queue deletes what one consumer acked.
         problems.append(
-            f"its retention is {_name(config.retention)!r}: messages would be deleted once read"
+            f"its retention is {_name(config.retention)!r}, not 'limits': messages would "
+            "be deleted before every reader has them"
         )
     limits = [
         (config.max_msgs, "at most {} messages"),
-        (config.max_msgs_per_subject, "at most {} messages a thread"),
+        (config.max_msgs_per_subject, "at most {} messages a subject"),
         (config.max_bytes, "at most {} bytes"),
     ]
     kept = [text.format(value) for value, text in limits if _limited(value)]
     if _limited(config.max_age):
         kept.append(f"messages for {config.max_age:g} s")
     if kept:
-        problems.append(f"it keeps {' and '.join(kept)}: older history would be lost")
+        problems.append(f"it keeps {' and '.join(kept)}: older messages would be lost")
     size = config.max_msg_size
     if size is not None and 0 < size < max_payload:
         problems.append(f"it refuses messages over {size} bytes (the servers take {max_payload})")
     return problems
+
+
+def kv_problems(config: StreamConfig, *, ttl: float | None) -> list[str]:
+    """What in an existing KV bucket's ``config`` (its stream's) would lose or misjudge its
+    keys. ``ttl``: the TTL its keys must have (a lease's), or None when they must be kept
+    until deleted (a thread's route or home)."""
+    problems: list[str] = []
+    age = config.max_age or 0.0
+    if ttl is None:
+        if age > 0:
+            problems.append(f"its keys expire after {age:g} s")
+    elif abs(age - ttl) > 1e-3:
+        problems.append(
+            f"its TTL is {age:g} s where the leases' is {ttl:g} s"
+            if age > 0
+            else f"it has no TTL where the leases' is {ttl:g} s"
+        )
+    if config.storage is not None and _name(config.storage) != StorageType.FILE.value:
+        problems.append(
+            f"it keeps its keys in {_name(config.storage)}: a restart of the servers would "
+            "lose them"
+        )
+    limits = [(config.max_msgs, "at most {} values"), (config.max_bytes, "at most {} bytes")]
+    kept = [text.format(value) for value, text in limits if _limited(value)]
+    if kept:
+        problems.append(f"it keeps {' and '.join(kept)}: older keys would be lost")
+    return problems
+
+
+def unusable(stream: str, problems: list[str], *, bucket: str | None = None) -> str:
+    """The sentence for an existing ``stream`` (or KV ``bucket``, whose stream that is)
+    with ``problems``: what is wrong, and the command that fixes it."""
+    what = f"the {bucket} bucket" if bucket is not None else f"the {stream} stream"
+    return (
+        f"{what} exists with settings Spindle cannot use: {'; '.join(problems)}. Edit it "
+        f"(nats stream edit {stream}), or remove it if it holds nothing to keep (nats "
+        f"stream rm {stream}): Spindle makes it again"
+    )

@@ -57,7 +57,13 @@ from nats.js.errors import APIError, BadRequestError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import TypeAdapter
 
-from threadspindle.effects.jetstream.connection import JetStream, bucket, thread_token
+from threadspindle.effects.jetstream.connection import (
+    JetStream,
+    StoreUnusable,
+    bucket,
+    thread_token,
+)
+from threadspindle.effects.jetstream.stream_check import kv_problems, stream_problems, unusable
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.log_read import ACTION_ADAPTER
@@ -89,6 +95,8 @@ IN_STREAM = "SPINDLE_IN"
 OUT_STREAM = "SPINDLE_OUT"
 POSTED_BUCKET = "spindle_posted"
 HOMES_BUCKET = "spindle_homes"
+ROUTES_BUCKET = "spindle_routes"
+ROOT_LEASES_BUCKET = "spindle_root_leases"
 HOME_HEADER = "Spindle-Home"
 CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
 DEFAULT_HOME = "console"
@@ -468,14 +476,32 @@ async def open_transport(conn: JetStream) -> Transport:
                 duplicate_window=120.0,
             )
         except BadRequestError:
-            await conn.call(conn.js.stream_info, name)
-    routes = await bucket(conn.js, "spindle_routes", replicas=conn.replicas)
+            # It exists with other settings: used as it is unless they would strand or
+            # lose what goes through it (``stream_check``).
+            info = await conn.call(conn.js.stream_info, name)
+            problems = stream_problems(
+                info.config, subjects=subjects[0], max_payload=conn.nc.max_payload
+            )
+            if problems:
+                raise StoreUnusable(unusable(name, problems)) from None
+    routes = await bucket(conn.js, ROUTES_BUCKET, replicas=conn.replicas)
     # Root leases share the thread leases' TTL (``Leases`` judges both by ``lease_ttl_s``).
     root_leases = await bucket(
-        conn.js, "spindle_root_leases", ttl=conn.lease_ttl_s, replicas=conn.replicas
+        conn.js, ROOT_LEASES_BUCKET, ttl=conn.lease_ttl_s, replicas=conn.replicas
     )
     posted = await bucket(conn.js, POSTED_BUCKET, ttl=7 * 24 * 3600.0, replicas=conn.replicas)
     homes = await bucket(conn.js, HOMES_BUCKET, replicas=conn.replicas)
+    # Routes and homes must outlive every thread, root leases expire with the leases'
+    # TTL; the posted bucket is a cache, so any settings of its own do.
+    for name, kv, ttl in (
+        (ROUTES_BUCKET, routes, None),
+        (HOMES_BUCKET, homes, None),
+        (ROOT_LEASES_BUCKET, root_leases, conn.lease_ttl_s),
+    ):
+        status = await conn.call(kv.status)
+        problems = kv_problems(status.stream_info.config, ttl=ttl)
+        if problems:
+            raise StoreUnusable(unusable(f"KV_{name}", problems, bucket=name))
     return Transport(conn, routes, root_leases, posted, homes)
 
 

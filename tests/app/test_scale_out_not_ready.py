@@ -8,7 +8,9 @@ and exits with the usage code, instead of a traceback of exception groups. The s
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import nats
 import pytest
@@ -59,12 +61,24 @@ async def _stream_of_other_subjects(url: str) -> None:
         await trio_asyncio.aio_as_trio(make)()
 
 
-@pytest.mark.timeout(120)
-def test_a_runner_finding_a_stream_it_cannot_use_says_so(tmp_path: Path) -> None:
+async def _root_leases_of_another_ttl(url: str) -> None:
+    async def make() -> None:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().create_key_value(bucket="spindle_root_leases", ttl=30.0)
+        finally:
+            await nc.close()
+
+    async with trio_asyncio.open_loop():
+        await trio_asyncio.aio_as_trio(make)()
+
+
+def _runner(tmp_path: Path, make: Callable[[str], Awaitable[None]]) -> CompletedProcess[str]:
+    """``spindle runner`` on one node where ``make`` made a stream or bucket first."""
     place = make_place(tmp_path)
     with nats_cluster(tmp_path / "nats") as cluster:
-        trio.run(_stream_of_other_subjects, cluster.urls[0])
-        done = subprocess.run(
+        trio.run(make, cluster.urls[0])
+        return subprocess.run(
             [*SPINDLE, "runner", "--nats", cluster.plain_urls[0], "--root", str(place["work"])],
             capture_output=True,
             text=True,
@@ -72,10 +86,29 @@ def test_a_runner_finding_a_stream_it_cannot_use_says_so(tmp_path: Path) -> None
             env=environment(place, {"SPINDLE_CLUSTER__PASSWORD": str(cluster.password)}),
             timeout=90,
         )
+
+
+@pytest.mark.timeout(120)
+def test_a_runner_finding_a_stream_it_cannot_use_says_so(tmp_path: Path) -> None:
+    done = _runner(tmp_path, _stream_of_other_subjects)
     assert done.returncode == 2, done.stderr
     assert (
-        "Cannot start the runner: the SPINDLE stream exists with settings the log cannot use: "
+        "Cannot start the runner: the SPINDLE stream exists with settings Spindle cannot use: "
         "its subjects (orders.>) do not take spindle.thread.*.log." in done.stderr
     )
     assert "nats stream edit SPINDLE" in done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_runner_finding_a_bucket_it_cannot_use_says_so(tmp_path: Path) -> None:
+    """The transport's buckets are opened once the runner runs (inside its nurseries):
+    the sentence still comes alone, not in exception groups."""
+    done = _runner(tmp_path, _root_leases_of_another_ttl)
+    assert done.returncode == 2, done.stderr
+    assert (
+        "Cannot start the runner: the spindle_root_leases bucket exists with settings Spindle "
+        "cannot use: its TTL is 30 s where the leases' is " in done.stderr
+    )
+    assert "nats stream edit KV_spindle_root_leases" in done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr

@@ -1,5 +1,5 @@
-"""``open_jetstream`` against a real nats-server where the ``SPINDLE`` stream already exists
-with settings of its own (made by hand, say).
+"""``open_jetstream`` and ``open_transport`` against a real nats-server where a stream or
+bucket of Spindle's already exists with settings of its own (made by hand, say).
 
 Settings the log can live with are used as they are, and the log works on them. Settings
 that would strand or lose its writes stop the start with a sentence naming each one
@@ -7,7 +7,9 @@ that would strand or lose its writes stop the start with a sentence naming each 
 do not take the threads' ones, each claim waited 30 s on "no responders" and failed; with
 memory storage, limits or another retention, history went without a word. The same for a
 leases bucket made without a TTL: no lease would ever expire, so the threads of a runner
-that died would never be taken over."""
+that died would never be taken over; and for the transport's streams and buckets (a
+prompt for a runner lost, a thread's route forgotten, root leases judged by another TTL
+than their bucket's)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from threadspindle.effects.jetstream.connection import (
     open_jetstream,
 )
 from threadspindle.effects.jetstream.log import open_jetstream_log
+from threadspindle.effects.jetstream.transport import IN_STREAM, open_transport
 from threadspindle.runtime.core.actions import StatusRequested
 from threadspindle.testkit.nats_cluster import nats_cluster
 
@@ -36,17 +39,15 @@ THREADS = "spindle.thread.*.log"
 
 
 async def _make_stream(url: str, **settings: Any) -> None:
-    """The stream as an operator would make it by hand: deleted first if there."""
+    """The stream as an operator would make it by hand."""
+    await _make_stream_named(url, STREAM, **settings)
 
+
+async def _make_stream_named(url: str, name: str, **settings: Any) -> None:
     async def make() -> None:
         nc = await nats.connect(url)
         try:
-            js = nc.jetstream()
-            try:
-                await js.delete_stream(STREAM)
-            except nats.js.errors.NotFoundError:
-                pass
-            await js.add_stream(name=STREAM, **settings)
+            await nc.jetstream().add_stream(name=name, **settings)
         finally:
             await nc.close()
 
@@ -59,7 +60,7 @@ async def _make_stream(url: str, **settings: Any) -> None:
     [
         ({"subjects": ["other.>"]}, f"its subjects (other.>) do not take {THREADS}"),
         ({"subjects": [THREADS], "storage": StorageType.MEMORY}, "in memory"),
-        ({"subjects": [THREADS], "max_msgs_per_subject": 2}, "at most 2 messages a thread"),
+        ({"subjects": [THREADS], "max_msgs_per_subject": 2}, "at most 2 messages a subject"),
         ({"subjects": [THREADS], "retention": RetentionPolicy.INTEREST}, "'interest'"),
         ({"subjects": [THREADS], "max_msg_size": 512}, "over 512 bytes"),
     ],
@@ -74,7 +75,7 @@ async def test_a_stream_that_would_strand_or_lose_writes_stops_the_start_with_a_
             async with open_jetstream(cluster.urls):
                 pytest.fail("the stream was used")
     text = str(refused.value)
-    assert text.startswith(f"the {STREAM} stream exists with settings the log cannot use: ")
+    assert text.startswith(f"the {STREAM} stream exists with settings Spindle cannot use: ")
     assert said in text
     assert f"nats stream edit {STREAM}" in text
 
@@ -120,5 +121,69 @@ async def test_a_leases_bucket_without_a_ttl_stops_the_start_with_a_sentence(
     assert str(refused.value) == (
         f"the {LEASES_BUCKET} bucket exists without a TTL: the threads of a runner that stops "
         f"without releasing them would never be taken over. Remove it (nats kv rm "
-        f"{LEASES_BUCKET}): the runner makes it again with the lease TTL (2 s)"
+        f"{LEASES_BUCKET}): Spindle makes it again with the lease TTL (2 s)"
     )
+
+
+async def _make_bucket(url: str, name: str, **settings: Any) -> None:
+    async def make() -> None:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().create_key_value(bucket=name, **settings)
+        finally:
+            await nc.close()
+
+    async with trio_asyncio.open_loop():
+        await trio_asyncio.aio_as_trio(make)()
+
+
+@pytest.mark.parametrize(
+    ("made", "said"),
+    [
+        (
+            ("stream", IN_STREAM, {"subjects": ["spindle.in.>"], "max_age": 60.0}),
+            f"the {IN_STREAM} stream exists with settings Spindle cannot use: it keeps "
+            "messages for 60 s: older messages would be lost. Edit it (nats stream edit "
+            f"{IN_STREAM})",
+        ),
+        (
+            ("bucket", "spindle_routes", {"ttl": 3600.0}),
+            "the spindle_routes bucket exists with settings Spindle cannot use: its keys "
+            "expire after 3600 s. Edit it (nats stream edit KV_spindle_routes)",
+        ),
+        (
+            ("bucket", "spindle_root_leases", {"ttl": 30.0}),
+            "the spindle_root_leases bucket exists with settings Spindle cannot use: its TTL "
+            "is 30 s where the leases' is 2 s.",
+        ),
+    ],
+    ids=["inbox-max-age", "routes-ttl", "root-leases-ttl"],
+)
+async def test_the_transport_refuses_a_stream_or_bucket_that_would_lose_or_misjudge(
+    tmp_path: Path, made: tuple[str, str, dict[str, Any]], said: str
+) -> None:
+    kind, name, settings = made
+    with nats_cluster(tmp_path) as cluster:
+        if kind == "stream":
+            await _make_stream_named(cluster.urls[0], name, **settings)
+        else:
+            await _make_bucket(cluster.urls[0], name, **settings)
+        with trio.fail_after(30):
+            async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
+                with pytest.raises(StoreUnusable) as refused:
+                    await open_transport(conn)
+    assert said in str(refused.value)
+
+
+async def test_the_transport_uses_streams_and_buckets_it_can_live_with(tmp_path: Path) -> None:
+    with nats_cluster(tmp_path) as cluster:
+        await _make_stream_named(cluster.urls[0], IN_STREAM, subjects=["spindle.in.>"])
+        await _make_bucket(cluster.urls[0], "spindle_routes", history=5)
+        await _make_bucket(cluster.urls[0], "spindle_posted", ttl=60.0)  # a cache
+        with trio.fail_after(30):
+            async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
+                transport = await open_transport(conn)
+                await transport.route("t1", "/srv/a")
+                await transport.record_posted("t1", {"k": ("m1",)})
+                assert await transport.root_of("t1") == "/srv/a"
+                assert await transport.posted_of("t1") == {"k": ("m1",)}

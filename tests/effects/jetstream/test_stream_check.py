@@ -1,6 +1,7 @@
-"""``stream_problems`` and ``subject_covers`` on stream configurations as nats-py reads
-them: what the log needs of an existing stream (its subjects, file storage, limits
-retention, no limits that drop messages, writes taken and acknowledged), and nothing more."""
+"""``stream_problems``, ``kv_problems`` and ``subject_covers`` on configurations as nats-py
+reads them: what Spindle needs of an existing stream (its subjects, file storage, limits
+retention, no limits that drop messages, writes taken and acknowledged) or KV bucket (the
+TTL it must have, or none; file storage; no limits), and nothing more."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from nats.js.api import (
     SubjectTransform,
 )
 
-from threadspindle.effects.jetstream.stream_check import stream_problems, subject_covers
+from threadspindle.effects.jetstream.stream_check import (
+    kv_problems,
+    stream_problems,
+    subject_covers,
+    unusable,
+)
 
 PATTERN = "spindle.thread.*.log"
 
@@ -87,10 +93,10 @@ def test_a_stream_the_log_can_use_has_no_problem(settings: dict[str, object]) ->
         ({"subjects": ["other.>"]}, "its subjects (other.>) do not take spindle.thread.*.log"),
         ({"subjects": []}, "its subjects (none) do not take"),
         ({"storage": StorageType.MEMORY}, "it keeps its messages in memory"),
-        ({"retention": RetentionPolicy.INTEREST}, "its retention is 'interest'"),
+        ({"retention": RetentionPolicy.INTEREST}, "its retention is 'interest', not 'limits'"),
         ({"retention": RetentionPolicy.WORK_QUEUE}, "its retention is 'workqueue'"),
-        ({"max_msgs": 1000}, "it keeps at most 1000 messages: older history would be lost"),
-        ({"max_msgs_per_subject": 1}, "it keeps at most 1 messages a thread"),
+        ({"max_msgs": 1000}, "it keeps at most 1000 messages: older messages would be lost"),
+        ({"max_msgs_per_subject": 1}, "it keeps at most 1 messages a subject"),
         ({"max_bytes": 10_000_000}, "it keeps at most 10000000 bytes"),
         ({"max_age": 86400.0}, "it keeps messages for 86400 s"),
         ({"max_msg_size": 4096}, "it refuses messages over 4096 bytes (the servers take 1048576)"),
@@ -117,5 +123,40 @@ def test_several_limits_make_one_sentence_and_every_problem_is_named() -> None:
     assert problems == [
         "its subjects (x.>) do not take spindle.thread.*.log",
         "it keeps its messages in memory: a restart of the servers would lose every thread's log",
-        "it keeps at most 5 messages and messages for 60 s: older history would be lost",
+        "it keeps at most 5 messages and messages for 60 s: older messages would be lost",
     ]
+
+
+def _bucket(**settings: object) -> StreamConfig:
+    """A KV bucket's stream, as nats-py makes it (history 1, no TTL unless given)."""
+    return _config(name="KV_b", subjects=["$KV.b.>"], max_msgs_per_subject=1, **settings)
+
+
+def test_a_bucket_whose_keys_must_stay_may_not_expire_or_drop_them() -> None:
+    assert kv_problems(_bucket(), ttl=None) == []
+    assert kv_problems(_bucket(max_age=0.0, num_replicas=3), ttl=None) == []
+    assert kv_problems(_bucket(max_age=3600.0), ttl=None) == ["its keys expire after 3600 s"]
+    assert kv_problems(_bucket(storage=StorageType.MEMORY, max_msgs=100), ttl=None) == [
+        "it keeps its keys in memory: a restart of the servers would lose them",
+        "it keeps at most 100 values: older keys would be lost",
+    ]
+
+
+def test_a_lease_bucket_must_have_the_leases_ttl() -> None:
+    assert kv_problems(_bucket(max_age=5.0), ttl=5.0) == []
+    assert kv_problems(_bucket(max_age=60.0), ttl=5.0) == [
+        "its TTL is 60 s where the leases' is 5 s"
+    ]
+    assert kv_problems(_bucket(max_age=0.0), ttl=5.0) == ["it has no TTL where the leases' is 5 s"]
+
+
+def test_the_sentence_names_what_is_wrong_and_the_command_that_fixes_it() -> None:
+    assert unusable("SPINDLE_IN", ["a", "b"]) == (
+        "the SPINDLE_IN stream exists with settings Spindle cannot use: a; b. Edit it (nats "
+        "stream edit SPINDLE_IN), or remove it if it holds nothing to keep (nats stream rm "
+        "SPINDLE_IN): Spindle makes it again"
+    )
+    assert unusable("KV_spindle_routes", ["c"], bucket="spindle_routes").startswith(
+        "the spindle_routes bucket exists with settings Spindle cannot use: c. Edit it (nats "
+        "stream edit KV_spindle_routes)"
+    )
