@@ -16,9 +16,17 @@ gateway stops with.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
-__all__ = ["kv_problems", "stream_problems", "subject_covers", "unusable"]
+__all__ = [
+    "kv_problems",
+    "stream_problems",
+    "subject_covers",
+    "subjects_overlap",
+    "unusable",
+]
 
 
 def subject_covers(filter_subject: str, pattern: str) -> bool:
@@ -37,6 +45,22 @@ def subject_covers(filter_subject: str, pattern: str) -> bool:
     return len(have) == len(want)
 
 
+def subjects_overlap(first: str, second: str) -> bool:
+    """True when some subject matches both filters (a work queue stream refuses a
+    consumer whose filter overlaps another consumer's)."""
+    a, b = first.split("."), second.split(".")
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x is None or y is None:
+            return False
+        if x == ">" or y == ">":
+            return True  # the other has a token here, and ">" takes it and the rest
+        if x != y and "*" not in (x, y):
+            return False
+    return True
+
+
 def _name(setting: object) -> str:
     # nats-py leaves the enums of a stream read back from the server as plain strings.
     return str(getattr(setting, "value", setting))
@@ -47,10 +71,17 @@ def _limited(value: int | float | None) -> bool:
     return value is not None and value > 0
 
 
-def stream_problems(config: StreamConfig, *, subjects: str, max_payload: int) -> list[str]:
+def stream_problems(
+    config: StreamConfig,
+    *,
+    subjects: str,
+    max_payload: int,
+    retentions: Collection[RetentionPolicy] = (RetentionPolicy.LIMITS,),
+) -> list[str]:
     """What in the existing stream's ``config`` would lose, refuse or strand its writes;
     empty when Spindle can use it. ``subjects``: the pattern of the subjects written;
-    ``max_payload``: the servers' own cap on a message. (Fewer replicas than asked is not
+    ``max_payload``: the servers' own cap on a message; ``retentions``: the ones that keep
+    every message until each of its readers has it. (Fewer replicas than asked is not
     among them: it works, with less to survive a node's loss; the caller warns.)"""
     problems: list[str] = []
     have = list(config.subjects or [])
@@ -69,12 +100,14 @@ def stream_problems(config: StreamConfig, *, subjects: str, max_payload: int) ->
             f"it keeps its messages in {_name(config.storage)}: a restart of the servers "
             "would lose every thread's log"
         )
-    if config.retention is not None and _name(config.retention) != RetentionPolicy.LIMITS.value:
-        # Interest drops what no consumer wants yet (a prompt for a runner not up yet),
-        # and a work queue deletes what one consumer acked.
+    allowed = [policy.value for policy in retentions]
+    if config.retention is not None and _name(config.retention) not in allowed:
+        # Interest drops what no consumer wants yet (a prompt for a runner not up yet); a
+        # work queue deletes what one consumer acked (a thread's log is read again).
         problems.append(
-            f"its retention is {_name(config.retention)!r}, not 'limits': messages would "
-            "be deleted before every reader has them"
+            f"its retention is {_name(config.retention)!r}, not "
+            f"{' or '.join(repr(a) for a in allowed)}: messages would be deleted before "
+            "every reader has them"
         )
     limits = [
         (config.max_msgs, "at most {} messages"),

@@ -1,5 +1,6 @@
 """Actions to a thread's owner and effects to the gateway, through JetStream streams read by
-durable consumers with explicit acks.
+durable consumers with explicit acks. Both streams are work queues: a message is deleted
+once its consumer acked it (each consumer's filter is its own, a root's or a home's).
 
 - stream ``SPINDLE_IN``, subjects ``spindle.in.<root token>.<thread token>``: actions for
   the runner that owns the workdir root. Published with ``Nats-Msg-Id: <action id>`` (a
@@ -63,7 +64,12 @@ from threadspindle.effects.jetstream.connection import (
     bucket,
     thread_token,
 )
-from threadspindle.effects.jetstream.stream_check import kv_problems, stream_problems, unusable
+from threadspindle.effects.jetstream.stream_check import (
+    kv_problems,
+    stream_problems,
+    subjects_overlap,
+    unusable,
+)
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.log_read import ACTION_ADAPTER
@@ -96,6 +102,7 @@ OUT_STREAM = "SPINDLE_OUT"
 POSTED_BUCKET = "spindle_posted"
 HOMES_BUCKET = "spindle_homes"
 ROUTES_BUCKET = "spindle_routes"
+_CONSUMER_NOT_UNIQUE = 10100  # "filtered consumer not unique on workqueue stream"
 ROOT_LEASES_BUCKET = "spindle_root_leases"
 HOME_HEADER = "Spindle-Home"
 CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
@@ -376,20 +383,50 @@ class Transport:
         (nats-py only reads it), so an ack wait other than ``ack_wait_s`` (made by an
         earlier version, or under another ``--ack-wait``) is changed in place: JetStream
         lets a durable consumer's ack wait be edited."""
-        sub = await self.conn.call(
-            self.conn.js.pull_subscribe,
-            subject,
-            durable=durable,
-            stream=stream,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s, max_ack_pending=10_000
-            ),
-        )
+        try:
+            sub = await self.conn.call(
+                self.conn.js.pull_subscribe,
+                subject,
+                durable=durable,
+                stream=stream,
+                config=ConsumerConfig(
+                    ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s, max_ack_pending=10_000
+                ),
+            )
+        except BadRequestError as exc:
+            if exc.err_code != _CONSUMER_NOT_UNIQUE:
+                raise
+            raise StoreUnusable(await self._overlapping(stream, durable, subject)) from None
         info = await self.conn.call(self.conn.js.consumer_info, stream, durable)
         if info.config.ack_wait != ack_wait_s:
             config = replace(info.config, ack_wait=ack_wait_s)
             await self.conn.call(self.conn.js.add_consumer, stream, config=config)
         return Inbox(self.conn, sub, stream=stream, durable=durable, ack_wait_s=ack_wait_s)
+
+    async def _overlapping(self, stream: str, durable: str, subject: str) -> str:
+        """Why a work queue refused the consumer: the consumers whose filters overlap it
+        (a gateway of every home left from a test, say, beside one of a home)."""
+        infos = await self.conn.call(self.conn.js.consumers_info, stream)
+        others = [
+            f"{info.name} ({' '.join(filters)})"
+            for info in infos
+            if info.name != durable
+            and (filters := _filters(info.config))
+            and any(subjects_overlap(f, subject) for f in filters)
+        ]
+        first = others[0].split(" ", 1)[0] if others else "NAME"
+        return (
+            f"the consumer {durable} of the {stream} stream ({subject}) would take messages "
+            f"that {', '.join(others) or 'another consumer'} takes too, and a work queue gives "
+            "each message to one consumer: remove the one no gateway or runner uses any more "
+            f"(nats consumer rm {stream} {first})"
+        )
+
+
+def _filters(config: ConsumerConfig) -> list[str]:
+    if config.filter_subjects:
+        return list(config.filter_subjects)
+    return [config.filter_subject or ">"]
 
 
 async def answer_requests(
@@ -466,13 +503,17 @@ async def open_transport(conn: JetStream) -> Transport:
     """Make sure the two streams and the two buckets exist."""
     for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*.*"])):
         try:
+            # A work queue: a message is deleted once its consumer acked it. Nothing reads
+            # an action or an effect again once it is in the log or applied, and a stream
+            # keeping them all would grow with every delta for as long as the cluster
+            # lives (each consumer's filter is its own: a root's, a home's).
             await conn.call(
                 conn.js.add_stream,
                 name=name,
                 subjects=subjects,
                 storage=StorageType.FILE,
                 num_replicas=conn.replicas,
-                retention=RetentionPolicy.LIMITS,
+                retention=RetentionPolicy.WORK_QUEUE,
                 duplicate_window=120.0,
             )
         except BadRequestError:
@@ -480,10 +521,25 @@ async def open_transport(conn: JetStream) -> Transport:
             # lose what goes through it (``stream_check``).
             info = await conn.call(conn.js.stream_info, name)
             problems = stream_problems(
-                info.config, subjects=subjects[0], max_payload=conn.nc.max_payload
+                info.config,
+                subjects=subjects[0],
+                max_payload=conn.nc.max_payload,
+                retentions=(RetentionPolicy.WORK_QUEUE, RetentionPolicy.LIMITS),
             )
             if problems:
                 raise StoreUnusable(unusable(name, problems)) from None
+            if info.config.retention in (RetentionPolicy.LIMITS, RetentionPolicy.LIMITS.value):
+                # Made by an earlier Spindle: it works, but JetStream cannot make an
+                # existing stream a work queue.
+                logger.warning(
+                    "the %s stream keeps every message, acked or not (limits retention, "
+                    "made by an earlier Spindle): it grows for as long as the cluster "
+                    "lives. While no runner and no gateway runs, remove it (nats stream rm "
+                    "%s; unacked messages go with it) and the next start makes it a work "
+                    "queue, deleting each message once acked",
+                    name,
+                    name,
+                )
     routes = await bucket(conn.js, ROUTES_BUCKET, replicas=conn.replicas)
     # Root leases share the thread leases' TTL (``Leases`` judges both by ``lease_ttl_s``).
     root_leases = await bucket(

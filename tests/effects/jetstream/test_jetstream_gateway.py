@@ -3,7 +3,8 @@ seeded random moments while a runner streams replies into three threads, and sta
 
 What must hold at the end, when every thread is idle:
 - nothing lost: every effect the runner published to ``SPINDLE_OUT`` was applied by some
-  gateway process, and every prompt reached the agent exactly once;
+  gateway process, and every prompt reached the agent exactly once; and the stream, a
+  work queue, holds none of them any more;
 - nothing posted twice except what docs/scale-out.md allows: the post a gateway made and
   had not yet recorded (``spindle_posted``) when it was killed. So a key is posted at most
   twice, and a key's first post is the last effect its thread's renderer applied in a
@@ -88,15 +89,16 @@ def _digest(effect_json: bytes) -> str:
     return hashlib.blake2b(effect_json, digest_size=10).hexdigest()
 
 
-async def _published(conn) -> set[str]:  # type: ignore[no-untyped-def]
-    """The digest of every effect stored in SPINDLE_OUT (as gateway_child.py digests them)."""
-    info = await conn.call(conn.js.stream_info, OUT_STREAM)
-    found: set[str] = set()
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await conn.call(conn.js.get_msg, OUT_STREAM, seq)
+async def _watch_published(conn, found: set[str]) -> None:  # type: ignore[no-untyped-def]
+    """From now on, add to ``found`` the digest of every effect published to SPINDLE_OUT's
+    subjects (as gateway_child.py digests them). A plain subscriber sees each publish: the
+    stream is a work queue, which deletes an effect once a gateway acked it."""
+
+    async def seen(msg) -> None:  # type: ignore[no-untyped-def]
         effect = EFFECT_ADAPTER.validate_python(orjson.loads(msg.data)["effect"])
         found.add(_digest(EFFECT_ADAPTER.dump_json(effect)))
-    return found
+
+    await conn.call(conn.nc.subscribe, "spindle.out.>", cb=seen)
 
 
 async def _settled(conn) -> bool:  # type: ignore[no-untyped-def]
@@ -174,6 +176,8 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
         try:
             async with open_jetstream(cluster.urls, replicas=3, lease_ttl_s=TTL) as conn:
                 transport = await open_transport(conn)
+                published: set[str] = set()
+                await _watch_published(conn, published)
                 sender = Gateway(conn, transport, RenderWorld().renderer)  # sends only
                 runner = Child(
                     [str(HERE / "runner_child.py"), urls, "r0", str(root), str(delivered), str(TTL)]
@@ -230,13 +234,11 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
                         if set(sent) <= set(logged) and await _settled(conn):
                             break
                         await trio.sleep(0.5)
-                    published = await _published(conn)
                     while True:  # the gateway applies what is left
                         done = {d for seg in _segments(applied) for *_, d in seg}
                         if published <= done:
                             break
                         await trio.sleep(0.5)
-                        published = await _published(conn)
                     while True:
                         # A post whose gateway died before recording it is posted again by
                         # the next gateway once the effect is redelivered (after ACK_WAIT),
@@ -253,6 +255,10 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
                         ):
                             break
                         await trio.sleep(0.5)
+                    # Each effect is deleted once acked, and the last gateway acks them all
+                    # (the stream used to keep every effect for as long as it lived).
+                    while (await conn.call(conn.js.stream_info, OUT_STREAM)).state.messages:
+                        await trio.sleep(0.2)
         finally:
             for child in children:
                 child.kill()
@@ -263,6 +269,7 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
         line.split("\t")[2].removeprefix("prompt ") for line in delivered.read_text().splitlines()
     )
     assert all(texts[p] == 1 for p in sent), "a prompt not delivered once"
+    assert len(published) > 3 * len(THREADS)  # the subscriber saw the effects
     assert published <= done  # nothing lost
     assert len(segments) == KILLS + 1
     died = _died(segments)

@@ -37,7 +37,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_jetstream_gateway import Child, _published, _segments
+from test_jetstream_gateway import Child, _segments, _watch_published
 
 from threadspindle.effects.jetstream.connection import open_jetstream
 from threadspindle.effects.jetstream.gateway import Gateway
@@ -130,6 +130,8 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
         try:
             async with open_jetstream(cluster.urls, replicas=3, lease_ttl_s=TTL) as conn:
                 sender = Gateway(conn, await open_transport(conn), RenderWorld().renderer)
+                published: set[str] = set()
+                await _watch_published(conn, published)
                 active = runner()
                 assert await trio.to_thread.run_sync(active.expect_ready)
                 standby = runner()
@@ -207,10 +209,8 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
                         if set(sent) <= set(logged) and idle:
                             break
                         await trio.sleep(0.5)
-                    published = await _published(conn)
                     while not published <= {d for s in _segments(applied) for *_, d in s}:
                         await trio.sleep(0.5)
-                        published = await _published(conn)
                     posts = Counter(
                         (t, k) for s in _segments(applied) for kind, t, k, _ in s if kind == "post"
                     )

@@ -18,6 +18,7 @@ from threadspindle.effects.jetstream.stream_check import (
     kv_problems,
     stream_problems,
     subject_covers,
+    subjects_overlap,
     unusable,
 )
 
@@ -160,3 +161,39 @@ def test_the_sentence_names_what_is_wrong_and_the_command_that_fixes_it() -> Non
         "the spindle_routes bucket exists with settings Spindle cannot use: c. Edit it (nats "
         "stream edit KV_spindle_routes)"
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "overlap"),
+    [
+        ("spindle.out.>", "spindle.out.console.*", True),
+        ("spindle.out.console.*", "spindle.out.discord-0.*", False),
+        ("spindle.out.*.*", "spindle.out.console.t1", True),
+        ("spindle.in.a.*", "spindle.in.a.*", True),
+        ("spindle.in.a.*", "spindle.in.a", False),  # different lengths
+        ("spindle.in.a", "spindle.in.a.>", False),  # ">" needs a token
+        (">", "x", True),
+        ("a.*.c", "a.b.d", False),
+    ],
+)
+def test_two_filters_overlap_when_some_subject_matches_both(
+    first: str, second: str, overlap: bool
+) -> None:
+    assert subjects_overlap(first, second) is overlap
+    assert subjects_overlap(second, first) is overlap
+
+
+def test_a_transport_stream_may_be_a_work_queue_and_a_log_may_not() -> None:
+    queue = _config(retention=RetentionPolicy.WORK_QUEUE)
+    assert _problems(queue) == [
+        "its retention is 'workqueue', not 'limits': messages would be deleted before every "
+        "reader has them"
+    ]
+    both = (RetentionPolicy.WORK_QUEUE, RetentionPolicy.LIMITS)
+    assert stream_problems(queue, subjects=PATTERN, max_payload=1 << 20, retentions=both) == []
+    assert stream_problems(
+        _config(retention="interest"), subjects=PATTERN, max_payload=1 << 20, retentions=both
+    ) == [
+        "its retention is 'interest', not 'workqueue' or 'limits': messages would be deleted "
+        "before every reader has them"
+    ]
