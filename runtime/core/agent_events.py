@@ -7,7 +7,7 @@ pure core can drop events of a stale run (the session demux invariant).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field
 
@@ -28,9 +28,13 @@ __all__ = [
     "ToolStarted",
     "TurnAborted",
     "TurnCompleted",
+    "MAX_EVENT_CHARS",
+    "MAX_EVENT_ITEMS",
     "Usage",
+    "bounded_event",
     "continues_delta",
     "joined_delta",
+    "split_delta",
 ]
 
 
@@ -176,6 +180,51 @@ def joined_delta(first: TextDelta | ThinkingDelta, texts: list[str]) -> TextDelt
     if isinstance(first, TextDelta):
         return TextDelta.trusted(text=text, block=first.block)
     return ThinkingDelta.trusted(text=text)
+
+
+# The most one event carries, so that an action, its log row (a JetStream message above
+# all: 1 MiB by default) and the effects made of it stay bounded whatever an agent writes
+# (a line may hold up to 32 MiB). A delta past it is split into several, losing nothing;
+# any other text is cut (it is shown in a card, a notice or a prompt, never whole).
+MAX_EVENT_CHARS = 16_384
+MAX_EVENT_ITEMS = 64  # a question's options
+
+_E = TypeVar("_E", bound=Frozen)
+
+
+def split_delta(event: TextDelta | ThinkingDelta) -> list[TextDelta | ThinkingDelta]:
+    """``event`` as consecutive deltas of at most ``MAX_EVENT_CHARS`` each, whose texts
+    joined are its text (itself alone when it is short enough)."""
+    text = event.text
+    if len(text) <= MAX_EVENT_CHARS:
+        return [event]
+    pieces = [text[i : i + MAX_EVENT_CHARS] for i in range(0, len(text), MAX_EVENT_CHARS)]
+    if isinstance(event, TextDelta):
+        return [TextDelta.trusted(text=piece, block=event.block) for piece in pieces]
+    return [ThinkingDelta.trusted(text=piece) for piece in pieces]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_EVENT_CHARS else text[: MAX_EVENT_CHARS - 1] + "…"
+
+
+def bounded_event(event: _E) -> _E:
+    """``event`` with each text of it cut to ``MAX_EVENT_CHARS`` (an ellipsis last) and a
+    list of texts to ``MAX_EVENT_ITEMS`` items; ``event`` itself when nothing is over (the
+    usual case). Not for deltas: ``split_delta`` keeps all of theirs."""
+    changes: dict[str, object] = {}
+    for name, value in event.__dict__.items():
+        if isinstance(value, str):
+            if len(value) > MAX_EVENT_CHARS:
+                changes[name] = _cut(value)
+        elif isinstance(value, tuple) and (
+            len(value) > MAX_EVENT_ITEMS
+            or any(isinstance(v, str) and len(v) > MAX_EVENT_CHARS for v in value)
+        ):
+            changes[name] = tuple(
+                _cut(v) if isinstance(v, str) else v for v in value[:MAX_EVENT_ITEMS]
+            )
+    return event.replace(**changes) if changes else event
 
 
 AgentEvent = Annotated[

@@ -36,10 +36,13 @@ from threadspindle.runtime.core.actions import (
     AgentExited,
 )
 from threadspindle.runtime.core.agent_events import (
+    MAX_EVENT_CHARS,
     TextDelta,
     ThinkingDelta,
+    bounded_event,
     continues_delta,
     joined_delta,
+    split_delta,
 )
 from threadspindle.runtime.core.effect_types import StartAgent
 from threadspindle.runtime.live.ports import AdapterFactory, AgentPort, StampedEvent
@@ -420,6 +423,18 @@ class AgentListener:
         event ends that. A merge stays within ``MERGE_MAX_CHARS``; the action is what the
         log records, so replay matches."""
         event = stamped.event
+        if isinstance(event, _DELTAS):
+            if len(event.text) > MAX_EVENT_CHARS:
+                # A delta too long for one action (a 30 MB line from a command agent, say):
+                # its pieces, in order, each an action of its own or merged as any delta.
+                for piece in split_delta(event):
+                    await self._emit(StampedEvent(stamped.run_id, stamped.session_id, piece))
+                return
+        else:
+            bounded = bounded_event(event)
+            if bounded is not event:
+                stamped = StampedEvent(stamped.run_id, stamped.session_id, bounded)
+                event = bounded
         self._round_events += 1
         merging = self._merging
         if merging is not None:
