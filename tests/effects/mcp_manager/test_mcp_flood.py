@@ -193,7 +193,11 @@ async def test_an_orphaned_flood_stays_capped_with_no_spindle_running(tmp_path: 
                 proc = (await call(client, "list_processes"))["processes"][0]
                 assert proc["adopted"] is True and proc["status"] == "running"
                 out = await call(client, "get_output", name="yes")
-                assert out["stdout"].endswith("y\n")
+                # Its output reads back: y's, or (the writer keeping the cap behind a
+                # ``yes`` on a loaded machine) the note that some were skipped after them.
+                assert "y\ny\n" in out["stdout"]
+                tail = out["stdout"][-200:]
+                assert tail.endswith(("y\n", "written faster than read]\n")), tail
                 stopped = await call(client, "stop_process", name="yes")
                 assert stopped["tree_gone"] is True
         finally:
