@@ -98,7 +98,7 @@ def stream_problems(
     if config.storage is not None and _name(config.storage) != StorageType.FILE.value:
         problems.append(
             f"it keeps its messages in {_name(config.storage)}: a restart of the servers "
-            "would lose every thread's log"
+            "would lose all it holds"
         )
     allowed = [policy.value for policy in retentions]
     if config.retention is not None and _name(config.retention) not in allowed:

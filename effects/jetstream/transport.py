@@ -102,8 +102,8 @@ OUT_STREAM = "SPINDLE_OUT"
 POSTED_BUCKET = "spindle_posted"
 HOMES_BUCKET = "spindle_homes"
 ROUTES_BUCKET = "spindle_routes"
-_CONSUMER_NOT_UNIQUE = 10100  # "filtered consumer not unique on workqueue stream"
 ROOT_LEASES_BUCKET = "spindle_root_leases"
+_CONSUMER_NOT_UNIQUE = 10100  # "filtered consumer not unique on workqueue stream"
 HOME_HEADER = "Spindle-Home"
 CHANNEL_HEADER = "Spindle-Channel"  # the chat channel of the action (``Runtime.post``)
 DEFAULT_HOME = "console"
@@ -500,7 +500,8 @@ def decode_effect(msg: Msg) -> tuple[str, Effect]:
 
 
 async def open_transport(conn: JetStream) -> Transport:
-    """Make sure the two streams and the two buckets exist."""
+    """Make sure the two streams and the four buckets exist, with settings Spindle can use
+    (``stream_check``: ``StoreUnusable`` otherwise)."""
     for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*.*"])):
         try:
             # A work queue: a message is deleted once its consumer acked it. Nothing reads

@@ -123,7 +123,7 @@ def test_several_limits_make_one_sentence_and_every_problem_is_named() -> None:
     )
     assert problems == [
         "its subjects (x.>) do not take spindle.thread.*.log",
-        "it keeps its messages in memory: a restart of the servers would lose every thread's log",
+        "it keeps its messages in memory: a restart of the servers would lose all it holds",
         "it keeps at most 5 messages and messages for 60 s: older messages would be lost",
     ]
 
