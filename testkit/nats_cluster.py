@@ -4,20 +4,35 @@
 The launcher itself is ``effects.jetstream.servers`` (``spindle cluster dev`` uses it too);
 this module gives tests the context managers and the fault helpers by name: ``kill``
 (SIGKILL), ``pause`` (SIGSTOP), ``resume`` (SIGCONT) and ``restart`` of one node, and
-``leader_of`` to find the node leading a stream (to kill it, or to spare it).
+``leader_of`` to find the node leading a stream (to kill it, or to spare it); and
+``make_stream`` / ``make_bucket``, a stream or KV bucket made as an operator would make it
+by hand (before Spindle starts, to see what Spindle makes of it).
 """
 
 from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import nats
+import trio_asyncio
 
 from threadspindle.effects.jetstream.servers import NatsCluster, NatsNode, NatsServerError
 
-__all__ = ["NatsCluster", "NatsNode", "NatsServerError", "leader_of", "nats_cluster", "restart"]
+__all__ = [
+    "NatsCluster",
+    "NatsNode",
+    "NatsServerError",
+    "leader_of",
+    "make_bucket",
+    "make_stream",
+    "nats_cluster",
+    "restart",
+]
 
 
 _RANDOM = "random"
@@ -64,3 +79,25 @@ def leader_of(cluster: NatsCluster, stream: str) -> NatsNode | None:
                         if candidate.name == leader:
                             return candidate
     return None
+
+
+async def make_stream(url: str, name: str, **settings: Any) -> None:
+    """Make the stream ``name`` with nats-py's ``add_stream`` settings (from trio)."""
+    await _with_jetstream(url, lambda js: js.add_stream(name=name, **settings))
+
+
+async def make_bucket(url: str, name: str, **settings: Any) -> None:
+    """Make the KV bucket ``name`` with nats-py's ``create_key_value`` settings."""
+    await _with_jetstream(url, lambda js: js.create_key_value(bucket=name, **settings))
+
+
+async def _with_jetstream(url: str, call: Callable[[Any], Awaitable[object]]) -> None:
+    async def run() -> None:
+        nc = await nats.connect(url)
+        try:
+            await call(nc.jetstream())
+        finally:
+            await nc.close()
+
+    async with trio_asyncio.open_loop():
+        await trio_asyncio.aio_as_trio(run)()

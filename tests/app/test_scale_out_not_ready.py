@@ -12,14 +12,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
-import nats
 import pytest
 import trio
-import trio_asyncio
 from cli_harness import SPINDLE, environment, make_place
 
 from threadspindle.effects.jetstream.servers import NatsCluster
-from threadspindle.testkit.nats_cluster import nats_cluster
+from threadspindle.testkit.nats_cluster import make_bucket, make_stream, nats_cluster
 
 
 @pytest.mark.timeout(120)
@@ -50,27 +48,11 @@ def test_a_runner_asking_for_more_replicas_than_nodes_up_says_so(tmp_path: Path)
 
 
 async def _stream_of_other_subjects(url: str) -> None:
-    async def make() -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().add_stream(name="SPINDLE", subjects=["orders.>"])
-        finally:
-            await nc.close()
-
-    async with trio_asyncio.open_loop():
-        await trio_asyncio.aio_as_trio(make)()
+    await make_stream(url, "SPINDLE", subjects=["orders.>"])
 
 
 async def _root_leases_of_another_ttl(url: str) -> None:
-    async def make() -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().create_key_value(bucket="spindle_root_leases", ttl=30.0)
-        finally:
-            await nc.close()
-
-    async with trio_asyncio.open_loop():
-        await trio_asyncio.aio_as_trio(make)()
+    await make_bucket(url, "spindle_root_leases", ttl=30.0)
 
 
 def _runner(tmp_path: Path, make: Callable[[str], Awaitable[None]]) -> CompletedProcess[str]:
@@ -89,26 +71,31 @@ def _runner(tmp_path: Path, make: Callable[[str], Awaitable[None]]) -> Completed
 
 
 @pytest.mark.timeout(120)
-def test_a_runner_finding_a_stream_it_cannot_use_says_so(tmp_path: Path) -> None:
-    done = _runner(tmp_path, _stream_of_other_subjects)
+@pytest.mark.parametrize(
+    ("make", "said", "fix"),
+    [
+        (
+            _stream_of_other_subjects,
+            "the SPINDLE stream exists with settings Spindle cannot use: its subjects "
+            "(orders.>) do not take spindle.thread.*.log.",
+            "nats stream edit SPINDLE",
+        ),
+        # The transport's buckets are opened once the runner runs, inside its nurseries:
+        # the sentence still comes alone, not in exception groups.
+        (
+            _root_leases_of_another_ttl,
+            "the spindle_root_leases bucket exists with settings Spindle cannot use: its TTL "
+            "is 30 s where the leases' is ",
+            "nats stream edit KV_spindle_root_leases",
+        ),
+    ],
+    ids=["stream", "bucket"],
+)
+def test_a_runner_finding_a_stream_or_bucket_it_cannot_use_says_so(
+    tmp_path: Path, make: Callable[[str], Awaitable[None]], said: str, fix: str
+) -> None:
+    done = _runner(tmp_path, make)
     assert done.returncode == 2, done.stderr
-    assert (
-        "Cannot start the runner: the SPINDLE stream exists with settings Spindle cannot use: "
-        "its subjects (orders.>) do not take spindle.thread.*.log." in done.stderr
-    )
-    assert "nats stream edit SPINDLE" in done.stderr
-    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
-
-
-@pytest.mark.timeout(120)
-def test_a_runner_finding_a_bucket_it_cannot_use_says_so(tmp_path: Path) -> None:
-    """The transport's buckets are opened once the runner runs (inside its nurseries):
-    the sentence still comes alone, not in exception groups."""
-    done = _runner(tmp_path, _root_leases_of_another_ttl)
-    assert done.returncode == 2, done.stderr
-    assert (
-        "Cannot start the runner: the spindle_root_leases bucket exists with settings Spindle "
-        "cannot use: its TTL is 30 s where the leases' is " in done.stderr
-    )
-    assert "nats stream edit KV_spindle_root_leases" in done.stderr
+    assert f"Cannot start the runner: {said}" in done.stderr
+    assert fix in done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr

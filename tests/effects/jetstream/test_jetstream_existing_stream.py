@@ -16,10 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 import trio
-import trio_asyncio
 from nats.js.api import RetentionPolicy, StorageType
 
 from threadspindle.effects.jetstream.connection import (
@@ -31,7 +29,7 @@ from threadspindle.effects.jetstream.connection import (
 from threadspindle.effects.jetstream.log import open_jetstream_log
 from threadspindle.effects.jetstream.transport import IN_STREAM, open_transport
 from threadspindle.runtime.core.actions import StatusRequested
-from threadspindle.testkit.nats_cluster import nats_cluster
+from threadspindle.testkit.nats_cluster import make_bucket, make_stream, nats_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,19 +38,7 @@ THREADS = "spindle.thread.*.log"
 
 async def _make_stream(url: str, **settings: Any) -> None:
     """The stream as an operator would make it by hand."""
-    await _make_stream_named(url, STREAM, **settings)
-
-
-async def _make_stream_named(url: str, name: str, **settings: Any) -> None:
-    async def make() -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().add_stream(name=name, **settings)
-        finally:
-            await nc.close()
-
-    async with trio_asyncio.open_loop():
-        await trio_asyncio.aio_as_trio(make)()
+    await make_stream(url, STREAM, **settings)
 
 
 @pytest.mark.parametrize(
@@ -105,16 +91,8 @@ async def test_a_stream_with_settings_of_its_own_that_the_log_can_use_is_used(
 async def test_a_leases_bucket_without_a_ttl_stops_the_start_with_a_sentence(
     tmp_path: Path,
 ) -> None:
-    async def make(url: str) -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().create_key_value(bucket=LEASES_BUCKET, history=1)
-        finally:
-            await nc.close()
-
     with nats_cluster(tmp_path) as cluster:
-        async with trio_asyncio.open_loop():
-            await trio_asyncio.aio_as_trio(make)(cluster.urls[0])
+        await make_bucket(cluster.urls[0], LEASES_BUCKET, history=1)
         with trio.fail_after(20), pytest.raises(StoreUnusable) as refused:
             async with open_jetstream(cluster.urls, lease_ttl_s=2):
                 pytest.fail("the bucket was used")
@@ -123,18 +101,6 @@ async def test_a_leases_bucket_without_a_ttl_stops_the_start_with_a_sentence(
         f"without releasing them would never be taken over. Remove it (nats kv rm "
         f"{LEASES_BUCKET}): Spindle makes it again with the lease TTL (2 s)"
     )
-
-
-async def _make_bucket(url: str, name: str, **settings: Any) -> None:
-    async def make() -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().create_key_value(bucket=name, **settings)
-        finally:
-            await nc.close()
-
-    async with trio_asyncio.open_loop():
-        await trio_asyncio.aio_as_trio(make)()
 
 
 @pytest.mark.parametrize(
@@ -165,9 +131,9 @@ async def test_the_transport_refuses_a_stream_or_bucket_that_would_lose_or_misju
     kind, name, settings = made
     with nats_cluster(tmp_path) as cluster:
         if kind == "stream":
-            await _make_stream_named(cluster.urls[0], name, **settings)
+            await make_stream(cluster.urls[0], name, **settings)
         else:
-            await _make_bucket(cluster.urls[0], name, **settings)
+            await make_bucket(cluster.urls[0], name, **settings)
         with trio.fail_after(30):
             async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
                 with pytest.raises(StoreUnusable) as refused:
@@ -177,9 +143,9 @@ async def test_the_transport_refuses_a_stream_or_bucket_that_would_lose_or_misju
 
 async def test_the_transport_uses_streams_and_buckets_it_can_live_with(tmp_path: Path) -> None:
     with nats_cluster(tmp_path) as cluster:
-        await _make_stream_named(cluster.urls[0], IN_STREAM, subjects=["spindle.in.>"])
-        await _make_bucket(cluster.urls[0], "spindle_routes", history=5)
-        await _make_bucket(cluster.urls[0], "spindle_posted", ttl=60.0)  # a cache
+        await make_stream(cluster.urls[0], IN_STREAM, subjects=["spindle.in.>"])
+        await make_bucket(cluster.urls[0], "spindle_routes", history=5)
+        await make_bucket(cluster.urls[0], "spindle_posted", ttl=60.0)  # a cache
         with trio.fail_after(30):
             async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
                 transport = await open_transport(conn)

@@ -11,15 +11,13 @@ import logging
 import time
 from pathlib import Path
 
-import nats
 import pytest
 import trio
-import trio_asyncio
 
 from threadspindle.effects.jetstream.connection import StoreUnusable, open_jetstream
 from threadspindle.effects.jetstream.transport import IN_STREAM, OUT_STREAM, open_transport
 from threadspindle.runtime.core.actions import StatusRequested
-from threadspindle.testkit.nats_cluster import nats_cluster
+from threadspindle.testkit.nats_cluster import make_stream, nats_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,18 +61,10 @@ async def test_an_action_is_deleted_from_the_inbox_once_acked(tmp_path: Path) ->
 async def test_a_stream_made_by_an_earlier_spindle_is_used_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def make(url: str) -> None:
-        nc = await nats.connect(url)
-        try:
-            await nc.jetstream().add_stream(
-                name=IN_STREAM, subjects=["spindle.in.*.*"], duplicate_window=120.0
-            )
-        finally:
-            await nc.close()
-
     with nats_cluster(tmp_path) as cluster:
-        async with trio_asyncio.open_loop():
-            await trio_asyncio.aio_as_trio(make)(cluster.urls[0])
+        await make_stream(
+            cluster.urls[0], IN_STREAM, subjects=["spindle.in.*.*"], duplicate_window=120.0
+        )
         async with open_jetstream(cluster.urls, lease_ttl_s=2) as conn:
             with caplog.at_level(logging.WARNING, logger="spindle.transport"):
                 transport = await open_transport(conn)
