@@ -186,6 +186,11 @@ class StreamRenderer:
             clock=clock,
             append_only=append_only,
             on_posted=self._posted,
+            join_cards=(
+                (lambda: budget.channel_short(channel_id, "send"))
+                if budget is not None and self.limits.supports_edit and not append_only
+                else None
+            ),
         )
         self._composer = OutputComposer(
             self._book,

@@ -362,6 +362,7 @@ class OutputComposer:
             out.live = None
             out.mode = "block" if out.mode != "seeded" or len(out.messages) != 1 else "card"
         out.text = effect.text
+        out.done = out.mode == "card"  # a tool card's one edit: its result
         await self._show(out, now=True)
 
     async def _show_prompt(self, effect: ShowPermissionPrompt | ShowQuestion) -> None:

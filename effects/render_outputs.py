@@ -94,6 +94,7 @@ class Output:
     host: Message | None = None
     host_text: str = ""
     shared: bool = False  # seeded: its message was known for another key first (a host)
+    done: bool = False  # card: its result came (it changes no more: it may share a message)
 
     def ids(self) -> tuple[str, ...]:
         return tuple(m.id for m in self.messages if m.id is not None)

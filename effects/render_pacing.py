@@ -22,7 +22,8 @@ through the (retrying) platform. What it keeps:
   ``min_edit_interval_s`` has passed since the channel's last send, and goes out joined
   with the others waiting (up to the character budget); a prompt, notice, footer or reply
   sends what waits first and then stands alone, so order is kept and a footer is the last
-  message of its run.
+  message of its run. Elsewhere only finished tool cards do so, and only while the
+  channel's sends wait for tokens (``join_cards``: ``RequestBudget.channel_short``).
 - **Priorities** for a shared request budget (``effects.request_budget``): a prompt (a
   message with buttons or a menu), its dismissal and a reply are ``URGENT``; other sends,
   deletions and the edits that settle an output are ``POST``; paced edits are ``EDIT``. A
@@ -87,8 +88,10 @@ class PacedDelivery:
         clock: Callable[[], float],
         append_only: bool,
         on_posted: Callable[[Output, str], None],
+        join_cards: Callable[[], bool] | None = None,
     ) -> None:
         self._platform = platform
+        self._join_cards = join_cards
         self._channel_id = channel_id
         self._limits = platform.limits
         self._book = book
@@ -251,6 +254,15 @@ class PacedDelivery:
                     await self.send_joined()
                 return
             await self.send_joined()  # what waits goes first; this one stands alone
+        elif out.done and (self._outbox or (self._join_cards and self._join_cards())):
+            # A finished tool card while the channel's sends wait for tokens (a burst of
+            # tool calls: Discord posts 5 messages per 5 s in a channel) waits to go out
+            # joined with the next ones, as on a platform without edits: 40 cards were 40
+            # sends, and the answer after them came 40 s late. It never changes again.
+            self._outbox.append((out, message))
+            return
+        elif self._outbox:
+            await self.send_joined()  # the cards waiting go first
         # The same nonce for every attempt, and in a gateway restarted after a crash: a
         # send whose answer was lost (or whose post was never recorded) is not posted twice.
         nonce = _nonce(self._channel_id, out.key, message.nth)

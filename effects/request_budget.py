@@ -310,6 +310,17 @@ class RequestBudget:
         spare = len(Priority) * self.limits.reserve
         return now < self._held_until or self._global.free_at(now, spare) > now
 
+    def channel_short(self, channel_id: str, kind: CallKind) -> bool:
+        """Whether a ``kind`` call in ``channel_id`` would wait now: the connection is
+        ``short``, the channel's rules (or a 429's hold) have no token left, or calls of
+        the channel already wait for theirs. A renderer then joins what it may into fewer
+        calls (finished tool cards: ``render_pacing``)."""
+        if self.short() or any(channel_id in queue for queue in self._queues):
+            return True
+        scope, group = self._scope_of(channel_id)
+        now = self._clock()
+        return self._channel_free_at(scope, group, kind, now) > now
+
     def try_acquire(self, channel_id: str, kind: CallKind = "typing") -> bool:
         """A token now if one is to spare (nobody waiting, a reserve left): typing.
         ``release`` it after the call, as one from ``acquire``."""

@@ -346,7 +346,9 @@ async def test_injected_429s_and_a_gateway_disconnect_lose_nothing(
         messages = await stack.until_footers(thread, 2, timeout=30)
         texts = _contents(messages)
         assert texts.count("Three tools. ") + texts.count("Three tools.") == 1
-        assert len([t for t in texts if t.startswith("-# 🔧")]) == 3
+        # Three cards, each once; finished cards may share a message while the 429s hold
+        # the channel (render_pacing: ``join_cards``).
+        assert sum(t.count("-# 🔧") for t in texts) == 3
         assert "All done." in texts and "Hello from fake agent." in texts
         assert sum(map(is_footer, messages)) == 2
         assert len(texts) == len(set(m.id for m in messages))
