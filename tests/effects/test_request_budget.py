@@ -544,3 +544,31 @@ async def test_requests_the_budget_did_not_grant_are_counted_once_as_they_go_out
     # 5 a window: the two outside calls (counted until 1.25 s) leave 3; the fourth waits
     # for the first of those 3 to come back (without them all 4 would go at once).
     assert [t for _, t in grants.log] == [0.0, 0.0, 0.0, 1.0]
+
+
+async def test_a_channel_is_short_while_a_send_there_would_wait(autojump_clock: object) -> None:
+    """``channel_short``: what a renderer asks before joining finished tool cards."""
+    limits = BudgetLimits(
+        requests=100,
+        window_s=1.0,
+        margin_s=0.0,
+        channel_rules=(ChannelRule(kinds=("send",), limit=5, per_s=5.0),),
+    )
+    async with trio.open_nursery() as nursery:
+        budget = await start_budget(nursery, limits)
+        grants = Grants()
+        assert not budget.channel_short("a", "send")
+        for n in range(5):
+            await nursery.start(grants.ask, budget, f"a{n}", "a", Priority.POST, "send")
+        await trio.sleep(0.1)
+        assert budget.channel_short("a", "send")  # its five sends of the window are spent
+        assert not budget.channel_short("b", "send")  # another channel's are not
+        assert not budget.channel_short("a", "edit")  # nor another kind in it
+        await nursery.start(grants.ask, budget, "a5", "a", Priority.POST, "send")
+        await trio.sleep(5.0)
+        assert grants.at("a5") == pytest.approx(5.0)
+        await trio.sleep(5.1)
+        assert not budget.channel_short("a", "send")  # a window later: tokens again
+        budget.hold(2.0, channel_id="a", kind="send")  # a 429's Retry-After
+        assert budget.channel_short("a", "send")
+        nursery.cancel_scope.cancel()
