@@ -172,15 +172,19 @@ async def test_channels_take_turns_for_the_edit_budget(
     assert grants.at("c") == grants.at("busy4") == grants.at("busy5") == pytest.approx(2.0)
 
 
-async def test_a_channel_rule_holds_only_its_own_channel(autojump_clock: object) -> None:
-    limits = BudgetLimits(
+def five_per_five_s(kind: CallKind) -> BudgetLimits:
+    """Discord's shape of a channel rule (5 calls of ``kind`` per 5 s), global room to spare."""
+    return BudgetLimits(
         requests=100,
         window_s=1.0,
         margin_s=0.0,
-        channel_rules=(ChannelRule(kinds=("edit",), limit=5, per_s=5.0),),
+        channel_rules=(ChannelRule(kinds=(kind,), limit=5, per_s=5.0),),
     )
+
+
+async def test_a_channel_rule_holds_only_its_own_channel(autojump_clock: object) -> None:
     async with trio.open_nursery() as nursery:
-        budget = await start_budget(nursery, limits)
+        budget = await start_budget(nursery, five_per_five_s("edit"))
         grants = Grants()
         for n in range(7):
             await nursery.start(grants.ask, budget, f"a{n}", "a")
@@ -548,14 +552,8 @@ async def test_requests_the_budget_did_not_grant_are_counted_once_as_they_go_out
 
 async def test_a_channel_is_short_while_a_send_there_would_wait(autojump_clock: object) -> None:
     """``channel_short``: what a renderer asks before joining finished tool cards."""
-    limits = BudgetLimits(
-        requests=100,
-        window_s=1.0,
-        margin_s=0.0,
-        channel_rules=(ChannelRule(kinds=("send",), limit=5, per_s=5.0),),
-    )
     async with trio.open_nursery() as nursery:
-        budget = await start_budget(nursery, limits)
+        budget = await start_budget(nursery, five_per_five_s("send"))
         grants = Grants()
         assert not budget.channel_short("a", "send")
         for n in range(5):
