@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import trio
+from nats.errors import Error as NatsError
 
 from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
@@ -105,6 +106,10 @@ def _protect() -> None:
     and its memory hold the cluster password and the bot tokens)."""
     make_non_dumpable()
 
+
+# The longest line the console gateway reads (a prompt's 100,000 characters, in UTF-8 at
+# most 4 bytes each): a JetStream message holds 1 MiB by default.
+_CONSOLE_LINE_BYTES = 400_000
 
 # What stops a node at its start with a sentence for the operator, not a traceback.
 _REFUSALS = (SignInRefused, ClusterNotReady, StoreUnusable)
@@ -376,14 +381,24 @@ async def _gateway(
             stdin = trio.lowlevel.FdStream(os.dup(0))
             buf = b""
             n = 0
+            skipping = False  # the rest of a line over the limit
             while True:
                 chunk = await stdin.receive_some(4096)
                 if not chunk:
                     break
                 buf += chunk
+                if b"\n" not in buf and len(buf) > _CONSOLE_LINE_BYTES:
+                    buf, skipping = b"", True  # held no longer: memory stays bounded
                 while b"\n" in buf:
                     raw, buf = buf.split(b"\n", 1)
-                    line = raw.decode().strip()
+                    if skipping or len(raw) > _CONSOLE_LINE_BYTES:
+                        skipping = False
+                        print(
+                            f"? a line may hold at most {_CONSOLE_LINE_BYTES:,} bytes: not sent",
+                            flush=True,
+                        )
+                        continue
+                    line = raw.decode(errors="replace").strip()
                     n += 1
                     action_id = f"gw-{os.getpid()}-{n}-{int(time.time() * 1000)}"
                     try:
@@ -418,8 +433,10 @@ async def _gateway(
                             continue
                         else:
                             continue
-                    except LookupError as exc:
-                        print(str(exc), flush=True)
+                    except (LookupError, ValueError, NatsError) as exc:
+                        # No such thread, a field the action refuses (ValueError covers
+                        # pydantic's), or a message JetStream would not take: said, not fatal.
+                        print(f"? not sent: {exc}", flush=True)
                         continue
                     print(f"(sent {action_id})", flush=True)
             nursery.cancel_scope.cancel()

@@ -129,6 +129,16 @@ def test_cluster_dev_serves_a_thread_and_the_standby_takes_it_over(tmp_path: Pat
         out.wait_for(r"^\[t1\] reply: Started echo")
         out.send("t1: first words")
         out.wait_for(r"^\[t1\] .*first")
+        # Bad console input is said and skipped: a line past the limit (a JetStream message
+        # holds 1 MiB), a thread never started; bytes that are not UTF-8 are replaced.
+        out.send("t1: " + "x" * 2_000_000)
+        out.wait_for(r"^\? a line may hold at most 400,000 bytes: not sent")
+        out.send("nowhere: hello")
+        out.wait_for(r"^\? not sent: thread nowhere has no root")
+        assert proc.stdin is not None
+        proc.stdin.buffer.write(b"t1: caf\xe9 ok\n")  # (Latin-1, not UTF-8)
+        proc.stdin.flush()
+        out.wait_for(r"^\[t1\] .*caf\ufffd ok")
         os.kill(pids[serving], signal.SIGKILL)
         out.wait_for(rf"^{standby}: serving ")
         out.send("t1: second words")
