@@ -116,9 +116,9 @@ _REFUSALS = (SignInRefused, ClusterNotReady, StoreUnusable)
 
 
 def _refused_at_start(run: Callable[[], object]) -> str | None:
-    """Run ``run()``; the reason when NATS refused the node's sign-in or its cluster was
-    not ready (alone, or in the exception groups of the nurseries it passed through),
-    else None."""
+    """Run ``run()``; the reason when NATS refused the node's sign-in, its cluster was not
+    ready, or a stream or bucket has settings Spindle cannot use (alone, or in the
+    exception groups of the nurseries it passed through), else None."""
     try:
         run()
     except _REFUSALS as exc:

@@ -22,7 +22,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,7 +32,7 @@ import trio
 import trio_asyncio
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import StorageType
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NoStreamResponseError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 
@@ -48,6 +48,7 @@ __all__ = [
     "SignInRefused",
     "StoreUnusable",
     "bucket",
+    "check_stream",
     "open_jetstream",
     "subject_of",
     "thread_token",
@@ -67,6 +68,23 @@ class ClusterNotReady(ConnectionError):
 
 class StoreUnusable(ConnectionError):
     """A stream or KV bucket exists with settings Spindle cannot use (``stream_check``)."""
+
+
+def check_stream(
+    name: str,
+    config: StreamConfig,
+    *,
+    subjects: str,
+    nc: Client,
+    retentions: Collection[RetentionPolicy] = (RetentionPolicy.LIMITS,),
+) -> None:
+    """``StoreUnusable`` naming what in the existing stream ``name``'s ``config`` would
+    strand or lose what goes through it (``stream_check.stream_problems``)."""
+    problems = stream_problems(
+        config, subjects=subjects, max_payload=nc.max_payload, retentions=retentions
+    )
+    if problems:
+        raise StoreUnusable(unusable(name, problems))
 
 
 STREAM = "SPINDLE"
@@ -173,11 +191,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
             # for fewer replicas): used as it is when the log can use it, else refused now
             # rather than found out later, as claims that hang or history that vanishes.
             info = await call(js.stream_info, STREAM)
-            problems = stream_problems(
-                info.config, subjects=f"{SUBJECT_PREFIX}*.log", max_payload=nc.max_payload
-            )
-            if problems:
-                raise StoreUnusable(unusable(STREAM, problems)) from None
+            check_stream(STREAM, info.config, subjects=f"{SUBJECT_PREFIX}*.log", nc=nc)
             kept = info.config.num_replicas or 1
             if kept < replicas:
                 # Not refused: the log works, and a gateway or an export asks for as many

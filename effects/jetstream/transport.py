@@ -62,14 +62,10 @@ from threadspindle.effects.jetstream.connection import (
     JetStream,
     StoreUnusable,
     bucket,
+    check_stream,
     thread_token,
 )
-from threadspindle.effects.jetstream.stream_check import (
-    kv_problems,
-    stream_problems,
-    subjects_overlap,
-    unusable,
-)
+from threadspindle.effects.jetstream.stream_check import kv_problems, subjects_overlap, unusable
 from threadspindle.runtime.core.actions import Action
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.log_read import ACTION_ADAPTER
@@ -521,14 +517,13 @@ async def open_transport(conn: JetStream) -> Transport:
             # It exists with other settings: used as it is unless they would strand or
             # lose what goes through it (``stream_check``).
             info = await conn.call(conn.js.stream_info, name)
-            problems = stream_problems(
+            check_stream(
+                name,
                 info.config,
                 subjects=subjects[0],
-                max_payload=conn.nc.max_payload,
+                nc=conn.nc,
                 retentions=(RetentionPolicy.WORK_QUEUE, RetentionPolicy.LIMITS),
             )
-            if problems:
-                raise StoreUnusable(unusable(name, problems)) from None
             if info.config.retention in (RetentionPolicy.LIMITS, RetentionPolicy.LIMITS.value):
                 # Made by an earlier Spindle: it works, but JetStream cannot make an
                 # existing stream a work queue.

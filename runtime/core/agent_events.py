@@ -14,6 +14,8 @@ from pydantic import Field
 from threadspindle.runtime.core.frozen import Frozen
 
 __all__ = [
+    "MAX_EVENT_CHARS",
+    "MAX_EVENT_ITEMS",
     "AgentEvent",
     "AgentError",
     "PermissionRequested",
@@ -28,8 +30,6 @@ __all__ = [
     "ToolStarted",
     "TurnAborted",
     "TurnCompleted",
-    "MAX_EVENT_CHARS",
-    "MAX_EVENT_ITEMS",
     "Usage",
     "bounded_event",
     "continues_delta",
