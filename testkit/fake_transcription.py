@@ -36,7 +36,11 @@ class FakeTranscription:
         self.requests: list[TranscriptionRequest] = []
         self.fail_with: tuple[int, str] | None = None  # (status, message) for the next calls
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever to look again: every 0.5 s by default, at
+        # every test's end.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:

@@ -65,6 +65,7 @@ class FakeTelegram:
         self._stopped: asyncio.Event | None = None
         self._arrived: asyncio.Event | None = None
         self.polls_open = 0  # getUpdates calls waiting right now
+        self._closing = False  # stop(): a waiting getUpdates answers at once
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -80,9 +81,17 @@ class FakeTelegram:
     def stop(self) -> None:
         if self._loop is None or self._thread is None or self._stopped is None:
             return
-        self._loop.call_soon_threadsafe(self._stopped.set)
+        self._loop.call_soon_threadsafe(self._close)
         self._thread.join(timeout=10)
         self._loop = None
+
+    def _close(self) -> None:
+        # The server's cleanup waits for every handler still running, and a getUpdates
+        # left by a bot that stopped polling would hold it for the rest of its timeout.
+        assert self._stopped is not None and self._arrived is not None
+        self._closing = True
+        self._arrived.set()
+        self._stopped.set()
 
     def __enter__(self) -> FakeTelegram:
         return self.start()
@@ -196,7 +205,7 @@ class FakeTelegram:
                 self._arrived.clear()
                 with self.world.lock:
                     updates = self.world.pending_updates(limit)
-                if updates or time.monotonic() >= deadline:
+                if updates or self._closing or time.monotonic() >= deadline:
                     return copy.deepcopy(updates)
                 try:
                     await asyncio.wait_for(self._arrived.wait(), deadline - time.monotonic())

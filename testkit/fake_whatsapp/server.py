@@ -26,6 +26,7 @@ Two halves, each in its own thread (so it serves whatever the test runs):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import itertools
@@ -191,7 +192,10 @@ class FakeWhatsApp:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        for target, name in ((self._server.serve_forever, "graph"), (self._send_loop, "hooks")):
+        # shutdown() waits for serve_forever to look again: every 0.5 s by default, at
+        # every test's end.
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)
+        for target, name in ((serve, "graph"), (self._send_loop, "hooks")):
             thread = threading.Thread(target=target, name=f"fake-whatsapp-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
