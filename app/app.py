@@ -204,12 +204,13 @@ async def _serve(
                 _say(f"Web chat: {named or both.web.start_url}")
                 _say("(open it in a browser on this machine; the token is new at every start)")
                 if named is not None:
-                    # Under 127.0.0.1 the browser would also send its cookie to every other
-                    # server there, an agent's dev server included (docs/web.md#security).
+                    # Under 127.0.0.1 (or any name an agent can know) the browser would also
+                    # send its cookie to every other server there, an agent's dev server
+                    # included (docs/web.md#security).
                     _say(
-                        "(under its own name its cookie is not sent to other servers on "
-                        "127.0.0.1; a browser that cannot open the name: put 127.0.0.1 in "
-                        "its place)"
+                        "(under a name of its own, new at every start, its cookie goes to no "
+                        "other server; a browser that cannot open the name: put 127.0.0.1 "
+                        "in its place)"
                     )
             if _early_stop.requested:
                 both.stop()

@@ -580,7 +580,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         ]
     )
     bound = settings.port if port is None else port
-    return WebGuard(app, chat, allowed_hosts(settings.host, bound), bound)
+    return WebGuard(app, chat, allowed_hosts(settings.host, bound, settings.token), bound)
 
 
 def _last_used(state: ThreadState) -> float:

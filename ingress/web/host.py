@@ -26,7 +26,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from threadspindle.ingress.web.app import STREAM_LIFETIME_S, WebChat, build_app
 from threadspindle.ingress.web.commands import WebIds
-from threadspindle.ingress.web.security import OWN_NAME
+from threadspindle.ingress.web.security import own_name
 from threadspindle.runtime.live.ports import ThreadOpener
 
 __all__ = ["PortUnavailable", "WebServer", "serve_web", "web_thread_opener"]
@@ -73,12 +73,12 @@ class WebServer:
 
     @property
     def named_start_url(self) -> str | None:
-        """The same under the web chat's own name (``security.OWN_NAME``), for a server on
+        """The same under the start's own name (``security.own_name``), for a server on
         loopback: browsers scope a cookie by host name, not port, so under ``127.0.0.1``
         its cookie also goes to every other server opened there (an agent's dev server);
-        under a name of its own it does not. None when served on another address."""
+        under a name no agent can know it does not. None when served on another address."""
         if self.url.startswith(("http://127.0.0.1:", "http://localhost:")):
-            return f"http://{OWN_NAME}:{self.port}/?token={self.token}"
+            return f"http://{own_name(self.token)}:{self.port}/?token={self.token}"
         return None
 
 

@@ -1,20 +1,26 @@
 """Who may use the web chat, checked on every request before anything else runs.
 
 - **The token**: a random one per start, printed once in the URL
-  (``http://127.0.0.1:PORT/?token=...``). A request that carries it in the query gets it
-  as an ``HttpOnly; SameSite=Strict`` cookie and is redirected to the same page without
-  it (so it stays out of the history and of any referrer). Every other request needs the
-  cookie: compared in constant time. The cookie is named after the port
+  (``http://spindle-<hex>.localhost:PORT/?token=...``). A request that carries it in the
+  query gets it as an ``HttpOnly; SameSite=Strict`` cookie and is redirected to the same
+  page without it (so it stays out of the history and of any referrer). Every other request
+  needs the cookie: compared in constant time. The cookie is named after the port
   (``spindle_web_<port>``): a browser scopes cookies by host name, not port, so with one
   name two Spindles on one machine overwrote each other's cookie (each logged the other
-  out). That scoping also means every server on the same host name (an agent's dev server
-  on 127.0.0.1:3000) receives the cookie: docs/web.md says so and how to avoid it
-  (``spindle.localhost``, a name of the web chat's own that browsers resolve to loopback).
+  out).
+- **A host name of its own, new at every start** (``own_name``): that same scoping sends
+  the cookie to every server opened under the chat's host name, whatever its port. Under
+  ``127.0.0.1``, or under a fixed name, an agent's server on another port of loopback
+  would receive it as soon as the user opened a link the agent wrote (``http://localhost:3000``,
+  or the fixed name with its own port) and could then drive the chat: answer its own
+  permission prompts, read other threads. Browsers resolve ``*.localhost`` to loopback
+  themselves; ``spindle-<hex>.localhost``, derived from the token, is a name no agent can
+  know, and no referrer gives it away (``same-origin``).
 - **State changes** (every ``POST``) also need an ``Origin`` header naming this server
   (a page of another site cannot post, even with the user's cookie; a request with no
   ``Origin`` is refused).
 - **The Host header** must be one this server answers to (a DNS-rebinding page gets 421):
-  on loopback ``127.0.0.1``, ``localhost`` and ``spindle.localhost``, with the port.
+  on loopback ``127.0.0.1``, ``localhost`` and the start's own name, with the port.
 - **Headers on every answer**: a Content-Security-Policy that allows only this server's
   own scripts, styles and connections (no inline script, nothing from another site: every
   asset ships in the package), no framing, no referrer to other sites, no MIME sniffing.
@@ -22,23 +28,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from urllib.parse import urlsplit
 
 __all__ = [
-    "OWN_NAME",
     "SECURITY_HEADERS",
     "allowed_hosts",
     "cookie_header",
     "cookie_name",
     "host_ok",
     "origin_ok",
+    "own_name",
     "token_ok",
 ]
-
-# A host name of the web chat's own: browsers resolve ``*.localhost`` to loopback without
-# asking DNS, and a cookie set for it is not sent to servers on 127.0.0.1 or localhost.
-OWN_NAME = "spindle.localhost"
 
 SECURITY_HEADERS: dict[str, str] = {
     "content-security-policy": (
@@ -58,10 +61,19 @@ def token_ok(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The ``Host`` values this server answers to."""
+def own_name(token: str) -> str:
+    """The web chat's host name on loopback for the start whose token is ``token`` (see
+    the module docstring): ``spindle-`` and 12 hex digits of a hash of the token, under
+    ``.localhost``. The token cannot be had from it."""
+    digest = hashlib.sha256(b"spindle web chat host name\0" + token.encode()).hexdigest()
+    return f"spindle-{digest[:12]}.localhost"
+
+
+def allowed_hosts(host: str, port: int, token: str) -> frozenset[str]:
+    """The ``Host`` values this server answers to (on loopback, the start's own name too:
+    ``own_name(token)``)."""
     loopback = host in ("127.0.0.1", "localhost")
-    names = {host, "localhost", "127.0.0.1", OWN_NAME} if loopback else {host}
+    names = {host, "localhost", "127.0.0.1", own_name(token)} if loopback else {host}
     shown = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
     return frozenset(f"{n}:{port}" for n in shown)
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import httpx
 
 from tests.app.cli_harness import SPINDLE, environment, make_place
+from threadspindle.ingress.web.security import own_name
 
-# Under the chat's own name (its cookie kept from other servers on 127.0.0.1); the
+# Under the start's own name (its cookie kept from every other server on loopback); the
 # server answers to the address as well.
-URL = re.compile(r"Web chat: http://spindle\.localhost:(\d+)/\?token=([\w-]+)")
+URL = re.compile(r"Web chat: http://(spindle-[0-9a-f]{12}\.localhost):(\d+)/\?token=([\w-]+)")
 
 
 @contextmanager
@@ -50,7 +51,9 @@ def _running(place: dict[str, Path], *args: str, env: dict[str, str]) -> Iterato
                 raise AssertionError(f"no URL printed: {seen}") from None
             seen.append(line)
             found = URL.search(line)
-        yield f"http://127.0.0.1:{found.group(1)}", found.group(2)
+        name, port, token = found.groups()
+        assert name == own_name(token)
+        yield f"http://127.0.0.1:{port}", token
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -104,7 +107,7 @@ def test_spindle_run_web(tmp_path: Path) -> None:
             page = _wait_page(client, thread_path, "$0.0000", 'id="phase">idle')
             assert page.count("hello over http") >= 2  # the prompt, then the echo
         # The printed name is this server's (browsers resolve *.localhost to loopback).
-        named = {"Host": url.removeprefix("http://").replace("127.0.0.1", "spindle.localhost")}
+        named = {"Host": url.removeprefix("http://").replace("127.0.0.1", own_name(token))}
         with httpx.Client(base_url=url, headers=named) as client:
             assert client.get("/?token=" + token).status_code == 303
             assert client.get("/").status_code == 200

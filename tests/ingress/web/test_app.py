@@ -18,6 +18,7 @@ from threadspindle.effects.web_platform import WebPlatform
 from threadspindle.ingress.web import app as web_app
 from threadspindle.ingress.web import host as web_host
 from threadspindle.ingress.web.app import WebChat, build_app
+from threadspindle.ingress.web.security import own_name
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import Button
@@ -193,9 +194,12 @@ async def test_two_web_chats_on_one_machine_keep_their_own_cookies(
 async def test_the_chat_answers_to_a_host_name_of_its_own(
     client: httpx.AsyncClient, runtime: RecordingRuntime
 ) -> None:
-    # spindle.localhost: loopback without DNS, and its cookie is not sent to 127.0.0.1's
-    # other servers (docs/web.md).
-    own = f"spindle.localhost:{PORT}"
+    # spindle-<hex>.localhost: loopback without DNS, and a name no agent can know, so its
+    # cookie goes to no agent's server on another port (docs/web.md).
+    name = own_name(TOKEN)
+    assert re.fullmatch(r"spindle-[0-9a-f]{12}\.localhost", name)
+    assert TOKEN not in name and own_name("another start's token") != name
+    own = f"{name}:{PORT}"
     answer = await client.get(f"/?token={TOKEN}", headers={"host": own})
     assert answer.status_code == 303
     await _logged_in(client)
@@ -211,6 +215,10 @@ async def test_the_chat_answers_to_a_host_name_of_its_own(
 async def test_a_foreign_host_name_is_refused(client: httpx.AsyncClient) -> None:
     await _logged_in(client)
     answer = await client.get("/", headers={"host": f"rebound.example:{PORT}"})
+    assert answer.status_code == 421
+    # The fixed name of earlier versions: an agent knows it, and its server on another
+    # port under it would get the cookie; the chat no longer answers to it.
+    answer = await client.get("/", headers={"host": f"spindle.localhost:{PORT}"})
     assert answer.status_code == 421
 
 

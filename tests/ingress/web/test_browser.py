@@ -7,7 +7,8 @@ block the loop that serves the page). The browser resolves no name but 127.0.0.1
 (``NO_DNS``). One session walks through what a user does: start a conversation, watch an
 answer stream, queue two prompts and remove one, reload mid-run and find the same page,
 abort, answer a permission prompt, send a file with a prompt, see an answer holding
-``<script>`` shown as text, and open the thread's timeline. With
+``<script>`` shown as text, open the thread's timeline, and then open the links an agent
+could write to a server of its own on loopback, which must not get the chat's cookie. With
 ``SPINDLE_SCREENSHOTS=DIR`` the chat and the timeline are saved there
 (``docs/web-chat.png``, ``docs/web-timeline.png`` were made so).
 """
@@ -18,9 +19,11 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,7 @@ CHROMIUM = "/usr/lib/chromium/chromium"  # the ELF: the /usr/bin wrapper adds it
 # to loopback itself).
 NO_DNS = [
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1, "
-    "EXCLUDE spindle.localhost"
+    "EXCLUDE *.localhost"
 ]
 WORD_DELAY_S = 0.1
 TIMEOUT_MS = 20_000
@@ -74,11 +77,43 @@ def _send(page: Page, text: str, *, queue: bool = False) -> None:
     expect(page.locator("#prompt")).to_have_value("", timeout=TIMEOUT_MS)
 
 
+class _AgentServer:
+    """A server an agent could start on loopback (a dev server it asks the user to open):
+    what it keeps is the ``Cookie`` header of each request it gets."""
+
+    def __init__(self) -> None:
+        cookies: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                cookies.append(self.headers.get("cookie") or "")
+                self.send_response(200)
+                self.send_header("content-type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"the agent's server")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.cookies = cookies
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 def _browser_session(
     start_url: str,
     snapshot: Callable[[str], ThreadState | None],
     shots: Path,
     name_thread: Callable[[str, str], None],
+    agent_server: _AgentServer,
 ) -> dict[str, Any]:
     """The user's walk through the chat, in the browser; returns what it saw."""
     # trio-asyncio (imported by the platforms) patches asyncio's loop creation; Playwright's
@@ -239,6 +274,13 @@ def _browser_session(
             page.fill("#scrub", "1000")
             page.dispatch_event("#scrub", "input")
             page.screenshot(path=str(shots / "web-timeline.png"), full_page=True)
+
+            # 8. Links to a server of the agent's on another port, under every name an agent
+            # can know: the chat's cookie (scoped by host name, not port) goes to none.
+            for name in ("127.0.0.1", "localhost", "spindle.localhost"):
+                page.goto(f"http://{name}:{agent_server.port}/")
+                expect(page.locator("body")).to_have_text("the agent's server")
+            seen["agent_server_cookies"] = list(agent_server.cookies)
             seen["dialogs"] = dialogs
             seen["console_errors"] = errors
         finally:
@@ -296,6 +338,7 @@ async def test_the_web_chat_in_a_real_browser(
 
             # Under the chat's own name, as `spindle run` prints it.
             assert app.web.named_start_url is not None
+            agent_server = _AgentServer()
             try:
                 seen = await trio.to_thread.run_sync(
                     _browser_session,
@@ -303,8 +346,10 @@ async def test_the_web_chat_in_a_real_browser(
                     app.runtime.snapshot,
                     shots,
                     name_thread,
+                    agent_server,
                 )
             finally:
+                agent_server.close()
                 app.stop()
                 shutil.rmtree(browser_tmp, ignore_errors=True)
     assert len(seen["stream_lengths"]) >= 3, seen["stream_lengths"]  # it grew, not popped in
@@ -318,5 +363,8 @@ async def test_the_web_chat_in_a_real_browser(
     assert seen["waits"] == 1 and seen["tools"] == 1
     assert seen["played_width"] < 1000  # playback started from the beginning
     assert seen["console_errors"] == []  # no CSP violation, no script error
+    # The agent's server was reached three times, never with the chat's cookie.
+    assert len(seen["agent_server_cookies"]) >= 3, seen["agent_server_cookies"]
+    assert not any("spindle_web_" in c for c in seen["agent_server_cookies"])
     for name in ("web-chat.png", "web-timeline.png"):
         assert (shots / name).stat().st_size > 10_000
