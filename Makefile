@@ -64,8 +64,8 @@ cluster-dev: setup
 
 # Two pytest-xdist workers (TEST_WORKERS=0: one process, as before). The slowest tests are
 # listed at the end: the suite must stay under 20 minutes on a 2-core machine, and a slower
-# host (18m55s on the Intel Xeon host of 2026-11-26, 17m15s on the AMD EPYC one) shows
-# where to look first.
+# host (18m55s on the Intel Xeon host of 2026-11-26, 17m15s on the AMD EPYC one; 14m44s
+# on the Xeon once the test fakes stopped at once, 2026-11-27) shows where to look first.
 TEST_WORKERS ?= 2
 test: setup agents bwrap chromium
 	$(BIN)/python -m pytest -p no:cacheprovider --hypothesis-profile=ci -q -n $(TEST_WORKERS) --durations=20
