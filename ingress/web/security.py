@@ -11,9 +11,9 @@
 - **A host name of its own, new at every start** (``own_name``): that same scoping sends
   the cookie to every server opened under the chat's host name, whatever its port. Under
   ``127.0.0.1``, or under a fixed name, an agent's server on another port of loopback
-  would receive it as soon as the user opened a link the agent wrote (``http://localhost:3000``,
-  or the fixed name with its own port) and could then drive the chat: answer its own
-  permission prompts, read other threads. Browsers resolve ``*.localhost`` to loopback
+  would receive it as soon as the user opened a link the agent wrote with that host name
+  and its own port (``http://127.0.0.1:3000``), and could then drive the chat: answer its
+  own permission prompts, read other threads. Browsers resolve ``*.localhost`` to loopback
   themselves; ``spindle-<hex>.localhost``, derived from the token, is a name no agent can
   know, and no referrer gives it away (``same-origin``).
 - **State changes** (every ``POST``) also need an ``Origin`` header naming this server
