@@ -200,18 +200,11 @@ async def _serve(
                 )
                 return EXIT_USAGE
             if both.web is not None:
-                named = both.web.named_start_url
-                _say(f"Web chat: {named or both.web.start_url}")
-                _say("(open it in a browser on this machine; the token is new at every start)")
-                if named is not None:
-                    # Under 127.0.0.1 (or any name an agent can know) the browser would also
-                    # send its cookie to every other server there, an agent's dev server
-                    # included (docs/web.md#security).
-                    _say(
-                        "(under a name of its own, new at every start, its cookie goes to no "
-                        "other server; a browser that cannot open the name: put 127.0.0.1 "
-                        "in its place)"
-                    )
+                from threadspindle.app.web_address import tell_web_address
+
+                tell_web_address(
+                    both.web, Path(settings.data_dir), _say, terminal=sys.stderr.isatty()
+                )
             if _early_stop.requested:
                 both.stop()
             else:

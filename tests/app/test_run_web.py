@@ -8,6 +8,7 @@ from __future__ import annotations
 import queue
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -20,9 +21,11 @@ import httpx
 from tests.app.cli_harness import SPINDLE, environment, make_place
 from threadspindle.ingress.web.security import own_name
 
-# Under the start's own name (its cookie kept from every other server on loopback); the
-# server answers to the address as well.
-URL = re.compile(r"Web chat: http://(spindle-[0-9a-f]{12}\.localhost):(\d+)/\?token=([\w-]+)")
+# Not on a terminal (here a pipe): the address is in a file of the data dir, not printed
+# where a log would keep it. It is under the start's own name (its cookie kept from every
+# other server on loopback); the server answers to the address as well.
+SAID = re.compile(r"Web chat: its address, with this start's token, is in (\S+) \(")
+URL = re.compile(r"http://(spindle-[0-9a-f]{12}\.localhost):(\d+)/\?token=([\w-]+)\n")
 
 
 @contextmanager
@@ -50,8 +53,13 @@ def _running(place: dict[str, Path], *args: str, env: dict[str, str]) -> Iterato
             except queue.Empty:
                 raise AssertionError(f"no URL printed: {seen}") from None
             seen.append(line)
-            found = URL.search(line)
-        name, port, token = found.groups()
+            found = SAID.search(line)
+        address = Path(found.group(1))
+        assert address == place["data"] / "web-chat-address"
+        assert stat.S_IMODE(address.stat().st_mode) == 0o600
+        written = URL.fullmatch(address.read_text())
+        assert written is not None, address.read_text()
+        name, port, token = written.groups()
         assert name == own_name(token)
         yield f"http://127.0.0.1:{port}", token
     finally:
@@ -66,7 +74,7 @@ def _running(place: dict[str, Path], *args: str, env: dict[str, str]) -> Iterato
     while not lines.empty():
         seen.append(lines.get())
     printed = "".join(seen)
-    assert printed.count("token=") == 1  # printed once, at start
+    assert "token=" not in printed and ".localhost" not in printed
 
 
 def _wait_page(client: httpx.Client, path: str, *needles: str, timeout: float = 30) -> str:
