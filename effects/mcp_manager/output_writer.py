@@ -65,11 +65,13 @@ class CappedFile:
         return os.open(generation_path(self.base, generation), flags, 0o600)
 
     def write(self, data: bytes) -> None:
+        note = b""
         if self.lost:
-            note = f"\n[spindle: {self.lost} bytes of output lost: {self.lost_reason}]\n"
-            data = note.encode() + data
-        unwritten = self._put(data)
-        self.lost = self.lost + unwritten if unwritten else 0
+            note = f"\n[spindle: {self.lost} bytes of output lost: {self.lost_reason}]\n".encode()
+        unwritten = self._put(note + data)
+        # A note that could not be written is not output lost: only this read's bytes count
+        # (each failed write's note was counted with them, the count grew by ~50 a failure).
+        self.lost = self.lost + min(unwritten, len(data)) if unwritten else 0
 
     def _put(self, data: bytes) -> int:
         """Write ``data``; the number of its bytes that could not be written."""

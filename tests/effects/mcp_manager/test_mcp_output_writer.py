@@ -4,13 +4,16 @@ always on disk, it ends when the writing side is gone, and a failed write is not
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
-import re
 import resource
 import signal
 import subprocess
 import sys
+import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from threadspindle.effects.mcp_manager import output_writer
@@ -83,27 +86,50 @@ def test_the_newest_output_is_kept_across_rotations(tmp_path: Path) -> None:
     assert Path(generation_path(str(base), target.generation)).exists()
 
 
+def _drained(write_end: int) -> bool:
+    """Nothing waits in the pipe (``FIONREAD`` answers for either end of a pipe)."""
+    waiting = array.array("i", [0])
+    fcntl.ioctl(write_end, termios.FIONREAD, waiting)
+    return waiting[0] == 0
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.005)
+
+
 def test_a_failed_write_is_dropped_and_noted_when_writing_works_again(tmp_path: Path) -> None:
     base = tmp_path / "out"
+    first = base.parent / f"{base.name}.0.log"
 
     def small_files() -> None:  # files past 100 kB cannot be written: EFBIG, like a full disk
         resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
 
     writer, write_end = _start_writer(150_000, base, preexec_fn=small_files)
     chunk = b"x" * 999 + b"\n"
-    for _ in range(130):  # 130 kB: the last 30 kB cannot be written
+    # What the writer reads together depends on how far behind it is: the writer is stopped
+    # while the pipe is filled, so each step is read as the test means it, on any machine.
+    for _ in range(100):  # 100 kB: the file is full
         os.write(write_end, chunk)
-        time.sleep(0.0005)
-    os.write(write_end, b"after\n" * 10_000)  # takes the file past its cap: a new file
+    _until(lambda: first.exists() and first.stat().st_size == 100_000, "the file full")
+    for _ in range(3):  # 30 kB more in three reads: they fit the cap, not the disk (EFBIG)
+        os.kill(writer.pid, signal.SIGSTOP)
+        for _ in range(10):
+            os.write(write_end, chunk)
+        os.kill(writer.pid, signal.SIGCONT)
+        _until(lambda: _drained(write_end), "10 kB read")
+    os.kill(writer.pid, signal.SIGSTOP)
+    after = b"after\n" * 10_000  # 60 kB, read at once: past the cap, so a new file
+    os.write(write_end, after)
+    os.kill(writer.pid, signal.SIGCONT)
     os.close(write_end)
     assert writer.wait(timeout=10) == 0
-    on_disk = _on_disk(base)
-    # The dropped read may have taken the first "after" lines with it (under load a read
-    # holds more), so what follows the note is a tail of the "after" lines.
-    note = re.search(rb"\[spindle: (\d+) bytes of output lost: File too large\]\n", on_disk)
-    assert note is not None and int(note.group(1)) > 0
-    assert (b"after\n" * 10_000).endswith(on_disk[note.end() :])
-    assert on_disk.endswith(b"after\n")
+    # Every byte that could not be written is counted once, and the note comes first in the
+    # new file, before the newest output.
+    note = b"\n[spindle: 30000 bytes of output lost: File too large]\n"
+    assert _on_disk(base) == chunk * 100 + note + after
     assert all(p.stat().st_size <= 100_000 for p in _files(base))
 
 
