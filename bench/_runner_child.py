@@ -3,6 +3,9 @@ the fake agent streaming 20 deltas a second for one second per prompt.
 
     python -m bench._runner_child URLS NAME ROOT LEASE_TTL [STREAM_S]
 
+The cluster's user and password come in ``SPINDLE_CLUSTER__USER`` and
+``SPINDLE_CLUSTER__PASSWORD``, not in the URLs (a command line is anybody's to read).
+
 With STREAM_S, each prompt is answered by a delta every 50 ms for STREAM_S seconds, each
 carrying its wall-clock emission time (``@<time.time()>``) so the gateway, another process
 on the same machine, can measure agent -> chat latency per delta.
@@ -10,6 +13,7 @@ on the same machine, can measure agent -> chat latency per delta.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -62,7 +66,13 @@ async def main(urls: str, name: str, root: str, ttl: str, stream_s: str = "") ->
     if stream_s:
         StampedAgent.stream_s = float(stream_s)
         agents = StampedWorld()
-    async with open_jetstream(servers, replicas=len(servers), lease_ttl_s=float(ttl)) as conn:
+    async with open_jetstream(
+        servers,
+        replicas=len(servers),
+        lease_ttl_s=float(ttl),
+        user=os.environ.get("SPINDLE_CLUSTER__USER") or None,
+        password=os.environ.get("SPINDLE_CLUSTER__PASSWORD") or None,
+    ) as conn:
         await serve_runner(
             conn,
             name=name,

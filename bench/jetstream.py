@@ -28,6 +28,7 @@ machine (file storage, ``sync_interval: always``):
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
@@ -238,21 +240,35 @@ class _Timed:
         return await self.inner.aclose()
 
 
+def _runner_child(urls: list[str], *args: str) -> subprocess.Popen[str]:
+    """``bench._runner_child`` with ``args``: the servers' URLs on its command line without
+    their user and password, which go in its environment (any local process reads a
+    command line; ``spindle runner`` warns of a password in one)."""
+    plain, user, password = [], None, None
+    for url in urls:
+        parts = urlsplit(url)
+        user, password = parts.username or user, parts.password or password
+        plain.append(urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])))
+    env = dict(os.environ)
+    if password is not None:
+        env["SPINDLE_CLUSTER__USER"] = user or ""
+        env["SPINDLE_CLUSTER__PASSWORD"] = password
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench._runner_child", ",".join(plain), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+    )
+
+
 async def _pipeline(urls: list[str], tmp: Path, runners: int, threads: int) -> dict[str, Any]:
     roots = [tmp / f"pipe{runners}-root{i}" for i in range(runners)]
     procs = []
     for i, root in enumerate(roots):
         root.mkdir()
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "bench._runner_child", ",".join(urls), f"p{runners}-{i}"]
-                + [str(root), "5"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                cwd=Path(__file__).resolve().parents[1],
-            )
-        )
+        procs.append(_runner_child(urls, f"p{runners}-{i}", str(root), "5"))
     try:
         for proc in procs:
             assert proc.stdout is not None
@@ -367,16 +383,7 @@ async def _load(
     procs = []
     for i, root in enumerate(roots):
         root.mkdir()
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "bench._runner_child", ",".join(urls), f"l{runners}-{i}"]
-                + [str(root), "5", str(stream_s)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                cwd=Path(__file__).resolve().parents[1],
-            )
-        )
+        procs.append(_runner_child(urls, f"l{runners}-{i}", str(root), "5", str(stream_s)))
     lat: list[float] = []
     seen: set[str] = set()
     renderers: list[_Stamped] = []
