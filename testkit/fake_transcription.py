@@ -10,12 +10,13 @@ the bearer token) and can be told to fail (``fail_with``). A thread of its own (
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+
+from threadspindle.testkit.http_thread import serving
 
 __all__ = ["FakeTranscription", "TranscriptionRequest"]
 
@@ -36,11 +37,7 @@ class FakeTranscription:
         self.requests: list[TranscriptionRequest] = []
         self.fail_with: tuple[int, str] | None = None  # (status, message) for the next calls
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        # shutdown() waits for serve_forever to look again: every 0.5 s by default, at
-        # every test's end.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = serving(self._server)
 
     @property
     def base_url(self) -> str:

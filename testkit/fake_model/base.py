@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from threadspindle.testkit.http_thread import serving
+
 __all__ = ["FakeModelServer", "JSONResponse", "RecordedRequest", "SSEResponse", "SSEEvent"]
 
 
@@ -144,11 +146,7 @@ class FakeModelServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
-        # shutdown() waits for serve_forever to look again: every 0.5 s by default, at
-        # every test's end (and at each down()).
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = serving(self._httpd)
         self._thread.start()
         return self.base_url
 

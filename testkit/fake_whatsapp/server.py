@@ -26,7 +26,6 @@ Two halves, each in its own thread (so it serves whatever the test runs):
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import itertools
@@ -40,6 +39,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
+
+from threadspindle.testkit.http_thread import serving
 
 __all__ = ["APP_SECRET", "PHONE_ID", "TOKEN", "VERIFY_TOKEN", "FakeWhatsApp", "WaMessage"]
 
@@ -192,13 +193,12 @@ class FakeWhatsApp:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        # shutdown() waits for serve_forever to look again: every 0.5 s by default, at
-        # every test's end.
-        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)
-        for target, name in ((serve, "graph"), (self._send_loop, "hooks")):
-            thread = threading.Thread(target=target, name=f"fake-whatsapp-{name}", daemon=True)
+        self._threads = [
+            serving(self._server, "fake-whatsapp-graph"),
+            threading.Thread(target=self._send_loop, name="fake-whatsapp-hooks", daemon=True),
+        ]
+        for thread in self._threads:
             thread.start()
-            self._threads.append(thread)
         return self
 
     def stop(self) -> None:

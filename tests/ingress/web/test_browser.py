@@ -19,7 +19,6 @@ import asyncio
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -39,6 +38,7 @@ from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.agent_events import TitleChanged
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.live.log import EventLog
+from threadspindle.testkit.http_thread import serving
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the ELF: the /usr/bin wrapper adds its own flags
 # No name reaches a DNS server; loopback's names are Chromium's own (it resolves *.localhost
@@ -98,9 +98,7 @@ class _AgentServer:
         self.cookies = cookies
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = serving(self._server)
         self._thread.start()
 
     def close(self) -> None:
