@@ -2,7 +2,8 @@
 
 Writes ``bench/results.json`` (every number) and ``docs/performance.md`` (tables, the exact
 command, Python/OS/CPU, plots under ``docs/perf/``). ``--quick`` runs tiny sizes and writes
-into ``bench/out/`` instead, so the smoke test never overwrites the real report.
+into ``bench/out/`` instead, so the smoke test never overwrites the real report; ``--out
+DIR`` writes both the results and the page into ``DIR``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
-    parser.add_argument("--out", type=Path, help="directory for results.json (default: bench/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="directory for results.json and its page (default: bench/ and docs/)",
+    )
     args = parser.parse_args(argv)
     out_dir = args.out or (ROOT / "bench" / "out" if args.quick else ROOT / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     from bench.report import write_report
 
-    doc_dir = out_dir if args.quick else ROOT / "docs"
+    # The page in docs/ is the repository's: a quick run, or one written elsewhere (--out),
+    # gets its own page beside its results and leaves the repository's alone.
+    doc_dir = out_dir if args.quick or args.out else ROOT / "docs"
     write_report(results, doc_dir / "performance.md", doc_dir / "perf")
     errors = [n for n in SECTIONS if isinstance(results.get(n), dict) and "error" in results[n]]
     return 1 if errors else 0

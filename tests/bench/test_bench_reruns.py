@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.__main__ import main
 
 FULL_RUN = {
@@ -42,3 +44,21 @@ def test_a_section_run_alone_says_so(tmp_path: Path) -> None:
         "Command: `python -m bench --quick --only core`."
         in (tmp_path / "performance.md").read_text()
     )
+
+
+def test_a_run_written_elsewhere_leaves_the_repository_page_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full-size run (no --quick) into --out: its page goes beside its results, and the
+    # repository's docs/performance.md and plots stay as they are. (The section itself is
+    # run at the quick sizes: what is checked is where the page goes, not the figures.)
+    import bench.__main__ as bench_main
+
+    quick_section = bench_main._run_section
+    monkeypatch.setattr(bench_main, "_run_section", lambda name, quick: quick_section(name, True))
+    docs = bench_main.ROOT / "docs"
+    before = {p: p.read_bytes() for p in [docs / "performance.md", *(docs / "perf").glob("*")]}
+    assert main(["--only", "core", "--out", str(tmp_path)]) == 0
+    assert "Command: `python -m bench --only core`." in (tmp_path / "performance.md").read_text()
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted((docs / "perf").glob("*")) == sorted(p for p in before if p.parent.name == "perf")
