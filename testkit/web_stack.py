@@ -25,6 +25,7 @@ import trio
 from threadspindle.effects.platform import PlatformError, SelectMenu
 from threadspindle.effects.web_platform import WebMessage, WebPlatform
 from threadspindle.ingress.platforms import PlatformsApp, run_platforms
+from threadspindle.ingress.web.security import own_path
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.runtime.core.effect_types import Button
 from threadspindle.runtime.core.model import Policy
@@ -84,8 +85,19 @@ class WebStack:
 
     @property
     def url(self) -> str:
+        """The server's origin (what ``Origin`` names)."""
         assert self.app.web is not None
         return self.app.web.url
+
+    @property
+    def base(self) -> str:
+        """The path the chat's pages are under (``security.own_path``)."""
+        return own_path(TOKEN)
+
+    @property
+    def pages(self) -> str:
+        """Where the chat's pages are (``client`` and a stranger's requests go below it)."""
+        return self.url + self.base
 
     def request(self, method: str, path: str, body: dict[str, Any], *, cookie: bool = True) -> None:
         """Send a request after those queued before it (``cookie=False``: a stranger)."""
@@ -99,7 +111,7 @@ class WebStack:
             headers={"origin": self.url},
         )
         assert answer.status_code == 303, answer.text
-        thread_id = answer.headers["location"].removeprefix("/t/")
+        thread_id = answer.headers["location"].rpartition("/t/")[2]
         await wait_for(
             lambda: self.runtime.snapshot(thread_id),
             lambda s: s is not None and s.conversation is not None,
@@ -133,7 +145,7 @@ async def _sender(
     receive: trio.MemoryReceiveChannel[tuple[str, str, dict[str, Any], bool]],
     statuses: list[int],
 ) -> None:
-    async with httpx.AsyncClient(base_url=url) as stranger:
+    async with httpx.AsyncClient(base_url=url + own_path(TOKEN)) as stranger:
         async for method, path, body, cookie in receive:
             client = stack_client if cookie else stranger
             answer = await client.request(method, path, json=body, headers={"origin": url})
@@ -172,7 +184,8 @@ async def web_stack(tmp_path: Path, *, queue_limit: int = 50) -> AsyncIterator[W
             assert app.web is not None
             send, receive = trio.open_memory_channel[tuple[str, str, dict[str, Any], bool]](1000)
             try:
-                async with httpx.AsyncClient(base_url=app.web.url) as client:
+                # Below the chat's own path, where the printed URL leads (and its cookie).
+                async with httpx.AsyncClient(base_url=app.web.url + own_path(TOKEN)) as client:
                     await client.get(f"/?token={TOKEN}")
                     stack = WebStack(app, agents, platform, client, workdir, send)
                     async with trio.open_nursery() as senders:

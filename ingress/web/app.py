@@ -8,7 +8,8 @@ the settings and ids. It decides nothing: every request that changes something p
 action and answers once it is durable; what the user then sees comes back through the
 renderer and the live stream, exactly as on any other platform.
 
-Routes:
+Routes, each below the start's own path (``security.own_path``, ``/s/<hex>``: ``WebGuard``
+serves nothing outside it but the static files, and the routes see the path after it):
 
 - ``GET /``: the web threads, starting a conversation, uploading an exported log;
 - ``POST /threads`` (form ``agent``, ``workdir``): a new ``web:`` thread, then its page;
@@ -73,6 +74,7 @@ from threadspindle.ingress.web.security import (
     cookie_name,
     host_ok,
     origin_ok,
+    own_path,
     token_ok,
 )
 from threadspindle.ingress.web.settings import WebSettings
@@ -156,6 +158,7 @@ class WebGuard:
         self.chat = chat
         self.hosts = hosts
         self.port = port  # names the cookie
+        self.base = own_path(chat.settings.token)  # every page is under it, and its cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -185,25 +188,39 @@ class WebGuard:
             await self.app(scope, receive, send_secured)
             return
         given = query.get("token", [None])[0]
+        inside = path == self.base or path.startswith(self.base + "/")
         if scope["method"] == "GET" and given is not None:
             if not token_ok(given, token):
                 await refuse(401, "Wrong access token: open the URL Spindle printed at start.")
                 return
+            # The same page under the chat's own path (the printed URL is ``/?token=``),
+            # where the cookie goes with every request, and nowhere else.
             rest = {k: v for k, v in query.items() if k != "token"}
-            target = path + ("?" + urlencode(rest, doseq=True) if rest else "")
+            target = (path if inside else self.base + path) + (
+                "?" + urlencode(rest, doseq=True) if rest else ""
+            )
             response = RedirectResponse(target, status_code=303)
             response.headers["set-cookie"] = cookie_header(token, self.port)
             await response(scope, receive, send_secured)
             return
-        if not token_ok(_cookie(headers.get("cookie", ""), cookie_name(self.port)), token):
+        # Outside the path nothing is served, and nothing says where the path is: it is
+        # what keeps the cookie from a server on another port of the same host name.
+        if not inside or not token_ok(
+            _cookie(headers.get("cookie", ""), cookie_name(self.port)), token
+        ):
             await refuse(401, "Open the URL Spindle printed at start (it carries the token).")
+            return
+        if path == self.base:
+            await RedirectResponse(self.base + "/", status_code=303)(scope, receive, send_secured)
             return
         if scope["method"] not in ("GET", "HEAD") and not origin_ok(
             headers.get("origin"), self.hosts
         ):
             await refuse(403, "Refused: this request did not come from the web chat's page.")
             return
-        await self.app(scope, receive, send_secured)
+        # The routes see the path below the chat's own (``root_path``: Starlette routes on
+        # what follows it, and the pages link under it).
+        await self.app({**scope, "root_path": self.base}, receive, send_secured)
 
 
 def _cookie(header: str, name: str) -> str | None:
@@ -307,6 +324,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         return _html(
             pages.home_page(
                 ordered,
+                base=_base(request),
                 agents=settings.agents,
                 default_agent=settings.default_agent,
                 workdirs=workdirs,
@@ -325,9 +343,11 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 thread_id, chat.ids.action_id(), chat.clock(), agent, workdir, settings.agents
             )
         except InputRefused as refused:
-            return RedirectResponse("/?" + urlencode({"notice": str(refused)}), status_code=303)
+            return RedirectResponse(
+                f"{_base(request)}/?" + urlencode({"notice": str(refused)}), status_code=303
+            )
         await chat.post(action)
-        return RedirectResponse(f"/t/{thread_id}", status_code=303)
+        return RedirectResponse(f"{_base(request)}/t/{thread_id}", status_code=303)
 
     async def thread_page(request: Request) -> Response:
         thread_id = web_thread(request)
@@ -342,6 +362,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 view.messages(),
                 seq=view.seq,
                 typing=chat.platform.typing_now(thread_id),
+                base=_base(request),
             )
         )
 
@@ -528,8 +549,9 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         except Exception as error:  # a log that cannot be read: say so, keep serving
             _log.warning("timeline of %s: %s", thread_id, error)
             return _html(pages.error_page(500, f"Cannot read the log: {error}"), 500)
-        back = f"/t/{thread_id}" if WEB_THREAD.match(thread_id) else None
-        return _html(pages.timeline_page(timeline, title=thread_id, back=back))
+        base = _base(request)
+        back = f"{base}/t/{thread_id}" if WEB_THREAD.match(thread_id) else None
+        return _html(pages.timeline_page(timeline, title=thread_id, back=back, base=base))
 
     async def upload_timeline(request: Request) -> Response:
         if (_content_length(request) or 0) > MAX_UPLOAD:
@@ -551,7 +573,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             return _html(pages.error_page(400, f"Not a Spindle log export: {error}"), 400)
         if timeline.actions == 0:
             return _html(pages.error_page(400, "The file holds no action."), 400)
-        return _html(pages.timeline_page(timeline, title=name, back=None))
+        return _html(pages.timeline_page(timeline, title=name, back=None, base=_base(request)))
 
     async def static_file(request: Request) -> Response:
         name = str(request.path_params["name"])
@@ -581,6 +603,12 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
     )
     bound = settings.port if port is None else port
     return WebGuard(app, chat, allowed_hosts(settings.host, bound, settings.token), bound)
+
+
+def _base(request: Request) -> str:
+    """The path every page is under (``WebGuard`` sets it): links and redirects start with
+    it, so the browser sends the cookie with them."""
+    return str(request.scope.get("root_path", ""))
 
 
 def _last_used(state: ThreadState) -> float:

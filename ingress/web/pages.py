@@ -41,9 +41,11 @@ def _layout(
     scripts: Iterable[str] = (),
     main_class: str = "",
     inline: tuple[str, str] | None = None,
+    base: str = "",
 ) -> str:
     """A whole page. ``inline`` (a style sheet and a script) makes a page to open from
-    disk, with nothing to fetch; served pages link the package's files instead."""
+    disk, with nothing to fetch; served pages link the package's files instead. ``base``:
+    the path the chat's pages are under (``security.own_path``; the static files are not)."""
     if inline is None:
         head = (
             '<link rel="stylesheet" href="/static/style.css">'
@@ -51,8 +53,8 @@ def _layout(
             + "".join(f'<script src="/static/{escape(s)}" defer></script>' for s in scripts)
         )
         brand = (
-            '<a class="brand" href="/"><img src="/static/icon.svg" alt="" width="18" '
-            'height="18"> Spindle</a>'
+            f'<a class="brand" href="{escape(base)}/">'
+            '<img src="/static/icon.svg" alt="" width="18" height="18"> Spindle</a>'
         )
         end = ""
     else:
@@ -97,6 +99,7 @@ def home_page(
     workdirs: Iterable[str],
     default_workdir: str,
     notice: str = "",
+    base: str = "",
 ) -> str:
     items = []
     for thread_id, state in threads.items():
@@ -104,10 +107,12 @@ def home_page(
         waiting = " · waiting for an answer" if state.blockers else ""
         place = f'<span class="muted"> {escape(thread_place(state))} </span>' if state.title else ""
         items.append(
-            f'<li><a href="/t/{escape(thread_id)}">{escape(thread_label(state))}</a>{place} '
+            f'<li><a href="{escape(base)}/t/{escape(thread_id)}">{escape(thread_label(state))}</a>'
+            f"{place} "
             f'<span class="phase phase-{escape(_phase(state))}">{escape(_phase(state))}</span>'
             f'<span class="muted"> queue {queue}{waiting} · </span>'
-            f'<a class="muted" href="/t/{escape(thread_id)}/timeline">timeline</a></li>'
+            f'<a class="muted" href="{escape(base)}/t/{escape(thread_id)}/timeline">timeline</a>'
+            "</li>"
         )
     listing = (
         f'<ul class="threads">{"".join(items)}</ul>'
@@ -124,7 +129,7 @@ def home_page(
     body = (
         f"{notice_html}<section><h1>Conversations</h1>{listing}</section>"
         "<section><h2>Start a conversation</h2>"
-        '<form class="start" method="post" action="/threads">'
+        f'<form class="start" method="post" action="{escape(base)}/threads">'
         f'<label>Agent <select name="agent" id="agent">{options}</select></label>'
         '<label>Workdir <input name="workdir" id="workdir" list="workdirs" size="50" '
         f'value="{escape(default_workdir)}" required></label>'
@@ -133,13 +138,14 @@ def home_page(
         '<p class="muted">The workdir must be inside the allowed roots '
         "(<code>runtime.allowed_roots</code>).</p></section>"
         "<section><h2>Play back an exported log</h2>"
-        '<form class="upload" method="post" action="/timeline" enctype="multipart/form-data">'
+        f'<form class="upload" method="post" action="{escape(base)}/timeline" '
+        'enctype="multipart/form-data">'
         '<input type="file" name="log" id="log-file" accept=".jsonl,.json,.txt" required> '
         '<button type="submit" id="upload">Show its timeline</button></form>'
         '<p class="muted">A file written by <code>spindle log export THREAD -o FILE</code>.</p>'
         "</section>"
     )
-    return _layout("Conversations", body)
+    return _layout("Conversations", body, base=base)
 
 
 def _buttons(message: WebMessage) -> str:
@@ -246,6 +252,7 @@ def chat_page(
     *,
     seq: int,
     typing: bool,
+    base: str = "",
 ) -> str:
     label = thread_label(state) if state is not None else thread_id
     shown = "".join(message_html(m) for m in messages)
@@ -255,9 +262,11 @@ def chat_page(
             "started; its history is in the timeline.</p>"
         )
     body = (
-        f'<div id="chat" data-thread="{escape(thread_id)}" data-seq="{seq}">'
+        f'<div id="chat" data-thread="{escape(thread_id)}" '
+        f'data-base="{escape(base)}/t/{escape(thread_id)}" data-seq="{seq}">'
         f'<div class="chat-head"><h1 id="thread-title">{escape(label)}</h1>'
-        f'<a href="/t/{escape(thread_id)}/timeline" id="timeline-link">timeline</a></div>'
+        f'<a href="{escape(base)}/t/{escape(thread_id)}/timeline" id="timeline-link">timeline</a>'
+        "</div>"
         f'<section id="status" aria-live="polite">{status_html(state, typing=typing)}</section>'
         f'<section id="messages">{shown}</section>'
         '<p class="notice" id="notice" hidden></p>'
@@ -270,7 +279,7 @@ def chat_page(
         '<input type="file" id="files" multiple> Attach</label>'
         "</div></form></div>"
     )
-    return _layout(label, body, scripts=("chat.js",), main_class="chat")
+    return _layout(label, body, scripts=("chat.js",), main_class="chat", base=base)
 
 
 def timeline_page(
@@ -279,11 +288,12 @@ def timeline_page(
     title: str,
     back: str | None,
     inline: tuple[str, str] | None = None,
+    base: str = "",
 ) -> str:
     if back:
         link = f'<a href="{escape(back)}">back to the chat</a>'
     else:
-        link = "" if inline else '<a href="/">home</a>'
+        link = "" if inline else f'<a href="{escape(base)}/">home</a>'
     body = (
         f'<div class="chat-head"><h1>Timeline · {escape(title)}</h1>{link}</div>'
         f"{runs_table(timeline)}"
@@ -293,7 +303,12 @@ def timeline_page(
         f'<div class="svgbox">{timeline_svg(timeline)}</div>'
     )
     return _layout(
-        f"Timeline · {title}", body, scripts=("timeline.js",), main_class="wide", inline=inline
+        f"Timeline · {title}",
+        body,
+        scripts=("timeline.js",),
+        main_class="wide",
+        inline=inline,
+        base=base,
     )
 
 

@@ -3,19 +3,24 @@
 - **The token**: a random one per start, printed once in the URL
   (``http://spindle-<hex>.localhost:PORT/?token=...``). A request that carries it in the
   query gets it as an ``HttpOnly; SameSite=Strict`` cookie and is redirected to the same
-  page without it (so it stays out of the history and of any referrer). Every other request
-  needs the cookie: compared in constant time. The cookie is named after the port
-  (``spindle_web_<port>``): a browser scopes cookies by host name, not port, so with one
-  name two Spindles on one machine overwrote each other's cookie (each logged the other
-  out).
-- **A host name of its own, new at every start** (``own_name``): that same scoping sends
-  the cookie to every server opened under the chat's host name, whatever its port. Under
-  ``127.0.0.1``, or under a fixed name, an agent's server on another port of loopback
-  would receive it as soon as the user opened a link the agent wrote with that host name
-  and its own port (``http://127.0.0.1:3000``), and could then drive the chat: answer its
-  own permission prompts, read other threads. Browsers resolve ``*.localhost`` to loopback
-  themselves; ``spindle-<hex>.localhost``, derived from the token, is a name no agent can
-  know, and no referrer gives it away (``same-origin``).
+  page under the chat's own path (below) without it (so it stays out of the history and of
+  any referrer). Every other request needs the cookie: compared in constant time. The
+  cookie is named after the port (``spindle_web_<port>``): a browser scopes cookies by host
+  name, not port, so with one name two Spindles on one machine overwrote each other's
+  cookie (each logged the other out).
+- **A host name and a path of its own, new at every start** (``own_name``, ``own_path``):
+  that same scoping sends the cookie to every server opened under the chat's host name,
+  whatever its port. Under ``127.0.0.1``, or under a fixed name, an agent's server on
+  another port of loopback would receive it as soon as the user opened a link the agent
+  wrote with that host name and its own port (``http://127.0.0.1:3000``), and could then
+  drive the chat: answer its own permission prompts, read other threads. Browsers resolve
+  ``*.localhost`` to loopback themselves; ``spindle-<hex>.localhost``, derived from the
+  token, is a name no agent can know. A browser that does not (Safari may not) is given
+  ``127.0.0.1``, so the cookie's ``Path`` is the chat's own too: every page lives under
+  ``/s/<32 hex digits>`` (also derived from the token), and a browser sends the cookie only
+  with requests under that path, which no link an agent writes can name. Neither is given
+  away by a referrer (``same-origin``) or to anyone without the token (a request outside
+  the path is refused, never redirected into it).
 - **State changes** (every ``POST``) also need an ``Origin`` header naming this server
   (a page of another site cannot post, even with the user's cookie; a request with no
   ``Origin`` is refused).
@@ -40,6 +45,7 @@ __all__ = [
     "host_ok",
     "origin_ok",
     "own_name",
+    "own_path",
     "token_ok",
 ]
 
@@ -69,6 +75,14 @@ def own_name(token: str) -> str:
     return f"spindle-{digest[:12]}.localhost"
 
 
+def own_path(token: str) -> str:
+    """The path every page of the start whose token is ``token`` lives under, and its
+    cookie's ``Path`` (see the module docstring): ``/s/`` and 32 hex digits of a hash of the
+    token, no slash at the end. The token cannot be had from it."""
+    digest = hashlib.sha256(b"spindle web chat path\0" + token.encode()).hexdigest()
+    return f"/s/{digest[:32]}"
+
+
 def allowed_hosts(host: str, port: int, token: str) -> frozenset[str]:
     """The ``Host`` values this server answers to (on loopback, the start's own name too:
     ``own_name(token)``)."""
@@ -96,4 +110,5 @@ def cookie_name(port: int) -> str:
 
 
 def cookie_header(token: str, port: int) -> str:
-    return f"{cookie_name(port)}={token}; Path=/; HttpOnly; SameSite=Strict"
+    """The access cookie, sent back only with requests under ``own_path(token)``."""
+    return f"{cookie_name(port)}={token}; Path={own_path(token)}; HttpOnly; SameSite=Strict"

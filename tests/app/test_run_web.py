@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from tests.app.cli_harness import SPINDLE, environment, make_place
-from threadspindle.ingress.web.security import own_name
+from threadspindle.ingress.web.security import own_name, own_path
 
 # Not on a terminal (here a pipe): the address is in a file of the data dir, not printed
 # where a log would keep it. It is under the start's own name (its cookie kept from every
@@ -98,11 +98,15 @@ def test_spindle_run_web(tmp_path: Path) -> None:
     with _running(place, "--web", env=env) as (url, token):
         with httpx.Client(base_url=url) as client:
             assert client.get("/").status_code == 401
-            assert client.get("/?token=" + token).status_code == 303
-            home = client.get("/")
+            entered = client.get("/?token=" + token)
+            # The pages are under a path of this start's own (its cookie goes only there).
+            assert entered.status_code == 303
+            base = entered.headers["location"].removesuffix("/")
+            assert base == own_path(token)
+            home = client.get(f"{base}/")
             assert home.status_code == 200 and 'value="echo" selected' in home.text
             started = client.post(
-                "/threads",
+                f"{base}/threads",
                 data={"agent": "echo", "workdir": str(place["work"])},
                 headers={"origin": url},
             )
@@ -118,8 +122,9 @@ def test_spindle_run_web(tmp_path: Path) -> None:
         named = {"Host": url.removeprefix("http://").replace("127.0.0.1", own_name(token))}
         with httpx.Client(base_url=url, headers=named) as client:
             assert client.get("/?token=" + token).status_code == 303
-            assert client.get("/").status_code == 200
+            assert client.get(f"{own_path(token)}/").status_code == 200
         first_token = token
+        thread_id = thread_path.rpartition("/t/")[2]
     logged = (place["data"] / "spindle.log.jsonl").read_text()
     assert first_token not in logged and "web chat on http://127.0.0.1:" in logged
 
@@ -129,9 +134,10 @@ def test_spindle_run_web(tmp_path: Path) -> None:
         with httpx.Client(base_url=url) as client:
             assert client.get("/?token=" + first_token).status_code == 401
             client.get("/?token=" + token)
-            home = client.get("/").text
-            assert thread_path.removeprefix("/t/") in home
-            timeline = client.get(f"{thread_path}/timeline")
+            assert client.get(f"{own_path(first_token)}/").status_code == 401
+            home = client.get(f"{own_path(token)}/").text
+            assert thread_id in home
+            timeline = client.get(f"{own_path(token)}/t/{thread_id}/timeline")
             assert timeline.status_code == 200
             assert timeline.text.count('class="run completed"') == 1
 

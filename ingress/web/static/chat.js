@@ -5,7 +5,8 @@
 (function () {
   const chat = document.getElementById("chat");
   if (!chat) return;
-  const base = "/t/" + encodeURIComponent(chat.dataset.thread);
+  // The thread's path, under the chat's own (the server's: its cookie goes only there).
+  const base = chat.dataset.base;
   const messages = document.getElementById("messages");
   const status = document.getElementById("status");
   const notice = document.getElementById("notice");

@@ -32,6 +32,7 @@ from threadspindle.effects import web_platform as W  # noqa: E402
 from threadspindle.effects.web_platform import WebPlatform  # noqa: E402
 from threadspindle.ingress.web.app import WebChat  # noqa: E402
 from threadspindle.ingress.web.host import serve_web  # noqa: E402
+from threadspindle.ingress.web.security import own_path  # noqa: E402
 from threadspindle.ingress.web.settings import WebSettings  # noqa: E402
 from threadspindle.ingress.web.timeline import build_timeline  # noqa: E402
 from threadspindle.runtime.core import actions as A  # noqa: E402
@@ -66,7 +67,8 @@ async def stream_latency(edits: int = 300) -> tuple[float, float]:
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve_web, chat)
         message = await platform.send(THREAD, "start")
-        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        pages = server.url + own_path(settings.token)  # where the pages and the cookie are
+        async with httpx.AsyncClient(base_url=pages, timeout=30) as client:
             await client.get("/?token=measure")
 
             async def edit() -> None:

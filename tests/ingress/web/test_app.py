@@ -4,7 +4,9 @@ user wrote reaches the page as markup."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import re
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from threadspindle.effects.web_platform import WebPlatform
 from threadspindle.ingress.web import app as web_app
 from threadspindle.ingress.web import host as web_host
 from threadspindle.ingress.web.app import WebChat, build_app
-from threadspindle.ingress.web.security import own_name
+from threadspindle.ingress.web.security import own_name, own_path
 from threadspindle.ingress.web.settings import WebSettings
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import Button
@@ -35,6 +37,7 @@ TOKEN = "t0ken-for-tests-only"
 PORT = 8750
 ORIGIN = f"http://127.0.0.1:{PORT}"
 THREAD = "web:0abc"
+BASE = own_path(TOKEN)  # every page is under it (a path in a test is below it)
 XSS = '<script>alert(1)</script> <img src=x onerror="alert(2)"> "><b>'
 
 
@@ -94,7 +97,7 @@ def chat(runtime: RecordingRuntime, tmp_path: Path) -> WebChat:
 @pytest.fixture
 async def client(chat: WebChat) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=build_app(chat))
-    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as c:
+    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN + BASE) as c:
         yield c
 
 
@@ -127,13 +130,72 @@ async def test_the_token_in_the_url_becomes_a_strict_httponly_cookie(
 ) -> None:
     answer = await client.get(f"/t/{THREAD}?token={TOKEN}&x=1")
     assert answer.status_code == 303
-    assert answer.headers["location"] == f"/t/{THREAD}?x=1"  # the token left the URL
+    assert answer.headers["location"] == f"{BASE}/t/{THREAD}?x=1"  # the token left the URL
     cookie = answer.headers["set-cookie"]
     assert cookie.startswith(f"spindle_web_{PORT}={TOKEN};")  # one per port
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and f"Path={BASE};" in cookie
     page = await client.get(f"/t/{THREAD}")  # httpx keeps the cookie
     assert page.status_code == 200
     assert TOKEN not in page.text
+    # The printed URL is the server's root: it leads under the chat's own path.
+    printed = await client.get(f"{ORIGIN}/?token={TOKEN}")
+    assert printed.status_code == 303 and printed.headers["location"] == f"{BASE}/"
+
+
+async def test_the_cookie_goes_only_under_a_path_no_agent_can_know(
+    client: httpx.AsyncClient, runtime: RecordingRuntime
+) -> None:
+    # Browsers send a host's cookies to every port of it: opened under 127.0.0.1 (Safari
+    # may not resolve the chat's own name), the cookie went to an agent's server on
+    # 127.0.0.1:3000 with the first link to it the user followed. Scoped to a path derived
+    # from the token, it goes with no URL an agent can write (docs/web.md).
+    assert re.fullmatch(r"/s/[0-9a-f]{32}", BASE)
+    assert TOKEN not in BASE and own_path("another start's token") != BASE
+    assert BASE[3:] not in own_name(TOKEN)  # (not the host name's digits either)
+    answer = await client.get(f"{ORIGIN}/?token={TOKEN}")
+    jar = http.cookiejar.CookieJar()
+    jar.extract_cookies(
+        _Answer(answer.headers.get_list("set-cookie")),
+        urllib.request.Request(f"{ORIGIN}/?token={TOKEN}"),
+    )
+    for url, sent in (
+        (f"{ORIGIN}{BASE}/t/{THREAD}", True),
+        ("http://127.0.0.1:3000/", False),  # the agent's server: same host, as a browser
+        ("http://127.0.0.1:3000/s/", False),
+        (f"http://127.0.0.1:3000{BASE}x/", False),
+        (f"{ORIGIN}/t/{THREAD}", False),
+    ):
+        request = urllib.request.Request(url)
+        jar.add_cookie_header(request)
+        assert request.has_header("Cookie") is sent, url
+    # With the cookie, nothing outside the path is served, and no answer says where it is.
+    client.cookies.set(f"spindle_web_{PORT}", TOKEN)
+    for path in ("/", f"/t/{THREAD}", "/s/", f"{BASE[:-1]}/t/{THREAD}"):
+        outside = await client.get(f"{ORIGIN}{path}")
+        assert outside.status_code == 401, path
+        assert BASE not in outside.text and "location" not in outside.headers
+    assert (await client.get(f"{ORIGIN}{BASE}")).headers["location"] == f"{BASE}/"
+    home = await client.get("/")
+    assert home.status_code == 200
+    # Every link and form of the pages stays under it (the static files need no cookie).
+    for page in (home, await client.get(f"/t/{THREAD}")):
+        for link in re.findall(r'(?:href|action|src|data-base)="([^"]*)"', page.text):
+            assert link.startswith((f"{BASE}/", "/static/")), link
+    assert runtime.posted == []
+
+
+class _Answer:
+    """An HTTP answer's headers as ``http.cookiejar`` reads them (a browser's cookie rules:
+    the ``Path`` a cookie is sent under)."""
+
+    def __init__(self, cookies: list[str]) -> None:
+        self._cookies = cookies
+
+    def info(self) -> _Answer:
+        return self
+
+    def get_all(self, name: str, default: list[str]) -> list[str]:
+        return self._cookies if name.lower() == "set-cookie" else default
 
 
 async def test_every_post_needs_this_servers_origin(
@@ -184,7 +246,7 @@ async def test_two_web_chats_on_one_machine_keep_their_own_cookies(
             jar.set(name, rest.partition(";")[0], domain="127.0.0.1")  # as a browser keeps it
     assert dict(jar) == {f"spindle_web_{PORT}": TOKEN, "spindle_web_9999": "other-token"}
     transport = httpx.ASGITransport(app=build_app(chat))
-    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN, cookies=jar) as c:
+    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN + BASE, cookies=jar) as c:
         assert (await c.get(f"/t/{THREAD}")).status_code == 200  # still logged in
         c.cookies.clear()
         c.cookies.set("spindle_web_9999", TOKEN)  # this chat's token under another's name
@@ -342,7 +404,7 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
     assert answer.status_code == 303
     (start,) = runtime.posted
     assert isinstance(start, A.ConversationStarted)
-    assert answer.headers["location"] == f"/t/{start.thread_id}"
+    assert answer.headers["location"] == f"{BASE}/t/{start.thread_id}"
     assert re.fullmatch(r"web:[0-9a-f]{12}", start.thread_id)
     assert start.agent == "echo" and start.resolved_workdir == str(tmp_path)
     for form in (
@@ -350,7 +412,9 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
         {"agent": "echo", "workdir": "bad\x00path"},
     ):
         answer = await client.post("/threads", data=form, headers={"origin": ORIGIN})
-        assert answer.status_code == 303 and answer.headers["location"].startswith("/?notice=")
+        assert answer.status_code == 303 and answer.headers["location"].startswith(
+            f"{BASE}/?notice="
+        )
     assert len(runtime.posted) == 1
 
 
@@ -547,11 +611,13 @@ async def test_a_stalled_request_is_dropped_and_a_live_stream_ends_before_that(
         cookie = f"spindle_web_{server.port}={TOKEN}"
         stalled = await trio.open_tcp_stream("127.0.0.1", server.port)
         head = (
-            f"POST /t/{THREAD}/say HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n"
+            f"POST {BASE}/t/{THREAD}/say HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n"
             f"Cookie: {cookie}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
         )
         await stalled.send_all(head.encode())
-        async with httpx.AsyncClient(base_url=server.url, headers={"cookie": cookie}) as client:
+        async with httpx.AsyncClient(
+            base_url=server.url + BASE, headers={"cookie": cookie}
+        ) as client:
             with trio.fail_after(5):
                 stream = await client.get(f"/t/{THREAD}/events")  # whole: it ended
         assert stream.status_code == 200 and stream.text.startswith("retry: 1000")

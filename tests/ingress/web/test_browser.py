@@ -112,6 +112,7 @@ def _browser_session(
     shots: Path,
     name_thread: Callable[[str, str], None],
     agent_server: _AgentServer,
+    loopback_url: str,
 ) -> dict[str, Any]:
     """The user's walk through the chat, in the browser; returns what it saw."""
     # trio-asyncio (imported by the platforms) patches asyncio's loop creation; Playwright's
@@ -279,6 +280,21 @@ def _browser_session(
                 page.goto(f"http://{name}:{agent_server.port}/")
                 expect(page.locator("body")).to_have_text("the agent's server")
             seen["agent_server_cookies"] = list(agent_server.cookies)
+
+            # 9. The chat opened under 127.0.0.1 (as a browser that cannot resolve its own
+            # name would): the cookie is the host's, but scoped to the chat's own path, so
+            # the agent's server on 127.0.0.1 gets it with no link an agent can write.
+            page.goto(loopback_url)
+            expect(page.locator("h1").first).to_have_text("Conversations")
+            seen["loopback_page"] = page.url
+            page.goto(page.url + f"t/{thread}")
+            expect(page.locator("#chat")).to_be_visible(timeout=TIMEOUT_MS)
+            for path in ("/", f"/t/{thread}", "/s/"):
+                page.goto(f"http://127.0.0.1:{agent_server.port}{path}")
+                expect(page.locator("body")).to_have_text("the agent's server")
+            seen["loopback_agent_cookies"] = agent_server.cookies[
+                len(seen["agent_server_cookies"]) :
+            ]
             seen["dialogs"] = dialogs
             seen["console_errors"] = errors
         finally:
@@ -345,6 +361,7 @@ async def test_the_web_chat_in_a_real_browser(
                     shots,
                     name_thread,
                     agent_server,
+                    app.web.start_url,
                 )
             finally:
                 agent_server.close()
@@ -364,5 +381,9 @@ async def test_the_web_chat_in_a_real_browser(
     # The agent's server was reached three times, never with the chat's cookie.
     assert len(seen["agent_server_cookies"]) >= 3, seen["agent_server_cookies"]
     assert not any("spindle_web_" in c for c in seen["agent_server_cookies"])
+    # Under 127.0.0.1 too: the chat worked there, and the agent's server got no cookie.
+    assert seen["loopback_page"].startswith(f"{app.web.url}/s/"), seen["loopback_page"]
+    assert len(seen["loopback_agent_cookies"]) >= 3, seen["loopback_agent_cookies"]
+    assert not any("spindle_web_" in c for c in seen["loopback_agent_cookies"])
     for name in ("web-chat.png", "web-timeline.png"):
         assert (shots / name).stat().st_size > 10_000

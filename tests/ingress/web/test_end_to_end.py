@@ -122,7 +122,7 @@ async def test_a_stranger_is_refused_and_failures_are_retried(tmp_path: Path) ->
         texts = [m.text for m in stack.bot_messages(thread)]
         assert texts.count("Hello from fake agent.") == 1
         assert [p for _, p in stack.agents.delivered] == ["hi"]
-        async with httpx.AsyncClient(base_url=stack.url) as stranger:
+        async with httpx.AsyncClient(base_url=stack.pages) as stranger:
             page = await stranger.get(f"/t/{thread}")
             assert page.status_code == 401 and "Hello from fake agent" not in page.text
         await wait_for(lambda: stack.runtime.snapshot(thread), lambda s: s.run is None)
@@ -148,5 +148,5 @@ async def test_the_agents_title_names_the_thread_in_the_list_the_page_and_the_ta
         assert "<title>Session title 3 · Spindle</title>" in page
         assert '<h1 id="thread-title">Session title 3</h1>' in page
         home = (await stack.client.get("/")).text
-        assert f'<a href="/t/{thread}">Session title 3</a>' in home
+        assert f'<a href="{stack.base}/t/{thread}">Session title 3</a>' in home
         assert "claude · " in home  # the place stays beside the title
