@@ -152,6 +152,7 @@ def resolve_executable(
 
 
 MAX_LINE = 32 * 1024 * 1024  # a longer line is cut: a runaway line must not eat memory
+READ_CHUNK = 65536  # bytes read from a pipe at a time
 
 
 class LineReader:
@@ -177,7 +178,7 @@ class LineReader:
                 self._buf.clear()
                 continue
             try:
-                chunk = await self._stream.receive_some(65536)
+                chunk = await self._receive()
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 chunk = b""
             if not chunk:
@@ -186,6 +187,31 @@ class LineReader:
                     self._buf.clear()
                 return
             self._buf += chunk
+
+    async def _receive(self) -> bytes:
+        """The next chunk the stream has. A pipe (``trio.lowlevel.FdStream``, what a child's
+        stdout is) is waited on first and read once it is readable: its ``receive_some``
+        yields, reads, finds nothing (an exception) and only then waits, so an agent that
+        says a line at a time cost two task steps and two reads a line. Waiting first is
+        also a checkpoint, so a reader of a flood still lets every other task run between
+        its reads."""
+        stream = self._stream
+        if type(stream) is not trio.lowlevel.FdStream:
+            return await stream.receive_some(READ_CHUNK)
+        while True:
+            fd = stream.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError("the pipe was closed")
+            # Raises ClosedResourceError when the stream is closed while this waits.
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                return os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                continue  # (another reader took it, or a spurious wake-up)
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("the pipe was closed") from None
+                raise trio.BrokenResourceError from exc
 
 
 def tree_pids(pid: int) -> list[int]:
