@@ -26,6 +26,7 @@ SECTIONS = [
     "latency",
     "chat_budget",
     "parsers",
+    "pipe_reads",
     "agents",
     "jetstream",
 ]

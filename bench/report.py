@@ -38,7 +38,10 @@ reply p99 0.025 and 0.093 s, every final text exact. At 1,000 threads p99 ingres
 168 and 163 ms, `/abort` → interrupt p99 96.2 and 71.4 ms in process (326 and 351, 148 and \
 121 ms with the agents apart): short on both hosts, and the knee stays at 300 threads; the \
 CPU a delta costs at 400 threads (133 and 119 µs) is what it was on the Xeon host (133), \
-where the core's calls ran at half the speed."""
+where the core's calls ran at half the speed. At that load nearly every delta wakes the \
+process from its wait for I/O, and a wake-up is dear on these virtual machines whatever the \
+speed of the Python code: reading an agent's pipe took 46.8 µs of CPU a line at one line \
+per wake-up and 14.4 µs at ten ("Reading an agent's pipe", below, 12:28 UTC)."""
 
 
 # The two runs of the render linearity (the table shows the last one's).
@@ -193,6 +196,39 @@ def _plots(r: dict, plot_dir: Path) -> list[str]:
     if latency_curve is not None:
         made.append(latency_curve)
     return made
+
+
+def _pipe_reads_section(reads: Any) -> list[str]:
+    """The "pipe_reads" section (bench/pipe_reads.py): CPU per line read, two readers."""
+    if not isinstance(reads, dict) or "1_per_write" not in reads:
+        return []
+    rows = [
+        [
+            per_write,
+            reads[f"{per_write}_per_write"]["line_reader"],
+            reads[f"{per_write}_per_write"]["receive_some"],
+            reads[f"{per_write}_per_write"]["ratio"],
+        ]
+        for per_write in (1, 10)
+    ]
+    return [
+        "## Reading an agent's pipe",
+        "",
+        f"A child process writes Claude Code `stream_event` lines into a pipe at "
+        f"{_fmt(reads['lines_per_s'])} lines/s, one line or ten per write; this process "
+        f"reads {_fmt(reads['lines'])} of them with `LineReader` (`effects/process.py`, how "
+        "every adapter reads a CLI's output: it waits for the pipe, then reads) and with "
+        "trio's `FdStream.receive_some`, how it read until 2026-11-27 (a checkpoint, a read, "
+        "and a wait only after a read that found the pipe empty: two task steps, two reads "
+        "and an exception for every line of an agent that says a line at a time), taking "
+        f"turns, {reads['rounds']} rounds each (medians). *CPU µs per line*: this process's "
+        "CPU over the lines, before any parsing. What a wake-up costs shows in the two rows "
+        "(the same lines, a tenth of the wake-ups). Command: "
+        "`PYTHONPATH=. .venv/bin/python -m bench.pipe_reads` (a section of `make bench`).",
+        "",
+        _table(["lines per write", "LineReader: CPU µs per line", "receive_some", "ratio"], rows),
+        "",
+    ]
 
 
 def _parsers_section(parsers: Any) -> list[str]:
@@ -550,6 +586,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     parts += _jetstream_section(r.get("jetstream", {}))
     parts += _parsers_section(r.get("parsers", {}))
     parts += [PARSERS_BEFORE_AFTER, ""] if r.get("parsers") else []
+    parts += _pipe_reads_section(r.get("pipe_reads", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]
