@@ -35,6 +35,9 @@ import sys
 __all__ = ["READ_BYTES", "CappedFile", "generation_path", "main", "pump"]
 
 READ_BYTES = 64 * 1024
+# Room kept in a file for the note of lost output that may come before a read (its reason
+# is cut to fit): with a read as large as the file, the note's head was cut off.
+NOTE_ROOM = 160
 
 
 def generation_path(base: str, generation: int) -> str:
@@ -51,7 +54,10 @@ class CappedFile:
             raise ValueError("limit must be positive")
         self.base = base
         self.limit = limit
-        self.read_size = min(READ_BYTES, limit)  # so that one read always fits in a file
+        # So that one read, and the note that may come with it, always fit in a file (a file
+        # too small to keep the room reads as much as it holds: a note's head may be cut).
+        room = NOTE_ROOM if limit >= 4 * NOTE_ROOM else 0
+        self.read_size = min(READ_BYTES, limit - room)
         self.generation = 0
         self.fd = self._open(0, truncate=False)
         self.size = os.fstat(self.fd).st_size
@@ -67,7 +73,8 @@ class CappedFile:
     def write(self, data: bytes) -> None:
         note = b""
         if self.lost:
-            note = f"\n[spindle: {self.lost} bytes of output lost: {self.lost_reason}]\n".encode()
+            reason = self.lost_reason[:80]
+            note = f"\n[spindle: {self.lost} bytes of output lost: {reason}]\n".encode()
         unwritten = self._put(note + data)
         # A note that could not be written is not output lost: only this read's bytes count
         # (each failed write's note was counted with them, the count grew by ~50 a failure).

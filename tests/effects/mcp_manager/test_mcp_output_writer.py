@@ -5,6 +5,7 @@ always on disk, it ends when the writing side is gone, and a failed write is not
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import os
 import resource
@@ -15,6 +16,8 @@ import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from threadspindle.effects.mcp_manager import output_writer
 from threadspindle.effects.mcp_manager.output_writer import CappedFile, generation_path
@@ -143,3 +146,32 @@ def test_it_ignores_hangups_and_interrupts(tmp_path: Path) -> None:
     os.close(write_end)
     assert writer.wait(timeout=10) == 0
     assert _on_disk(base) == b"still here\n"
+
+
+def test_a_note_of_lost_output_is_whole_when_a_read_fills_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read may be as large as the writer reads: the note that comes before it must fit
+    # too (with a read the size of the file, the note's head was cut off).
+    base = tmp_path / "out"
+    target = CappedFile(str(base), 2048)
+    first = b"a" * target.read_size
+    target.write(first)
+    real_write = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (and a long explanation)" * 9)
+
+    monkeypatch.setattr(output_writer.os, "write", full_disk)
+    target.write(b"b" * target.read_size)
+    monkeypatch.setattr(output_writer.os, "write", real_write)
+    last = b"c" * target.read_size
+    target.write(last)
+    target.close()
+    on_disk = _on_disk(base)
+    assert on_disk.endswith(last)
+    assert on_disk.startswith(first)
+    note = on_disk[len(first) : -len(last)]
+    assert note.startswith(f"\n[spindle: {target.read_size} bytes of output lost: ".encode())
+    assert note.endswith(b"]\n") and len(note) <= output_writer.NOTE_ROOM
+    assert all(p.stat().st_size <= 2048 for p in _files(base))
