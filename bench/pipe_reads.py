@@ -57,7 +57,7 @@ for _ in range(lines // per_write):
 class _ReadFirst(LineReader):
     """``LineReader`` as it read until 2026-11-27: trio's own ``receive_some``."""
 
-    async def _receive(self) -> bytes:
+    async def _receive(self) -> bytes | bytearray:
         return await self._stream.receive_some(READ_CHUNK)
 
 

@@ -24,6 +24,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -162,6 +163,7 @@ class LineReader:
         self._stream = stream
         self._buf = bytearray()
         self._max = max_line
+        self._pipe: bool | None = None  # a pipe or socket (known at the first read)
         self.oversized = 0  # lines cut at max_line
 
     async def __aiter__(self) -> AsyncIterator[str]:
@@ -188,7 +190,7 @@ class LineReader:
                 return
             self._buf += chunk
 
-    async def _receive(self) -> bytes:
+    async def _receive(self) -> bytes | bytearray:
         """The next chunk the stream has. A pipe (``trio.lowlevel.FdStream``, what a child's
         stdout is) is waited on first and read once it is readable: its ``receive_some``
         yields, reads, finds nothing (an exception) and only then waits, so an agent that
@@ -196,8 +198,10 @@ class LineReader:
         also a checkpoint, so a reader of a flood still lets every other task run between
         its reads."""
         stream = self._stream
-        if type(stream) is not trio.lowlevel.FdStream:
-            return await stream.receive_some(READ_CHUNK)
+        if self._pipe is None:
+            self._pipe = isinstance(stream, trio.lowlevel.FdStream) and _is_pipe(stream.fileno())
+        if not self._pipe or not isinstance(stream, trio.lowlevel.FdStream):
+            return await stream.receive_some(READ_CHUNK)  # (a file: epoll refuses it)
         while True:
             fd = stream.fileno()
             if fd < 0:
@@ -212,6 +216,15 @@ class LineReader:
                 if exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the pipe was closed") from None
                 raise trio.BrokenResourceError from exc
+
+
+def _is_pipe(fd: int) -> bool:
+    """``fd`` is a pipe or a socket: what can be waited on until it is readable."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def tree_pids(pid: int) -> list[int]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+from pathlib import Path
 
 import pytest
 import trio
@@ -142,3 +144,26 @@ async def test_a_line_longer_than_the_limit_is_cut() -> None:
         reader = LineReader(receive, max_line=100)
         lines = await _lines(reader)
     assert lines[0] == "y" * 100 and lines[-1] == "ok" and reader.oversized == 1
+
+
+async def test_a_file_is_read_to_its_end(tmp_path: Path) -> None:
+    # Input from a file (`spindle run < script`): epoll refuses a regular file, so it is
+    # read as trio reads it, not waited on.
+    script = tmp_path / "script"
+    script.write_bytes(b"first\nsecond\n" * 3 + b"last")
+    async with trio.lowlevel.FdStream(os.open(script, os.O_RDONLY)) as stream:
+        assert await _lines(LineReader(stream)) == ["first", "second"] * 3 + ["last"]
+
+
+async def test_a_socket_is_waited_on_like_a_pipe() -> None:
+    ours, theirs = socket.socketpair()
+    async with trio.lowlevel.FdStream(ours.detach()) as stream, trio.open_nursery() as nursery:
+
+        async def write() -> None:
+            with theirs:
+                for piece in (b"a\nb", b"b\n"):
+                    theirs.send(piece)
+                    await trio.sleep(0.01)
+
+        nursery.start_soon(write)
+        assert await _lines(LineReader(stream)) == ["a", "bb"]

@@ -64,6 +64,25 @@ def test_without_any_agent_cli_it_says_so_and_offers_the_echo_demo(place):
     assert "echo (demo agent)" in out.stdout  # the footer names the demo
 
 
+def test_a_script_in_a_file_is_read_to_its_end(place):
+    # `spindle run < script`: stdin is a file, not a pipe (epoll refuses a file: it is
+    # read, never waited on).
+    script = place["work"] / "script.txt"
+    script.write_text(lines("hello from a file", "/wait", "/quit"))
+    with script.open("rb") as stdin:
+        out = subprocess.run(
+            [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            cwd=place["work"],
+            env=environment(place, None),
+            timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    assert "hello from a file" in out.stdout  # the echo agent answered it
+
+
 def test_queue_interrupt_and_order(place):
     out = echo_console(
         place,
