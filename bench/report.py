@@ -25,23 +25,31 @@ __all__ = ["write_report"]
 # The host the page's figures were measured on, and how its speed moves, written by hand
 # after a full run (the figures it cites are in bench/results.json or the commits named)
 # and shown only under that run: a later run gets a note of its own, or none.
-HOST_NOTE_RUN = "2026-11-27 11:46 UTC"
+HOST_NOTE_RUN = "2026-11-27 12:50 UTC"
 HOST_NOTE = """\
-**The host (2026-11-27, 11:30 UTC on).** This run and the `make bench` just before it \
-(11:30 UTC, same code but for `bench --out`) are on an AMD EPYC host again (Linux \
-6.18.44-fc-v669), like the page's runs until 2026-11-26 09:51 UTC and unlike the Intel Xeon \
-host of the runs since, which ran this code about 2× slower (`transition` 43,807 calls/s at \
-02:46 UTC; here 103,538 and 83,658). The two runs agree on every verdict: the \
-slowest parser 228,475 and 228,974 lines/s (claude stream-json both times; its slowest round \
-216,574 and 184,260); at Discord's limits the worst thread's lag 4.63 and 4.70 s, 0 429s, \
-reply p99 0.025 and 0.093 s, every final text exact. At 1,000 threads p99 ingress → effect \
-168 and 163 ms, `/abort` → interrupt p99 96.2 and 71.4 ms in process (326 and 351, 148 and \
-121 ms with the agents apart): short on both hosts, and the knee stays at 300 threads; the \
-CPU a delta costs at 400 threads (133 and 119 µs) is what it was on the Xeon host (133), \
-where the core's calls ran at half the speed. At that load nearly every delta wakes the \
-process from its wait for I/O, and a wake-up is dear on these virtual machines whatever the \
-speed of the Python code: reading an agent's pipe took 46.8 µs of CPU a line at one line \
-per wake-up and 14.4 µs at ten ("Reading an agent's pipe", below, 12:28 UTC)."""
+**The host (2026-11-27, 11:30 UTC on).** This run and two `make bench` runs before it \
+(11:30 and 11:46 UTC, before the change to `LineReader` and the new `pipe_reads` section) \
+are on an AMD EPYC host again (Linux 6.18.44-fc-v669), like the page's runs until \
+2026-11-26 09:51 UTC and unlike the Intel Xeon host of the runs since, which ran this code \
+about 2× slower (`transition` 43,807 calls/s at 02:46 UTC; here 103,538, 83,658 and, in \
+this run, 68,074-100,989 from one round to the next: the host's speed moved during the \
+run). The three runs agree on the issue's verdicts: the slowest parser 228,475, 228,974 \
+and 245,400 lines/s (claude stream-json each time); at Discord's limits the worst \
+thread's lag 4.63, 4.70 and 4.65 s, 0 429s, reply p99 0.025, 0.093 and 0.024 s, every \
+final text exact; at 1,000 threads p99 ingress → effect 168, 163 and 85.1 ms, `/abort` → \
+interrupt p99 96.2, 71.4 and 45 ms in process (326, 351 and 275; 148, 121 and 105 ms \
+with the agents apart): short each time, the knee at 300, 300 and 500 threads. The \
+rendering ratio of this run was 11.47 (rounds 11.47, 11.61, 9.5, while `transition` \
+went from 68k to 101k calls/s) against 9.81 and 9.68 in the two runs before, with the \
+Python calls growing 9.991× as ever; `render_cost` run again at 13:01 UTC gave 9.98 \
+(rounds 9.7, 9.98, 10.19), the row shown (see "Rendering and chat-API cost"). The CPU a \
+delta costs at 400 threads (133 and 119 µs at 11:30 and 11:46, 91.4 µs here; 133 on the \
+Xeon host, where the core's calls ran at half the speed) shrinks far less than the core's \
+calls: at that load nearly every delta wakes the process from its wait for I/O, and a \
+wake-up is dear on \
+these virtual machines whatever the speed of the Python code: reading an agent's pipe \
+took 44.2 µs of CPU a line at one line per wake-up and 8.3 µs at ten in this run \
+("Reading an agent's pipe", below)."""
 
 
 # The two runs of the render linearity (the table shows the last one's).
