@@ -15,12 +15,12 @@
   wrote with that host name and its own port (``http://127.0.0.1:3000``), and could then
   drive the chat: answer its own permission prompts, read other threads. Browsers resolve
   ``*.localhost`` to loopback themselves; ``spindle-<hex>.localhost``, derived from the
-  token, is a name no agent can know. A browser that does not (Safari may not) is given
-  ``127.0.0.1``, so the cookie's ``Path`` is the chat's own too: every page lives under
-  ``/s/<32 hex digits>`` (also derived from the token), and a browser sends the cookie only
-  with requests under that path, which no link an agent writes can name. Neither is given
-  away by a referrer (``same-origin``) or to anyone without the token (a request outside
-  the path is refused, never redirected into it).
+  token, is a name no agent can know. A browser that cannot resolve it (Safari may not)
+  is pointed at ``127.0.0.1``, so the cookie's ``Path`` is the chat's own too: every page
+  lives under ``/s/<32 hex digits>`` (also derived from the token), and a browser sends the
+  cookie only with requests under that path, which no link an agent writes can name.
+  Neither is given away by a referrer (``same-origin``) or to anyone without the token (a
+  request outside the path is refused, never redirected into it).
 - **State changes** (every ``POST``) also need an ``Origin`` header naming this server
   (a page of another site cannot post, even with the user's cookie; a request with no
   ``Origin`` is refused).
