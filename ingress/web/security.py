@@ -71,16 +71,19 @@ def own_name(token: str) -> str:
     """The web chat's host name on loopback for the start whose token is ``token`` (see
     the module docstring): ``spindle-`` and 12 hex digits of a hash of the token, under
     ``.localhost``. The token cannot be had from it."""
-    digest = hashlib.sha256(b"spindle web chat host name\0" + token.encode()).hexdigest()
-    return f"spindle-{digest[:12]}.localhost"
+    return f"spindle-{_derived(b'host name', token)[:12]}.localhost"
 
 
 def own_path(token: str) -> str:
     """The path every page of the start whose token is ``token`` lives under, and its
     cookie's ``Path`` (see the module docstring): ``/s/`` and 32 hex digits of a hash of the
     token, no slash at the end. The token cannot be had from it."""
-    digest = hashlib.sha256(b"spindle web chat path\0" + token.encode()).hexdigest()
-    return f"/s/{digest[:32]}"
+    return f"/s/{_derived(b'path', token)[:32]}"
+
+
+def _derived(purpose: bytes, token: str) -> str:
+    """A hash of the token for one purpose (hex): each purpose's differs, none gives it away."""
+    return hashlib.sha256(b"spindle web chat " + purpose + b"\0" + token.encode()).hexdigest()
 
 
 def allowed_hosts(host: str, port: int, token: str) -> frozenset[str]:
