@@ -157,36 +157,51 @@ READ_CHUNK = 65536  # bytes read from a pipe at a time
 
 
 class LineReader:
-    """Split a trio ReceiveStream into text lines (without the newline)."""
+    """Split a trio ReceiveStream into text lines (without the newline).
+
+    A line longer than ``max_line`` bytes is cut: its first ``max_line`` bytes come as one
+    line (``oversized`` counts them) and the rest, up to its newline, is dropped. Read as
+    lines of their own, the rest would be taken for what follows it: a console line's tail
+    for a command, an agent's for another event."""
 
     def __init__(self, stream: trio.abc.ReceiveStream, max_line: int = MAX_LINE) -> None:
         self._stream = stream
         self._buf = bytearray()
         self._max = max_line
         self._pipe: bool | None = None  # a pipe or socket (known at the first read)
+        self._skipping = False  # dropping the rest of a line that was cut
         self.oversized = 0  # lines cut at max_line
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while True:
             nl = self._buf.find(b"\n")
-            if nl >= 0:
+            if self._skipping:
+                if nl < 0:
+                    self._buf.clear()
+                else:
+                    del self._buf[: nl + 1]
+                    self._skipping = False
+                    continue
+            elif nl >= 0:
                 line = bytes(self._buf[:nl])
                 del self._buf[: nl + 1]
                 yield line.decode("utf-8", "replace").rstrip("\r")
                 continue
-            if len(self._buf) > self._max:
+            elif len(self._buf) > self._max:
                 self.oversized += 1
-                yield bytes(self._buf[: self._max]).decode("utf-8", "replace")
+                cut = bytes(self._buf[: self._max])
                 self._buf.clear()
+                self._skipping = True
+                yield cut.decode("utf-8", "replace")
                 continue
             try:
                 chunk = await self._receive()
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 chunk = b""
             if not chunk:
-                if self._buf:
+                if self._buf and not self._skipping:
                     yield bytes(self._buf).decode("utf-8", "replace")
-                    self._buf.clear()
+                self._buf.clear()
                 return
             self._buf += chunk
 

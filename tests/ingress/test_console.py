@@ -83,6 +83,21 @@ def test_a_script_in_a_file_is_read_to_its_end(place):
     assert "hello from a file" in out.stdout  # the echo agent answered it
 
 
+def test_an_over_long_line_is_refused_whole_and_a_control_only_line_is_answered(place):
+    # Past the reader's cut (4 bytes a character) the rest of the line ends in a command:
+    # it must not run, nor any piece of the line go to the agent.
+    long_line = "a" * 500_000 + "/thread new injected"
+    out = echo_console(
+        place,
+        stdin=lines("x" * 100_001, long_line, "\x01\x02\x1b", "/threads", "short one", "/wait"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("Not sent: a line may hold at most 100,000 characters.") == 2
+    assert "Not sent: the line has no text, only control characters." in out.stdout
+    assert "injected" not in out.stdout and "aaaa" not in out.stdout and "xxxx" not in out.stdout
+    assert "short one" in out.stdout  # the chat goes on
+
+
 def test_queue_interrupt_and_order(place):
     out = echo_console(
         place,
