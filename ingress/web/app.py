@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ KEEPALIVE_S = 15.0
 STREAM_LIFETIME_S = 45.0
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 MAX_WORKDIR_CHOICES = 300
+MAX_NOTICES = 64  # refusals kept for their redirect's page (one per refused form sent)
 
 
 @dataclass
@@ -116,6 +118,22 @@ class WebChat:
     ids: WebIds = field(default_factory=WebIds)
     requests: int = 0
     refused: int = 0  # requests the guard turned away
+    # Refusals shown on the home page after a redirect, by a random key: the page shows
+    # only what the server put here, never text from its address (an agent's link to
+    # ``?notice=...`` would put its own words in the chat's warning box).
+    notices: dict[str, str] = field(default_factory=dict)
+
+    def keep_notice(self, text: str) -> str:
+        """Keep ``text`` for the home page; the key its address carries."""
+        while len(self.notices) >= MAX_NOTICES:
+            del self.notices[next(iter(self.notices))]  # the oldest: never read, or lost
+        key = secrets.token_urlsafe(12)
+        self.notices[key] = text
+        return key
+
+    def take_notice(self, key: str) -> str:
+        """The notice kept under ``key``, once; "" for any other key."""
+        return self.notices.pop(key, "")
 
     def live(self) -> RuntimePort:
         if self.runtime is None:
@@ -329,7 +347,7 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
                 default_agent=settings.default_agent,
                 workdirs=workdirs,
                 default_workdir=settings.default_workdir,
-                notice=request.query_params.get("notice", "")[:300],
+                notice=chat.take_notice(request.query_params.get("notice", ""))[:300],
             )
         )
 
@@ -344,7 +362,8 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
             )
         except InputRefused as refused:
             return RedirectResponse(
-                f"{_base(request)}/?" + urlencode({"notice": str(refused)}), status_code=303
+                f"{_base(request)}/?" + urlencode({"notice": chat.keep_notice(str(refused))}),
+                status_code=303,
             )
         await chat.post(action)
         return RedirectResponse(f"{_base(request)}/t/{thread_id}", status_code=303)

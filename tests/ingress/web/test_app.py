@@ -415,7 +415,17 @@ async def test_starting_a_conversation_posts_it_with_the_resolved_workdir(
         assert answer.status_code == 303 and answer.headers["location"].startswith(
             f"{BASE}/?notice="
         )
+        # The page it leads to says why, once; the address holds a key, not the words.
+        where = answer.headers["location"].removeprefix(BASE)
+        assert "nope" not in where and "path" not in where
+        page = (await client.get(where)).text
+        assert '<p class="notice">' in page and ("nope" in page or "path" in page)
+        assert '<p class="notice">' not in (await client.get(where)).text
     assert len(runtime.posted) == 1
+    # A notice in an address the server did not make (an agent's link) shows nothing.
+    forged = await client.get("/?notice=Session+expired:+log+in+at+evil.example")
+    assert forged.status_code == 200 and "evil.example" not in forged.text
+    assert '<p class="notice">' not in forged.text
 
 
 async def test_lines_buttons_and_refusals(
@@ -516,7 +526,9 @@ async def test_an_oversized_body_is_refused_without_being_read_whole(
     answer = await client.post(f"/t/{THREAD}/say", content=chunks(), headers=h)
     assert answer.status_code == 400 and "too large" in answer.json()["error"]
     started = await client.post("/threads", content=chunks(), headers=h)
-    assert started.status_code == 303 and "too+large" in started.headers["location"]
+    assert started.status_code == 303
+    notice = await client.get(started.headers["location"].removeprefix(BASE))
+    assert "too large" in notice.text
     assert runtime.posted == []
 
 
