@@ -33,7 +33,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -91,6 +91,7 @@ _log = logging.getLogger(__name__)
 WEB_THREAD = re.compile(r"^web:[0-9a-f]{1,32}$")
 ANY_THREAD = re.compile(r"^[\w:.\-]{1,128}$")
 MAX_UPLOAD = 50 * 1024 * 1024
+MAX_EXPORT_LINE = 4 * 1024 * 1024  # one action of an uploaded export
 MAX_BODY = 1024 * 1024
 # Files sent with one message (``/t/<thread>/attach``), all together, and how many.
 MAX_ATTACHED = 25 * 1024 * 1024
@@ -303,6 +304,16 @@ def _event_id(raw: str) -> int:
     """A stream's ``Last-Event-ID`` or ``after``; 0 (from the start) when it is not one.
     Past 18 digits it is no id this server gave (and past 4300, ``int`` raises)."""
     return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
+
+
+def _upload_lines(file: Any) -> Iterator[str]:
+    """An uploaded export's lines, one at a time; ``ValueError`` for one longer than
+    ``MAX_EXPORT_LINE`` (no action is: a prompt is at most 100,000 characters)."""
+    file.seek(0)
+    while line := file.readline(MAX_EXPORT_LINE + 1):
+        if len(line) > MAX_EXPORT_LINE:
+            raise ValueError(f"a line is longer than {MAX_EXPORT_LINE // 1048576} MiB")
+        yield line.decode("utf-8", "replace").rstrip("\r\n")
 
 
 def _content_length(request: Request) -> int | None:
@@ -573,23 +584,29 @@ def build_app(chat: WebChat, *, port: int | None = None) -> WebGuard:
         return _html(pages.timeline_page(timeline, title=thread_id, back=back, base=base))
 
     async def upload_timeline(request: Request) -> Response:
-        if (_content_length(request) or 0) > MAX_UPLOAD:
+        # The length first, as for attachments: without one (a chunked body) the form
+        # parser would spool the whole body to disk before anything could refuse it.
+        length = _content_length(request)
+        if length is None:
+            return _html(pages.error_page(411, "Send the file with its length."), 411)
+        if length > MAX_UPLOAD:
             return _html(pages.error_page(413, "The file is larger than 50 MiB."), 413)
-        async with request.form(max_files=1, max_fields=4) as form:
-            upload = form.get("log")
-            if not isinstance(upload, UploadFile):
-                return _html(pages.error_page(400, "Choose an exported log file."), 400)
-            raw = await upload.read(MAX_UPLOAD + 1)
-            name = upload.filename or "uploaded log"
-        if len(raw) > MAX_UPLOAD:
-            return _html(pages.error_page(413, "The file is larger than 50 MiB."), 413)
-        text = raw.decode("utf-8", "replace")
         try:
-            timeline = await trio.to_thread.run_sync(
-                lambda: timeline_of_lines(text.splitlines(), name)
-            )
+            async with request.form(max_files=1, max_fields=4) as form:
+                upload = form.get("log")
+                if not isinstance(upload, UploadFile):
+                    return _html(pages.error_page(400, "Choose an exported log file."), 400)
+                name = upload.filename or "uploaded log"
+                # Line by line from the spooled file, in a worker thread: the whole text
+                # split at once held every line of a 50 MiB file (1.3 GB for short lines).
+                file = upload.file
+                timeline = await trio.to_thread.run_sync(
+                    lambda: timeline_of_lines(_upload_lines(file), name)
+                )
         except ValueError as error:
             return _html(pages.error_page(400, f"Not a Spindle log export: {error}"), 400)
+        except HTTPException as error:  # starlette's for a malformed form
+            return _html(pages.error_page(400, f"The file could not be read: {error.detail}"), 400)
         if timeline.actions == 0:
             return _html(pages.error_page(400, "The file holds no action."), 400)
         return _html(pages.timeline_page(timeline, title=name, back=None, base=_base(request)))

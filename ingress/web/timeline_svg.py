@@ -38,7 +38,12 @@ AXIS_Y = QUEUE_Y + QUEUE_H + 10
 HEIGHT = AXIS_Y + 40
 
 
+MAX_SHOWN_S = 100 * 365.25 * 86400  # a longer span (or NaN) is no duration a log can hold
+
+
 def format_duration(seconds: float) -> str:
+    if not -MAX_SHOWN_S < seconds < MAX_SHOWN_S:  # (NaN too) an uploaded log's odd times
+        return "?"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -203,7 +208,10 @@ def runs_table(timeline: Timeline) -> str:
         )
     if not rows:
         rows.append('<tr><td colspan="7">No run yet.</td></tr>')
-    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timeline.start))
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timeline.start))
+    except (OverflowError, OSError, ValueError):  # an uploaded log's time no clock shows
+        started = "?"
     return (
         f'<p class="meta">{timeline.actions} actions from {escape(started)} over '
         f"{escape(format_duration(timeline.duration))}"

@@ -5,6 +5,7 @@ user wrote reaches the page as markup."""
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -509,6 +510,26 @@ async def test_an_uploaded_export_is_drawn_and_a_bad_one_refused(
     assert answer.text.count('class="run ') == 3
     bad = await client.post("/timeline", files={"log": ("x.jsonl", b"{nope")}, headers=h)
     assert bad.status_code == 400 and "Not a Spindle log export" in bad.text
+    # Times no log holds (spans past a float's range): refused, not drawn.
+    rows = [json.loads(line) for line in golden.read_text().splitlines() if line.strip()]
+    for i, row in enumerate(rows):
+        row["action"]["at"] = -1e308 if i == 0 else 1e308
+    odd = "\n".join(json.dumps(row) for row in rows).encode()
+    answer = await client.post("/timeline", files={"log": ("odd.jsonl", odd)}, headers=h)
+    assert answer.status_code == 400 and "not a time between 1970 and 9999" in answer.text
+    # A line longer than any action: refused, not parsed.
+    long = b'{"x": "' + b"y" * (4 * 1024 * 1024) + b'"}\n'
+    answer = await client.post("/timeline", files={"log": ("long.jsonl", long)}, headers=h)
+    assert answer.status_code == 400 and "longer than 4 MiB" in answer.text
+
+    # Without a length (a chunked body), refused before the form is spooled anywhere.
+    async def chunks():
+        yield golden.read_bytes()
+
+    chunked = await client.post(
+        "/timeline", content=chunks(), headers={**h, "content-type": "multipart/form-data"}
+    )
+    assert chunked.status_code == 411
 
 
 async def test_an_oversized_body_is_refused_without_being_read_whole(

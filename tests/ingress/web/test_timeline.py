@@ -4,12 +4,13 @@ the same fold the runtime uses, and the SVG that shows it."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 from threadspindle.ingress.web.timeline import build_timeline, timeline_of_file
-from threadspindle.ingress.web.timeline_svg import runs_table, timeline_svg
+from threadspindle.ingress.web.timeline_svg import format_duration, runs_table, timeline_svg
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core import agent_events as E
 
@@ -119,3 +120,13 @@ def test_spindle_web_timeline_writes_a_standalone_page(tmp_path: Path) -> None:
         },
     )
     assert done.returncode == 1 and "not JSON" in done.stderr
+
+
+def test_a_duration_no_log_holds_is_shown_as_unknown() -> None:
+    # (A corrupt log's times: never a traceback where a page shows a duration.)
+    assert [format_duration(s) for s in (0.25, 90.0, 7200.0)] == [
+        "250 ms",
+        "1 min 30 s",
+        "2 h 00 min",
+    ]
+    assert {format_duration(s) for s in (math.inf, -math.inf, math.nan, 1e308)} == {"?"}
