@@ -44,6 +44,7 @@ from threadspindle.app.logs import configure_logging, redact
 from threadspindle.effects.child_env import child_environment
 from threadspindle.effects.child_registry import FILE_NAME as CHILDREN_FILE
 from threadspindle.effects.child_registry import ChildRegistry, stop_recorded_children
+from threadspindle.effects.open_files import raise_open_file_limit
 from threadspindle.effects.platform import PlatformLimits
 from threadspindle.effects.process import record_children
 from threadspindle.effects.sandbox import SandboxUnavailable, check_sandbox
@@ -529,6 +530,7 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
     _protect(settings)
+    raise_open_file_limit()
     telegram = settings.telegram_bot_token() is not None
     whatsapp = settings.whatsapp_configured()
     slack = any(settings.slack_tokens())

@@ -56,6 +56,7 @@ from threadspindle.effects.jetstream.log import export_rows
 from threadspindle.effects.jetstream.runner import RootLost, serve_runner
 from threadspindle.effects.jetstream.servers import NatsCluster, die_with_parent
 from threadspindle.effects.jetstream.transport import DEFAULT_HOME, open_transport
+from threadspindle.effects.open_files import raise_open_file_limit
 from threadspindle.effects.self_protection import make_non_dumpable
 from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
@@ -105,6 +106,7 @@ def _protect() -> None:
     to same-user processes, the agents a runner starts above all (``/proc/<pid>/environ``
     and its memory hold the cluster password and the bot tokens)."""
     make_non_dumpable()
+    raise_open_file_limit()  # (a runner holds its agents' pipes, as ``spindle run`` does)
 
 
 # The longest line the console gateway reads (a prompt's 100,000 characters, in UTF-8 at

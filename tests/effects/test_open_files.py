@@ -1,0 +1,68 @@
+"""``raise_open_file_limit``: the soft limit on open files raised at start (to the hard
+limit at most), in ``spindle run`` itself, so its agents get it too."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_PROBE = """
+import resource, sys
+from threadspindle.effects.open_files import raise_open_file_limit
+soft, hard = (int(a) for a in sys.argv[1:3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(raise_open_file_limit(int(sys.argv[3])), *resource.getrlimit(resource.RLIMIT_NOFILE))
+"""
+
+
+def _probe(soft: int, hard: int, want: int) -> list[int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(soft), str(hard), str(want)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [int(x) for x in out.stdout.split()]
+
+
+def test_the_soft_limit_is_raised_toward_the_wanted_never_past_the_hard_one() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = min(hard, 4096)
+    assert top > 300, "the machine's hard limit leaves nothing to test"
+    assert _probe(256, top, 1000) == [1000, 1000, top]  # raised to what is wanted
+    assert _probe(256, top, top * 2) == [top, top, top]  # the hard limit caps it
+    assert _probe(300, top, 256) == [300, 300, top]  # never lowered
+
+
+def test_spindle_run_and_its_agents_run_with_the_raised_limit(place, tmp_path: Path) -> None:
+    # Started at a soft limit of 256 (as a session's 1,024: a few hundred agents' pipes),
+    # its agent (a process of its own, which inherits it) reports the limit Spindle runs with.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    agent = tmp_path / "limit_agent.py"
+    agent.write_text(
+        "import resource, sys\nsys.stdin.read()\n"
+        "print('nofile', resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    place["config"].write_text(f'[agents.command]\ncommand = ["{sys.executable}", "{agent}"]\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "command"],
+        input="limits please\n/wait\n/quit\n",
+        capture_output=True,
+        text=True,
+        cwd=place["work"],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(place["home"]),
+            "SPINDLE_DATA_DIR": str(place["data"]),
+            "SPINDLE_CONFIG": str(place["config"]),
+            "PYTHONPATH": str(ROOT),
+        },
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"nofile {min(hard, 65_536)}" in out.stdout, out.stdout + out.stderr
