@@ -31,6 +31,9 @@ __all__ = [
 
 SCHEDULE_LIMIT = 20  # schedules (and wake-ups) a thread may hold at once
 PREVIEW_CHARS = 80  # a schedule's prompt as lists and notices show it
+# The furthest a schedule may be due: past it, no date can be shown (``gmtime`` of a
+# year past 9999 fails) and no process runs that long anyway.
+MAX_AHEAD_S = 10 * 366 * 86400
 TITLE_CHARS = 100  # Discord's limit for a thread name
 
 
@@ -66,6 +69,9 @@ def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
         return
     if not a.text.strip():
         step.refuse("A schedule needs a prompt: /schedule <when> <prompt>.", "empty schedule")
+        return
+    if not a.due_at <= a.at + MAX_AHEAD_S:  # (NaN too)
+        step.refuse("A schedule may be due at most 10 years ahead.", "schedule too far ahead")
         return
     sid = f"s{state.counters.schedules + 1}"
     step.count("schedules")

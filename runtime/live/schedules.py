@@ -27,6 +27,7 @@ from croniter import CroniterBadCronError, croniter
 
 from threadspindle.runtime.core.actions import Action, ScheduleDue
 from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.transitions_schedule import MAX_AHEAD_S
 
 __all__ = [
     "ScheduleTimer",
@@ -114,6 +115,8 @@ def parse_when(text: str, now: float, tz: tzinfo) -> When:
         seconds = _delay(lowered[3:])
         if seconds is None or seconds <= 0:
             raise WhenError(f"{when!r} is no delay. {HELP}")
+        if seconds > MAX_AHEAD_S:
+            raise WhenError(f"{when!r} is more than 10 years ahead.")
         return When(due_at=now + seconds, cron=None, label=when)
     clock = _clock_time(lowered, local_now)
     if clock is not None:
@@ -125,6 +128,8 @@ def parse_when(text: str, now: float, tz: tzinfo) -> When:
             continue
         if moment.timestamp() <= now:
             raise WhenError(f"{when} is in the past.")
+        if moment.timestamp() > now + MAX_AHEAD_S:
+            raise WhenError(f"{when} is more than 10 years ahead.")
         return When(due_at=moment.timestamp(), cron=None, label=when)
     if len(when.split()) == MAX_WHEN_WORDS or when.startswith("@"):
         try:

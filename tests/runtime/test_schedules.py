@@ -39,7 +39,19 @@ def test_parse_when(when: str, due: float, cron: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "when", ["soon", "in", "in 2 parsecs", "25:00", "2020-01-01 09:00", "* * *", "61 * * * *"]
+    "when",
+    [
+        "soon",
+        "in",
+        "in 2 parsecs",
+        "25:00",
+        "2020-01-01 09:00",
+        "* * *",
+        "61 * * * *",
+        "in 999999999999999999999 days",  # more than 10 years ahead (it crashed the core)
+        "in 4000 days",
+        "2040-01-01 09:00",
+    ],
 )
 def test_parse_when_refuses_what_is_no_time(when: str) -> None:
     with pytest.raises(WhenError):

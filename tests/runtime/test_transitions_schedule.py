@@ -105,6 +105,19 @@ def test_the_schedule_limit_refuses_one_more():
     assert len(t.state.schedules) == SCHEDULE_LIMIT
 
 
+def test_a_schedule_past_ten_years_or_at_no_time_is_refused_not_a_crash():
+    # (Ingress refuses such a `when`; a log row or another ingress must not make the core
+    # show a date past the year 9999.)
+    t = Thread().started()
+    for due in (1e25, float("inf"), float("nan")):
+        last = t.do(t.s.schedule("far", due))
+        assert texts(last) == ["A schedule may be due at most 10 years ahead."]
+        assert t.last is not None and t.last.note is not None
+    assert t.state.schedules == ()
+    t.do(t.s.schedule("near", t.s.now + 9 * 366 * 86400))
+    assert len(t.state.schedules) == 1
+
+
 def test_a_user_message_cancels_the_agents_wakeup_but_not_user_schedules():
     t = Thread().started()
     t.do(t.s.schedule("check CI", 1_500.0, wakeup=True), t.s.schedule("mine", 1_600.0))
