@@ -51,7 +51,7 @@ from threadspindle.effects.sandbox import SandboxUnavailable, check_sandbox
 from threadspindle.effects.self_protection import make_non_dumpable, private_dir, private_file
 from threadspindle.effects.workspace_port import workspace_factory
 from threadspindle.runtime.core.model import Policy
-from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
+from threadspindle.runtime.live.log import EventLog, LogError, LogLocked, LogUnwritable
 from threadspindle.runtime.live.tuning import tune_gc
 
 __all__ = ["run_app"]
@@ -518,7 +518,7 @@ def _say_log_failure(failure: LogError, starting: bool) -> int:
         )
         return EXIT_STORAGE
     _say(f"{'Cannot start' if starting else 'Stopped'}: {failure}")
-    if starting:
+    if starting and not isinstance(failure, LogLocked):
         _say("No row was changed or removed. `spindle doctor` lists every problem of the file.")
     return EXIT_DATABASE
 

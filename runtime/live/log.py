@@ -57,6 +57,7 @@ from threadspindle.runtime.live.log_read import (
     LogCorrupt,
     LogError,
     LoggedAction,
+    LogLocked,
     LogReader,
     check_schema,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "EventLog",
     "LogCorrupt",
     "LogError",
+    "LogLocked",
     "LogStatistics",
     "LogUnwritable",
     "LoggedAction",
@@ -181,7 +183,7 @@ class EventLog(WalCheckpoints):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LogError(
+            raise LogLocked(
                 f"event log {self.path} is in use by another Spindle process "
                 f"(lock file {lock_path}); stop it first"
             ) from None
@@ -232,13 +234,16 @@ class EventLog(WalCheckpoints):
             raise
         except sqlite3.OperationalError as exc:
             conn.close()
+            # Held by another process at start (a transaction of its own, a backup): no
+            # storage failure to wait out as a running log does, but a refusal to start.
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LogLocked(
+                    f"event log {self.path} is locked by another process ({exc}); "
+                    "stop it, or end its transaction, first"
+                ) from None
             unwritable = storage_error(exc, self.path)
             if unwritable is not None:
                 raise unwritable from None
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise LogError(
-                    f"event log {self.path} is locked by another process: {exc}"
-                ) from exc
             raise LogError(f"event log {self.path} cannot be used: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             conn.close()

@@ -53,6 +53,7 @@ __all__ = [
     "check_schema",
     "LogCorrupt",
     "LogError",
+    "LogLocked",
     "LogReader",
     "LoggedAction",
     "open_read_only",
@@ -85,6 +86,11 @@ _SNAPSHOTS = (
 
 class LogError(RuntimeError):
     """The log cannot be used (corrupt, locked by another process, not a Spindle log)."""
+
+
+class LogLocked(LogError):
+    """Another process holds the log (another Spindle, or a transaction of its own): nothing
+    is wrong with the file; it can be used once that process lets go."""
 
 
 class LogCorrupt(LogError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -306,6 +307,23 @@ def test_run_refuses_a_corrupt_database_and_names_it(place):
     assert out.returncode == 4
     assert str(db) in out.stderr
     assert db.read_bytes() == b"garbage" * 1000  # nothing overwritten
+
+
+def test_run_refuses_a_database_another_process_holds_locked(place):
+    # Exit 4 and what to do, not the full disk's advice (exit 5, "free some space").
+    place["data"].mkdir()
+    db = place["data"] / "spindle.db"
+    assert echo_console(place, stdin="/quit\n").returncode == 0  # a log made
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        out = echo_console(place, stdin="/quit\n")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert out.returncode == 4, out.stderr
+    assert "locked by another process" in out.stderr and str(db) in out.stderr
+    assert "Free some space" not in out.stderr and "doctor" not in out.stderr
 
 
 def test_a_wrong_config_value_names_the_key(place):

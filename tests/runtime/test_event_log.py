@@ -14,7 +14,7 @@ from runtime_harness import Chat, running, until
 from threadspindle.runtime.core.actions import StatusRequested, UserMessage
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.core.transitions import transition
-from threadspindle.runtime.live.log import EventLog, LogError
+from threadspindle.runtime.live.log import EventLog, LogError, LogLocked
 from threadspindle.runtime.live.store import rebuild_from_log
 
 
@@ -97,13 +97,13 @@ def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None
 def test_a_log_in_use_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / "events.sqlite3"
     with EventLog(path):
-        with pytest.raises(LogError, match=f"{path}.*in use"):
+        with pytest.raises(LogLocked, match=f"{path}.*in use"):
             EventLog(path).open()
-    # a foreign writer holding SQLite's lock
+    # a foreign writer holding SQLite's lock: locked, not a storage failure (the disk is fine)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(LogError, match=f"{path}.*locked"):
+        with pytest.raises(LogLocked, match=f"{path}.*locked by another process"):
             EventLog(path).open()
     finally:
         holder.execute("ROLLBACK")
