@@ -529,6 +529,14 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     if requested_agent is not None and requested_agent not in known_agents():
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
+    command = settings.agents.get("command")
+    if requested_agent == "command" and (command is None or not command.options().binary):
+        # (As ``runtime.default_agent = "command"`` is refused without it.)
+        _say(
+            "--agent command: set the command line to run first: [agents.command] binary "
+            '= "python3 my_agent.py" (or command = ["python3", "my_agent.py"])'
+        )
+        return EXIT_USAGE
     _protect(settings)
     raise_open_file_limit()
     telegram = settings.telegram_bot_token() is not None

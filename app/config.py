@@ -234,6 +234,17 @@ class AgentSettings(_Section):
     def _one_command_line(self) -> AgentSettings:
         if self.command and self.binary:
             raise ValueError("set `binary` or `command`, not both")
+        if "command" in self.model_fields_set and not self.command:
+            raise ValueError("`command`: the program to run, then its arguments (it is empty)")
+        if self.binary is not None:
+            # Split as the adapters split it, here: a bad line stops the start, not every
+            # turn of the agent, later, each with a retry.
+            try:
+                words = shlex.split(self.binary)
+            except ValueError as exc:
+                raise ValueError(f"`binary` is no command line: {exc}") from None
+            if not words:  # (quotes alone: `Name` refuses a blank one)
+                raise ValueError("`binary`: the program to run (it is blank)")
         return self
 
     def options(self) -> AgentOptions:

@@ -226,6 +226,20 @@ BAD = [
         "agents.command",
         "not both",
     ),
+    (
+        "command empty",
+        "[agents.command]\ncommand = []",
+        {},
+        "agents.command",
+        "`command`: the program to run",
+    ),
+    (
+        "binary unsplittable",
+        '[agents.command]\nbinary = "python3 \\"unterminated"',
+        {},
+        "agents.command",
+        "`binary` is no command line: No closing quotation",
+    ),
     ("unknown agent", "[agents.cluade]", {}, "agents", "unknown agent 'cluade'"),
     ("mcp port", "[mcp]\nport = 70000", {}, "mcp.port", "less than or equal to 65535"),
     (
@@ -277,6 +291,15 @@ def test_a_bad_value_stops_run_and_doctor_naming_its_key(
         assert out.returncode == 2, out.stdout + out.stderr
         assert key in out.stderr and says in out.stderr, out.stderr
         assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not place["data"].is_dir() or not any(place["data"].iterdir())  # nothing started
+
+
+def test_agent_command_without_a_command_line_stops_run(tmp_path: Path) -> None:
+    # Refused up front, as `default_agent = "command"` is, not at each prompt with retries.
+    place, env = _case(tmp_path, "", {})
+    out = spindle(place, "run", "--no-mcp", "--agent", "command", stdin="hi\n/quit\n", env=env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--agent command: set the command line to run first" in out.stderr
     assert not place["data"].is_dir() or not any(place["data"].iterdir())  # nothing started
 
 
