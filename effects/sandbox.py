@@ -7,7 +7,8 @@ process sees (mounts are applied in this order, a later one on top of an earlier
 1. the whole file system read-only (tools, compilers, the CLI itself);
 2. a fresh ``/dev``, a ``/proc`` of its own PID namespace (no other process of the machine,
    Spindle included, is visible or signallable), an empty ``/tmp`` (other agents' private
-   files there, such as their MCP configs, are gone);
+   files there, such as their MCP configs, are gone), and so ``/var/tmp`` and the temp
+   directory ``TMPDIR`` names when it is elsewhere (emptied in step 5's depth order);
 3. every allowed root (where workdirs live) emptied, except ``/`` which cannot be;
 4. the user's home emptied, whatever the allowed roots, then its home put back read-write:
    the configured private ``home`` whole; without one, only the user's hidden entries
@@ -35,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -176,8 +178,13 @@ def sandbox_argv(
     for root in sorted({_real(r) for r in sandbox.roots}, key=len):
         if root != "/":
             args += ["--tmpfs", root]
-    # What is put back, read-write or not: (option, host path, path in the sandbox).
-    binds: list[tuple[str, str, str]] = []
+    # What is put back, read-write or not: (option, host path, path in the sandbox); and,
+    # first, the other temp directories emptied ("--tmpfs", "", path): ``/var/tmp``, and
+    # the process's own (``TMPDIR``) when it is not ``/tmp``, where each agent's private
+    # files are made (``agents/base/launch.py``: its MCP config, with its token). In the
+    # depth order of the binds: a home entry put back (``~/.cache``) must not show one
+    # again, and an agent's own files bound into it come after.
+    binds: list[tuple[str, str, str]] = [("--tmpfs", "", path) for path in _temp_dirs()]
     user_home = _real("~")
     if user_home != "/":
         # Always emptied, a private home or not: else, with allowed roots that do not cover
@@ -205,7 +212,7 @@ def sandbox_argv(
     binds += [("--bind", src, dst) for dst, src in pins.items()]
     # Parents before children: a bind must not cover a deeper one made before it.
     for option, src, dst in sorted(binds, key=lambda b: b[2].rstrip(os.sep).count(os.sep)):
-        args += [option, src, dst]
+        args += [option, dst] if option == "--tmpfs" else [option, src, dst]
     for path, is_dir in hides:
         args += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     if chdir or workdir:
@@ -216,6 +223,17 @@ def sandbox_argv(
         )
         args += ["--chdir", chdir if literal and chdir else _real(chdir or workdir or "/")]
     return [*args, "--", *argv]
+
+
+def _temp_dirs() -> list[str]:
+    """The temp directories to empty besides ``/tmp`` (already emptied, with what is in
+    it): those that exist, resolved."""
+    found = {_real(tempfile.gettempdir()), _real("/var/tmp")}
+    return sorted(
+        path
+        for path in found
+        if path != "/" and not (path == "/tmp" or _under(path, "/tmp")) and os.path.isdir(path)
+    )
 
 
 def within_roots(sandbox: Sandbox, path: str) -> str:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,40 @@ def test_a_sandboxed_process_sees_its_workdir_and_not_the_rest(tmp_path, bwrap):
     assert data == "[]"  # Spindle's data dir is empty
     assert int(processes) <= 3  # its own PID namespace: bwrap's init, python
     assert (p["mine"] / "written.txt").read_text() == "ok"  # the workdir is writable
+
+
+def test_other_agents_private_files_in_a_temp_dir_outside_tmp_are_not_seen(
+    tmp_path, bwrap, monkeypatch
+):
+    # TMPDIR elsewhere than /tmp: each agent's private directory (its MCP config and token,
+    # agents/base/launch.py) is made there, and the read-only / showed every other one.
+    from threadspindle.agents.base.launch import PrivateDir
+
+    temp = Path(tempfile.mkdtemp(prefix="spindle-test-", dir="/var/tmp"))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(temp))
+        other, mine = PrivateDir("spindle-other-"), PrivateDir("spindle-mine-")
+        other.write("mcp.json", "Bearer the other thread's token")
+        own = mine.write("mcp.json", "my own config")
+        p = layout(tmp_path)
+        sandbox = Sandbox(binary=bwrap, hidden=(str(p["data"]),), roots=(str(p["roots"]),))
+        script = (
+            "import os\n"
+            f"print(sorted(os.listdir({str(temp)!r})))\n"
+            f"print(open({own!r}).read())\n"
+            f"print(os.path.exists({other.path!r}))\n"
+        )
+        argv = sandbox_argv(
+            sandbox, ["python3", "-c", script], workdir=str(p["mine"]), expose=(own,)
+        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        listing, config, other_there = out.stdout.splitlines()
+        assert listing == f"[{os.path.basename(mine.path)!r}]"  # only its own directory
+        assert config == "my own config" and other_there == "False"
+        assert "/var/tmp" in argv  # emptied too, whatever TMPDIR says
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_argv_order_puts_spindles_files_last(tmp_path):
