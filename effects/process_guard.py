@@ -231,21 +231,32 @@ class Guard:
                 pass
 
     def sweep(self, grace: float) -> None:
-        """SIGTERM every descendant and group member, wait ``grace``, SIGKILL the rest."""
+        """SIGTERM every descendant and group member, wait ``grace``, SIGKILL the rest.
+
+        Each pass (every 10 ms) signals what it finds that was not signalled yet, and the
+        SIGKILL passes everything, again and again: a process that forks and lets its
+        parent exit has a new pid after every pass, which one list of pids taken before
+        the kill missed (it went on running, re-parented to init once the guard left). A
+        scan that finds nothing is believed only when the next one, at once, agrees: a
+        process forked while ``/proc`` was listed, whose parent exited before it was
+        read, is missing from one."""
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            pids = descendants(self.me)
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
+            signalled: set[int] = set()
+            while True:
                 self.reap()
-                if not descendants(self.me):
+                pids = descendants(self.me) or descendants(self.me)
+                if not pids:
                     return
+                for pid in pids:
+                    if sig == signal.SIGKILL or pid not in signalled:
+                        signalled.add(pid)
+                        try:
+                            os.kill(pid, sig)
+                        except OSError:
+                            pass
+                if time.monotonic() >= deadline:
+                    break
                 time.sleep(0.01)
 
     def exit(self) -> None:

@@ -79,6 +79,40 @@ async def test_a_grandchild_that_daemonizes_stays_in_the_guards_tree(tmp_path):
     assert _live(tree) == []
 
 
+# A process that keeps changing its pid: it leaves the group, ignores SIGTERM, and every
+# 20 ms forks and lets its parent exit, so a list of pids taken before a SIGKILL misses the
+# child forked meanwhile. Its command exits at once, leaving it to the guard's sweep.
+HOPPER = textwrap.dedent("""
+    import os, signal, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        until = time.monotonic() + 30
+        while time.monotonic() < until:
+            if os.fork():
+                os._exit(0)
+            with open(sys.argv[1], "a") as beat:
+                beat.write(f"{os.getpid()}\\n")
+            time.sleep(0.02)
+        os._exit(0)
+    time.sleep(0.3)
+""")
+
+
+async def test_a_process_that_keeps_forking_away_is_stopped_by_the_sweep(tmp_path):
+    beats = tmp_path / "beats.txt"
+    script = tmp_path / "hopper.py"
+    script.write_text(HOPPER)
+    proc = await ManagedProcess.spawn([sys.executable, str(script), str(beats)], stdin=False)
+    assert await proc.wait() == 0  # the guard returns once its sweep is over
+    await trio.sleep(0.3)
+    seen = beats.read_text().split()
+    await trio.sleep(0.3)
+    assert beats.read_text().split() == seen, "the hopper is still running"
+    assert _live([int(pid) for pid in seen]) == []
+
+
 SPINDLE_STAND_IN = textwrap.dedent("""
     import json, sys, trio
     from threadspindle.effects.process import ManagedProcess, tree_pids
