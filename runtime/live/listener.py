@@ -37,8 +37,17 @@ from threadspindle.runtime.core.actions import (
 )
 from threadspindle.runtime.core.agent_events import (
     MAX_EVENT_CHARS,
+    AgentError,
+    PermissionRequested,
+    QuestionAsked,
+    SessionStarted,
+    SteerRefused,
+    SteerTaken,
     TextDelta,
     ThinkingDelta,
+    TitleChanged,
+    TurnAborted,
+    TurnCompleted,
     bounded_event,
     continues_delta,
     joined_delta,
@@ -57,6 +66,22 @@ logger = logging.getLogger("spindle.listener")
 _DELTAS = (TextDelta, ThinkingDelta)
 EMIT_BURST_S = 0.001  # agent events closer together than this are a burst (``_emit``)
 MERGE_MAX_CHARS = 16_384  # one merged delta's text at most (a bounded action and log row)
+# What one run's agent may say, in characters (text and thinking, tool calls counted by their
+# JSON): the log keeps every event, so an agent that floods (a loop printing, a hostile one)
+# would fill the disk for every thread, 50 MB a second. Past it the run's further events
+# are dropped but for those that end the turn or wait for the user, and one notice says so.
+RUN_OUTPUT_LIMIT_CHARS = 2_000_000
+# Taken past the limit: the turn's end, the session, what the user must answer, steers.
+_KEPT_PAST_LIMIT = (
+    TurnCompleted,
+    TurnAborted,
+    SessionStarted,
+    PermissionRequested,
+    QuestionAsked,
+    SteerTaken,
+    SteerRefused,
+    TitleChanged,
+)
 
 
 class _Merging:
@@ -136,6 +161,9 @@ class AgentListener:
         "_round_events",
         "_reads_hold_more",
         "merged_deltas",
+        "_output_run",
+        "_output_chars",
+        "dropped_events",
         "_factory",
         "_post",
         "_last_emit",
@@ -183,6 +211,9 @@ class AgentListener:
         self._round_events = 0  # events that came this round
         self._reads_hold_more = False  # the last round that had events had more than one
         self.merged_deltas = 0  # deltas that went into the action of the one before them
+        self._output_run: str | None = None  # the run ``_output_chars`` counts for
+        self._output_chars = 0
+        self.dropped_events = 0  # past RUN_OUTPUT_LIMIT_CHARS
         self._factory = adapter_factory
         self._post = post
         self._last_emit = -math.inf  # trio time of the last event emitted
@@ -430,11 +461,28 @@ class AgentListener:
                 for piece in split_delta(event):
                     await self._emit(StampedEvent(stamped.run_id, stamped.session_id, piece))
                 return
+            size = len(event.text)
         else:
             bounded = bounded_event(event)
             if bounded is not event:
                 stamped = StampedEvent(stamped.run_id, stamped.session_id, bounded)
                 event = bounded
+            size = 0 if isinstance(event, _KEPT_PAST_LIMIT) else len(event.model_dump_json())
+        if stamped.run_id != self._output_run:
+            self._output_run, self._output_chars = stamped.run_id, 0
+        self._output_chars += size
+        if size and self._output_chars > RUN_OUTPUT_LIMIT_CHARS:
+            self.dropped_events += 1
+            if self._output_chars - size > RUN_OUTPUT_LIMIT_CHARS:
+                return  # (the notice went with the first one past the limit)
+            event = AgentError(
+                message=(
+                    f"The agent wrote more than {RUN_OUTPUT_LIMIT_CHARS:,} characters in this "
+                    "turn: the rest of what it writes in it is dropped, neither shown nor "
+                    "kept. /abort stops it."
+                )
+            )
+            stamped = StampedEvent(stamped.run_id, stamped.session_id, event)
         self._round_events += 1
         merging = self._merging
         if merging is not None:
