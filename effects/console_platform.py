@@ -18,7 +18,10 @@ Two faces, chosen by whether the output is a terminal:
   tells the stream renderer to keep streamed text growing by whole lines (no temporary
   fence closers, no rewritten links, no half-written line).
 
-Both keep every message in ``messages`` (id -> text) for the console ingress and tests.
+Both keep the messages in ``messages`` (id -> text), for edits and tests: the latest
+``KEPT_MESSAGES`` of them, up to ``KEPT_CHARS`` of text in all (a flooding agent made the
+process grow by 100 MB a minute). A message no longer kept was printed long ago: an edit
+of it fails as one of a message deleted on a chat platform does.
 What reaches the terminal has its escape sequences and control characters removed
 (``effects.terminal_text``): agent text must not drive the user's terminal.
 """
@@ -53,6 +56,8 @@ CONSOLE_LIMITS = PlatformLimits(
     rename_window_s=1.0,
 )
 LIVE_MESSAGES = 4  # messages kept in the rich live area, where edits re-render in place
+KEPT_MESSAGES = 500
+KEPT_CHARS = 4_000_000
 
 
 @dataclass
@@ -94,6 +99,7 @@ class ConsolePlatform:
         self.streams_append_only = not self.rich
         self.label_channels = label_channels
         self.messages: dict[str, ConsoleMessage] = {}
+        self._kept_chars = 0  # the text of ``messages``, in characters
         self.typing_calls = 0
         self.titles: dict[str, str] = {}  # channel -> the agent's title, as last shown
         self._ids = itertools.count(1)
@@ -153,6 +159,7 @@ class ConsolePlatform:
         message = self._get(message_id)
         old_text, old_controls = message.text, _controls(message.buttons, message.menu)
         message.text = text
+        self._kept_chars += len(text) - len(old_text)
         if buttons is not None:
             message.buttons = buttons
             if not buttons:
@@ -224,11 +231,25 @@ class ConsolePlatform:
         if not message.text.strip():
             raise PlatformError("cannot send an empty message")
         self.messages[message.id] = message
+        self._kept_chars += len(message.text)
         if self.rich:
             self._rich_add(message)
         else:
             self._plain_add(message)
+        self._forget_old()
         return message.id
+
+    def _forget_old(self) -> None:
+        """Drop the oldest messages past ``KEPT_MESSAGES`` or ``KEPT_CHARS``, but for the
+        ones still being shown (the live area, the line the plain output may extend)."""
+        messages = self.messages
+        while len(messages) > KEPT_MESSAGES or self._kept_chars > KEPT_CHARS:
+            oldest = next(
+                (m for m in messages if m != self._cursor and m not in self._live_ids), None
+            )
+            if oldest is None:
+                return
+            self._kept_chars -= len(messages.pop(oldest).text)
 
     def _label(self, message: ConsoleMessage) -> str:
         return f"[{message.channel_id}] " if self.label_channels else ""

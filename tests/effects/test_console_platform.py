@@ -10,8 +10,13 @@ import trio
 from rich.console import Console
 
 from threadspindle.effects.chunking import question_menu_id
-from threadspindle.effects.console_platform import LIVE_MESSAGES, ConsolePlatform
-from threadspindle.effects.platform import SelectMenu
+from threadspindle.effects.console_platform import (
+    KEPT_CHARS,
+    KEPT_MESSAGES,
+    LIVE_MESSAGES,
+    ConsolePlatform,
+)
+from threadspindle.effects.platform import PlatformError, SelectMenu
 from threadspindle.effects.render import StreamRenderer
 from threadspindle.runtime.core.effect_types import (
     AppendOutput,
@@ -213,3 +218,24 @@ async def test_a_queued_prompts_remove_button_shows_as_the_command_to_type() -> 
     assert out.getvalue() == (
         "↳ Queued (position 1).\n→ Remove from queue: /remove item7\nno command for this\n[Later]\n"
     )
+
+
+async def test_only_the_latest_messages_are_kept_in_number_and_in_size() -> None:
+    # A flooding agent: the transcript is printed whole, but memory holds only the latest.
+    out = io.StringIO()
+    platform = ConsolePlatform(out, rich=False)
+    ids = [await platform.send("t1", f"line {i}") for i in range(KEPT_MESSAGES + 100)]
+    assert list(platform.messages) == ids[100:]
+    assert "line 0\n" in out.getvalue()  # (printed all the same)
+    try:
+        await platform.edit("t1", ids[0], "too late")
+    except PlatformError:
+        pass
+    else:
+        raise AssertionError("an edit of a message no longer kept must fail")
+    await platform.edit("t1", ids[-1], "line last, edited")  # the latest still edit
+    big = "x" * (KEPT_CHARS // 3)
+    for _ in range(5):
+        await platform.send("t1", big)
+    assert sum(len(m.text) for m in platform.messages.values()) <= KEPT_CHARS
+    assert len(platform.messages) == 3  # the latest three big ones; the short ones went first
