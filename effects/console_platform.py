@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -69,6 +70,7 @@ class ConsoleMessage:
     menu: SelectMenu | None = None
     prefix: str = ""  # "↳ " for a command reply
     deleted: bool = False
+    newline_added: bool = False  # plain: its last print ended with a newline of ours
 
 
 def _controls(buttons: tuple[Button, ...], menu: SelectMenu | None) -> str:
@@ -88,6 +90,7 @@ class ConsolePlatform:
         rich: bool | None = None,
         limits: PlatformLimits = CONSOLE_LIMITS,
         label_channels: bool = False,
+        channel_name: Callable[[str], str] = str,
         console: Console | None = None,
         color: bool | None = None,
     ) -> None:
@@ -98,6 +101,7 @@ class ConsolePlatform:
         self.limits = limits
         self.streams_append_only = not self.rich
         self.label_channels = label_channels
+        self.channel_name = channel_name  # a channel as its label shows it
         self.messages: dict[str, ConsoleMessage] = {}
         self._kept_chars = 0  # the text of ``messages``, in characters
         self.typing_calls = 0
@@ -191,7 +195,7 @@ class ConsolePlatform:
         """A terminal thread has no name to change: say it as a line of its own."""
         await trio.lowlevel.checkpoint()
         self.titles[channel_id] = title
-        label = f"{channel_id}: " if self.label_channels else ""
+        label = f"{self.channel_name(channel_id)}: " if self.label_channels else ""
         self.note(f"✎ {label}thread title: {title}")
 
     def note(self, text: str) -> None:
@@ -252,7 +256,7 @@ class ConsolePlatform:
             self._kept_chars -= len(messages.pop(oldest).text)
 
     def _label(self, message: ConsoleMessage) -> str:
-        return f"[{message.channel_id}] " if self.label_channels else ""
+        return f"[{self.channel_name(message.channel_id)}] " if self.label_channels else ""
 
     # -- plain: append-only text ----------------------------------------------------------
 
@@ -273,6 +277,7 @@ class ConsolePlatform:
 
     def _plain_add(self, message: ConsoleMessage) -> None:
         self._plain_print(self._safe_label(message) + self._shown(message.text))
+        message.newline_added = self._added_newline
         self._plain_controls(message)
 
     def _plain_controls(self, message: ConsoleMessage) -> None:
@@ -287,24 +292,37 @@ class ConsolePlatform:
         controls = _controls(message.buttons, message.menu)
         if message.text == old_text and controls == old_controls:
             return
+        last = self._cursor == message.id  # nothing was printed after it
         if (
-            self._cursor == message.id
-            and message.text.startswith(old_text)
+            message.text.startswith(old_text)
             and controls == old_controls
+            and (last or (self.label_channels and not controls))
         ):
-            # What is printed always starts a line: render the new lines alone.
+            # What is printed always starts a line: render the new lines alone. After
+            # another thread's lines (labels on), each new line says whose it is: printed
+            # again whole at each edit, two streams side by side grew the output as the
+            # square of their length.
             suffix = message.text[len(old_text) :]
-            if not self._added_newline:
-                self._plain_print(self._shown(suffix))
-                return
-            if suffix.startswith("\n"):
-                # The newline printed after the old text was this one.
-                if suffix != "\n":
-                    self._plain_print(self._shown(suffix[1:]))
+            if message.newline_added:
+                if not suffix.startswith("\n"):
+                    suffix = ""  # (a change within its last line: printed whole below)
+                elif suffix == "\n":
+                    # The newline printed after the old text was this one.
+                    message.newline_added = False
+                    return
                 else:
-                    self._added_newline = False
+                    suffix = suffix[1:]
+            if suffix:
+                shown = self._shown(suffix)
+                if not last:
+                    label = terminal_safe(self._label(message))
+                    shown = "\n".join(label + ln if ln else ln for ln in shown.split("\n"))
+                self._plain_print(shown)
+                message.newline_added = self._added_newline
+                self._cursor = message.id
                 return
         self._plain_print("✎ " + self._safe_label(message) + self._shown(message.text))
+        message.newline_added = self._added_newline
         self._plain_controls(message)
 
     # -- rich: a live area of the last messages ----------------------------------------------

@@ -141,6 +141,10 @@ class ConsoleChat:
         self._boot = f"{int(clock() * 1000):x}"
         self.current = "main"
         self.names: list[str] = ["main"]
+        # Its lines get their thread's name once a second thread is used in this session
+        # (typed into, or opened by /fork): their output interleaves (``open_console``).
+        self.platform: ConsolePlatform | None = None
+        self._used = {"main"}
         self._list_conversations = list_conversations or _list_conversations
         # thread id -> its stream renderer, filled by ``open_console`` (a test waits on them)
         self.renderers: dict[str, StreamRenderer] = {}
@@ -161,6 +165,11 @@ class ConsoleChat:
     def say(self, text: str) -> None:
         self.out.write(terminal_safe(text) + "\n")
 
+    def _use(self, name: str) -> None:
+        self._used.add(name)
+        if len(self._used) > 1 and self.platform is not None:
+            self.platform.label_channels = True
+
     async def open_thread(self, source_thread_id: str, title: str) -> tuple[str, str]:
         """The runtime's ``thread_opener``: a new named console thread (``fork1``, ...);
         the current thread stays the one typed into."""
@@ -169,6 +178,7 @@ class ConsoleChat:
             n += 1
         name = f"fork{n}"
         self.names.append(name)
+        self._use(name)
         self.say(f"[{name}] opened: {title} (/thread switch {name})")
         return thread_id_for(name), f"console thread {name} (/thread switch {name})"
 
@@ -480,6 +490,7 @@ class ConsoleChat:
             if name not in self.names:
                 self.names.append(name)
             self.current = name
+            self._use(name)
             if args[0] == "new":
                 await self.ensure_conversation()
             self.say(f"Now in thread {name}.")
@@ -527,6 +538,8 @@ async def open_console(
                 runtime, out=out, default_agent=default_agent, default_workdir=default_workdir
             )
             chat.renderers = renderers
+            chat.platform = platform
+            platform.channel_name = lambda channel: channel.removeprefix(thread_id_for(""))
             # The threads of earlier runs, from the log: /thread switch reaches them, and a
             # fork's new thread is never one of theirs (fork1 again would take its log).
             chat.names = console_thread_names(runtime.log.thread_ids())

@@ -239,3 +239,29 @@ async def test_only_the_latest_messages_are_kept_in_number_and_in_size() -> None
         await platform.send("t1", big)
     assert sum(len(m.text) for m in platform.messages.values()) <= KEPT_CHARS
     assert len(platform.messages) == 3  # the latest three big ones; the short ones went first
+
+
+async def test_two_threads_streaming_at_once_print_each_new_line_once_with_its_thread() -> None:
+    # Printed again whole at each edit, two streams side by side grew the output as the
+    # square of their length, and nothing said which thread a line was from.
+    out = io.StringIO()
+    platform = ConsolePlatform(
+        out, label_channels=True, channel_name=lambda c: c.removeprefix("console:")
+    )
+    a = await platform.send("console:main", "a1")
+    b = await platform.send("console:side", "b1")
+    text_a, text_b = "a1", "b1"
+    for i in range(2, 5):
+        text_a += f"\na{i}"
+        await platform.edit("console:main", a, text_a)
+        text_b += f"\nb{i}"
+        await platform.edit("console:side", b, text_b)
+    # Right after its own line, as a message's lines are, without its label again.
+    await platform.edit("console:side", b, text_b + "\nb5\n")
+    await platform.edit("console:main", a, "rewritten")  # not a continuation: printed whole
+    assert out.getvalue() == (
+        "[main] a1\n[side] b1\n"
+        "[main] a2\n[side] b2\n[main] a3\n[side] b3\n[main] a4\n[side] b4\n"
+        "b5\n"
+        "✎ [main] rewritten\n"
+    )

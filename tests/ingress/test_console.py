@@ -221,6 +221,28 @@ def test_threads_are_separate(place):
     assert "Runs: 1 (completed 1" in again.stdout  # side's own status
 
 
+def test_two_threads_answering_at_once_print_each_line_once_with_its_threads_name(place):
+    words = " ".join(f"w{i}" for i in range(30))
+    out = echo_console(
+        place,
+        stdin=lines(
+            f"main says {words}",
+            "/thread new side",
+            f"side says {words}",
+            "/wait",
+            "/thread switch main",
+            "/wait",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    # A second thread in use: every message says whose it is, from then on.
+    assert "[main] main says" in text and "[side] side says" in text
+    assert "✎" not in text  # no message printed again whole as the other streamed
+    assert text.count("w29") == 2  # each answer's last word, once each
+
+
 def test_a_thread_name_whose_checkpoints_would_mix_with_anothers_is_refused(place):
     # Git refs cannot hold ':', so a:b's checkpoints would go where a_b's are.
     out = echo_console(
