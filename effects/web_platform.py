@@ -43,6 +43,10 @@ __all__ = [
 MAX_MESSAGES = 500  # per thread: the oldest are dropped (the timeline keeps the history)
 MAX_CHANGES = 2000  # per thread: a browser further behind reloads the page
 MAX_THREADS = 200  # views kept; the least recently used goes
+# Characters kept (a message's text and its HTML), in a thread and in all: 500 prompts of
+# 100,000 quotes each held ~850 MB (the HTML of a quote is 6 characters).
+MAX_THREAD_CHARS = 2_000_000
+MAX_TOTAL_CHARS = 64_000_000
 _NONCES = 1024
 
 WEB_LIMITS = PlatformLimits(
@@ -127,6 +131,7 @@ class ThreadView:
     _messages: OrderedDict[str, WebMessage] = field(default_factory=OrderedDict)
     _changes: deque[Change] = field(default_factory=lambda: deque(maxlen=MAX_CHANGES))
     seq: int = 0  # the number of the last change
+    chars: int = 0  # the text and HTML of the messages kept
     typing_until: float = 0.0
     _changed: trio.Event = field(default_factory=trio.Event)
 
@@ -177,16 +182,35 @@ class ThreadView:
         self._changes.append(Change(self.seq, kind, message_id))
         self.wake()
 
-    def put(self, message: WebMessage) -> None:
+    def put(self, message: WebMessage) -> int:
+        """Keep ``message`` (new, or a new version), dropping the oldest past
+        ``MAX_MESSAGES`` or ``MAX_THREAD_CHARS``; the change in ``chars``."""
+        before = self.chars
+        replaced = self._messages.get(message.id)
+        if replaced is not None:
+            self.chars -= _size(replaced)
         self._messages[message.id] = message
-        while len(self._messages) > MAX_MESSAGES:
-            old, _ = self._messages.popitem(last=False)
+        self.chars += _size(message)
+        messages = self._messages
+        while len(messages) > 1 and (len(messages) > MAX_MESSAGES or self.chars > MAX_THREAD_CHARS):
+            old, gone = messages.popitem(last=False)
+            self.chars -= _size(gone)
             self._publish("delete", old)
         self._publish("put", message.id)
+        return self.chars - before
 
-    def delete(self, message_id: str) -> None:
-        if self._messages.pop(message_id, None) is not None:
-            self._publish("delete", message_id)
+    def delete(self, message_id: str) -> int:
+        """Drop the message; the change in ``chars``."""
+        gone = self._messages.pop(message_id, None)
+        if gone is None:
+            return 0
+        self.chars -= _size(gone)
+        self._publish("delete", message_id)
+        return -_size(gone)
+
+
+def _size(message: WebMessage) -> int:
+    return len(message.text) + len(message.html)
 
 
 class WebPlatform:
@@ -202,6 +226,7 @@ class WebPlatform:
         self.streams_append_only = False
         self._clock = clock
         self._views: OrderedDict[str, ThreadView] = OrderedDict()
+        self._chars = 0  # the views' ``chars``, in all
         self._ids = itertools.count(1)
         self._nonces: OrderedDict[str, str] = OrderedDict()
         self.calls = 0
@@ -215,10 +240,20 @@ class WebPlatform:
         if view is None:
             view = self._views[thread_id] = ThreadView(thread_id)
             while len(self._views) > MAX_THREADS:
-                self._views.popitem(last=False)
+                self._chars -= self._views.popitem(last=False)[1].chars
         else:
             self._views.move_to_end(thread_id)
         return view
+
+    def _put(self, view: ThreadView, message: WebMessage) -> None:
+        self._chars += view.put(message)
+        # Past the budget of all views, the threads used least recently go (``view``, the
+        # one just used, is the last of them): a page of one of them starts empty again.
+        while self._chars > MAX_TOTAL_CHARS and len(self._views) > 1:
+            oldest = next(iter(self._views))
+            if oldest == view.thread_id:
+                break
+            self._chars -= self._views.pop(oldest).chars
 
     def knows(self, thread_id: str) -> bool:
         """Whether the thread has a view (without making one)."""
@@ -233,7 +268,7 @@ class WebPlatform:
         (the core posts nothing for them: on Discord they are already there)."""
         message = _message(self._new_id(), text, (), None)
         message.kind = "user"
-        self.view(thread_id).put(message)
+        self._put(self.view(thread_id), message)
         return message.id
 
     def _new_id(self) -> str:
@@ -262,7 +297,7 @@ class WebPlatform:
         if nonce is not None and nonce in self._nonces:
             return self._nonces[nonce]
         message = _message(self._new_id(), text, buttons, menu)
-        self.view(channel_id).put(message)
+        self._put(self.view(channel_id), message)
         if nonce is not None:
             self._nonces[nonce] = message.id
             while len(self._nonces) > _NONCES:
@@ -283,12 +318,14 @@ class WebPlatform:
         kept = old.buttons if buttons is None else buttons
         # A prompt whose buttons are taken away (answered, dismissed) loses its menu too.
         menu = old.menu if buttons is None else None
-        view.put(_message(message_id, text, kept, menu, reply=old.reply, ephemeral=old.ephemeral))
+        self._put(
+            view, _message(message_id, text, kept, menu, reply=old.reply, ephemeral=old.ephemeral)
+        )
 
     async def delete(self, channel_id: str, message_id: str) -> None:
         await trio.lowlevel.checkpoint()
         self.calls += 1
-        self.view(channel_id).delete(message_id)  # deleting what is gone is a success
+        self._chars += self.view(channel_id).delete(message_id)  # gone already: a success
 
     async def rename_thread(self, channel_id: str, title: str) -> None:
         """Kept in ``titles``. The pages show the thread's name from its state
@@ -324,5 +361,5 @@ class WebPlatform:
         await trio.lowlevel.checkpoint()
         self.calls += 1
         message = _message(self._new_id(), text, buttons, None, reply=True, ephemeral=ephemeral)
-        self.view(channel_id).put(message)
+        self._put(self.view(channel_id), message)
         return message.id

@@ -94,6 +94,28 @@ async def test_memory_is_bounded_and_a_page_far_behind_is_told_to_reload(
     assert platform.view(T) is not view  # the least recently used view went
 
 
+async def test_memory_is_bounded_by_the_size_of_messages_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 500 prompts of 100,000 quotes (6 characters each as HTML) held ~850 MB in one thread.
+    monkeypatch.setattr(W, "MAX_THREAD_CHARS", 1_000)
+    monkeypatch.setattr(W, "MAX_TOTAL_CHARS", 2_500)
+    platform = WebPlatform()
+    view = platform.view(T)
+    ids = [platform.user_said(T, '"' * 100) for _ in range(10)]
+    kept = view.messages()
+    assert 0 < len(kept) < 10 and [m.id for m in kept] == ids[-len(kept) :]  # the newest
+    assert view.chars == sum(len(m.text) + len(m.html) for m in kept) <= 1_000
+    edited = await platform.send(T, "short")
+    await platform.edit(T, edited, "x" * 300)  # an edit that grows it counts as well
+    assert view.chars <= 1_000 and view.get(edited) is not None
+    # Past the budget of every view, the threads used least recently go, not this one.
+    for n in range(3):
+        platform.user_said(f"web:other{n}", "y" * 800)
+    assert not platform.knows(T) and platform.knows("web:other2")
+    assert platform._chars == sum(v.chars for v in platform._views.values()) <= 2_500
+
+
 async def test_waiting_streams_wake_on_change_and_on_typing() -> None:
     ticks = [100.0]
     platform = WebPlatform(clock=lambda: ticks[0])
