@@ -346,7 +346,12 @@ class ProcessSupervisor:
         )
         extra_env = check_env(env or {})
         full_env = {**inherited_env(), **extra_env}
-        executable = resolve_command(command, workdir, full_env.get("PATH", os.defpath))
+        executable = resolve_command(
+            command,
+            workdir,
+            full_env.get("PATH", os.defpath),
+            sandboxed=self.config.sandbox is not None,
+        )
         out_base, err_base = output_bases(self.config.data_dir, thread, name)
         record = ProcessRecord(
             thread_id=thread,

@@ -38,6 +38,13 @@ async def test_a_sandboxed_thread_process_stays_in_its_workdir(tmp_path, nursery
     async with open_client(manager.url, manager.token_for_thread(thread)) as client:
         text = await call_error(client, "start_process", name="peek", command="cat", cwd=str(other))
         assert "outside this thread's workdir" in text
+        # Whether a file it may not see exists is not told: one answer with or without it.
+        answers = [
+            await call_error(client, "start_process", name="probe", command=str(path))
+            for path in (other / "secret.txt", other / "nothing.txt")
+        ]
+        assert answers[0] == answers[1].replace("nothing.txt", "secret.txt")
+        assert "not found or not executable" in answers[0]
         # In its own workdir it runs, sandboxed: the other workdir is not there.
         await call(
             client, "start_process", name="look", command="ls", args=[str(other)], cwd=str(mine)
