@@ -529,6 +529,10 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
     if requested_agent is not None and requested_agent not in known_agents():
         _say(f"--agent: {unknown_agent_message(requested_agent)}.")
         return EXIT_USAGE
+    given_workdir = getattr(args, "workdir", None)
+    if given_workdir is not None and not os.path.isdir(os.path.expanduser(given_workdir)):
+        _say(f"--workdir {given_workdir}: no such directory.")
+        return EXIT_USAGE
     command = settings.agents.get("command")
     if requested_agent == "command" and (command is None or not command.options().binary):
         # (As ``runtime.default_agent = "command"`` is refused without it.)

@@ -73,6 +73,19 @@ MAX_THREAD_NAME = 64
 MAX_LINE_CHARS = 100_000
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
+# The commands above that take (or refuse) arguments, as their usage line says them.
+_USAGE = {
+    "queue": "/queue <prompt>",
+    "steer": "/steer <text>",
+    "btw": "/btw <question>",
+    "fork": "/fork (no arguments)",
+    "conversation": "/conversation end",
+    "workdir": "/workdir set <path>",
+    "model": "/model <name>",
+    "answer": "/answer [id] <text>",
+    "remove": "/remove <queue item id>",
+}
+
 HELP = """\
 Plain lines are prompts for the current thread's agent; a line ending in " queue" waits
 its turn instead of interrupting, one ending in " steer" is added to the running turn.
@@ -449,6 +462,8 @@ class ConsoleChat:
             await self.wait_idle()
         elif (action := workspace_action(head, rest, self._base(), self.author)) is not None:
             await self.post(action)
+        elif head in _USAGE:  # a known command, with what it takes missing or extra
+            self.say(f"usage: {_USAGE[head]}")
         else:
             self.say(f"Unknown command /{shown(head, 40)} (try /help).")
         return True

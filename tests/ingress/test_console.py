@@ -290,6 +290,20 @@ def test_a_piped_wait_waits_for_the_answer_of_a_diff_and_a_worktree_list(place):
     assert re.search(r"No changes|Changes since", out.stdout), out.stdout
 
 
+def test_a_known_command_without_what_it_takes_gets_its_usage(place):
+    out = echo_console(place, stdin=lines("/queue", "/steer", "/remove", "/model", "/nosuch"))
+    assert out.returncode == 0, out.stderr
+    for usage in ("/queue <prompt>", "/steer <text>", "/remove <queue item id>", "/model <name>"):
+        assert f"usage: {usage}" in out.stdout
+    assert out.stdout.count("Unknown command") == 1  # /nosuch alone
+
+
+def test_a_workdir_that_does_not_exist_is_a_usage_error(place, tmp_path):
+    out = echo_console(place, stdin="/quit\n", args=("--workdir", str(tmp_path / "nowhere")))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"--workdir {tmp_path / 'nowhere'}: no such directory." in out.stderr
+
+
 def test_workdir_outside_the_allowed_roots_is_refused(place, tmp_path):
     out = echo_console(
         place,
