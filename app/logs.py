@@ -215,6 +215,18 @@ def _cut_partial_line(path: Path, chunk: int = 64 * 1024) -> None:
         os.truncate(path, keep)
 
 
+class _OwnDebugOnly(logging.Filter):
+    """DEBUG records of Spindle's own loggers only: a library's DEBUG chatter (markdown-it
+    logs each rule of each message it renders) rotated a flooded chat's useful records out
+    of the log file within seconds."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.INFO or record.name.split(".", 1)[0] in _OWN_LOGGERS
+
+
+_OWN_LOGGERS = ("spindle", "threadspindle")
+
+
 def configure_logging(level: str, log_file: Path | None, *, terminal: bool = True) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -229,12 +241,14 @@ def configure_logging(level: str, log_file: Path | None, *, terminal: bool = Tru
         file_handler = _FileHandler(log_file)
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(_JsonFormatter())
+        file_handler.addFilter(_OwnDebugOnly())
         file_handler.addFilter(context)
         root.addHandler(file_handler)
     if terminal:
         term = logging.StreamHandler(sys.stderr)
         term.setLevel(level.upper())
         term.setFormatter(_HumanFormatter())
+        term.addFilter(_OwnDebugOnly())
         term.addFilter(context)
         root.addHandler(term)
     # Libraries' chatter stays out of the terminal unless asked for.

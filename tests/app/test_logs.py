@@ -89,3 +89,33 @@ def test_the_log_file_is_private_and_rotated_by_size(
         assert all(json.loads(line) for line in (tmp_path / name).read_text().splitlines())
     last = json.loads(path.read_text().splitlines()[-1])
     assert last["msg"] == "record 999"
+
+
+LIBRARY_DEBUG = """
+import logging, sys
+from pathlib import Path
+from threadspindle.app.logs import configure_logging
+
+configure_logging("error", Path(sys.argv[1]), terminal=False)
+for name in ("markdown_it.rules_block", "some.library", "spindle.actor", "threadspindle.x"):
+    logging.getLogger(name).debug("debug of %s", name)
+    logging.getLogger(name).info("info of %s", name)
+"""
+
+
+def test_the_log_file_keeps_debug_records_of_spindle_only(tmp_path: Path) -> None:
+    # A library's DEBUG chatter (markdown-it: every rule of every message it renders)
+    # rotated a flooded chat's useful records out of the file within seconds.
+    path = tmp_path / "spindle.log.jsonl"
+    subprocess.run(
+        [sys.executable, "-c", LIBRARY_DEBUG, str(path)], check=True, cwd=ROOT, timeout=60
+    )
+    messages = {json.loads(line)["msg"] for line in path.read_text().splitlines()}
+    assert messages == {
+        "info of markdown_it.rules_block",
+        "info of some.library",
+        "debug of spindle.actor",
+        "info of spindle.actor",
+        "debug of threadspindle.x",
+        "info of threadspindle.x",
+    }
