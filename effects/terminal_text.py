@@ -6,9 +6,10 @@ screen, move the cursor to overwrite what was printed (a forged "Accept" or a hi
 command), set the window title, write to the clipboard (OSC 52) or, on some terminals,
 answer back as if typed. ``terminal_safe`` removes every such sequence whole (CSI, OSC,
 DCS/PM/APC strings, two-character escapes), then every control character left except
-newline and tab (a lone ESC, BEL, backspace, carriage return, the C1 range), and the
-bidirectional overrides that make text display in another order than it reads
-("Trojan Source"). Everything else, emoji and every script included, passes untouched.
+newline and tab (a lone ESC, BEL, backspace, carriage return, the C1 range), the
+bidirectional overrides and marks that make text display in another order than it reads
+("Trojan Source"), and the Unicode line and paragraph separators. Everything else, emoji
+and every script included, passes untouched.
 
 Stripping works on any cut of a stream: a sequence split across two pieces loses its ESC
 in the first, so the second only shows a few harmless printable characters.
@@ -30,8 +31,13 @@ _SEQUENCE = re.compile(
     """,
     re.VERBOSE,
 )
-# Control characters but newline and tab; DEL; C1; bidi embeddings/overrides/isolates.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Control characters but newline and tab; DEL; C1; bidi embeddings/overrides/isolates and
+# marks (ALM, LRM, RLM: a mark reorders neutral characters around it as an override does);
+# the line and paragraph separators (a terminal may break a line there, or show nothing:
+# either way the line reads otherwise than it is). The zero-width joiner stays: emoji.
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def terminal_safe(text: str) -> str:

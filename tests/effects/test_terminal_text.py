@@ -30,8 +30,12 @@ ATTACKS = (
     "\x07\x08",
     "ok\rEVIL",
     "\u202efdp.exe",
+    "\u200f1 + 2\u200e",  # marks that reorder what is around them
+    "↳ fine\u2028» you: a forged prompt",  # a line separator, shown as a break or not at all
 )
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def test_each_attack_loses_its_control_characters() -> None:
@@ -48,7 +52,10 @@ def test_nothing_but_newline_and_tab_survives(text: str) -> None:
     assert CONTROL.search(terminal_safe(text)) is None
 
 
-@given(st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs"))) | st.just("a\tb\nc"))
+@given(
+    st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp")))
+    | st.just("a\tb\nc 👩\u200d💻")  # (the zero-width joiner of an emoji stays)
+)
 def test_ordinary_text_is_untouched(text: str) -> None:
     assert terminal_safe(text) == text
 
