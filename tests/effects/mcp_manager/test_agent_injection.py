@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,12 @@ def next_call(prefix: str, done: list[str], results: list[str], workdir: Path) -
     """The scripted model's next process-manager call as ``(tool, arguments)``, or None when
     it is time for the final text: start, get_output until the marker shows, stop."""
     if not done:
-        script = f"print({MARKER!r}, flush=True); import time; time.sleep(120)"
+        # A shell, not Python: it prints at once, where a Python starting on a loaded machine
+        # had not printed yet when the model's 20 looks were over (the test failed).
         arguments = {
             "name": "web",
-            "command": sys.executable,
-            "args": ["-u", "-c", script],
+            "command": "/bin/sh",
+            "args": ["-c", f"echo '{MARKER}'; exec sleep 120"],
             "cwd": str(workdir),
         }
         return prefix + "start_process", arguments
