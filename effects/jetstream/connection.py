@@ -243,12 +243,22 @@ async def bucket(
     js: JetStreamContext, name: str, *, replicas: int, ttl: float | None = None
 ) -> KeyValue:
     """The KV bucket ``name``: created with these settings, or bound as it exists."""
+    timeouts = 0
     for attempt in range(_PLACEMENT_TRIES):
         try:
             kv: KeyValue = await trio_asyncio.aio_as_trio(js.create_key_value)(
                 bucket=name, ttl=ttl, history=1, replicas=replicas
             )
             return kv
+        except nats.errors.TimeoutError:
+            # As for the stream (``_ensure``): a cluster just started on a loaded machine
+            # may take over the API's 5 s to place a replicated bucket (seen once in a full
+            # test run); the same settings again answer with the bucket as it is.
+            timeouts += 1
+            if timeouts == _ENSURE_ATTEMPTS:
+                raise
+            logger.warning("nats took over 5 s to make the %s bucket: asking again", name)
+            continue
         except (BadRequestError, *_NO_RESPONDERS) as exc:
             # The cluster not ready yet (see _not_ready): it is, a moment later.
             if _not_ready(exc) and attempt + 1 < _PLACEMENT_TRIES:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import nats.errors
 import pytest
 import trio
 from nats.js.api import StorageType, StreamConfig, StreamInfo, StreamState
@@ -131,6 +132,25 @@ async def test_a_bucket_is_asked_for_again_until_the_cluster_can_place_it() -> N
     assert js.calls.count(f"create_key_value:{connection.LEASES_BUCKET}") == 3
     assert isinstance(live.leases, FakeKeyValue)
     assert live.leases.name == connection.LEASES_BUCKET
+
+
+async def test_a_stream_or_bucket_slower_than_the_api_timeout_is_asked_for_again() -> None:
+    # A cluster just started on a loaded machine took over the API's 5 s to make the
+    # snapshots bucket once in a full test run: the stream was asked again, the bucket not.
+    js = FakeJetStream(
+        {
+            "add_stream": 2,
+            f"create_key_value:{connection.LEASES_BUCKET}": 1,
+            f"create_key_value:{connection.SNAPSHOTS_BUCKET}": 3,
+        },
+        refusal=nats.errors.TimeoutError,
+    )
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            live = await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count("add_stream") == 3
+    assert js.calls.count(f"create_key_value:{connection.SNAPSHOTS_BUCKET}") == 4
+    assert live.snapshots.name == connection.SNAPSHOTS_BUCKET  # type: ignore[attr-defined]
 
 
 async def test_an_existing_stream_is_used_as_it_is() -> None:
