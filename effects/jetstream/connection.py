@@ -206,13 +206,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
                     replicas,
                 )
         except nats.errors.TimeoutError:
-            # A cluster just started, on a loaded machine, may take longer than the API's
-            # 5 s to place a replicated stream (seen once in a full test run); asking again
-            # is safe: the same configuration answers with the stream as it is.
-            timeouts += 1
-            if timeouts == _ENSURE_ATTEMPTS:
-                raise
-            logger.warning("nats took over 5 s to make the %s stream: asking again", STREAM)
+            timeouts = _timed_out(timeouts, f"the {STREAM} stream")
             continue
         break
     leases = await bucket(js, LEASES_BUCKET, ttl=lease_ttl_s, replicas=replicas)
@@ -239,6 +233,19 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
     return JetStream(nc, js, leases, snapshots, replicas, actual)
 
 
+def _timed_out(timeouts: int, what: str) -> int:
+    """One more API timeout making ``what`` (the stream, a bucket): the count, or, at the
+    last attempt, the timeout raised again (called in its ``except`` clause). A cluster just
+    started, on a loaded machine, may take longer than the API's 5 s to place a replicated
+    stream or bucket (seen in full test runs, once each); asking again is safe: the same
+    configuration answers with what exists."""
+    timeouts += 1
+    if timeouts >= _ENSURE_ATTEMPTS:
+        raise  # (the TimeoutError being handled by the caller)
+    logger.warning("nats took over 5 s to make %s: asking again", what)
+    return timeouts
+
+
 async def bucket(
     js: JetStreamContext, name: str, *, replicas: int, ttl: float | None = None
 ) -> KeyValue:
@@ -251,13 +258,7 @@ async def bucket(
             )
             return kv
         except nats.errors.TimeoutError:
-            # As for the stream (``_ensure``): a cluster just started on a loaded machine
-            # may take over the API's 5 s to place a replicated bucket (seen once in a full
-            # test run); the same settings again answer with the bucket as it is.
-            timeouts += 1
-            if timeouts == _ENSURE_ATTEMPTS:
-                raise
-            logger.warning("nats took over 5 s to make the %s bucket: asking again", name)
+            timeouts = _timed_out(timeouts, f"the {name} bucket")
             continue
         except (BadRequestError, *_NO_RESPONDERS) as exc:
             # The cluster not ready yet (see _not_ready): it is, a moment later.

@@ -151,6 +151,16 @@ async def test_a_stream_or_bucket_slower_than_the_api_timeout_is_asked_for_again
     assert js.calls.count("add_stream") == 3
     assert js.calls.count(f"create_key_value:{connection.SNAPSHOTS_BUCKET}") == 4
     assert live.snapshots.name == connection.SNAPSHOTS_BUCKET  # type: ignore[attr-defined]
+    # Never answered: the timeout, after so many attempts.
+    js = FakeJetStream(
+        {f"create_key_value:{connection.LEASES_BUCKET}": 100}, refusal=nats.errors.TimeoutError
+    )
+    async with open_asyncio_loop():
+        with trio.fail_after(10), pytest.raises(nats.errors.TimeoutError):
+            await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert js.calls.count(f"create_key_value:{connection.LEASES_BUCKET}") == (
+        connection._ENSURE_ATTEMPTS
+    )
 
 
 async def test_an_existing_stream_is_used_as_it_is() -> None:
