@@ -27,6 +27,7 @@ SECTIONS = [
     "chat_budget",
     "parsers",
     "pipe_reads",
+    "wake_floor",
     "agents",
     "jetstream",
 ]

@@ -206,6 +206,35 @@ def _plots(r: dict, plot_dir: Path) -> list[str]:
     return made
 
 
+def _wake_floor_section(floor: Any) -> list[str]:
+    """The "wake_floor" section (bench/wake_floor.py): CPU per wake-up of an idle task."""
+    if not isinstance(floor, dict) or "timer_wheel" not in floor:
+        return []
+    rows = [
+        [how, floor[key]["cpu_us_per_wake"], floor[key]["share_of_delta_budget"]]
+        for how, key in (
+            ("the timer wheel (`Timers`, as the agents and tickers)", "timer_wheel"),
+            ("`trio.sleep_until`", "sleep_until"),
+        )
+    ]
+    return [
+        "## What a wake-up costs",
+        "",
+        f"{_fmt(floor['tasks'])} trio tasks, each woken every 50 ms for "
+        f"{floor['seconds']:g} s and doing nothing then: the latency section's in-process "
+        "agents without their deltas (1,000 of them are 20,000 wake-ups a second). *CPU µs "
+        "per wake-up*: this process's CPU over the wake-ups, the median of "
+        f"{floor['rounds']} rounds taking turns. *Of a delta's budget*: the share of the "
+        "50 µs a delta may cost for one core to take 20,000 a second. So in the in-process "
+        "shape this much of each delta's cost is the fake agent's wake-up, before Spindle "
+        "does anything; a real agent wakes in a process of its own. Command: "
+        "`PYTHONPATH=. .venv/bin/python -m bench.wake_floor` (a section of `make bench`).",
+        "",
+        _table(["paced by", "CPU µs per wake-up", "of a delta's budget"], rows),
+        "",
+    ]
+
+
 def _pipe_reads_section(reads: Any) -> list[str]:
     """The "pipe_reads" section (bench/pipe_reads.py): CPU per line read, two readers."""
     if not isinstance(reads, dict) or "1_per_write" not in reads:
@@ -595,6 +624,7 @@ def write_report(results: dict, path: Path, plot_dir: Path) -> None:
     parts += _parsers_section(r.get("parsers", {}))
     parts += [PARSERS_BEFORE_AFTER, ""] if r.get("parsers") else []
     parts += _pipe_reads_section(r.get("pipe_reads", {}))
+    parts += _wake_floor_section(r.get("wake_floor", {}))
     rc = r.get("render_cost", {})
     if "long_answer" in rc:
         la = rc["long_answer"]
