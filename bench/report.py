@@ -25,31 +25,30 @@ __all__ = ["write_report"]
 # The host the page's figures were measured on, and how its speed moves, written by hand
 # after a full run (the figures it cites are in bench/results.json or the commits named)
 # and shown only under that run: a later run gets a note of its own, or none.
-HOST_NOTE_RUN = "2026-11-27 12:50 UTC"
+HOST_NOTE_RUN = "2026-11-27 14:46 UTC"
 HOST_NOTE = """\
-**The host (2026-11-27, 11:30 UTC on).** This run and two `make bench` runs before it \
-(11:30 and 11:46 UTC, before the change to `LineReader` and the new `pipe_reads` section) \
-are on an AMD EPYC host again (Linux 6.18.44-fc-v669), like the page's runs until \
-2026-11-26 09:51 UTC and unlike the Intel Xeon host of the runs since, which ran this code \
-about 2× slower (`transition` 43,807 calls/s at 02:46 UTC; here 103,538, 83,658 and, in \
-this run, 68,074-100,989 from one round to the next: the host's speed moved during the \
-run). The three runs agree on the issue's verdicts: the slowest parser 228,475, 228,974 \
-and 245,400 lines/s (claude stream-json each time); at Discord's limits the worst \
-thread's lag 4.63, 4.70 and 4.65 s, 0 429s, reply p99 0.025, 0.093 and 0.024 s, every \
-final text exact; at 1,000 threads p99 ingress → effect 168, 163 and 85.1 ms, `/abort` → \
-interrupt p99 96.2, 71.4 and 45 ms in process (326, 351 and 275; 148, 121 and 105 ms \
-with the agents apart): short each time, the knee at 300, 300 and 500 threads. The \
-rendering ratio of this run was 11.47 (rounds 11.47, 11.61, 9.5, while `transition` \
-went from 68k to 101k calls/s) against 9.81 and 9.68 in the two runs before, with the \
-Python calls growing 9.991× as ever; `render_cost` run again at 13:01 UTC gave 9.98 \
-(rounds 9.7, 9.98, 10.19), the row shown (see "Rendering and chat-API cost"). The CPU a \
-delta costs at 400 threads (133 and 119 µs at 11:30 and 11:46, 91.4 µs here; 133 on the \
-Xeon host, where the core's calls ran at half the speed) shrinks far less than the core's \
-calls: at that load nearly every delta wakes the process from its wait for I/O, and a \
-wake-up is dear on \
-these virtual machines whatever the speed of the Python code: reading an agent's pipe \
-took 44.2 µs of CPU a line at one line per wake-up and 8.3 µs at ten in this run \
-("Reading an agent's pipe", below)."""
+**The host (2026-11-27, 11:30 UTC on).** This is the fourth full run that day on an AMD \
+EPYC host (Linux 6.18.44-fc-v669; the runs of 11:30, 11:46 and 12:50 UTC before it), \
+which runs this code about 2× faster than the Intel Xeon host of the runs of 2026-11-26 \
+09:51 UTC to 2026-11-27 02:46 UTC (`transition` 43,807 calls/s there at 02:46 UTC). \
+The four runs agree on the issue's verdicts: the slowest parser 228,475, 228,974, \
+245,400 and 217,363 lines/s (claude stream-json each time; 148k-182k on the Xeon host); \
+at Discord's limits the worst thread's lag 4.63, 4.70, 4.65 and 4.72 s, 0 429s, reply \
+p99 0.025, 0.093, 0.024 and 0.042 s, every final text exact; the idle actor 12.5-12.7 \
+KB; at 1,000 threads p99 ingress → effect 168, 163, 85.1 and 115 ms, `/abort` → \
+interrupt p99 96.2, 71.4, 45 and 47.4 ms in process (326, 351, 275 and 304; 148, 121, \
+105 and 114 ms with the agents apart): short each time, the knee at 300, 300, 500 and \
+600 threads. New in this run, "What a wake-up costs": a trio task woken every 50 ms and \
+doing nothing costs 14.7 µs of CPU a wake-up on the timer wheel (27.7 µs with \
+`trio.sleep_until`), 0.29 of the 50 µs a delta may cost for one core to take 20,000 a \
+second: in the in-process shape the fake agents' wake-ups alone take that share before \
+Spindle does anything; with the agents apart, reading a pipe costs 41 µs of CPU a line \
+at one line per wake-up ("Reading an agent's pipe"). The JetStream rows moved against \
+the run of 12:50 UTC (100 threads' actions 3,906 → 2,575/s; a claim and rebuild 0.037 → \
+0.419 s) with nothing on that path changed (only a retry at set-up): the section run \
+again at 14:57 UTC gave 0.043 s, and then on the code of 12:50 UTC (15:00) and on this \
+code (15:04), 3,032 and 3,120 actions/s (`python -m bench --only jetstream --out DIR`): \
+the host's speed, not the code."""
 
 
 # The two runs of the render linearity (the table shows the last one's).
