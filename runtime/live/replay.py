@@ -93,7 +93,31 @@ def export_thread(db_path: str | os.PathLike[str], thread_id: str, out: TextIO) 
 
 
 def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[int, Action]]:
-    """Parse exported lines into (seq, action), upgrading older versions."""
+    """Parse exported lines into (seq, action), upgrading older versions. An export holds
+    one thread's actions in order: a line of another thread, or a seq that does not grow,
+    is a ``ValueError`` naming the line (folded into the first thread, another thread's
+    actions gave a state neither thread ever had, and said nothing)."""
+    thread: str | None = None
+    last_seq: int | None = None
+    for n, seq, action in _records(lines, source):
+        if thread is None:
+            thread = action.thread_id
+        elif action.thread_id != thread:
+            raise ValueError(
+                f"{source}:{n}: an action of thread {action.thread_id!r:.80} in a file of "
+                f"thread {thread!r:.80}: export one thread per file"
+            )
+        if last_seq is not None and seq <= last_seq:
+            raise ValueError(
+                f"{source}:{n}: seq {seq} after seq {last_seq}: the lines are out of order "
+                "or repeated"
+            )
+        last_seq = seq
+        yield seq, action
+
+
+def _records(lines: Iterable[str], source: str) -> Iterator[tuple[int, int, Action]]:
+    """(line number, seq, action) of each line that is not blank."""
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -122,17 +146,18 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
             raise ValueError(f"{source}:{n}: bad action: {exc}") from None
         except RecursionError:  # an action nested deeper than validation can follow
             raise ValueError(f"{source}:{n}: bad action: nested too deeply") from None
-        yield _seq_of(record, n, source), action
+        yield n, _seq_of(record, n, source), action
 
 
 def _seq_of(record: dict[str, Any], n: int, source: str) -> int:
     """The line's ``seq`` (the line number when it has none); ``ValueError`` naming the line
     when it is not an integer (``int()`` of a list or an object raised a bare TypeError)."""
     seq = record.get("seq", n)
-    try:
-        return int(seq)
-    except (TypeError, ValueError):
-        raise ValueError(f"{source}:{n}: bad seq {seq!r:.60}") from None
+    # Only an integer (an export writes one): ``int()`` took 3.9 for 3, "3" for 3, true for
+    # 1, and raised OverflowError, uncaught, for 1e999.
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise ValueError(f"{source}:{n}: bad seq {seq!r:.60}")
+    return seq
 
 
 # --- the fold ----------------------------------------------------------------------------

@@ -145,3 +145,27 @@ def test_a_seq_that_is_not_a_number_is_a_value_error_naming_the_line() -> None:
     line = f'{{"format":"spindle-log","v":1,"thread_id":"t","seq":[1],"action":{action}}}'
     with pytest.raises(ValueError, match=r"^up\.jsonl:1: bad seq \[1\]"):
         list(read_jsonl([line], "up.jsonl"))
+
+
+def _line(seq: object, thread: str = "t", action_id: str = "s1") -> str:
+    action = StatusRequested(thread_id=thread, action_id=action_id, at=1.0).model_dump_json()
+    return f'{{"format":"spindle-log","v":1,"thread_id":"{thread}","seq":{seq},"action":{action}}}'
+
+
+@pytest.mark.parametrize("seq", ["1e999", "3.9", '"3"', "true", "-1", "NaN"])
+def test_a_seq_that_is_no_whole_number_is_a_value_error_naming_the_line(seq: str) -> None:
+    # (1e999 raised an OverflowError nobody caught: a traceback from `spindle replay`.)
+    with pytest.raises(ValueError, match=r"^up\.jsonl:2: bad seq"):
+        list(read_jsonl([_line(1), _line(seq, action_id="s2")], "up.jsonl"))
+
+
+def test_another_threads_line_or_a_seq_that_does_not_grow_is_refused() -> None:
+    # Folded into the first thread, another thread's actions made a state neither had.
+    mixed = [_line(1), _line(2, thread="other", action_id="o1")]
+    with pytest.raises(ValueError, match=r"^up\.jsonl:2: an action of thread 'other'"):
+        list(read_jsonl(mixed, "up.jsonl"))
+    for seqs in ((2, 1), (1, 1)):
+        lines = [_line(seq, action_id=f"s{i}") for i, seq in enumerate(seqs)]
+        with pytest.raises(ValueError, match=r"^up\.jsonl:2: seq 1 after seq"):
+            list(read_jsonl(lines, "up.jsonl"))
+    assert [seq for seq, _ in read_jsonl([_line(1), "", _line(5, action_id="s5")])] == [1, 5]
