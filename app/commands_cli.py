@@ -217,6 +217,11 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.output is not None and os.path.isdir(args.output):
         print(f"Cannot write {args.output}: it is a directory; name a file.", file=sys.stderr)
         return EXIT_USAGE
+    own = _spindles_file(args.output, settings) if args.output is not None else None
+    if own is not None:
+        # Written over, the database held one thread's export, every other thread lost.
+        print(f"Cannot write {args.output}: it is {own}; name another file.", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.output is not None:
             count = _export_to_file(
@@ -239,6 +244,22 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _spindles_file(path: Path, settings: Settings) -> str | None:
+    """What ``path`` is of Spindle's own files (the database and its side files, the log
+    file, the config file), or None."""
+    db = str(settings.database_path)
+    own = {
+        db: "Spindle's database",
+        f"{db}-wal": "the database's WAL",
+        f"{db}-shm": "the database's shared memory",
+        f"{db}.lock": "the database's lock",
+        str(settings.log_path): "Spindle's log file",
+        str(getattr(settings, "_config_file", None) or default_config_path()): "the config file",
+    }
+    real = {os.path.realpath(p): what for p, what in own.items()}
+    return real.get(os.path.realpath(path))
+
+
 def _export_to_file(path: Path, export: Callable[[TextIO], int]) -> int:
     """Run ``export`` into the file ``path`` names; returns its count.
 
@@ -256,8 +277,13 @@ def _export_to_file(path: Path, export: Callable[[TextIO], int]) -> int:
         with target.open("w", encoding="utf-8") as out:
             return export(out)
     partial = target.with_name(f".{target.name}.partial")
+    # Private, as the log it comes from (it quotes every prompt), or as the file it
+    # replaces was: made with the umask, it was readable by anyone.
+    keep = stat.S_IMODE(mode) if mode is not None else 0o600
     try:
-        with partial.open("w", encoding="utf-8") as out:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, keep)
+        os.fchmod(fd, keep)  # (the umask may have taken bits the old file had)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
             count = export(out)
         partial.replace(target)
     finally:

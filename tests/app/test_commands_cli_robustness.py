@@ -116,6 +116,34 @@ def test_export_onto_a_directory_is_refused(place: dict[str, Path], tmp_path: Pa
     assert list(folder.iterdir()) == [] and not (tmp_path / ".folder.partial").exists()
 
 
+def test_export_onto_spindles_own_files_is_refused(place: dict[str, Path], tmp_path: Path) -> None:
+    # Written over, the database held one thread's export: every other thread was lost.
+    db = place["data"] / "spindle.db"
+    before = db.read_bytes()
+    link = tmp_path / "innocent.jsonl"
+    link.symlink_to(db)
+    for output, what in ((db, "Spindle's database"), (link, "Spindle's database")):
+        out = spindle(place, "log", "export", THREAD, "-o", str(output))
+        assert out.returncode == 2, out.stderr
+        assert f"Cannot write {output}: it is {what}" in _one_clear_line(out.stderr)
+    assert db.read_bytes() == before
+    assert spindle(place, "status").returncode == 0
+
+
+def test_an_export_is_private_or_keeps_the_mode_of_the_file_it_replaces(
+    place: dict[str, Path], tmp_path: Path
+) -> None:
+    # It quotes every prompt: made with the umask, it was readable by anyone.
+    fresh, shared = tmp_path / "fresh.jsonl", tmp_path / "shared.jsonl"
+    shared.write_text("old")
+    shared.chmod(0o640)
+    for output in (fresh, shared):
+        assert spindle(place, "log", "export", THREAD, "-o", str(output)).returncode == 0
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+    assert fresh.read_text() == shared.read_text() == _export(place)
+
+
 # --- standard output on a full disk ----------------------------------------------------------
 
 
