@@ -72,11 +72,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         print(f"{path} already exists (use --force to overwrite it).", file=sys.stderr)
         return EXIT_USAGE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        print(f"Cannot write {path}: it is a directory; name a file.", file=sys.stderr)
+        return EXIT_USAGE
     template = resources.files("threadspindle.app").joinpath("config_template.toml").read_text()
-    path.write_text(template)
-    print(f"Wrote {path}. Edit it, then `spindle doctor` to check and `spindle run` to start.")
-    return EXIT_OK
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template)
+    except OSError as exc:  # a full disk, no permission, a file where a folder should be
+        print(f"Cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return _write_failure_code(exc)
+    return _write_stdout(
+        f"Wrote {path}. Edit it, then `spindle doctor` to check and `spindle run` to start.\n"
+    )
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -87,11 +95,15 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
     rows = run_checks(settings)
     failed = any(r.status == "fail" for r in rows)
-    if not sys.stdout.isatty():  # a pipe or a file: one plain line per check, for scripts
-        for row in rows:
-            fix = f" -> {row.fix}" if row.fix else ""
-            print(f"{row.status.upper():4}  {row.name}: {row.found}{fix}")
-        return EXIT_DOCTOR if failed else EXIT_OK
+    if sys.stdout is None or not sys.stdout.isatty():  # one plain line per check, for scripts
+        text = "".join(
+            f"{row.status.upper():4}  {row.name}: {row.found}"
+            + (f" -> {row.fix}" if row.fix else "")
+            + "\n"
+            for row in rows
+        )
+        written = _write_stdout(text)
+        return written if written != EXIT_OK else (EXIT_DOCTOR if failed else EXIT_OK)
     table = Table(title="spindle doctor", show_lines=False)
     for column in ("check", "", "found", "what to do"):
         table.add_column(column)
@@ -141,12 +153,20 @@ def _write_stdout(text: str) -> int:
     """Write ``text`` to standard output and flush it here, inside the check: a stdout that
     refuses it (redirected to a full disk, a closed pipe) is one line and exit 5 or 1, not
     a traceback (or, for text left in the buffer, an error at interpreter exit)."""
+    if sys.stdout is None:
+        return _stdout_closed()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
         return _stdout_failed(exc)
     return EXIT_OK
+
+
+def _stdout_closed() -> int:
+    """Started with standard output closed (``>&-``): Python has no ``sys.stdout`` then."""
+    print("Cannot write to standard output: it is closed.", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _stdout_failed(exc: OSError) -> int:
@@ -228,6 +248,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
                 args.output, lambda out: replay.export_thread(db, args.thread, out)
             )
             print(f"Wrote {count} actions of {args.thread} to {args.output}.", file=sys.stderr)
+        elif sys.stdout is None:
+            return _stdout_closed()
         else:
             replay.export_thread(db, args.thread, sys.stdout)
             sys.stdout.flush()  # here, inside the check, not at interpreter exit

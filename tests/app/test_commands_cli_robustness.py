@@ -5,9 +5,11 @@ was pointed at.
 - ``log export -o`` through a symbolic link writes the link's target (the link stays); onto
   a FIFO it writes into the FIFO (it used to rename a regular file over both); a directory
   is refused.
-- ``status``, ``replay``, ``web-timeline`` and ``log export`` with standard output on a full
-  disk (``/dev/full``): exit 5 and "Cannot write to standard output" (a traceback before,
-  or "Cannot write None").
+- ``status``, ``replay``, ``web-timeline``, ``log export`` and ``doctor`` with standard output
+  on a full disk (``/dev/full``): exit 5 and "Cannot write to standard output" (a traceback
+  before, or "Cannot write None"); with it closed (``>&-``): exit 1 and one line.
+- ``log export -o`` onto Spindle's own files is refused; an export is private.
+- ``init`` where it cannot write (a directory, under a file, a full disk): one line.
 - ``replay --check`` with a missing file or a directory, ``replay`` and ``web-timeline`` of
   a line nested too deeply for the JSON parser: exit 1 naming the file.
 - ``run --workdir`` with a control character or longer than 4096 bytes: exit 2 before
@@ -154,7 +156,7 @@ def _dev_full() -> bool:
         return False
 
 
-@pytest.mark.parametrize("command", ["status", "replay", "web-timeline", "log export"])
+@pytest.mark.parametrize("command", ["status", "replay", "web-timeline", "log export", "doctor"])
 def test_stdout_on_a_full_disk_is_exit_5_with_one_line(
     place: dict[str, Path], tmp_path: Path, command: str
 ) -> None:
@@ -166,6 +168,7 @@ def test_stdout_on_a_full_disk_is_exit_5_with_one_line(
         "replay": ["replay", str(exported)],
         "web-timeline": ["web-timeline", str(exported)],
         "log export": ["log", "export", THREAD],
+        "doctor": ["doctor"],
     }[command]
     with open("/dev/full", "w") as full:  # only written to: every write fails with ENOSPC
         out = subprocess.run(
@@ -181,6 +184,43 @@ def test_stdout_on_a_full_disk_is_exit_5_with_one_line(
     assert _one_clear_line(out.stderr).splitlines() == [
         "Cannot write to standard output: No space left on device"
     ]
+
+
+@pytest.mark.parametrize("command", ["status", "log export", "doctor"])
+def test_stdout_closed_is_one_line(place: dict[str, Path], command: str) -> None:
+    # `spindle status >&-`: Python has no sys.stdout (an AttributeError traceback before).
+    args = {"status": ["status"], "log export": ["log", "export", THREAD], "doctor": ["doctor"]}
+    out = subprocess.run(
+        [*SPINDLE, *args[command]],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=place["work"],
+        env=environment(place),
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert out.returncode == 1, out.stderr
+    assert _one_clear_line(out.stderr).splitlines() == [
+        "Cannot write to standard output: it is closed."
+    ]
+
+
+def test_init_where_it_cannot_write_is_one_line(place: dict[str, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    a_file = tmp_path / "file.toml"
+    a_file.write_text("")
+    cases = [
+        (folder, 2, f"Cannot write {folder}: it is a directory; name a file."),
+        (a_file / "sub.toml", 1, f"Cannot write {a_file / 'sub.toml'}: "),
+    ]
+    if _dev_full():
+        cases.append((Path("/dev/full"), 5, "Cannot write /dev/full: No space left on device"))
+    for path, code, says in cases:
+        out = spindle(place, "init", "--config", str(path), "--force")
+        assert out.returncode == code, out.stderr
+        assert _one_clear_line(out.stderr).startswith(says), out.stderr
+    assert a_file.read_text() == ""
 
 
 # --- replay and web-timeline inputs ----------------------------------------------------------
