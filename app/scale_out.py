@@ -59,6 +59,7 @@ from threadspindle.effects.jetstream.transport import DEFAULT_HOME, open_transpo
 from threadspindle.effects.open_files import raise_open_file_limit
 from threadspindle.effects.self_protection import make_non_dumpable
 from threadspindle.effects.workspace_port import workspace_factory
+from threadspindle.ingress.input_checks import MAX_PROMPT_CHARS
 from threadspindle.runtime.core.actions import ConversationStarted, UserMessage
 from threadspindle.runtime.core.effect_types import Effect
 from threadspindle.runtime.live.ports import OnPosted, Posted
@@ -111,7 +112,7 @@ def _protect() -> None:
 
 # The longest line the console gateway reads (a prompt's 100,000 characters, in UTF-8 at
 # most 4 bytes each): a JetStream message holds 1 MiB by default.
-_CONSOLE_LINE_BYTES = 400_000
+_CONSOLE_LINE_BYTES = 4 * MAX_PROMPT_CHARS
 
 # What stops a node at its start with a sentence for the operator, not a traceback.
 _REFUSALS = (SignInRefused, ClusterNotReady, StoreUnusable)

@@ -42,6 +42,7 @@ from threadspindle.ingress.discord.translate import (
     split_queue_suffix,
 )
 from threadspindle.ingress.input_checks import (
+    MAX_PROMPT_CHARS,
     InputRefused,
     check_path,
     check_word,
@@ -68,9 +69,6 @@ logger = logging.getLogger("spindle.console")
 
 AGENTS = known_agents()  # "/<agent> start" for each; any other name is an unknown command
 MAX_THREAD_NAME = 64
-# The longest line taken, as the web chat's prompts: a longer one (a file piped in by
-# mistake, say) is refused whole, never sent in pieces.
-MAX_LINE_CHARS = 100_000
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 # The commands above that take (or refuse) arguments, as their usage line says them.
@@ -319,8 +317,8 @@ class ConsoleChat:
 
     async def _handle_line(self, line: str) -> bool:
         text = line.rstrip("\n")
-        if len(text) > MAX_LINE_CHARS:
-            self.say(f"Not sent: a line may hold at most {MAX_LINE_CHARS:,} characters.")
+        if len(text) > MAX_PROMPT_CHARS:
+            self.say(f"Not sent: a line may hold at most {MAX_PROMPT_CHARS:,} characters.")
             return True
         if not has_visible_text(text):
             if text.strip():  # control characters only: said, as a blank line is not
@@ -570,7 +568,7 @@ async def read_piped_lines(chat: ConsoleChat) -> None:
     stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     try:
         # (A line longer than this is cut, its rest dropped: refused as over the limit.)
-        async for line in LineReader(stdin, max_line=4 * MAX_LINE_CHARS + 4):
+        async for line in LineReader(stdin, max_line=4 * MAX_PROMPT_CHARS + 4):
             if not await chat.handle_line(line):
                 break
     finally:

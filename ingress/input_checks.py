@@ -20,6 +20,7 @@ from threadspindle.runtime.core.guards import has_visible_text
 __all__ = [
     "MAX_NAME_CHARS",
     "MAX_PATH_BYTES",
+    "MAX_PROMPT_CHARS",
     "InputRefused",
     "check_path",
     "check_word",
@@ -30,6 +31,9 @@ __all__ = [
 
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux: a longer path cannot be opened anyway
 MAX_NAME_CHARS = 200  # model names, session ids, thread names
+# A prompt typed where Spindle reads it whole (the console's lines, the web chat's
+# messages); the chat platforms bound theirs themselves.
+MAX_PROMPT_CHARS = 100_000
 
 # C0 and C1 control characters and DEL: never part of a path or a name anyone means.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

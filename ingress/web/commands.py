@@ -20,6 +20,7 @@ from typing import Any
 from threadspindle.effects.chunking import parse_component_action
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import (
+    MAX_PROMPT_CHARS,
     InputRefused,
     check_path,
     shown,
@@ -39,7 +40,6 @@ __all__ = [
 ]
 
 AUTHOR = "you"  # the one user of the page: "» you: …", "Allowed by @you"
-MAX_PROMPT_CHARS = 100_000
 
 
 class WebIds:
