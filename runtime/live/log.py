@@ -61,7 +61,11 @@ from threadspindle.runtime.live.log_read import (
     LogReader,
     check_schema,
 )
-from threadspindle.runtime.live.log_unwritable import LogUnwritable, storage_error
+from threadspindle.runtime.live.log_unwritable import (
+    LogUnwritable,
+    held_by_another,
+    storage_error,
+)
 
 __all__ = [
     "ACTION_ADAPTER",
@@ -236,7 +240,7 @@ class EventLog(WalCheckpoints):
             conn.close()
             # Held by another process at start (a transaction of its own, a backup): no
             # storage failure to wait out as a running log does, but a refusal to start.
-            if "locked" in str(exc) or "busy" in str(exc):
+            if held_by_another(exc):
                 raise LogLocked(
                     f"event log {self.path} is locked by another process ({exc}); "
                     "stop it, or end its transaction, first"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from threadspindle.runtime.live.log_read import LogError
 
-__all__ = ["LogUnwritable", "storage_error"]
+__all__ = ["LogUnwritable", "held_by_another", "storage_error"]
 
 
 class LogUnwritable(LogError):
@@ -48,13 +48,20 @@ _OS_STORAGE = {
 }
 
 
+def held_by_another(exc: BaseException) -> bool:
+    """``exc`` is SQLite saying another connection holds the file (SQLITE_BUSY or
+    SQLITE_LOCKED once the busy timeout ran out)."""
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
+    return code is not None and code & 0xFF in _SQLITE_HELD
+
+
 def storage_error(exc: BaseException, path: Path) -> LogUnwritable | None:
     """``LogUnwritable`` when ``exc`` is the disk refusing a write, else None."""
     if isinstance(exc, LogUnwritable):
         return exc
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
-        if code is not None and code & 0xFF in _SQLITE_HELD:
+        if held_by_another(exc):
             # Another process holds the file locked (a `sqlite3` shell in a transaction, a
             # backup): like a full disk, the batch waits and is retried, nothing is lost.
             return LogUnwritable(path, "another process holds the database locked")
