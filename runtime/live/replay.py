@@ -96,7 +96,8 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
     """Parse exported lines into (seq, action), upgrading older versions. An export holds
     one thread's actions in order: a line of another thread, or a seq that does not grow,
     is a ``ValueError`` naming the line (folded into the first thread, another thread's
-    actions gave a state neither thread ever had, and said nothing)."""
+    actions gave a state neither thread ever had, and said nothing); so is an action at a
+    time no clock gives (NaN, or ``1e308``: a timeline's spans became infinite)."""
     thread: str | None = None
     last_seq: int | None = None
     for n, seq, action in _records(lines, source):
@@ -107,6 +108,11 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
                 f"{source}:{n}: an action of thread {action.thread_id!r:.80} in a file of "
                 f"thread {thread!r:.80}: export one thread per file"
             )
+        if not 0.0 <= action.at <= LATEST_AT:
+            raise ValueError(
+                f"{source}:{n}: action {action.action_id} is at {action.at!r}, not a time "
+                "between 1970 and 9999"
+            )
         if last_seq is not None and seq <= last_seq:
             raise ValueError(
                 f"{source}:{n}: seq {seq} after seq {last_seq}: the lines are out of order "
@@ -114,6 +120,9 @@ def read_jsonl(lines: Iterable[str], source: str = "<log>") -> Iterator[tuple[in
             )
         last_seq = seq
         yield seq, action
+
+
+LATEST_AT = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC: the last second a date shows
 
 
 def _records(lines: Iterable[str], source: str) -> Iterator[tuple[int, int, Action]]:

@@ -169,3 +169,12 @@ def test_another_threads_line_or_a_seq_that_does_not_grow_is_refused() -> None:
         with pytest.raises(ValueError, match=r"^up\.jsonl:2: seq 1 after seq"):
             list(read_jsonl(lines, "up.jsonl"))
     assert [seq for seq, _ in read_jsonl([_line(1), "", _line(5, action_id="s5")])] == [1, 5]
+
+
+@pytest.mark.parametrize("at", ["NaN", "1e308", "-1.0", "Infinity"])
+def test_an_action_at_no_time_a_clock_gives_is_refused(at: str) -> None:
+    # The web timeline refused these and `spindle replay` took them: one reader for both.
+    line = _line(1).replace('"at":1.0', f'"at":{at}')
+    assert f'"at":{at}' in line
+    with pytest.raises(ValueError, match=r"^up\.jsonl:1: action s1 is at .*not a time between"):
+        list(read_jsonl([line], "up.jsonl"))
