@@ -36,6 +36,7 @@ import psutil
 import trio
 
 from .child_env import child_environment
+from .pipe_size import widen_pipe
 from .sandbox import Sandbox, open_workdir, sandbox_argv
 
 if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
@@ -407,10 +408,13 @@ class ManagedProcess:
         home: str | None = None,
         expose: Sequence[str] = (),
         expose_writable: Sequence[str] = (),
+        stdout_bytes: int | None = None,
     ) -> ManagedProcess:
         """Start ``argv`` under a guard (it dies with Spindle). With ``sandbox`` it runs in
         bubblewrap seeing ``cwd``, ``home`` (None: the user's home, hidden entries only),
-        the files in ``expose`` (read-only) and the directories in ``expose_writable``."""
+        the files in ``expose`` (read-only) and the directories in ``expose_writable``.
+        ``stdout_bytes``: room the stdout pipe should have for a burst the command is known
+        to say (``pipe_size.py``: as much of it as the kernel grants)."""
         command = [resolve_executable(argv[0], env, cwd), *argv[1:]]
         # The workdir is bound from a descriptor opened without a link on the way: a link
         # put in its place while bubblewrap starts is not followed (``open_workdir``).
@@ -454,6 +458,8 @@ class ManagedProcess:
         finally:
             for fd in bind_fds.values():
                 os.close(fd)
+        if stdout_bytes is not None and isinstance(proc.stdout, trio.lowlevel.FdStream):
+            widen_pipe(proc.stdout.fileno(), stdout_bytes)
         command_pid = await read_command_pid(report_read)
         note_child(proc.pid, os.path.basename(argv[0]), group=command_pid)
         return cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))

@@ -26,6 +26,7 @@ from threadspindle.effects.sandbox import Sandbox
 from threadspindle.runtime.core.model import Attachment
 
 __all__ = [
+    "TURN_STDOUT_BYTES",
     "LaunchSpec",
     "PrivateDir",
     "agent_environment",
@@ -33,6 +34,12 @@ __all__ = [
     "mcp_token_env",
     "prompt_text",
 ]
+
+# A process that exits when its turn ends (the per-turn modes, the generic command) says its
+# last events, often the whole answer in one, just before it exits. A Node or Bun CLI drops
+# what its stdout pipe has not taken by then (``effects/pipe_size.py``), so its pipe gets
+# this much room rather than 64 KiB: the answer survives a reader a little behind.
+TURN_STDOUT_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

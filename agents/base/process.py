@@ -15,8 +15,11 @@ from threadspindle.effects.process import ManagedProcess
 __all__ = ["spawn_agent"]
 
 
-async def spawn_agent(spec: LaunchSpec, *, stdin: bool = True) -> ManagedProcess:
-    """Start ``spec`` (``OSError`` when it cannot: a missing binary or working directory)."""
+async def spawn_agent(
+    spec: LaunchSpec, *, stdin: bool = True, stdout_bytes: int | None = None
+) -> ManagedProcess:
+    """Start ``spec`` (``OSError`` when it cannot: a missing binary or working directory);
+    ``stdout_bytes``: room for a burst it is known to say (``launch.TURN_STDOUT_BYTES``)."""
     return await ManagedProcess.spawn(
         spec.argv,
         env=spec.env,
@@ -26,4 +29,5 @@ async def spawn_agent(spec: LaunchSpec, *, stdin: bool = True) -> ManagedProcess
         home=spec.home,
         expose=spec.expose,
         expose_writable=spec.expose_writable,
+        stdout_bytes=stdout_bytes,
     )

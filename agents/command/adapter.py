@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter, AgentStartError
+from threadspindle.agents.base.launch import TURN_STDOUT_BYTES
 from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics
 from threadspindle.agents.base.process import spawn_agent
@@ -93,7 +94,7 @@ class CommandAdapter(AgentAdapter):
         self.parser.result = {}
         try:
             spec = launch_spec(self.options, prompt, workdir=workdir, session_id=self.session_id)
-            proc = await spawn_agent(spec)
+            proc = await spawn_agent(spec, stdout_bytes=TURN_STDOUT_BYTES)
         except OSError as exc:
             await self._send(TurnAborted(reason=f"the command could not start: {exc}"))
             return

@@ -41,7 +41,7 @@ from threadspindle.agents.base.options import AgentOptions
 from threadspindle.agents.base.parsing import AgentStatistics, ParserStats
 from threadspindle.agents.base.process import spawn_agent
 from threadspindle.agents.gemini.home import ThreadHome, avoid_same_minute_collision
-from threadspindle.agents.gemini.launch import launch_spec, prompt_fits_argv
+from threadspindle.agents.gemini.launch import launch_spec, prompt_fits_argv, stdout_room
 from threadspindle.agents.gemini.parser import AcpParser
 from threadspindle.agents.gemini.retries import DEBUG_LOG_ENV, DebugLogWatch, retry_event
 from threadspindle.agents.gemini.stream_parser import StreamJsonParser
@@ -472,7 +472,7 @@ class GeminiAdapter(AgentAdapter):
         )
         on_stdin = not prompt_fits_argv(text)  # too long for the command line
         try:
-            proc = await spawn_agent(spec, stdin=on_stdin)
+            proc = await spawn_agent(spec, stdin=on_stdin, stdout_bytes=stdout_room(text))
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start gemini: {exc}"))
             return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from threadspindle.agents.base.launch import LaunchSpec, launch_environment
+from threadspindle.agents.base.launch import TURN_STDOUT_BYTES, LaunchSpec, launch_environment
 from threadspindle.agents.base.options import AgentOptions
 
 __all__ = [
@@ -41,6 +41,16 @@ ARGV_PROMPT_MAX_BYTES = 120_000
 def prompt_fits_argv(prompt: str) -> bool:
     """Whether a one-turn prompt goes on the command line (else on stdin)."""
     return len(prompt.encode("utf-8", "surrogatepass")) <= ARGV_PROMPT_MAX_BYTES
+
+
+def stdout_room(prompt: str) -> int:
+    """The stdout pipe's room a one-turn process needs: its stream begins by echoing the
+    prompt in a JSON string (twice the bytes leave room for escapes) and ends with the
+    answer, and the CLI drops what the pipe has not taken when it exits
+    (``TURN_STDOUT_BYTES``): a quick answer after a long prompt was lost whenever the reader
+    was a little behind."""
+    size = len(prompt.encode("utf-8", "surrogatepass"))
+    return max(TURN_STDOUT_BYTES, 2 * size + 64 * 1024)
 
 
 def launch_spec(

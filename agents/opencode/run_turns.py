@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from threadspindle.agents.base.adapter import AgentAdapter
-from threadspindle.agents.base.launch import PrivateDir, prompt_text
+from threadspindle.agents.base.launch import TURN_STDOUT_BYTES, PrivateDir, prompt_text
 from threadspindle.agents.base.parsing import ParserStats
 from threadspindle.agents.base.process import spawn_agent
 from threadspindle.agents.opencode.launch import launch_env, private_config, run_spec
@@ -85,7 +85,7 @@ class RunTurnsMixin(AgentAdapter):
             env=self._turn_env or launch_env(self.options),
         )
         try:
-            proc = await spawn_agent(spec, stdin=False)
+            proc = await spawn_agent(spec, stdin=False, stdout_bytes=TURN_STDOUT_BYTES)
         except OSError as exc:
             await self._emit_event(TurnAborted(reason=f"cannot start opencode: {exc}"))
             done.set()

@@ -4,6 +4,7 @@ line parser, and the adapter registry that finds it by name."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from threadspindle.agents.base import AgentOptions, AgentStartError, StampedEven
 from threadspindle.agents.claude import ClaudeAdapter
 from threadspindle.agents.command import CommandAdapter
 from threadspindle.agents.command.parser import CommandLineParser
+from threadspindle.effects.process import ManagedProcess
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     SessionStarted,
@@ -30,6 +32,7 @@ from threadspindle.runtime.core.agent_events import (
     TurnCompleted,
 )
 from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
+from threadspindle.testkit.late_reader import lines_after_exit
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -126,6 +129,33 @@ async def test_json_lines_become_events(tmp_path: Path) -> None:
     stats = adapter.statistics()
     assert stats.malformed == 1  # {"type": "text", "text": 5}
     assert stats.skipped_types == {"weird": 1, "result": 1}
+
+
+async def test_a_node_command_s_last_burst_survives_a_reader_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that exits at its turn's end says its last lines just before. Node queues
+    what its stdout pipe cannot take and drops the queue at exit: with the reader behind
+    (here: it reads only once the command is gone) a 64 KiB pipe kept a third of this
+    answer. The turn's pipe has room for it (``TURN_STDOUT_BYTES``)."""
+    node = shutil.which("node")
+    assert node is not None, "node comes with the agent CLIs (make agents)"
+    script = tmp_path / "burst.js"
+    script.write_text(
+        "for (let i = 0; i < 2000; i++)"
+        " process.stdout.write('line ' + i + ' ' + 'x'.repeat(90) + '\\n');"
+        "process.exit(0);"
+    )
+
+    monkeypatch.setattr(ManagedProcess, "stdout_lines", lines_after_exit)
+    async with trio.open_nursery() as nursery:
+        adapter, got = await _serve(nursery, AgentOptions(binary=f"{node} {script}"), tmp_path)
+        await adapter.prompt(_prompt("r1", "go", tmp_path))
+        end = await got.end_of("r1")
+        await adapter.stop()
+    texts = [e.text for e in got.of("r1") if isinstance(e, TextDelta)]
+    assert len(texts) == 2000 and texts[-1].startswith("line 1999 ")
+    assert isinstance(end.event, TurnCompleted)
 
 
 async def test_failing_command_aborts_with_code_and_stderr(tmp_path: Path) -> None:

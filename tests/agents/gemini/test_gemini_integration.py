@@ -45,6 +45,7 @@ from threadspindle.runtime.core.effect_types import PromptAgent, StartAgent
 from threadspindle.testkit.fake_model.base import SSEEvent
 from threadspindle.testkit.fake_model.gemini import TEXT_ANSWER, FakeGeminiServer, last_user_turn
 from threadspindle.testkit.genuine_clis import BWRAP, GEMINI_USER_SETTINGS, cli_path, gemini_options
+from threadspindle.testkit.late_reader import lines_after_exit
 
 TURN_TIMEOUT = 45.0
 pytestmark = pytest.mark.timeout(180)
@@ -489,6 +490,27 @@ async def test_each_threads_agent_sees_only_its_own_mcp_token(
                     assert "No such file or directory" in seen, seen
     finally:
         fake.stop()
+
+
+async def test_a_long_prompts_answer_is_not_lost_when_the_cli_exits_before_it_is_read(
+    tmp_path: Path, fake: FakeGeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-p`` echoes the prompt first; Node queues what its stdout pipe cannot take and
+    drops the queue at exit. With the model quick and Spindle's reader behind (here: it
+    reads only once the CLI is gone), a long prompt's echo filled the 64 KiB pipe and the
+    answer and the ``result`` behind it were lost ("exited without a result"; seen on CI).
+    The stdout pipe now has room for the echo."""
+
+    monkeypatch.setattr(ManagedProcess, "stdout_lines", lines_after_exit)
+    async with running_gemini(tmp_path, fake, per_turn=True) as s:
+        for run_id, text in (
+            ("r1", "-v " + " ".join(f"word{i}" for i in range(10_000))),  # on the command line
+            ("r2", "-v " + " ".join(f"word{i}" for i in range(30_000))),  # on stdin
+        ):
+            end = await s.turn(run_id, text)
+            assert isinstance(end.event, TurnCompleted) and not end.event.is_error, end
+            assert s.text_of(run_id) == "Hello from fake model."
+            assert last_user_turn(fake.stream_requests()[-1].body)[0] == text
 
 
 async def test_a_prompt_the_cli_did_not_read_from_stdin_in_time_is_fed_again(

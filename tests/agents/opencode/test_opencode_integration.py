@@ -27,7 +27,7 @@ from threadspindle.agents.base import AgentOptions, McpServer, StampedEvent
 from threadspindle.agents.opencode import OpencodeAdapter, list_conversations
 from threadspindle.agents.opencode.launch import mcp_registrations
 from threadspindle.agents.opencode.server import live_servers
-from threadspindle.effects.process import tree_pids
+from threadspindle.effects.process import ManagedProcess, tree_pids
 from threadspindle.runtime.core.agent_events import (
     AgentError,
     PermissionRequested,
@@ -53,6 +53,7 @@ from threadspindle.testkit.fake_model.openai_chat import (
     last_user_text,
     tool_names,
 )
+from threadspindle.testkit.late_reader import lines_after_exit
 
 TURN_TIMEOUT = 45.0
 pytestmark = pytest.mark.timeout(180)
@@ -408,6 +409,24 @@ async def test_per_turn_fallback_mcp_tool_then_a_resumed_turn_interrupted(
         assert end.event.exit_code is not None and end.event.exit_code != 0
         assert "chunk39" not in _text([e for e in thread.events if e.run_id == slow])
         _assert_gone(pids)
+
+
+async def test_per_turn_a_long_answer_survives_a_reader_behind(
+    fake: OpenAIChatFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``opencode run`` says a text part whole when it ends, then exits; it drops what its
+    stdout pipe has not taken by then. With the reader behind (here: it reads only once the
+    process is gone) a ~270 KB answer was lost whole ("exited (0) without finishing the
+    turn"). The turn's pipe has room for it (``TURN_STDOUT_BYTES``)."""
+
+    monkeypatch.setattr(ManagedProcess, "stdout_lines", lines_after_exit)
+    fake.slow_chunks, fake.slow_delay = 30_000, 0.0
+    work = tmp_path / "work"
+    work.mkdir()
+    async with running(opencode_options(fake, tmp_path / "home", per_turn=True), work) as thread:
+        events = await thread.turn("SLOWTEST")
+    assert isinstance(events[-1].event, TurnCompleted), events[-1]
+    assert _text(events) == "".join(f"chunk{i} " for i in range(30_000))
 
 
 # -- MCP injection ----------------------------------------------------------------------------
