@@ -8,20 +8,30 @@ ends with no result though the model answered. A pipe that holds the whole burst
 before the exit.
 
 The kernel grants what it can: an unprivileged user gets at most
-``/proc/sys/fs/pipe-max-size`` (1 MiB by default), and nothing more once its pipes already
-hold ``pipe-user-pages-soft`` pages. That is why only a known burst asks for room, never
-every pipe: wide pipes spend the budget every other pipe of the user is sized from.
+``/proc/sys/fs/pipe-max-size`` (1 MiB by default), and once the pipes of the user hold
+``pipe-user-pages-soft`` pages (64 MiB by default, 1,024 default pipes) every new pipe it
+makes gets 8 KiB instead of 64. So only a known burst asks for room, never every pipe, and
+an unprivileged Spindle lends at most a quarter of that budget at a time (``ALLOTMENT_SHARE``):
+past it a pipe keeps its default size, as before, rather than shrink the pipes made after it.
+Root (CAP_SYS_RESOURCE) has no such budget.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
+import resource
 from pathlib import Path
 
-__all__ = ["MAX_PIPE_BYTES", "pipe_size", "widen_pipe"]
+__all__ = ["MAX_PIPE_BYTES", "give_back", "lent", "pipe_size", "widen_pipe"]
 
 MAX_PIPE_BYTES = 16 * 1024 * 1024  # never more, whatever a caller asks
+ALLOTMENT_SHARE = 4  # an unprivileged Spindle widens pipes with 1/4 of the user's budget
 _PIPE_MAX_SIZE = Path("/proc/sys/fs/pipe-max-size")
+_PIPE_USER_PAGES_SOFT = Path("/proc/sys/fs/pipe-user-pages-soft")
+
+_lent = 0  # bytes beyond their first size that widened, still open pipes hold
+_allotment: int | None = None  # None: not read yet; -1: no limit
 
 
 def pipe_size(fd: int) -> int:
@@ -34,19 +44,57 @@ def pipe_size(fd: int) -> int:
 
 def widen_pipe(fd: int, size: int) -> int:
     """Make the pipe ``fd`` hold at least ``size`` bytes (at most ``MAX_PIPE_BYTES``), or as
-    much as the kernel lets this user have; never narrower than it is. Returns its size."""
+    much as the kernel and the allotment let; never narrower than it is. Returns the bytes
+    lent from the allotment: ``give_back`` them once the pipe is closed."""
+    global _lent
     have = pipe_size(fd)
     if have == 0:
         return 0
     want = min(size, MAX_PIPE_BYTES)
+    allotment = _read_allotment()
+    if allotment >= 0:
+        # The kernel rounds a size up to a power of two: ask for one that fits what is left.
+        room = have + max(0, allotment - _lent)
+        want = min(want, 1 << (room.bit_length() - 1))
     for ask in (want, min(want, _pipe_max_size())):
         if ask <= have:
             break
         try:
-            return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, ask)
+            got: int = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, ask)
         except OSError:  # EPERM: above the user's maximum or budget; EBUSY: holds more
             continue
-    return have
+        _lent += got - have
+        return got - have
+    return 0
+
+
+def give_back(lent_bytes: int) -> None:
+    """Return what ``widen_pipe`` lent, its pipe closed."""
+    global _lent
+    _lent = max(0, _lent - lent_bytes)
+
+
+def lent() -> int:
+    """The bytes widened pipes hold now beyond their first size."""
+    return _lent
+
+
+def _read_allotment() -> int:
+    global _allotment
+    if _allotment is None:
+        _allotment = -1 if os.geteuid() == 0 else _soft_budget() // ALLOTMENT_SHARE
+    return _allotment
+
+
+def _soft_budget() -> int:
+    """The user's pipe budget in bytes (``pipe-user-pages-soft``; 0 there: no budget)."""
+    try:
+        pages = int(_PIPE_USER_PAGES_SOFT.read_text())
+    except (OSError, ValueError):
+        pages = 16384  # the kernel's default
+    if pages == 0:
+        return 4 * MAX_PIPE_BYTES * ALLOTMENT_SHARE  # unlimited: still not without end
+    return pages * resource.getpagesize()
 
 
 def _pipe_max_size() -> int:

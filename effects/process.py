@@ -36,7 +36,7 @@ import psutil
 import trio
 
 from .child_env import child_environment
-from .pipe_size import widen_pipe
+from .pipe_size import give_back, widen_pipe
 from .sandbox import Sandbox, open_workdir, sandbox_argv
 
 if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
@@ -393,6 +393,7 @@ class ManagedProcess:
         # When the guard started: no member of its command's group is older.
         self.started = _guard_started(proc.pid) if started is None else started
         self._reaped = False
+        self._pipe_lent = 0  # stdout room lent by ``pipe_size.widen_pipe``, until the exit
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._send_lock = trio.Lock()
 
@@ -458,11 +459,14 @@ class ManagedProcess:
         finally:
             for fd in bind_fds.values():
                 os.close(fd)
-        if stdout_bytes is not None and isinstance(proc.stdout, trio.lowlevel.FdStream):
-            widen_pipe(proc.stdout.fileno(), stdout_bytes)
         command_pid = await read_command_pid(report_read)
         note_child(proc.pid, os.path.basename(argv[0]), group=command_pid)
-        return cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))
+        lent = 0
+        if stdout_bytes is not None and isinstance(proc.stdout, trio.lowlevel.FdStream):
+            lent = widen_pipe(proc.stdout.fileno(), stdout_bytes)
+        managed = cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))
+        managed._pipe_lent = lent
+        return managed
 
     def stdout_lines(self) -> LineReader:
         assert self.proc.stdout is not None
@@ -514,6 +518,10 @@ class ManagedProcess:
         code = await self.proc.wait()
         if not self._reaped:
             self._reaped = True
+            # Its end of the pipe is closed: nothing more will need the room (the kernel
+            # counts the pipe until Spindle's end closes too, a moment later).
+            give_back(self._pipe_lent)
+            self._pipe_lent = 0
             with trio.CancelScope(shield=True):
                 left = await self._stop_orphans()
             if not left:
