@@ -416,17 +416,17 @@ async def test_per_turn_a_long_answer_survives_a_reader_behind(
 ) -> None:
     """``opencode run`` says a text part whole when it ends, then exits; it drops what its
     stdout pipe has not taken by then. With the reader behind (here: it reads only once the
-    process is gone) a ~270 KB answer was lost whole ("exited (0) without finishing the
+    process is gone) a ~130 KB answer was lost whole ("exited (0) without finishing the
     turn"). The turn's pipe has room for it (``TURN_STDOUT_BYTES``)."""
 
     monkeypatch.setattr(ManagedProcess, "stdout_lines", lines_after_exit)
-    fake.slow_chunks, fake.slow_delay = 30_000, 0.0
+    fake.slow_chunks, fake.slow_delay = 15_000, 0.0
     work = tmp_path / "work"
     work.mkdir()
     async with running(opencode_options(fake, tmp_path / "home", per_turn=True), work) as thread:
         events = await thread.turn("SLOWTEST")
     assert isinstance(events[-1].event, TurnCompleted), events[-1]
-    assert _text(events) == "".join(f"chunk{i} " for i in range(30_000))
+    assert _text(events) == "".join(f"chunk{i} " for i in range(15_000))
 
 
 # -- MCP injection ----------------------------------------------------------------------------
