@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from threadspindle.app.config import ConfigError, Settings, default_config_path, load_settings
+from threadspindle.app.config_loading import misspelt_env
 from threadspindle.app.exit_codes import (
     EXIT_DATABASE,
     EXIT_DOCTOR,
@@ -29,7 +30,10 @@ __all__ = ["dispatch"]
 def _settings(args: argparse.Namespace) -> Settings:
     level = getattr(args, "log_level", None)
     overrides = {"log_level": level} if level else {}
-    return load_settings(getattr(args, "config", None), **overrides)
+    settings = load_settings(getattr(args, "config", None), **overrides)
+    for warning in misspelt_env(Settings, os.environ):
+        print(f"Warning: {warning}", file=sys.stderr)
+    return settings
 
 
 def dispatch(args: argparse.Namespace) -> int:

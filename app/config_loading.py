@@ -8,6 +8,7 @@ themselves, so ``_env_json_problem`` is given the model to walk.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -20,7 +21,7 @@ import platformdirs
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-__all__ = ["ConfigError", "default_config_path"]
+__all__ = ["ConfigError", "default_config_path", "misspelt_env"]
 
 
 class ConfigError(Exception):
@@ -108,6 +109,28 @@ def _env_json_problem(settings: type[BaseModel], name: str, value: str) -> str |
             f"e.g. {name}='{example}'"
         )
     return None
+
+
+def misspelt_env(settings: type[BaseModel], environ: typing.Mapping[str, str]) -> list[str]:
+    """A warning for each ``SPINDLE_...`` variable whose setting (its part before any
+    ``__``) is none of ``settings``' but is spelt almost like one: it is ignored, and a
+    token set as ``SPINDLE_DISCORD_TOKN`` would leave the bot in console mode without a word.
+    (A wrong key inside a section is refused outright; other ``SPINDLE_`` variables, of
+    tests or of the commands Spindle runs, say nothing.)"""
+    fields = list(settings.model_fields)
+    warnings = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("SPINDLE_"):
+            continue
+        head, _, rest = upper[len("SPINDLE_") :].partition("__")
+        if head.lower() in fields:
+            continue
+        near = difflib.get_close_matches(head.lower(), fields, n=1, cutoff=0.8)
+        if near:
+            meant = "SPINDLE_" + near[0].upper() + (f"__{rest}" if rest else "")
+            warnings.append(f"${name} is not a setting and is ignored: did you mean ${meant}?")
+    return warnings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

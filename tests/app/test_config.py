@@ -439,3 +439,34 @@ def test_nats_servers_files_are_hidden_from_sandboxed_agents(
     hidden = settings.sandbox_for("claude")
     assert hidden is not None and str(tmp_path / "nats") in hidden.hidden
     assert str(settings.data_path) in hidden.hidden
+
+
+def test_a_misspelt_spindle_variable_is_named_with_the_one_it_is_like(tmp_path: Path) -> None:
+    """Nothing reads ``SPINDLE_DISCRD_TOKEN``: the bot ran in console mode without a word
+    (a wrong key inside a section was refused, a wrong setting's name passed). Every
+    command now warns, naming the variable it is like; other ``SPINDLE_`` variables (a
+    command agent's ``SPINDLE_RUN_ID``) and the right ones say nothing."""
+    from threadspindle.app.config import Settings
+    from threadspindle.app.config_loading import misspelt_env
+
+    environ = {
+        "SPINDLE_DISCRD_TOKEN": "x",
+        "SPINDLE_RUNTIMES__QUEUE_LIMIT": "5",
+        "SPINDLE_RUN_ID": "r1",
+        "SPINDLE_DISCORD_TOKEN": "y",
+        "SPINDLE_RUNTIME__QUEUE_LIMIT": "5",
+        "DISCRD_TOKEN": "z",
+    }
+    assert misspelt_env(Settings, environ) == [
+        "$SPINDLE_DISCRD_TOKEN is not a setting and is ignored: "
+        "did you mean $SPINDLE_DISCORD_TOKEN?",
+        "$SPINDLE_RUNTIMES__QUEUE_LIMIT is not a setting and is ignored: "
+        "did you mean $SPINDLE_RUNTIME__QUEUE_LIMIT?",
+    ]
+    place = make_place(tmp_path)
+    out = spindle(place, "status", env={"SPINDLE_TELEGRAM_TOKN": "t", "SPINDLE_RUN_ID": "r"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "Warning: $SPINDLE_TELEGRAM_TOKN is not a setting and is ignored: "
+        "did you mean $SPINDLE_TELEGRAM_TOKEN?"
+    ]
