@@ -238,13 +238,10 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)
         return EXIT_DATABASE
-    if args.output is not None and os.path.isdir(args.output):
-        print(f"Cannot write {args.output}: it is a directory; name a file.", file=sys.stderr)
-        return EXIT_USAGE
-    own = _spindles_file(args.output, settings) if args.output is not None else None
-    if own is not None:
-        # Written over, the database held one thread's export, every other thread lost.
-        print(f"Cannot write {args.output}: it is {own}; name another file.", file=sys.stderr)
+    if _stdout_named(args):
+        args.output = None
+    if args.output is not None and (refused := _output_refused(args.output, settings)):
+        print(refused, file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.output is not None:
@@ -268,6 +265,24 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return _write_failure_code(exc)
     return EXIT_OK
+
+
+def _stdout_named(args: argparse.Namespace) -> bool:
+    """``-o -``: standard output, as the tools of the command line take it (a file named
+    "-" was written before)."""
+    return args.output is not None and str(args.output) == "-"
+
+
+def _output_refused(path: Path, settings: Settings) -> str | None:
+    """Why an export or a page may not be written to ``path`` (None: it may): a directory,
+    or one of Spindle's own files; written over, the database would hold one thread's
+    export, every other thread lost."""
+    if os.path.isdir(path):
+        return f"Cannot write {path}: it is a directory; name a file."
+    own = _spindles_file(path, settings)
+    if own is not None:
+        return f"Cannot write {path}: it is {own}; name another file."
+    return None
 
 
 def _spindles_file(path: Path, settings: Settings) -> str | None:
@@ -330,10 +345,15 @@ def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file} holds no action.", file=sys.stderr)
         return EXIT_FAILURE
     page = standalone_timeline(timeline, title=args.file.name)
-    if args.output is None:
+    if args.output is None or _stdout_named(args):
         return _write_stdout(page)
+    if refused := _output_refused(args.output, settings):
+        print(refused, file=sys.stderr)
+        return EXIT_USAGE
     try:
-        args.output.write_text(page, encoding="utf-8")
+        # As an export is written: whole or not at all, private (the page quotes every
+        # prompt), never over the database.
+        _export_to_file(args.output, lambda out: out.write(page))
     except OSError as exc:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return _write_failure_code(exc)

@@ -146,6 +146,39 @@ def test_an_export_is_private_or_keeps_the_mode_of_the_file_it_replaces(
     assert fresh.read_text() == shared.read_text() == _export(place)
 
 
+def test_a_web_timeline_page_is_written_as_an_export_is(
+    place: dict[str, Path], tmp_path: Path
+) -> None:
+    """``web-timeline -o`` wrote its page with the umask and over anything: the database
+    itself (every thread lost), and a directory was exit 1, not 2. It is now written as an
+    export is: private, whole, never over Spindle's own files."""
+    exported = tmp_path / "thread.jsonl"
+    exported.write_text(_export(place))
+    db = place["data"] / "spindle.db"
+    before = db.read_bytes()
+    out = spindle(place, "web-timeline", str(exported), "-o", str(db))
+    assert out.returncode == 2
+    assert f"Cannot write {db}: it is Spindle's database" in _one_clear_line(out.stderr)
+    assert db.read_bytes() == before
+    out = spindle(place, "web-timeline", str(exported), "-o", str(tmp_path))
+    assert out.returncode == 2 and "it is a directory" in _one_clear_line(out.stderr)
+    page = tmp_path / "page.html"
+    assert spindle(place, "web-timeline", str(exported), "-o", str(page)).returncode == 0
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert page.read_text().startswith("<!doctype html>")
+
+
+def test_dash_is_standard_output(place: dict[str, Path], tmp_path: Path) -> None:
+    """``-o -`` wrote a file named "-" in the working directory."""
+    exported = spindle(place, "log", "export", THREAD, "-o", "-")
+    assert exported.returncode == 0 and exported.stdout == _export(place)
+    source = tmp_path / "thread.jsonl"
+    source.write_text(exported.stdout)
+    page = spindle(place, "web-timeline", str(source), "-o", "-")
+    assert page.returncode == 0 and page.stdout.startswith("<!doctype html>")
+    assert not (place["work"] / "-").exists()
+
+
 # --- standard output on a full disk ----------------------------------------------------------
 
 
