@@ -279,16 +279,18 @@ async def test_killing_the_gateway_loses_nothing_and_reposts_only_the_effect_in_
         # Posted, not recorded: the one window left; the next gateway posts it again. Died
         # after recording it: never posted again (the next gateway reports it instead).
         extra = n - 1 - died["posted"][(thread_id, key)]
-        assert extra in (0, 1), (thread_id, key, n, died)
-        if extra:  # an outside SIGKILL hit the same window: the effect in hand
-            in_hand = [
-                i
-                for i, seg in enumerate(segments)
-                # A gateway that killed itself at another thread's post may have had this
-                # thread's post in hand too: threads are served concurrently.
-                if [(k, kk) for k, t, kk, _ in seg if t == thread_id][-1:] == [("post", key)]
-            ]
-            assert in_hand and min(in_hand) < KILLS, (thread_id, key)
+        # An outside SIGKILL that hit the same window, the effect in hand, posts it once
+        # more; so can the next kill, if the next gateway still had it in hand (a slow
+        # host: the redelivered post was again the last thing a gateway did).
+        in_hand = [
+            i
+            for i, seg in enumerate(segments)
+            # A gateway that killed itself at another thread's post may have had this
+            # thread's post in hand too: threads are served concurrently.
+            if i < KILLS
+            and [(k, kk) for k, t, kk, _ in seg if t == thread_id][-1:] == [("post", key)]
+        ]
+        assert 0 <= extra <= len(in_hand), (thread_id, key, n, died, in_hand)
     assert set(posts) == in_log
     assert len(posts) >= len(sent)  # at least one post per reply
     print(
