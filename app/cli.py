@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     log_sub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND")
     export = log_sub.add_parser("export", parents=[common], help="write one thread's log as JSONL")
     export.add_argument("thread")
-    export.add_argument("-o", "--output", type=Path, help="file, or - for standard output (the default)")
+    export.add_argument(
+        "-o", "--output", type=Path, help="file, or - for standard output (the default)"
+    )
     export.add_argument(
         "--nats", help="read the thread's log from NATS JetStream at these URLs (scale-out)"
     )
@@ -157,7 +159,9 @@ def _parser() -> argparse.ArgumentParser:
         "loaded from elsewhere.",
     )
     timeline.add_argument("file", type=Path)
-    timeline.add_argument("-o", "--output", type=Path, help="file, or - for standard output (the default)")
+    timeline.add_argument(
+        "-o", "--output", type=Path, help="file, or - for standard output (the default)"
+    )
 
     mcp = command("mcp", help="run the MCP process manager alone")
     mcp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: config mcp.port)")

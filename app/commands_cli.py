@@ -8,7 +8,7 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
@@ -196,13 +196,13 @@ def _discard_stdout() -> None:
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.runtime.live import replay
 
+    if args.check is None:
+        return _replay_to_stdout(args.file, replay.replay_lines(args.file, args.transcript))
     try:
         lines = replay.replay_file(args.file, transcript=args.transcript)
     except (OSError, ValueError) as exc:
         print(f"Cannot replay {args.file}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    if args.check is None:
-        return _write_stdout("".join(line + "\n" for line in lines))
     try:
         expected = args.check.read_text(encoding="utf-8").splitlines()
     except (OSError, ValueError) as exc:  # missing, a directory, not UTF-8
@@ -221,6 +221,33 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     )
     code = _write_stdout("".join(diff))
     return code if code != EXIT_OK else EXIT_FAILURE
+
+
+def _replay_to_stdout(source: Path, lines: Iterator[str]) -> int:
+    """Print a replay as it is folded, 64 KiB at a time. A bad line further on stops it
+    there, naming the line, after what came before it was printed (exit 1)."""
+    if sys.stdout is None:
+        return _stdout_closed()
+    chunk: list[str] = []
+    size = 0
+    while True:
+        try:
+            line = next(lines, None)
+        except (OSError, ValueError) as exc:  # the file, not the output
+            print(f"Cannot replay {source}: {exc}", file=sys.stderr)
+            code = _write_stdout("".join(chunk))
+            return code if code != EXIT_OK else EXIT_FAILURE
+        if line is not None:
+            chunk.append(line + "\n")
+            size += len(line) + 1
+        if size >= 65536 or (line is None and chunk):
+            try:
+                sys.stdout.write("".join(chunk))
+            except OSError as exc:
+                return _stdout_failed(exc)
+            chunk, size = [], 0
+        if line is None:
+            return _write_stdout("")  # the flush, inside the check
 
 
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:

@@ -34,6 +34,7 @@ __all__ = [
     "read_jsonl",
     "replay_actions",
     "replay_file",
+    "replay_lines",
     "transcript_lines",
 ]
 
@@ -236,10 +237,17 @@ def transcript_lines(folded: Iterable[tuple[int, Action, Any]]) -> Iterator[str]
 def replay_file(path: str | os.PathLike[str], transcript: bool = False) -> list[str]:
     """The effects of replaying the JSONL log at ``path``, one line each (or a transcript).
     Raises OSError when it cannot be read and ValueError when a line is not valid."""
+    return list(replay_lines(path, transcript))
+
+
+def replay_lines(path: str | os.PathLike[str], transcript: bool = False) -> Iterator[str]:
+    """``replay_file``'s lines one at a time, as the file is read: memory stays that of the
+    thread's state, whatever the file's size (a list of them was ~3x the file). The errors
+    come where they are met."""
     source = str(path)
     with open(path, encoding="utf-8") as f:
         folded = replay_actions(read_jsonl(f, source))
-        return list(transcript_lines(folded) if transcript else effect_lines(folded))
+        yield from transcript_lines(folded) if transcript else effect_lines(folded)
 
 
 def check(

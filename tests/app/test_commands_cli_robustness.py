@@ -285,6 +285,26 @@ def test_a_line_nested_too_deeply_is_named(
     assert f"{deep}:1: JSON nested too deeply" in _one_clear_line(out.stderr)
 
 
+def test_replay_prints_as_it_folds_and_stops_at_a_bad_line_naming_it(
+    place: dict[str, Path], tmp_path: Path
+) -> None:
+    """``replay`` held its whole output until the end (~330 MB for a 100 MB file); it now
+    prints as it folds, so a bad line further on stops it there: what came before is
+    printed, the line is named, the exit is 1."""
+    exported = _export(place).splitlines()
+    whole = tmp_path / "thread.jsonl"
+    whole.write_text("\n".join(exported) + "\n")
+    full = spindle(place, "replay", str(whole))
+    assert full.returncode == 0 and full.stdout
+    cut = tmp_path / "cut.jsonl"
+    last = len(exported)
+    cut.write_text("\n".join([*exported, "{not json"]) + "\n")
+    out = spindle(place, "replay", str(cut))
+    assert out.returncode == 1
+    assert f"Cannot replay {cut}: {cut}:{last + 1}: " in _one_clear_line(out.stderr)
+    assert out.stdout == full.stdout  # every effect of the good lines, once
+
+
 # --- run --workdir ---------------------------------------------------------------------------
 
 
