@@ -6,12 +6,10 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import stat
 import sys
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
 
 from threadspindle.app.config import ConfigError, Settings, default_config_path, load_settings
 from threadspindle.app.config_loading import misspelt_env
@@ -23,6 +21,7 @@ from threadspindle.app.exit_codes import (
     EXIT_STORAGE,
     EXIT_USAGE,
 )
+from threadspindle.app.output_files import output_refused, stdout_named, write_private
 
 __all__ = ["dispatch"]
 
@@ -259,20 +258,20 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.log_command != "export":
         print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
+    if stdout_named(args):
+        args.output = None
     if getattr(args, "nats", None):
         return _scale_out("cmd_log_export")(args, settings)
     db = settings.database_path
     if not db.exists():
         print(f"No database at {db}.", file=sys.stderr)
         return EXIT_DATABASE
-    if _stdout_named(args):
-        args.output = None
-    if args.output is not None and (refused := _output_refused(args.output, settings)):
+    if args.output is not None and (refused := output_refused(args.output, settings)):
         print(refused, file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.output is not None:
-            count = _export_to_file(
+            count = write_private(
                 args.output, lambda out: replay.export_thread(db, args.thread, out)
             )
             print(f"Wrote {count} actions of {args.thread} to {args.output}.", file=sys.stderr)
@@ -294,71 +293,6 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _stdout_named(args: argparse.Namespace) -> bool:
-    """``-o -``: standard output, as the tools of the command line take it (a file named
-    "-" was written before)."""
-    return args.output is not None and str(args.output) == "-"
-
-
-def _output_refused(path: Path, settings: Settings) -> str | None:
-    """Why an export or a page may not be written to ``path`` (None: it may): a directory,
-    or one of Spindle's own files; written over, the database would hold one thread's
-    export, every other thread lost."""
-    if os.path.isdir(path):
-        return f"Cannot write {path}: it is a directory; name a file."
-    own = _spindles_file(path, settings)
-    if own is not None:
-        return f"Cannot write {path}: it is {own}; name another file."
-    return None
-
-
-def _spindles_file(path: Path, settings: Settings) -> str | None:
-    """What ``path`` is of Spindle's own files (the database and its side files, the log
-    file, the config file), or None."""
-    db = str(settings.database_path)
-    own = {
-        db: "Spindle's database",
-        f"{db}-wal": "the database's WAL",
-        f"{db}-shm": "the database's shared memory",
-        f"{db}.lock": "the database's lock",
-        str(settings.log_path): "Spindle's log file",
-        str(getattr(settings, "_config_file", None) or default_config_path()): "the config file",
-    }
-    real = {os.path.realpath(p): what for p, what in own.items()}
-    return real.get(os.path.realpath(path))
-
-
-def _export_to_file(path: Path, export: Callable[[TextIO], int]) -> int:
-    """Run ``export`` into the file ``path`` names; returns its count.
-
-    A symbolic link is followed: its target is written, the link stays. A regular file (or
-    none yet) is written beside the target as ``.NAME.partial`` and renamed over it at the
-    end, so a failed export leaves no half file and no old file overwritten. Anything else
-    (a FIFO, a terminal, a character device) cannot be renamed over without replacing the
-    node itself: it is opened and written directly."""
-    target = Path(os.path.realpath(path))
-    try:
-        mode: int | None = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        with target.open("w", encoding="utf-8") as out:
-            return export(out)
-    partial = target.with_name(f".{target.name}.partial")
-    # Private, as the log it comes from (it quotes every prompt), or as the file it
-    # replaces was: made with the umask, it was readable by anyone.
-    keep = stat.S_IMODE(mode) if mode is not None else 0o600
-    try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, keep)
-        os.fchmod(fd, keep)  # (the umask may have taken bits the old file had)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            count = export(out)
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return count
-
-
 def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.ingress.web.pages import standalone_timeline
     from threadspindle.ingress.web.timeline import timeline_of_file
@@ -372,15 +306,15 @@ def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file} holds no action.", file=sys.stderr)
         return EXIT_FAILURE
     page = standalone_timeline(timeline, title=args.file.name)
-    if args.output is None or _stdout_named(args):
+    if args.output is None or stdout_named(args):
         return _write_stdout(page)
-    if refused := _output_refused(args.output, settings):
+    if refused := output_refused(args.output, settings):
         print(refused, file=sys.stderr)
         return EXIT_USAGE
     try:
         # As an export is written: whole or not at all, private (the page quotes every
         # prompt), never over the database.
-        _export_to_file(args.output, lambda out: out.write(page))
+        write_private(args.output, lambda out: out.write(page))
     except OSError as exc:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return _write_failure_code(exc)

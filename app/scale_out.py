@@ -45,6 +45,7 @@ from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from threadspindle.app.logs import configure_logging, redact
+from threadspindle.app.output_files import output_refused, write_private
 from threadspindle.effects.jetstream.connection import (
     ClusterNotReady,
     SignInRefused,
@@ -529,6 +530,9 @@ def _password_file(directory: Path, password: str) -> Path:
 
 def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
     _protect()
+    if args.output and (refused := output_refused(args.output, settings)):
+        print(refused, file=sys.stderr)
+        return EXIT_USAGE
     from threadspindle.runtime.live.log_read import LogError
     from threadspindle.runtime.live.replay import export_lines
 
@@ -551,7 +555,12 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_FAILURE
     lines = [line + "\n" for line in export_lines(found, args.thread)]
     if args.output:
-        args.output.write_text("".join(lines))
+        # As the database's export is written: whole, private, never over Spindle's files.
+        try:
+            write_private(args.output, lambda out: out.write("".join(lines)))
+        except OSError as exc:
+            print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_FAILURE
         print(f"Wrote {len(lines)} actions of {args.thread} to {args.output}.", file=sys.stderr)
     else:
         sys.stdout.write("".join(lines))

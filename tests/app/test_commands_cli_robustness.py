@@ -130,6 +130,11 @@ def test_export_onto_spindles_own_files_is_refused(place: dict[str, Path], tmp_p
         assert f"Cannot write {output}: it is {what}" in _one_clear_line(out.stderr)
     assert db.read_bytes() == before
     assert spindle(place, "status").returncode == 0
+    # Read from JetStream, it is refused the same, before any server is asked.
+    out = spindle(place, "log", "export", THREAD, "--nats", "nats://127.0.0.1:9", "-o", str(db))
+    assert out.returncode == 2, out.stderr
+    assert f"Cannot write {db}: it is Spindle's database" in _one_clear_line(out.stderr)
+    assert db.read_bytes() == before
 
 
 def test_an_export_is_private_or_keeps_the_mode_of_the_file_it_replaces(
