@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,10 +17,14 @@ from threadspindle.app.exit_codes import (
     EXIT_DOCTOR,
     EXIT_FAILURE,
     EXIT_OK,
-    EXIT_STORAGE,
     EXIT_USAGE,
 )
-from threadspindle.app.output_files import output_refused, stdout_named, write_private
+from threadspindle.app.output_files import (
+    output_refused,
+    stdout_named,
+    write_failure_code,
+    write_private,
+)
 
 __all__ = ["dispatch"]
 
@@ -84,7 +87,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         path.write_text(template)
     except OSError as exc:  # a full disk, no permission, a file where a folder should be
         print(f"Cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return _write_failure_code(exc)
+        return write_failure_code(exc)
     return _write_stdout(
         f"Wrote {path}. Edit it, then `spindle doctor` to check and `spindle run` to start.\n"
     )
@@ -147,11 +150,6 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 # --- standard output ---------------------------------------------------------------------
 
 
-def _write_failure_code(exc: OSError) -> int:
-    """Exit 5 when the disk refused the bytes (full, read-only), else 1."""
-    return EXIT_STORAGE if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) else EXIT_FAILURE
-
-
 def _write_stdout(text: str) -> int:
     """Write ``text`` to standard output and flush it here, inside the check: a stdout that
     refuses it (redirected to a full disk, a closed pipe) is one line and exit 5 or 1, not
@@ -175,7 +173,7 @@ def _stdout_closed() -> int:
 def _stdout_failed(exc: OSError) -> int:
     print(f"Cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
     _discard_stdout()
-    return _write_failure_code(exc)
+    return write_failure_code(exc)
 
 
 def _discard_stdout() -> None:
@@ -289,7 +287,7 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         if args.output is None:
             return _stdout_failed(exc)
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return _write_failure_code(exc)
+        return write_failure_code(exc)
     return EXIT_OK
 
 
@@ -297,6 +295,10 @@ def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.ingress.web.pages import standalone_timeline
     from threadspindle.ingress.web.timeline import timeline_of_file
 
+    to_stdout = args.output is None or stdout_named(args)
+    if not to_stdout and (refused := output_refused(args.output, settings)):
+        print(refused, file=sys.stderr)
+        return EXIT_USAGE
     try:
         timeline = timeline_of_file(args.file)
     except (OSError, ValueError) as exc:
@@ -306,18 +308,15 @@ def cmd_web_timeline(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file} holds no action.", file=sys.stderr)
         return EXIT_FAILURE
     page = standalone_timeline(timeline, title=args.file.name)
-    if args.output is None or stdout_named(args):
+    if to_stdout:
         return _write_stdout(page)
-    if refused := output_refused(args.output, settings):
-        print(refused, file=sys.stderr)
-        return EXIT_USAGE
     try:
         # As an export is written: whole or not at all, private (the page quotes every
         # prompt), never over the database.
         write_private(args.output, lambda out: out.write(page))
     except OSError as exc:
         print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return _write_failure_code(exc)
+        return write_failure_code(exc)
     print(f"Wrote the timeline of {len(timeline.runs)} run(s) to {args.output}.", file=sys.stderr)
     return EXIT_OK
 

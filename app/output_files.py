@@ -7,6 +7,7 @@ thread's export, every other thread lost); a file is written whole and private
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import TextIO
 
 from threadspindle.app.config import Settings, default_config_path
+from threadspindle.app.exit_codes import EXIT_FAILURE, EXIT_STORAGE
 
-__all__ = ["output_refused", "stdout_named", "write_private"]
+__all__ = ["output_refused", "stdout_named", "write_failure_code", "write_private"]
 
 
 def stdout_named(args: argparse.Namespace) -> bool:
@@ -81,3 +83,8 @@ def write_private(path: Path, export: Callable[[TextIO], int]) -> int:
     finally:
         partial.unlink(missing_ok=True)
     return count
+
+
+def write_failure_code(exc: OSError) -> int:
+    """Exit 5 when the disk refused the bytes (full, read-only), else 1."""
+    return EXIT_STORAGE if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) else EXIT_FAILURE

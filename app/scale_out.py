@@ -45,7 +45,7 @@ from threadspindle.app.agent_factory import AgentFactory
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_DATABASE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from threadspindle.app.logs import configure_logging, redact
-from threadspindle.app.output_files import output_refused, write_private
+from threadspindle.app.output_files import output_refused, write_failure_code, write_private
 from threadspindle.effects.jetstream.connection import (
     ClusterNotReady,
     SignInRefused,
@@ -560,7 +560,7 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings) -> int:
             write_private(args.output, lambda out: out.write("".join(lines)))
         except OSError as exc:
             print(f"Cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_FAILURE
+            return write_failure_code(exc)
         print(f"Wrote {len(lines)} actions of {args.thread} to {args.output}.", file=sys.stderr)
     else:
         sys.stdout.write("".join(lines))
