@@ -316,6 +316,9 @@ class McpSettings(_Section):
     # ends (effects/mcp_manager/session_quota.py)
     max_sessions_per_thread: Count = Field(default=16, ge=1, le=1000)
     ring_buffer_lines: Count = Field(default=5000, ge=100, le=1_000_000)
+    # Connections the server holds at once (every agent can reach it); past it a new one is
+    # closed at once (effects/connection_cap.py). An agent's client holds one to three.
+    max_connections: Count = Field(default=4096, ge=16, le=65_536)
 
     _token_shape = field_validator("token")(_mcp_token)
 

@@ -33,6 +33,7 @@ def config_from_settings(settings: Settings, port: int | None = None) -> Process
         max_processes_per_thread=mcp.max_processes_per_thread,
         max_sessions_per_thread=mcp.max_sessions_per_thread,
         ring_buffer_lines=mcp.ring_buffer_lines,
+        max_connections=mcp.max_connections,
     )
 
 

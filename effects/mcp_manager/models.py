@@ -93,6 +93,11 @@ class ProcessManagerConfig(BaseModel):
     # is closed (the SDK's rule, given the same figure).
     max_sessions_per_thread: int = Field(default=16, gt=0)
     session_idle_s: float = Field(default=1800.0, gt=0)
+    # Connections held open at once (every agent can reach the server): a new one past this
+    # is closed at once (``effects/connection_cap.py``), so a flood of them costs this
+    # server its service while it lasts, never the process its descriptors. An agent's
+    # client holds one to three.
+    max_connections: int = Field(default=4096, gt=0)
 
     @field_validator("host")
     @classmethod

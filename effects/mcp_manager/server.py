@@ -34,6 +34,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
+from threadspindle.effects.connection_cap import cap_connections
+
 from .auth import BearerGuard, Caller, TokenAuthority, load_or_create_secret
 from .models import (
     DEFAULT_PORT,
@@ -304,6 +306,7 @@ async def serve_process_manager(
             hconfig.accesslog = None
             hconfig.errorlog = logging.getLogger("hypercorn.error")
             hconfig.graceful_timeout = 1.0
+            cap_connections(hconfig, config.max_connections, "the MCP process manager")
             async with trio.open_nursery() as nursery:
                 handed_over = True
                 binds = await nursery.start(hypercorn_serve, guard, hconfig)

@@ -24,6 +24,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
+from threadspindle.effects.connection_cap import cap_connections
 from threadspindle.ingress.web.app import STREAM_LIFETIME_S, WebChat, build_app
 from threadspindle.ingress.web.commands import WebIds
 from threadspindle.ingress.web.security import own_name
@@ -35,6 +36,10 @@ _log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 60
 assert STREAM_LIFETIME_S < READ_TIMEOUT_S  # else hypercorn cuts every live stream
+# Connections held open at once: a browser holds a few per tab (6 at most per host, and a
+# live stream each); any local process can open more, and past this each is closed at once
+# (``effects/connection_cap.py``) instead of taking the process's descriptors.
+MAX_CONNECTIONS = 256
 
 
 def web_thread_opener(ids: WebIds) -> ThreadOpener:
@@ -109,6 +114,7 @@ async def serve_web(
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 1.0
         config.read_timeout = READ_TIMEOUT_S
+        cap_connections(config, MAX_CONNECTIONS, "the web chat")
         app = build_app(chat, port=port)
         async with trio.open_nursery() as nursery:
             handed_over = True

@@ -44,6 +44,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
+from threadspindle.effects.connection_cap import cap_connections
 from threadspindle.effects.whatsapp_platform import WHATSAPP_LIMITS, WhatsAppPlatform
 from threadspindle.ingress.whatsapp import translate
 from threadspindle.ingress.whatsapp.bot import RuntimePort, WhatsAppIngress
@@ -274,6 +275,7 @@ async def hosted_whatsapp(
             config.graceful_timeout = 1.0
             # A connection that sends nothing this long is dropped (None: held for ever).
             config.read_timeout = settings.read_timeout_s
+            cap_connections(config, settings.max_connections, "the WhatsApp webhook")
             async with trio.open_nursery() as nursery:
                 handed_over = True
                 await nursery.start(ingress.send_read_receipts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from threadspindle.agents import check_agents
 from threadspindle.effects.whatsapp_platform import GRAPH_API
@@ -53,6 +53,9 @@ class WhatsAppSettings(Frozen):
     body_timeout_s: float = 10.0
     read_timeout_s: int = 30
     bodies_read_at_once: int = 32
+    # Connections held open at once; a new one past this is closed at once
+    # (``effects/connection_cap.py``): a flood of them costs the webhook, not the process.
+    max_connections: int = Field(default=256, ge=1)
     # Images, videos and documents sent to the agent at most this large (read into memory
     # before they are saved; a larger one is refused with a reply).
     attachment_max_bytes: int = 25 * 1024 * 1024

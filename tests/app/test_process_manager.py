@@ -37,6 +37,7 @@ keep_on_shutdown = true
 max_processes_per_thread = 3
 max_sessions_per_thread = 4
 ring_buffer_lines = 200
+max_connections = 64
 """
     )
     settings = load_settings(toml)
@@ -52,6 +53,7 @@ ring_buffer_lines = 200
     assert config.max_processes_per_thread == 3
     assert config.max_sessions_per_thread == 4
     assert config.ring_buffer_lines == 200
+    assert config.max_connections == 64
     assert config_from_settings(settings, port=0).port == 0
 
 

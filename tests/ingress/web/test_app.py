@@ -33,6 +33,7 @@ from threadspindle.runtime.core.model import (
     Run,
     ThreadState,
 )
+from threadspindle.testkit.connection_flood import open_flood
 
 TOKEN = "t0ken-for-tests-only"
 PORT = 8750
@@ -657,6 +658,28 @@ async def test_a_stalled_request_is_dropped_and_a_live_stream_ends_before_that(
         with trio.fail_after(3):
             while await stalled.receive_some():
                 pass  # until the server closes it
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_flood_of_connections_is_held_to_the_cap_and_the_chat_serves_after(
+    chat: WebChat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Any local process (an agent) can open connections without the token; each held one
+    # is a descriptor the agents' pipes and the database need (effects/connection_cap.py).
+    monkeypatch.setattr(web_host, "MAX_CONNECTIONS", 8)
+    chat.settings = chat.settings.model_copy(update={"port": 0})
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(web_host.serve_web, chat)
+        flood = await open_flood("127.0.0.1", server.port, 80)
+        assert len(flood.kept) == 8 and flood.closed == 72
+        await flood.aclose()
+        with trio.fail_after(10):  # (hypercorn lets go of them within its 5 s keep-alive)
+            while not (probe := await open_flood("127.0.0.1", server.port, 1, settle_s=0.2)).kept:
+                await trio.sleep(0.05)
+            await probe.aclose()
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(server.start_url)
+        assert answer.status_code == 303 and answer.headers["location"] == f"{BASE}/"
         nursery.cancel_scope.cancel()
 
 

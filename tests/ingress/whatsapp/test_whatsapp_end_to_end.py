@@ -17,6 +17,7 @@ import trio
 from threadspindle.effects.whatsapp_platform import whatsapp_thread_id
 from threadspindle.ingress.whatsapp.bot import NO_LONGER_PENDING, NO_TRANSCRIPTION, REFUSAL
 from threadspindle.runtime.core.agent_events import QuestionAsked, TextDelta
+from threadspindle.testkit.connection_flood import open_flood
 from threadspindle.testkit.fake_agent import Step
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_discord.stack import SCRIPT, long_answer
@@ -265,6 +266,28 @@ async def test_a_stalled_body_is_answered_408_while_signed_deliveries_go_through
             answers = [await _answer_of(stream) for stream in stalled]
         assert all(a.startswith(b"HTTP/1.1 408") for a in answers), answers
         assert stack.app.whatsapp.webhook.too_slow == 5
+
+
+async def test_a_flood_of_connections_is_held_to_the_cap_and_deliveries_go_through_after(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    # The webhook listens for the internet: every connection it held was a descriptor the
+    # agents' pipes and the database need (effects/connection_cap.py).
+    async with whatsapp_stack(wa, tmp_path, max_connections=8) as stack:
+        url = urlsplit(stack.app.whatsapp.webhook_url)
+        assert url.hostname is not None and url.port is not None
+        flood = await open_flood(url.hostname, url.port, 80)
+        assert len(flood.kept) == 8 and flood.closed == 72
+        await flood.aclose()
+        with trio.fail_after(10):  # (hypercorn lets go of them within its 5 s keep-alive)
+            while not (probe := await open_flood(url.hostname, url.port, 1, settle_s=0.2)).kept:
+                await trio.sleep(0.05)
+            await probe.aclose()
+        user = wa.fresh_user()
+        status = await trio.to_thread.run_sync(
+            wa.fake.post, wa.fake.delivery_body(user, "u", [_text(user, "wamid.after")])
+        )
+        assert status == 200
 
 
 def _text(user: str, wamid: str, text: str = "hi", timestamp: int | None = None) -> dict[str, str]:
