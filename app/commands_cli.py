@@ -75,8 +75,15 @@ def _scale_out(name: str) -> Callable[[argparse.Namespace, Settings], int]:
 
 def cmd_init(args: argparse.Namespace) -> int:
     path: Path = getattr(args, "config", None) or default_config_path()
-    if path.exists() and not args.force:
-        print(f"{path} already exists (use --force to overwrite it).", file=sys.stderr)
+    if os.path.lexists(path) and not args.force:
+        # A link to nothing counts too: an agent that planted one where the config goes
+        # would have the file written where it can read it, tokens and all, once filled in.
+        what = (
+            "already exists"
+            if path.exists()
+            else f"is a symbolic link to {os.readlink(path)}, which does not exist"
+        )
+        print(f"{path} {what} (use --force to overwrite it).", file=sys.stderr)
         return EXIT_USAGE
     if path.is_dir():
         print(f"Cannot write {path}: it is a directory; name a file.", file=sys.stderr)
@@ -84,7 +91,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     template = resources.files("threadspindle.app").joinpath("config_template.toml").read_text()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template)
+        # Private (0600) when new: it is where a token goes.
+        write_private(path, lambda out: out.write(template))
     except OSError as exc:  # a full disk, no permission, a file where a folder should be
         print(f"Cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         return write_failure_code(exc)

@@ -261,6 +261,28 @@ def test_init_where_it_cannot_write_is_one_line(place: dict[str, Path], tmp_path
     assert a_file.read_text() == ""
 
 
+def test_init_writes_a_private_file_and_never_through_a_link_to_nothing(
+    place: dict[str, Path], tmp_path: Path
+) -> None:
+    fresh = tmp_path / "fresh" / "config.toml"
+    out = spindle(place, "init", "--config", str(fresh))
+    assert out.returncode == 0, out.stderr
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600  # a token goes in it
+    assert "[discord]" in fresh.read_text()
+    # A link to nothing where the config goes (an agent can plant one): written through,
+    # the user's tokens would end where the agent reads them.
+    planted = tmp_path / "planted.toml"
+    lure = tmp_path / "agent-reads-here.toml"
+    planted.symlink_to(lure)
+    out = spindle(place, "init", "--config", str(planted))
+    assert out.returncode == 2, out.stderr
+    assert _one_clear_line(out.stderr) == (
+        f"{planted} is a symbolic link to {lure}, which does not exist "
+        "(use --force to overwrite it).\n"
+    )
+    assert not lure.exists()
+
+
 # --- replay and web-timeline inputs ----------------------------------------------------------
 
 
