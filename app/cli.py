@@ -100,6 +100,36 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--nats", help="read the thread's log from NATS JetStream at these URLs (scale-out)"
     )
+    archive = log_sub.add_parser(
+        "archive",
+        parents=[common],
+        help="move idle threads out of the database into replayable files",
+        description="Each thread is exported to a file of its own (0600), the file is read "
+        "back and folded to the thread's state, and only then are its rows deleted. Only "
+        "threads with nothing going on qualify. The bot must be stopped.",
+    )
+    archive.add_argument("threads", nargs="*", metavar="THREAD", help="threads to archive")
+    archive.add_argument(
+        "--idle-days",
+        type=float,
+        metavar="N",
+        help="every thread with no action for N days (instead of naming them)",
+    )
+    archive.add_argument(
+        "--to", type=Path, metavar="DIR", help="where the files go (default: <data dir>/archive)"
+    )
+    archive.add_argument("--dry-run", action="store_true", help="list them, change nothing")
+    archive.add_argument(
+        "--vacuum", action="store_true", help="give the freed space back to the disk (VACUUM)"
+    )
+    restore = log_sub.add_parser(
+        "restore",
+        parents=[common],
+        help="put archived threads back into the database",
+        description="Each file must be a whole thread's export (log export, log archive) of "
+        "a thread the database does not have. The bot must be stopped.",
+    )
+    restore.add_argument("files", nargs="+", type=Path, metavar="FILE")
 
     # Scale-out over NATS JetStream (docs/scale-out.md; app/scale_out.py).
     runner = command(

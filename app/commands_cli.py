@@ -261,8 +261,18 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     from threadspindle.runtime.live import replay
     from threadspindle.runtime.live.log import LogError
 
+    if args.log_command in ("archive", "restore"):
+        from threadspindle.app import log_archive
+
+        if args.log_command == "archive":
+            return log_archive.cmd_log_archive(args, settings)
+        return log_archive.cmd_log_restore(args, settings)
     if args.log_command != "export":
-        print("usage: spindle log export THREAD [-o FILE]", file=sys.stderr)
+        print(
+            "usage: spindle log export THREAD [-o FILE] | archive [THREAD ...] "
+            "[--idle-days N] | restore FILE ...",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if stdout_named(args):
         args.output = None

@@ -517,6 +517,42 @@ class EventLog(WalCheckpoints):
             await trio.to_thread.run_sync(self._write, *batch, abandon_on_cancel=False)
             self._done(*batch)
 
+    def remove_thread(self, thread_id: str) -> int:
+        """Delete the thread's rows and snapshot, and forget what is buffered of it, in one
+        transaction (``spindle log archive``, once its file is written and checked; a
+        restore that failed half-way). Returns the rows deleted. Not for a thread whose
+        actor runs: its next action would start a new log at seq 1."""
+        self._pending = [row for row in self._pending if row[0] != thread_id]
+        self._pending_snapshots.pop(thread_id, None)
+        conn = self.conn
+        try:
+            conn.execute("BEGIN")
+            deleted = conn.execute("DELETE FROM actions WHERE thread_id=?", (thread_id,)).rowcount
+            conn.execute("DELETE FROM snapshots WHERE thread_id=?", (thread_id,))
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise
+        self._next_seq.pop(thread_id, None)
+        return int(deleted)
+
+    def vacuum(self) -> None:
+        """Give the pages deleted rows left back to the disk (SQLite's ``VACUUM``: it
+        rewrites the file, and needs as much free space again while it does)."""
+        self.flush()
+        try:
+            self.conn.execute("VACUUM")
+        except sqlite3.Error as exc:
+            unwritable = storage_error(exc, self.path)
+            if unwritable is not None:
+                raise unwritable from None
+            raise
+
     # --- reading ---------------------------------------------------------------------------
 
     def thread_ids(self) -> list[str]:

@@ -1,0 +1,284 @@
+"""``spindle log archive`` and ``spindle log restore``: idle threads moved out of the
+database into replayable files, and back.
+
+The log keeps every action of every thread for ever, and a streaming thread writes a row
+per delta: a busy bot's database grows by hundreds of megabytes a day. Whole threads are
+moved, never parts of one: a thread's rows stay gap-free from seq 1 (what start-up, replay
+and ``doctor`` check), and a restored thread is the one archived, byte for byte.
+
+Archiving (the bot stopped: it takes the database's lock, as ``spindle run`` does):
+
+1. The threads: those named, or every thread idle for ``--idle-days`` (no action since).
+   A thread qualifies only when nothing is going on in it: no run, no queued prompt, no
+   open question, no pending ``/schedule``, no worktree (its files would be forgotten) and
+   no workspace job.
+2. Each is exported (the ``log export`` format, docs/log-format.md) to a file of its own
+   in the archive folder (``<data dir>/archive`` by default), private (0600), never over an
+   existing file.
+3. The file is read back and folded: the state it gives must equal the thread's state in
+   the database, action for action. Only then are the thread's rows and snapshot deleted,
+   in one transaction.
+
+SQLite reuses the freed pages for new rows; ``--vacuum`` gives them back to the disk too.
+
+An archived thread is unknown to Spindle: a message in its chat thread starts afresh, and
+what was posted there while the bot was away is not caught up. ``spindle replay FILE``
+reads an archive as any export; ``spindle log restore FILE`` puts the thread back (refused
+while the database has a thread of that id), folding it again so its snapshots are made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from threadspindle.app.config import Settings
+from threadspindle.app.exit_codes import (
+    EXIT_DATABASE,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+)
+from threadspindle.app.output_files import write_failure_code, write_private
+from threadspindle.runtime.core.actions import Action
+from threadspindle.runtime.core.model import ThreadState
+from threadspindle.runtime.core.transitions import transition
+from threadspindle.runtime.live import replay
+from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
+from threadspindle.runtime.live.store import rebuild_from_log
+
+__all__ = ["busy_reason", "cmd_log_archive", "cmd_log_restore"]
+
+DAY_S = 86_400.0
+RESTORE_FLUSH_ROWS = 5_000  # rows written per transaction while restoring (bounded memory)
+
+
+def busy_reason(state: ThreadState) -> str | None:
+    """Why the thread cannot be archived now; None when nothing is going on in it."""
+    if state.run is not None:
+        return "a run is active"
+    if state.queue:
+        return f"{len(state.queue)} prompt(s) are queued"
+    if state.blockers:
+        return "a question or permission prompt is open"
+    if state.schedules:
+        return f"{len(state.schedules)} scheduled prompt(s) are pending"
+    if state.workspace.worktree is not None:
+        path = state.workspace.worktree.path
+        return f"it works in the worktree {path} (/worktree merge or remove it first)"
+    if state.workspace.job is not None or state.workspace.shell is not None:
+        return "a workspace job is running"
+    return None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    thread_id: str
+    state: ThreadState
+    last_at: float
+
+
+def _file_name(thread_id: str) -> str:
+    """A file name for the thread: its id with anything but letters, digits and ``.:_-``
+    made ``_`` (a web or Slack id may hold others), never starting with a dot."""
+    safe = re.sub(r"[^A-Za-z0-9.:_-]", "_", thread_id)[:120].lstrip(".") or "thread"
+    return safe
+
+
+def _free_path(folder: Path, thread_id: str) -> Path:
+    base = _file_name(thread_id)
+    path = folder / f"{base}.jsonl"
+    n = 2
+    while os.path.lexists(path):
+        path = folder / f"{base}.{n}.jsonl"
+        n += 1
+    return path
+
+
+def _last_at(log: EventLog, thread_id: str) -> float:
+    row = log.conn.execute(
+        "SELECT at FROM actions WHERE thread_id=? ORDER BY seq DESC LIMIT 1", (thread_id,)
+    ).fetchone()
+    return float(row[0]) if row is not None else 0.0
+
+
+def _fold_file(path: Path, thread_id: str) -> tuple[ThreadState, int]:
+    """The state the archive file gives, and its number of actions (``ValueError`` for a
+    line that is not the thread's next action)."""
+    state = ThreadState.new(thread_id)
+    count = 0
+    with path.open(encoding="utf-8") as lines:
+        for seq, action in replay.read_jsonl(lines, str(path)):
+            count += 1
+            if seq != count or action.thread_id != thread_id:
+                raise ValueError(f"{path}: line {count} is not action {count} of {thread_id}")
+            state = transition(state, action).state
+    return state, count
+
+
+def cmd_log_archive(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.threads and args.idle_days is None:
+        print(
+            "Name the threads to archive, or --idle-days N for every thread idle that long.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.idle_days is not None and args.idle_days < 0:
+        print("--idle-days must be 0 or more.", file=sys.stderr)
+        return EXIT_USAGE
+    db = settings.database_path
+    if not db.exists():
+        print(f"No database at {db}.", file=sys.stderr)
+        return EXIT_DATABASE
+    folder: Path = args.to or settings.data_path / "archive"
+    try:
+        with EventLog(db) as log:
+            return _archive(log, args, folder)
+    except LogError as exc:  # locked (the bot runs), corrupt, a disk that refuses writes
+        print(str(exc), file=sys.stderr)
+        return EXIT_STORAGE if isinstance(exc, LogUnwritable) else EXIT_DATABASE
+    except sqlite3.Error as exc:
+        print(f"Cannot use {db}: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+
+
+def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
+    store, _ = rebuild_from_log(log, transition)
+    states = store.snapshot()
+    failed = False
+    chosen: list[_Candidate] = []
+    if args.threads:
+        for thread_id in args.threads:
+            state = states.get(thread_id)
+            if state is None:
+                print(f"No thread {thread_id!r} in {log.path}.", file=sys.stderr)
+                failed = True
+            elif reason := busy_reason(state):
+                print(f"Not archived: {thread_id}: {reason}.", file=sys.stderr)
+                failed = True
+            else:
+                chosen.append(_Candidate(thread_id, state, _last_at(log, thread_id)))
+    else:
+        cutoff = time.time() - args.idle_days * DAY_S
+        for thread_id in sorted(states):
+            last_at = _last_at(log, thread_id)
+            if last_at <= cutoff and busy_reason(states[thread_id]) is None:
+                chosen.append(_Candidate(thread_id, states[thread_id], last_at))
+    if args.dry_run:
+        for c in chosen:
+            idle = (time.time() - c.last_at) / DAY_S
+            count = log.last_seq(c.thread_id)
+            print(f"would archive {c.thread_id} ({count} actions, idle {idle:.0f} days)")
+        print(f"{len(chosen)} thread(s) would be archived to {folder}.", file=sys.stderr)
+        return EXIT_FAILURE if failed else EXIT_OK
+    if chosen:
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"Cannot make {folder}: {exc.strerror or exc}", file=sys.stderr)
+            return write_failure_code(exc)
+    archived = actions = 0
+    for c in chosen:
+        path = _free_path(folder, c.thread_id)
+        try:
+            write_private(path, partial(replay.export_thread, log.path, c.thread_id))
+            folded, count = _fold_file(path, c.thread_id)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            print(f"Not archived: {c.thread_id}: {path}: {why}", file=sys.stderr)
+            return write_failure_code(exc)
+        except (ValueError, KeyError, LogError) as exc:
+            print(f"Not archived: {c.thread_id}: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        if folded != c.state or count != log.last_seq(c.thread_id):
+            # Never delete what the file would not give back.
+            print(
+                f"Not archived: {c.thread_id}: {path} does not fold to the thread's state "
+                "(left beside the database, which keeps the thread)",
+                file=sys.stderr,
+            )
+            failed = True
+            continue
+        log.remove_thread(c.thread_id)
+        archived += 1
+        actions += count
+        print(f"archived {c.thread_id} ({count} actions) to {path}")
+    note = ""
+    if archived and args.vacuum:
+        log.vacuum()
+        note = " The database gave the space back to the disk (VACUUM)."
+    elif archived:
+        note = " The database reuses the space for new rows (--vacuum gives it back to the disk)."
+    print(f"Archived {archived} thread(s), {actions} actions.{note}", file=sys.stderr)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _actions_of(path: Path) -> Iterator[tuple[int, Action]]:
+    with path.open(encoding="utf-8") as lines:
+        yield from replay.read_jsonl(lines, str(path))
+
+
+def cmd_log_restore(args: argparse.Namespace, settings: Settings) -> int:
+    db = settings.database_path
+    try:
+        with EventLog(db) as log:
+            failed = False
+            for path in args.files:
+                failed |= not _restore(log, path)
+            return EXIT_FAILURE if failed else EXIT_OK
+    except LogError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_STORAGE if isinstance(exc, LogUnwritable) else EXIT_DATABASE
+    except sqlite3.Error as exc:
+        print(f"Cannot use {db}: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+
+
+def _restore(log: EventLog, path: Path) -> bool:
+    """Put one archived thread back; False (said why) when it cannot be."""
+    # First the whole file, read and checked: nothing is written for a file that is not
+    # one thread's actions from seq 1 on.
+    thread_id: str | None = None
+    count = 0
+    try:
+        for seq, action in _actions_of(path):
+            count += 1
+            thread_id = thread_id or action.thread_id
+            if seq != count:
+                raise ValueError(f"{path}: seq {seq} where {count} was due: not a whole thread")
+    except (OSError, ValueError) as exc:
+        print(f"Not restored: {path}: {exc}", file=sys.stderr)
+        return False
+    if thread_id is None:
+        print(f"Not restored: {path} holds no action.", file=sys.stderr)
+        return False
+    if log.last_seq(thread_id):
+        print(
+            f"Not restored: {path}: the database has a thread {thread_id!r} already "
+            f"({log.last_seq(thread_id)} actions).",
+            file=sys.stderr,
+        )
+        return False
+    state = ThreadState.new(thread_id)
+    try:
+        for n, (_, action) in enumerate(_actions_of(path), 1):
+            state = transition(state, action).state
+            log.append(action, state)
+            if n % RESTORE_FLUSH_ROWS == 0:
+                log.flush()
+        log.flush()
+    except BaseException:
+        log.remove_thread(thread_id)  # nothing half restored
+        raise
+    print(f"restored {thread_id} ({count} actions) from {path}")
+    return True
