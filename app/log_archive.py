@@ -21,8 +21,9 @@ Archiving (the bot stopped: it takes the database's lock, as ``spindle run`` doe
 
 SQLite reuses the freed pages for new rows; ``--vacuum`` gives them back to the disk too.
 
-An archived thread is unknown to Spindle: a message in its chat thread starts afresh, and
-what was posted there while the bot was away is not caught up. ``spindle replay FILE``
+An archived thread is unknown to Spindle, as a chat thread that never had a conversation:
+messages there are not answered until one is started there again, and what was posted
+meanwhile is not caught up (restore it first to go on with it). ``spindle replay FILE``
 reads an archive as any export; ``spindle log restore FILE`` puts the thread back (refused
 while the database has a thread of that id), folding it again so its snapshots are made.
 """
