@@ -24,6 +24,13 @@ __all__ = ["AgentFound", "Check", "detect_agents", "pick_default_agent", "run_ch
 Status = Literal["ok", "warn", "fail"]
 
 LOW_DISK_BYTES = 100 * 2**20  # doctor warns below this much free space for the data
+# The database only grows (a row per committed delta): past this, doctor names the way to
+# move idle threads out of it.
+LARGE_DATABASE_BYTES = 2**30
+ARCHIVE_HINT = (
+    "`spindle log archive --idle-days 30 --vacuum` moves idle threads out of the database "
+    "(docs/commands.md)"
+)
 
 # Where each CLI keeps its login, and the environment variables that stand for one.
 _LOGIN_FILES = {
@@ -195,8 +202,11 @@ def _check_database(settings: Settings) -> Check:
             "`spindle run` still starts (the threads' snapshots cover them) but `spindle "
             "log export` and replay of those threads fail: " + move_aside,
         )
-    size = db.stat().st_size // 1024
-    return Check("database", "ok", f"{db} ({size} KiB, {threads} thread(s), every row reads)")
+    size = db.stat().st_size
+    found = f"{db} ({size // 1024} KiB, {threads} thread(s), every row reads)"
+    if size >= LARGE_DATABASE_BYTES:
+        return Check("database", "warn", found, f"it only grows: {ARCHIVE_HINT}")
+    return Check("database", "ok", found)
 
 
 def _read_like_start_up(reader: LogReader) -> None:
@@ -224,8 +234,8 @@ def _check_disk_space(settings: Settings) -> Check:
             "disk space",
             "warn",
             found,
-            "free some space: when the disk is full Spindle refuses new prompts until it "
-            "can save again",
+            "free some space (" + ARCHIVE_HINT + "): when the disk is full Spindle refuses "
+            "new prompts until it can save again",
         )
     return Check("disk space", "ok", found)
 

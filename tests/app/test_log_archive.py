@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_harness import make_place, spindle
 
-from threadspindle.app import log_archive
+from threadspindle.app import doctor, log_archive
 from threadspindle.app.config import load_settings
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import transition
@@ -189,3 +189,15 @@ def test_vacuum_gives_the_space_back(tmp_path: Path) -> None:
     assert "gave the space back" in out.stderr
     assert db.stat().st_size < size / 10
     assert len(_rows(db, "small")[0]) == 16
+
+
+def test_doctor_names_archiving_once_the_database_is_large(
+    place: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toml = place["config"]
+    toml.write_text(f'data_dir = "{place["data"]}"\n')
+    settings = load_settings(toml)
+    assert doctor._check_database(settings).status == "ok"
+    monkeypatch.setattr(doctor, "LARGE_DATABASE_BYTES", 4096)
+    check = doctor._check_database(settings)
+    assert check.status == "warn" and "spindle log archive --idle-days 30" in check.fix
