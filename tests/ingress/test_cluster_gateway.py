@@ -72,7 +72,9 @@ class Proc:
             bufsize=1,
         )
         self.lines: list[str] = []
-        self._ports: set[int] = set()
+        # (local port, remote port) -> [first, last] times it was seen held, one pair per
+        # stretch: the kernel hands a port closed by one process to the next that asks.
+        self._held: dict[tuple[int, int], list[list[float]]] = {}
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._sample_ports, daemon=True).start()
 
@@ -91,10 +93,12 @@ class Proc:
         )
         assert self.proc.poll() is None, "\n".join(self.lines[-40:])
 
-    def ports(self) -> set[int]:
-        """Every local TCP port this process was seen holding (sampled in the background:
-        an idle keep-alive connection may be closed before it is asked)."""
-        return set(self._ports)
+    def held(self, port: int, remote: int, at: float, slack: float = 0.3) -> bool:
+        """Whether this process held local ``port`` connected to ``remote`` around ``at``
+        (``time.time()``). Sampled in the background (an idle keep-alive connection may be
+        closed before it is asked), so with ``slack`` either side of a sample."""
+        stretches = self._held.get((port, remote), ())
+        return any(first - slack <= at <= last + slack for first, last in stretches)
 
     def _sample_ports(self) -> None:
         while self.proc.poll() is None:
@@ -102,7 +106,15 @@ class Proc:
                 found = psutil.Process(self.proc.pid).net_connections(kind="tcp")
             except psutil.Error:
                 return
-            self._ports.update(c.laddr.port for c in found)
+            now = time.time()
+            for c in found:
+                if not c.raddr:
+                    continue  # a listening socket
+                stretches = self._held.setdefault((c.laddr.port, c.raddr.port), [])
+                if stretches and now - stretches[-1][1] < 0.5:
+                    stretches[-1][1] = now
+                else:
+                    stretches.append([now, now])
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -267,15 +279,15 @@ workdir = "{roots["root-b"]}"
                 lambda: "Not started" in fake.transcript(lost), 30, "the refusal in the thread"
             )
             assert f"{str(elsewhere)!r} is under none of the folders" in fake.transcript(lost)
-            # Each thread's posts and edits came from the gateway holding its guild's shard.
+            # Each thread's posts and edits came from the gateway holding its guild's shard:
+            # the process that held the call's port to the fake when it was made.
             for shard, thread in threads.items():
-                ports = {
-                    c.peer_port
-                    for c in fake.rest_calls()
-                    if c.path.startswith(f"/channels/{thread}/messages")
-                }
-                assert ports and ports <= gateways[shard].ports(), (shard, ports)
-                assert not ports & gateways[1 - shard].ports()
+                path = f"/channels/{thread}/messages"
+                calls = [c for c in fake.rest_calls() if c.path.startswith(path)]
+                assert calls
+                for c in calls:
+                    holders = [gateways[k].held(c.peer_port, fake.port, c.at) for k in (0, 1)]
+                    assert holders[shard] and not holders[1 - shard], (shard, c)
 
             # Shard 1's gateway dies while its thread streams a long answer.
             words = " ".join(f"w{i}" for i in range(40))
