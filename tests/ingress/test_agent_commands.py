@@ -27,7 +27,7 @@ def test_start_and_resume_give_the_session_and_the_workdir_asked_for(tmp_path: P
         ("resume", "", "usage: /claude resume <id> [workdir]"),
         ("stop", "", "usage: /claude start [workdir] | resume <id> | conversations"),
         ("resume", "a\x00b", "session id"),
-        ("start", "bad\x00path", ""),
+        ("start", "bad\x00path", "The workdir contains a NUL character"),
     ],
 )
 def test_what_is_not_a_start_or_resume_is_refused(sub: str, args: str, why: str) -> None:
