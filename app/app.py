@@ -523,6 +523,24 @@ def _say_log_failure(failure: LogError, starting: bool) -> int:
     return EXIT_DATABASE
 
 
+def _archive_idle(settings: Settings, log: EventLog, idle_days: float) -> None:
+    """``[runtime] archive_idle_days``: idle threads out of the database before any actor
+    starts (under this process's lock). A thread that cannot be archived stays and is said;
+    the bot starts all the same."""
+    from threadspindle.app.log_archive import archive_at_start
+
+    moved = archive_at_start(log, idle_days, settings.data_path / "archive")
+    for line in moved.said:
+        logger.log(logging.WARNING if line.startswith("Not archived") else logging.INFO, line)
+    if moved.threads:
+        _say(
+            f"Archived {moved.threads} thread(s) idle for {idle_days:g} days or more to "
+            f"{settings.data_path / 'archive'} (`spindle log restore FILE` puts one back)."
+        )
+    if moved.problems:
+        _say(f"{moved.problems} idle thread(s) could not be archived: see the log.")
+
+
 def run_app(settings: Settings, args: argparse.Namespace) -> int:
     _early_stop.install()
     requested_agent = getattr(args, "agent", None)
@@ -613,6 +631,12 @@ def run_app(settings: Settings, args: argparse.Namespace) -> int:
         redact(settings.transcription.api_key.get_secret_value())
     agent = choose_console_agent(settings, args.agent) if console else None
     _stop_leftovers(settings)  # under the log's lock: never another live Spindle's children
+    if settings.runtime.archive_idle_days is not None:
+        try:
+            _archive_idle(settings, log, settings.runtime.archive_idle_days)
+        except LogError as exc:  # a row that cannot be read: start-up would refuse it too
+            log.close()
+            return _say_log_failure(exc, starting=True)
     tune_gc()  # thousands of threads' states: see runtime/live/tuning.py
     code = EXIT_OK
     try:

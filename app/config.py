@@ -146,6 +146,10 @@ class RuntimeSettings(_Section):
     # What a run shows in its thread unless /verbosity (or a project channel) says otherwise:
     # "text" only the answer; "tools" plus one line per tool call; "all" everything.
     verbosity: Literal["text", "tools", "all"] = "all"
+    # Threads with no action for this many days, and nothing going on, are archived when
+    # ``spindle run`` starts (app/log_archive.py, as ``spindle log archive --idle-days``):
+    # the log keeps every action otherwise, and grows for ever. Unset: never.
+    archive_idle_days: Seconds | None = Field(default=None, ge=1, le=36_500)
 
     @field_validator("allowed_roots")
     @classmethod

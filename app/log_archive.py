@@ -20,6 +20,8 @@ Archiving (the bot stopped: it takes the database's lock, as ``spindle run`` doe
    in one transaction.
 
 SQLite reuses the freed pages for new rows; ``--vacuum`` gives them back to the disk too.
+``[runtime] archive_idle_days`` has ``spindle run`` do the same at each start
+(``archive_at_start``), under its own lock, before any actor starts.
 
 An archived thread is unknown to Spindle, as a chat thread that never had a conversation:
 messages there are not answered until one is started there again, and what was posted
@@ -37,7 +39,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -57,7 +59,15 @@ from threadspindle.runtime.live import replay
 from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
 from threadspindle.runtime.live.store import rebuild_from_log
 
-__all__ = ["busy_reason", "cmd_log_archive", "cmd_log_restore"]
+__all__ = [
+    "Moved",
+    "archive_at_start",
+    "busy_reason",
+    "cmd_log_archive",
+    "cmd_log_restore",
+    "idle_threads",
+    "move",
+]
 
 DAY_S = 86_400.0
 RESTORE_FLUSH_ROWS = 5_000  # rows written per transaction while restoring (bounded memory)
@@ -152,6 +162,59 @@ def cmd_log_archive(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_DATABASE
 
 
+def idle_threads(
+    log: EventLog, states: dict[str, ThreadState], idle_days: float
+) -> list[_Candidate]:
+    """The threads with no action for ``idle_days`` and nothing going on, by id."""
+    cutoff = time.time() - idle_days * DAY_S
+    chosen = []
+    for thread_id in sorted(states):
+        last_at = _last_at(log, thread_id)
+        if last_at <= cutoff and busy_reason(states[thread_id]) is None:
+            chosen.append(_Candidate(thread_id, states[thread_id], last_at))
+    return chosen
+
+
+@dataclass
+class Moved:
+    """What ``move`` did: one line per thread (``said``), ``problems`` among them."""
+
+    threads: int = 0
+    actions: int = 0
+    problems: int = 0
+    said: list[str] = field(default_factory=list)
+
+
+def move(log: EventLog, chosen: list[_Candidate], folder: Path) -> Moved:
+    """Archive each thread (see the module docstring). ``OSError`` when the folder or a
+    file cannot be written (the threads not yet archived stay in the database)."""
+    moved = Moved()
+    if chosen:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for c in chosen:
+        path = _free_path(folder, c.thread_id)
+        try:
+            write_private(path, partial(replay.export_thread, log.path, c.thread_id))
+            folded, count = _fold_file(path, c.thread_id)
+        except (ValueError, KeyError, LogError) as exc:
+            moved.said.append(f"Not archived: {c.thread_id}: {exc}")
+            moved.problems += 1
+            continue
+        if folded != c.state or count != log.last_seq(c.thread_id):
+            # Never delete what the file would not give back.
+            moved.said.append(
+                f"Not archived: {c.thread_id}: {path} does not fold to the thread's state "
+                "(left beside the database, which keeps the thread)"
+            )
+            moved.problems += 1
+            continue
+        log.remove_thread(c.thread_id)
+        moved.threads += 1
+        moved.actions += count
+        moved.said.append(f"archived {c.thread_id} ({count} actions) to {path}")
+    return moved
+
+
 def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
     store, _ = rebuild_from_log(log, transition)
     states = store.snapshot()
@@ -169,11 +232,7 @@ def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
             else:
                 chosen.append(_Candidate(thread_id, state, _last_at(log, thread_id)))
     else:
-        cutoff = time.time() - args.idle_days * DAY_S
-        for thread_id in sorted(states):
-            last_at = _last_at(log, thread_id)
-            if last_at <= cutoff and busy_reason(states[thread_id]) is None:
-                chosen.append(_Candidate(thread_id, states[thread_id], last_at))
+        chosen = idle_threads(log, states, args.idle_days)
     if args.dry_run:
         for c in chosen:
             idle = (time.time() - c.last_at) / DAY_S
@@ -181,47 +240,37 @@ def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
             print(f"would archive {c.thread_id} ({count} actions, idle {idle:.0f} days)")
         print(f"{len(chosen)} thread(s) would be archived to {folder}.", file=sys.stderr)
         return EXIT_FAILURE if failed else EXIT_OK
-    if chosen:
-        try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            print(f"Cannot make {folder}: {exc.strerror or exc}", file=sys.stderr)
-            return write_failure_code(exc)
-    archived = actions = 0
-    for c in chosen:
-        path = _free_path(folder, c.thread_id)
-        try:
-            write_private(path, partial(replay.export_thread, log.path, c.thread_id))
-            folded, count = _fold_file(path, c.thread_id)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            print(f"Not archived: {c.thread_id}: {path}: {why}", file=sys.stderr)
-            return write_failure_code(exc)
-        except (ValueError, KeyError, LogError) as exc:
-            print(f"Not archived: {c.thread_id}: {exc}", file=sys.stderr)
-            failed = True
-            continue
-        if folded != c.state or count != log.last_seq(c.thread_id):
-            # Never delete what the file would not give back.
-            print(
-                f"Not archived: {c.thread_id}: {path} does not fold to the thread's state "
-                "(left beside the database, which keeps the thread)",
-                file=sys.stderr,
-            )
-            failed = True
-            continue
-        log.remove_thread(c.thread_id)
-        archived += 1
-        actions += count
-        print(f"archived {c.thread_id} ({count} actions) to {path}")
+    try:
+        moved = move(log, chosen, folder)
+    except OSError as exc:
+        where = exc.filename or folder
+        print(f"Not archived: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return write_failure_code(exc)
+    for line in moved.said:
+        print(line, file=sys.stderr if line.startswith("Not archived") else sys.stdout)
     note = ""
-    if archived and args.vacuum:
+    if moved.threads and args.vacuum:
         log.vacuum()
         note = " The database gave the space back to the disk (VACUUM)."
-    elif archived:
+    elif moved.threads:
         note = " The database reuses the space for new rows (--vacuum gives it back to the disk)."
-    print(f"Archived {archived} thread(s), {actions} actions.{note}", file=sys.stderr)
-    return EXIT_FAILURE if failed else EXIT_OK
+    print(f"Archived {moved.threads} thread(s), {moved.actions} actions.{note}", file=sys.stderr)
+    return EXIT_FAILURE if failed or moved.problems else EXIT_OK
+
+
+def archive_at_start(log: EventLog, idle_days: float, folder: Path) -> Moved:
+    """``[runtime] archive_idle_days``: ``spindle run`` archives idle threads under its
+    own lock, before any actor starts. A folder or file that cannot be written leaves the
+    remaining threads in the database (said, not fatal: the bot starts all the same)."""
+    store, _ = rebuild_from_log(log, transition)
+    chosen = idle_threads(log, store.snapshot(), idle_days)
+    try:
+        return move(log, chosen, folder)
+    except OSError as exc:
+        moved = Moved(problems=1)
+        where = exc.filename or folder
+        moved.said.append(f"Not archived: cannot write {where}: {exc.strerror or exc}")
+        return moved
 
 
 def _actions_of(path: Path) -> Iterator[tuple[int, Action]]:

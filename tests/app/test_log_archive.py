@@ -201,3 +201,25 @@ def test_doctor_names_archiving_once_the_database_is_large(
     monkeypatch.setattr(doctor, "LARGE_DATABASE_BYTES", 4096)
     check = doctor._check_database(settings)
     assert check.status == "warn" and "spindle log archive --idle-days 30" in check.fix
+
+
+def test_spindle_run_archives_idle_threads_at_start_when_configured(
+    place: dict[str, Path],
+) -> None:
+    db = place["data"] / "spindle.db"
+    busy, recent = _rows(db, "busy"), _rows(db, "recent")
+    place["config"].write_text("[runtime]\narchive_idle_days = 30\n")
+    out = spindle(place, "run", "--no-mcp", "--agent", "echo", stdin="/quit\n")
+    assert out.returncode == 0, out.stderr
+    archive = place["data"] / "archive"
+    assert (
+        f"Archived 1 thread(s) idle for 30 days or more to {archive} "
+        "(`spindle log restore FILE` puts one back)."
+    ) in out.stderr
+    assert _rows(db, "old") == ([], [])
+    # As old, but its run never ended: kept (and the start recovered that run after it).
+    assert _rows(db, "busy")[0][: len(busy[0])] == busy[0]
+    assert _rows(db, "recent")[0][: len(recent[0])] == recent[0]  # idle, but not for long
+    assert replay.read_jsonl((archive / "old.jsonl").read_text().splitlines())
+    restored = spindle(place, "log", "restore", str(archive / "old.jsonl"))
+    assert restored.returncode == 0, restored.stderr
