@@ -38,7 +38,7 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -163,7 +163,7 @@ def cmd_log_archive(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def idle_threads(
-    log: EventLog, states: dict[str, ThreadState], idle_days: float
+    log: EventLog, states: Mapping[str, ThreadState], idle_days: float
 ) -> list[_Candidate]:
     """The threads with no action for ``idle_days`` and nothing going on, by id."""
     cutoff = time.time() - idle_days * DAY_S
