@@ -299,18 +299,27 @@ def _restore(log: EventLog, path: Path) -> bool:
     # First the whole file, read and checked: nothing is written for a file that is not
     # one thread's actions from seq 1 on.
     thread_id: str | None = None
+    state: ThreadState | None = None
     count = 0
     try:
         for seq, action in _actions_of(path):
             count += 1
-            thread_id = thread_id or action.thread_id
+            if thread_id is None:
+                thread_id, state = action.thread_id, ThreadState.new(action.thread_id)
             if seq != count:
                 raise ValueError(f"{path}: seq {seq} where {count} was due: not a whole thread")
+            assert state is not None
+            state = transition(state, action).state
     except (OSError, ValueError) as exc:
         print(f"Not restored: {path}: {exc}", file=sys.stderr)
         return False
-    if thread_id is None:
+    if thread_id is None or state is None:
         print(f"Not restored: {path} holds no action.", file=sys.stderr)
+        return False
+    # An archive is of a thread with nothing going on. A file that ends in a run or a
+    # queued prompt is not one, and restored it would run that prompt at the next start.
+    if reason := busy_reason(state):
+        print(f"Not restored: {path}: at its end {thread_id} is not idle ({reason}).", file=sys.stderr)
         return False
     if log.last_seq(thread_id):
         print(

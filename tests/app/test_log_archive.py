@@ -223,3 +223,21 @@ def test_spindle_run_archives_idle_threads_at_start_when_configured(
     assert replay.read_jsonl((archive / "old.jsonl").read_text().splitlines())
     restored = spindle(place, "log", "restore", str(archive / "old.jsonl"))
     assert restored.returncode == 0, restored.stderr
+
+
+def test_restore_takes_only_an_idle_thread_s_whole_log(place: dict[str, Path]) -> None:
+    # A file that ends with a prompt queued or running would run it at the next start.
+    busy = place["work"] / "busy.jsonl"
+    exported = spindle(place, "log", "export", "busy", "-o", str(busy))
+    assert exported.returncode == 0, exported.stderr
+    (place["data"] / "spindle.db").unlink()
+    out = spindle(place, "log", "restore", str(busy))
+    assert out.returncode == 1
+    assert f"Not restored: {busy}: at its end busy is not idle (a run is active)." in out.stderr
+    # Lines missing from its start: not a whole thread.
+    lines = busy.read_text().splitlines()
+    cut = place["work"] / "cut.jsonl"
+    cut.write_text("\n".join(lines[1:]) + "\n")
+    out = spindle(place, "log", "restore", str(cut))
+    assert out.returncode == 1 and "seq 2 where 1 was due: not a whole thread" in out.stderr
+    assert _rows(place["data"] / "spindle.db", "busy") == ([], [])
