@@ -319,7 +319,8 @@ def _restore(log: EventLog, path: Path) -> bool:
     # An archive is of a thread with nothing going on. A file that ends in a run or a
     # queued prompt is not one, and restored it would run that prompt at the next start.
     if reason := busy_reason(state):
-        print(f"Not restored: {path}: at its end {thread_id} is not idle ({reason}).", file=sys.stderr)
+        said = f"Not restored: {path}: at its end {thread_id} is not idle ({reason})."
+        print(said, file=sys.stderr)
         return False
     if log.last_seq(thread_id):
         print(
