@@ -60,6 +60,7 @@ from threadspindle.runtime.live.log import EventLog, LogError, LogUnwritable
 from threadspindle.runtime.live.store import rebuild_from_log
 
 __all__ = [
+    "Candidate",
     "Moved",
     "archive_at_start",
     "busy_reason",
@@ -92,7 +93,9 @@ def busy_reason(state: ThreadState) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
+    """A thread chosen for the archive, with its state as the database gives it."""
+
     thread_id: str
     state: ThreadState
     last_at: float
@@ -164,14 +167,14 @@ def cmd_log_archive(args: argparse.Namespace, settings: Settings) -> int:
 
 def idle_threads(
     log: EventLog, states: Mapping[str, ThreadState], idle_days: float
-) -> list[_Candidate]:
+) -> list[Candidate]:
     """The threads with no action for ``idle_days`` and nothing going on, by id."""
     cutoff = time.time() - idle_days * DAY_S
     chosen = []
     for thread_id in sorted(states):
         last_at = _last_at(log, thread_id)
         if last_at <= cutoff and busy_reason(states[thread_id]) is None:
-            chosen.append(_Candidate(thread_id, states[thread_id], last_at))
+            chosen.append(Candidate(thread_id, states[thread_id], last_at))
     return chosen
 
 
@@ -185,7 +188,7 @@ class Moved:
     said: list[str] = field(default_factory=list)
 
 
-def move(log: EventLog, chosen: list[_Candidate], folder: Path) -> Moved:
+def move(log: EventLog, chosen: list[Candidate], folder: Path) -> Moved:
     """Archive each thread (see the module docstring). ``OSError`` when the folder or a
     file cannot be written (the threads not yet archived stay in the database)."""
     moved = Moved()
@@ -219,7 +222,7 @@ def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
     store, _ = rebuild_from_log(log, transition)
     states = store.snapshot()
     failed = False
-    chosen: list[_Candidate] = []
+    chosen: list[Candidate] = []
     if args.threads:
         for thread_id in args.threads:
             state = states.get(thread_id)
@@ -230,7 +233,7 @@ def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
                 print(f"Not archived: {thread_id}: {reason}.", file=sys.stderr)
                 failed = True
             else:
-                chosen.append(_Candidate(thread_id, state, _last_at(log, thread_id)))
+                chosen.append(Candidate(thread_id, state, _last_at(log, thread_id)))
     else:
         chosen = idle_threads(log, states, args.idle_days)
     if args.dry_run:
