@@ -177,6 +177,13 @@ class EventLog(WalCheckpoints):
         lock_path = str(self.path) + ".lock"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Whatever the reason (no room, no permission, a file in the way, a place such
+            # as /proc where nothing can be made), it is where the log cannot be written.
+            raise LogUnwritable(
+                self.path, f"its folder cannot be made ({exc.strerror or exc})"
+            ) from None
+        try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             unwritable = storage_error(exc, self.path)

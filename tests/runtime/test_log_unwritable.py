@@ -165,3 +165,16 @@ def test_a_database_another_process_holds_locked_waits_like_a_full_disk(tmp_path
     assert log.flush() == 1 and log.is_durable(2)
     assert [e.seq for e in log.read("t")] == [1, 2]
     log.close()
+
+
+@pytest.mark.parametrize("where", ["under a file", "under /proc"])
+def test_a_folder_that_cannot_be_made_is_where_the_log_cannot_be_written(
+    tmp_path: Path, where: str
+) -> None:
+    # It was a LogError ("cannot open event log"), reported as a database to repair.
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    path = (a_file if where == "under a file" else Path("/proc/spindle")) / "data" / "log.db"
+    with pytest.raises(LogUnwritable, match=r"its folder cannot be made \(") as caught:
+        EventLog(path).open()
+    assert caught.value.path == path
