@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -139,3 +140,16 @@ def test_a_moved_hook_is_an_error_not_a_silent_no_op(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(hypercorn_run, "TCPServer", Someone)
     with pytest.raises(RuntimeError, match="not hypercorn's"):
         cap_connections(HypercornConfig(), LIMIT, "the test server")
+
+
+def test_a_low_open_file_limit_lowers_every_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where the limit stays at 1,024 (a container that refuses to raise it), 4,096
+    # connections would take every descriptor before the cap did anything.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, hard))
+    assert cap_connections(HypercornConfig(), 4096, "the test server").limit == 128
+    assert cap_connections(HypercornConfig(), 64, "the test server").limit == 64
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (40, hard))
+    assert cap_connections(HypercornConfig(), 4096, "the test server").limit == 16
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, hard))
+    assert cap_connections(HypercornConfig(), 4096, "the test server").limit == 4096
