@@ -2,7 +2,8 @@
 database into replayable files, and back.
 
 The log keeps every action of every thread for ever, and a streaming thread writes a row
-per delta: a busy bot's database grows by hundreds of megabytes a day. Whole threads are
+per delta it commits, ~320 bytes each with the index (a 16-character delta): an hour of
+one thread streaming 15 deltas a second is ~17 MB. Whole threads are
 moved, never parts of one: a thread's rows stay gap-free from seq 1 (what start-up, replay
 and ``doctor`` check), and a restored thread is the one archived, byte for byte.
 
