@@ -181,25 +181,36 @@ def idle_threads(
 
 @dataclass
 class Moved:
-    """What ``move`` did: one line per thread (``said``), ``problems`` among them."""
+    """What ``move`` did: one line per thread (``said``), ``problems`` among them, and the
+    error that stopped it (``stopped_by``: the folder or a file could not be written; the
+    threads after it were not tried and stay in the database)."""
 
     threads: int = 0
     actions: int = 0
     problems: int = 0
     said: list[str] = field(default_factory=list)
+    stopped_by: OSError | None = None
 
 
 def move(log: EventLog, chosen: list[Candidate], folder: Path) -> Moved:
-    """Archive each thread (see the module docstring). ``OSError`` when the folder or a
-    file cannot be written (the threads not yet archived stay in the database)."""
+    """Archive each thread (see the module docstring)."""
     moved = Moved()
-    if chosen:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if chosen:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        moved.said.append(f"Not archived: cannot make {folder}: {exc.strerror or exc}")
+        moved.problems, moved.stopped_by = 1, exc
+        return moved
     for c in chosen:
         path = _free_path(folder, c.thread_id)
         try:
             write_private(path, partial(replay.export_thread, log.path, c.thread_id))
             folded, count = _fold_file(path, c.thread_id)
+        except OSError as exc:  # the disk: the next thread would fare no better
+            moved.said.append(f"Not archived: {c.thread_id}: {path}: {exc.strerror or exc}")
+            moved.problems, moved.stopped_by = moved.problems + 1, exc
+            return moved
         except (ValueError, KeyError, LogError) as exc:
             moved.said.append(f"Not archived: {c.thread_id}: {exc}")
             moved.problems += 1
@@ -244,14 +255,12 @@ def _archive(log: EventLog, args: argparse.Namespace, folder: Path) -> int:
             print(f"would archive {c.thread_id} ({count} actions, idle {idle:.0f} days)")
         print(f"{len(chosen)} thread(s) would be archived to {folder}.", file=sys.stderr)
         return EXIT_FAILURE if failed else EXIT_OK
-    try:
-        moved = move(log, chosen, folder)
-    except OSError as exc:
-        where = exc.filename or folder
-        print(f"Not archived: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
-        return write_failure_code(exc)
+    moved = move(log, chosen, folder)
     for line in moved.said:
         print(line, file=sys.stderr if line.startswith("Not archived") else sys.stdout)
+    if moved.stopped_by is not None:
+        print(f"Archived {moved.threads} thread(s) before that; stopped.", file=sys.stderr)
+        return write_failure_code(moved.stopped_by)
     note = ""
     if moved.threads and args.vacuum:
         log.vacuum()
@@ -267,14 +276,7 @@ def archive_at_start(log: EventLog, idle_days: float, folder: Path) -> Moved:
     own lock, before any actor starts. A folder or file that cannot be written leaves the
     remaining threads in the database (said, not fatal: the bot starts all the same)."""
     store, _ = rebuild_from_log(log, transition)
-    chosen = idle_threads(log, store.snapshot(), idle_days)
-    try:
-        return move(log, chosen, folder)
-    except OSError as exc:
-        moved = Moved(problems=1)
-        where = exc.filename or folder
-        moved.said.append(f"Not archived: cannot write {where}: {exc.strerror or exc}")
-        return moved
+    return move(log, idle_threads(log, store.snapshot(), idle_days), folder)
 
 
 def _actions_of(path: Path) -> Iterator[tuple[int, Action]]:

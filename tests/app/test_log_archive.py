@@ -241,3 +241,17 @@ def test_restore_takes_only_an_idle_thread_s_whole_log(place: dict[str, Path]) -
     out = spindle(place, "log", "restore", str(cut))
     assert out.returncode == 1 and "seq 2 where 1 was due: not a whole thread" in out.stderr
     assert _rows(place["data"] / "spindle.db", "busy") == ([], [])
+
+
+def test_an_archive_folder_that_cannot_be_written_keeps_every_thread(
+    place: dict[str, Path],
+) -> None:
+    db = place["data"] / "spindle.db"
+    before = _rows(db, "old")
+    blocked = place["work"] / "a-file"
+    blocked.write_text("")
+    out = spindle(place, "log", "archive", "old", "--to", str(blocked / "archive"))
+    assert out.returncode == 1, out.stderr
+    assert f"Not archived: cannot make {blocked / 'archive'}: Not a directory" in out.stderr
+    assert "Archived 0 thread(s) before that; stopped." in out.stderr
+    assert _rows(db, "old") == before
