@@ -15,6 +15,12 @@ is ``child_environment``), and for a thread whose agent runs in the sandbox it r
 sandbox too (``confined``): whatever the repository makes it run can do no more than the
 agent itself. Files Spindle itself deletes or reads in the working tree (``restore``, the
 index copy) are reached without following a symlink an agent may have planted.
+
+Worktree operations on one repository run one at a time (``_repository_lock``): ``git
+worktree add`` reads the administrative folder of every worktree, and one that another
+thread's ``/worktree new`` is making at that moment is half there ("failed to read
+.git/worktrees/<name>/commondir"). Within this process: threads of one repository are
+served by one process.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import shutil
 import stat
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -500,6 +507,18 @@ async def merge_base(workdir: str, ref: str) -> str:
 
 # --- worktrees ----------------------------------------------------------------------------
 
+# The repository's main worktree -> the lock its worktree operations take (see the module
+# docstring). Weak: a lock lives while an operation holds or waits for it.
+_repository_locks: weakref.WeakValueDictionary[str, trio.Lock] = weakref.WeakValueDictionary()
+
+
+def _repository_lock(main: str) -> trio.Lock:
+    key = os.path.realpath(main)
+    lock = _repository_locks.get(key)
+    if lock is None:
+        lock = _repository_locks[key] = trio.Lock()
+    return lock
+
 
 def check_ref(ref: str, what: str) -> str:
     """A branch or commit a user typed (a worktree's base, a merge target, a diff base):
@@ -549,26 +568,27 @@ async def worktree_new(
         current = await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)
         base = current.text if current.code == 0 else "HEAD"
     path = os.path.join(worktree_dir(main, folder), name)
-    if os.path.exists(path):
-        raise GitError(f"{path} exists already")
-    # Made empty here (git fills an empty directory), so a confined git is shown only it.
-    os.makedirs(path)
     branch = f"spindle/{name}"
-    try:
-        await _git(
-            top,
-            "worktree",
-            "add",
-            "-b",
-            branch,
-            path,
-            check_ref(base, "base branch"),
-            writable=[path],
-        )
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)  # only if git left it empty
-        raise
+    async with _repository_lock(main):
+        if os.path.exists(path):
+            raise GitError(f"{path} exists already")
+        # Made empty here (git fills an empty directory), so a confined git is shown only it.
+        os.makedirs(path)
+        try:
+            await _git(
+                top,
+                "worktree",
+                "add",
+                "-b",
+                branch,
+                path,
+                check_ref(base, "base branch"),
+                writable=[path],
+            )
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)  # only if git left it empty
+            raise
     return os.path.realpath(path), branch, base
 
 
@@ -616,7 +636,9 @@ async def worktree_remove(workdir: str, name: str, *, force: bool) -> str:
             f"worktree {name} has uncommitted changes ({shown}): "
             f"/worktree remove {name} force removes it anyway"
         )
-    await _git(await toplevel(workdir), "worktree", "remove", *(["--force"] if force else []), path)
+    top = await toplevel(workdir)
+    async with _repository_lock(await _main_worktree(top)):
+        await _git(top, "worktree", "remove", *(["--force"] if force else []), path)
     return path
 
 
@@ -637,12 +659,18 @@ async def worktree_merge(workdir: str, target: str | None) -> MergeResult:
     """In the worktree ``workdir`` (branch ``spindle/<name>``): commit pending changes,
     rebase onto ``target`` (default: the main worktree's branch) and fast-forward
     ``target`` to it. A conflict aborts the rebase: both branches stay as they were (the
-    pending changes committed on the worktree's branch) and the files are named."""
+    pending changes committed on the worktree's branch) and the files are named. One
+    merge at a time per repository: two fast-forwarding one target at once would race."""
     top = await toplevel(workdir)
     branch = (await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)).text
     if not branch.startswith("spindle/"):
         raise GitError(f"{top} is not a Spindle worktree (its branch is {branch or 'detached'})")
     main = await _main_worktree(top)
+    async with _repository_lock(main):
+        return await _merge(top, branch, main, target)
+
+
+async def _merge(top: str, branch: str, main: str, target: str | None) -> MergeResult:
     if target is None:
         target = (await _git(main, "symbolic-ref", "-q", "--short", "HEAD")).text
     check_ref(target, "target branch")  # before anything is committed

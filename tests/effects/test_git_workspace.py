@@ -108,6 +108,35 @@ def test_prune_keeps_the_newest_and_drops_old_ones(tmp_path):
     assert git(repo, "for-each-ref", "refs/spindle/t/") == ""
 
 
+def test_worktrees_made_removed_and_merged_at_once_in_one_repository_all_succeed(tmp_path):
+    # Threads of one repository each making a worktree at the same moment: `git worktree
+    # add` read the admin folder another was still making ("failed to read
+    # .git/worktrees/<name>/commondir"), in 1-3 of 8 on this machine, and a thread's
+    # /worktree new failed.
+    repo = make_repo(tmp_path / "proj", {"shared.txt": "base\n"})
+    names = [f"w{n}" for n in range(8)]
+
+    async def each(operation, arguments) -> None:
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                nursery.start_soon(operation, *arguments(name))
+
+    async def main() -> None:
+        await each(gw.worktree_new, lambda name: (str(repo), name, None))
+        for name in names:
+            Path(tmp_path / "proj.worktrees" / name, f"{name}.txt").write_text(name)
+        await each(gw.worktree_merge, lambda name: (str(tmp_path / "proj.worktrees" / name), None))
+        await each(lambda *a: gw.worktree_remove(*a, force=False), lambda name: (str(repo), name))
+
+    trio.run(main)
+    assert sorted(p.name for p in repo.iterdir() if p.name.startswith("w")) == [
+        f"{name}.txt" for name in names
+    ]  # every worktree's file, merged into main
+    assert not (tmp_path / "proj.worktrees").exists() or not any(
+        (tmp_path / "proj.worktrees").iterdir()
+    )
+
+
 def test_two_worktrees_edit_the_same_file_without_interfering(tmp_path):
     repo = make_repo(tmp_path / "proj", {"shared.txt": "base\n"})
     one, branch_one, base = run(gw.worktree_new, str(repo), "one", None)
