@@ -12,6 +12,7 @@ from pathlib import Path
 from threadspindle.app.config import Settings
 from threadspindle.app.exit_codes import EXIT_USAGE
 from threadspindle.effects.mcp_manager.models import ProcessManagerConfig
+from threadspindle.effects.open_files import raise_open_file_limit
 
 __all__ = ["config_from_settings", "serve_alone"]
 
@@ -46,4 +47,7 @@ def serve_alone(settings: Settings, port: int | None = None) -> int:
     except ValueError as exc:
         print(f"spindle mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # As ``spindle run`` does: its processes' files and its connections (capped at an
+    # eighth of this limit, effects/connection_cap.py) need more than a session's 1,024.
+    raise_open_file_limit()
     return serve_until_signalled(config, "mcp.port" if port is None else "--port")

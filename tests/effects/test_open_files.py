@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = """
@@ -66,3 +68,32 @@ def test_spindle_run_and_its_agents_run_with_the_raised_limit(place, tmp_path: P
     )
     assert out.returncode == 0, out.stderr
     assert f"nofile {min(hard, 65_536)}" in out.stdout, out.stdout + out.stderr
+
+
+def test_spindle_mcp_runs_with_the_raised_limit(place) -> None:
+    # Alone, the manager holds its processes' files and its connections (capped at an
+    # eighth of this limit): at a session's soft limit its cap would be 128.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "threadspindle.app.cli", "mcp"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=place["work"],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(place["home"]),
+            "SPINDLE_DATA_DIR": str(place["data"]),
+            "SPINDLE_CONFIG": str(place["config"]),
+            "PYTHONPATH": str(ROOT),
+        },
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("process manager on http://127.0.0.1:")
+        soft = psutil.Process(proc.pid).rlimit(psutil.RLIMIT_NOFILE)[0]
+        assert soft == min(hard, 65_536)
+    finally:
+        proc.terminate()
+        proc.wait(20)
