@@ -220,7 +220,7 @@ def test_spindle_run_archives_idle_threads_at_start_when_configured(
     # As old, but its run never ended: kept (and the start recovered that run after it).
     assert _rows(db, "busy")[0][: len(busy[0])] == busy[0]
     assert _rows(db, "recent")[0][: len(recent[0])] == recent[0]  # idle, but not for long
-    assert replay.read_jsonl((archive / "old.jsonl").read_text().splitlines())
+    assert len(list(replay.read_jsonl((archive / "old.jsonl").read_text().splitlines()))) == 36
     restored = spindle(place, "log", "restore", str(archive / "old.jsonl"))
     assert restored.returncode == 0, restored.stderr
 
