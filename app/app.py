@@ -380,7 +380,7 @@ def _with_console_workdir(settings: Settings, args: argparse.Namespace) -> Setti
 def _worktree_folder(workdir: str, configured: str | None) -> str | None:
     """Where `/worktree new` would put the worktrees of the repository ``workdir`` is in
     (its main worktree's), or None when it is in none (or git cannot say)."""
-    from threadspindle.effects.git_workspace import worktree_dir
+    from threadspindle.effects.git_worktrees import worktree_dir
 
     try:
         listed = subprocess.run(

@@ -1,5 +1,5 @@
 """Git for the thread's workspace: checkpoints on private refs, restoring them (undo/redo),
-diffs and their summaries, and Spindle's worktrees (new, list, remove, merge).
+diffs and their summaries; the ``git`` runner ``git_worktrees`` uses too.
 
 A checkpoint is a commit of the whole working tree, untracked files included (ignored
 ones not), made with a temporary index (``GIT_INDEX_FILE``: a copy of the real one, so
@@ -16,11 +16,8 @@ sandbox too (``confined``): whatever the repository makes it run can do no more 
 agent itself. Files Spindle itself deletes or reads in the working tree (``restore``, the
 index copy) are reached without following a symlink an agent may have planted.
 
-Worktree operations on one repository run one at a time (``_repository_lock``): ``git
-worktree add`` reads the administrative folder of every worktree, and one that another
-thread's ``/worktree new`` is making at that moment is half there ("failed to read
-.git/worktrees/<name>/commondir"). Within this process: threads of one repository are
-served by one process.
+Spindle's worktrees (new, list, remove, merge) are in ``git_worktrees``, on this module's
+``git`` runner.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ import shutil
 import stat
 import tempfile
 import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,20 +48,16 @@ from threadspindle.effects.sandbox import (
 __all__ = [
     "DiffSummary",
     "GitError",
-    "MergeResult",
     "checkpoint",
     "diff",
     "prune_checkpoints",
     "checkpoint_folder",
+    "check_ref",
     "confined",
     "ref_for",
     "restore",
     "snapshot",
     "toplevel",
-    "worktree_list",
-    "worktree_merge",
-    "worktree_new",
-    "worktree_remove",
 ]
 
 # Checkpoint commits are Spindle's, whoever the user is (and with no identity set up).
@@ -75,7 +67,6 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": "Spindle",
     "GIT_COMMITTER_EMAIL": "spindle@localhost",
 }
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class GitError(Exception):
@@ -505,21 +496,6 @@ async def merge_base(workdir: str, ref: str) -> str:
     return (await _git(top, "merge-base", "HEAD", check_ref(ref, "diff base"))).text
 
 
-# --- worktrees ----------------------------------------------------------------------------
-
-# The repository's main worktree -> the lock its worktree operations take (see the module
-# docstring). Weak: a lock lives while an operation holds or waits for it.
-_repository_locks: weakref.WeakValueDictionary[str, trio.Lock] = weakref.WeakValueDictionary()
-
-
-def _repository_lock(main: str) -> trio.Lock:
-    key = os.path.realpath(main)
-    lock = _repository_locks.get(key)
-    if lock is None:
-        lock = _repository_locks[key] = trio.Lock()
-    return lock
-
-
 def check_ref(ref: str, what: str) -> str:
     """A branch or commit a user typed (a worktree's base, a merge target, a diff base):
     refused when git could read it as an option. ``git rebase --exec=…`` runs a shell
@@ -528,190 +504,6 @@ def check_ref(ref: str, what: str) -> str:
     if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
         raise GitError(f"{ref!r} is not a usable {what} (a branch, tag or commit)")
     return ref
-
-
-def check_name(name: str) -> str:
-    if not _NAME.match(name) or ".." in name or name.endswith(".lock"):
-        raise GitError(f"{name!r} is not a usable worktree name (letters, digits, . _ -)")
-    return name
-
-
-async def _main_worktree(workdir: str) -> str:
-    """The repository's main worktree (the first ``git worktree list`` entry)."""
-    top = await toplevel(workdir)
-    listing = await _git(top, "worktree", "list", "--porcelain")
-    for line in listing.text.splitlines():
-        if line.startswith("worktree "):
-            return line[len("worktree ") :]
-    return top
-
-
-def worktree_dir(main: str, folder: str | None) -> str:
-    """Where Spindle's worktrees of the repository ``main`` go: ``folder`` (absolute, or
-    relative to the repository's parent), default ``<repo>.worktrees`` beside it."""
-    parent = os.path.dirname(main.rstrip("/"))
-    if folder:
-        folder = os.path.expanduser(folder)
-        return os.path.realpath(folder if os.path.isabs(folder) else os.path.join(parent, folder))
-    return os.path.join(parent, os.path.basename(main.rstrip("/")) + ".worktrees")
-
-
-async def worktree_new(
-    workdir: str, name: str, base: str | None, folder: str | None = None
-) -> tuple[str, str, str]:
-    """Create a worktree on a new branch ``spindle/<name>`` from ``base`` (default: the
-    current branch of the workdir): (its path, its branch, the base)."""
-    check_name(name)
-    top = await toplevel(workdir)
-    main = await _main_worktree(top)
-    if base is None:
-        current = await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)
-        base = current.text if current.code == 0 else "HEAD"
-    path = os.path.join(worktree_dir(main, folder), name)
-    branch = f"spindle/{name}"
-    async with _repository_lock(main):
-        if os.path.exists(path):
-            raise GitError(f"{path} exists already")
-        # Made empty here (git fills an empty directory), so a confined git is shown only it.
-        os.makedirs(path)
-        try:
-            await _git(
-                top,
-                "worktree",
-                "add",
-                "-b",
-                branch,
-                path,
-                check_ref(base, "base branch"),
-                writable=[path],
-            )
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(path)  # only if git left it empty
-            raise
-    return os.path.realpath(path), branch, base
-
-
-async def worktree_list(workdir: str) -> list[tuple[str, str]]:
-    """(path, branch or detached head) of every worktree of the repository."""
-    top = await toplevel(workdir)
-    listing = await _git(top, "worktree", "list", "--porcelain")
-    found: list[tuple[str, str]] = []
-    path = ""
-    for line in listing.text.splitlines() + [""]:
-        if line.startswith("worktree "):
-            path = line[len("worktree ") :]
-        elif line.startswith("branch "):
-            found.append((path, line[len("branch refs/heads/") :]))
-            path = ""
-        elif line == "detached" and path:
-            found.append((path, "(detached)"))
-            path = ""
-        elif line.startswith("bare") and path:
-            path = ""
-    return found
-
-
-async def _find_worktree(workdir: str, name: str) -> str:
-    for path, branch in await worktree_list(workdir):
-        if branch == f"spindle/{name}":
-            return path
-    raise GitError(f"no Spindle worktree {name!r} (branch spindle/{name})")
-
-
-async def is_dirty(workdir: str) -> list[str]:
-    status = await _git(workdir, "status", "--porcelain", "-z", "--untracked-files=all")
-    return [e[3:].decode("utf-8", "replace") for e in status.out.split(b"\0") if len(e) > 3]
-
-
-async def worktree_remove(workdir: str, name: str, *, force: bool) -> str:
-    """Remove Spindle's worktree ``name`` (its branch stays): refused with uncommitted
-    changes unless ``force``. Returns its path."""
-    check_name(name)
-    path = await _find_worktree(workdir, name)
-    dirty = await is_dirty(path)
-    if dirty and not force:
-        shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
-        raise GitError(
-            f"worktree {name} has uncommitted changes ({shown}): "
-            f"/worktree remove {name} force removes it anyway"
-        )
-    top = await toplevel(workdir)
-    async with _repository_lock(await _main_worktree(top)):
-        await _git(top, "worktree", "remove", *(["--force"] if force else []), path)
-    return path
-
-
-@dataclass
-class MergeResult:
-    ok: bool
-    text: str
-    conflicts: list[str] = field(default_factory=list)
-
-
-async def _identity_env(top: str) -> dict[str, str]:
-    """The user's identity when git has one, else Spindle's (a commit needs one)."""
-    email = await _git(top, "config", "user.email", check=False)
-    return {} if email.code == 0 and email.text else dict(_IDENTITY)
-
-
-async def worktree_merge(workdir: str, target: str | None) -> MergeResult:
-    """In the worktree ``workdir`` (branch ``spindle/<name>``): commit pending changes,
-    rebase onto ``target`` (default: the main worktree's branch) and fast-forward
-    ``target`` to it. A conflict aborts the rebase: both branches stay as they were (the
-    pending changes committed on the worktree's branch) and the files are named. One
-    merge at a time per repository: two fast-forwarding one target at once would race."""
-    top = await toplevel(workdir)
-    branch = (await _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False)).text
-    if not branch.startswith("spindle/"):
-        raise GitError(f"{top} is not a Spindle worktree (its branch is {branch or 'detached'})")
-    main = await _main_worktree(top)
-    async with _repository_lock(main):
-        return await _merge(top, branch, main, target)
-
-
-async def _merge(top: str, branch: str, main: str, target: str | None) -> MergeResult:
-    if target is None:
-        target = (await _git(main, "symbolic-ref", "-q", "--short", "HEAD")).text
-    check_ref(target, "target branch")  # before anything is committed
-    env = await _identity_env(top)
-    committed = ""
-    if await is_dirty(top):
-        await _git(top, "add", "-A", env=env)
-        await _git(top, "commit", "-q", "--no-verify", "-m", f"{branch}: pending changes", env=env)
-        committed = " (pending changes committed first)"
-    rebase = await _git(top, "rebase", target, env=env, check=False)
-    if rebase.code != 0:
-        unmerged = await _git(top, "diff", "--name-only", "--diff-filter=U", check=False)
-        conflicts = unmerged.text.splitlines()
-        await _git(top, "rebase", "--abort", check=False)
-        return MergeResult(
-            False,
-            f"Merge of {branch} into {target} stopped: conflicts in "
-            f"{', '.join(conflicts) or '(unknown files)'}. Nothing was changed on {target}; "
-            f"{branch} keeps its commits{committed}. Resolve by rebasing {branch} onto "
-            f"{target} by hand, or ask the agent to.",
-            conflicts,
-        )
-    new = (await _git(top, "rev-parse", "HEAD")).text
-    old = (await _git(top, "rev-parse", f"refs/heads/{target}")).text
-    count = (await _git(top, "rev-list", "--count", f"{old}..{new}")).text
-    holder = next((p for p, b in await worktree_list(top) if b == target), None)
-    if holder is not None:
-        ff = await _git(holder, "merge", "--ff-only", "-q", new, env=env, check=False)
-        if ff.code != 0:
-            return MergeResult(
-                False,
-                f"Rebased {branch} onto {target}{committed}, but {target} (checked out in "
-                f"{holder}) could not be fast-forwarded: {ff.err}",
-            )
-    else:
-        await _git(top, "update-ref", f"refs/heads/{target}", new, old)
-    return MergeResult(
-        True,
-        f"Merged {branch} into {target}{committed}: {target} fast-forwarded to "
-        f"{new[:10]}" + f" ({count} commit(s)).",
-    )
 
 
 def paths_text(paths: Sequence[str], limit: int = 20) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from threadspindle.effects import git_workspace as git
+from threadspindle.effects import git_worktrees
 from threadspindle.effects.shell_command import ShellLimits, run_in_agent, run_shell
 from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import (
@@ -228,7 +229,7 @@ class GitWorkspace:
     async def _worktree_new(self, effect: WorkspaceJob) -> dict[str, Any]:
         if not effect.name:
             raise ValueError("usage: /worktree new <name> [base]")
-        path, branch, base = await git.worktree_new(
+        path, branch, base = await git_worktrees.worktree_new(
             effect.workdir, effect.name, effect.ref, self.options.worktree_dir
         )
         return {
@@ -239,20 +240,20 @@ class GitWorkspace:
         }
 
     async def _worktree_list(self, effect: WorkspaceJob) -> dict[str, Any]:
-        found = await git.worktree_list(effect.workdir)
+        found = await git_worktrees.worktree_list(effect.workdir)
         lines = [f"{'*' if b.startswith('spindle/') else ' '} {b}  {p}" for p, b in found]
         return {"text": "Worktrees (* Spindle's):\n" + "\n".join(lines)}
 
     async def _worktree_remove(self, effect: WorkspaceJob) -> dict[str, Any]:
         if not effect.name:
             raise ValueError("usage: /worktree remove <name> [force]")
-        path = await git.worktree_remove(effect.workdir, effect.name, force=effect.force)
+        path = await git_worktrees.worktree_remove(effect.workdir, effect.name, force=effect.force)
         return {
             "text": f"Removed worktree {effect.name} ({path}); branch spindle/{effect.name} stays."
         }
 
     async def _worktree_merge(self, effect: WorkspaceJob) -> dict[str, Any]:
-        result = await git.worktree_merge(effect.workdir, effect.ref)
+        result = await git_worktrees.worktree_merge(effect.workdir, effect.ref)
         return {"ok": result.ok, "text": result.text, "files": tuple(result.conflicts)}
 
     # --- shell -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadspindle.effects import git_workspace as gw
+from threadspindle.effects import git_worktrees as gwt
 
 
 def run(fn, *args, **kwargs):
@@ -122,11 +123,11 @@ def test_worktrees_made_removed_and_merged_at_once_in_one_repository_all_succeed
                 nursery.start_soon(operation, *arguments(name))
 
     async def main() -> None:
-        await each(gw.worktree_new, lambda name: (str(repo), name, None))
+        await each(gwt.worktree_new, lambda name: (str(repo), name, None))
         for name in names:
             Path(tmp_path / "proj.worktrees" / name, f"{name}.txt").write_text(name)
-        await each(gw.worktree_merge, lambda name: (str(tmp_path / "proj.worktrees" / name), None))
-        await each(lambda *a: gw.worktree_remove(*a, force=False), lambda name: (str(repo), name))
+        await each(gwt.worktree_merge, lambda name: (str(tmp_path / "proj.worktrees" / name), None))
+        await each(lambda *a: gwt.worktree_remove(*a, force=False), lambda name: (str(repo), name))
 
     trio.run(main)
     assert sorted(p.name for p in repo.iterdir() if p.name.startswith("w")) == [
@@ -139,8 +140,8 @@ def test_worktrees_made_removed_and_merged_at_once_in_one_repository_all_succeed
 
 def test_two_worktrees_edit_the_same_file_without_interfering(tmp_path):
     repo = make_repo(tmp_path / "proj", {"shared.txt": "base\n"})
-    one, branch_one, base = run(gw.worktree_new, str(repo), "one", None)
-    two, _, _ = run(gw.worktree_new, str(repo), "two", None)
+    one, branch_one, base = run(gwt.worktree_new, str(repo), "one", None)
+    two, _, _ = run(gwt.worktree_new, str(repo), "two", None)
     assert base == "main" and branch_one == "spindle/one"
     assert Path(one).parent == tmp_path / "proj.worktrees"
     Path(one, "shared.txt").write_text("from one\n")
@@ -153,17 +154,17 @@ def test_two_worktrees_edit_the_same_file_without_interfering(tmp_path):
     run(gw.restore, one, c1)
     assert Path(one, "shared.txt").read_text() == "from one\n"
     assert Path(two, "shared.txt").read_text() == "from two\n"
-    listed = dict((b, p) for p, b in run(gw.worktree_list, str(repo)))
+    listed = dict((b, p) for p, b in run(gwt.worktree_list, str(repo)))
     assert listed["spindle/one"] == one and listed["spindle/two"] == two
 
 
 def test_merge_without_conflict_fast_forwards_the_target(tmp_path):
     repo = make_repo(tmp_path / "proj", {"a.txt": "a\n", "b.txt": "b\n"})
-    wt, _, _ = run(gw.worktree_new, str(repo), "feat", None)
+    wt, _, _ = run(gwt.worktree_new, str(repo), "feat", None)
     Path(wt, "a.txt").write_text("a changed in the worktree\n")  # left uncommitted
     (repo / "b.txt").write_text("b changed on main\n")
     git(repo, "commit", "-qam", "main moves on")
-    result = run(gw.worktree_merge, wt, None)
+    result = run(gwt.worktree_merge, wt, None)
     assert result.ok, result.text
     assert "pending changes committed" in result.text
     assert git(repo, "rev-parse", "main") == git(wt, "rev-parse", "HEAD")
@@ -173,12 +174,12 @@ def test_merge_without_conflict_fast_forwards_the_target(tmp_path):
 
 def test_merge_with_conflict_reports_files_and_keeps_both_sides(tmp_path):
     repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
-    wt, _, _ = run(gw.worktree_new, str(repo), "feat", None)
+    wt, _, _ = run(gwt.worktree_new, str(repo), "feat", None)
     Path(wt, "a.txt").write_text("a from the worktree\n")
     (repo / "a.txt").write_text("a from main\n")
     git(repo, "commit", "-qam", "main edits a")
     main_before = git(repo, "rev-parse", "main")
-    result = run(gw.worktree_merge, wt, "main")
+    result = run(gwt.worktree_merge, wt, "main")
     assert not result.ok
     assert result.conflicts == ["a.txt"]
     assert "a.txt" in result.text
@@ -192,12 +193,12 @@ def test_merge_with_conflict_reports_files_and_keeps_both_sides(tmp_path):
 
 def test_remove_refuses_uncommitted_changes_unless_forced(tmp_path):
     repo = make_repo(tmp_path / "proj")
-    wt, _, _ = run(gw.worktree_new, str(repo), "tmp1", None)
+    wt, _, _ = run(gwt.worktree_new, str(repo), "tmp1", None)
     Path(wt, "scratch.txt").write_text("work\n")
     with pytest.raises(gw.GitError, match="uncommitted changes"):
-        run(gw.worktree_remove, str(repo), "tmp1", force=False)
+        run(gwt.worktree_remove, str(repo), "tmp1", force=False)
     assert Path(wt).exists()
-    run(gw.worktree_remove, str(repo), "tmp1", force=True)
+    run(gwt.worktree_remove, str(repo), "tmp1", force=True)
     assert not Path(wt).exists()
     assert git(repo, "rev-parse", "--verify", "spindle/tmp1")  # the branch stays
 
@@ -206,21 +207,21 @@ def test_bad_worktree_names_are_refused(tmp_path):
     repo = make_repo(tmp_path / "proj")
     for name in ("../x", "a/b", "-x", "x.lock", ""):
         with pytest.raises(gw.GitError):
-            run(gw.worktree_new, str(repo), name, None)
+            run(gwt.worktree_new, str(repo), name, None)
 
 
 def test_refs_git_would_read_as_options_are_refused(tmp_path):
     """A base, target or diff base comes from the chat: ``--exec=…`` would make ``git
     rebase`` run a shell command for a user who is not on the shell allow-list."""
     repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
-    wt, _, _ = run(gw.worktree_new, str(repo), "feat", None)
+    wt, _, _ = run(gwt.worktree_new, str(repo), "feat", None)
     Path(wt, "a.txt").write_text("pending\n")
     pwned = tmp_path / "pwned"
     for ref in (f"--exec=touch{chr(36)}{{IFS}}{pwned}", "-x", "a b", ""):
         with pytest.raises(gw.GitError, match="not a usable target branch"):
-            run(gw.worktree_merge, wt, ref)
+            run(gwt.worktree_merge, wt, ref)
         with pytest.raises(gw.GitError, match="not a usable base branch"):
-            run(gw.worktree_new, str(repo), "other", ref)
+            run(gwt.worktree_new, str(repo), "other", ref)
         with pytest.raises(gw.GitError, match="not a usable diff base"):
             run(gw.merge_base, str(repo), ref)
     assert not pwned.exists()

@@ -14,6 +14,7 @@ import trio
 from git_repo import git, make_repo, tree_of
 
 from threadspindle.effects import git_workspace as gw
+from threadspindle.effects import git_worktrees as gwt
 from threadspindle.effects.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def test_confined_checkpoint_diff_and_undo_in_a_folder_of_a_repository(places):
 def test_confined_worktrees_new_checkpoint_and_merge(places):
     main = make_repo(places["roots"] / "proj", {"a.txt": "a\n"})
     sandbox = sandbox_of(places)
-    path, branch, _ = run_confined(sandbox, main, gw.worktree_new, str(main), "feature", None)
+    path, branch, _ = run_confined(sandbox, main, gwt.worktree_new, str(main), "feature", None)
     assert branch == "spindle/feature" and Path(path).parent.name == "proj.worktrees"
     worktree = Path(path)
     (worktree / "b.txt").write_text("b\n")
@@ -122,7 +123,7 @@ def test_confined_worktrees_new_checkpoint_and_merge(places):
         sandbox, worktree, gw.checkpoint, str(worktree), "console:feature", "r1"
     )
     assert git(main, "rev-parse", ref) == commit
-    result = run_confined(sandbox, worktree, gw.worktree_merge, str(worktree), None)
+    result = run_confined(sandbox, worktree, gwt.worktree_merge, str(worktree), None)
     assert result.ok, result.text
     assert git(main, "show", "main:b.txt") == "b"
 
