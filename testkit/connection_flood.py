@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["Flood", "open_flood"]
+__all__ = ["Flood", "open_flood", "until_accepted"]
 
 
 class Flood:
@@ -44,3 +44,14 @@ async def open_flood(host: str, port: int, count: int, *, settle_s: float = 1.5)
     for i in closed:
         await streams[i].aclose()
     return Flood(kept, len(closed))
+
+
+async def until_accepted(host: str, port: int, timeout: float = 10.0) -> None:
+    """Return once the server keeps a new connection open again: it has let go of a
+    flood's (hypercorn closes one that never sent a request when its keep-alive time,
+    5 s, ends, even if its client closed it before). ``trio.TooSlowError`` after
+    ``timeout``."""
+    with trio.fail_after(timeout):
+        while not (probe := await open_flood(host, port, 1, settle_s=0.2)).kept:
+            await trio.sleep(0.05)
+        await probe.aclose()

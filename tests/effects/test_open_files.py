@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -40,6 +41,23 @@ def test_the_soft_limit_is_raised_toward_the_wanted_never_past_the_hard_one() ->
     assert _probe(300, top, 256) == [300, 300, top]  # never lowered
 
 
+def _spindle_at_soft_limit_256(place: dict[str, Path]) -> dict[str, Any]:
+    """How the tests below start ``spindle``: in the place's folders, no agent CLI on PATH,
+    at a soft limit of 256 open files (as a session's 1,024: a few hundred agents' pipes)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return {
+        "cwd": place["work"],
+        "env": {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(place["home"]),
+            "SPINDLE_DATA_DIR": str(place["data"]),
+            "SPINDLE_CONFIG": str(place["config"]),
+            "PYTHONPATH": str(ROOT),
+        },
+        "preexec_fn": lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    }
+
+
 def test_spindle_run_and_its_agents_run_with_the_raised_limit(place, tmp_path: Path) -> None:
     # Started at a soft limit of 256 (as a session's 1,024: a few hundred agents' pipes),
     # its agent (a process of its own, which inherits it) reports the limit Spindle runs with.
@@ -55,16 +73,8 @@ def test_spindle_run_and_its_agents_run_with_the_raised_limit(place, tmp_path: P
         input="limits please\n/wait\n/quit\n",
         capture_output=True,
         text=True,
-        cwd=place["work"],
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(place["home"]),
-            "SPINDLE_DATA_DIR": str(place["data"]),
-            "SPINDLE_CONFIG": str(place["config"]),
-            "PYTHONPATH": str(ROOT),
-        },
         timeout=60,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+        **_spindle_at_soft_limit_256(place),
     )
     assert out.returncode == 0, out.stderr
     assert f"nofile {min(hard, 65_536)}" in out.stdout, out.stdout + out.stderr
@@ -79,15 +89,7 @@ def test_spindle_mcp_runs_with_the_raised_limit(place) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=place["work"],
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(place["home"]),
-            "SPINDLE_DATA_DIR": str(place["data"]),
-            "SPINDLE_CONFIG": str(place["config"]),
-            "PYTHONPATH": str(ROOT),
-        },
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+        **_spindle_at_soft_limit_256(place),
     )
     try:
         assert proc.stdout is not None

@@ -33,7 +33,7 @@ from threadspindle.runtime.core.model import (
     Run,
     ThreadState,
 )
-from threadspindle.testkit.connection_flood import open_flood
+from threadspindle.testkit.connection_flood import open_flood, until_accepted
 
 TOKEN = "t0ken-for-tests-only"
 PORT = 8750
@@ -673,10 +673,7 @@ async def test_a_flood_of_connections_is_held_to_the_cap_and_the_chat_serves_aft
         flood = await open_flood("127.0.0.1", server.port, 80)
         assert len(flood.kept) == 8 and flood.closed == 72
         await flood.aclose()
-        with trio.fail_after(10):  # (hypercorn lets go of them within its 5 s keep-alive)
-            while not (probe := await open_flood("127.0.0.1", server.port, 1, settle_s=0.2)).kept:
-                await trio.sleep(0.05)
-            await probe.aclose()
+        await until_accepted("127.0.0.1", server.port)
         async with httpx.AsyncClient() as client:
             answer = await client.get(server.start_url)
         assert answer.status_code == 303 and answer.headers["location"] == f"{BASE}/"

@@ -17,7 +17,7 @@ import trio
 from threadspindle.effects.whatsapp_platform import whatsapp_thread_id
 from threadspindle.ingress.whatsapp.bot import NO_LONGER_PENDING, NO_TRANSCRIPTION, REFUSAL
 from threadspindle.runtime.core.agent_events import QuestionAsked, TextDelta
-from threadspindle.testkit.connection_flood import open_flood
+from threadspindle.testkit.connection_flood import open_flood, until_accepted
 from threadspindle.testkit.fake_agent import Step
 from threadspindle.testkit.fake_discord.harness import wait_for
 from threadspindle.testkit.fake_discord.stack import SCRIPT, long_answer
@@ -279,10 +279,7 @@ async def test_a_flood_of_connections_is_held_to_the_cap_and_deliveries_go_throu
         flood = await open_flood(url.hostname, url.port, 80)
         assert len(flood.kept) == 8 and flood.closed == 72
         await flood.aclose()
-        with trio.fail_after(10):  # (hypercorn lets go of them within its 5 s keep-alive)
-            while not (probe := await open_flood(url.hostname, url.port, 1, settle_s=0.2)).kept:
-                await trio.sleep(0.05)
-            await probe.aclose()
+        await until_accepted(url.hostname, url.port)
         user = wa.fresh_user()
         status = await trio.to_thread.run_sync(
             wa.fake.post, wa.fake.delivery_body(user, "u", [_text(user, "wamid.after")])
