@@ -126,18 +126,23 @@ def _last_at(log: EventLog, thread_id: str) -> float:
     return float(row[0]) if row is not None else 0.0
 
 
-def _fold_file(path: Path, thread_id: str) -> tuple[ThreadState, int]:
-    """The state the archive file gives, and its number of actions (``ValueError`` for a
-    line that is not the thread's next action)."""
-    state = ThreadState.new(thread_id)
+def _fold_file(path: Path) -> tuple[str | None, ThreadState | None, int]:
+    """The thread an export file holds, the state its actions fold to and their number
+    (None, None, 0 for a file without an action). ``ValueError`` for a file that is not
+    one thread's actions from seq 1 on (``read_jsonl`` checks the one thread); ``OSError``
+    when it cannot be read."""
+    thread_id: str | None = None
+    state: ThreadState | None = None
     count = 0
     with path.open(encoding="utf-8") as lines:
         for seq, action in replay.read_jsonl(lines, str(path)):
             count += 1
-            if seq != count or action.thread_id != thread_id:
-                raise ValueError(f"{path}: line {count} is not action {count} of {thread_id}")
+            if seq != count:
+                raise ValueError(f"{path}: seq {seq} where {count} was due: not a whole thread")
+            if state is None:
+                thread_id, state = action.thread_id, ThreadState.new(action.thread_id)
             state = transition(state, action).state
-    return state, count
+    return thread_id, state, count
 
 
 def cmd_log_archive(args: argparse.Namespace, settings: Settings) -> int:
@@ -206,7 +211,7 @@ def move(log: EventLog, chosen: list[Candidate], folder: Path) -> Moved:
         path = _free_path(folder, c.thread_id)
         try:
             write_private(path, partial(replay.export_thread, log.path, c.thread_id))
-            folded, count = _fold_file(path, c.thread_id)
+            thread_id, folded, count = _fold_file(path)
         except OSError as exc:  # the disk: the next thread would fare no better
             moved.said.append(f"Not archived: {c.thread_id}: {path}: {exc.strerror or exc}")
             moved.problems, moved.stopped_by = moved.problems + 1, exc
@@ -215,7 +220,7 @@ def move(log: EventLog, chosen: list[Candidate], folder: Path) -> Moved:
             moved.said.append(f"Not archived: {c.thread_id}: {exc}")
             moved.problems += 1
             continue
-        if folded != c.state or count != log.last_seq(c.thread_id):
+        if thread_id != c.thread_id or folded != c.state or count != log.last_seq(c.thread_id):
             # Never delete what the file would not give back.
             moved.said.append(
                 f"Not archived: {c.thread_id}: {path} does not fold to the thread's state "
@@ -304,20 +309,13 @@ def _restore(log: EventLog, path: Path) -> bool:
     """Put one archived thread back; False (said why) when it cannot be."""
     # First the whole file, read and checked: nothing is written for a file that is not
     # one thread's actions from seq 1 on.
-    thread_id: str | None = None
-    state: ThreadState | None = None
-    count = 0
     try:
-        for seq, action in _actions_of(path):
-            count += 1
-            if thread_id is None:
-                thread_id, state = action.thread_id, ThreadState.new(action.thread_id)
-            if seq != count:
-                raise ValueError(f"{path}: seq {seq} where {count} was due: not a whole thread")
-            assert state is not None
-            state = transition(state, action).state
-    except (OSError, ValueError) as exc:
-        print(f"Not restored: {path}: {exc}", file=sys.stderr)
+        thread_id, state, count = _fold_file(path)
+    except ValueError as exc:  # (its text names the file and the line)
+        print(f"Not restored: {exc}", file=sys.stderr)
+        return False
+    except OSError as exc:
+        print(f"Not restored: {path}: {exc.strerror or exc}", file=sys.stderr)
         return False
     if thread_id is None or state is None:
         print(f"Not restored: {path} holds no action.", file=sys.stderr)

@@ -239,7 +239,8 @@ def test_restore_takes_only_an_idle_thread_s_whole_log(place: dict[str, Path]) -
     cut = place["work"] / "cut.jsonl"
     cut.write_text("\n".join(lines[1:]) + "\n")
     out = spindle(place, "log", "restore", str(cut))
-    assert out.returncode == 1 and "seq 2 where 1 was due: not a whole thread" in out.stderr
+    assert out.returncode == 1
+    assert f"Not restored: {cut}: seq 2 where 1 was due: not a whole thread" in out.stderr
     assert _rows(place["data"] / "spindle.db", "busy") == ([], [])
 
 
