@@ -33,7 +33,12 @@ import trio_asyncio
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import BadRequestError, NoStreamResponseError, ServiceUnavailableError
+from nats.js.errors import (
+    BadRequestError,
+    NoStreamResponseError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KeyValue
 
 from threadspindle.effects.asyncio_loop import open_asyncio_loop
@@ -145,6 +150,23 @@ def _not_ready(exc: Exception) -> bool:
     return isinstance(exc, BadRequestError) and exc.err_code == _NO_SUITABLE_PEERS
 
 
+async def once_found(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``fn(*args)`` (a stream's or a bucket's info), asked again while JetStream says the
+    stream is not found. A replicated stream just made, by this process or by another one
+    starting with it, is not found for a moment while its replicas elect their leader:
+    ``spindle cluster dev`` starting two runners and a gateway on a loaded machine saw its
+    runner stop on it at start (a full test run). It is found a moment later."""
+    for attempt in range(_PLACEMENT_TRIES):
+        try:
+            result: T = await trio_asyncio.aio_as_trio(fn)(*args)
+            return result
+        except NotFoundError:
+            if attempt + 1 == _PLACEMENT_TRIES:
+                raise
+            await trio.sleep(_PLACEMENT_WAIT_S)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _not_ready_reason(exc: Exception, replicas: int, servers: int) -> str:
     """What to tell the operator when the cluster was still not ready after every try."""
     waited = f"after {_PLACEMENT_TRIES * _PLACEMENT_WAIT_S:g} s"
@@ -190,7 +212,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
             # It exists with another configuration (made by hand, or by a runner asking
             # for fewer replicas): used as it is when the log can use it, else refused now
             # rather than found out later, as claims that hang or history that vanishes.
-            info = await call(js.stream_info, STREAM)
+            info = await once_found(js.stream_info, STREAM)
             check_stream(STREAM, info.config, subjects=f"{SUBJECT_PREFIX}*.log", nc=nc)
             kept = info.config.num_replicas or 1
             if kept < replicas:
@@ -213,7 +235,7 @@ async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
     snapshots = await bucket(js, SNAPSHOTS_BUCKET, replicas=replicas)
     # The bucket's TTL is the lease TTL, whatever this runner was told: the first runner
     # made the bucket, and every holder must judge its lease by the same clock.
-    status = await call(leases.status)
+    status = await once_found(leases.status)
     if not status.ttl:
         # Made by hand without one: a lease would never expire, and the threads of a
         # runner that stopped without releasing them would never be taken over.
@@ -268,7 +290,7 @@ async def bucket(
             if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
                 raise
             break  # it exists with other settings (another TTL, say): use it
-    kv = await trio_asyncio.aio_as_trio(js.key_value)(name)
+    kv: KeyValue = await once_found(js.key_value, name)
     return kv
 
 

@@ -63,6 +63,7 @@ from threadspindle.effects.jetstream.connection import (
     StoreUnusable,
     bucket,
     check_stream,
+    once_found,
     thread_token,
 )
 from threadspindle.effects.jetstream.stream_check import kv_problems, subjects_overlap, unusable
@@ -516,7 +517,7 @@ async def open_transport(conn: JetStream) -> Transport:
         except BadRequestError:
             # It exists with other settings: used as it is unless they would strand or
             # lose what goes through it (``stream_check``).
-            info = await conn.call(conn.js.stream_info, name)
+            info = await once_found(conn.js.stream_info, name)
             check_stream(
                 name,
                 info.config,
@@ -550,7 +551,7 @@ async def open_transport(conn: JetStream) -> Transport:
         (HOMES_BUCKET, homes, None),
         (ROOT_LEASES_BUCKET, root_leases, conn.lease_ttl_s),
     ):
-        status = await conn.call(kv.status)
+        status = await once_found(kv.status)
         problems = kv_problems(status.stream_info.config, ttl=ttl)
         if problems:
             raise StoreUnusable(unusable(f"KV_{name}", problems, bucket=name))

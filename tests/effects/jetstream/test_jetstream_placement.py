@@ -42,10 +42,16 @@ class FakeStatus:
 
 
 class FakeKeyValue:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, not_found: int = 0) -> None:
         self.name = name
+        self.not_found = not_found  # status says "stream not found" so many times first
+        self.status_calls = 0
 
     async def status(self) -> FakeStatus:
+        self.status_calls += 1
+        if self.not_found > 0:
+            self.not_found -= 1
+            raise NotFoundError(code=404, err_code=10059, description="stream not found")
         return FakeStatus()
 
 
@@ -58,7 +64,9 @@ class FakeJetStream:
         refusals: dict[str, int],
         exists: bool = False,
         refusal: type[Exception] | None = None,
+        status_not_found: int = 0,
     ) -> None:
+        self.status_not_found = status_not_found  # a new bucket's status, at first
         self.refusals = dict(refusals)
         self.refusal = refusal
         self.exists = exists  # add_stream answers "already in use" (another configuration)
@@ -91,7 +99,7 @@ class FakeJetStream:
 
     async def create_key_value(self, *, bucket: str, **settings: Any) -> FakeKeyValue:
         self._refuse(f"create_key_value:{bucket}")
-        return FakeKeyValue(bucket)
+        return FakeKeyValue(bucket, self.status_not_found)
 
     async def key_value(self, bucket: str) -> FakeKeyValue:
         self.calls.append(f"key_value:{bucket}")
@@ -218,3 +226,21 @@ async def test_a_bucket_never_placed_ends_in_the_refusal() -> None:
         with trio.fail_after(10), pytest.raises(ServiceUnavailableError):
             await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
     assert f"key_value:{connection.LEASES_BUCKET}" not in js.calls
+
+
+async def test_a_bucket_just_made_and_not_found_yet_is_asked_again() -> None:
+    """A replicated stream just made is not found for a moment while its replicas elect a
+    leader: ``spindle cluster dev`` on a loaded machine saw a runner stop at start on a
+    bucket's status ("stream not found", 10059). It is asked again, and found."""
+    js = FakeJetStream({}, status_not_found=3)
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            live = await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+    assert isinstance(live.leases, FakeKeyValue)
+    assert live.leases.status_calls == 4
+    assert live.lease_ttl_s == FakeStatus.ttl
+    # Never found: the error, after so many tries, not a wait for ever.
+    js = FakeJetStream({}, status_not_found=connection._PLACEMENT_TRIES)
+    async with open_asyncio_loop():
+        with trio.fail_after(10), pytest.raises(NotFoundError):
+            await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
