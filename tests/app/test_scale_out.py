@@ -231,7 +231,16 @@ def test_cluster_dev_holds_discord_when_a_token_is_configured(tmp_path: Path) ->
                 threads = fake.threads(project)
                 transcript = fake.transcript(threads[0]) if threads else ""
                 time.sleep(0.1)
-            assert "spindle: hello cluster" in transcript, transcript
+            if "spindle: hello cluster" not in transcript:
+                # Once seen in a full run ("hello", then the footer), never alone nor in
+                # 40 runs under load: say what the thread showed a moment later and what
+                # the processes logged, to tell a late final edit from a lost one.
+                time.sleep(3)
+                later = fake.transcript(threads[0])
+                while not out.queue.empty():
+                    out.seen.append(out.queue.get())
+                logged = "\n".join(out.seen)
+                raise AssertionError(f"{transcript}\n-- 3 s later:\n{later}\n-- logged:\n{logged}")
             assert transcript.count("echo (demo agent)") == 1, transcript
             assert proc.stdin is not None
             proc.stdin.close()
