@@ -14,21 +14,35 @@ makes gets 8 KiB instead of 64. So only a known burst asks for room, never every
 an unprivileged Spindle lends at most a quarter of that budget at a time (``ALLOTMENT_SHARE``):
 past it a pipe keeps its default size, as before, rather than shrink the pipes made after it.
 Root (CAP_SYS_RESOURCE) has no such budget.
+
+Past that budget nothing Spindle does can widen a pipe again, so ``note_pipe`` tells the
+operator (a warning at most every ``SHRUNK_WARNING_INTERVAL_S``) when a new agent's pipe came
+out smaller than a default one, with the fix: lift the budget (``sysctl -w
+fs.pipe-user-pages-soft=0``), or run fewer agents at once as that user.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
+import math
 import os
 import resource
+import time
 from pathlib import Path
 
-__all__ = ["MAX_PIPE_BYTES", "give_back", "lent", "pipe_size", "widen_pipe"]
+__all__ = ["MAX_PIPE_BYTES", "give_back", "lent", "note_pipe", "pipe_size", "widen_pipe"]
+
+_log = logging.getLogger(__name__)
 
 MAX_PIPE_BYTES = 16 * 1024 * 1024  # never more, whatever a caller asks
 ALLOTMENT_SHARE = 4  # an unprivileged Spindle widens pipes with 1/4 of the user's budget
 _PIPE_MAX_SIZE = Path("/proc/sys/fs/pipe-max-size")
 _PIPE_USER_PAGES_SOFT = Path("/proc/sys/fs/pipe-user-pages-soft")
+
+DEFAULT_PIPE_BYTES = 65536  # what a new pipe holds while the user is within the budget
+SHRUNK_WARNING_INTERVAL_S = 600.0
+_warned_at = -math.inf
 
 _lent = 0  # bytes beyond their first size that widened, still open pipes hold
 _allotment: int | None = None  # None: not read yet; -1: no limit
@@ -40,6 +54,32 @@ def pipe_size(fd: int) -> int:
         return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
     except OSError:
         return 0
+
+
+def note_pipe(fd: int, what: str) -> bool:
+    """Whether the new pipe ``fd`` holds less than a default pipe: the user's pipes passed
+    ``pipe-user-pages-soft`` and the kernel now makes each new one 8 KiB (every agent's
+    output then crosses in pieces that small, and a Node CLI that exits with more than that
+    unsaid loses it: see the module docstring). Warns, naming the fix, at most every
+    ``SHRUNK_WARNING_INTERVAL_S``."""
+    global _warned_at
+    size = pipe_size(fd)
+    if size == 0 or size >= DEFAULT_PIPE_BYTES:
+        return False
+    now = time.monotonic()
+    if now - _warned_at >= SHRUNK_WARNING_INTERVAL_S:
+        _warned_at = now
+        _log.warning(
+            "%s got a pipe of %d KiB, not %d: this user's pipes hold the kernel's budget "
+            "(fs.pipe-user-pages-soft, %d pages), so each new one is this small and an agent "
+            "CLI that exits with more than that unread loses it. Lift the budget (sysctl -w "
+            "fs.pipe-user-pages-soft=0) or run fewer agents at once as this user",
+            what,
+            size // 1024,
+            DEFAULT_PIPE_BYTES // 1024,
+            _soft_budget() // resource.getpagesize(),
+        )
+    return True
 
 
 def widen_pipe(fd: int, size: int) -> int:

@@ -36,7 +36,7 @@ import psutil
 import trio
 
 from .child_env import child_environment
-from .pipe_size import give_back, widen_pipe
+from .pipe_size import give_back, note_pipe, widen_pipe
 from .sandbox import Sandbox, open_workdir, sandbox_argv
 
 if TYPE_CHECKING:  # the registry imports the process tools: no import at run time
@@ -462,8 +462,10 @@ class ManagedProcess:
         command_pid = await read_command_pid(report_read)
         note_child(proc.pid, os.path.basename(argv[0]), group=command_pid)
         lent = 0
-        if stdout_bytes is not None and isinstance(proc.stdout, trio.lowlevel.FdStream):
-            lent = widen_pipe(proc.stdout.fileno(), stdout_bytes)
+        if isinstance(proc.stdout, trio.lowlevel.FdStream):
+            note_pipe(proc.stdout.fileno(), os.path.basename(argv[0]))  # shrunk: says so
+            if stdout_bytes is not None:
+                lent = widen_pipe(proc.stdout.fileno(), stdout_bytes)
         managed = cls(proc, command_pid=command_pid, started=_guard_started(proc.pid))
         managed._pipe_lent = lent
         return managed

@@ -3,7 +3,11 @@ exits with more queued than its stdout pipe took loses the rest."""
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import os
+import resource
 import shutil
 
 import pytest
@@ -89,3 +93,62 @@ def test_an_unprivileged_spindle_lends_at_most_its_allotment(
         for read, write in pipes:
             os.close(read)
             os.close(write)
+
+
+def test_a_pipe_the_users_budget_shrank_is_reported_with_the_fix() -> None:
+    """The real kernel: a user (``nobody``, or the unprivileged user running the tests)
+    whose pipes hold ``pipe-user-pages-soft`` gets small pipes from then on, which no
+    ``F_SETPIPE_SZ`` widens; ``note_pipe`` says so once, naming the fix, and is quiet for a
+    default pipe. In a forked child, so the pipes held are gone with it."""
+    report_read, report_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            limit = 20_000 if hard == resource.RLIM_INFINITY else min(20_000, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)  # nobody: the budget binds an unprivileged user only
+            pipe_size_module._warned_at = -math.inf
+            said: list[str] = []
+            handler = logging.Handler()
+            handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+            logging.getLogger(pipe_size_module.__name__).addHandler(handler)
+            first = os.pipe()
+            quiet = not pipe_size_module.note_pipe(first[0], "agent") and not said
+            held = [first]
+            while pipe_size(held[-1][0]) >= pipe_size_module.DEFAULT_PIPE_BYTES:
+                if len(held) > 8000:
+                    break  # (no budget on this host: reported as such below)
+                held.append(os.pipe())
+            small = held[-1][0]
+            widened = widen_pipe(small, 1 << 20)
+            noted = pipe_size_module.note_pipe(small, "agent")
+            again = pipe_size_module.note_pipe(os.pipe()[0], "agent")
+            report = {
+                "quiet": quiet,
+                "pipes": len(held),
+                "small": pipe_size(small),
+                "widened": widened,
+                "noted": noted,
+                "again": again,
+                "said": said,
+            }
+            os.write(report_write, json.dumps(report).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(report_write)
+    with os.fdopen(report_read, "rb") as reader:
+        report = json.loads(reader.read() or b"{}")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    assert report["quiet"], report  # a default pipe: nothing said
+    assert report["small"] < pipe_size_module.DEFAULT_PIPE_BYTES, report
+    assert report["widened"] == 0, report  # the kernel refuses to widen it
+    assert report["noted"] and report["again"], report
+    assert len(report["said"]) == 1, report  # once, however many small pipes follow
+    assert "fs.pipe-user-pages-soft" in report["said"][0], report
+    assert "agent got a pipe of" in report["said"][0], report
