@@ -290,7 +290,7 @@ async def bucket(
             if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
                 raise
             break  # it exists with other settings (another TTL, say): use it
-    kv: KeyValue = await once_found(js.key_value, name)
+    kv = await once_found(js.key_value, name)
     return kv
 
 
