@@ -40,7 +40,9 @@ ALLOTMENT_SHARE = 4  # an unprivileged Spindle widens pipes with 1/4 of the user
 _PIPE_MAX_SIZE = Path("/proc/sys/fs/pipe-max-size")
 _PIPE_USER_PAGES_SOFT = Path("/proc/sys/fs/pipe-user-pages-soft")
 
-DEFAULT_PIPE_BYTES = 65536  # what a new pipe holds while the user is within the budget
+# What a new pipe holds while the user is within the budget: 16 pages (the kernel's
+# PIPE_DEF_BUFFERS; 64 KiB with 4 KiB pages), 2 pages past it.
+DEFAULT_PIPE_BYTES = 16 * resource.getpagesize()
 SHRUNK_WARNING_INTERVAL_S = 600.0
 _warned_at = -math.inf
 
@@ -58,10 +60,10 @@ def pipe_size(fd: int) -> int:
 
 def note_pipe(fd: int, what: str) -> bool:
     """Whether the new pipe ``fd`` holds less than a default pipe: the user's pipes passed
-    ``pipe-user-pages-soft`` and the kernel now makes each new one 8 KiB (every agent's
-    output then crosses in pieces that small, and a Node CLI that exits with more than that
-    unsaid loses it: see the module docstring). Warns, naming the fix, at most every
-    ``SHRUNK_WARNING_INTERVAL_S``."""
+    ``pipe-user-pages-soft`` and the kernel now makes each new one 2 pages, 8 KiB (every
+    agent's output then crosses in pieces that small, and a Node CLI that exits with more
+    than that unsaid loses it: see the module docstring). Warns, naming the fix, at most
+    every ``SHRUNK_WARNING_INTERVAL_S``."""
     global _warned_at
     size = pipe_size(fd)
     if size == 0 or size >= DEFAULT_PIPE_BYTES:

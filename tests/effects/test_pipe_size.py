@@ -95,6 +95,15 @@ def test_an_unprivileged_spindle_lends_at_most_its_allotment(
             os.close(write)
 
 
+class _Said(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
 def test_a_pipe_the_users_budget_shrank_is_reported_with_the_fix() -> None:
     """The real kernel: a user (``nobody``, or the unprivileged user running the tests)
     whose pipes hold ``pipe-user-pages-soft`` gets small pipes from then on, which no
@@ -112,9 +121,8 @@ def test_a_pipe_the_users_budget_shrank_is_reported_with_the_fix() -> None:
                 os.setgid(65534)
                 os.setuid(65534)  # nobody: the budget binds an unprivileged user only
             pipe_size_module._warned_at = -math.inf
-            said: list[str] = []
-            handler = logging.Handler()
-            handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+            handler = _Said()
+            said = handler.said
             logging.getLogger(pipe_size_module.__name__).addHandler(handler)
             first = os.pipe()
             quiet = not pipe_size_module.note_pipe(first[0], "agent") and not said
