@@ -50,7 +50,7 @@ from threadspindle.runtime.core.transition_step import (
     start_agent,
 )
 
-__all__ = ["HANDLERS", "Transition", "general_transition", "transition"]
+__all__ = ["HANDLERS", "NOT_DEDUPED", "Transition", "general_transition", "transition"]
 
 # Each handler takes the action type it is registered for.
 HANDLERS: dict[type[A.ActionBase], Callable[[Step, Any], None]] = {
@@ -95,7 +95,7 @@ _CANCELS_WAKEUPS = (A.UserMessage, A.QueueCommand)
 
 # Feedback and timer actions are not remembered for duplicate detection: they are made by
 # the runtime itself, and a tick or a repeated OutputPosted is harmless by construction.
-_NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived, A.ShellOutput)
+NOT_DEDUPED = (A.Tick, A.OutputPosted, A.AgentEventReceived, A.ShellOutput)
 
 # What wakes a parked thread: anything a user does, and the runtime coming back.
 _WAKES = (
@@ -177,7 +177,7 @@ def general_transition(state: ThreadState, action: A.Action) -> Transition:
     if action.thread_id != state.thread_id:
         step.record(f"action for thread {action.thread_id} sent to {state.thread_id}")
         return step.finish()
-    if not isinstance(action, _NOT_DEDUPED):
+    if not isinstance(action, NOT_DEDUPED):
         if action.action_id in state.recent_action_ids:
             step.record(f"duplicate delivery of {action.kind} {action.action_id}", "duplicates")
             return step.finish()
