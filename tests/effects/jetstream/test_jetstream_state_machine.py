@@ -104,6 +104,7 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
     applied = base / "applied.txt"
     children: list[Child] = []
     sent: dict[str, str] = {}
+    aborts: set[str] = set()
     cut_short = 0  # crashes, pauses and aborts: each may end a run before its agent got it
     kills = 0  # crashes and pauses of the active runner
     zombie_marks: list[tuple[str, int]] = []  # (zombie name, delivered size at SIGCONT)
@@ -168,6 +169,7 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
                         await sender.send(
                             A.AbortRequested(thread_id=arg, action_id=f"a{n}", at=time.time())
                         )
+                        aborts.add(f"a{n}")
                         cut_short += 1
                     elif op in ("crash", "pause"):
                         await trio.sleep(0.2)  # mid-run, likely
@@ -190,7 +192,11 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
                     else:
                         await trio.sleep(float(arg))
                 with trio.fail_after(90):
-                    while True:  # every prompt logged, every thread idle
+                    # Every prompt logged, every /abort logged or refused, every thread idle.
+                    # (Waiting for the prompts alone, an /abort of an idle thread taken after
+                    # this read had its reply among the posts and not in the replay:
+                    # SPINDLE_DIST_EXAMPLES=40 found it.)
+                    while True:
                         logs = {
                             t: [
                                 ACTION_ADAPTER.validate_python(r)
@@ -204,9 +210,16 @@ async def _scenario(ops: list[tuple[str, str]], base: Path) -> None:
                             for a in actions
                             if isinstance(a, A.UserMessage)
                         ]
+                        taken = {a.action_id for actions in logs.values() for a in actions}
+                        taken |= {
+                            key.rsplit("/", 1)[-1]
+                            for segment in _segments(applied)
+                            for kind, _, key, _ in segment
+                            if kind == "post" and "/refused/" in key
+                        }
                         replays = {t: _replay(logs[t], t) for t in THREADS}
                         idle = all(s.run is None and not s.queue for s, _, _ in replays.values())
-                        if set(sent) <= set(logged) and idle:
+                        if set(sent) <= set(logged) and aborts <= taken and idle:
                             break
                         await trio.sleep(0.5)
                     while not published <= {d for s in _segments(applied) for *_, d in s}:
