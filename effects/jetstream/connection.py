@@ -32,7 +32,7 @@ import trio
 import trio_asyncio
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig, StreamInfo
 from nats.js.errors import (
     BadRequestError,
     NoStreamResponseError,
@@ -167,6 +167,35 @@ async def once_found(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
+async def add_stream(js: JetStreamContext, **config: Any) -> StreamInfo | None:
+    """Make the stream ``config["name"]``: None once it exists as asked, or the info of the
+    stream that exists with another configuration (the caller judges it). A cluster not
+    ready yet (``_not_ready``) is asked again, ``_PLACEMENT_TRIES`` times, as a bucket is; an
+    API timeout, ``_ENSURE_ATTEMPTS`` times. Any other refusal is raised. (Taking "no
+    suitable peers" for a stream that exists, the transport's streams once looked one up
+    that did not, on a cluster just started: a full test run.)"""
+    name = config["name"]
+    timeouts = refusals = 0
+    while True:
+        try:
+            await trio_asyncio.aio_as_trio(js.add_stream)(**config)
+            return None
+        except (BadRequestError, *_NO_RESPONDERS) as exc:
+            if _not_ready(exc) and refusals + 1 < _PLACEMENT_TRIES:
+                # Seen in full test runs on a loaded machine, as for the buckets: the
+                # cluster is ready a moment later.
+                refusals += 1
+                await trio.sleep(_PLACEMENT_WAIT_S)
+                continue
+            if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
+                raise
+        except nats.errors.TimeoutError:
+            timeouts = _timed_out(timeouts, f"the {name} stream")
+            continue
+        info: StreamInfo = await once_found(js.stream_info, name)
+        return info
+
+
 def _not_ready_reason(exc: Exception, replicas: int, servers: int) -> str:
     """What to tell the operator when the cluster was still not ready after every try."""
     waited = f"after {_PLACEMENT_TRIES * _PLACEMENT_WAIT_S:g} s"
@@ -184,53 +213,32 @@ def _not_ready_reason(exc: Exception, replicas: int, servers: int) -> str:
 
 async def _ensure(nc: Client, replicas: int, lease_ttl_s: float) -> JetStream:
     js = nc.jetstream(timeout=5.0)
-
-    async def call(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        result: T = await trio_asyncio.aio_as_trio(fn)(*args, **kwargs)
-        return result
-
-    timeouts = refusals = 0
-    while True:
-        try:
-            await call(
-                js.add_stream,
-                name=STREAM,
-                subjects=[f"{SUBJECT_PREFIX}*.log"],
-                storage=StorageType.FILE,
-                num_replicas=replicas,
-                allow_direct=True,
+    existing = await add_stream(
+        js,
+        name=STREAM,
+        subjects=[f"{SUBJECT_PREFIX}*.log"],
+        storage=StorageType.FILE,
+        num_replicas=replicas,
+        allow_direct=True,
+    )
+    if existing is not None:
+        # It exists with another configuration (made by hand, or by a runner asking for
+        # fewer replicas): used as it is when the log can use it, else refused now rather
+        # than found out later, as claims that hang or history that vanishes.
+        check_stream(STREAM, existing.config, subjects=f"{SUBJECT_PREFIX}*.log", nc=nc)
+        kept = existing.config.num_replicas or 1
+        if kept < replicas:
+            # Not refused: the log works, and a gateway or an export asks for as many
+            # replicas as servers it was given, whatever the runners made.
+            logger.warning(
+                "the %s stream keeps %d replica(s) where %d were asked: it survives the "
+                "loss of fewer nodes (nats stream edit %s --replicas %d)",
+                STREAM,
+                kept,
+                replicas,
+                STREAM,
+                replicas,
             )
-        except (BadRequestError, *_NO_RESPONDERS) as exc:
-            if _not_ready(exc) and refusals + 1 < _PLACEMENT_TRIES:
-                # Seen in full test runs on a loaded machine, as for the buckets: the
-                # cluster is ready a moment later.
-                refusals += 1
-                await trio.sleep(_PLACEMENT_WAIT_S)
-                continue
-            if not isinstance(exc, BadRequestError) or exc.err_code == _NO_SUITABLE_PEERS:
-                raise
-            # It exists with another configuration (made by hand, or by a runner asking
-            # for fewer replicas): used as it is when the log can use it, else refused now
-            # rather than found out later, as claims that hang or history that vanishes.
-            info = await once_found(js.stream_info, STREAM)
-            check_stream(STREAM, info.config, subjects=f"{SUBJECT_PREFIX}*.log", nc=nc)
-            kept = info.config.num_replicas or 1
-            if kept < replicas:
-                # Not refused: the log works, and a gateway or an export asks for as many
-                # replicas as servers it was given, whatever the runners made.
-                logger.warning(
-                    "the %s stream keeps %d replica(s) where %d were asked: it survives the "
-                    "loss of fewer nodes (nats stream edit %s --replicas %d)",
-                    STREAM,
-                    kept,
-                    replicas,
-                    STREAM,
-                    replicas,
-                )
-        except nats.errors.TimeoutError:
-            timeouts = _timed_out(timeouts, f"the {STREAM} stream")
-            continue
-        break
     leases = await bucket(js, LEASES_BUCKET, ttl=lease_ttl_s, replicas=replicas)
     snapshots = await bucket(js, SNAPSHOTS_BUCKET, replicas=replicas)
     # The bucket's TTL is the lease TTL, whatever this runner was told: the first runner

@@ -61,6 +61,7 @@ from pydantic import TypeAdapter
 from threadspindle.effects.jetstream.connection import (
     JetStream,
     StoreUnusable,
+    add_stream,
     bucket,
     check_stream,
     once_found,
@@ -500,24 +501,22 @@ async def open_transport(conn: JetStream) -> Transport:
     """Make sure the two streams and the four buckets exist, with settings Spindle can use
     (``stream_check``: ``StoreUnusable`` otherwise)."""
     for name, subjects in ((IN_STREAM, ["spindle.in.*.*"]), (OUT_STREAM, ["spindle.out.*.*"])):
-        try:
-            # A work queue: a message is deleted once its consumer acked it. Nothing reads
-            # an action or an effect again once it is in the log or applied, and a stream
-            # keeping them all would grow with every delta for as long as the cluster
-            # lives (each consumer's filter is its own: a root's, a home's).
-            await conn.call(
-                conn.js.add_stream,
-                name=name,
-                subjects=subjects,
-                storage=StorageType.FILE,
-                num_replicas=conn.replicas,
-                retention=RetentionPolicy.WORK_QUEUE,
-                duplicate_window=120.0,
-            )
-        except BadRequestError:
+        # A work queue: a message is deleted once its consumer acked it. Nothing reads an
+        # action or an effect again once it is in the log or applied, and a stream keeping
+        # them all would grow with every delta for as long as the cluster lives (each
+        # consumer's filter is its own: a root's, a home's).
+        info = await add_stream(
+            conn.js,
+            name=name,
+            subjects=subjects,
+            storage=StorageType.FILE,
+            num_replicas=conn.replicas,
+            retention=RetentionPolicy.WORK_QUEUE,
+            duplicate_window=120.0,
+        )
+        if info is not None:
             # It exists with other settings: used as it is unless they would strand or
             # lose what goes through it (``stream_check``).
-            info = await once_found(conn.js.stream_info, name)
             check_stream(
                 name,
                 info.config,

@@ -244,3 +244,21 @@ async def test_a_bucket_just_made_and_not_found_yet_is_asked_again() -> None:
     async with open_asyncio_loop():
         with trio.fail_after(10), pytest.raises(NotFoundError):
             await _ensure(FakeClient(js), 3, 5.0)  # type: ignore[arg-type]
+
+
+async def test_every_stream_is_asked_for_again_until_the_cluster_can_place_it() -> None:
+    """``add_stream``, which makes the log's stream and the transport's two: a cluster not
+    ready yet is asked again, not taken for a stream that exists with other settings (the
+    transport's streams once were, and looked up a stream that did not exist: a full test
+    run); an existing one's info is returned for its caller to judge."""
+    js = FakeJetStream({"add_stream": 3})
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            made = await connection.add_stream(js, name="SPINDLE_IN")  # type: ignore[arg-type]
+    assert made is None
+    assert js.calls.count("add_stream") == 4 and "stream_info" not in js.calls
+    js = FakeJetStream({}, exists=True)
+    async with open_asyncio_loop():
+        with trio.fail_after(10):
+            existing = await connection.add_stream(js, name="SPINDLE_IN")  # type: ignore[arg-type]
+    assert existing is not None and js.calls == ["add_stream", "stream_info"]
