@@ -236,7 +236,7 @@ def test_cluster_dev_holds_discord_when_a_token_is_configured(tmp_path: Path) ->
                 # 40 runs under load: say what the thread showed a moment later and what
                 # the processes logged, to tell a late final edit from a lost one.
                 time.sleep(3)
-                later = fake.transcript(threads[0])
+                later = fake.transcript(threads[0]) if threads else ""
                 while not out.queue.empty():
                     out.seen.append(out.queue.get())
                 logged = "\n".join(out.seen)
