@@ -333,14 +333,25 @@ def _restore(log: EventLog, path: Path) -> bool:
             file=sys.stderr,
         )
         return False
-    state = ThreadState.new(thread_id)
+    # Read again to write it (memory stays bounded): a file changed since the check is not
+    # what was checked, and nothing of it is kept.
+    folded, state = state, ThreadState.new(thread_id)
+    written = 0
     try:
-        for n, (_, action) in enumerate(_actions_of(path), 1):
+        for written, (_, action) in enumerate(_actions_of(path), 1):
+            if action.thread_id != thread_id:
+                raise ValueError(f"{path}: another thread than {thread_id!r}")
             state = transition(state, action).state
             log.append(action, state)
-            if n % RESTORE_FLUSH_ROWS == 0:
+            if written % RESTORE_FLUSH_ROWS == 0:
                 log.flush()
         log.flush()
+        if written != count or state != folded:
+            raise ValueError(f"{path}: not the actions it held a moment ago")
+    except (ValueError, OSError) as exc:
+        log.remove_thread(thread_id)
+        print(f"Not restored: {path} changed while it was restored ({exc}).", file=sys.stderr)
+        return False
     except BaseException:
         log.remove_thread(thread_id)  # nothing half restored
         raise

@@ -256,3 +256,25 @@ def test_an_archive_folder_that_cannot_be_written_keeps_every_thread(
     assert f"Not archived: cannot make {blocked / 'archive'}: Not a directory" in out.stderr
     assert "Archived 0 thread(s) before that; stopped." in out.stderr
     assert _rows(db, "old") == before
+
+
+def test_a_file_changed_while_it_is_restored_leaves_nothing_of_it(
+    place: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file is read twice (checked, then written, so memory stays bounded): one that
+    # lost its last line in between is not what was checked.
+    out = spindle(place, "log", "archive", "old")
+    assert out.returncode == 0, out.stderr
+    archive = place["data"] / "archive" / "old.jsonl"
+    real = log_archive._actions_of
+    monkeypatch.setattr(log_archive, "_actions_of", lambda path: list(real(path))[:-1])
+    db = place["data"] / "spindle.db"
+    with EventLog(db) as log:
+        assert log_archive._restore(log, archive) is False
+    said = capsys.readouterr().err
+    assert f"Not restored: {archive} changed while it was restored" in said
+    assert _rows(db, "old") == ([], [])
+    monkeypatch.setattr(log_archive, "_actions_of", real)
+    restored = spindle(place, "log", "restore", str(archive))  # the file as it is: whole
+    assert restored.returncode == 0, restored.stderr
+    assert len(_rows(db, "old")[0]) == 36
