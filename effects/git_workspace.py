@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -69,6 +70,12 @@ _IDENTITY = {
 }
 
 
+# Git's output read at most (a patch, a listing; ``max_out``), and its stderr's tail kept.
+MAX_OUT_BYTES = 32 * 1024 * 1024
+NUMSTAT_MAX_BYTES = 4 * 1024 * 1024  # ~50,000 changed files listed by /diff at most
+ERR_TAIL_BYTES = 64 * 1024
+
+
 class GitError(Exception):
     """A git command failed (its stderr is the message), or the workdir is no repository."""
 
@@ -78,6 +85,7 @@ class _Run:
     code: int
     out: bytes
     err: str
+    cut: bool = False  # ``out`` is the first ``max_out`` bytes: git was stopped there
 
     @property
     def text(self) -> str:
@@ -200,9 +208,16 @@ async def _git(
     stdin: bytes | None = None,
     check: bool = True,
     writable: Sequence[str] = (),
+    max_out: int = MAX_OUT_BYTES,
+    cut_ok: bool = False,
 ) -> _Run:
     """Run git in ``cwd``; ``writable``: directories it needs besides the repository (a
-    temporary index's, a new worktree), which a confined git must be shown."""
+    temporary index's, a new worktree), which a confined git must be shown.
+
+    Git's output grows with what an agent put in the working tree (a patch with a file of
+    gigabytes, a listing of a million files), so it is read up to ``max_out`` bytes: past
+    that, git is stopped, and the run is a ``GitError`` (or, with ``cut_ok``, returned
+    with what was read and ``cut`` set). Its stderr keeps the last ``ERR_TAIL_BYTES``."""
     full_env = {**child_environment(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
     argv = ["git", *args]
     jail = _JAIL.get()
@@ -223,23 +238,88 @@ async def _git(
                 chdir=cwd,
             )
             argv[0] = shutil.which(argv[0], path=full_env.get("PATH")) or argv[0]
-        proc = await trio.run_process(
-            argv,
-            cwd=cwd,
-            env=full_env,
-            stdin=stdin if stdin is not None else b"",
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            pass_fds=tuple(fds.values()),
+        code, out, err, cut = await _run_capped(
+            argv, cwd, full_env, stdin or b"", tuple(fds.values()), max_out
         )
     finally:
         for fd in fds.values():
             os.close(fd)
-    result = _Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip())
-    if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])}: {result.err or f'exit {proc.returncode}'}")
+    command = f"git {' '.join(args[:2])}"
+    if cut and not cut_ok:
+        raise GitError(f"{command}: its output passed {max_out:,} bytes, and was not read on")
+    result = _Run(code, out, err.decode("utf-8", "replace").strip(), cut)
+    if check and not cut and code != 0:
+        raise GitError(f"{command}: {result.err or f'exit {code}'}")
     return result
+
+
+async def _run_capped(
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    stdin: bytes,
+    pass_fds: tuple[int, ...],
+    max_out: int,
+) -> tuple[int, bytes, bytes, bool]:
+    """Run ``argv`` to its end, or until its stdout passes ``max_out`` bytes (then it is
+    killed): its exit code, its stdout (at most ``max_out`` bytes), the tail of its
+    stderr, and whether stdout was cut."""
+    out = bytearray()
+    err = bytearray()
+    cut = False
+    proc = await trio.lowlevel.open_process(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=pass_fds,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        async with proc.stdin:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                if stdin:
+                    await proc.stdin.send_all(stdin)
+
+    async def read_out(cancel: trio.CancelScope) -> None:
+        nonlocal cut
+        assert proc.stdout is not None
+        async for chunk in proc.stdout:
+            room = max_out - len(out)
+            out.extend(chunk[:room])
+            if len(chunk) > room:
+                cut = True
+                proc.kill()  # the rest is never read: git stops at once, not at its end
+                cancel.cancel()  # the stdin and stderr ends with it (a child git keeps
+                return  # the pipes open after the kill)
+
+    async def read_err() -> None:
+        assert proc.stderr is not None
+        async for chunk in proc.stderr:
+            err.extend(chunk)
+            if len(err) > 2 * ERR_TAIL_BYTES:
+                del err[:-ERR_TAIL_BYTES]
+
+    try:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(feed)
+                nursery.start_soon(read_out, scope)
+                nursery.start_soon(read_err)
+        code = await proc.wait()
+    except BaseException:
+        proc.kill()
+        with trio.CancelScope(shield=True):
+            await proc.wait()
+        raise
+    finally:
+        await proc.stdout.aclose()
+        await proc.stderr.aclose()
+    return code, bytes(out), bytes(err[-ERR_TAIL_BYTES:]), cut
 
 
 def ref_for(thread_id: str, run_id: str) -> str:
@@ -431,43 +511,67 @@ def _remove_in_tree(
 
 @dataclass
 class DiffSummary:
-    """What changed between two states: one (path, added, removed, binary) per file."""
+    """What changed between two states: one (path, added, removed, binary) per file.
+
+    Both parts are bounded (an agent can change a million files, or write one of
+    gigabytes): ``files`` lists what ``NUMSTAT_MAX_BYTES`` of git's listing held
+    (``files_cut``: more changed, counted in ``totals``), ``patch`` the first bytes of the
+    patch a caller asked for (``patch_cut``: it went on)."""
 
     files: list[tuple[str, int, int, bool]] = field(default_factory=list)
     patch: str = ""
+    patch_cut: bool = False
+    files_cut: bool = False
+    totals: tuple[int, int, int] | None = None  # files, added, removed; when files_cut
 
     @property
     def added(self) -> int:
-        return sum(f[1] for f in self.files)
+        return self.totals[1] if self.totals else sum(f[1] for f in self.files)
 
     @property
     def removed(self) -> int:
-        return sum(f[2] for f in self.files)
+        return self.totals[2] if self.totals else sum(f[2] for f in self.files)
+
+    @property
+    def file_count(self) -> int:
+        return self.totals[0] if self.totals else len(self.files)
 
     def line(self) -> str:
         """``3 files +40 −12``."""
-        n = len(self.files)
+        n = self.file_count
         return f"{n} file{'' if n == 1 else 's'} +{self.added} −{self.removed}"
 
     def table(self, limit: int = 30) -> str:
         rows = []
         for path, added, removed, binary in self.files[:limit]:
             rows.append(f"{path}  (binary)" if binary else f"{path}  +{added} −{removed}")
-        if len(self.files) > limit:
-            rows.append(f"… and {len(self.files) - limit} more")
+        if self.file_count > limit:
+            rows.append(f"… and {self.file_count - limit} more")
         return "\n".join(rows)
 
 
-async def diff(workdir: str, base: str | None, *, patch: bool = True) -> DiffSummary:
+async def diff(
+    workdir: str, base: str | None, *, patch: bool = True, patch_max: int = MAX_OUT_BYTES
+) -> DiffSummary:
     """The working tree now against ``base`` (a commit; None: HEAD, or the empty tree in a
-    repository without commits), renames detected."""
+    repository without commits), renames detected; the patch read up to ``patch_max``
+    bytes."""
     top = await toplevel(workdir)
     current = await snapshot(workdir, "spindle: state for a diff")
     if base is None:
         base = await _head(top) or (await _git(top, "hash-object", "-t", "tree", "/dev/null")).text
-    numstat = await _git(top, "diff", "--numstat", "-M", "-z", base, current)
+    numstat = await _git(
+        top, "diff", "--numstat", "-M", "-z", base, current, max_out=NUMSTAT_MAX_BYTES, cut_ok=True
+    )
     summary = DiffSummary()
     fields = numstat.out.split(b"\0")
+    if numstat.cut:
+        # The last field read is cut short: a path read in part would be shown wrong, so
+        # it goes (a rename left without its new path is dropped below; ``_shortstat``
+        # counts every file all the same).
+        fields = fields[:-1]
+        summary.files_cut = True
+        summary.totals = await _shortstat(top, base, current)
     i = 0
     while i < len(fields):
         head = fields[i].decode("utf-8", "surrogateescape")
@@ -476,6 +580,8 @@ async def diff(workdir: str, base: str | None, *, patch: bool = True) -> DiffSum
             continue
         added, removed, path = head.split("\t", 2)
         if not path:  # a rename: the old and the new path follow
+            if i + 1 >= len(fields):
+                break  # its paths were past the cut
             old = fields[i].decode("utf-8", "surrogateescape")
             new = fields[i + 1].decode("utf-8", "surrogateescape")
             i += 2
@@ -485,10 +591,24 @@ async def diff(workdir: str, base: str | None, *, patch: bool = True) -> DiffSum
             (path, 0 if binary else int(added), 0 if binary else int(removed), binary)
         )
     if patch:
-        summary.patch = (await _git(top, "diff", "-M", base, current)).out.decode(
-            "utf-8", "replace"
-        )
+        run = await _git(top, "diff", "-M", base, current, max_out=patch_max, cut_ok=True)
+        # (A cut in the middle of a character: ``replace`` makes it one U+FFFD.)
+        summary.patch = run.out.decode("utf-8", "replace")
+        summary.patch_cut = run.cut
     return summary
+
+
+_SHORTSTAT = re.compile(
+    rb"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?)?"
+)
+
+
+async def _shortstat(top: str, base: str, current: str) -> tuple[int, int, int]:
+    """Files changed, lines added and removed between two commits, in one line of git's."""
+    found = _SHORTSTAT.search((await _git(top, "diff", "--shortstat", "-M", base, current)).out)
+    if found is None:
+        return 0, 0, 0
+    return int(found.group(1)), int(found.group(2) or 0), int(found.group(3) or 0)
 
 
 async def merge_base(workdir: str, ref: str) -> str:

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 import trio
 
 # The package's one git runner and its refusals (module-private there, shared here).
-from threadspindle.effects.git_workspace import _IDENTITY, GitError, _git, check_ref, toplevel
+from threadspindle.effects.git_workspace import (
+    _IDENTITY,
+    GitError,
+    _git,
+    check_ref,
+    paths_text,
+    toplevel,
+)
 
 __all__ = [
     "MergeResult",
@@ -37,6 +44,9 @@ __all__ = [
     "worktree_remove",
 ]
 
+# Listings only shown in part (what is dirty, what conflicts): the first MiB of git's
+# output is plenty, and an agent's million files are not read in whole.
+LISTING_MAX_BYTES = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 # The repository's main worktree -> the lock its worktree operations take (see the module
@@ -142,8 +152,18 @@ async def _find_worktree(workdir: str, name: str) -> str:
 
 
 async def is_dirty(workdir: str) -> list[str]:
-    status = await _git(workdir, "status", "--porcelain", "-z", "--untracked-files=all")
-    return [e[3:].decode("utf-8", "replace") for e in status.out.split(b"\0") if len(e) > 3]
+    """The paths with uncommitted changes (the first ones, when there are very many)."""
+    status = await _git(
+        workdir,
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        max_out=LISTING_MAX_BYTES,
+        cut_ok=True,
+    )
+    entries = status.out.split(b"\0")[: -1 if status.cut else None]
+    return [e[3:].decode("utf-8", "replace") for e in entries if len(e) > 3]
 
 
 async def worktree_remove(workdir: str, name: str, *, force: bool) -> str:
@@ -204,13 +224,22 @@ async def _merge(top: str, branch: str, main: str, target: str | None) -> MergeR
         committed = " (pending changes committed first)"
     rebase = await _git(top, "rebase", target, env=env, check=False)
     if rebase.code != 0:
-        unmerged = await _git(top, "diff", "--name-only", "--diff-filter=U", check=False)
-        conflicts = unmerged.text.splitlines()
+        unmerged = await _git(
+            top,
+            "diff",
+            "--name-only",
+            "--diff-filter=U",
+            check=False,
+            max_out=LISTING_MAX_BYTES,
+            cut_ok=True,
+        )
+        conflicts = unmerged.text.splitlines()[: -1 if unmerged.cut else None]
         await _git(top, "rebase", "--abort", check=False)
         return MergeResult(
             False,
             f"Merge of {branch} into {target} stopped: conflicts in "
-            f"{', '.join(conflicts) or '(unknown files)'}. Nothing was changed on {target}; "
+            f"{paths_text(conflicts) or '(unknown files)'}{' …' if unmerged.cut else ''}. "
+            f"Nothing was changed on {target}; "
             f"{branch} keeps its commits{committed}. Resolve by rebasing {branch} onto "
             f"{target} by hand, or ask the agent to.",
             conflicts,

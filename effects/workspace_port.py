@@ -39,6 +39,10 @@ __all__ = ["GitWorkspace", "WorkspaceOptions", "workspace_factory"]
 
 logger = logging.getLogger("spindle.workspace")
 
+# Paths a job's result names at most (the thread's state keeps an undo's): the note to
+# the agent shows 20 of them; a job over a million files must not make a state of them.
+FILES_KEPT = 100
+
 
 @dataclass(frozen=True)
 class WorkspaceOptions:
@@ -62,16 +66,17 @@ def workspace_factory(options: WorkspaceOptions) -> WorkspaceFactory:
     return make
 
 
-def cut_patch(patch: str, max_bytes: int) -> str:
+def cut_patch(patch: str, max_bytes: int, *, cut: bool = False) -> str:
     """The patch as a file holds it: whole, or cut at a line end within ``max_bytes`` (UTF-8)
-    with a last line saying how much was left out (the file is then no valid patch)."""
+    with a last line saying how much was left out (the file is then no valid patch).
+    ``cut``: ``patch`` is only the start of the whole (how much more is unknown)."""
     data = patch.encode()
-    if len(data) <= max_bytes:
+    if len(data) <= max_bytes and not cut:
         return patch
     head = data[: max_bytes - 200].decode(errors="ignore")
     head = head[: head.rfind("\n") + 1] or head
-    left = len(data) - len(head.encode())
-    note = f"# … patch cut here: {left} more bytes not included (workspaces.diff_file_max_bytes)"
+    left = "the rest" if cut else f"{len(data) - len(head.encode())} more bytes"
+    note = f"# … patch cut here: {left} not included (workspaces.diff_file_max_bytes)"
     return f"{head}{note}\n"
 
 
@@ -195,7 +200,7 @@ class GitWorkspace:
             )
         else:
             text = f"↷ Redid run {effect.run_id}: its changes are back ({listed})."
-        return {"commit": saved, "files": tuple(files), "text": text}
+        return {"commit": saved, "files": tuple(files[:FILES_KEPT]), "text": text}
 
     async def _diff(self, effect: WorkspaceJob) -> dict[str, Any]:
         base = effect.commit
@@ -206,18 +211,23 @@ class GitWorkspace:
             label = f"the worktree's base ({effect.ref})"
         elif base is None:
             label = "the last commit (HEAD)"
-        summary = await git.diff(effect.workdir, base)
+        # Read no more of the patch than is shown or attached (a file of gigabytes in the
+        # workdir must not be read into memory): past it, the sizes left out are unknown.
+        limit = self.options.diff_max_chars
+        file_max = self.options.diff_file_max_bytes
+        read = max(4 * limit, file_max) + 1
+        summary = await git.diff(effect.workdir, base, patch_max=read)
         if not summary.files:
             return {"text": f"No changes since {label}."}
         patch = summary.patch
-        limit = self.options.diff_max_chars
         if len(patch) > limit:
-            patch = patch[:limit] + f"\n… ({len(summary.patch) - limit} more chars not shown)"
+            rest = "the rest" if summary.patch_cut else f"{len(summary.patch) - limit} more chars"
+            patch = patch[:limit] + f"\n… ({rest} not shown)"
         return {
             "text": f"Changes since {label}: {summary.line()}\n{summary.table()}",
             "detail": f"```diff\n{patch.rstrip()}\n```",
-            "patch": cut_patch(summary.patch, self.options.diff_file_max_bytes),
-            "files": tuple(f[0] for f in summary.files),
+            "patch": cut_patch(summary.patch, file_max, cut=summary.patch_cut),
+            "files": tuple(f[0] for f in summary.files[:FILES_KEPT]),
         }
 
     async def _changes(self, effect: WorkspaceJob) -> dict[str, Any]:
@@ -254,7 +264,7 @@ class GitWorkspace:
 
     async def _worktree_merge(self, effect: WorkspaceJob) -> dict[str, Any]:
         result = await git_worktrees.worktree_merge(effect.workdir, effect.ref)
-        return {"ok": result.ok, "text": result.text, "files": tuple(result.conflicts)}
+        return {"ok": result.ok, "text": result.text, "files": tuple(result.conflicts[:FILES_KEPT])}
 
     # --- shell -------------------------------------------------------------------------
 

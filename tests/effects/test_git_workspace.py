@@ -3,6 +3,7 @@ repositories: the user's branch, index, stash and HEAD are never touched."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -94,6 +95,46 @@ def test_diff_text_binary_and_renamed(tmp_path):
     assert "rename from old_name.md" in summary.patch
     assert "Binary files" in summary.patch
     assert "+TWO" in summary.patch
+
+
+def test_git_output_is_read_up_to_its_cap_and_git_stopped_there(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    (repo / "big.txt").write_text(("z" * 99 + "\n") * 100_000)  # 10 MB
+    base, _ = run(gw.checkpoint, str(repo), "t", "r1")
+    (repo / "big.txt").write_text("changed\n")
+    head = run(gw.snapshot, str(repo), "now")
+    cut = run(gw._git, str(repo), "diff", base, head, max_out=4096, cut_ok=True)
+    assert cut.cut and len(cut.out) == 4096 and cut.out.startswith(b"diff --git a/big.txt")
+    with pytest.raises(gw.GitError, match="its output passed 4,096 bytes"):
+        run(gw._git, str(repo), "diff", base, head, max_out=4096)
+    whole = run(gw._git, str(repo), "diff", base, head)
+    assert not whole.cut and len(whole.out) > 10_000_000
+    # Stdin still goes in, and a failure still says git's own words.
+    expected = (
+        subprocess.run(
+            ["git", "hash-object", "--stdin"], input=b"x\n", capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
+    assert run(gw._git, str(repo), "hash-object", "--stdin", stdin=b"x\n").text == expected
+    with pytest.raises(gw.GitError, match="rev-parse --verify: fatal: Needed a single revision"):
+        run(gw._git, str(repo), "rev-parse", "--verify", "not-a-ref^{commit}")
+
+
+def test_a_diff_of_more_files_than_it_lists_counts_them_all(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "r")
+    base, _ = run(gw.checkpoint, str(repo), "t", "r1")
+    for i in range(300):
+        (repo / f"file_{i:03}.txt").write_text("a\nb\n")
+    (repo / "README.md").write_text("gone\n")
+    monkeypatch.setattr(gw, "NUMSTAT_MAX_BYTES", 1000)  # ~50 of the 301 entries
+    summary = run(gw.diff, str(repo), base, patch=False)
+    assert summary.files_cut and 10 < len(summary.files) < 300
+    assert summary.line() == "301 files +601 −1"
+    names = [f[0] for f in summary.files]
+    assert all(n == "README.md" or re.fullmatch(r"file_\d{3}\.txt", n) for n in names)
+    assert summary.table().endswith(f"… and {301 - 30} more")
 
 
 def test_prune_keeps_the_newest_and_drops_old_ones(tmp_path):
