@@ -53,6 +53,7 @@ from threadspindle.ingress.agent_commands import conversations_text, start_or_re
 from threadspindle.ingress.attachments import FILES_WITH_A_COMMAND, AttachmentRefused
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.refusal_notes import RefusalNotes
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.slack import translate
 from threadspindle.ingress.slack.catchup import SlackCatchUp
@@ -117,7 +118,7 @@ class SlackIngress(SlackCatchUp):
         self._send, self._inbox = trio.open_memory_channel[tuple[str, dict[str, Any]]](math.inf)
         self._results: OrderedDict[str, asyncio.Future[str | None]] = OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._told: dict[str, float] = {}  # user -> when they were last told they are refused
+        self._told = RefusalNotes(settings.refusal_interval_s)  # who was told they are refused
         self.handled = 0  # envelopes handled
         self.refusals = 0
         self.caught_up = 0  # messages found by catch_up (duplicates included)
@@ -253,8 +254,7 @@ class SlackIngress(SlackCatchUp):
 
     async def _refuse(self, channel: str, thread_ts: str | None, user: str) -> None:
         now = self._clock()
-        if now - self._told.get(user, -math.inf) >= self.settings.refusal_interval_s:
-            self._told[user] = now
+        if self._told.due(user, now):
             await self._tell(channel, thread_ts, user, REFUSAL)
 
     # --- messages ----------------------------------------------------------------------------

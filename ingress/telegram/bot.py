@@ -31,7 +31,6 @@ It makes no decisions of its own; what it does itself, because only Telegram can
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +47,7 @@ from threadspindle.ingress.agent_commands import conversations_text, start_or_re
 from threadspindle.ingress.attachments import FILES_WITH_A_COMMAND, AttachmentRefused
 from threadspindle.ingress.discord.translate import resolve_workdir, split_queue_suffix
 from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.refusal_notes import RefusalNotes
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram import translate
 from threadspindle.ingress.telegram.files import (
@@ -118,7 +118,7 @@ class TelegramIngress:
         self.offset: int | None = None  # the next getUpdates' offset: every id below is done
         # Messages forwarded as prompts: (chat, message) -> (thread, whether it was queued).
         self._forwarded: OrderedDict[tuple[int, int], tuple[str, bool]] = OrderedDict()
-        self._told: dict[int, float] = {}  # user -> when they were last told they are refused
+        self._told = RefusalNotes(settings.refusal_interval_s)  # who was told they are refused
         self.handled = 0  # updates handled
         # An album's (chat, media group) -> when its first part was seen (``_handle_batch``);
         # the albums already sent as a prompt (a part that comes later is queued behind it).
@@ -268,8 +268,7 @@ class TelegramIngress:
         self.refusals += 1
         _log.info("ignoring user %s in chat %s: not allow-listed", user.id, chat_id)
         now = self._clock()
-        if now - self._told.get(user.id, -math.inf) >= self.settings.refusal_interval_s:
-            self._told[user.id] = now
+        if self._told.due(user.id, now):
             # Told where only they read it: their private chat with the bot. In a group a
             # bot may only write to someone who has opened a chat with it; if not, quiet.
             await self._say(telegram_thread_id(user.id), REFUSAL)

@@ -5,11 +5,11 @@ The webhook (``host``) hands over a delivery only once its signature holds. Each
 handled in order and ``handle_delivery`` returns once every action it posted is in the
 durable log (``Receipt.durable``); only then does the webhook answer 200. Meta retries a
 delivery it got no 200 for, so a crash before that loses nothing, and a message handled
-twice is harmless twice over: it is dropped here by its message id (a bounded set of the
-ids seen) and, after a restart, by the core (its action id is ``wa-<wamid>``). A message
-sent more than ``max_message_age_s`` ago (its ``timestamp``) is dropped too: the core
-remembers only a thread's recent action ids, so after a restart a captured signed delivery
-could otherwise be replayed to run its prompt again.
+twice is harmless twice over: it is dropped here by its message id (``seen``: the ids
+handled, kept on disk for as long as a message is taken, so a captured signed delivery
+replayed later, even after a restart, is dropped too) and by the core while the thread's
+recent actions hold it (its action id is ``wa-<wamid>``). A message sent more than
+``max_message_age_s`` ago (its ``timestamp``) is dropped as well.
 
 What it does itself, because only WhatsApp can:
 
@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
+import re
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -54,6 +53,7 @@ from threadspindle.ingress.attachments import (
 )
 from threadspindle.ingress.discord.translate import resolve_workdir
 from threadspindle.ingress.input_checks import InputRefused
+from threadspindle.ingress.refusal_notes import RefusalNotes
 from threadspindle.ingress.runtime_port import RuntimePort
 from threadspindle.ingress.telegram.translate import parse_callback
 from threadspindle.ingress.thread_commands import command_list, thread_action, typed_prompt
@@ -64,6 +64,7 @@ from threadspindle.ingress.transcribe import (
     transcript_notice,
 )
 from threadspindle.ingress.whatsapp import translate
+from threadspindle.ingress.whatsapp.seen import SeenMessages
 from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
 from threadspindle.ingress.workspace_commands import is_shell_text
 from threadspindle.runtime.core import actions as A
@@ -74,6 +75,11 @@ __all__ = ["NO_TRANSCRIPTION", "REFUSAL", "RuntimePort", "WhatsAppIngress", "hel
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_CHOICE_NUMBER = re.compile(r"[0-9]{1,4}")  # a number answering a numbered prompt
+# The ids handled are kept this much longer than a message is taken: the sender's clock
+# (the message's timestamp) and this machine's may differ.
+SEEN_MARGIN_S = 3600.0
 
 REFUSAL = "You are not allowed to drive agents here. Ask the owner of this number to add you."
 NO_LONGER_PENDING = "That prompt is no longer pending."
@@ -125,8 +131,14 @@ class WhatsAppIngress:
         self.transcriber = (
             Transcriber(settings.transcription) if settings.transcription is not None else None
         )
-        self._seen: OrderedDict[str, None] = OrderedDict()  # wamids handled (bounded)
-        self._told: dict[str, float] = {}  # wa_id -> when last told they are refused
+        # The wamids handled: in memory (bounded) and on disk for as long as a delivery
+        # of them is still taken (``seen``: a replayed delivery must not run again).
+        self.seen = SeenMessages(
+            settings.seen_path,
+            keep_s=settings.max_message_age_s + SEEN_MARGIN_S,
+            remembered=settings.deliveries_remembered,
+        )
+        self._told = RefusalNotes(settings.refusal_interval_s)  # who was told they are refused
         self._reads_in, self._reads_out = trio.open_memory_channel[str](1024)
         self.handled = 0
         self.duplicates = 0  # redelivered messages dropped by id
@@ -140,7 +152,7 @@ class WhatsAppIngress:
         """Handle every message of a (signed) delivery; returns once each is durable."""
         self.skipped += delivery.skipped
         for inbound in delivery.messages:
-            if inbound.wamid in self._seen:
+            if inbound.wamid in self.seen:
                 self.duplicates += 1
                 continue
             if self._too_old(inbound):
@@ -157,9 +169,7 @@ class WhatsAppIngress:
                 self.skipped += 1  # sent to another number of the same account
                 continue
             await self.handle(inbound)
-            self._seen[inbound.wamid] = None
-            while len(self._seen) > self.settings.deliveries_remembered:
-                self._seen.popitem(last=False)
+            self.seen.add(inbound.wamid, self._clock())
 
     def _too_old(self, inbound: translate.Inbound) -> bool:
         """Sent longer ago than ``max_message_age_s``. Meta always sends a timestamp; a
@@ -199,8 +209,10 @@ class WhatsAppIngress:
             await self._choice(inbound, inbound.choice_id or "", inbound.text)
             return
         text = inbound.text
-        if text.strip().isdigit() and (
-            numbered := self.platform.numbered_choice(thread_id, int(text.strip()))
+        # ASCII digits only, and few: "²".isdigit() is True and int("²") raises, and so
+        # does int() of over 4,300 digits (a delivery failed by it was retried for ever).
+        if _CHOICE_NUMBER.fullmatch(number := text.strip()) and (
+            numbered := self.platform.numbered_choice(thread_id, int(number))
         ):
             await self._choice(inbound, *numbered)
             return
@@ -369,8 +381,7 @@ class WhatsAppIngress:
         self.refusals += 1
         _log.info("ignoring wa_id %s in %s: not allow-listed", sender, inbound.thread_id)
         now = self._clock()
-        if now - self._told.get(sender, -math.inf) >= self.settings.refusal_interval_s:
-            self._told[sender] = now
+        if self._told.due(sender, now):
             await self._say(whatsapp_thread_id(sender), REFUSAL)  # their own chat, not a group
         return False
 

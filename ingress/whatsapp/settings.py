@@ -18,7 +18,9 @@ from threadspindle.ingress.discord.settings import SLASH_AGENTS
 from threadspindle.ingress.transcribe import TranscriptionConfig
 from threadspindle.runtime.core.frozen import Frozen
 
-__all__ = ["WhatsAppSettings", "whatsapp_settings_from_config"]
+__all__ = ["SEEN_FILE", "WhatsAppSettings", "whatsapp_settings_from_config"]
+
+SEEN_FILE = "whatsapp-seen.sqlite"  # in the data directory: the message ids handled
 
 
 class WhatsAppSettings(Frozen):
@@ -39,11 +41,14 @@ class WhatsAppSettings(Frozen):
     min_message_interval_s: float = 2.0
     throttle_wait_s: float = 1.0  # a throttled call without Retry-After waits this long
     refusal_interval_s: float = 600.0  # a refused user is told at most this often
-    deliveries_remembered: int = 4096  # message ids kept to drop Meta's redeliveries
-    # A message sent longer ago than this is dropped: the ids above are forgotten at a
-    # restart, so a captured signed delivery could otherwise be replayed to run its prompt
-    # again. 24 h: WhatsApp's customer-service window, past which nothing could be
-    # answered in that chat anyway; Meta's retries after a short outage are well inside.
+    deliveries_remembered: int = 4096  # message ids kept in memory to drop redeliveries
+    # Every id handled, kept on disk as long as a message is taken (``seen.py``): a
+    # captured signed delivery replayed later, even after a restart, is dropped by it.
+    # None: memory only (``deliveries_remembered`` ids, forgotten at a restart).
+    seen_path: str | None = None
+    # A message sent longer ago than this is dropped (and its id need not be kept longer).
+    # 24 h: WhatsApp's customer-service window, past which nothing could be answered in
+    # that chat anyway; Meta's retries after a short outage are well inside.
     max_message_age_s: float = 24 * 3600.0
     # The webhook faces the internet and reads a body before its signature can be checked:
     # a client that sends it too slowly is answered 408 after ``body_timeout_s``, one that
@@ -98,4 +103,5 @@ def whatsapp_settings_from_config(config: Any) -> WhatsAppSettings:
         default_workdir=roots[0],
         min_message_interval_s=max(section.min_message_interval_s, 0.0),
         transcription=config.transcription.config(),
+        seen_path=str(config.data_path / SEEN_FILE),
     )

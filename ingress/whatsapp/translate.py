@@ -130,7 +130,10 @@ def parse_delivery(body: bytes) -> Delivery:
             if isinstance(c, dict) and isinstance(c.get("profile") or {}, dict)
         }
         for raw in _list(value.get("messages")):
-            inbound = _message(raw, names, phone_id)
+            try:
+                inbound = _message(raw, names, phone_id)
+            except (ValueError, TypeError, OverflowError):  # (a ValidationError too)
+                inbound = None  # a value of a shape Meta never sends: that message only
             if inbound is None:
                 skipped += 1
             else:
@@ -171,7 +174,7 @@ def _message(raw: Any, names: dict[str, str], phone_id: str) -> Inbound | None:
         "group_id": group if isinstance(group, str) and group else None,
         "phone_number_id": phone_id,
         "timestamp": _int(raw.get("timestamp")),
-        "context_id": context.get("id") if isinstance(context, dict) else None,
+        "context_id": _text(context.get("id")) if isinstance(context, dict) else None,
     }
     if kind == "text":
         body = (raw.get("text") or {}).get("body") if isinstance(raw.get("text"), dict) else None
@@ -238,5 +241,9 @@ def _message(raw: Any, names: dict[str, str], phone_id: str) -> Inbound | None:
 def _int(value: Any) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (int(1e400) overflows)
         return 0
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -21,7 +21,7 @@ import trio
 
 from threadspindle.effects.whatsapp_platform import parse_thread_id, whatsapp_thread_id
 from threadspindle.ingress.platforms import PlatformsApp, run_platforms
-from threadspindle.ingress.whatsapp.settings import WhatsAppSettings
+from threadspindle.ingress.whatsapp.settings import SEEN_FILE, WhatsAppSettings
 from threadspindle.runtime.core.model import Policy
 from threadspindle.runtime.live.log import EventLog
 from threadspindle.testkit.fake_agent import FakeAgentWorld, Step
@@ -145,6 +145,8 @@ async def whatsapp_stack(
     once it listens, and to nobody after."""
     agents = FakeAgentWorld(script=script)
     policy = Policy(allowed_roots=(os.path.realpath(world.workdir),), queue_limit=queue_limit)
+    # As in production (``whatsapp_settings_from_config``): the ids handled kept on disk.
+    settings.setdefault("seen_path", str(tmp_path / SEEN_FILE))
     with EventLog(tmp_path / "events.sqlite3") as log:
         async with trio.open_nursery() as nursery:
             app: PlatformsApp = await nursery.start(

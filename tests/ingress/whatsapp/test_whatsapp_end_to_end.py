@@ -113,13 +113,64 @@ async def test_a_redelivered_webhook_runs_nothing_twice(wa: WhatsAppWorld, tmp_p
         assert _delivered(stack) == ["hi"]
         assert stack.app.whatsapp.ingress.duplicates == 1
         assert sum(map(is_footer, wa.bot_messages(thread))) == 1
-    # And after a restart (the id set is gone): the core drops it by its action id.
+    # And after a restart: the ids handled are on disk.
     async with whatsapp_stack(wa, tmp_path) as stack:
         third = wa.fake.redeliver(delivery)
         await wait_for(lambda: third.done.is_set())
         await trio.sleep(0.5)
         assert _delivered(stack) == []
         assert sum(map(is_footer, wa.bot_messages(thread))) == 1
+
+
+async def test_a_delivery_replayed_after_a_restart_and_many_actions_runs_nothing(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    # Meta signs only the body: a delivery captured on its way (a proxy's log) can be sent
+    # again for as long as its message is young enough to be taken. The core drops it
+    # only while the thread's 64 latest actions hold its id, and the ids in memory were
+    # gone at a restart: with 70 commands in between, the old prompt ran again.
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        thread = await stack.start_chat()
+        user = wa.chat(thread)
+        captured = wa.fake.say(user, "REPLAYME")
+        await stack.until_footers(thread, 1)
+        for _ in range(70):
+            last = wa.fake.say(user, "/status")
+        await wait_for(lambda: last.done.is_set(), timeout=60)
+        state = stack.runtime.snapshot(thread)
+        assert _delivered(stack) == ["REPLAYME"]
+    [message] = json.loads(captured.body)["entry"][0]["changes"][0]["value"]["messages"]
+    assert f"wa-{message['id']}" not in state.recent_action_ids  # past the core's window
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        status = await trio.to_thread.run_sync(wa.fake.post, captured.body)
+        assert status == 200  # acknowledged: Meta (or whoever) stops sending it
+        await trio.sleep(1.0)
+        assert _delivered(stack) == []
+        assert stack.app.whatsapp.ingress.duplicates == 1
+    # And the file is what kept it: without it, the replay runs (the case fixed here).
+    async with whatsapp_stack(wa, tmp_path, seen_path=None) as stack:
+        await trio.to_thread.run_sync(wa.fake.post, captured.body)
+        await wait_for(lambda: _delivered(stack), timeout=10)
+        assert _delivered(stack) == ["REPLAYME"]
+
+
+async def test_digits_that_are_no_choice_number_are_a_prompt_not_a_failed_delivery(
+    wa: WhatsAppWorld, tmp_path: Path
+) -> None:
+    # "²".isdigit() is True and int("²") raises, as does int() of 5,000 digits: the
+    # delivery failed (500) on every retry, and its other messages never ran.
+    async with whatsapp_stack(wa, tmp_path) as stack:
+        thread = await stack.start_chat()
+        user = wa.chat(thread)
+        texts = ["²", "7" * 5000, "REAL PROMPT queue"]
+        messages = [_text(user, f"wamid.d{i}", text) for i, text in enumerate(texts)]
+        status = await trio.to_thread.run_sync(
+            wa.fake.post, wa.fake.delivery_body(user, "u", messages)
+        )
+        assert status == 200
+        await wait_for(lambda: _delivered(stack), lambda d: len(d) == 3, timeout=30)
+        assert _delivered(stack) == texts[:2] + ["REAL PROMPT"]
+        assert stack.app.whatsapp.webhook.failed == 0
 
 
 async def test_a_6000_character_answer_is_well_formed_messages_with_the_footer_last(
