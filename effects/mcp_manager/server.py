@@ -169,7 +169,11 @@ def build_mcp_server(
     async def schedule_wakeup(
         in_minutes: Annotated[
             float,
-            Field(gt=0, le=MAX_WAKEUP_MINUTES, description="how long from now, in minutes"),
+            Field(
+                ge=1,
+                le=MAX_WAKEUP_MINUTES,
+                description="how long from now, in minutes (1 at least)",
+            ),
         ],
         prompt: Annotated[
             str,
@@ -179,7 +183,8 @@ def build_mcp_server(
     ) -> WakeupResult:
         """Wake yourself up later in this chat thread: the prompt is queued for you then
         (e.g. "check the CI run again" in 20 minutes). A message from a person in the thread
-        before then cancels it."""
+        before then cancels it. After 50 wake-ups in a row with nobody writing in the
+        thread, the next is refused until someone does."""
         caller = _caller(authority, ctx)
         if caller.sees_all:
             raise ToolError("a wake-up belongs to a chat thread: call it from one")

@@ -186,6 +186,9 @@ class Counters(Frozen):
     steers: int = 0  # messages handed to a running turn (SteerAgent)
     steers_taken: int = 0  # ... that the agent took into that turn
     stopped: int = 0  # runs Spindle itself ended: a shutdown, a park, a restart
+    # The agent's wake-ups since a person last wrote in the thread (reset then): a chain of
+    # them is held to ``WAKEUP_CHAIN_LIMIT`` (transitions_schedule).
+    wakeups_unattended: int = 0
 
 
 class ThreadState(Frozen):

@@ -30,6 +30,13 @@ __all__ = [
 ]
 
 SCHEDULE_LIMIT = 20  # schedules (and wake-ups) a thread may hold at once
+# An agent's wake-ups are its own turns, with nobody asking: each may schedule the next.
+# A wake-up is due a minute ahead at the soonest, and after this many in a row with no
+# person writing in the thread the next is refused (a loop of wake-ups 60 ms apart wrote
+# 1 MB/s to the log and ran turns until someone noticed). "Check the CI every 20
+# minutes" goes on for 16 hours; a message in the thread lets it go on.
+MIN_WAKEUP_S = 60.0
+WAKEUP_CHAIN_LIMIT = 50
 PREVIEW_CHARS = 80  # a schedule's prompt as lists and notices show it
 # The furthest a schedule may be due: past it, no date can be shown (``gmtime`` of a
 # year past 9999 fails) and no process runs that long anyway.
@@ -73,6 +80,20 @@ def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
     if not a.due_at <= a.at + MAX_AHEAD_S:  # (NaN too)
         step.refuse("A schedule may be due at most 10 years ahead.", "schedule too far ahead")
         return
+    due_at = a.due_at
+    if a.wakeup:
+        chained = state.counters.wakeups_unattended
+        if chained >= WAKEUP_CHAIN_LIMIT:
+            step.record("wake-up chain limit reached: wake-up refused", "rejected")
+            _notice(
+                step,
+                "schedule",
+                f"⚠ The agent's wake-up was refused: it has woken itself {chained} times "
+                "since anyone wrote in this thread. Write here to let it go on.",
+            )
+            return
+        step.count("wakeups_unattended")
+        due_at = max(due_at, a.at + MIN_WAKEUP_S)
     sid = f"s{state.counters.schedules + 1}"
     step.count("schedules")
     schedule = Schedule(
@@ -80,7 +101,7 @@ def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
         text=a.text,
         author_id=a.author_id,
         author_name=a.author_name,
-        due_at=a.due_at,
+        due_at=due_at,
         cron=a.cron,
         label=a.label,
         wakeup=a.wakeup,
@@ -92,7 +113,7 @@ def on_schedule_added(step: Step, a: A.ScheduleAdded) -> None:
         _notice(
             step,
             "schedule",
-            f"⏰ The agent will be woken up at {format_due(a.due_at)} ({sid}): "
+            f"⏰ The agent will be woken up at {format_due(due_at)} ({sid}): "
             f"{_preview(a.text)}\n-# A message in this thread cancels it.",
         )
     else:
@@ -163,7 +184,10 @@ def on_schedule_due(step: Step, a: A.ScheduleDue) -> None:
 
 def cancel_wakeups(step: Step) -> None:
     """A user wrote in the thread: the agent's pending wake-ups are void (the user is
-    there now). Said in the thread, so the agent's promise does not vanish silently."""
+    there now), and its chain of wake-ups starts again from none. Said in the thread, so
+    the agent's promise does not vanish silently."""
+    if step.state.counters.wakeups_unattended:
+        step.set(counters=step.state.counters.replace(wakeups_unattended=0))
     wakeups = [s for s in step.state.schedules if s.wakeup]
     if not wakeups:
         return

@@ -38,6 +38,7 @@ from threadspindle.runtime.core.transitions import (
     general_transition,
     transition,
 )
+from threadspindle.runtime.core.transitions_schedule import MIN_WAKEUP_S, WAKEUP_CHAIN_LIMIT
 from threadspindle.runtime.core.workspace_model import WorkspacePolicy
 from threadspindle.testkit.thread_script import ThreadScript
 
@@ -90,6 +91,7 @@ class ThreadMachine(RuleBasedStateMachine):
         self.n_req = 0
         # The reference of schedules: id -> (due_at, cron, wakeup); fired (id, due time).
         self.schedules: dict[str, tuple[float, str | None, bool]] = {}
+        self.wakeup_chain = 0  # the agent's wake-ups since a person wrote
         self.fired: set[tuple[str, float]] = set()
         self.steered: set[str] = set()  # steers handed to a running turn (SteerAgent)
         self.taken: list[str] = []  # steers a run took (SteerTaken of a pending one)
@@ -206,10 +208,17 @@ class ThreadMachine(RuleBasedStateMachine):
         ref = self.schedules
         if isinstance(action, A.ScheduleAdded):
             if after.counters.schedules > before.counters.schedules:
-                ref[f"s{after.counters.schedules}"] = (action.due_at, action.cron, action.wakeup)
+                due = action.due_at
+                if action.wakeup:
+                    # A minute ahead at the soonest; a chain held to its limit.
+                    assert self.wakeup_chain < WAKEUP_CHAIN_LIMIT
+                    due = max(due, action.at + MIN_WAKEUP_S)
+                    self.wakeup_chain += 1
+                ref[f"s{after.counters.schedules}"] = (due, action.cron, action.wakeup)
         elif isinstance(action, A.ScheduleCancelled):
             ref.pop(action.schedule_id, None)
         elif isinstance(action, A.UserMessage | A.QueueCommand):
+            self.wakeup_chain = 0
             for sid in [sid for sid, (_, _, wakeup) in ref.items() if wakeup]:
                 del ref[sid]
         elif isinstance(action, A.ScheduleDue):
@@ -225,6 +234,7 @@ class ThreadMachine(RuleBasedStateMachine):
                 else:
                     del ref[action.schedule_id]
         assert {s.id: (s.due_at, s.cron, s.wakeup) for s in after.schedules} == ref
+        assert after.counters.wakeups_unattended == self.wakeup_chain
 
     def check_retry_line(self, before, after, effects) -> None:
         """The model API's retries: at most one status line per run, posted for the current

@@ -5,7 +5,11 @@ from __future__ import annotations
 from threadspindle.runtime.core import effect_types as F
 from threadspindle.runtime.core.model import Policy, ThreadState
 from threadspindle.runtime.core.transitions import Transition, transition
-from threadspindle.runtime.core.transitions_schedule import SCHEDULE_LIMIT
+from threadspindle.runtime.core.transitions_schedule import (
+    MIN_WAKEUP_S,
+    SCHEDULE_LIMIT,
+    WAKEUP_CHAIN_LIMIT,
+)
 from threadspindle.testkit.thread_script import ThreadScript
 
 
@@ -125,6 +129,42 @@ def test_a_user_message_cancels_the_agents_wakeup_but_not_user_schedules():
     assert any("Cancelled the agent's wake-up (s1)" in n for n in texts(effects, F.PostOutput))
     assert [s.id for s in t.state.schedules] == ["s2"]
     assert prompts(t.do(t.s.due("s1", 1_500.0))) == []
+
+
+def test_a_wakeup_is_a_minute_ahead_at_the_soonest():
+    # A wake-up 60 ms ahead, chained turn after turn, wrote 1 MB/s to the log.
+    t = Thread().started()
+    action = t.s.schedule("again", t.s.now + 0.06, wakeup=True)
+    effects = t.do(action)
+    assert t.state.schedules[0].due_at == action.at + MIN_WAKEUP_S
+    assert any("woken up at" in n for n in texts(effects, F.PostOutput))
+    # A person's schedule is theirs to make: not moved.
+    mine = t.s.schedule("mine", t.s.now + 1.0)
+    t.do(mine)
+    assert t.state.schedules[1].due_at == mine.due_at
+
+
+def test_a_chain_of_wakeups_stops_at_the_limit_until_a_person_writes():
+    t = Thread().started()
+    for n in range(WAKEUP_CHAIN_LIMIT):
+        t.do(t.s.schedule(f"loop {n}", t.s.now + 60.0, wakeup=True))
+        sid = t.state.schedules[-1].id
+        assert prompts(t.do(t.s.due(sid, t.s.now + 60.0))) == [f"loop {n}"]
+        t.do(t.s.done(t.state.run.id))
+    assert t.state.counters.wakeups_unattended == WAKEUP_CHAIN_LIMIT
+    effects = t.do(t.s.schedule("one more", t.s.now + 60.0, wakeup=True))
+    assert t.state.schedules == ()
+    [notice] = texts(effects, F.PostOutput)
+    assert "wake-up was refused" in notice and f"{WAKEUP_CHAIN_LIMIT} times" in notice
+    assert "Write here" in notice
+    # A person's schedules are not held to it.
+    t.do(t.s.schedule("mine", t.s.now + 60.0))
+    assert [s.text for s in t.state.schedules] == ["mine"]
+    # A person writes: the chain starts again from none.
+    t.do(t.s.user("go on"))
+    assert t.state.counters.wakeups_unattended == 0
+    t.do(t.s.schedule("after", t.s.now + 60.0, wakeup=True))
+    assert [s.text for s in t.state.schedules] == ["mine", "after"]
 
 
 def test_a_due_schedule_wakes_a_parked_thread():

@@ -41,8 +41,9 @@ async def test_without_a_runtime_or_a_thread_it_is_a_tool_error(manager: Process
     async with open_client(manager.url, TOKEN, THREAD) as client:
         error = await call_error(client, "schedule_wakeup", in_minutes=5, prompt="x")
         assert "need Spindle's runtime" in error
-        error = await call_error(client, "schedule_wakeup", in_minutes=0, prompt="x")
-        assert "in_minutes" in error
+        for too_soon in (0, 0.001, 0.99):  # a minute ahead at the soonest
+            error = await call_error(client, "schedule_wakeup", in_minutes=too_soon, prompt="x")
+            assert "in_minutes" in error and "greater than or equal to 1" in error
     manager.wakeups.attach(lambda action: trio.lowlevel.checkpoint())
     async with open_client(manager.url, TOKEN) as client:  # the operator, no thread
         error = await call_error(client, "schedule_wakeup", in_minutes=5, prompt="x")
@@ -52,12 +53,21 @@ async def test_without_a_runtime_or_a_thread_it_is_a_tool_error(manager: Process
 async def test_a_wakeup_fires_in_the_runtime_and_a_message_cancels_the_next(
     manager: ProcessManager, tmp_path: Path
 ) -> None:
-    async with running(tmp_path, clock=time.time, schedule_interval_s=0.1) as rt:
+    # A wake-up is a minute ahead at the soonest: the runtime's clock is moved on instead
+    # of the test waiting (the tool's own clock, which dates the wake-up, is not).
+    ahead = [0.0]
+    async with running(
+        tmp_path, clock=lambda: time.time() + ahead[0], schedule_interval_s=0.1
+    ) as rt:
         manager.wakeups.attach(rt.post)
         chat = Chat(rt, "thread-1", str(tmp_path))
         await chat.start()
         async with open_client(manager.url, TOKEN, THREAD) as client:
-            await call(client, "schedule_wakeup", in_minutes=0.01, prompt="wake: check CI")
+            await call(client, "schedule_wakeup", in_minutes=1, prompt="wake: check CI")
+            await until(lambda: len(rt.snapshot("thread-1").schedules) == 1)
+            await trio.sleep(0.5)
+            assert rt.agents.delivered == []
+            ahead[0] = 61.0
             await until(lambda: rt.snapshot("thread-1").counters.completed == 1, timeout=20)
             assert [t for _, t in rt.agents.delivered] == ["wake: check CI"]
             await call(client, "schedule_wakeup", in_minutes=60, prompt="much later")
