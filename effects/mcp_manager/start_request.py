@@ -100,17 +100,14 @@ def loader_variable(name: str) -> str | None:
     return _GLIBC_VARIABLES.get(name)
 
 
-def resolve_command(command: str, cwd: str, path_var: str, *, sandboxed: bool = False) -> str:
+def resolve_command(command: str, cwd: str, path_var: str) -> str:
     """The executable ``command`` names: a path (relative to ``cwd``), or found on
-    ``path_var``. Sandboxed, a path that is no executable gets one answer, whether a file
-    is there or not: it is looked up outside the sandbox, and "not executable" told the
-    agent that a file it may not see (another thread's, the database) exists."""
+    ``path_var``. Without a sandbox only: a sandboxed thread's command is looked up inside
+    its sandbox (``launch_command.resolve_in_sandbox``), where what it may not see is not."""
     if not command.strip():
         raise ProcessError("command is empty")
     if os.sep in command:
         candidate = command if os.path.isabs(command) else os.path.join(cwd, command)
-        if sandboxed and not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
-            raise ProcessError(f"command not found or not executable: {command!r}")
         if not os.path.isfile(candidate):
             raise ProcessError(f"command not found: {command!r}")
         if not os.access(candidate, os.X_OK):

@@ -46,7 +46,7 @@ from threadspindle.effects.process import forget_child, note_child
 from threadspindle.effects.process_tree import ProcessTree, create_time
 
 from .auth import Caller
-from .launch_command import launch_argv
+from .launch_command import launch_argv, resolve_in_sandbox
 from .models import (
     OutputResult,
     ProcessInfo,
@@ -346,12 +346,17 @@ class ProcessSupervisor:
         )
         extra_env = check_env(env or {})
         full_env = {**inherited_env(), **extra_env}
-        executable = resolve_command(
-            command,
-            workdir,
-            full_env.get("PATH", os.defpath),
-            sandboxed=self.config.sandbox is not None,
-        )
+        if self.config.sandbox is not None:
+            executable = await resolve_in_sandbox(
+                self.config,
+                command,
+                workdir=self._thread_workdirs.get(thread),
+                home=self._thread_homes.get(thread),
+                cwd=workdir,
+                env=full_env,
+            )
+        else:
+            executable = resolve_command(command, workdir, full_env.get("PATH", os.defpath))
         out_base, err_base = output_bases(self.config.data_dir, thread, name)
         record = ProcessRecord(
             thread_id=thread,

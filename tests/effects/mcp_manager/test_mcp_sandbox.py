@@ -30,6 +30,10 @@ async def test_a_sandboxed_thread_process_stays_in_its_workdir(tmp_path, nursery
     for path in (mine, other):
         path.mkdir(parents=True)
     (other / "secret.txt").write_text("other thread's file")
+    (other / "secret.sh").write_text("#!/bin/sh\necho ran\n")
+    (other / "secret.sh").chmod(0o755)
+    (mine / "tool.sh").write_text("#!/bin/sh\necho mine\n")
+    (mine / "tool.sh").chmod(0o755)
     sandbox = Sandbox(binary=str(BWRAP), hidden=(str(tmp_path / "data"),), roots=(str(roots),))
     config = make_config(tmp_path, allowed_roots=(roots,), sandbox=sandbox)
     manager = await nursery.start(serve_process_manager, config)
@@ -45,6 +49,21 @@ async def test_a_sandboxed_thread_process_stays_in_its_workdir(tmp_path, nursery
         ]
         assert answers[0] == answers[1].replace("nothing.txt", "secret.txt")
         assert "not found or not executable" in answers[0]
+        # Nor whether an executable is there: it is looked up inside the sandbox, where
+        # the other workdir is not (outside, an executable one started, and failed).
+        for name, how in (
+            ("by-path", {"command": str(other / "secret.sh")}),
+            ("on-path", {"command": "secret.sh", "env": {"PATH": str(other)}}),
+        ):
+            text = await call_error(client, "start_process", name=name, **how)
+            assert "not found or not executable" in text
+        # What it can see is found, by path and on PATH.
+        for name, how in (
+            ("by-path2", {"command": "./tool.sh"}),
+            ("on-path2", {"command": "tool.sh", "env": {"PATH": str(mine)}}),
+        ):
+            started = await call(client, "start_process", name=name, cwd=str(mine), **how)
+            assert started["status"] in ("starting", "running", "exited")
         # In its own workdir it runs, sandboxed: the other workdir is not there.
         await call(
             client, "start_process", name="look", command="ls", args=[str(other)], cwd=str(mine)
