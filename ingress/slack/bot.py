@@ -182,7 +182,7 @@ class SlackIngress(SlackCatchUp):
         event = payload.get("event") or {}
         if event.get("type") != "message":
             return None
-        team = payload.get("team_id") or event.get("team")
+        team = _author_team(event, payload.get("team_id"))
         subtype = event.get("subtype")
         if subtype == "message_changed":
             await self._edited(event, team)
@@ -569,3 +569,18 @@ def _display_name(event: Mapping[str, Any]) -> str:
         if profile.get(key):
             return str(profile[key])
     return str(event.get("user") or "?")
+
+
+def _author_team(event: dict[str, Any], installed: object) -> str | None:
+    """The workspace of the message's author. In a shared channel (Slack Connect) the
+    envelope's ``team_id`` is the workspace the app is installed in, whoever wrote: taken
+    first, it let an allow-listed user id pass ``allowed_team_ids`` from any workspace
+    sharing the channel. The event says whose (``user_team``, else ``team``; an edit's in
+    its ``message``)."""
+    message = event.get("message") if event.get("subtype") == "message_changed" else event
+    if isinstance(message, dict):
+        for key in ("user_team", "team"):
+            value = message.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return installed if isinstance(installed, str) and installed else None

@@ -218,12 +218,14 @@ class World:
         self.outbox.append(again)
 
     def _event(self, event: dict[str, Any], team: str) -> str:
+        """An Events API envelope. Its ``team_id`` is the app's workspace, as Slack sends it
+        in a shared channel whoever wrote; ``team``: the author's, which the event holds."""
         event_id = f"Ev{next(self._seq):08d}"
         return self._envelope(
             "events_api",
             {
                 "token": "verification-token",
-                "team_id": team,
+                "team_id": TEAM,
                 "api_app_id": APP_ID,
                 "event": event,
                 "type": "event_callback",
@@ -241,6 +243,7 @@ class World:
             "ts": message.ts,
             "event_ts": message.ts,
             "team": self.users[message.user]["team_id"],
+            "user_team": self.users[message.user]["team_id"],
             "channel_type": "channel",
         }
         if message.thread_ts is not None:

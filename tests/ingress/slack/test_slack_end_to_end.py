@@ -339,7 +339,9 @@ async def test_a_dropped_socket_is_reconnected_and_unacked_envelopes_come_again(
 
 
 async def test_workspaces_and_channels_are_allow_listed_too(sl: SlackWorld, tmp_path: Path) -> None:
-    eve = sl.fake.add_user("eve", team="T0ELSEWHERE")  # allow-listed, in another workspace
+    # Allow-listed, in another workspace sharing the channel: Slack's envelope names the
+    # app's workspace (as the fake's does), the event eve's.
+    eve = sl.fake.add_user("eve", team="T0ELSEWHERE")
     elsewhere = sl.fake.add_channel("random")  # a channel the app does not serve
     async with slack_stack(sl, tmp_path, allowed_user_ids=(sl.alice, eve)) as stack:
         thread = await stack.start_thread()
