@@ -185,6 +185,10 @@ async def _serve(
                 both = await nursery.start(platforms)
             except Exception as error:
                 busy = _port_unavailable(error)
+                # Whatever started before (the process manager) goes too: returning from
+                # the nursery's body waits for its children, and the manager serves for
+                # ever (the bot said it could not start, and ran on, deaf to SIGTERM).
+                nursery.cancel_scope.cancel()
                 if busy is not None:
                     _say(
                         f"Cannot start: web.port = {busy.port}: {busy}. "

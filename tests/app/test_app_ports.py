@@ -160,6 +160,25 @@ def test_a_fixed_port_that_is_taken_stops_start_up_with_one_line(tmp_path: Path)
         assert "mcp.port" in lines[0] and f"127.0.0.1:{port} is already in use" in lines[0]
 
 
+def test_a_taken_web_port_stops_start_up_with_the_manager_running(tmp_path: Path) -> None:
+    # The process manager starts first; the web chat's port taken after it made the bot
+    # say it could not start, and then serve on (the manager's task kept the nursery
+    # open), deaf to SIGTERM.
+    place = _place(tmp_path, "busy-web")
+    with _busy_port() as port:
+        run = _spindle(place, "run", "--web", SPINDLE_WEB__PORT=str(port))
+        try:
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert run.returncode == 2, stderr
+    lines = [line for line in stderr.strip().splitlines() if "Cannot start" in line]
+    assert len(lines) == 1 and "web.port" in lines[0], stderr
+    assert "Traceback" not in stderr
+
+
 async def test_every_adapter_is_handed_the_port_really_bound(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
