@@ -234,6 +234,15 @@ def on_abort(step: Step, a: A.AbortRequested) -> None:
         else:
             step.refuse("Nothing to abort: no run is active.", "abort while idle")
         return
+    if step.state.run.phase is Phase.INTERRUPTING:
+        # Already asked to stop (an /abort, or a message that interrupts it): one outcome
+        # per run. Counted again, three /abort made "aborted 3" of one run, each with
+        # its own "Aborted" reply.
+        if shell:
+            step.reply("Stopping the shell command. The run is already stopping.")
+        else:
+            step.refuse("The run is already stopping.", "abort while the run is stopping")
+        return
     if step.state.blockers:
         dismiss_blockers(step, "Dismissed: the run was aborted.", answer_agent=True)
     step.count("aborts")
@@ -399,7 +408,8 @@ def on_model_changed(step: Step, a: A.ModelChanged) -> None:
         return
     # Abort the run and retry its prompt with the new model, in the same session.
     step.set_run(end_reason="model changed")
-    step.count("interrupts")
+    if run.phase is not Phase.INTERRUPTING:  # a run already stopping was counted then
+        step.count("interrupts")
     end_run(step, "force_end")
     step.set(queue=(run.prompt,) + step.state.queue)
     restart_agent(step, "model changed")

@@ -778,6 +778,13 @@ class ThreadMachine(RuleBasedStateMachine):
         assert len(self.dispatched) - len(dispatched) <= retried
 
     @invariant()
+    def a_run_is_stopped_once(self):
+        # An interrupt and an /abort count when they stop a run, never again for a run
+        # already stopping (three /abort made "aborted 3" of one run).
+        c = self.state.counters
+        assert c.interrupts + c.aborts <= c.runs
+
+    @invariant()
     def a_parked_thread_has_no_run(self):
         if self.state.parked:
             assert self.state.run is None

@@ -176,6 +176,25 @@ def test_an_aborted_run_gets_no_footer_and_the_queue_goes_on():
     assert t.state.counters.aborts == 1
 
 
+def test_an_abort_of_a_run_already_stopping_is_one_outcome_not_another():
+    # Three /abort of one run gave three "Aborted" replies and "aborted 3" in /status.
+    t = Thread().started()
+    t.do(t.s.user("long"), t.s.tool("r1", "k"))
+    t.do(t.s.abort())
+    for _ in range(2):
+        effects = t.do(t.s.abort())
+        assert [e.text for e in of(effects, F.ReplyToCommand)] == ["The run is already stopping."]
+        assert of(effects, F.ReplyToCommand)[0].ephemeral
+        assert of(effects, F.InterruptAgent) == []
+    assert t.state.counters.aborts == 1
+    # A run a new message interrupted is stopping too: an /abort then counts nothing more.
+    t.do(t.s.done("r1"), t.s.user("second"), t.s.tool("r2", "k2"), t.s.user("third"))
+    assert t.state.counters.interrupts == 1
+    effects = t.do(t.s.abort())
+    assert [e.text for e in of(effects, F.ReplyToCommand)] == ["The run is already stopping."]
+    assert (t.state.counters.aborts, t.state.counters.interrupts) == (1, 1)
+
+
 def test_abort_while_idle_is_answered_and_recorded():
     t = Thread().started()
     effects = t.do(t.s.abort())
