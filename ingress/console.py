@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -331,15 +330,15 @@ class ConsoleChat:
         if not text.startswith("/"):
             await self.post(self._prompt_action(text))
             return True
-        try:
-            words = shlex.split(text[1:])
-        except ValueError:
-            words = text[1:].split()
+        # Words are split at white space, as on every other platform: no quoting (shlex
+        # ate a path's backslashes and double spaces, and never said so). A path or an
+        # answer is the rest of the line as typed (``_after``).
+        words = text[1:].split()
         if not words:
             self.say("A command needs a name after the slash (try /help).")
             return True
         head, args = words[0].lower(), words[1:]
-        rest = text[1:].strip()[len(words[0]) :].strip()
+        rest = _after(text[1:], 1)
         return await self._command(head, args, rest)
 
     async def _command(self, head: str, args: list[str], rest: str) -> bool:
@@ -357,8 +356,10 @@ class ConsoleChat:
                 mark = "*" if name == self.current else " "
                 self.say(f"{mark} {name}: {phase}, queue {queue}")
         elif head in AGENTS and args[:1] == ["start"]:
-            await self.start_conversation(head, " ".join(args[1:]) or self.default_workdir)
-        elif head in AGENTS and args[:1] == ["resume"] and len(args) >= 2:
+            await self.start_conversation(head, _after(rest, 1) or self.default_workdir)
+        elif head in AGENTS and args[:1] == ["resume"] and len(args) != 2:
+            self.say(f"usage: /{head} resume <session id>")
+        elif head in AGENTS and args[:1] == ["resume"]:
             state = self.state()
             workdir = (
                 state.conversation.workdir if state and state.conversation else self.default_workdir
@@ -407,7 +408,7 @@ class ConsoleChat:
         elif head == "status":
             await self.post(A.StatusRequested(**self._base()))
         elif head == "workdir" and args[:1] == ["set"] and len(args) >= 2:
-            path = check_path(" ".join(args[1:]))
+            path = check_path(_after(rest, 1))
             await self.post(
                 A.WorkdirSet(
                     **self._base(),
@@ -415,9 +416,11 @@ class ConsoleChat:
                     resolved_workdir=resolve_workdir(path, base=self.workdir_base()),
                 )
             )
-        elif head == "model" and args:
+        elif head == "model" and len(args) == 1:
             model = check_word(args[0], "model name")
             await self.post(A.ModelChanged(**self._base(), model=model))
+        elif head in ("allow", "deny") and len(args) > 1:
+            self.say(f"usage: /{head} [id]")
         elif head in ("allow", "deny"):
             request = self._pending("permission", args[0] if args else None)
             if request:
@@ -434,7 +437,7 @@ class ConsoleChat:
             # whole line answers the oldest one.
             named = len(args) > 1 and args[0] in self._pending_ids("question")
             request = self._pending("question", args[0] if named else None)
-            answer = " ".join(args[1:]) if named else rest
+            answer = _after(rest, 1) if named else rest
             if request:
                 await self.post(
                     A.QuestionAnswered(
@@ -480,7 +483,7 @@ class ConsoleChat:
         return pending[0]
 
     async def _thread_command(self, args: list[str]) -> None:
-        if len(args) >= 2 and args[0] in ("new", "switch"):
+        if len(args) == 2 and args[0] in ("new", "switch"):
             name = check_word(args[1], "thread name", MAX_THREAD_NAME)
             if args[0] == "new" and name in self.names:
                 self.say(f"Thread {name} exists: /thread switch {name}")
@@ -524,6 +527,16 @@ class ConsoleChat:
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.say(f"(still busy after {timeout_s:g}s)")
+
+
+def _after(text: str, words: int) -> str:
+    """``text`` after its first ``words`` words (split at white space), as typed: the
+    white space inside it kept, stripped at both ends."""
+    rest = text.strip()
+    for _ in range(words):
+        parts = rest.split(None, 1)
+        rest = parts[1] if len(parts) > 1 else ""
+    return rest.strip()
 
 
 @asynccontextmanager

@@ -77,6 +77,42 @@ def test_a_relative_workdir_is_taken_from_the_conversation_workdir(place, tmp_pa
     assert f"Workdir set to {other} " in out.stdout
 
 
+def test_paths_are_taken_as_typed_and_one_word_values_refuse_more(place, tmp_path):
+    # Commands were split with shlex: a path's backslashes and double spaces were eaten
+    # ("back\\slash" -> "backslash"), and a value of one word took the first of several
+    # ("/model a b" set "a"), where the other platforms refuse the line.
+    other = tmp_path / "other"
+    for name in ("back\\slash", "sp  two", "it's"):
+        (other / name).mkdir(parents=True)
+    out = echo_console(
+        place,
+        args=("--workdir", str(other)),
+        stdin=lines(
+            "/workdir set back\\slash",
+            f"/workdir set {other}",
+            "/workdir set sp  two",
+            f"/workdir set {other}",
+            "/workdir set it's",
+            "/model a b",
+            "/thread new two words",
+            "/echo resume",
+            "/echo resume one two",
+            "/allow p1 extra",
+            "/threads",
+            "/quit",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    for name in ("back\\slash", "sp  two", "it's"):
+        assert f"Workdir set to {other / name} " in text
+    assert "Model set" not in text and "usage: /model <name>" in text
+    assert "usage: /thread new NAME | /thread switch NAME" in text
+    assert text.count("usage: /echo resume <session id>") == 2
+    assert "usage: /allow [id]" in text
+    assert "two" not in [line.strip("* ").split(":")[0] for line in text.splitlines()]
+
+
 def test_an_unknown_agent_is_refused_with_the_known_ones(place):
     out = spindle(place, "run", "--no-mcp", "--agent", "bogus", stdin=lines("hello"))
     assert out.returncode == 2
