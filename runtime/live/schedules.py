@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 import trio
-from croniter import CroniterBadCronError, croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from threadspindle.runtime.core.actions import Action, ScheduleDue
 from threadspindle.runtime.core.model import ThreadState
@@ -48,14 +48,23 @@ _UNITS = {
     "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
     "d": 86400, "day": 86400, "days": 86400,
     "w": 604800, "week": 604800, "weeks": 604800,
+    "y": 31536000, "yr": 31536000, "yrs": 31536000, "year": 31536000, "years": 31536000,
 }  # fmt: skip
 _DELAY_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_CRON_START = re.compile(r"^[\d*@]")  # how a cron expression starts
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})\s*(am|pm)?$")
 _ISO_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
 class WhenError(ValueError):
-    """``when`` is no time, delay or cron expression; the message says what is accepted."""
+    """``when`` is no time, delay or cron expression; the message says what is accepted.
+    ``rank``: how surely the text meant a ``when`` (0: no shape of one; 1: the shape of a
+    delay or a cron expression, not valid; 2: a real time refused, in the past or too far
+    ahead): ``split_when`` says the surest reason, not just the usage."""
+
+    def __init__(self, message: str, rank: int = 0) -> None:
+        super().__init__(message)
+        self.rank = rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +107,10 @@ def _clock_time(text: str, now: datetime) -> datetime | None:
     hour, minute, half = int(match.group(1)), int(match.group(2)), match.group(3)
     if half is not None:
         if not 1 <= hour <= 12:
-            return None
+            raise WhenError(f"{text.strip()} is no time of day.", rank=2)
         hour = hour % 12 + (12 if half == "pm" else 0)
     if hour > 23 or minute > 59:
-        return None
+        raise WhenError(f"{text.strip()} is no time of day.", rank=2)
     due = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
     return due if due > now else due + timedelta(days=1)  # the next such time
 
@@ -113,10 +122,12 @@ def parse_when(text: str, now: float, tz: tzinfo) -> When:
     local_now = datetime.fromtimestamp(now, tz)
     if lowered.startswith("in "):
         seconds = _delay(lowered[3:])
-        if seconds is None or seconds <= 0:
-            raise WhenError(f"{when!r} is no delay. {HELP}")
+        if seconds is None:
+            raise WhenError(f"{when!r} is no delay. {HELP}", rank=1)
+        if seconds <= 0:
+            raise WhenError(f"{when!r} is no time ahead: a delay is more than 0.", rank=2)
         if seconds > MAX_AHEAD_S:
-            raise WhenError(f"{when!r} is more than 10 years ahead.")
+            raise WhenError(f"{when!r} is more than 10 years ahead.", rank=2)
         return When(due_at=now + seconds, cron=None, label=when)
     clock = _clock_time(lowered, local_now)
     if clock is not None:
@@ -127,15 +138,18 @@ def parse_when(text: str, now: float, tz: tzinfo) -> When:
         except ValueError:
             continue
         if moment.timestamp() <= now:
-            raise WhenError(f"{when} is in the past.")
+            raise WhenError(f"{when} is in the past.", rank=2)
         if moment.timestamp() > now + MAX_AHEAD_S:
-            raise WhenError(f"{when} is more than 10 years ahead.")
+            raise WhenError(f"{when} is more than 10 years ahead.", rank=2)
         return When(due_at=moment.timestamp(), cron=None, label=when)
     if len(when.split()) == MAX_WHEN_WORDS or when.startswith("@"):
         try:
             return When(due_at=next_due(when, now, tz), cron=when, label=when)
-        except (CroniterBadCronError, ValueError, KeyError):
-            pass
+        except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+            if _CRON_START.match(when):  # it looks like one: say why it is none
+                raise WhenError(
+                    f"{when!r} is no cron expression that comes due ({exc}). {HELP}", rank=1
+                ) from None
     raise WhenError(f"{when!r} is no time, delay or cron expression. {HELP}")
 
 
@@ -143,13 +157,17 @@ def split_when(text: str, now: float, tz: tzinfo) -> tuple[When, str]:
     """Split ``<when> <prompt>`` (a console line, a Telegram message): the longest leading
     words that parse as a ``when``, and the prompt after them."""
     words = text.split()
+    surest: WhenError | None = None  # the reason of the surest refused ``when``
     for n in range(min(MAX_WHEN_WORDS, len(words) - 1), 0, -1):
         try:
             when = parse_when(" ".join(words[:n]), now, tz)
-        except WhenError:
+        except WhenError as exc:
+            if exc.rank and (surest is None or exc.rank > surest.rank):
+                surest = exc
             continue
         return when, " ".join(words[n:])
-    raise WhenError(f"usage: /schedule <when> <prompt>. {HELP}")
+    # "2020-01-01 09:00 x" is in the past; "in 0m x" no time ahead: said so, not the usage.
+    raise surest or WhenError(f"usage: /schedule <when> <prompt>. {HELP}")
 
 
 def local_timezone() -> tzinfo:

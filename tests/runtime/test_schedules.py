@@ -67,6 +67,28 @@ def test_split_when_takes_the_longest_leading_when() -> None:
         split_when("in 2h", NOW, UTC)  # no prompt
 
 
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("2020-01-01 09:00 x", "2020-01-01 09:00 is in the past."),
+        ("2040-12-31 23:59 y", "2040-12-31 23:59 is more than 10 years ahead."),
+        ("in 11 years far", "'in 11 years' is more than 10 years ahead."),
+        ("25:00 bad", "25:00 is no time of day."),
+        ("13:00pm bad", "13:00pm is no time of day."),
+        ("0 0 30 2 * feb30", "'0 0 30 2 *' is no cron expression that comes due"),
+        ("in 0m now", "'in 0m' is no time ahead: a delay is more than 0."),
+        ("in 2 parsecs go", "'in 2 parsecs' is no delay."),
+        ("tomorrow do it", "usage: /schedule <when> <prompt>."),
+    ],
+)
+def test_split_when_says_why_a_when_is_refused(line: str, reason: str) -> None:
+    # Every refusal read "usage: ...": a date in the past, a day that never comes, a
+    # delay of nothing were never said.
+    with pytest.raises(WhenError) as refused:
+        split_when(line, NOW, UTC)
+    assert str(refused.value).startswith(reason)
+
+
 def test_next_due_follows_the_cron_expression_in_its_time_zone() -> None:
     assert next_due("0 * * * *", NOW, UTC) == NOW + 3600
     assert next_due("0 * * * *", NOW + 1, UTC) == NOW + 3600
