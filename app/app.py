@@ -295,7 +295,8 @@ async def _console(
 
             await stack.enter_async_context(open_asyncio_loop())
             stack.enter_context(patch_stdout(raw=True))
-        platform = ConsolePlatform(sys.stdout, rich=False)
+        # Ids of its own per run: the log keeps them, and a later run edits them.
+        platform = ConsolePlatform(sys.stdout, rich=False, id_prefix=f"c{secrets.token_hex(3)}-")
         async with open_console(
             platform,
             out=sys.stdout,

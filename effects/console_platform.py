@@ -24,6 +24,11 @@ process grow by 100 MB a minute). A message no longer kept was printed long ago:
 of it fails as one of a message deleted on a chat platform does.
 What reaches the terminal has its escape sequences and control characters removed
 (``effects.terminal_text``): agent text must not drive the user's terminal.
+
+Message ids carry a prefix of their own per run (``id_prefix``; ``spindle run`` makes one):
+the log keeps them, and a later run edits what an earlier one printed (a permission
+prompt closed after a restart). Such an edit prints the new text as a ``✎`` line; a
+deletion of one does nothing.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class ConsolePlatform:
         channel_name: Callable[[str], str] = str,
         console: Console | None = None,
         color: bool | None = None,
+        id_prefix: str = "c",
     ) -> None:
         self.out = out if out is not None else sys.stdout
         self.rich = self.out.isatty() if rich is None else rich
@@ -107,6 +113,11 @@ class ConsolePlatform:
         self.typing_calls = 0
         self.titles: dict[str, str] = {}  # channel -> the agent's title, as last shown
         self._ids = itertools.count(1)
+        # Message ids are ``<id_prefix><n>``. The log keeps them, and the next run of the
+        # console edits them (a prompt dismissed after a restart): with a prefix of its own
+        # per run (``spindle run`` gives one), an id of an earlier run is never this run's
+        # message of the same number, and is told apart (``_earlier``).
+        self.id_prefix = id_prefix
         # plain: the message printed last (its text may still grow), and whether the
         # newline after it was added by us rather than being part of its text
         self._cursor: str | None = None
@@ -160,6 +171,11 @@ class ConsolePlatform:
         buttons: tuple[Button, ...] | None = None,
     ) -> None:
         await trio.lowlevel.checkpoint()
+        if self._earlier(message_id):
+            # Printed by an earlier run, long scrolled away: the new text is printed as
+            # any edit of a message no longer in view is (it was an error and a warning
+            # in the chat, twice, and the user never saw the prompt closed).
+            self.messages[message_id] = ConsoleMessage(message_id, channel_id, "")
         message = self._get(message_id)
         old_text, old_controls = message.text, _controls(message.buttons, message.menu)
         message.text = text
@@ -175,6 +191,8 @@ class ConsolePlatform:
 
     async def delete(self, channel_id: str, message_id: str) -> None:
         await trio.lowlevel.checkpoint()
+        if self._earlier(message_id):
+            return  # printed by an earlier run: nothing on this terminal to take back
         message = self._get(message_id)
         message.deleted = True
         if self.rich:
@@ -223,7 +241,11 @@ class ConsolePlatform:
     # -- shared ------------------------------------------------------------------------------
 
     def _new_id(self) -> str:
-        return f"c{next(self._ids)}"
+        return f"{self.id_prefix}{next(self._ids)}"
+
+    def _earlier(self, message_id: str) -> bool:
+        """Whether ``message_id`` is an earlier run's (not this run's, nor known here)."""
+        return message_id not in self.messages and not message_id.startswith(self.id_prefix)
 
     def _get(self, message_id: str) -> ConsoleMessage:
         message = self.messages.get(message_id)

@@ -265,3 +265,30 @@ async def test_two_threads_streaming_at_once_print_each_new_line_once_with_its_t
         "b5\n"
         "✎ [main] rewritten\n"
     )
+
+
+def test_an_earlier_runs_message_is_edited_as_a_new_line_and_never_this_runs_own():
+    # The log keeps message ids, and the next run edits them (a prompt closed after a
+    # restart). Ids were c1, c2 ... in every run: an earlier run's "c1" was unknown (an
+    # error), or this run's own c1, edited in its place.
+    out = io.StringIO()
+    platform = ConsolePlatform(out, rich=False, id_prefix="cB-")
+
+    async def main() -> None:
+        mine = await platform.send("ch", "this run's first message")
+        assert mine == "cB-1"
+        await platform.edit("ch", "cA-1", "🔐 Request\nExpired: the run ended.")
+        await platform.edit("ch", "c1", "from a run before ids had a prefix")
+        await platform.delete("ch", "cA-2")  # nothing of it on this terminal: quietly done
+        try:
+            await platform.edit("ch", "cB-99", "x")
+        except PlatformError:
+            pass
+        else:
+            raise AssertionError("this run's unknown id must stay an error")
+
+    trio.run(main)
+    text = out.getvalue()
+    assert "✎ 🔐 Request\nExpired: the run ended." in text
+    assert "✎ from a run before ids had a prefix" in text
+    assert platform.messages["cB-1"].text == "this run's first message"

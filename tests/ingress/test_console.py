@@ -538,3 +538,52 @@ env = {{ ANTHROPIC_BASE_URL = "{fake.base_url}", ANTHROPIC_API_KEY = "sk-ant-fak
     assert said, out.stdout
     assert "cwd is required" not in out.stdout
     assert f'"cwd":"{os.path.realpath(place["work"])}"' in said[0].replace(" ", ""), said[0]
+
+
+def test_a_prompt_left_open_by_a_killed_console_is_closed_in_the_next_one(place):
+    """The next run edits what an earlier one printed (a permission prompt to close): the
+    ids were ``c1``, ``c2`` ... in every run, so an earlier run's ``c3`` was unknown (an
+    error, and a warning in the chat, twice) or, worse, this run's own ``c3``."""
+    import signal
+    import time
+
+    first = subprocess.Popen(
+        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=place["work"],
+        env=environment(place),
+    )
+    try:
+        assert first.stdin is not None and first.stdout is not None
+        first.stdin.write("please ask me now\n/queue after it\n/wait\n")
+        first.stdin.flush()
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "/allow" not in seen and time.monotonic() < deadline:
+            seen += first.stdout.readline()
+        assert "/allow" in seen, seen
+        # Killed once the prompt's message id is logged (just after it is printed).
+        while time.monotonic() < deadline:
+            with sqlite3.connect(place["data"] / "spindle.db") as db:
+                keys = [
+                    row[0]
+                    for row in db.execute("SELECT action FROM actions WHERE kind = 'output_posted'")
+                ]
+            if any('"key":"console:main/r1/0"' in key for key in keys):
+                break
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    out = echo_console(place, stdin=lines("/wait", "/status", "/quit"))
+    assert out.returncode == 0, out.stderr
+    both = out.stdout + out.stderr
+    assert "unknown message" not in both and "dismiss_prompt failed" not in both, both
+    assert "✎" in out.stdout, out.stdout  # the prompt, closed, printed as an edit
+    assert "Spindle restarted while this run was active" in out.stdout
