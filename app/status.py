@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.cells import cell_len
+
+from threadspindle.effects.terminal_text import terminal_safe
 from threadspindle.runtime.core.model import ThreadState
 from threadspindle.runtime.core.transitions import transition
 from threadspindle.runtime.live.log_read import LogReader, open_read_only
@@ -44,19 +47,27 @@ def read_status(db_path: Path) -> list[ThreadRow]:
 def format_status(rows: list[ThreadRow]) -> str:
     if not rows:
         return "No threads yet."
+    # Thread ids whole, never cut (a cut one could not be given to `log export`), padded
+    # by the cells a terminal gives them (日本 takes four), escape codes removed.
+    ids = [terminal_safe(row.thread_id) for row in rows]
+    width = max(24, *(cell_len(i) for i in ids))
     header = (
-        f"{'thread':24} {'phase':12} {'agent':9} {'queue':>5} {'runs':>5} {'done':>5} "
-        f"{'stale':>5}  workdir"
+        f"{_pad('thread', width)} {'phase':12} {'agent':9} {'queue':>5} {'runs':>5} "
+        f"{'done':>5} {'stale':>5}  workdir"
     )
-    lines = [header, "-" * len(header)]
-    for row in rows:
+    lines = [header, "-" * cell_len(header)]
+    for shown, row in zip(ids, rows, strict=True):
         s = row.state
         conv = s.conversation
         phase = s.run.phase.value if s.run else "idle"
         c = s.counters
         lines.append(
-            f"{row.thread_id[:24]:24} {phase:12} {(conv.agent if conv else '-'):9} "
+            f"{_pad(shown, width)} {phase:12} {(conv.agent if conv else '-'):9} "
             f"{len(s.queue):>5} {c.runs:>5} {c.completed:>5} {c.stale_drops:>5}  "
-            f"{conv.workdir if conv else '-'}"
+            f"{terminal_safe(conv.workdir) if conv else '-'}"
         )
     return "\n".join(lines)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(width - cell_len(text), 0)

@@ -109,7 +109,7 @@ Commands:
   /schedule list | /schedule cancel <id>
   /verbosity text|tools|all    what runs show: the answer; plus tool lines; everything
   /allow [id] | /deny [id]     answer the pending permission prompt
-  /answer <id> <text>          answer the pending question
+  /answer [id] <text>          answer the pending question (the oldest, without an id)
   /remove <item>               take a queued prompt out (its "Remove from queue")
   /thread new NAME | /thread switch NAME | /threads
   /wait                        wait until this thread is idle, or a prompt needs an answer

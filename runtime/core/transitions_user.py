@@ -269,8 +269,9 @@ def on_clear_queue(step: Step, a: A.QueueCleared) -> None:
         step.reply(f"Cleared {n} queued prompt(s)." if n else "The queue is already empty.")
         return
     if not 1 <= a.position <= size:
+        first = " (positions start at 1)" if a.position < 1 else ""
         step.refuse(
-            f"No queued prompt at position {a.position} (the queue has {size}).",
+            f"No queued prompt at position {a.position}{first} (the queue has {size}).",
             "clear-queue position out of range",
             "rejected",
         )
