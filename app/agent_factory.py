@@ -9,10 +9,11 @@ adapter for ``start.agent``; the thread's workdir comes from the ``StartAgent`` 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from threadspindle.agents import adapter_class
-from threadspindle.agents.base import AgentAdapter, AgentOptions, McpServer
+from threadspindle.agents.base import AgentAdapter, AgentOptions, AgentStartError, McpServer
 from threadspindle.app.config import Settings
 from threadspindle.runtime.core.effect_types import StartAgent
 
@@ -54,14 +55,34 @@ def with_process_manager(
 class AgentFactory:
     """Makes each thread's adapter (``runtime.live.ports.AdapterFactory``)."""
 
-    def __init__(self, settings: Settings, mcp: ProcessManager | None) -> None:
+    def __init__(
+        self, settings: Settings, mcp: ProcessManager | None, *, check_roots: bool = True
+    ) -> None:
         self.settings = settings
         self.mcp = mcp
+        # The console's roots are the folder it was started from: a conversation begun
+        # from another one keeps its folder there (README: a warning says so).
+        self.check_roots = check_roots
 
     def __call__(self, start: StartAgent, thread_id: str, /) -> AgentAdapter:
         agent = start.agent
+        if self.check_roots:
+            self._check_roots(start.workdir)
         options = self.settings.agent(agent).options()
         options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
         if self.mcp is not None:
             options = with_process_manager(options, self.mcp, thread_id, start.workdir)
         return adapter_class(agent)(options)
+
+    def _check_roots(self, workdir: str) -> None:
+        """The workdir is inside the allowed roots as configured now. The core checked it
+        against the roots of its day when it was set; a root taken out of the config
+        since left the thread's agent working there at every start."""
+        roots = self.settings.runtime.policy().allowed_roots
+        real = os.path.realpath(workdir)
+        if any(r == "/" or real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+            return
+        raise AgentStartError(
+            f"the workdir {workdir} is outside the allowed roots now "
+            f"({', '.join(roots) or 'none configured'}): /workdir set a folder inside them"
+        )

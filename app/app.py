@@ -116,7 +116,7 @@ async def _serve(
                 _say(f"Cannot start: mcp.port = {exc.port}: {exc}. Set another, or 0 (any free).")
                 return EXIT_USAGE
             logger.info("MCP process manager on %s", mcp.url)
-        factory = AgentFactory(settings, mcp)
+        factory = AgentFactory(settings, mcp, check_roots=console_agent is None)
         runtime_kwargs: dict[str, Any] = {
             "idle_timeout_s": settings.runtime.idle_actor_timeout_s,
             "workspace_factory": workspace_factory(

@@ -183,7 +183,7 @@ async def test_every_adapter_is_handed_the_port_really_bound(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     config = tmp_path / "config.toml"
-    config.write_text("")
+    config.write_text(f'[runtime]\nallowed_roots = ["{tmp_path}"]\n')
     settings = load_settings(config, data_dir=str(tmp_path / "data"))
     assert settings.mcp.port == 0  # the default: any free port
     manager = await nursery.start(serve_process_manager, config_from_settings(settings))

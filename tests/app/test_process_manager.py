@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from threadspindle.agents.base import AgentOptions, McpServer
+from threadspindle.agents.base import AgentOptions, AgentStartError, McpServer
 from threadspindle.app.agent_factory import AgentFactory, with_process_manager
 from threadspindle.app.config import load_settings
 from threadspindle.app.process_manager import config_from_settings
@@ -113,3 +114,25 @@ async def test_the_factory_binds_the_thread_to_the_workdir_it_starts_in(
     # Without the process manager the options are the configured ones.
     plain = AgentFactory(settings, None)(StartAgent(agent="echo", workdir=str(work)), "t")
     assert plain.options.mcp_servers == ()
+
+
+def test_an_agent_is_started_only_in_a_workdir_inside_the_roots_configured_now(
+    tmp_path: Path,
+) -> None:
+    # The core checks a workdir against the roots of its day when it is set; a root
+    # taken out of the config since left the thread's agent working there at each start.
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    for folder in (kept / "app", dropped):
+        folder.mkdir(parents=True)
+    (kept / "link").symlink_to(dropped)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[runtime]\nallowed_roots = ["{kept}"]\n')
+    settings = load_settings(config, data_dir=str(tmp_path / "data"))
+    factory = AgentFactory(settings, None)
+    assert factory(StartAgent(agent="echo", workdir=str(kept / "app")), "t")
+    for outside in (dropped, kept / "link"):
+        with pytest.raises(AgentStartError, match="outside the allowed roots now"):
+            factory(StartAgent(agent="echo", workdir=str(outside)), "t")
+    # The console's own roots are where it was started: not checked there (README).
+    console = AgentFactory(settings, None, check_roots=False)
+    assert console(StartAgent(agent="echo", workdir=str(dropped)), "t")
