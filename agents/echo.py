@@ -73,6 +73,7 @@ class EchoAdapter(AgentAdapter):
         with trio.CancelScope() as scope:
             self._turn_scope = scope
             lowered = prompt.text.lower()
+            denied = False
             if "ask" in lowered.split():
                 self._permission = trio.Event()
                 await self._send(
@@ -84,6 +85,7 @@ class EchoAdapter(AgentAdapter):
                 if not self._allowed:
                     await self._send(E.TextDelta(text="(permission denied: not echoing)"))
                     words: list[str] = []
+                    denied = True
                 else:
                     words = prompt_text(prompt.text, prompt.attachments).split()
             else:
@@ -102,7 +104,9 @@ class EchoAdapter(AgentAdapter):
                 await self._send(
                     E.ToolFinished(tool_id=tool_id, result=f"counted {len(words)} words")
                 )
-            for i, word in enumerate(words or ["(empty prompt)"]):
+            if not words and not denied:  # (a refusal said so already)
+                words = ["(empty prompt)"]
+            for i, word in enumerate(words):
                 await self._send(E.TextDelta(text=("" if i == 0 else " ") + word))
                 await trio.sleep(self.word_delay_s)
         self._turn_scope = None

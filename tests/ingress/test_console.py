@@ -456,6 +456,7 @@ def test_a_permission_prompt_is_answered_with_allow_and_deny(place):
     assert "May I echo this?" in text
     assert "please ask first" in text.split("Allowed", 1)[1]  # echoed once allowed
     assert "(permission denied: not echoing)" in text
+    assert "(empty prompt)" not in text  # the refusal is the answer, not an empty prompt
     assert "No permission is waiting" not in text
     # Discord markup is shown as a terminal can: the commands instead of buttons, plain
     # mentions and subtext (issue 11.7).
