@@ -43,8 +43,8 @@ def _enqueue(step: Step, item: QueueItem, *, interrupt: bool, confirm: bool) -> 
     state = step.state
     if state.conversation is None:
         step.refuse(
-            "No conversation in this thread: start one with /claude start "
-            "(or /codex, /gemini, /opencode start).",
+            "No conversation in this thread: start one with /<agent> start, e.g. "
+            "/claude start (/help lists the agents).",
             "prompt without a conversation",
             "rejected",
         )
