@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from threadspindle.agents import adapter_class
 from threadspindle.agents.base import AgentAdapter, AgentOptions, AgentStartError, McpServer
-from threadspindle.app.config import Settings
+from threadspindle.app.config import AGENT_NAMES, Settings
+from threadspindle.app.doctor import agent_binary
 from threadspindle.runtime.core.effect_types import StartAgent
 
 if TYPE_CHECKING:
@@ -68,6 +69,13 @@ class AgentFactory:
         agent = start.agent
         if self.check_roots:
             self._check_roots(start.workdir)
+        if agent in AGENT_NAMES and agent_binary(self.settings, agent) is None:
+            # Said at once, as the thread's start failing: started, it failed the same way
+            # five times over ~8 s of backoff (14 warnings in the console) before saying so.
+            raise AgentStartError(
+                f"{agent} is not installed (no {self.settings.agent(agent).binary or agent!r} "
+                "found): install it and log in (`spindle doctor` says how)"
+            )
         options = self.settings.agent(agent).options()
         options = options.model_copy(update={"sandbox": self.settings.sandbox_for(agent)})
         if self.mcp is not None:

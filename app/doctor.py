@@ -75,7 +75,8 @@ class AgentFound:
         return self.path is not None and self.logged_in
 
 
-def _binary(settings: Settings, name: str) -> str | None:
+def agent_binary(settings: Settings, name: str) -> str | None:
+    """The executable a genuine CLI agent would be started with, or None: not installed."""
     configured = settings.agent(name).binary
     if configured:
         path = os.path.expanduser(configured)
@@ -123,7 +124,7 @@ def _login(settings: Settings, name: str) -> tuple[bool, str]:
 def detect_agents(settings: Settings, *, with_version: bool = True) -> list[AgentFound]:
     found = []
     for name in AGENT_NAMES:
-        path = _binary(settings, name)
+        path = agent_binary(settings, name)
         version = _version(path) if (path and with_version) else None
         logged_in, how = _login(settings, name) if path else (False, "not installed")
         found.append(AgentFound(name, path, version, logged_in, how))

@@ -330,7 +330,8 @@ class AgentListener:
             return self._factory(start, self.thread_id)
         except Exception as exc:
             self._last_error = _describe(exc)
-            logger.warning("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
+            # Info: whoever asked reports it (the core logs the failed effect as a warning).
+            logger.info("cannot make the agent adapter: %s", self._last_error, extra=self._ctx())
             raise AgentUnavailable(_reason(exc)) from None
 
     async def _run(self, start: StartAgent, first: AgentPort | None = None) -> None:

@@ -341,7 +341,9 @@ class Reactor:
     def _failed(self, effect: Effect, exc: Exception) -> None:
         self.failed += 1
         reason = f"{type(exc).__name__}: {exc}"
-        logger.warning("effect %s failed: %s", effect.type, reason, extra=self._ctx(effect))
+        # Info: the core logs the EffectFailed reported here as a warning (one line a
+        # failure, not three in the console: here, the listener, the core).
+        logger.info("effect %s failed: %s", effect.type, reason, extra=self._ctx(effect))
         self._report(
             EffectFailed, effect=effect.type, key=getattr(effect, "key", None), reason=reason
         )
@@ -450,7 +452,7 @@ class Reactor:
         except Exception as exc:
             self.failed += 1
             reason = f"{type(exc).__name__}: {exc}"
-            logger.warning("effect start_agent failed: %s", reason, extra=self._ctx(effect))
+            logger.info("effect start_agent failed: %s", reason, extra=self._ctx(effect))
             self._report(EffectFailed, effect=effect.type, key=None, reason=reason)
 
     async def _open_thread(self, effect: OpenThread) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -180,8 +181,10 @@ def test_a_taken_web_port_stops_start_up_with_the_manager_running(tmp_path: Path
 
 
 async def test_every_adapter_is_handed_the_port_really_bound(
-    nursery: trio.Nursery, tmp_path: Path
+    nursery: trio.Nursery, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The genuine CLIs (`make test` installs them): an agent not installed is refused.
+    monkeypatch.setenv("PATH", f"{ROOT / '.agents' / 'node_modules' / '.bin'}:/usr/bin:/bin")
     config = tmp_path / "config.toml"
     config.write_text(f'[runtime]\nallowed_roots = ["{tmp_path}"]\n')
     settings = load_settings(config, data_dir=str(tmp_path / "data"))

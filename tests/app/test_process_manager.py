@@ -136,3 +136,18 @@ def test_an_agent_is_started_only_in_a_workdir_inside_the_roots_configured_now(
     # The console's own roots are where it was started: not checked there (README).
     console = AgentFactory(settings, None, check_roots=False)
     assert console(StartAgent(agent="echo", workdir=str(dropped)), "t")
+
+
+def test_an_agent_not_installed_is_refused_at_once_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Started, a missing CLI failed five times over ~8 s of backoff (14 warnings in the
+    # console) before the thread was told.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    config = tmp_path / "config.toml"
+    config.write_text(f'[runtime]\nallowed_roots = ["{tmp_path}"]\n')
+    factory = AgentFactory(load_settings(config, data_dir=str(tmp_path / "data")), None)
+    for agent in ("claude", "codex", "gemini", "opencode"):
+        with pytest.raises(AgentStartError, match=f"{agent} is not installed.*spindle doctor"):
+            factory(StartAgent(agent=agent, workdir=str(tmp_path)), "t")
+    assert factory(StartAgent(agent="echo", workdir=str(tmp_path)), "t")  # needs nothing
