@@ -264,7 +264,8 @@ def workdir_problem(step: Step, requested: str, resolved: str | None) -> str | N
     """Why a workdir is refused, or None. ``resolved`` is the real path from ingress, so
     ``..`` and symlinks pointing out of the allowed roots are judged by where they land."""
     if resolved is None:
-        return f"Workdir {requested!r} does not exist."
+        # (Ingress resolves only a folder: a file there is None too, so both are said.)
+        return f"Workdir {requested!r} does not exist, or is no folder."
     roots = step.state.policy.allowed_roots
     for root in roots:
         root = root.rstrip("/") or "/"
