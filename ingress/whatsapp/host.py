@@ -276,16 +276,19 @@ async def hosted_whatsapp(
             # A connection that sends nothing this long is dropped (None: held for ever).
             config.read_timeout = settings.read_timeout_s
             cap_connections(config, settings.max_connections, "the WhatsApp webhook")
-            async with trio.open_nursery() as nursery:
-                handed_over = True
-                await nursery.start(ingress.send_read_receipts)
-                await nursery.start(hypercorn_serve, app, config)
-                shown = f"[{host}]" if ":" in host else host
-                url = f"http://{shown}:{port}{settings.webhook_path}"
-                try:
-                    yield WhatsAppConnection(platform, ingress, app, url)
-                finally:
-                    nursery.cancel_scope.cancel()
+            try:
+                async with trio.open_nursery() as nursery:
+                    handed_over = True
+                    await nursery.start(ingress.send_read_receipts)
+                    await nursery.start(hypercorn_serve, app, config)
+                    shown = f"[{host}]" if ":" in host else host
+                    url = f"http://{shown}:{port}{settings.webhook_path}"
+                    try:
+                        yield WhatsAppConnection(platform, ingress, app, url)
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                ingress.seen.close()  # the ids handled: their file, written to the end
     finally:
         if not handed_over:
             os.close(fd)
