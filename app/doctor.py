@@ -165,6 +165,8 @@ def _check_database(settings: Settings) -> Check:
     of every thread (what ``spindle log export`` and replay need)."""
     db = settings.database_path
     if not db.exists():
+        if not db.parent.is_dir():  # the data directory could not be made (see its row)
+            return Check("database", "warn", f"{db}: not there, and its folder is unusable")
         return Check("database", "ok", f"{db} (created on first run)")
     move_aside = (
         "restore it from a backup, or move it aside to start afresh (nothing is "
@@ -222,6 +224,10 @@ def _read_like_start_up(reader: LogReader) -> None:
 
 def _check_disk_space(settings: Settings) -> Check:
     """Free space where the data lives: Spindle stops taking prompts when it runs out."""
+    if not settings.data_path.is_dir():
+        # A data directory that could not be made (under /proc, under a file): the space
+        # of whatever parent exists says nothing, and advice to free some would mislead.
+        return Check("disk space", "warn", f"not checked: {settings.data_path} is no folder")
     path = settings.database_path.parent
     while not path.exists() and path != path.parent:
         path = path.parent

@@ -185,3 +185,22 @@ def test_sigterm_while_run_starts_stops_it_the_orderly_way(place: dict[str, Path
         threads_before
     )
     conn.close()
+
+
+def test_doctor_with_a_data_dir_that_cannot_be_made_says_nothing_else_is_fine(
+    tmp_path: Path,
+) -> None:
+    # Under a file (as under /proc) the folder can never be made: the database was
+    # "OK (created on first run)", and the disk check, measuring whatever parent existed,
+    # advised freeing space.
+    place = make_place(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    place["data"] = blocker / "data"
+    doctor = spindle(place, "doctor")
+    rows = {line.split(":")[0].split(None, 1)[1]: line for line in doctor.stdout.splitlines()}
+    assert rows["data directory"].startswith("FAIL")
+    assert rows["database"].startswith("WARN") and "its folder is unusable" in rows["database"]
+    assert rows["disk space"].startswith("WARN") and "not checked" in rows["disk space"]
+    assert "free some space" not in doctor.stdout
+    assert doctor.returncode == 3
