@@ -16,6 +16,7 @@ from threadspindle.agents import adapter_class
 from threadspindle.agents.base import AgentAdapter, AgentOptions, AgentStartError, McpServer
 from threadspindle.app.config import AGENT_NAMES, Settings
 from threadspindle.app.doctor import agent_binary
+from threadspindle.effects.sandbox import inside
 from threadspindle.runtime.core.effect_types import StartAgent
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class AgentFactory:
         since left the thread's agent working there at every start."""
         roots = self.settings.runtime.policy().allowed_roots
         real = os.path.realpath(workdir)
-        if any(r == "/" or real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+        if any(inside(real, root) for root in roots):
             return
         raise AgentStartError(
             f"the workdir {workdir} is outside the allowed roots now "

@@ -48,6 +48,7 @@ __all__ = [
     "WorkdirMoved",
     "WorkdirOutsideRoots",
     "check_sandbox",
+    "inside",
     "open_folder",
     "open_workdir",
     "sandbox_argv",
@@ -99,6 +100,12 @@ def _home_entries(home: str) -> list[str]:
 
 def _under(path: str, directory: str) -> bool:
     return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def inside(path: str, directory: str) -> bool:
+    """``path`` (real) is ``directory`` (resolved here) or below it."""
+    directory = os.path.realpath(directory)
+    return path == directory or _under(path, directory)
 
 
 def _hiding(

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from threadspindle.effects.child_env import child_environment
+from threadspindle.effects.sandbox import inside
 
 __all__ = [
     "ProcessError",
     "check_env",
     "check_no_nul",
     "inherited_env",
-    "inside",
     "loader_variable",
     "resolve_command",
     "resolve_cwd",
@@ -57,12 +57,6 @@ def inherited_env() -> dict[str, str]:
     """Spindle's environment without its own settings and secrets (``SPINDLE_*``: the
     Discord token, the MCP token): an agent can read a managed process's environment."""
     return child_environment()
-
-
-def inside(path: str, directory: str) -> bool:
-    """``path`` (real) is ``directory`` or below it."""
-    directory = os.path.realpath(directory)
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def check_no_nul(command: str, args: Sequence[str], cwd: str | None) -> None:

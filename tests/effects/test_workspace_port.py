@@ -17,22 +17,28 @@ from threadspindle.runtime.core import actions as A
 from threadspindle.runtime.core.effect_types import WorkspaceJob
 
 
-def test_a_diff_result_carries_the_patch_bounded_for_text_and_for_the_file(tmp_path):
-    repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
-    (repo / "big.txt").write_text("".join(f"line {i} é\n" for i in range(20_000)))
+def run_diff(repo, options: WorkspaceOptions | None = None) -> A.WorkspaceJobFinished:
+    """The one action a /diff job of ``repo`` posts (checked to be a finished job)."""
     posted: list[A.Action] = []
     ids = itertools.count()
-    options = WorkspaceOptions(diff_max_chars=1000, diff_file_max_bytes=64 * 1024)
-    port = GitWorkspace("t1", posted.append, lambda: 0.0, lambda: f"a{next(ids)}", options)
+    port = GitWorkspace(
+        "t1", posted.append, lambda: 0.0, lambda: f"a{next(ids)}", options or WorkspaceOptions()
+    )
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            job = WorkspaceJob(job_id="j1", op="diff", workdir=str(repo))
-            await port.apply(job, nursery)
+            await port.apply(WorkspaceJob(job_id="j1", op="diff", workdir=str(repo)), nursery)
 
     trio.run(main)
     [result] = posted
     assert isinstance(result, A.WorkspaceJobFinished) and result.ok
+    return result
+
+
+def test_a_diff_result_carries_the_patch_bounded_for_text_and_for_the_file(tmp_path):
+    repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
+    (repo / "big.txt").write_text("".join(f"line {i} é\n" for i in range(20_000)))
+    result = run_diff(repo, WorkspaceOptions(diff_max_chars=1000, diff_file_max_bytes=64 * 1024))
     assert "1 file +20000" in result.text.replace("files", "file")
     # The patch (~270 KB) is read no further than what is shown and attached: how much
     # more there was is not known, and the notes say so.
@@ -54,17 +60,7 @@ def test_a_patch_read_whole_says_how_much_was_left_out(tmp_path):
     # Under what is read (4× the text shown, or the file's size), the notes count exactly.
     repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
     (repo / "mid.txt").write_text("".join(f"line {i}\n" for i in range(1_000)))
-    posted: list[A.Action] = []
-    options = WorkspaceOptions(diff_max_chars=3000, diff_file_max_bytes=4096)
-    port = GitWorkspace("t1", posted.append, lambda: 0.0, lambda: "a1", options)
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            await port.apply(WorkspaceJob(job_id="j1", op="diff", workdir=str(repo)), nursery)
-
-    trio.run(main)
-    [result] = posted
-    assert isinstance(result, A.WorkspaceJobFinished) and result.ok
+    result = run_diff(repo, WorkspaceOptions(diff_max_chars=3000, diff_file_max_bytes=4096))
     whole = trio.run(gw.diff, str(repo), None)
     assert not whole.patch_cut and 4096 < len(whole.patch) < 12_000
     shown = re.search(r"… \((\d+) more chars not shown\)", result.detail)
@@ -83,21 +79,12 @@ def test_a_huge_file_in_the_workdir_is_never_read_whole_for_a_diff(tmp_path):
         line = "x" * 99 + "\n"
         for _ in range(64):
             f.write(line * 10_000)  # 64 MB in all
-    posted: list[A.Action] = []
-    port = GitWorkspace("t1", posted.append, lambda: 0.0, lambda: "a1", WorkspaceOptions())
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            await port.apply(WorkspaceJob(job_id="j1", op="diff", workdir=str(repo)), nursery)
-
     tracemalloc.start()
     try:
-        trio.run(main)
+        result = run_diff(repo)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    [result] = posted
-    assert isinstance(result, A.WorkspaceJobFinished) and result.ok
     assert "1 file +640000 −0" in result.text
     assert peak < 8 * 1024 * 1024, f"{peak:,} bytes at the peak"
     assert len(result.patch.encode()) <= WorkspaceOptions().diff_file_max_bytes
@@ -112,16 +99,6 @@ def test_a_file_name_that_is_not_utf8_is_reported_storably(tmp_path):
     repo = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
     with open(os.path.join(os.fsencode(repo), b"bad\xff.txt"), "w") as f:
         f.write("x\n")
-    posted: list[A.Action] = []
-    ids = itertools.count()
-    port = GitWorkspace("t1", posted.append, lambda: 0.0, lambda: f"a{next(ids)}")
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            await port.apply(WorkspaceJob(job_id="j1", op="diff", workdir=str(repo)), nursery)
-
-    trio.run(main)
-    [result] = posted
-    assert isinstance(result, A.WorkspaceJobFinished) and result.ok
+    result = run_diff(repo)
     result.model_dump_json()  # would raise on a lone surrogate
     assert any("\ufffd" in name for name in result.files)

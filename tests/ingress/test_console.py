@@ -55,6 +55,19 @@ def echo_console(place: dict[str, Path], *, stdin: str, args: tuple[str, ...] = 
     return spindle(place, "run", "--no-mcp", "--agent", "echo", *args, stdin=stdin, **kw)
 
 
+def echo_console_process(place: dict[str, Path]) -> subprocess.Popen[str]:
+    """``echo_console`` left running, its pipes the caller's (to signal it mid-run)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=place["work"],
+        env=environment(place),
+    )
+
+
 def test_without_any_agent_cli_it_says_so_and_offers_the_echo_demo(place):
     out = spindle(place, "run", "--no-mcp", stdin=lines("hello world", "/wait", "/quit"))
     assert out.returncode == 0, out.stderr
@@ -408,16 +421,7 @@ def test_run_hosts_the_process_manager_and_logs_json_lines(place):
 def test_sigterm_mid_run_stops_cleanly_and_keeps_the_queue(place):
     import time
 
-    env = environment(place)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=place["work"],
-        env=env,
-    )
+    proc = echo_console_process(place)
     assert proc.stdin is not None
     proc.stdin.write(lines("a b c d e f g h i j k l m n o p q r s t u v w x y z", "/queue later"))
     proc.stdin.flush()
@@ -548,15 +552,7 @@ def test_a_prompt_left_open_by_a_killed_console_is_closed_in_the_next_one(place)
     import signal
     import time
 
-    first = subprocess.Popen(
-        [sys.executable, "-m", "threadspindle.app.cli", "run", "--no-mcp", "--agent", "echo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=place["work"],
-        env=environment(place),
-    )
+    first = echo_console_process(place)
     try:
         assert first.stdin is not None and first.stdout is not None
         first.stdin.write("please ask me now\n/queue after it\n/wait\n")
